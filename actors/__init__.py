@@ -1,0 +1,1 @@
+"""Ray actors, one per role. Classes are plain; ``actors.factory`` applies ``ray.remote``."""

@@ -1,0 +1,1 @@
+"""The pure engine: capacity, turns, evidence, cards, planner, assemble. No I/O here."""

@@ -1,0 +1,48 @@
+"""The ledger entry model: payload kinds (``payloads``), the stored envelope and mapper
+(``envelope``), and the canonical JSON the ids are hashed over (``canonical``)."""
+
+from events.envelope import CURRENT_VERSION, LedgerLimits, Mapper, StoredEntry
+from events.payloads import (
+    CONTROL_KINDS,
+    KINDS,
+    PAYLOAD_ADAPTER,
+    Activity,
+    Answer,
+    AssistantStep,
+    CapacityProfileRecord,
+    Compaction,
+    CoveredEvidence,
+    Directive,
+    EvidenceBody,
+    EwmaRecord,
+    HorizonRecord,
+    ImageRef,
+    IntentNote,
+    Nudge,
+    Presentation,
+    PresentationFeedback,
+    PresentationRef,
+    PresentationSelection,
+    PresentationSource,
+    ReadingKey,
+    Receipt,
+    ResetWithHandoff,
+    TextBlock,
+    ThinkingBlock,
+    Thread,
+    ToolResult,
+    ToolUseBlock,
+    TraceLine,
+    TurnCard,
+    Usage,
+    WorkContract,
+)
+
+__all__ = [
+    "CONTROL_KINDS", "CURRENT_VERSION", "KINDS", "PAYLOAD_ADAPTER", "Activity", "Answer", "AssistantStep",
+    "CapacityProfileRecord", "Compaction", "CoveredEvidence", "Directive", "EvidenceBody", "EwmaRecord",
+    "HorizonRecord", "ImageRef", "IntentNote", "LedgerLimits", "Mapper", "Nudge", "Presentation",
+    "PresentationFeedback", "PresentationRef", "PresentationSelection", "PresentationSource", "ReadingKey",
+    "Receipt", "ResetWithHandoff", "StoredEntry", "TextBlock", "ThinkingBlock", "Thread", "ToolResult",
+    "ToolUseBlock", "TraceLine", "TurnCard", "Usage", "WorkContract",
+]

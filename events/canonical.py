@@ -1,0 +1,93 @@
+"""Canonical JSON: the one byte encoding that entry ids are hashed over.
+
+The rules (also in docs/LEDGER_FORMAT.md):
+
+* UTF-8, no byte-order mark, no whitespace outside strings (separators ``,`` and ``:``).
+* Object keys are strings, sorted by Unicode code point; duplicate keys cannot occur.
+* Strings are written as-is except ``"``, ``\\`` and the control characters U+0000-U+001F,
+  which are escaped (``\\n``, ``\\r``, ``\\t``, ``\\b``, ``\\f``, else ``\\u00XX`` in lower-case hex).
+  Non-ASCII characters are written as their UTF-8 bytes, never as ``\\u`` escapes.
+  A lone surrogate is not valid UTF-8 and is rejected.
+* ``true``, ``false``, ``null``.
+* Integers in plain decimal. Floats in the shortest form that round-trips (Python's ``repr``),
+  always with a ``.`` or an exponent so they stay floats; ``-0.0`` is written ``0.0``;
+  NaN and the infinities are rejected.
+* Lists and tuples are arrays. Anything else (bytes, sets, objects) is rejected: raw bytes
+  travel in an entry's blob, hashed separately.
+
+So ``encode(decode(b)) == b`` for every canonical ``b``, and equal values give equal bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from vak.errors import InvalidUtf8, NonCanonicalValue
+
+_encoder = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":"), check_circular=True
+)
+
+
+def _normalise(value: Any, path: str) -> Any:
+    """Check a value is canonical-encodable and normalise -0.0; returns a JSON-ready value."""
+    if value is None or isinstance(value, bool | int | str):
+        if isinstance(value, str):
+            _check_text(value, path)
+        return value
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise NonCanonicalValue(f"{path}: {value!r} has no JSON encoding; use null or a string")
+        return 0.0 if value == 0.0 else value
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise NonCanonicalValue(f"{path}: object key {k!r} is not a string")
+            _check_text(k, f"{path}.<key>")
+            out[k] = _normalise(v, f"{path}.{k}")
+        return out
+    if isinstance(value, list | tuple):
+        return [_normalise(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    raise NonCanonicalValue(
+        f"{path}: {type(value).__name__} is not JSON; store bytes as an entry blob, "
+        "and convert other values to str, int, float, bool, None, list or dict"
+    )
+
+
+def _check_text(text: str, path: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidUtf8(path, f"lone surrogate at index {exc.start}") from exc
+
+
+def encode(value: Any) -> bytes:
+    """The canonical bytes of a JSON value."""
+    return _encoder.encode(_normalise(value, "$")).encode("utf-8")
+
+
+def decode(data: bytes) -> Any:
+    """Parse UTF-8 JSON bytes. Raises InvalidUtf8 or NonCanonicalValue on bad input."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidUtf8("JSON bytes", f"bad byte at offset {exc.start}") from exc
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise NonCanonicalValue(f"not JSON: {exc.msg} at offset {exc.pos}") from exc
+
+
+def is_canonical(data: bytes) -> bool:
+    """True when ``data`` is exactly the canonical encoding of the value it holds."""
+    try:
+        return encode(decode(data)) == data
+    except (InvalidUtf8, NonCanonicalValue):
+        return False
+
+
+def _reject_constant(name: str) -> Any:
+    raise NonCanonicalValue(f"{name} has no canonical JSON encoding")

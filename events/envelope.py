@@ -1,0 +1,216 @@
+"""The stored envelope, kept apart from the payload (as eventsourcing's StoredEvent and Mapper).
+
+A ``StoredEntry`` is what the ledger holds: id, parent, session, seq, time, kind, schema version,
+the payload's canonical JSON bytes, and an optional blob of raw bytes (an evidence body).
+``Mapper`` turns payload models into stored entries and back, upcasting older versions.
+
+Entry id: ``blake3(header + b"\\n" + payload)`` in hex, where ``header`` is the canonical JSON of
+``{"blob", "kind", "parent", "seq", "session", "time", "v"}`` (``blob`` is ``null`` or
+``{"blake3": hex, "len": n}``) and ``payload`` is the payload's canonical JSON. The parent id is
+inside the hashed bytes, so the ids form a hash chain: changing any entry changes its id and so
+breaks every child's parent link.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import blake3
+from pydantic import BaseModel, ValidationError
+
+from events import canonical
+from events.payloads import KINDS, PAYLOAD_ADAPTER, PAYLOAD_TYPES
+from vak.errors import InvalidPayload, OversizeEntry, UnknownKind
+
+ID_HEX_LEN = 64
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerLimits:
+    """Size limits on one entry. Bodies of 64 MiB and more are stored whole in the blob."""
+
+    max_payload_bytes: int = 16 * 1024 * 1024
+    max_blob_bytes: int = 512 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEntry:
+    id: str
+    parent: str | None
+    session: str
+    seq: int
+    time_us: int  # unix microseconds, UTC
+    kind: str
+    v: int  # the payload's schema version
+    payload: bytes  # canonical JSON
+    blob: bytes | None = None
+
+    def blob_meta(self) -> dict[str, Any] | None:
+        return blob_meta(self.blob)
+
+    def compute_id(self, blob_info: dict[str, Any] | None | bool = False) -> str:
+        """The id this entry's bytes hash to. Pass a precomputed ``blob_meta`` to skip rehashing."""
+        info = self.blob_meta() if blob_info is False else blob_info
+        return compute_id(self.parent, self.session, self.seq, self.time_us, self.kind, self.v, self.payload, info)
+
+
+def blob_meta(blob: bytes | None) -> dict[str, Any] | None:
+    if blob is None:
+        return None
+    return {"blake3": blake3.blake3(blob, max_threads=blake3.blake3.AUTO if len(blob) > 1 << 22 else 1).hexdigest(),
+            "len": len(blob)}
+
+
+def compute_id(
+    parent: str | None, session: str, seq: int, time_us: int, kind: str, v: int, payload: bytes,
+    blob_info: dict[str, Any] | None,
+) -> str:
+    header = canonical.encode(
+        {"blob": blob_info, "kind": kind, "parent": parent, "seq": seq, "session": session, "time": time_us, "v": v}
+    )
+    h = blake3.blake3(header)
+    h.update(b"\n")
+    h.update(payload)
+    return h.hexdigest()
+
+
+# ------------------------------------------------------------------ schema versions and upcasters
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+
+# The version each kind is written at today. A kind not listed is at version 1.
+CURRENT_VERSION: dict[str, int] = {"directive": 2}
+
+# (kind, from_version) -> function turning a payload dict of that version into the next version.
+UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+def upcaster(kind: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
+    def register(fn: Upcaster) -> Upcaster:
+        UPCASTERS[(kind, from_version)] = fn
+        return fn
+
+    return register
+
+
+@upcaster("directive", 1)
+def _directive_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    # v1 stored images as bare reference strings; v2 stores {ref, media_type}.
+    images = [{"ref": ref, "media_type": _guess_media_type(ref)} for ref in payload.get("images", [])]
+    return {**payload, "images": images}
+
+
+def _guess_media_type(ref: str) -> str:
+    lower = ref.lower()
+    for ext, media in ((".jpg", "image/jpeg"), (".jpeg", "image/jpeg"), (".gif", "image/gif"), (".webp", "image/webp")):
+        if lower.endswith(ext):
+            return media
+    return "image/png"
+
+
+def upcast(kind: str, version: int, payload: dict[str, Any]) -> dict[str, Any]:
+    target = CURRENT_VERSION.get(kind, 1)
+    if version > target:
+        raise InvalidPayload(
+            f"{kind} entry is schema version {version}, newer than this vak-context ({target}); upgrade vak-context"
+        )
+    while version < target:
+        step = UPCASTERS.get((kind, version))
+        if step is None:
+            raise InvalidPayload(f"no upcaster for {kind} v{version}; the entry cannot be read by this version")
+        payload = step(payload)
+        version += 1
+    return payload
+
+
+# ------------------------------------------------------------------ the mapper
+
+
+class Mapper:
+    """Payload models <-> stored entries."""
+
+    def __init__(self, limits: LedgerLimits | None = None) -> None:
+        self.limits = limits or LedgerLimits()
+
+    def validate(self, payload: BaseModel | dict[str, Any]) -> BaseModel:
+        """Accept a payload model or a plain dict; return the validated model."""
+        if isinstance(payload, BaseModel):
+            if type(payload) not in PAYLOAD_TYPES.values():
+                raise UnknownKind(type(payload).__name__, list(KINDS))
+            return payload
+        if not isinstance(payload, dict):
+            raise InvalidPayload(f"a payload is a model or a dict, not {type(payload).__name__}")
+        kind = payload.get("kind")
+        if kind not in PAYLOAD_TYPES:
+            raise UnknownKind(kind, list(KINDS))
+        try:
+            model: BaseModel = PAYLOAD_ADAPTER.validate_python(payload)
+        except ValidationError as exc:
+            raise InvalidPayload(f"{kind} payload does not validate: {_first_error(exc)}") from exc
+        return model
+
+    def encode_payload(self, payload: BaseModel | dict[str, Any]) -> tuple[str, bytes]:
+        model = self.validate(payload)
+        kind: str = model.kind  # type: ignore[attr-defined]
+        data = canonical.encode(model.model_dump(mode="json"))
+        if len(data) > self.limits.max_payload_bytes:
+            raise OversizeEntry("payload", len(data), self.limits.max_payload_bytes)
+        return kind, data
+
+    def check_blob(self, blob: bytes | None) -> None:
+        if blob is not None and len(blob) > self.limits.max_blob_bytes:
+            raise OversizeEntry("blob", len(blob), self.limits.max_blob_bytes)
+
+    def entry(
+        self,
+        payload: BaseModel | dict[str, Any],
+        *,
+        session: str,
+        seq: int,
+        parent: str | None,
+        time_us: int,
+        blob: bytes | None = None,
+    ) -> StoredEntry:
+        kind, data = self.encode_payload(payload)
+        self.check_blob(blob)
+        draft = StoredEntry(
+            id="", parent=parent, session=session, seq=seq, time_us=time_us, kind=kind,
+            v=CURRENT_VERSION.get(kind, 1), payload=data, blob=blob,
+        )
+        return _with_id(draft)
+
+    def payload_of(self, entry: StoredEntry) -> Any:
+        """The entry's payload as its current model (upcast from older versions)."""
+        if entry.kind not in PAYLOAD_TYPES:
+            raise UnknownKind(entry.kind, list(KINDS))
+        raw = canonical.decode(entry.payload)
+        if not isinstance(raw, dict):
+            raise InvalidPayload(f"entry {entry.id} payload is not a JSON object")
+        raw = upcast(entry.kind, entry.v, raw)
+        try:
+            return PAYLOAD_ADAPTER.validate_python(raw)
+        except ValidationError as exc:
+            raise InvalidPayload(f"entry {entry.id} ({entry.kind}) does not validate: {_first_error(exc)}") from exc
+
+
+def _with_id(draft: StoredEntry) -> StoredEntry:
+    return StoredEntry(
+        id=draft.compute_id(), parent=draft.parent, session=draft.session, seq=draft.seq,
+        time_us=draft.time_us, kind=draft.kind, v=draft.v, payload=draft.payload, blob=draft.blob,
+    )
+
+
+def stored_entry(
+    *, session: str, seq: int, parent: str | None, time_us: int, kind: str, v: int, payload: bytes,
+    blob: bytes | None = None,
+) -> StoredEntry:
+    """Build an entry from raw parts (already canonical payload bytes) and give it its id."""
+    return _with_id(StoredEntry("", parent, session, seq, time_us, kind, v, payload, blob))
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ()))
+    return f"{loc}: {err.get('msg')}" if loc else str(err.get("msg"))

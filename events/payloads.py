@@ -1,0 +1,348 @@
+"""The ledger's entry payloads: one frozen pydantic model per kind, in one discriminated union.
+
+Every kind the spec names (docs: spec §1, §2, §3, §10) is here. A payload is what an entry
+*says*; where it sits (id, parent, session, seq, time) is the envelope's business
+(``events.envelope``). Payload models never hold raw bytes: an evidence body's bytes travel
+in the entry's blob, hashed separately.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+JsonValue = Any  # a value canonical JSON encodes (checked by events.canonical)
+EntryId = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# ------------------------------------------------------------------ content blocks
+
+
+class ImageRef(_Frozen):
+    """An image the directive carried: a reference (URL, path or evidence id), never bytes."""
+
+    ref: str
+    media_type: str = "image/png"
+
+
+class TextBlock(_Frozen):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ThinkingBlock(_Frozen):
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str | None = None
+
+
+class ToolUseBlock(_Frozen):
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+StepBlock = Annotated[TextBlock | ThinkingBlock | ToolUseBlock, Field(discriminator="type")]
+
+
+# ------------------------------------------------------------------ the turn itself
+
+
+class Directive(_Frozen):
+    """A user directive: the start of a turn."""
+
+    kind: Literal["directive"] = "directive"
+    text: str
+    images: tuple[ImageRef, ...] = ()
+
+
+class AssistantStep(_Frozen):
+    """One assistant response: text, thinking blocks and tool_use calls, in order."""
+
+    kind: Literal["assistant_step"] = "assistant_step"
+    blocks: tuple[StepBlock, ...]
+    model: str = ""
+    provider: str = ""
+    stop_reason: str | None = None
+
+    @property
+    def tool_uses(self) -> tuple[ToolUseBlock, ...]:
+        return tuple(b for b in self.blocks if isinstance(b, ToolUseBlock))
+
+    @property
+    def text(self) -> str:
+        return "".join(b.text for b in self.blocks if isinstance(b, TextBlock))
+
+
+class ToolResult(_Frozen):
+    """What the request carried for one tool_use: verbatim, or a window of the evidence body."""
+
+    kind: Literal["tool_result"] = "tool_result"
+    tool_use_id: str
+    tool_name: str
+    content: str
+    is_error: bool = False
+    evidence_id: EntryId | None = None  # the EvidenceBody entry holding the whole result
+    windowed: bool = False
+
+
+class EvidenceBody(_Frozen):
+    """The whole result of a tool call. The bytes are the entry's blob; this is their description."""
+
+    kind: Literal["evidence_body"] = "evidence_body"
+    tool_use_id: str
+    tool_name: str
+    media_type: str = "text/plain"
+    encoding: Literal["utf-8", "binary"] = "utf-8"
+    chars: int = Field(ge=0)  # Unicode characters when utf-8, else bytes
+    bytes: int = Field(ge=0)
+    is_error: bool = False
+
+
+class Usage(_Frozen):
+    """Token usage with every cache tier the providers report."""
+
+    input_tokens: int = 0  # uncached prompt tokens billed at the full rate
+    cache_read_tokens: int = 0  # Anthropic cache_read_input_tokens, OpenAI cached_tokens, ...
+    cache_write_tokens: int = 0  # Anthropic cache_creation_input_tokens
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Every prompt token billed, cache tiers included (spec §1 Feedback)."""
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+
+class Receipt(_Frozen):
+    """What one model call cost and how it was served."""
+
+    kind: Literal["receipt"] = "receipt"
+    provider: str
+    model: str
+    usage: Usage
+    latency_ms: float = Field(ge=0)
+    first_token_ms: float | None = None
+    prefix_digest: str = ""
+    request_chars: int = 0
+    step_id: EntryId | None = None
+
+
+class PresentationSource(_Frozen):
+    type: Literal["tool_call", "fence"]
+    tool_use_id: str | None = None
+    message_entry_id: EntryId | None = None
+
+
+class Presentation(_Frozen):
+    """A card the user saw, written when its emit_*_card call validated (spec §10)."""
+
+    kind: Literal["presentation"] = "presentation"
+    turn_id: EntryId
+    source: PresentationSource
+    semantic_type: str
+    skill_id: str = ""
+    skill_version: str = ""
+    schema_version: int = 1
+    payload: dict[str, JsonValue]
+    payload_digest: str
+    derived_from: tuple[EntryId, ...] = ()
+    title: str = ""
+    identity_digest: str = ""
+
+
+class TraceLine(_Frozen):
+    tool: str
+    args_digest: str
+    evidence_id: EntryId | None = None
+    shape: str = ""
+
+
+class PresentationRef(_Frozen):
+    id: EntryId
+    semantic_type: str
+    title: str
+    digest: str
+    derived_from: tuple[EntryId, ...] = ()
+
+
+class Answer(_Frozen):
+    presentations: tuple[PresentationRef, ...] = ()
+    narration: str = ""
+
+
+class ReadingKey(_Frozen):
+    act: str = ""
+    domains: tuple[str, ...] = ()
+    entities: tuple[str, ...] = ()
+    modalities: tuple[str, ...] = ()
+
+
+class TurnCard(_Frozen):
+    """The deterministic record of a closed turn (spec §10)."""
+
+    kind: Literal["turn_card"] = "turn_card"
+    turn_id: EntryId
+    asked: str
+    did: tuple[TraceLine, ...] = ()
+    answered: Answer = Answer()
+    outcome: Literal["completed", "degraded", "cancelled", "failed"] = "completed"
+    reading: ReadingKey = ReadingKey()
+    tokens_full: int = 0
+    tokens_card: int = 0
+
+
+class CoveredEvidence(_Frozen):
+    id: EntryId
+    description: str
+
+
+class Compaction(_Frozen):
+    """A compaction packet, keyed by the inclusive turn range it summarises (spec §4)."""
+
+    kind: Literal["compaction"] = "compaction"
+    first_turn_id: EntryId
+    last_turn_id: EntryId
+    summary: str
+    covered_evidence: tuple[CoveredEvidence, ...] = ()
+    model: str  # the model whose plan asked for this packet, "provider:model"
+    seeded_from: EntryId | None = None  # the shorter packet this one grew from
+
+
+class Activity(_Frozen):
+    """Something the runtime did that no model sees: probes, repairs, cache breaks."""
+
+    kind: Literal["activity"] = "activity"
+    activity: str
+    detail: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class HorizonRecord(_Frozen):
+    tokens: int = Field(ge=0)
+    confidence: float = Field(ge=0.0, le=1.0)
+    last_confirmed: float  # unix seconds
+
+
+class EwmaRecord(_Frozen):
+    value: float
+    samples: int = 0
+
+
+class CapacityProfileRecord(_Frozen):
+    """A measured CapacityProfile (spec §1), keyed by (provider, model, quantisation)."""
+
+    kind: Literal["capacity_profile"] = "capacity_profile"
+    provider: str
+    model: str
+    quantisation: str = ""
+    declared_window: int
+    verified_window: int | None = None
+    instruction_horizon: HorizonRecord
+    tokens_per_char: EwmaRecord
+    prefill_tps: EwmaRecord | None = None
+    cache: Literal["none", "prefix_stable", "provider_reported"] = "none"
+    output_reserve: int
+    provenance: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class ResetWithHandoff(_Frozen):
+    """The one true boundary: turns before it are never planned again (spec §4)."""
+
+    kind: Literal["reset_handoff"] = "reset_handoff"
+    handoff: str
+    last_turn_id: EntryId | None = None
+    carried_evidence: tuple[EntryId, ...] = ()
+    reason: str = ""
+
+
+# ------------------------------------------------------------------ control messages (not turns)
+
+
+class Nudge(_Frozen):
+    kind: Literal["nudge"] = "nudge"
+    tag: str  # e.g. "empty-step", "freshness-check", "steering-drift"
+    text: str
+
+
+class IntentNote(_Frozen):
+    kind: Literal["intent_note"] = "intent_note"
+    text: str
+
+
+class Thread(_Frozen):
+    kind: Literal["thread"] = "thread"
+    items: tuple[str, ...] = ()
+
+
+class WorkContract(_Frozen):
+    kind: Literal["work_contract"] = "work_contract"
+    text: str
+    active: bool = True
+
+
+class PresentationFeedback(_Frozen):
+    kind: Literal["presentation_feedback"] = "presentation_feedback"
+    presentation_id: EntryId
+    action: Literal["dismissed", "pinned", "helpful", "not_helpful", "corrected"]
+    note: str = ""
+
+
+class PresentationSelection(_Frozen):
+    kind: Literal["presentation_selection"] = "presentation_selection"
+    presentation_ids: tuple[EntryId, ...]
+    turn_id: EntryId | None = None
+
+
+EntryPayload = Annotated[
+    Directive
+    | AssistantStep
+    | ToolResult
+    | EvidenceBody
+    | Receipt
+    | Presentation
+    | TurnCard
+    | Compaction
+    | Activity
+    | CapacityProfileRecord
+    | ResetWithHandoff
+    | Nudge
+    | IntentNote
+    | Thread
+    | WorkContract
+    | PresentationFeedback
+    | PresentationSelection,
+    Field(discriminator="kind"),
+]
+
+PAYLOAD_ADAPTER: TypeAdapter[Any] = TypeAdapter(EntryPayload)
+
+PAYLOAD_TYPES: dict[str, type[BaseModel]] = {
+    cls.model_fields["kind"].default: cls
+    for cls in (
+        Directive,
+        AssistantStep,
+        ToolResult,
+        EvidenceBody,
+        Receipt,
+        Presentation,
+        TurnCard,
+        Compaction,
+        Activity,
+        CapacityProfileRecord,
+        ResetWithHandoff,
+        Nudge,
+        IntentNote,
+        Thread,
+        WorkContract,
+        PresentationFeedback,
+        PresentationSelection,
+    )
+}
+KINDS: tuple[str, ...] = tuple(sorted(PAYLOAD_TYPES))
+CONTROL_KINDS = frozenset({"nudge", "intent_note", "thread", "work_contract"})

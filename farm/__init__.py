@@ -1,0 +1,1 @@
+"""Jobs, the CLI (`vak`), the session generator and the local Ray set-up."""

@@ -1,0 +1,1 @@
+"""Provider adapters, one per wire protocol, over an injected httpx.AsyncClient."""

@@ -1,0 +1,523 @@
+"""The ledger store: append-only, hash-linked, group-committed Arrow IPC segments per session.
+
+Layout (docs/LEDGER_FORMAT.md)::
+
+    <root>/sessions/<session>/seg-000001.arrow    sealed segments (IPC file with footer)
+    <root>/sessions/<session>/_seg-000002.arrow   the segment a writer has open
+    <root>/sessions/<session>/_lock               flock held by the session's one writer
+
+Durability: ``append`` returns only after the entries' record batch is fsynced. Appends that
+arrive while a commit is in flight queue up and go out together in the next batch, under one
+fsync (group commit). On open, a writer seals any segment a crash left open, truncating a torn
+tail and recording the truncation as an ``activity`` entry.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pydantic import BaseModel
+
+from events.envelope import CURRENT_VERSION, LedgerLimits, Mapper, StoredEntry, blob_meta, compute_id
+from events.payloads import Activity
+from storage.segments import (
+    SegmentWriter,
+    from_batch,
+    list_segments,
+    open_name,
+    read_batch_at,
+    rewrite_sealed,
+    scan_segment,
+    sealed_name,
+    to_batch,
+)
+from storage.verify import VerifyReport, verify_session
+from vak.errors import (
+    LedgerClosed,
+    LedgerCorrupt,
+    LedgerError,
+    SessionLocked,
+    UnknownEntry,
+    UnknownParent,
+    UnknownSession,
+)
+from vak.names import check_name
+
+Payload = BaseModel | dict[str, Any]
+DEFAULT_MAX_SEGMENT_BYTES = 256 * 1024 * 1024
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
+
+
+@dataclass(slots=True)
+class _Row:
+    id: str
+    parent: str | None
+    kind: str
+    time_us: int
+    batch: int  # index into _Session.batches
+    row: int
+
+
+@dataclass(slots=True)
+class _BatchLoc:
+    number: int  # segment number
+    offset: int
+    first_seq: int
+    rows: int
+
+
+@dataclass
+class _Session:
+    name: str
+    dir: Path
+    rows: list[_Row | None] = field(default_factory=list)  # index = seq; None = in a damaged batch
+    ids: dict[str, int] = field(default_factory=dict)
+    batches: list[_BatchLoc] = field(default_factory=list)
+    damaged: list[dict[str, Any]] = field(default_factory=list)
+    sealed: set[int] = field(default_factory=set)  # segment numbers already sealed
+    next_segment: int = 1
+    # writer state
+    lock_fd: int | None = None
+    writer: SegmentWriter | None = None
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    pending: list[StoredEntry] = field(default_factory=list)
+    pending_ids: set[str] = field(default_factory=set)
+    next_seq: int = 0
+    head: str | None = None
+    durable_seq: int = -1
+    flushing: bool = False
+    broken: BaseException | None = None
+    commits: int = 0
+
+
+class LedgerStore:
+    """One ledger folder. Thread-safe; one writer per session, enforced with a file lock."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        readonly: bool = False,
+        limits: LedgerLimits | None = None,
+        clock: Callable[[], int] = _now_us,
+        max_segment_bytes: int = DEFAULT_MAX_SEGMENT_BYTES,
+    ) -> None:
+        self.root = Path(root)
+        self.readonly = readonly
+        self.mapper = Mapper(limits)
+        self.clock = clock
+        self.max_segment_bytes = max_segment_bytes
+        self._sessions: dict[str, _Session] = {}
+        self._where: dict[str, str] = {}  # entry id -> session
+        self._lock = threading.RLock()
+        self._closed = False
+        self._cache: OrderedDict[tuple[str, int], list[StoredEntry]] = OrderedDict()
+        self.recoveries: list[dict[str, Any]] = []  # what opening repaired, for callers and tests
+        if readonly:
+            if not (self.root / "sessions").is_dir():
+                raise LedgerError(f"no ledger at {self.root}: it has no sessions/ folder. Check the path.")
+        else:
+            (self.root / "sessions").mkdir(parents=True, exist_ok=True)
+
+    # ------------------------------------------------------------------ sessions
+
+    def sessions(self) -> list[str]:
+        base = self.root / "sessions"
+        names = {p.name for p in base.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
+        return sorted(names | set(self._sessions))
+
+    def _session(self, name: str, *, create: bool = False) -> _Session:
+        self._check_open()
+        with self._lock:
+            s = self._sessions.get(name)
+            if s is not None:
+                return s
+            check_name(name, "session name")
+            d = self.root / "sessions" / name
+            if not d.is_dir():
+                if not create or self.readonly:
+                    raise UnknownSession(name)
+                d.mkdir(parents=True)
+            s = _Session(name=name, dir=d)
+            if not self.readonly:
+                self._take_lock(s)
+            try:
+                self._load(s)
+            except BaseException:
+                self._release_lock(s)
+                raise
+            self._sessions[name] = s
+            for r in s.rows:
+                if r is not None:
+                    self._where[r.id] = name
+        return s
+
+    def _take_lock(self, s: _Session) -> None:
+        path = s.dir / "_lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            os.close(fd)
+            raise SessionLocked(s.name, str(path)) from exc
+        s.lock_fd = fd
+
+    @staticmethod
+    def _release_lock(s: _Session) -> None:
+        if s.lock_fd is not None:
+            os.close(s.lock_fd)  # closing the descriptor drops the flock
+            s.lock_fd = None
+
+    def _load(self, s: _Session) -> None:
+        torn_reports: list[dict[str, Any]] = []
+        for number, path, sealed in list_segments(s.dir):
+            scanned = scan_segment(path, number, sealed)
+            if not sealed and not self.readonly:
+                report = self._seal_leftover(s, scanned)
+                if report is not None:
+                    if report.get("bytes_dropped"):
+                        torn_reports.append(report)
+                    scanned = scan_segment(s.dir / sealed_name(number), number, True)
+                    sealed = True
+            if sealed:
+                s.sealed.add(number)
+            s.next_segment = max(s.next_segment, number + 1)
+            for bi, sb in enumerate(scanned.batches):
+                if sb.batch is None:
+                    s.damaged.append({"segment": path.name, "batch": bi, "offset": sb.offset, "error": sb.error})
+                    continue
+                self._index_batch(s, number, sb.offset, sb.batch)
+        last = next((r for r in reversed(s.rows) if r is not None), None)
+        s.head = last.id if last else None
+        s.next_seq = len(s.rows)
+        s.durable_seq = s.next_seq - 1
+        for report in torn_reports:
+            self.recoveries.append(report)
+            self._append_locked_session(s, [Activity(activity="ledger.torn_tail_truncated", detail=report)], None, None)
+
+    def _seal_leftover(self, s: _Session, scanned: Any) -> dict[str, Any] | None:
+        """Seal a segment a crashed writer left open, dropping an incomplete tail."""
+        if scanned.bad_header and not scanned.torn:
+            s.damaged.append({"segment": scanned.path.name, "error": scanned.bad_header})
+            return None
+        if any(b.batch is None for b in scanned.batches):
+            # A complete but undecodable batch is damage, not a torn write: keep the bytes for inspection.
+            return None
+        dropped = scanned.size - scanned.good_end if not scanned.bad_header else scanned.size
+        rewrite_sealed(s.dir, scanned.number, [b.batch for b in scanned.batches])
+        os.unlink(scanned.path)
+        return {
+            "session": s.name,
+            "segment": sealed_name(scanned.number),
+            "bytes_dropped": dropped,
+            "batches_kept": len(scanned.batches),
+            "reason": scanned.torn or "segment left open by a crash",
+        }
+
+    def _index_batch(self, s: _Session, number: int, offset: int, batch: pa.RecordBatch) -> None:
+        seqs = batch.column("seq").to_pylist()
+        ids = batch.column("id").to_pylist()
+        parents = batch.column("parent").to_pylist()
+        kinds = batch.column("kind").to_pylist()
+        times = batch.column("time").cast(pa.int64()).to_pylist()
+        bi = len(s.batches)
+        s.batches.append(_BatchLoc(number, offset, seqs[0] if seqs else len(s.rows), len(seqs)))
+        for i, seq in enumerate(seqs):
+            while len(s.rows) < seq:
+                s.rows.append(None)
+            row = _Row(ids[i], parents[i], kinds[i], times[i], bi, i)
+            if seq == len(s.rows):
+                s.rows.append(row)
+            else:  # out of order seq: keep the first, verify() reports the rest
+                continue
+            s.ids[ids[i]] = seq
+
+    # ------------------------------------------------------------------ appending
+
+    def append(
+        self,
+        session: str,
+        payloads: Sequence[Payload],
+        *,
+        parent: str | None = None,
+        blobs: Sequence[bytes | None] | None = None,
+    ) -> list[str]:
+        """Append entries as one chain (each the parent of the next); return their ids once durable.
+
+        ``parent`` defaults to the session head. ``blobs[i]`` is the raw body of entry ``i``.
+        """
+        if self.readonly:
+            raise LedgerError("this LedgerStore is read-only; open it with readonly=False to append")
+        if blobs is not None and len(blobs) != len(payloads):
+            raise ValueError("blobs must have one item per payload")
+        s = self._session(session, create=True)
+        return self._append_locked_session(s, payloads, parent, blobs)
+
+    def append_one(self, session: str, payload: Payload, *, parent: str | None = None, blob: bytes | None = None) -> str:
+        return self.append(session, [payload], parent=parent, blobs=[blob])[0]
+
+    def _append_locked_session(
+        self, s: _Session, payloads: Sequence[Payload], parent: str | None, blobs: Sequence[bytes | None] | None
+    ) -> list[str]:
+        # Encoding and blob hashing happen outside the lock; only seq, parent and the id are serial.
+        encoded = [self.mapper.encode_payload(p) for p in payloads]
+        blob_list = list(blobs) if blobs is not None else [None] * len(payloads)
+        for b in blob_list:
+            self.mapper.check_blob(b)
+        metas = [blob_meta(b) for b in blob_list]
+        with s.cond:
+            self._check_open()
+            if s.broken is not None:
+                raise LedgerError(f"session {s.name!r} writer failed earlier ({s.broken}); reopen the ledger")
+            prev = parent if parent is not None else s.head
+            if parent is not None and parent not in s.ids and parent not in s.pending_ids:
+                raise UnknownParent(parent, s.name)
+            new: list[StoredEntry] = []
+            now = self.clock()
+            for (kind, data), blob, meta in zip(encoded, blob_list, metas, strict=True):
+                v = CURRENT_VERSION.get(kind, 1)
+                eid = compute_id(prev, s.name, s.next_seq, now, kind, v, data, meta)
+                new.append(StoredEntry(eid, prev, s.name, s.next_seq, now, kind, v, data, blob))
+                s.next_seq += 1
+                prev = eid
+            if not new:
+                return []
+            s.pending.extend(new)
+            s.pending_ids.update(e.id for e in new)
+            s.head = new[-1].id
+            target = new[-1].seq
+            while s.durable_seq < target:
+                if s.broken is not None:
+                    raise LedgerError(f"append to {s.name!r} was not made durable: {s.broken}") from s.broken
+                if s.flushing:
+                    s.cond.wait()
+                    continue
+                self._lead_commit(s)
+        return [e.id for e in new]
+
+    def _lead_commit(self, s: _Session) -> None:
+        """Called with s.cond held: write everything pending as one batch under one fsync."""
+        batch_entries, s.pending = s.pending, []
+        s.flushing = True
+        s.cond.release()
+        error: BaseException | None = None
+        loc: tuple[int, int] | None = None
+        try:
+            writer = self._writer(s)
+            offset = writer.write(to_batch(batch_entries))
+            loc = (writer.number, offset)
+            if writer.size >= self.max_segment_bytes:
+                writer.seal()
+                s.sealed.add(writer.number)
+                s.writer = None
+        except BaseException as exc:  # an I/O error poisons the session: what is on disk is unknown
+            error = exc
+        finally:
+            s.cond.acquire()
+            s.flushing = False
+        if error is not None or loc is None:
+            s.broken = error or LedgerError("commit failed")
+            if s.writer is not None:
+                s.writer.abandon()
+                s.writer = None
+            s.cond.notify_all()
+            raise LedgerError(f"commit to session {s.name!r} failed: {error}") from error
+        bi = len(s.batches)
+        s.batches.append(_BatchLoc(loc[0], loc[1], batch_entries[0].seq, len(batch_entries)))
+        for i, e in enumerate(batch_entries):
+            s.rows.append(_Row(e.id, e.parent, e.kind, e.time_us, bi, i))
+            s.ids[e.id] = e.seq
+            s.pending_ids.discard(e.id)
+            self._where[e.id] = s.name
+        s.durable_seq = batch_entries[-1].seq
+        s.commits += 1
+        s.cond.notify_all()
+
+    def _writer(self, s: _Session) -> SegmentWriter:
+        if s.writer is None:
+            s.writer = SegmentWriter(s.dir, s.next_segment)
+            s.next_segment += 1
+        return s.writer
+
+    # ------------------------------------------------------------------ reading
+
+    def head(self, session: str) -> str | None:
+        return self._session(session).head
+
+    def count(self, session: str) -> int:
+        return len(self._session(session).rows)
+
+    def commits(self, session: str) -> int:
+        """How many batches (fsyncs) this store wrote to the session since it opened."""
+        return self._session(session).commits
+
+    def _load_all(self) -> None:
+        for name in self.sessions():
+            self._session(name)
+
+    def _locate(self, entry_id: str) -> tuple[_Session, int]:
+        if not isinstance(entry_id, str):
+            raise UnknownEntry(repr(entry_id))
+        name = self._where.get(entry_id)
+        if name is None:
+            self._load_all()
+            name = self._where.get(entry_id)
+            if name is None:
+                raise UnknownEntry(entry_id)
+        s = self._sessions[name]
+        return s, s.ids[entry_id]
+
+    def session_of(self, entry_id: str) -> str:
+        return self._locate(entry_id)[0].name
+
+    def get(self, entry_id: str) -> StoredEntry:
+        s, seq = self._locate(entry_id)
+        return self._read(s, seq)
+
+    def payload(self, entry_id: str) -> Any:
+        return self.mapper.payload_of(self.get(entry_id))
+
+    def _read(self, s: _Session, seq: int) -> StoredEntry:
+        row = s.rows[seq]
+        if row is None:
+            raise LedgerCorrupt(f"entry at seq {seq} of session {s.name!r} is in a damaged batch", {"seq": seq})
+        return self._batch_entries(s, row.batch)[row.row]
+
+    def _batch_entries(self, s: _Session, bi: int) -> list[StoredEntry]:
+        key = (s.name, bi)
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+        loc = s.batches[bi]
+        path = s.dir / (sealed_name(loc.number) if loc.number in s.sealed else open_name(loc.number))
+        if not path.exists():  # sealed since we indexed it
+            path = s.dir / sealed_name(loc.number)
+        try:
+            entries = from_batch(read_batch_at(path, loc.offset))
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise LedgerCorrupt(
+                f"batch {bi} of session {s.name!r} no longer decodes: {exc}",
+                {"session": s.name, "segment": path.name, "offset": loc.offset},
+            ) from exc
+        if sum(len(e.blob or b"") for e in entries) <= 8 * 1024 * 1024:
+            with self._lock:
+                self._cache[key] = entries
+                while len(self._cache) > 64:
+                    self._cache.popitem(last=False)
+        return entries
+
+    def entries(self, session: str, start: int = 0, stop: int | None = None) -> list[StoredEntry]:
+        """Entries with ``start <= seq < stop``, in seq order."""
+        s = self._session(session)
+        n = len(s.rows)
+        stop = n if stop is None else min(stop, n)
+        if start < 0 or start > stop:
+            raise UnknownEntry(f"seq range {start}..{stop} of session {session!r} (it has {n} entries)")
+        return [self._read(s, q) for q in range(start, stop)]
+
+    def iter_metadata(self, session: str) -> Iterable[tuple[int, str, str | None, str, int]]:
+        """(seq, id, parent, kind, time_us) for every entry, without reading payloads."""
+        s = self._session(session)
+        for seq, r in enumerate(s.rows):
+            if r is not None:
+                yield seq, r.id, r.parent, r.kind, r.time_us
+
+    def chain_to_root(self, entry_id: str) -> list[StoredEntry]:
+        """The entries from the session root down to ``entry_id``, oldest first, following parents."""
+        s, seq = self._locate(entry_id)
+        seqs: list[int] = []
+        cur: int | None = seq
+        while cur is not None:
+            seqs.append(cur)
+            row = s.rows[cur]
+            if row is None:
+                raise LedgerCorrupt(f"chain of {entry_id} passes a damaged batch at seq {cur}", {"seq": cur})
+            cur = s.ids.get(row.parent) if row.parent is not None else None
+            if row.parent is not None and cur is None:
+                raise LedgerCorrupt(f"entry {row.id} names parent {row.parent}, which is not in the session")
+        return [self._read(s, q) for q in reversed(seqs)]
+
+    # ------------------------------------------------------------------ maintenance
+
+    def verify(self, session: str | None = None) -> VerifyReport:
+        """Re-read the session(s) from disk and check every hash link. Names the first bad entry."""
+        names = [session] if session is not None else self.sessions()
+        report = VerifyReport()
+        for name in names:
+            d = self.root / "sessions" / check_name(name, "session name")
+            if not d.is_dir():
+                raise UnknownSession(name)
+            with self._lock:
+                s = self._sessions.get(name)
+            if s is not None:
+                with s.cond:  # do not read a segment while a commit is half written
+                    while s.flushing:
+                        s.cond.wait()
+                    verify_session(d, name, report)
+            else:
+                verify_session(d, name, report)
+            if not report.ok:
+                break
+        return report
+
+    def checkpoint(self) -> None:
+        """Seal every open segment so plain Arrow readers see all durable entries."""
+        for s in list(self._sessions.values()):
+            with s.cond:
+                while s.flushing:
+                    s.cond.wait()
+                if s.writer is not None:
+                    s.writer.seal()
+                    s.sealed.add(s.writer.number)
+                    s.writer = None
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        if not self.readonly:
+            self.checkpoint()
+        with self._lock:
+            self._closed = True
+            for s in self._sessions.values():
+                self._release_lock(s)
+            self._cache.clear()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LedgerClosed()
+
+    def __enter__(self) -> LedgerStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def stats(self) -> dict[str, Any]:
+        """Sessions, entries by kind, bytes on disk and heads: what `vak inspect` prints."""
+        by_kind: dict[str, int] = {}
+        heads: dict[str, str | None] = {}
+        total = 0
+        for name in self.sessions():
+            s = self._session(name)
+            heads[name] = s.head
+            for r in s.rows:
+                if r is not None:
+                    by_kind[r.kind] = by_kind.get(r.kind, 0) + 1
+                    total += 1
+        disk = sum(p.stat().st_size for p in (self.root / "sessions").rglob("*seg-*.arrow"))
+        return {"sessions": len(heads), "entries": total, "by_kind": dict(sorted(by_kind.items())),
+                "bytes": disk, "heads": heads}

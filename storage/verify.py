@@ -1,0 +1,127 @@
+"""verify(): re-read a session from disk and check every hash link, naming the first bad entry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from events import canonical
+from events.payloads import PAYLOAD_TYPES
+from storage.segments import from_batch, list_segments, scan_segment
+
+
+@dataclass
+class BadEntry:
+    session: str
+    segment: str
+    batch: int
+    row: int | None
+    seq: int | None
+    id: str | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"session {self.session!r}, {self.segment} batch {self.batch}"
+        if self.row is not None:
+            where += f" row {self.row}"
+        who = f"seq {self.seq}" if self.seq is not None else "unknown seq"
+        if self.id:
+            who += f" (id {self.id})"
+        return f"first bad entry: {who} at {where}: {self.reason}"
+
+
+@dataclass
+class VerifyReport:
+    sessions: int = 0
+    entries: int = 0
+    first_bad: BadEntry | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.first_bad is None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "sessions": self.sessions,
+            "entries": self.entries,
+            "first_bad": None if self.first_bad is None else self.first_bad.__dict__,
+            "notes": self.notes,
+        }
+
+
+def verify_session(session_dir: Path, name: str, report: VerifyReport) -> None:
+    report.sessions += 1
+    seen: dict[str, int] = {}
+    expected_seq = 0
+    last_id: str | None = None
+    segments = list_segments(session_dir)
+    for si, (number, path, sealed) in enumerate(segments):
+        scanned = scan_segment(path, number, sealed)
+        if scanned.bad_header:
+            report.first_bad = BadEntry(name, path.name, 0, None, expected_seq, None, scanned.bad_header)
+            return
+        if scanned.torn:
+            if sealed or si != len(segments) - 1:
+                report.first_bad = BadEntry(name, path.name, len(scanned.batches), None, expected_seq, None,
+                                            f"segment is cut short: {scanned.torn}")
+                return
+            report.notes.append(f"{path.name}: unacknowledged torn tail ({scanned.size - scanned.good_end} bytes); "
+                                "the next writer truncates it")
+        if sealed and not _footer_ok(path, len(scanned.batches)):
+            report.first_bad = BadEntry(name, path.name, len(scanned.batches), None, None, None,
+                                        "the segment footer does not match its record batches")
+            return
+        for bi, sb in enumerate(scanned.batches):
+            if sb.batch is None:
+                report.first_bad = BadEntry(name, path.name, bi, None, expected_seq,
+                                            _id_named_by_next(scanned.batches, bi, segments, si),
+                                            f"record batch at byte {sb.offset} does not decode ({sb.error})")
+                return
+            for ri, e in enumerate(from_batch(sb.batch)):
+                reason = _check(e, name, expected_seq, last_id, seen)
+                if reason:
+                    report.first_bad = BadEntry(name, path.name, bi, ri, e.seq, e.id, reason)
+                    return
+                seen[e.id] = e.seq
+                last_id = e.id
+                expected_seq += 1
+                report.entries += 1
+
+
+def _check(e: Any, session: str, expected_seq: int, last_id: str | None, seen: dict[str, int]) -> str:
+    if e.session != session:
+        return f"session column says {e.session!r}"
+    if e.seq != expected_seq:
+        return f"seq {e.seq} where {expected_seq} was expected"
+    if e.kind not in PAYLOAD_TYPES:
+        return f"unknown kind {e.kind!r}"
+    if not canonical.is_canonical(e.payload):
+        return "payload bytes are not canonical JSON (altered, or not UTF-8)"
+    if e.compute_id() != e.id:
+        return "content does not hash to the entry's id (tampered)"
+    if e.parent is not None and e.parent not in seen:
+        return f"parent {e.parent} is not an earlier entry of the session"
+    return ""
+
+
+def _footer_ok(path: Path, batches: int) -> bool:
+    try:
+        with ipc.open_file(str(path)) as reader:
+            return reader.num_record_batches == batches
+    except (pa.ArrowException, OSError, ValueError):
+        return False
+
+
+def _id_named_by_next(batches: list[Any], bi: int, segments: list[Any], si: int) -> str | None:
+    """An undecodable batch's last id survives as the parent of the next good entry."""
+    for sb in batches[bi + 1:]:
+        if sb.batch is not None and sb.batch.num_rows:
+            return str(sb.batch.column("parent")[0].as_py())
+        return None
+    return None

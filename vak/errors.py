@@ -1,0 +1,194 @@
+"""Every error vak-context raises on purpose, in one hierarchy.
+
+Library errors (pyarrow, pydantic, httpx, Ray, OS) are translated at the edge with
+``raise ... from exc`` so callers catch these types, never a library's. Each message
+says what went wrong and what to do next.
+
+::
+
+    VakError
+    ├── InvalidInput                  bad input from a caller; nothing was written
+    │   ├── UnknownKind               an entry kind the event model does not know
+    │   ├── InvalidUtf8               text that is not valid UTF-8 (or a lone surrogate)
+    │   ├── InvalidName               a session / model / file name that cannot become a path
+    │   ├── OversizeEntry             an entry over the ledger's size limits
+    │   ├── NonCanonicalValue         a value canonical JSON cannot encode (NaN, bytes, ...)
+    │   └── InvalidPayload            a payload that fails its schema
+    ├── LedgerError                   the ledger store
+    │   ├── UnknownParent             a parent id that is not in the session
+    │   ├── UnknownEntry              an entry id (or seq range) that is not in the ledger
+    │   ├── UnknownSession            a session the ledger has never seen
+    │   ├── SessionLocked             another writer holds the session (one writer per session)
+    │   ├── LedgerClosed              the store was closed
+    │   └── LedgerCorrupt             stored bytes that do not decode or do not hash to their id
+    ├── ProviderError                 a model provider call (providers/)
+    │   ├── ContextOverflow           the prompt is over the model's window (carries the sizes)
+    │   ├── RetryableProviderError    429, 5xx, timeouts and dropped connections: retry with backoff
+    │   └── ProviderRequestError      any other 4xx: the request itself is wrong
+    ├── ModelServerError              the local llama.cpp server cannot start or is not reachable
+    ├── ConfigError                   the operator's TOML config is wrong
+    └── ActorError                    a Ray actor cannot be reached or started
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class VakError(Exception):
+    """Base of every error vak-context raises on purpose."""
+
+
+# ---------------------------------------------------------------- bad input
+
+
+class InvalidInput(VakError):
+    """Bad input from a caller. Nothing was written."""
+
+
+class UnknownKind(InvalidInput):
+    def __init__(self, kind: object, known: list[str] | None = None) -> None:
+        self.kind = kind
+        hint = f" Known kinds: {', '.join(known)}." if known else ""
+        super().__init__(f"unknown entry kind {kind!r}.{hint} Check the payload's 'kind' field.")
+
+
+class InvalidUtf8(InvalidInput):
+    def __init__(self, where: str, detail: str = "") -> None:
+        self.where = where
+        extra = f" ({detail})" if detail else ""
+        super().__init__(
+            f"{where} is not valid UTF-8{extra}. Store raw bytes as an evidence body (blob), "
+            "or decode the text with errors='replace' before appending it."
+        )
+
+
+class InvalidName(InvalidInput):
+    def __init__(self, what: str, name: object, rule: str) -> None:
+        self.name = name
+        super().__init__(f"invalid {what} {name!r}: {rule}")
+
+
+class OversizeEntry(InvalidInput):
+    def __init__(self, part: str, size: int, limit: int) -> None:
+        self.part, self.size, self.limit = part, size, limit
+        super().__init__(
+            f"entry {part} is {size:,} bytes, over the ledger limit of {limit:,} bytes. "
+            "Store large tool output as an evidence body (it takes up to the blob limit), "
+            "or raise the limit with LedgerLimits."
+        )
+
+
+class NonCanonicalValue(InvalidInput):
+    """A value that canonical JSON cannot encode exactly once (NaN, infinities, bytes, ...)."""
+
+
+class InvalidPayload(InvalidInput):
+    """A payload that does not validate against its kind's schema."""
+
+
+# ---------------------------------------------------------------- ledger
+
+
+class LedgerError(VakError):
+    """Errors of the ledger store."""
+
+
+class UnknownParent(LedgerError):
+    def __init__(self, parent: str, session: str) -> None:
+        self.parent, self.session = parent, session
+        super().__init__(
+            f"parent {parent!r} is not an entry of session {session!r}. "
+            "Pass parent=None to chain onto the session head, or an id returned by append()."
+        )
+
+
+class UnknownEntry(LedgerError):
+    def __init__(self, what: str) -> None:
+        super().__init__(f"no such entry: {what}. Ids are 64 hex characters returned by append().")
+
+
+class UnknownSession(LedgerError):
+    def __init__(self, session: str) -> None:
+        self.session = session
+        super().__init__(f"no session {session!r} in this ledger. List sessions with sessions().")
+
+
+class SessionLocked(LedgerError):
+    def __init__(self, session: str, path: str) -> None:
+        super().__init__(
+            f"session {session!r} already has a writer ({path} is locked). One writer per session: "
+            "append through the LedgerActor that owns this ledger, or open the store read-only."
+        )
+
+
+class LedgerClosed(LedgerError):
+    def __init__(self) -> None:
+        super().__init__("the ledger store is closed. Open a new LedgerStore on the same folder.")
+
+
+class LedgerCorrupt(LedgerError):
+    """Stored bytes that do not decode, or do not hash to their id.
+
+    ``position`` names where: session, segment file, batch index, row, and seq when known.
+    """
+
+    def __init__(self, message: str, position: dict[str, Any] | None = None) -> None:
+        self.position = position or {}
+        super().__init__(f"{message}. Run `vak verify <ledger>` for the full report.")
+
+
+# ---------------------------------------------------------------- providers
+
+
+class ProviderError(VakError):
+    """A model provider call failed."""
+
+    def __init__(self, message: str, *, provider: str = "", status: int | None = None) -> None:
+        self.provider, self.status = provider, status
+        super().__init__(message)
+
+
+class ContextOverflow(ProviderError):
+    """The prompt is over what the provider accepts. Carries the sizes when the provider said them."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        status: int | None = 400,
+        prompt_tokens: int | None = None,
+        limit_tokens: int | None = None,
+    ) -> None:
+        self.prompt_tokens, self.limit_tokens = prompt_tokens, limit_tokens
+        super().__init__(message, provider=provider, status=status)
+
+
+class RetryableProviderError(ProviderError):
+    """429, 5xx, timeouts: safe to retry with backoff."""
+
+    def __init__(
+        self, message: str, *, provider: str = "", status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        self.retry_after = retry_after
+        super().__init__(message, provider=provider, status=status)
+
+
+class ProviderRequestError(ProviderError):
+    """Any other provider error: the request itself is wrong (auth, schema, model name)."""
+
+
+# ---------------------------------------------------------------- the rest
+
+
+class ModelServerError(VakError):
+    """The local llama.cpp server could not start, or is not reachable."""
+
+
+class ConfigError(VakError):
+    """The operator's TOML config is wrong."""
+
+
+class ActorError(VakError):
+    """A Ray actor could not be reached or started."""
