@@ -1,0 +1,43 @@
+"""`vak`: the command line. Each command lives in its own module with ``register(subparsers)``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from vak.errors import VakError
+
+# Modules that add subcommands. Each defines register(subparsers) and sets a `func` default.
+COMMAND_MODULES = [
+    "farm.cmd_ledger",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vak", description="vak-context: a context engine for LLM agents")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except VakError as exc:
+        print(f"vak: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("vak: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
