@@ -187,7 +187,8 @@ class LedgerStore:
             if not sealed and not self.readonly:
                 report = self._seal_leftover(s, scanned)
                 if report is not None:
-                    if report.get("bytes_dropped"):
+                    self.recoveries.append(report)
+                    if report["bytes_dropped"]:
                         torn_reports.append(report)
                     scanned = scan_segment(s.dir / sealed_name(number), number, True)
                     sealed = True
@@ -204,7 +205,6 @@ class LedgerStore:
         s.next_seq = len(s.rows)
         s.durable_seq = s.next_seq - 1
         for report in torn_reports:
-            self.recoveries.append(report)
             self._append_locked_session(s, [Activity(activity="ledger.torn_tail_truncated", detail=report)], None, None)
 
     def _seal_leftover(self, s: _Session, scanned: Any) -> dict[str, Any] | None:

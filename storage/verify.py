@@ -59,13 +59,27 @@ def verify_session(session_dir: Path, name: str, report: VerifyReport) -> None:
     report.sessions += 1
     seen: dict[str, int] = {}
     expected_seq = 0
-    last_id: str | None = None
     segments = list_segments(session_dir)
     for si, (number, path, sealed) in enumerate(segments):
         scanned = scan_segment(path, number, sealed)
         if scanned.bad_header:
             report.first_bad = BadEntry(name, path.name, 0, None, expected_seq, None, scanned.bad_header)
             return
+        for bi, sb in enumerate(scanned.batches):
+            if sb.batch is None:
+                report.first_bad = BadEntry(name, path.name, bi, None, expected_seq,
+                                            _id_named_by_next(scanned.batches, bi, segments, si),
+                                            f"record batch at byte {sb.offset} does not decode ({sb.error})")
+                return
+            for ri, e in enumerate(from_batch(sb.batch)):
+                reason = _check(e, name, expected_seq, seen)
+                if reason:
+                    report.first_bad = BadEntry(name, path.name, bi, ri, expected_seq, e.id, reason)
+                    return
+                seen[e.id] = e.seq
+                expected_seq += 1
+                report.entries += 1
+        # Damage after the last complete batch is reported at the seq the next entry would have had.
         if scanned.torn:
             if sealed or si != len(segments) - 1:
                 report.first_bad = BadEntry(name, path.name, len(scanned.batches), None, expected_seq, None,
@@ -77,24 +91,9 @@ def verify_session(session_dir: Path, name: str, report: VerifyReport) -> None:
             report.first_bad = BadEntry(name, path.name, len(scanned.batches), None, None, None,
                                         "the segment footer does not match its record batches")
             return
-        for bi, sb in enumerate(scanned.batches):
-            if sb.batch is None:
-                report.first_bad = BadEntry(name, path.name, bi, None, expected_seq,
-                                            _id_named_by_next(scanned.batches, bi, segments, si),
-                                            f"record batch at byte {sb.offset} does not decode ({sb.error})")
-                return
-            for ri, e in enumerate(from_batch(sb.batch)):
-                reason = _check(e, name, expected_seq, last_id, seen)
-                if reason:
-                    report.first_bad = BadEntry(name, path.name, bi, ri, e.seq, e.id, reason)
-                    return
-                seen[e.id] = e.seq
-                last_id = e.id
-                expected_seq += 1
-                report.entries += 1
 
 
-def _check(e: Any, session: str, expected_seq: int, last_id: str | None, seen: dict[str, int]) -> str:
+def _check(e: Any, session: str, expected_seq: int, seen: dict[str, int]) -> str:
     if e.session != session:
         return f"session column says {e.session!r}"
     if e.seq != expected_seq:

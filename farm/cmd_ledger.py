@@ -1,0 +1,61 @@
+"""`vak run`, `vak verify`, `vak inspect`: the main job and ledger checks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from farm.mainjob import DEFAULT_LEDGER
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("run", help="run the main job on embedded defaults (local Ray, local ledger, local model)")
+    p.add_argument("--ledger", type=Path, default=DEFAULT_LEDGER, help="ledger folder (default: %(default)s)")
+    p.add_argument("--turns", type=int, default=12, help="turns in the generated session")
+    p.add_argument("--seed", type=int, default=7)
+    p.set_defaults(func=_run)
+
+    p = sub.add_parser("verify", help="check every hash link of a ledger folder; names the first bad entry")
+    p.add_argument("ledger", type=Path)
+    p.add_argument("--session", default=None)
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=_verify)
+
+    p = sub.add_parser("inspect", help="sessions, entries by kind, bytes and heads of a ledger folder")
+    p.add_argument("ledger", type=Path)
+    p.set_defaults(func=_inspect)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from farm.mainjob import run_main_job
+
+    run_main_job(args.ledger, turns=args.turns, seed=args.seed)
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from storage.ledger import LedgerStore
+
+    with LedgerStore(args.ledger, readonly=True) as store:
+        report = store.verify(args.session)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+    elif report.ok:
+        print(f"ok: {report.entries} entries in {report.sessions} session(s) hash-check")
+        for note in report.notes:
+            print(f"note: {note}")
+    else:
+        print(f"FAILED: {report.first_bad}")
+        print("The entries before it are intact. Keep a copy of the folder before repairing anything.")
+    return 0 if report.ok else 1
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from storage.ledger import LedgerStore
+
+    with LedgerStore(args.ledger, readonly=True) as store:
+        stats = store.stats()
+    print(json.dumps(stats, indent=2))
+    return 0
