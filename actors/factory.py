@@ -37,7 +37,7 @@ def ledger_actor(root: str | os.PathLike[str], *, namespace: str = NAMESPACE) ->
             # with the actor may or may not be durable, and only the caller can decide to resend.
             max_restarts=-1,
             max_task_retries=0,
-            max_concurrency=32,
+            max_concurrency=256,  # an async actor: concurrent calls are coroutines
             num_cpus=0,
         )
         .remote(root)
@@ -47,3 +47,68 @@ def ledger_actor(root: str | os.PathLike[str], *, namespace: str = NAMESPACE) ->
 def get_ledger_actor(root: str | os.PathLike[str], *, namespace: str = NAMESPACE) -> Any:
     """The existing LedgerActor for ``root`` (raises ValueError if none is running)."""
     return ray.get_actor(ledger_actor_name(root), namespace=namespace)
+
+
+def evidence_actor_name(root: str | os.PathLike[str]) -> str:
+    """One EvidenceActor per ledger folder."""
+    return "evidence-" + ledger_actor_name(root).removeprefix("ledger-")
+
+
+def evidence_actor(
+    root: str | os.PathLike[str], *, ledger: Any = None, tokens_per_char: float = 0.25, namespace: str = NAMESPACE
+) -> Any:
+    """Get or create the detached EvidenceActor for ``root``.
+
+    ``ledger`` is the folder's LedgerActor handle (the one writer); without it the actor opens the
+    folder itself, so use that only where no LedgerActor owns it. Calls run one at a time: each
+    reads the session's TurnIndex and appends after it, and the card index has one writer.
+    """
+    from actors.evidence import EvidenceActor  # imported here: it pulls in the pure engine and whoosh
+
+    root = os.path.realpath(os.fspath(root))
+    return (
+        ray.remote(EvidenceActor)
+        .options(
+            name=evidence_actor_name(root),
+            namespace=namespace,
+            lifetime="detached",
+            get_if_exists=True,
+            max_restarts=-1,  # state is the ledger and the card index on disk; a restart rereads them
+            max_task_retries=0,
+            num_cpus=0,
+        )
+        .remote(root, ledger, tokens_per_char)
+    )
+
+
+def probe_actor_name(root: str | os.PathLike[str]) -> str:
+    """One ProbeActor per ledger folder (it writes its probes to that ledger)."""
+    return "probe-" + ledger_actor_name(root).removeprefix("ledger-")
+
+
+def probe_actor(
+    root: str | os.PathLike[str], *, session: str = "capacity", config: Any = None, namespace: str = NAMESPACE
+) -> Any:
+    """Get or create the detached ProbeActor that writes probes to the ledger at ``root``.
+
+    An async actor holding no CPU: probes wait on the model server, not on this process. ``config``
+    is a ``vak.config.VakConfig``; None loads the operator's file inside the actor.
+    """
+    from actors.probe import ProbeActor  # imported here: it pulls in the providers and the probe runner
+
+    root = os.path.realpath(os.fspath(root))
+    return (
+        ray.remote(ProbeActor)
+        .options(
+            name=probe_actor_name(root),
+            namespace=namespace,
+            lifetime="detached",
+            get_if_exists=True,
+            # A restart loses only in-flight probes; profiles are reread from the ledger.
+            max_restarts=-1,
+            max_task_retries=0,
+            max_concurrency=64,
+            num_cpus=0,
+        )
+        .remote(ledger_root=root, session=session, config=config)
+    )

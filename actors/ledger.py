@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -13,52 +14,55 @@ from storage.ledger import LedgerStore, Payload
 class LedgerActor:
     """Owns a LedgerStore. Every method is a thin call into the store.
 
-    Run as a threaded Ray actor, concurrent ``append`` calls share fsyncs through the store's
-    group commit. A restarted actor reopens the folder, sealing whatever the dead one left open.
+    Methods are coroutines, so on Ray this is an async actor: concurrent ``append`` calls are
+    coroutines on one event loop that share fsyncs through the store's group commit, with no
+    thread per call fighting over the GIL. Reads that touch the disk run in a worker thread so they
+    never stall appends. A restarted actor reopens the folder, sealing what the dead one left open.
     """
 
     def __init__(self, root: str) -> None:
         self.root = root
         self.store = LedgerStore(root)
 
-    def append(
+    async def append(
         self, session: str, payloads: Sequence[Payload], parent: str | None = None,
         blobs: Sequence[bytes | None] | None = None,
     ) -> list[str]:
-        return self.store.append(session, payloads, parent=parent, blobs=blobs)
+        return await self.store.append_async(session, payloads, parent=parent, blobs=blobs)
 
-    def head(self, session: str) -> str | None:
-        return self.store.head(session)
+    async def head(self, session: str) -> str | None:
+        return await asyncio.to_thread(self.store.head, session)
 
-    def get(self, entry_id: str) -> StoredEntry:
-        return self.store.get(entry_id)
+    async def get(self, entry_id: str) -> StoredEntry:
+        return await asyncio.to_thread(self.store.get, entry_id)
 
-    def payload(self, entry_id: str) -> Any:
-        return self.store.payload(entry_id)
+    async def payload(self, entry_id: str) -> Any:
+        return await asyncio.to_thread(self.store.payload, entry_id)
 
-    def entries(self, session: str, start: int = 0, stop: int | None = None) -> list[StoredEntry]:
-        return self.store.entries(session, start, stop)
+    async def entries(self, session: str, start: int = 0, stop: int | None = None) -> list[StoredEntry]:
+        return await asyncio.to_thread(self.store.entries, session, start, stop)
 
-    def chain_to_root(self, entry_id: str) -> list[StoredEntry]:
-        return self.store.chain_to_root(entry_id)
+    async def chain_to_root(self, entry_id: str) -> list[StoredEntry]:
+        return await asyncio.to_thread(self.store.chain_to_root, entry_id)
 
-    def sessions(self) -> list[str]:
+    async def sessions(self) -> list[str]:
         return self.store.sessions()
 
-    def verify(self, session: str | None = None) -> dict[str, Any]:
-        return self.store.verify(session).as_dict()
+    async def verify(self, session: str | None = None) -> dict[str, Any]:
+        report = await asyncio.to_thread(self.store.verify, session)
+        return report.as_dict()
 
-    def stats(self) -> dict[str, Any]:
-        return self.store.stats()
+    async def stats(self) -> dict[str, Any]:
+        return await asyncio.to_thread(self.store.stats)
 
-    def recoveries(self) -> list[dict[str, Any]]:
+    async def recoveries(self) -> list[dict[str, Any]]:
         return list(self.store.recoveries)
 
-    def checkpoint(self) -> None:
-        self.store.checkpoint()
+    async def checkpoint(self) -> None:
+        await asyncio.to_thread(self.store.checkpoint)
 
-    def pid(self) -> int:
+    async def pid(self) -> int:
         return os.getpid()
 
-    def close(self) -> None:
-        self.store.close()
+    async def close(self) -> None:
+        await asyncio.to_thread(self.store.close)

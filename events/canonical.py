@@ -69,6 +69,22 @@ def encode(value: Any) -> bytes:
     return _encoder.encode(_normalise(value, "$")).encode("utf-8")
 
 
+def encode_str_keyed(value: Any) -> bytes:
+    """``encode`` for values whose object keys are all strings (pydantic's JSON-mode dumps).
+
+    Runs the C encoder directly and falls back to the checked path only when something needs it
+    (NaN, a lone surrogate, -0.0, a non-JSON type), so both paths give the same bytes.
+    """
+    try:
+        text = _encoder.encode(value)
+        data = text.encode("utf-8")
+    except (ValueError, TypeError, UnicodeEncodeError):
+        return encode(value)
+    if b"-0.0" in data:
+        return encode(value)
+    return data
+
+
 def decode(data: bytes) -> Any:
     """Parse UTF-8 JSON bytes. Raises InvalidUtf8 or NonCanonicalValue on bad input."""
     try:

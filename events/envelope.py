@@ -13,6 +13,7 @@ breaks every child's parent link.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +51,7 @@ class StoredEntry:
     def blob_meta(self) -> dict[str, Any] | None:
         return blob_meta(self.blob)
 
-    def compute_id(self, blob_info: dict[str, Any] | None | bool = False) -> str:
+    def compute_id(self, blob_info: dict[str, Any] | bool | None = False) -> str:
         """The id this entry's bytes hash to. Pass a precomputed ``blob_meta`` to skip rehashing."""
         info = self.blob_meta() if blob_info is False else blob_info
         return compute_id(self.parent, self.session, self.seq, self.time_us, self.kind, self.v, self.payload, info)
@@ -59,21 +60,41 @@ class StoredEntry:
 def blob_meta(blob: bytes | None) -> dict[str, Any] | None:
     if blob is None:
         return None
-    return {"blake3": blake3.blake3(blob, max_threads=blake3.blake3.AUTO if len(blob) > 1 << 22 else 1).hexdigest(),
-            "len": len(blob)}
+    threads = blake3.blake3.AUTO if len(blob) > 1 << 22 else 1
+    return {"blake3": blake3.blake3(blob, max_threads=threads).hexdigest(), "len": len(blob)}
 
 
 def compute_id(
     parent: str | None, session: str, seq: int, time_us: int, kind: str, v: int, payload: bytes,
     blob_info: dict[str, Any] | None,
 ) -> str:
-    header = canonical.encode(
-        {"blob": blob_info, "kind": kind, "parent": parent, "seq": seq, "session": session, "time": time_us, "v": v}
-    )
-    h = blake3.blake3(header)
+    h = blake3.blake3(header_bytes(parent, session, seq, time_us, kind, v, blob_info))
     h.update(b"\n")
     h.update(payload)
     return h.hexdigest()
+
+
+def header_bytes(
+    parent: str | None, session: str, seq: int, time_us: int, kind: str, v: int, blob_info: dict[str, Any] | None
+) -> bytes:
+    """Canonical JSON of the envelope header, formatted directly on the hot path.
+
+    Equal to ``canonical.encode({...})`` (a test checks it): every field is an int, a hex id, or a
+    name that needs no escaping. Anything else falls back to the general encoder.
+    """
+    if _PLAIN.match(session) and _PLAIN.match(kind) and (parent is None or _PLAIN.match(parent)) and (
+        blob_info is None or (set(blob_info) == {"blake3", "len"} and _PLAIN.match(blob_info["blake3"]))
+    ) and type(seq) is int and type(time_us) is int and type(v) is int:
+        blob = "null" if blob_info is None else f'{{"blake3":"{blob_info["blake3"]}","len":{int(blob_info["len"])}}}'
+        par = "null" if parent is None else f'"{parent}"'
+        return (f'{{"blob":{blob},"kind":"{kind}","parent":{par},"seq":{seq},"session":"{session}",'
+                f'"time":{time_us},"v":{v}}}').encode()
+    return canonical.encode(
+        {"blob": blob_info, "kind": kind, "parent": parent, "seq": seq, "session": session, "time": time_us, "v": v}
+    )
+
+
+_PLAIN = re.compile(r"^[A-Za-z0-9._-]*$")
 
 
 # ------------------------------------------------------------------ schema versions and upcasters
@@ -154,7 +175,8 @@ class Mapper:
     def encode_payload(self, payload: BaseModel | dict[str, Any]) -> tuple[str, bytes]:
         model = self.validate(payload)
         kind: str = model.kind  # type: ignore[attr-defined]
-        data = canonical.encode(model.model_dump(mode="json"))
+        # JSON-mode dumps have string keys only, so the fast canonical path applies.
+        data = canonical.encode_str_keyed(model.model_dump(mode="json"))
         if len(data) > self.limits.max_payload_bytes:
             raise OversizeEntry("payload", len(data), self.limits.max_payload_bytes)
         return kind, data

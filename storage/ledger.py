@@ -14,6 +14,7 @@ tail and recording the truncation as an ``activity`` entry.
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import os
 import threading
@@ -54,6 +55,7 @@ from vak.names import check_name
 
 Payload = BaseModel | dict[str, Any]
 DEFAULT_MAX_SEGMENT_BYTES = 256 * 1024 * 1024
+COMMIT_GATHER_S = 0.002  # the longest a commit waits for writers that were recently active
 
 
 def _now_us() -> int:
@@ -79,6 +81,35 @@ class _BatchLoc:
 
 
 @dataclass
+class _Group:
+    """Entries that go to disk together: one record batch, one fsync."""
+
+    entries: list[StoredEntry] = field(default_factory=list)
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+    appends: int = 0  # how many append calls share this group
+    futures: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = field(default_factory=list)
+
+    def finish(self, error: BaseException | None = None) -> None:
+        self.error = error
+        self.done.set()
+        by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+        for loop, fut in self.futures:
+            by_loop.setdefault(loop, []).append(fut)
+        for loop, futs in by_loop.items():  # one wake-up per event loop, not per waiter
+            loop.call_soon_threadsafe(_settle, futs, error)
+
+
+def _settle(futs: list[asyncio.Future[None]], error: BaseException | None) -> None:
+    for fut in futs:
+        if not fut.done():
+            if error is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(error)
+
+
+@dataclass
 class _Session:
     name: str
     dir: Path
@@ -92,8 +123,12 @@ class _Session:
     lock_fd: int | None = None
     writer: SegmentWriter | None = None
     cond: threading.Condition = field(default_factory=threading.Condition)
-    pending: list[StoredEntry] = field(default_factory=list)
+    open_group: _Group | None = None  # appends waiting for the next commit
     pending_ids: set[str] = field(default_factory=set)
+    committer: threading.Thread | None = None
+    stopping: bool = False
+    inflight: int = 0  # append calls queued or being written
+    peak_inflight: float = 0.0  # recent peak of inflight: how many writers are really concurrent
     next_seq: int = 0
     head: str | None = None
     durable_seq: int = -1
@@ -265,12 +300,51 @@ class LedgerStore:
         s = self._session(session, create=True)
         return self._append_locked_session(s, payloads, parent, blobs)
 
+    async def append_async(
+        self,
+        session: str,
+        payloads: Sequence[Payload],
+        *,
+        parent: str | None = None,
+        blobs: Sequence[bytes | None] | None = None,
+    ) -> list[str]:
+        """``append`` for asyncio callers: many coroutines share commits without a thread each."""
+        if self.readonly:
+            raise LedgerError("this LedgerStore is read-only; open it with readonly=False to append")
+        if blobs is not None and len(blobs) != len(payloads):
+            raise ValueError("blobs must have one item per payload")
+        s = self._session(session, create=True)
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        group, new = self._enqueue(s, payloads, parent, blobs, fut)
+        if not new:
+            return []
+        try:
+            await fut
+        except BaseException:
+            if group.error is None:
+                raise
+            raise LedgerError(f"append to {s.name!r} was not made durable: {group.error}") from group.error
+        return [e.id for e in new]
+
     def append_one(self, session: str, payload: Payload, *, parent: str | None = None, blob: bytes | None = None) -> str:
         return self.append(session, [payload], parent=parent, blobs=[blob])[0]
 
     def _append_locked_session(
         self, s: _Session, payloads: Sequence[Payload], parent: str | None, blobs: Sequence[bytes | None] | None
     ) -> list[str]:
+        group, new = self._enqueue(s, payloads, parent, blobs, None)
+        if not new:
+            return []
+        group.done.wait()
+        if group.error is not None:
+            raise LedgerError(f"append to {s.name!r} was not made durable: {group.error}") from group.error
+        return [e.id for e in new]
+
+    def _enqueue(
+        self, s: _Session, payloads: Sequence[Payload], parent: str | None, blobs: Sequence[bytes | None] | None,
+        fut: asyncio.Future[None] | None,
+    ) -> tuple[_Group, list[StoredEntry]]:
+        """Give the entries their seq, parent and id, and queue them for the next commit."""
         # Encoding and blob hashing happen outside the lock; only seq, parent and the id are serial.
         encoded = [self.mapper.encode_payload(p) for p in payloads]
         blob_list = list(blobs) if blobs is not None else [None] * len(payloads)
@@ -293,57 +367,94 @@ class LedgerStore:
                 s.next_seq += 1
                 prev = eid
             if not new:
-                return []
-            s.pending.extend(new)
+                return _Group(), []
+            group = s.open_group
+            if group is None:
+                group = s.open_group = _Group()
+            group.entries.extend(new)
+            group.appends += 1
+            s.inflight += 1
+            s.peak_inflight = max(s.peak_inflight, float(s.inflight))
             s.pending_ids.update(e.id for e in new)
             s.head = new[-1].id
-            target = new[-1].seq
-            while s.durable_seq < target:
-                if s.broken is not None:
-                    raise LedgerError(f"append to {s.name!r} was not made durable: {s.broken}") from s.broken
-                if s.flushing:
-                    s.cond.wait()
-                    continue
-                self._lead_commit(s)
-        return [e.id for e in new]
+            if s.committer is None:
+                s.committer = threading.Thread(target=self._commit_loop, args=(s,), daemon=True,
+                                               name=f"vak-commit-{s.name}")
+                s.committer.start()
+            if fut is not None:
+                group.futures.append((fut.get_loop(), fut))
+            # Wake the committer only when it has something to decide: a first append, or a full group.
+            if group.appends == 1 or group.appends >= int(s.peak_inflight):
+                s.cond.notify_all()
+        return group, new
 
-    def _lead_commit(self, s: _Session) -> None:
-        """Called with s.cond held: write everything pending as one batch under one fsync."""
-        batch_entries, s.pending = s.pending, []
-        s.flushing = True
-        s.cond.release()
-        error: BaseException | None = None
-        loc: tuple[int, int] | None = None
-        try:
-            writer = self._writer(s)
-            offset = writer.write(to_batch(batch_entries))
-            loc = (writer.number, offset)
-            if writer.size >= self.max_segment_bytes:
-                writer.seal()
-                s.sealed.add(writer.number)
-                s.writer = None
-        except BaseException as exc:  # an I/O error poisons the session: what is on disk is unknown
-            error = exc
-        finally:
-            s.cond.acquire()
-            s.flushing = False
-        if error is not None or loc is None:
-            s.broken = error or LedgerError("commit failed")
-            if s.writer is not None:
-                s.writer.abandon()
-                s.writer = None
-            s.cond.notify_all()
-            raise LedgerError(f"commit to session {s.name!r} failed: {error}") from error
+    def _commit_loop(self, s: _Session) -> None:
+        """The session's committer: whatever queued while the last fsync ran goes out as the next batch.
+
+        One thread per session, so waiters are woken once per commit and never contend to lead.
+        When more writers have recently been active than have queued yet, it waits a moment (at
+        most COMMIT_GATHER_S) for them, so all concurrent writers share one fsync instead of
+        splitting into two half-size groups that alternate.
+        """
+        while True:
+            with s.cond:
+                while s.open_group is None and not s.stopping:
+                    s.cond.wait()
+                if s.open_group is not None and not s.stopping:
+                    deadline = time.monotonic() + COMMIT_GATHER_S
+                    while (s.open_group.appends < int(s.peak_inflight) and not s.stopping
+                           and (left := deadline - time.monotonic()) > 0):
+                        s.cond.wait(left)
+                group = s.open_group
+                if group is None:  # stopping, nothing queued
+                    s.committer = None
+                    s.cond.notify_all()
+                    return
+                s.open_group = None
+                s.flushing = True
+            error: BaseException | None = None
+            loc: tuple[int, int] | None = None
+            try:
+                writer = self._writer(s)
+                offset = writer.write(to_batch(group.entries))
+                loc = (writer.number, offset)
+                if writer.size >= self.max_segment_bytes:
+                    writer.seal()
+                    s.sealed.add(writer.number)
+                    s.writer = None
+            except BaseException as exc:  # an I/O error poisons the session: what is on disk is unknown
+                error = exc
+            with s.cond:
+                s.flushing = False
+                if error is not None or loc is None:
+                    s.broken = error or LedgerError("commit failed")
+                    if s.writer is not None:
+                        s.writer.abandon()
+                        s.writer = None
+                    for g in (group, s.open_group):
+                        if g is not None:
+                            g.finish(s.broken)
+                    s.open_group = None
+                    s.committer = None
+                    s.cond.notify_all()
+                    return
+                self._index_committed(s, group.entries, loc)
+                s.inflight -= group.appends
+                # decay the peak so a writer that left stops being waited for
+                s.peak_inflight = max(float(s.inflight), s.peak_inflight * 0.9)
+                s.cond.notify_all()
+            group.finish()
+
+    def _index_committed(self, s: _Session, entries: list[StoredEntry], loc: tuple[int, int]) -> None:
         bi = len(s.batches)
-        s.batches.append(_BatchLoc(loc[0], loc[1], batch_entries[0].seq, len(batch_entries)))
-        for i, e in enumerate(batch_entries):
+        s.batches.append(_BatchLoc(loc[0], loc[1], entries[0].seq, len(entries)))
+        for i, e in enumerate(entries):
             s.rows.append(_Row(e.id, e.parent, e.kind, e.time_us, bi, i))
             s.ids[e.id] = e.seq
             s.pending_ids.discard(e.id)
             self._where[e.id] = s.name
-        s.durable_seq = batch_entries[-1].seq
+        s.durable_seq = entries[-1].seq
         s.commits += 1
-        s.cond.notify_all()
 
     def _writer(self, s: _Session) -> SegmentWriter:
         if s.writer is None:
@@ -478,7 +589,7 @@ class LedgerStore:
         """Seal every open segment so plain Arrow readers see all durable entries."""
         for s in list(self._sessions.values()):
             with s.cond:
-                while s.flushing:
+                while s.flushing or s.open_group is not None:
                     s.cond.wait()
                 if s.writer is not None:
                     s.writer.seal()
@@ -490,6 +601,13 @@ class LedgerStore:
             return
         if not self.readonly:
             self.checkpoint()
+            for s in list(self._sessions.values()):
+                with s.cond:
+                    s.stopping = True
+                    s.cond.notify_all()
+                    thread = s.committer
+                if thread is not None:
+                    thread.join()
         with self._lock:
             self._closed = True
             for s in self._sessions.values():

@@ -76,7 +76,7 @@ def to_batch(entries: list[StoredEntry]) -> pa.RecordBatch:
             pa.array([e.v for e in entries], pa.int16()),
             # Canonical payload bytes are UTF-8 by construction; they are written as a string
             # column so Arrow tools (pyarrow, DuckDB) show JSON text.
-            pa.array([e.payload for e in entries], pa.large_binary()).cast(pa.large_string()),
+            pa.array([e.payload for e in entries], pa.large_binary()).view(pa.large_string()),
             pa.array([e.blob for e in entries], pa.large_binary()),
         ],
         schema=SCHEMA,
@@ -115,7 +115,7 @@ class SegmentWriter:
         self.session_dir = session_dir
         self.number = number
         self.path = session_dir / open_name(number)
-        self._file: BinaryIO = open(self.path, "xb")  # noqa: SIM115 - lives as long as the writer
+        self._file: BinaryIO = open(self.path, "xb")
         self._writer = ipc.new_file(self._file, SCHEMA, options=WRITE_OPTIONS)
         self._sync()
         fsync_dir(session_dir)

@@ -108,3 +108,36 @@ def test_id_matches_documented_recipe() -> None:
     assert e.id == blake3.blake3(header + b"\n" + e.payload).hexdigest()
     assert e.id == compute_id(None, "s", 0, 5, "directive", 2, e.payload, e.blob_meta())
     assert isinstance(e, StoredEntry)
+
+
+@given(entry_fields, st.none() | st.binary(max_size=64), st.sampled_from(["nudge", "directive"]), st.integers(1, 3))
+def test_fast_header_equals_the_canonical_encoder(f: dict, blob: bytes | None, kind: str, v: int) -> None:
+    from events.envelope import blob_meta, header_bytes
+
+    info = blob_meta(blob)
+    expected = canonical.encode({"blob": info, "kind": kind, "parent": f["parent"], "seq": f["seq"],
+                                 "session": f["session"], "time": f["time_us"], "v": v})
+    assert header_bytes(f["parent"], f["session"], f["seq"], f["time_us"], kind, v, info) == expected
+    # and the fallback covers what the fast path does not
+    odd = header_bytes(None, "sess ion\u00e9", 1, 2, kind, v, None)
+    assert odd == canonical.encode({"blob": None, "kind": kind, "parent": None, "seq": 1,
+                                    "session": "sess ion\u00e9", "time": 2, "v": v})
+
+
+str_keyed = st.recursive(
+    json_scalars | st.just(-0.0) | st.just("x\ud800y"),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(str_keyed)
+@settings(max_examples=300)
+def test_fast_path_gives_the_same_bytes_or_the_same_error(value: object) -> None:
+    try:
+        expected = canonical.encode(value)
+    except (InvalidUtf8, NonCanonicalValue) as exc:
+        with pytest.raises(type(exc)):
+            canonical.encode_str_keyed(value)
+        return
+    assert canonical.encode_str_keyed(value) == expected

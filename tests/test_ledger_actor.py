@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -21,11 +22,13 @@ from storage.ledger import LedgerStore
 pytestmark = pytest.mark.ray
 
 
-def test_plain_class_works_without_ray(ledger_dir: Path) -> None:
+async def test_plain_class_works_without_ray(ledger_dir: Path) -> None:
     actor = LedgerActor(str(ledger_dir))
-    (eid,) = actor.append("s", [Directive(text="no ray needed")])
-    assert actor.head("s") == eid and actor.verify()["ok"]
-    actor.close()
+    ids = await asyncio.gather(*[actor.append("s", [Directive(text=f"no ray needed {i}")]) for i in range(20)])
+    chain = await actor.chain_to_root(await actor.head("s") or "")
+    assert {i for (i,) in ids} == {e.id for e in chain}
+    assert (await actor.verify())["ok"]
+    await actor.close()
 
 
 def test_named_detached_actor_is_shared(ray_cluster: Any, ledger_dir: Path) -> None:

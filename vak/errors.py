@@ -13,7 +13,11 @@ says what went wrong and what to do next.
     │   ├── InvalidName               a session / model / file name that cannot become a path
     │   ├── OversizeEntry             an entry over the ledger's size limits
     │   ├── NonCanonicalValue         a value canonical JSON cannot encode (NaN, bytes, ...)
-    │   └── InvalidPayload            a payload that fails its schema
+    │   ├── InvalidPayload            a payload that fails its schema
+    │   ├── UnknownCardType           a card type or emit_*_card tool the card library does not define
+    │   ├── InvalidCardDefinition     a card-definition schema that is malformed
+    │   └── InvalidRecording          a recorded session file that cannot be imported (broken JSON line, ...)
+    │       └── UnknownRecordingFormat  a file in none of the formats `vak import` reads
     ├── LedgerError                   the ledger store
     │   ├── UnknownParent             a parent id that is not in the session
     │   ├── UnknownEntry              an entry id (or seq range) that is not in the ledger
@@ -85,6 +89,38 @@ class NonCanonicalValue(InvalidInput):
 
 class InvalidPayload(InvalidInput):
     """A payload that does not validate against its kind's schema."""
+
+
+class UnknownCardType(InvalidInput):
+    def __init__(self, name: str, known: list[str]) -> None:
+        self.name = name
+        super().__init__(
+            f"no card type or card tool {name!r} in the card library. Known: {', '.join(known)}. "
+            "Use one of these, or add a definition to context/card_defs/."
+        )
+
+
+class InvalidCardDefinition(InvalidInput):
+    """A card definition (JSON Schema plus its ``x-vak-card`` block) that is malformed."""
+
+
+class InvalidRecording(InvalidInput):
+    """A recorded agent session that cannot be imported. ``path`` and ``line`` say where."""
+
+    def __init__(self, message: str, *, path: str = "", line: int | None = None) -> None:
+        self.path, self.line = path, line
+        where = f"{path}:{line}: " if path and line is not None else f"{path}: " if path else ""
+        super().__init__(f"{where}{message}")
+
+
+class UnknownRecordingFormat(InvalidRecording):
+    def __init__(self, path: str, detail: str, formats: list[str]) -> None:
+        super().__init__(
+            f"not a recorded session in a format vak can import ({detail}). Known formats: {', '.join(formats)}. "
+            "Pass a Claude Code session JSONL, OpenAI chat messages with tool_calls (JSON or JSONL), a tau-bench "
+            "results array, OpenHands output.jsonl, a mini-swe-agent .traj.json or a SWE-agent .traj.",
+            path=path,
+        )
 
 
 # ---------------------------------------------------------------- ledger
