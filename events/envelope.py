@@ -51,9 +51,9 @@ class StoredEntry:
     def blob_meta(self) -> dict[str, Any] | None:
         return blob_meta(self.blob)
 
-    def compute_id(self, blob_info: dict[str, Any] | bool | None = False) -> str:
-        """The id this entry's bytes hash to. Pass a precomputed ``blob_meta`` to skip rehashing."""
-        info = self.blob_meta() if blob_info is False else blob_info
+    def compute_id(self) -> str:
+        """The id this entry's bytes hash to."""
+        info = self.blob_meta()
         return compute_id(self.parent, self.session, self.seq, self.time_us, self.kind, self.v, self.payload, info)
 
 

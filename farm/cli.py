@@ -12,6 +12,7 @@ from vak.errors import VakError
 # Modules that add subcommands. Each defines register(subparsers) and sets a `func` default.
 COMMAND_MODULES = [
     "farm.cmd_ledger",
+    "farm.cmd_serve",
 ]
 
 

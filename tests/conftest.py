@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 
+# The shared local model server fixture (`local_model`): one llama.cpp server for every live test.
+pytest_plugins = ["tests.fixtures_model"]
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("VAK_SHARED", REPO.parent / "shared"))
 TRAJECTORIES = SHARED / "data" / "trajectories"
