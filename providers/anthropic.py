@@ -1,0 +1,226 @@
+"""Anthropic Messages: ``POST {base_url}/messages`` with ``x-api-key`` and ``anthropic-version`` headers.
+
+Rendering: the system prompt is one text block; tools carry ``input_schema``; tool results are
+``tool_result`` blocks inside the user turn; thinking parts go back as ``thinking`` blocks (only with their
+signature, which the API requires). Anthropic caches nothing unless told where, so ``cache_control:
+{"type": "ephemeral"}`` goes on at most four blocks: one after the tools/system prefix (``CacheHints.prefix``)
+and the rest on the last block of the messages ``CacheHints.breakpoints`` names, the latest ones first.
+
+Usage: ``input_tokens`` is already the uncached part; ``cache_read_input_tokens`` and
+``cache_creation_input_tokens`` are the two cache tiers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import httpx
+
+from context.messages import (
+    ChatRequest,
+    ChatResult,
+    ImagePart,
+    Message,
+    ModelContext,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolResultPart,
+    ToolUsePart,
+)
+from events.payloads import Usage
+from providers.base import (
+    Provider,
+    RetryPolicy,
+    error_message,
+    first_int,
+    int_or_none,
+    overflow_error,
+    require_loaded_image,
+    split_data_url,
+)
+from vak.errors import ContextOverflow, InvalidInput
+
+ANTHROPIC_VERSION = "2023-06-01"
+MAX_CACHE_BREAKPOINTS = 4  # the API rejects a request with more cache_control blocks
+EPHEMERAL = {"type": "ephemeral"}
+_TOOL_CHOICE = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
+
+
+class AnthropicProvider(Provider):
+    name: ClassVar[str] = "anthropic"
+    chat_path: ClassVar[str] = "/messages"
+    key_hint: ClassVar[str] = "ANTHROPIC_API_KEY"
+    default_base_url: ClassVar[str | None] = "https://api.anthropic.com/v1"
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        *,
+        base_url: str = "https://api.anthropic.com/v1",
+        api_key: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout_s: float = 120.0,
+        anthropic_version: str = ANTHROPIC_VERSION,
+    ) -> None:
+        super().__init__(client, base_url=base_url, api_key=api_key, retry=retry, timeout_s=timeout_s)
+        self.anthropic_version = anthropic_version
+
+    def headers(self) -> dict[str, str]:
+        out = {"anthropic-version": self.anthropic_version}
+        if self._api_key:
+            out["x-api-key"] = self._api_key
+        return out
+
+    # ------------------------------------------------------------- render
+
+    def render(self, request: ChatRequest) -> dict[str, Any]:
+        hints = request.cache
+        for index in hints.breakpoints:
+            if not 0 <= index < len(request.messages):
+                raise InvalidInput(
+                    f"anthropic: cache breakpoint {index} is not a message index (the request has "
+                    f"{len(request.messages)} messages). Compute breakpoints from ChatRequest.messages."
+                )
+        body: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens}
+        budget = MAX_CACHE_BREAKPOINTS
+        system: list[dict[str, Any]] = [{"type": "text", "text": request.system}] if request.system else []
+        tools: list[dict[str, Any]] = [
+            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+            for t in request.tools
+        ]
+        # The cached prefix is tools, then system: a breakpoint on the last of them covers both.
+        if hints.prefix and (system or tools):
+            (system or tools)[-1]["cache_control"] = dict(EPHEMERAL)
+            budget -= 1
+        if system:
+            body["system"] = system
+        if tools:
+            body["tools"] = tools
+        messages = [self.render_message(m) for m in request.messages]
+        # The latest breakpoints save the most; earlier ones only help when a later one misses.
+        for index in sorted(set(hints.breakpoints), reverse=True)[:budget]:
+            cacheable = [
+                b for b in messages[index]["content"] if b["type"] not in ("thinking", "redacted_thinking")
+            ]
+            if cacheable:
+                cacheable[-1]["cache_control"] = dict(EPHEMERAL)
+        body["messages"] = messages
+        if request.tool_choice is not None:
+            body["tool_choice"] = _TOOL_CHOICE[request.tool_choice]
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        body.update(request.extra)
+        return body
+
+    def render_message(self, message: Message) -> dict[str, Any]:
+        blocks: list[dict[str, Any]] = []
+        for part in message.content:
+            if isinstance(part, TextPart):
+                if part.text:  # the API rejects empty text blocks
+                    blocks.append({"type": "text", "text": part.text})
+            elif isinstance(part, ImagePart):
+                blocks.append(self._render_image(part))
+            elif isinstance(part, ThinkingPart):
+                # A thinking block without its signature is rejected; one from another provider has none.
+                if part.signature:
+                    blocks.append(
+                        {"type": "thinking", "thinking": part.thinking, "signature": part.signature}
+                    )
+            elif isinstance(part, ToolUsePart):
+                blocks.append({"type": "tool_use", "id": part.id, "name": part.name, "input": part.input})
+            elif isinstance(part, ToolResultPart):
+                block: dict[str, Any] = {
+                    "type": "tool_result",
+                    "tool_use_id": part.tool_use_id,
+                    "content": part.content,
+                }
+                if part.is_error:
+                    block["is_error"] = True
+                blocks.append(block)
+        return {"role": message.role, "content": blocks}
+
+    def _render_image(self, part: ImagePart) -> dict[str, Any]:
+        require_loaded_image(part, self.name)
+        inline = split_data_url(part.ref)
+        if inline is not None:
+            media_type, data = inline
+            return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+        return {"type": "image", "source": {"type": "url", "url": part.ref}}
+
+    # ------------------------------------------------------------- parse
+
+    def parse(self, body: dict[str, Any], *, latency_ms: float) -> ChatResult:
+        texts: list[str] = []
+        thinking: list[str] = []
+        calls: list[ToolCall] = []
+        for block in body.get("content") or []:
+            kind = block.get("type")
+            if kind == "text":
+                texts.append(str(block.get("text", "")))
+            elif kind == "thinking":
+                thinking.append(str(block.get("thinking", "")))
+            elif kind == "tool_use":
+                arguments = block.get("input") if isinstance(block.get("input"), dict) else {}
+                calls.append(
+                    ToolCall(
+                        id=str(block.get("id", "")), name=str(block.get("name", "")), arguments=arguments
+                    )
+                )
+        return ChatResult(
+            provider=self.name,
+            model=str(body.get("model") or ""),
+            text="".join(texts),
+            thinking="\n".join(thinking),
+            tool_calls=tuple(calls),
+            usage=self.parse_usage(body.get("usage") or {}),
+            stop_reason=body.get("stop_reason"),
+            latency_ms=latency_ms,
+            raw=body,
+        )
+
+    @staticmethod
+    def parse_usage(usage: dict[str, Any]) -> Usage:
+        return Usage(
+            input_tokens=int_or_none(usage.get("input_tokens")) or 0,
+            cache_read_tokens=int_or_none(usage.get("cache_read_input_tokens")) or 0,
+            cache_write_tokens=int_or_none(usage.get("cache_creation_input_tokens")) or 0,
+            output_tokens=int_or_none(usage.get("output_tokens")) or 0,
+        )
+
+    # ------------------------------------------------------------- errors
+
+    def overflow(self, status: int, body: Any) -> ContextOverflow | None:
+        """HTTP 400 invalid_request_error "prompt is too long: 208310 tokens > 200000 maximum"."""
+        over = super().overflow(status, body)
+        if over is not None or status != 400:
+            return over
+        message = self._redact(error_message(body))
+        if "prompt is too long" not in message.lower():
+            return None
+        prompt = first_int(r"([\d,]+) tokens >", message)
+        limit = first_int(r"> ([\d,]+) maximum", message)
+        return overflow_error(self.name, status, message, prompt, limit)
+
+    # ------------------------------------------------------------- metadata rung
+
+    async def model_context(self, model: str) -> ModelContext:
+        """``GET /models/{id}``: ``max_input_tokens`` (the window) and ``max_tokens`` (the output cap)."""
+        info = await self.request_json("GET", self.url(f"/models/{model}"))
+        info = info if isinstance(info, dict) else {}
+        window = int_or_none(info.get("max_input_tokens"))
+        output = int_or_none(info.get("max_tokens"))
+        detail = {k: info[k] for k in ("id", "display_name", "max_input_tokens", "max_tokens") if k in info}
+        source = (
+            "/v1/models/{id} max_input_tokens and max_tokens"
+            if window is not None
+            else "none: /v1/models/{id} carried no max_input_tokens; the probe ladder measures the window"
+        )
+        return ModelContext(
+            provider=self.name,
+            model=model,
+            declared_window=window,
+            output_limit=output,
+            source=source,
+            detail=detail,
+        )

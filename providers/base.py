@@ -1,0 +1,403 @@
+"""What every provider adapter shares: the interface, retries with backoff, and error plumbing.
+
+An adapter is four things over an injected ``httpx.AsyncClient``:
+
+* ``render(request) -> dict``: pure; the JSON body to send. API keys never go in it (headers only).
+* ``parse(body, latency_ms=) -> ChatResult``: pure; text, tool calls, thinking, usage with every cache tier.
+* ``model_context(model) -> ModelContext``: the metadata rung, from the provider's catalogue.
+* ``map_error(status, body) -> ProviderError``: pure; over-length becomes ``ContextOverflow`` with the sizes,
+  429/5xx become ``RetryableProviderError``, anything else ``ProviderRequestError`` with a next step.
+
+``complete(request)`` ties them together: POST, retry retryable failures with exponential backoff
+(honouring ``Retry-After``), parse. Every response and error text passes through ``_redact`` first, so a
+provider that echoes the key back (OpenAI's "Incorrect API key provided: sk-...") cannot leak it into a
+result, a receipt or an exception message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import mimetypes
+import random
+import re
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+import httpx
+
+from context.messages import ChatRequest, ChatResult, ImagePart, Message, ModelContext
+from vak.errors import (
+    ContextOverflow,
+    InvalidInput,
+    ProviderError,
+    ProviderRequestError,
+    RetryableProviderError,
+)
+
+Sleep = Callable[[float], Awaitable[None]]
+
+REDACTED = "[redacted]"
+MIN_SECRET_CHARS = 8
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff for retryable failures (429, 5xx, timeouts, dropped connections).
+
+    Attempt ``k`` (0-based) waits ``min(max_delay_s, base_delay_s * 2**k)`` scaled by a random factor in
+    ``[1 - jitter, 1 + jitter]`` (so many clients do not retry in lockstep). A provider's ``Retry-After``
+    replaces the computed delay; one longer than ``max_retry_after_s`` is not waited out: the error is
+    raised at once so the caller can choose another leg. ``sleep`` and ``rng`` are injectable for tests.
+    """
+
+    attempts: int = 3
+    base_delay_s: float = 0.5
+    max_delay_s: float = 8.0
+    jitter: float = 0.2
+    max_retry_after_s: float = 60.0
+    sleep: Sleep = field(default=asyncio.sleep, compare=False)
+    rng: random.Random = field(default_factory=random.Random, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise InvalidInput(f"RetryPolicy.attempts must be at least 1, got {self.attempts}")
+        if not 0.0 <= self.jitter <= 1.0:
+            raise InvalidInput(f"RetryPolicy.jitter must be in [0, 1], got {self.jitter}")
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float | None:
+        """Seconds to wait before retry number ``attempt + 1``; None means do not retry."""
+        if attempt + 1 >= self.attempts:
+            return None
+        if retry_after is not None:
+            return None if retry_after > self.max_retry_after_s else max(0.0, retry_after)
+        backoff = min(self.max_delay_s, self.base_delay_s * (2**attempt))
+        return backoff * (1.0 + self.jitter * (2.0 * self.rng.random() - 1.0))
+
+
+def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds from ``retry-after-ms`` (OpenAI), ``Retry-After`` seconds, or ``Retry-After`` HTTP date."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
+
+
+def error_message(body: Any) -> str:
+    """The human message inside a provider error body, whatever its shape."""
+    if isinstance(body, list) and body:  # Gemini sometimes wraps the error in a list
+        body = body[0]
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("msg") or err.get("detail")
+            if isinstance(msg, str) and msg:
+                return msg
+            return json.dumps(err)[:500]
+        if isinstance(err, str):
+            return err
+        for key in ("message", "detail"):
+            if isinstance(body.get(key), str):
+                return str(body[key])
+        return json.dumps(body)[:500]
+    return str(body)[:500]
+
+
+def int_or_none(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def first_int(pattern: str, text: str) -> int | None:
+    match = re.search(pattern, text, flags=re.IGNORECASE)
+    return int(match.group(1).replace(",", "")) if match else None
+
+
+def overflow_error(
+    provider: str, status: int, message: str, prompt: int | None, limit: int | None
+) -> ContextOverflow:
+    """One ContextOverflow wording for every provider, with the sizes when the provider said them."""
+    sizes = f" ({prompt} prompt tokens > {limit} limit)" if prompt is not None and limit is not None else ""
+    return ContextOverflow(
+        f"{provider}: the prompt is over the model's context window{sizes}: {message}. "
+        "Send fewer tokens (compact or digest older turns) or use a model with a larger window.",
+        provider=provider,
+        status=status,
+        prompt_tokens=prompt,
+        limit_tokens=limit,
+    )
+
+
+def parse_json_arguments(raw: Any) -> tuple[dict[str, Any], str]:
+    """Tool-call arguments as (dict, the raw string). Malformed JSON gives ``{}`` and keeps the raw text."""
+    if isinstance(raw, dict):
+        return raw, json.dumps(raw, ensure_ascii=False)
+    if not isinstance(raw, str):
+        return {}, "" if raw is None else str(raw)
+    if not raw.strip():
+        return {}, raw
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return {}, raw
+    return (value if isinstance(value, dict) else {}), raw
+
+
+def split_data_url(ref: str) -> tuple[str, str] | None:
+    """(media_type, base64 data) of a ``data:`` URL, or None for anything else."""
+    match = re.match(r"data:([^;,]+)?(;base64)?,(.*)$", ref, flags=re.DOTALL)
+    if not match or not match.group(2):
+        return None
+    return match.group(1) or "application/octet-stream", match.group(3)
+
+
+def is_remote_url(ref: str) -> bool:
+    return ref.startswith(("http://", "https://", "gs://"))
+
+
+def require_loaded_image(part: ImagePart, provider: str) -> None:
+    """Render is pure, so it cannot read an image from disk; ``complete()`` loads paths first."""
+    if not (is_remote_url(part.ref) or part.ref.startswith("data:")):
+        raise InvalidInput(
+            f"{provider}: image {part.ref!r} is a file path, which render() cannot read (it does no I/O). "
+            "Call complete(), which loads paths, or pass load_images(request) to render()."
+        )
+
+
+def load_images(request: ChatRequest) -> ChatRequest:
+    """Replace image file paths with ``data:`` URLs so render() stays pure. URLs are left as they are."""
+    if not any(isinstance(p, ImagePart) for m in request.messages for p in m.content):
+        return request
+    messages: list[Message] = []
+    for message in request.messages:
+        parts = []
+        for part in message.content:
+            if isinstance(part, ImagePart) and not (is_remote_url(part.ref) or part.ref.startswith("data:")):
+                path = Path(part.ref)
+                try:
+                    data = path.read_bytes()
+                except OSError as exc:
+                    raise InvalidInput(
+                        f"cannot read image {part.ref!r}: {exc.strerror}. Pass an existing file, a URL or a data: URL."
+                    ) from exc
+                media_type = part.media_type or mimetypes.guess_type(path.name)[0] or "image/png"
+                encoded = base64.b64encode(data).decode("ascii")
+                part = ImagePart(ref=f"data:{media_type};base64,{encoded}", media_type=media_type)
+            parts.append(part)
+        messages.append(message.model_copy(update={"content": tuple(parts)}))
+    return request.model_copy(update={"messages": tuple(messages)})
+
+
+class Provider(ABC):
+    """One wire protocol over an injected ``httpx.AsyncClient``. Subclasses set ``name`` and ``chat_path``."""
+
+    name: ClassVar[str]
+    chat_path: ClassVar[str]
+    # Where to get a key, said in auth errors (an env var name); never the key itself.
+    key_hint: ClassVar[str] = "the provider's API key"
+    # The hosted endpoint, used by the registry when no base_url is given; None for self-hosted servers.
+    default_base_url: ClassVar[str | None] = None
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout_s: float = 120.0,
+    ) -> None:
+        base_url = base_url or self.default_base_url
+        if base_url is None:
+            raise InvalidInput(
+                f"{self.name}: pass base_url= (the server's API root, e.g. http://127.0.0.1:8080/v1)"
+            )
+        if not base_url.startswith(("http://", "https://")):
+            raise InvalidInput(f"{self.name}: base_url {base_url!r} must start with http:// or https://")
+        self.client = client
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key or None
+        self.retry = retry or RetryPolicy()
+        self.timeout_s = timeout_s
+
+    def __repr__(self) -> str:  # never the key
+        key = "set" if self._api_key else "none"
+        return f"{type(self).__name__}(base_url={self.base_url!r}, api_key={key})"
+
+    # ------------------------------------------------------------- the four pure-ish parts
+
+    @abstractmethod
+    def render(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body for ``chat_path``. Pure; holds no API key."""
+
+    @abstractmethod
+    def parse(self, body: dict[str, Any], *, latency_ms: float) -> ChatResult:
+        """The normalized result of one successful response body. Pure."""
+
+    @abstractmethod
+    async def model_context(self, model: str) -> ModelContext:
+        """The metadata rung: what the provider's catalogue says about ``model``."""
+
+    def overflow(self, status: int, body: Any) -> ContextOverflow | None:
+        """This provider's documented over-length error as ContextOverflow with the sizes, else None."""
+        if status == 413:
+            return ContextOverflow(
+                f"{self.name}: the request is too large for the provider (HTTP 413: "
+                f"{self._redact(error_message(body))}). Send a smaller request.",
+                provider=self.name,
+                status=413,
+            )
+        return None
+
+    def map_error(self, status: int, body: Any, *, retry_after: float | None = None) -> ProviderError:
+        """Pure: a non-2xx response as the one typed error callers catch."""
+        over = self.overflow(status, body)
+        if over is not None:
+            return over
+        msg = self._redact(error_message(body))
+        if status in (408, 429) or (status >= 500 and status != 501):
+            wait = f" (the provider asked to wait {retry_after:g}s)" if retry_after is not None else ""
+            return RetryableProviderError(
+                f"{self.name}: HTTP {status}: {msg}{wait}. Retried with backoff; if it persists, "
+                "slow down, check the provider's status page, or use another provider.",
+                provider=self.name,
+                status=status,
+                retry_after=retry_after,
+            )
+        if status in (401, 403):
+            step = f"check {self.key_hint} (is it set, valid, and allowed to use this model?)"
+        elif status == 404:
+            step = f"check the model name and base_url ({self.base_url}); list models with the provider's catalogue"
+        else:
+            step = "fix the request (see the provider's message above)"
+        return ProviderRequestError(
+            f"{self.name}: HTTP {status}: {msg}. Next step: {step}.", provider=self.name, status=status
+        )
+
+    # ------------------------------------------------------------- I/O
+
+    def headers(self) -> dict[str, str]:
+        """Auth and version headers. Default: a bearer token when a key is set."""
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+
+    def url(self, path: str) -> str:
+        return f"{self.base_url}{path}"
+
+    def chat_url(self, request: ChatRequest) -> str:
+        return self.url(self.chat_path)
+
+    async def complete(self, request: ChatRequest) -> ChatResult:
+        """POST the rendered request (retrying retryable failures) and parse the reply."""
+        request = load_images(request)
+        body = self.render(request)
+        start = time.perf_counter()
+        reply = await self.request_json("POST", self.chat_url(request), json_body=body)
+        latency_ms = (time.perf_counter() - start) * 1000.0
+        if not isinstance(reply, dict):
+            raise ProviderRequestError(
+                f"{self.name}: expected a JSON object from {self.chat_path}, got {type(reply).__name__}. "
+                "Check that base_url points at the provider's API.",
+                provider=self.name,
+            )
+        result = self.parse(reply, latency_ms=latency_ms)
+        if not result.model:
+            result = result.model_copy(update={"model": request.model})
+        return result
+
+    async def request_json(self, method: str, url: str, *, json_body: Any = None) -> Any:
+        """One call with retries. Returns the decoded JSON body of a 2xx reply; raises a ProviderError."""
+        attempt = 0
+        while True:
+            try:
+                return await self._request_once(method, url, json_body)
+            except RetryableProviderError as exc:
+                wait = self.retry.delay(attempt, exc.retry_after)
+                if wait is None:
+                    raise
+                await self.retry.sleep(wait)
+                attempt += 1
+
+    async def _request_once(self, method: str, url: str, json_body: Any) -> Any:
+        try:
+            response = await self.client.request(
+                method, url, json=json_body, headers=self.headers(), timeout=self.timeout_s
+            )
+        except httpx.TimeoutException as exc:
+            raise RetryableProviderError(
+                f"{self.name}: {type(exc).__name__} after {self.timeout_s:g}s on {method} {self._path(url)}. "
+                "Retried with backoff; raise timeout_s for long prompts on slow models.",
+                provider=self.name,
+            ) from exc
+        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            raise RetryableProviderError(
+                f"{self.name}: connection failed on {method} {self._path(url)} ({type(exc).__name__}). "
+                f"Check that the server at {self.base_url} is running and reachable.",
+                provider=self.name,
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise ProviderRequestError(
+                f"{self.name}: {type(exc).__name__} on {method} {self._path(url)}: {self._redact(str(exc))}. "
+                "Check base_url.",
+                provider=self.name,
+            ) from exc
+        text = self._redact(response.text)
+        try:
+            body: Any = json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError:
+            body = {"error": {"message": text[:500]}}
+            if response.is_success:
+                raise ProviderRequestError(
+                    f"{self.name}: {method} {self._path(url)} returned HTTP {response.status_code} "
+                    f"with a body that is not JSON: {text[:200]!r}. Check that base_url points at the API.",
+                    provider=self.name,
+                    status=response.status_code,
+                ) from None
+        if response.is_success:
+            return body
+        raise self.map_error(response.status_code, body, retry_after=parse_retry_after(response.headers))
+
+    async def get_json_or_none(self, url: str) -> Any:
+        """GET for optional catalogue endpoints: a 404/405 (no such endpoint on this server) is None."""
+        try:
+            return await self.request_json("GET", url)
+        except ProviderRequestError as exc:
+            if exc.status in (404, 405, 501):
+                return None
+            raise
+
+    def _path(self, url: str) -> str:
+        return url.removeprefix(self.base_url) or "/"
+
+    def _redact(self, text: str) -> str:
+        # Keys under MIN_SECRET_CHARS are placeholders ("x", "none" for local servers), not secrets; replacing
+        # them would mangle every word that contains them.
+        if self._api_key and len(self._api_key) >= MIN_SECRET_CHARS and self._api_key in text:
+            return text.replace(self._api_key, REDACTED)
+        return text

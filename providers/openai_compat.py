@@ -1,0 +1,351 @@
+"""OpenAI-compatible chat: ``POST {base_url}/chat/completions``.
+
+One adapter for every server that speaks this shape: OpenAI itself, llama.cpp's server, vLLM, LM Studio and
+gateways. OpenRouter (``providers/openrouter.py``) and Bedrock (``providers/bedrock.py``) subclass it.
+
+``base_url`` is the API root including the version, as in the OpenAI SDK: ``https://api.openai.com/v1``,
+``http://127.0.0.1:8080/v1``. (llama.cpp also serves the unversioned paths, so its bare root works too.)
+
+Usage: ``prompt_tokens`` counts cached tokens too, so ``input_tokens = prompt_tokens - cached_tokens``
+(minus ``cache_write_tokens`` where a gateway reports them). llama.cpp's ``timings`` go into
+``ChatResult.timings``. Thinking parts are not sent back (chat has no field for them); received reasoning
+(``reasoning_content`` from llama.cpp / DeepSeek / vLLM, ``reasoning`` from OpenRouter) becomes ``thinking``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import httpx
+
+from context.messages import (
+    ChatRequest,
+    ChatResult,
+    ImagePart,
+    Message,
+    ModelContext,
+    TextPart,
+    ToolCall,
+    ToolResultPart,
+    ToolUsePart,
+)
+from events.payloads import Usage
+from providers.base import (
+    Provider,
+    RetryPolicy,
+    error_message,
+    first_int,
+    int_or_none,
+    overflow_error,
+    parse_json_arguments,
+    require_loaded_image,
+)
+from vak.errors import ContextOverflow
+
+OPENAI_PUBLISHES_NO_WINDOW = (
+    "none: OpenAI publishes no context length in its API (its /models entries carry only id, created and "
+    "owned_by); the probe ladder and turn feedback measure the window"
+)
+
+_OVERFLOW_WORDS = (
+    "maximum context length",
+    "context_length_exceeded",
+    "exceeds the available context size",
+    "exceeds the context window",
+    "context window of this model",
+)
+
+
+def openai_overflow_sizes(message: str) -> tuple[int | None, int | None]:
+    """(prompt tokens, limit) out of the over-length messages of OpenAI, vLLM and OpenRouter.
+
+    OpenAI: "This model's maximum context length is 8192 tokens. However, your messages resulted in
+    8765 tokens" or "... you requested 9000 tokens (8000 in the messages, 1000 in the completion)".
+    OpenRouter: "This endpoint's maximum context length is 8192 tokens. However, you requested about 9000 tokens".
+    """
+    limit = first_int(r"maximum context length is ([\d,]+)", message)
+    prompt = first_int(r"([\d,]+) in the messages", message)
+    if prompt is None:
+        prompt = first_int(r"(?:resulted in|requested(?: about)?) ([\d,]+) tokens", message)
+    return prompt, limit
+
+
+def openai_overflow(
+    provider: str, status: int, body: Any, redact: Callable[[str], str] = str
+) -> ContextOverflow | None:
+    """The OpenAI-shaped over-length errors as ContextOverflow with the sizes, else None.
+
+    llama.cpp: HTTP 400 ``{"error": {"type": "exceed_context_size_error", "n_prompt_tokens": N, "n_ctx": M}}``.
+    OpenAI / OpenRouter: HTTP 400 ``{"error": {"code": "context_length_exceeded", "message": "..."}}``;
+    vLLM and others say "maximum context length" in the message without the code.
+    """
+    if status != 400:
+        return None
+    err = body.get("error") if isinstance(body, dict) else None
+    err = err if isinstance(err, dict) else {}
+    message = redact(error_message(body))
+    if err.get("type") == "exceed_context_size_error":  # llama.cpp: the sizes are fields
+        prompt, limit = int_or_none(err.get("n_prompt_tokens")), int_or_none(err.get("n_ctx"))
+    elif err.get("code") == "context_length_exceeded" or any(w in message.lower() for w in _OVERFLOW_WORDS):
+        prompt, limit = openai_overflow_sizes(message)
+    else:
+        return None
+    return overflow_error(provider, status, message, prompt, limit)
+
+
+class OpenAICompatProvider(Provider):
+    name: ClassVar[str] = "openai-compat"
+    chat_path: ClassVar[str] = "/chat/completions"
+    key_hint: ClassVar[str] = "the API key (OPENAI_API_KEY, or the server's --api-key)"
+    # OpenAI's newer models want max_completion_tokens; llama.cpp, vLLM and gateways take max_tokens.
+    max_tokens_field: ClassVar[str] = "max_tokens"
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        *,
+        base_url: str,
+        api_key: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout_s: float = 120.0,
+        prompt_cache_key: bool = False,
+    ) -> None:
+        super().__init__(client, base_url=base_url, api_key=api_key, retry=retry, timeout_s=timeout_s)
+        # Only OpenAI (and gateways that forward it) know prompt_cache_key; strict servers may reject it.
+        self.prompt_cache_key = prompt_cache_key
+
+    # ------------------------------------------------------------- render
+
+    def render(self, request: ChatRequest) -> dict[str, Any]:
+        messages: list[dict[str, Any]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        for message in request.messages:
+            messages.extend(self.render_message(message))
+        body: dict[str, Any] = {"model": request.model, "messages": messages}
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
+                }
+                for t in request.tools
+            ]
+        if request.tool_choice is not None:
+            body["tool_choice"] = request.tool_choice
+        body[self.max_tokens_field] = request.max_tokens
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        body.update(self.render_cache(request))
+        body.update(request.extra)
+        return body
+
+    def render_cache(self, request: ChatRequest) -> dict[str, Any]:
+        """OpenAI caches by prefix on its own; the session key routes requests to the same cache."""
+        if self.prompt_cache_key and request.cache.session_key:
+            return {"prompt_cache_key": request.cache.session_key}
+        return {}
+
+    def render_message(self, message: Message) -> list[dict[str, Any]]:
+        if message.role == "assistant":
+            return [self._render_assistant(message)]
+        # Tool results are their own "tool" messages and must directly follow the assistant's tool_calls,
+        # so they go first; any other user content follows as one user message.
+        out: list[dict[str, Any]] = [
+            {"role": "tool", "tool_call_id": p.tool_use_id, "content": p.content}
+            for p in message.content
+            if isinstance(p, ToolResultPart)
+        ]
+        rest = [p for p in message.content if isinstance(p, TextPart | ImagePart)]
+        if rest:
+            out.append({"role": "user", "content": self._render_content(rest)})
+        return out
+
+    def _render_content(self, parts: list[TextPart | ImagePart]) -> str | list[dict[str, Any]]:
+        if all(isinstance(p, TextPart) for p in parts) and len(parts) == 1:
+            return parts[0].text  # type: ignore[union-attr]
+        content: list[dict[str, Any]] = []
+        for part in parts:
+            if isinstance(part, TextPart):
+                content.append({"type": "text", "text": part.text})
+            else:
+                require_loaded_image(part, self.name)
+                content.append({"type": "image_url", "image_url": {"url": part.ref}})
+        return content
+
+    def _render_assistant(self, message: Message) -> dict[str, Any]:
+        text = "".join(p.text for p in message.content if isinstance(p, TextPart))
+        calls = [
+            {
+                "id": p.id,
+                "type": "function",
+                "function": {"name": p.name, "arguments": json.dumps(p.input, ensure_ascii=False)},
+            }
+            for p in message.content
+            if isinstance(p, ToolUsePart)
+        ]
+        out: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
+        if calls:
+            out["tool_calls"] = calls
+        # Thinking parts are dropped on purpose: chat completions has no request field for them.
+        return out
+
+    # ------------------------------------------------------------- parse
+
+    def parse(self, body: dict[str, Any], *, latency_ms: float) -> ChatResult:
+        choices = body.get("choices") or [{}]
+        choice = choices[0] if isinstance(choices[0], dict) else {}
+        message = choice.get("message") or {}
+        content = message.get("content")
+        if isinstance(content, list):  # some gateways return content parts
+            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        thinking = message.get("reasoning_content") or message.get("reasoning") or ""
+        calls = []
+        for i, call in enumerate(message.get("tool_calls") or []):
+            fn = call.get("function") or {}
+            arguments, raw = parse_json_arguments(fn.get("arguments"))
+            calls.append(
+                ToolCall(
+                    id=str(call.get("id") or f"call_{i}"),
+                    name=str(fn.get("name", "")),
+                    arguments=arguments,
+                    raw_arguments=raw,
+                )
+            )
+        timings = body.get("timings")
+        return ChatResult(
+            provider=self.name,
+            model=str(body.get("model") or ""),
+            text=content or "",
+            thinking=thinking if isinstance(thinking, str) else "",
+            tool_calls=tuple(calls),
+            usage=self.parse_usage(body.get("usage") or {}),
+            stop_reason=choice.get("finish_reason"),
+            latency_ms=latency_ms,
+            timings=timings if isinstance(timings, dict) else {},
+            raw=body,
+        )
+
+    @staticmethod
+    def parse_usage(usage: dict[str, Any]) -> Usage:
+        prompt = int_or_none(usage.get("prompt_tokens")) or 0
+        details = usage.get("prompt_tokens_details") or {}
+        cached = int_or_none(details.get("cached_tokens")) or 0
+        # OpenRouter reports cache writes inside prompt_tokens too (prompt_tokens_details.cache_write_tokens).
+        written = (
+            int_or_none(details.get("cache_write_tokens"))
+            or int_or_none(usage.get("cache_write_tokens"))
+            or 0
+        )
+        completion_details = usage.get("completion_tokens_details") or {}
+        return Usage(
+            input_tokens=max(0, prompt - cached - written),
+            cache_read_tokens=cached,
+            cache_write_tokens=written,
+            output_tokens=int_or_none(usage.get("completion_tokens")) or 0,
+            reasoning_tokens=int_or_none(completion_details.get("reasoning_tokens")) or 0,
+        )
+
+    # ------------------------------------------------------------- errors
+
+    def overflow(self, status: int, body: Any) -> ContextOverflow | None:
+        return super().overflow(status, body) or openai_overflow(self.name, status, body, self._redact)
+
+    # ------------------------------------------------------------- metadata rung
+
+    def server_root(self) -> str:
+        """The server root, for llama.cpp's unversioned ``/props``."""
+        return self.base_url.removesuffix("/v1")
+
+    async def model_context(self, model: str) -> ModelContext:
+        """llama.cpp ``/props`` (the window the server accepts per request), then ``/models`` metadata.
+
+        ``/props`` ``default_generation_settings.n_ctx`` is the per-slot window, which is what one request may
+        use; ``/models`` ``data[].meta`` has ``n_ctx_train`` (what the model was trained on) and, on newer
+        servers, ``n_ctx``. vLLM puts ``max_model_len`` on the model entry. OpenAI itself publishes none.
+        """
+        detail: dict[str, Any] = {}
+        props = await self.get_json_or_none(f"{self.server_root()}/props")
+        if isinstance(props, dict):
+            settings = props.get("default_generation_settings") or {}
+            n_ctx = int_or_none(settings.get("n_ctx")) or int_or_none(props.get("n_ctx"))
+            if n_ctx:
+                detail["props_n_ctx"] = n_ctx
+        models = await self.get_json_or_none(self.url("/models"))
+        entry = self._model_entry(models, model)
+        meta = entry.get("meta") or {}
+        for key in ("n_ctx", "n_ctx_train", "n_params", "size"):
+            if int_or_none(meta.get(key)) is not None:
+                detail[f"meta_{key}"] = int_or_none(meta.get(key))
+        if int_or_none(entry.get("max_model_len")):
+            detail["max_model_len"] = int_or_none(entry.get("max_model_len"))
+        for key, source in (
+            ("props_n_ctx", "/props default_generation_settings.n_ctx"),
+            ("meta_n_ctx", "/models data[].meta.n_ctx"),
+            ("max_model_len", "/models data[].max_model_len (vLLM)"),
+            (
+                "meta_n_ctx_train",
+                "/models data[].meta.n_ctx_train (trained window; the server may serve less)",
+            ),
+        ):
+            if key in detail:
+                return ModelContext(
+                    provider=self.name, model=model, declared_window=detail[key], source=source, detail=detail
+                )
+        return ModelContext(
+            provider=self.name,
+            model=model,
+            declared_window=None,
+            source="none: this server publishes no context length (no /props n_ctx, no /models meta); "
+            "the probe ladder measures it",
+            detail=detail,
+        )
+
+    @staticmethod
+    def _model_entry(models: Any, model: str) -> dict[str, Any]:
+        data = models.get("data") if isinstance(models, dict) else None
+        if not isinstance(data, list) or not data:
+            return {}
+        for entry in data:
+            if isinstance(entry, dict) and entry.get("id") == model:
+                return entry
+        first = data[0]
+        return first if isinstance(first, dict) else {}
+
+
+class OpenAIChatProvider(OpenAICompatProvider):
+    """OpenAI's own chat completions at api.openai.com: ``prompt_cache_key`` on, ``max_completion_tokens``."""
+
+    name: ClassVar[str] = "openai"
+    key_hint: ClassVar[str] = "OPENAI_API_KEY"
+    max_tokens_field: ClassVar[str] = "max_completion_tokens"
+    default_base_url: ClassVar[str | None] = "https://api.openai.com/v1"
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        *,
+        base_url: str = "https://api.openai.com/v1",
+        api_key: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout_s: float = 120.0,
+        prompt_cache_key: bool = True,
+    ) -> None:
+        super().__init__(
+            client,
+            base_url=base_url,
+            api_key=api_key,
+            retry=retry,
+            timeout_s=timeout_s,
+            prompt_cache_key=prompt_cache_key,
+        )
+
+    async def model_context(self, model: str) -> ModelContext:
+        return ModelContext(
+            provider=self.name,
+            model=model,
+            declared_window=None,
+            source=OPENAI_PUBLISHES_NO_WINDOW,
+        )

@@ -1,0 +1,231 @@
+"""Anthropic Messages: blocks, cache_control breakpoints, both cache tiers, over-length, the models rung."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from context.messages import (
+    CacheHints,
+    ChatRequest,
+    ImagePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolResultPart,
+    ToolSpec,
+    ToolUsePart,
+)
+from providers.anthropic import AnthropicProvider
+from tests.provider_bodies.wire import Wire, body, fast_retry
+from vak.errors import ContextOverflow, InvalidInput, ProviderRequestError, RetryableProviderError
+
+KEY = "sk-ant-test-0123456789"
+TOOLS = (
+    ToolSpec(name="get_weather", description="Weather."),
+    ToolSpec(name="probe_ack", description="Acknowledge."),
+)
+
+
+def turn(i: int) -> tuple[Message, Message]:
+    return Message.user(f"question {i}"), Message.assistant(f"answer {i}")
+
+
+def provider() -> AnthropicProvider:
+    return AnthropicProvider(httpx.AsyncClient(), api_key=KEY)
+
+
+def cached_blocks(sent: dict) -> list[str]:
+    """Where cache_control landed, as 'system', 'tool:<name>' or 'msg<i>:<block type>'."""
+    out = ["system" for b in sent.get("system", []) if "cache_control" in b]
+    out += [f"tool:{t['name']}" for t in sent.get("tools", []) if "cache_control" in t]
+    for i, m in enumerate(sent["messages"]):
+        out += [f"msg{i}:{b['type']}" for b in m["content"] if "cache_control" in b]
+    return out
+
+
+def test_render_blocks_for_every_part_kind() -> None:
+    request = ChatRequest(
+        model="claude-sonnet-4-5",
+        system="Be brief.",
+        tools=TOOLS[:1],
+        tool_choice="required",
+        max_tokens=256,
+        temperature=0.2,
+        cache=CacheHints(prefix=False),
+        messages=(
+            Message(
+                role="user",
+                content=(
+                    TextPart(text="What is this?"),
+                    TextPart(text=""),
+                    ImagePart(ref="data:image/png;base64,iVBORw0KGgo=", media_type="image/png"),
+                    ImagePart(ref="https://example.com/cat.jpg", media_type="image/jpeg"),
+                ),
+            ),
+            Message(
+                role="assistant",
+                content=(
+                    ThinkingPart(thinking="signed", signature="sig-1"),
+                    ThinkingPart(thinking="from another provider"),
+                    ToolUsePart(id="toolu_1", name="get_weather", input={"location": "SF"}),
+                ),
+            ),
+            Message(
+                role="user", content=(ToolResultPart(tool_use_id="toolu_1", content="boom", is_error=True),)
+            ),
+        ),
+    )
+    sent = provider().render(request)
+    assert sent["model"] == "claude-sonnet-4-5" and sent["max_tokens"] == 256 and sent["temperature"] == 0.2
+    assert sent["system"] == [{"type": "text", "text": "Be brief."}]
+    assert sent["tools"] == [
+        {
+            "name": "get_weather",
+            "description": "Weather.",
+            "input_schema": {"type": "object", "properties": {}},
+        }
+    ]
+    assert sent["tool_choice"] == {"type": "any"}
+    assert sent["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "What is this?"},
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+                },
+                {"type": "image", "source": {"type": "url", "url": "https://example.com/cat.jpg"}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "signed", "signature": "sig-1"},
+                {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"location": "SF"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "boom", "is_error": True}
+            ],
+        },
+    ]
+    assert cached_blocks(sent) == []
+
+
+def test_prefix_breakpoint_goes_on_system_which_covers_the_tools() -> None:
+    request = ChatRequest(model="m", system="sys", tools=TOOLS, messages=turn(0))
+    assert cached_blocks(provider().render(request)) == ["system"]
+
+
+def test_prefix_breakpoint_without_system_goes_on_the_last_tool() -> None:
+    request = ChatRequest(model="m", tools=TOOLS, messages=turn(0))
+    assert cached_blocks(provider().render(request)) == ["tool:probe_ack"]
+
+
+def test_at_most_four_breakpoints_keeping_the_latest() -> None:
+    messages = tuple(m for i in range(4) for m in turn(i))  # 8 messages
+    request = ChatRequest(
+        model="m", system="sys", messages=messages, cache=CacheHints(breakpoints=(1, 3, 5, 7, 6))
+    )
+    sent = provider().render(request)
+    assert cached_blocks(sent) == ["system", "msg5:text", "msg6:text", "msg7:text"]
+    assert all(
+        b.get("cache_control") in (None, {"type": "ephemeral"})
+        for m in sent["messages"]
+        for b in m["content"]
+    )
+
+
+def test_breakpoint_skips_thinking_blocks() -> None:
+    message = Message(
+        role="assistant",
+        content=(TextPart(text="a"), ThinkingPart(thinking="t", signature="s")),
+    )
+    request = ChatRequest(
+        model="m", messages=(Message.user("q"), message), cache=CacheHints(breakpoints=(1,))
+    )
+    assert cached_blocks(provider().render(request)) == ["msg1:text"]
+
+
+def test_breakpoint_outside_the_messages_is_a_clear_error() -> None:
+    request = ChatRequest(model="m", messages=turn(0), cache=CacheHints(breakpoints=(2,)))
+    with pytest.raises(InvalidInput, match="breakpoint 2 is not a message index"):
+        provider().render(request)
+
+
+def test_parse_thinking_text_tool_use_and_both_cache_tiers() -> None:
+    result = provider().parse(body("anthropic", "message"), latency_ms=9.0)
+    assert result.text == "I'll check the current weather in San Francisco for you."
+    assert result.thinking.startswith("The user wants the weather")
+    (call,) = result.tool_calls
+    assert (call.id, call.name, call.arguments) == (
+        "toolu_01A09q90qw90lq917835lq9",
+        "get_weather",
+        {"location": "San Francisco, CA", "unit": "celsius"},
+    )
+    usage = result.usage
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens) == (
+        21,
+        1920,
+        188086,
+        393,
+    )
+    assert usage.prompt_tokens == 21 + 1920 + 188086
+    assert result.stop_reason == "tool_use" and result.model == "claude-sonnet-4-5-20250929"
+
+
+async def test_complete_sends_version_and_key_headers() -> None:
+    wire = Wire((200, body("anthropic", "message")))
+    async with wire.client() as client:
+        await AnthropicProvider(client, api_key=KEY).complete(ChatRequest(model="m", messages=turn(0)))
+    sent = wire.requests[0]
+    assert str(sent.url) == "https://api.anthropic.com/v1/messages"
+    assert sent.headers["x-api-key"] == KEY and sent.headers["anthropic-version"] == "2023-06-01"
+    assert "authorization" not in sent.headers
+
+
+async def test_prompt_too_long_is_an_overflow_with_sizes() -> None:
+    wire = Wire((400, body("anthropic", "overflow")))
+    async with wire.client() as client:
+        with pytest.raises(ContextOverflow) as info:
+            await AnthropicProvider(client, api_key=KEY).complete(ChatRequest(model="m", messages=turn(0)))
+    assert (info.value.prompt_tokens, info.value.limit_tokens) == (208310, 200000)
+
+
+async def test_overloaded_529_is_retried_and_413_is_an_overflow() -> None:
+    retry, sleeps = fast_retry(attempts=2)
+    wire = Wire(
+        (529, body("anthropic", "overloaded")),
+        (529, body("anthropic", "overloaded")),
+        (413, body("anthropic", "too_large")),
+    )
+    async with wire.client() as client:
+        adapter = AnthropicProvider(client, api_key=KEY, retry=retry)
+        with pytest.raises(RetryableProviderError, match="Overloaded"):
+            await adapter.complete(ChatRequest(model="m", messages=turn(0)))
+        with pytest.raises(ContextOverflow) as info:
+            await adapter.complete(ChatRequest(model="m", messages=turn(0)))
+    assert len(sleeps.waits) == 1 and info.value.status == 413
+
+
+async def test_auth_and_not_found_are_request_errors_with_next_steps() -> None:
+    wire = Wire((401, body("anthropic", "auth")), (404, body("anthropic", "not_found")))
+    async with wire.client() as client:
+        adapter = AnthropicProvider(client, api_key=KEY)
+        with pytest.raises(ProviderRequestError, match="check ANTHROPIC_API_KEY"):
+            await adapter.complete(ChatRequest(model="m", messages=turn(0)))
+        with pytest.raises(ProviderRequestError, match="check the model name"):
+            await adapter.complete(ChatRequest(model="claude-9", messages=turn(0)))
+
+
+async def test_model_context_from_the_models_endpoint() -> None:
+    wire = Wire((200, body("anthropic", "model")))
+    async with wire.client() as client:
+        ctx = await AnthropicProvider(client, api_key=KEY).model_context("claude-sonnet-4-5-20250929")
+    assert str(wire.requests[0].url) == "https://api.anthropic.com/v1/models/claude-sonnet-4-5-20250929"
+    assert (ctx.declared_window, ctx.output_limit) == (200000, 64000)
+    assert "max_input_tokens" in ctx.source
