@@ -41,7 +41,8 @@ SCHEMA = pa.schema(
     metadata={"vak.ledger.format": FORMAT_VERSION},
 )
 
-WRITE_OPTIONS = ipc.IpcWriteOptions(compression="zstd")
+# use_threads=False: a commit is small, and a thread-pool hop per buffer costs more than it saves.
+WRITE_OPTIONS = ipc.IpcWriteOptions(compression="zstd", use_threads=False)
 _SEG_RE = re.compile(r"^(_?)seg-(\d{6})\.arrow$")
 
 
