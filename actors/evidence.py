@@ -1,0 +1,348 @@
+"""EvidenceActor: stores tool results, answers recall, serves digests and windows, closes turns.
+
+A plain class (``actors.factory.evidence_actor`` wraps it with ``ray.remote``). Thin: each method
+loads state from the ledger, calls the pure functions of ``context/`` and appends what they return.
+It writes through a LedgerActor handle when given one (the one writer of the folder), else through
+its own LedgerStore. The session's TurnIndex is kept current incrementally from the entries
+appended since it was built; the card index (``storage.cardindex``) gets each turn as it closes.
+
+Recall never raises on a bad argument: the model gets a tool error that says how to call it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from agent.presentations import card_results, plan_cards
+from context.evidence import RecallError, body_text, parse_recall_args, recall_slice, window
+from context.render import EvidenceInfo, evidence_info, record_text, render_turn
+from context.turncard import Outcome, build_card, render_card
+from context.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
+from events.envelope import Mapper, StoredEntry
+from events.payloads import EvidenceBody, ReadingKey, ToolResult
+from storage.cardindex import CardIndex, card_doc, embedder_from_config
+from storage.ledger import LedgerStore
+from vak.config import VakConfig
+from vak.errors import InvalidInput, VakError
+
+
+class _Ledger:
+    """The few ledger calls the actor makes, on a LedgerStore or a LedgerActor handle."""
+
+    store: LedgerStore | None
+
+    def __init__(self, root: str, handle: Any = None) -> None:
+        # A LedgerStore passed in is used as is (a process that already holds the folder's writer).
+        self.handle = None if isinstance(handle, LedgerStore) else handle
+        self.store = (
+            handle if isinstance(handle, LedgerStore) else LedgerStore(root) if handle is None else None
+        )
+
+    def _call(self, name: str, *args: Any) -> Any:
+        if self.store is not None:
+            return getattr(self.store, name)(*args)
+        import ray
+
+        return ray.get(getattr(self.handle, name).remote(*args))
+
+    def append(
+        self, session: str, payloads: Sequence[Any], blobs: Sequence[bytes | None] | None = None
+    ) -> list[str]:
+        if self.store is not None:
+            return self.store.append(session, payloads, blobs=blobs)
+        return list(self._call("append", session, list(payloads), None, list(blobs) if blobs else None))
+
+    def head(self, session: str) -> str | None:
+        return self._call("head", session)
+
+    def get(self, entry_id: str) -> StoredEntry:
+        return self._call("get", entry_id)
+
+    def entries(self, session: str, start: int) -> list[StoredEntry]:
+        return self._call("entries", session, start, None)
+
+    def chain_to_root(self, entry_id: str) -> list[StoredEntry]:
+        return self._call("chain_to_root", entry_id)
+
+
+class EvidenceActor:
+    """``ledger``: the folder's LedgerActor handle, a LedgerStore this process already holds, or None
+    to open the folder here. ``tokens_per_char`` is the bound model's, for turn and card sizes.
+    ``config`` (default: the operator's file) says whether the card index adds embeddings."""
+
+    def __init__(
+        self,
+        root: str,
+        ledger: Any = None,
+        tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
+        config: VakConfig | None = None,
+    ) -> None:
+        self.root = root
+        self.ledger = _Ledger(root, ledger)
+        self.cards = CardIndex(root, embedder=embedder_from_config(config))
+        self.tokens_per_char = tokens_per_char
+        self.mapper = Mapper()
+        self._indexes: dict[str, tuple[TurnIndex, int]] = {}  # session -> (index, entries folded in)
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ state
+
+    def index(self, session: str) -> TurnIndex:
+        """The session's TurnIndex, brought up to date with what was appended since last time."""
+        with self._lock:
+            cached = self._indexes.get(session)
+            if cached is None:
+                return self._rebuild(session)
+            index, seen = cached
+            new = self.ledger.entries(session, seen)
+            try:
+                for entry in new:
+                    index.add(entry)
+            except InvalidInput:  # the chain branched: start over from the head
+                return self._rebuild(session)
+            self._indexes[session] = (index, seen + len(new))
+            return index
+
+    def _rebuild(self, session: str) -> TurnIndex:
+        head = self.ledger.head(session)
+        chain = self.ledger.chain_to_root(head) if head else []
+        index = TurnIndex.build(chain, self.tokens_per_char, mapper=self.mapper)
+        self._indexes[session] = (index, chain[-1].seq + 1 if chain else 0)
+        return index
+
+    def _body(self, evidence_id: str) -> tuple[EvidenceBody, bytes]:
+        entry = self.ledger.get(evidence_id)
+        meta = self.mapper.payload_of(entry)
+        if not isinstance(meta, EvidenceBody):
+            raise InvalidInput(f"{evidence_id} is a {entry.kind} entry, not an evidence body")
+        return meta, entry.blob or b""
+
+    def _resolve(self, index: TurnIndex, ident: str) -> str | RecallError:
+        """A full evidence id from an id or a unique prefix of one (cards show the first 12 hex digits)."""
+        if ident in index.evidence:
+            return ident
+        matches = [e for e in index.evidence if e.startswith(ident.lower())] if len(ident) >= 6 else []
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            return RecallError(
+                f"evidence id {ident!r} is ambiguous ({len(matches)} matches); give more of it."
+            )
+        return RecallError(
+            f"no evidence {ident!r} in this session. Use an id from an [evidence:…] tag or a card."
+        )
+
+    def _infos(self, index: TurnIndex, turn: Turn) -> dict[str, EvidenceInfo]:
+        calls = {ex.tool_use_id: ex.input for ex in turn.exchanges}
+        out = {}
+        for eid in turn.evidence:
+            meta, blob = self._body(eid)
+            out[eid] = evidence_info(eid, meta, blob, calls.get(meta.tool_use_id))
+        return out
+
+    # ------------------------------------------------------------------ storing results
+
+    def store_result(
+        self,
+        session: str,
+        tool_use_id: str,
+        tool_name: str,
+        body: bytes | str,
+        *,
+        is_error: bool = False,
+        media_type: str = "text/plain",
+    ) -> dict[str, Any]:
+        """Append the whole result as an evidence body, then the tool_result the request carries."""
+        blob = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+        text = body_text(blob, "utf-8")
+        try:
+            blob.decode("utf-8")
+            encoding, chars = "utf-8", len(text)
+        except UnicodeDecodeError:
+            encoding, chars = "binary", len(blob)
+        meta = EvidenceBody(
+            tool_use_id=tool_use_id,
+            tool_name=tool_name,
+            media_type=media_type,
+            encoding=encoding,
+            chars=chars,
+            bytes=len(blob),
+            is_error=is_error,
+        )
+        with self._lock:
+            evidence_id = self.ledger.append(session, [meta], [blob])[0]
+            carried = window(text, evidence_id)
+            result = ToolResult(
+                tool_use_id=tool_use_id,
+                tool_name=tool_name,
+                content=carried.text,
+                is_error=is_error,
+                evidence_id=evidence_id,
+                windowed=carried.windowed,
+            )
+            result_id = self.ledger.append(session, [result])[0]
+        return {
+            "evidence_id": evidence_id,
+            "result_id": result_id,
+            "content": carried.text,
+            "windowed": carried.windowed,
+            "is_error": is_error,
+        }
+
+    # ------------------------------------------------------------------ recall, digests, windows
+
+    def recall(self, session: str, args: dict[str, Any], tool_use_id: str | None = None) -> dict[str, Any]:
+        """Answer recall({id, range?} | {turn} | {presentation}). With ``tool_use_id`` the answer is
+        stored like any tool result (whole as evidence, windowed under its own id when over the limit)."""
+        answer = self._recall_text(session, args)
+        if isinstance(answer, RecallError):
+            if tool_use_id is not None:
+                with self._lock:
+                    rid = self.ledger.append(
+                        session,
+                        [
+                            ToolResult(
+                                tool_use_id=tool_use_id,
+                                tool_name="recall",
+                                content=answer.message,
+                                is_error=True,
+                            )
+                        ],
+                    )[0]
+                return {"content": answer.message, "is_error": True, "result_id": rid}
+            return {"content": answer.message, "is_error": True}
+        if tool_use_id is None:
+            return {"content": answer, "is_error": False}
+        return self.store_result(session, tool_use_id, "recall", answer)
+
+    def _recall_text(self, session: str, args: dict[str, Any]) -> str | RecallError:
+        request = parse_recall_args(args)
+        if isinstance(request, RecallError):
+            return request
+        index = self.index(session)
+        try:
+            if request.id is not None:
+                resolved = self._resolve(index, request.id)
+                if isinstance(resolved, RecallError):
+                    return resolved
+                meta, blob = self._body(resolved)
+                text = body_text(blob, meta.encoding)
+                if request.range is None:
+                    return text
+                sliced = recall_slice(text, resolved, request.range)
+                return sliced
+            if request.turn is not None:
+                turn = (
+                    index.turn(request.turn) if isinstance(request.turn, int) else index.by_id(request.turn)
+                )
+                return record_text(render_turn(turn, self._infos(index, turn)))
+            assert request.presentation is not None
+            for turn in index.turns:
+                for pid, pres in turn.presentation_payloads.items():
+                    if pid == request.presentation or (
+                        len(request.presentation) >= 6 and pid.startswith(request.presentation)
+                    ):
+                        return (
+                            f"presentation {pid} ({pres.semantic_type}, turn {turn.ordinal}): {pres.title}\n"
+                            + json.dumps(pres.payload, ensure_ascii=False, indent=2, sort_keys=True)
+                        )
+            return RecallError(
+                f"no presentation {request.presentation!r} in this session. "
+                "Use an id from a [presentation:…] reference on a card."
+            )
+        except VakError as exc:
+            return RecallError(str(exc))
+
+    def digest(self, session: str, evidence_id: str) -> str:
+        """A closed turn's view of one result (its shape-aware digest, ending with the evidence tag)."""
+        index = self.index(session)
+        resolved = self._resolve(index, evidence_id)
+        if isinstance(resolved, RecallError):
+            raise InvalidInput(resolved.message)
+        meta, blob = self._body(resolved)
+        calls = {ex.tool_use_id: ex.input for t in index.turns for ex in t.exchanges}
+        return evidence_info(resolved, meta, blob, calls.get(meta.tool_use_id)).digest
+
+    def window(self, session: str, evidence_id: str) -> str:
+        """The current-turn view of one result: verbatim up to the limit, else a window."""
+        resolved = self._resolve(self.index(session), evidence_id)
+        if isinstance(resolved, RecallError):
+            raise InvalidInput(resolved.message)
+        meta, blob = self._body(resolved)
+        return window(body_text(blob, meta.encoding), resolved).text
+
+    # ------------------------------------------------------------------ presentations and turns
+
+    def present(self, session: str, step_id: str) -> list[dict[str, Any]]:
+        """Write the presentations of a step's valid card calls and the calls' results (acks or errors)."""
+        with self._lock:
+            index = self.index(session)
+            turn = index.current
+            step = next((s for s in turn.steps if s.id == step_id), None) if turn else None
+            if turn is None or step is None:
+                raise InvalidInput(
+                    f"{step_id} is not a step of the open turn of {session!r}; present cards "
+                    "right after appending the step that emits them"
+                )
+            plans = plan_cards(turn, step)
+            records = [p.presentation for p in plans if p.presentation is not None]
+            ids = self.ledger.append(session, records) if records else []
+            results = card_results(plans, ids)
+            if results:
+                self.ledger.append(session, results)
+        return [r.model_dump(mode="json") for r in results]
+
+    def close_turn(
+        self,
+        session: str,
+        ordinal: int | None = None,
+        outcome: Outcome | None = None,
+        reading: dict[str, Any] | None = None,
+    ) -> str:
+        """Write the turn's TurnCard (once) and index it; returns the card's entry id."""
+        with self._lock:
+            index = self.index(session)
+            turn = index.turn(ordinal) if ordinal is not None else index.current
+            if turn is None:
+                raise InvalidInput(f"session {session!r} has no turn to close")
+            if turn.card_id is not None:
+                return turn.card_id
+            card = build_card(
+                index,
+                turn,
+                self._infos(index, turn),
+                outcome=outcome,
+                reading=ReadingKey(**reading) if reading else None,
+            )
+            card_id = self.ledger.append(session, [card])[0]
+            self.cards.add(session, [card_doc(card_id, card, turn.presentation_payloads)])
+            return card_id
+
+    def card_text(self, session: str, ordinal: int) -> str:
+        turn = self.index(session).turn(ordinal)
+        if turn.card is None:
+            raise InvalidInput(f"turn {ordinal} of {session!r} is not closed yet; close_turn writes its card")
+        return render_card(turn.card, turn.ordinal)
+
+    def search(self, session: str, query: str, limit: int = 10) -> list[tuple[str, float]]:
+        return self.cards.search(session, query, limit)
+
+    def search_turns(self, session: str, query: str, limit: int = 10) -> list[tuple[int, float]]:
+        """Card-index matches as (turn number, score)."""
+        index = self.index(session)
+        return [(index.by_id(tid).ordinal, score) for tid, score in self.cards.search(session, query, limit)]
+
+    def rebuild_index(self, session: str) -> int:
+        if self.ledger.store is not None:
+            return self.cards.rebuild(self.ledger.store, session)
+        index = self.index(session)
+        docs = [
+            card_doc(t.card_id, t.card, t.presentation_payloads)
+            for t in index.turns
+            if t.card_id is not None and t.card is not None
+        ]
+        self.cards.delete(session)
+        return self.cards.add(session, docs)

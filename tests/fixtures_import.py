@@ -1,0 +1,55 @@
+"""The recorded sessions of ``../shared/data/trajectories``, imported once per test run.
+
+``imported`` writes every file of the folder into one ledger (with turn cards and the card index)
+through ``farm.importers``, the same path `vak import` takes. Tests read the ledger it built; the
+recorded files themselves stay in ``../shared``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from farm.importers import ImportReport, import_path
+from storage.cardindex import CardIndex
+from storage.ledger import LedgerStore
+
+TOKENS_PER_CHAR = 0.25
+
+FILES = {
+    "spotter": "spotter__fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl",
+    "subagent": "spotter__subagent.jsonl",
+    "tau": "tau-bench__gpt-4o-airline.json",
+    "openhands": "OpenHands__output.jsonl",
+    "mini": "mini-swe-agent__django__django-15629.traj.json",
+    "swe": "SWE-agent__pydicom__pydicom-1458.traj",
+}
+
+
+@dataclass
+class Imported:
+    root: Path
+    store: LedgerStore
+    cards: CardIndex
+    reports: dict[str, ImportReport]
+
+    def sessions(self, key: str) -> list[str]:
+        return [s.session for s in self.reports[key].sessions]
+
+
+@pytest.fixture(scope="session")
+def imported(tmp_path_factory: pytest.TempPathFactory, trajectories: Path) -> Iterator[Imported]:
+    recorded = sorted(p.name for p in trajectories.iterdir() if p.name != "README.md")
+    assert recorded == sorted(FILES.values()), f"the trajectories folder changed: {recorded}"
+    root = tmp_path_factory.mktemp("imported") / "ledger"
+    store = LedgerStore(root)
+    cards = CardIndex(root)
+    reports = {
+        key: import_path(store, trajectories / name, tokens_per_char=TOKENS_PER_CHAR, card_index=cards)
+        for key, name in FILES.items()
+    }
+    yield Imported(root, store, cards, reports)
+    store.close()
