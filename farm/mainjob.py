@@ -53,7 +53,22 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
     out(render_summary(summary))
     if not report["ok"]:
         raise SystemExit(f"vak: verify failed: {report['first_bad']}")
+    out(_section("the session's turns, cards and digests (read back from the ledger)"))
+    out(session_report(ledger, session))
     return summary
+
+
+def _section(title: str) -> str:
+    return f"\n{'=' * 8} {title} {'=' * max(4, 90 - len(title))}"
+
+
+def session_report(ledger: Path, session: str) -> str:
+    from farm.report import summarize_session
+    from storage.ledger import LedgerStore
+
+    # The LedgerActor is the writer; a read-only store reads the same folder without the lock.
+    with LedgerStore(ledger, readonly=True) as store:
+        return summarize_session(store, session, digests_per_turn=2)
 
 
 def render_summary(s: dict[str, Any]) -> str:
