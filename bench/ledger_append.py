@@ -5,7 +5,7 @@ append only once it is durable: the ledger after its group-commit fsync, SQLite 
 ``synchronous=FULL`` after ``COMMIT``. Batch sizes 1, 16 and 256; 1 and 16 concurrent writers.
 All three are measured side by side in one run, because these machines are noisy; read the ratios.
 
-    .venv/bin/python bench/ledger_append.py            # the full table (about two minutes)
+    .venv/bin/python bench/ledger_append.py            # the full table (about three minutes)
     .venv/bin/python bench/ledger_append.py --quick    # a smoke run
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sqlite3
+import statistics
 import sys
 import tempfile
 import threading
@@ -135,9 +136,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a short smoke run")
     ap.add_argument("--seconds", type=float, default=None, help="seconds per configuration")
+    ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds per cell (median is shown)")
     ap.add_argument("--no-actor", action="store_true", help="skip the LedgerActor column (no Ray)")
     args = ap.parse_args(argv)
-    seconds = args.seconds or (0.3 if args.quick else 3.0)
+    seconds = args.seconds or (0.3 if args.quick else 1.5)
+    args.rounds = args.rounds or (1 if args.quick else 3)
     configs = [(1, 1), (16, 1), (1, 16), (16, 16), (1, 256), (16, 256)]
     if not args.no_actor:
         from farm.localray import start_local_ray
@@ -146,17 +149,25 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     results = []
     tmp = Path(tempfile.mkdtemp(prefix="vak-bench-"))
     try:
-        print(f"durable appends per second ({seconds:.1f} s per cell; entries of ~{len(TEXT) + 60} bytes)")
+        print(f"durable appends per second: median of {args.rounds} interleaved rounds of {seconds:.1f} s "
+              f"(entries of ~{len(TEXT) + 60} bytes)")
         head = (f"{'writers':>7} {'batch':>5} | {'threads':>9} {'asyncio':>9} {'actor':>9} {'sqlite':>9} | "
                 f"{'thr/sql':>7} {'aio/sql':>7} {'actor/sql':>9}")
         print(head)
         print("-" * len(head))
         for k, (writers, batch) in enumerate(configs):
-            led = bench_ledger(tmp / f"l{k}", writers, batch, seconds)
-            aio = bench_ledger_async(tmp / f"y{k}", writers, batch, seconds)
-            act = float("nan") if args.no_actor else bench_actor(tmp / f"a{k}", writers, batch, seconds)
-            sql = bench_sqlite(tmp / f"s{k}.db", writers, batch, seconds)
-            row = {"writers": writers, "batch": batch, "threads": led, "asyncio": aio, "actor": act, "sqlite": sql}
+            # Interleave the systems round by round and take medians, so a burst of disk or CPU
+            # contention hits every column alike instead of whichever ran at that moment.
+            runs: dict[str, list[float]] = {"threads": [], "asyncio": [], "actor": [], "sqlite": []}
+            for r in range(args.rounds):
+                runs["threads"].append(bench_ledger(tmp / f"l{k}-{r}", writers, batch, seconds))
+                runs["asyncio"].append(bench_ledger_async(tmp / f"y{k}-{r}", writers, batch, seconds))
+                if not args.no_actor:
+                    runs["actor"].append(bench_actor(tmp / f"a{k}-{r}", writers, batch, seconds))
+                runs["sqlite"].append(bench_sqlite(tmp / f"s{k}-{r}.db", writers, batch, seconds))
+            med = {name: statistics.median(v) if v else float("nan") for name, v in runs.items()}
+            led, aio, act, sql = med["threads"], med["asyncio"], med["actor"], med["sqlite"]
+            row = {"writers": writers, "batch": batch, **med}
             results.append(row)
             print(f"{writers:>7} {batch:>5} | {led:>9,.0f} {aio:>9,.0f} {act:>9,.0f} {sql:>9,.0f} | "
                   f"{led / sql:>6.1f}x {aio / sql:>6.1f}x {act / sql:>8.1f}x")
