@@ -112,3 +112,35 @@ def probe_actor(
         )
         .remote(ledger_root=root, session=session, config=config)
     )
+
+
+def planner_actor_name(root: str | os.PathLike[str]) -> str:
+    """One PlannerActor per ledger folder."""
+    return "planner-" + ledger_actor_name(root).removeprefix("ledger-")
+
+
+def planner_actor(
+    root: str | os.PathLike[str], *, ledger: Any = None, tokens_per_char: float = 0.25, namespace: str = NAMESPACE
+) -> Any:
+    """Get or create the detached PlannerActor for ``root``.
+
+    ``ledger`` is the folder's LedgerActor handle (the one writer); without it the actor opens the
+    folder itself. Calls run one at a time: each brings the session's view up to date and appends
+    its plan after it.
+    """
+    from actors.planner import PlannerActor  # imported here: it pulls in the pure engine
+
+    root = os.path.realpath(os.fspath(root))
+    return (
+        ray.remote(PlannerActor)
+        .options(
+            name=planner_actor_name(root),
+            namespace=namespace,
+            lifetime="detached",
+            get_if_exists=True,
+            max_restarts=-1,  # state is the ledger (plans included); a restart rereads it
+            max_task_retries=0,
+            num_cpus=0,
+        )
+        .remote(root, ledger, tokens_per_char)
+    )

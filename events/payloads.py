@@ -261,6 +261,18 @@ class ResetWithHandoff(_Frozen):
     reason: str = ""
 
 
+class PlanRecord(_Frozen):
+    """A working-set plan (spec §4) with its inputs and digest, so any request can be explained later."""
+
+    kind: Literal["plan"] = "plan"
+    model: str  # the profile key the plan was made for, "provider:model"
+    head: EntryId | None = None  # the chain head it was planned against
+    inputs: dict[str, JsonValue] = Field(default_factory=dict)
+    inputs_digest: str
+    plan: dict[str, JsonValue] = Field(default_factory=dict)
+    digest: str
+
+
 # ------------------------------------------------------------------ control messages (not turns)
 
 
@@ -311,6 +323,7 @@ EntryPayload = Annotated[
     | Activity
     | CapacityProfileRecord
     | ResetWithHandoff
+    | PlanRecord
     | Nudge
     | IntentNote
     | Thread
@@ -336,6 +349,7 @@ PAYLOAD_TYPES: dict[str, type[BaseModel]] = {
         Activity,
         CapacityProfileRecord,
         ResetWithHandoff,
+        PlanRecord,
         Nudge,
         IntentNote,
         Thread,

@@ -156,11 +156,13 @@ def generate_session(seed: int = 0, turns: int = 12, append: AppendFn | None = N
         cache="prefix_stable", output_reserve=512, provenance={"source": "generated"},
     ))
     turn_ids: list[str] = []
+    turn_evidence: list[list[str]] = []
     for t in range(turns):
         topic, domain, question = _TOPICS[(seed + t) % len(_TOPICS)]
         turn_id = put(Directive(text=question))
         turn_ids.append(turn_id)
         evidence: list[str] = []
+        turn_evidence.append(evidence)
         trace: list[TraceLine] = []
         kinds = rng.sample(["search", "read", "command", "json", "error"], k=rng.randint(1, 3))
         for k, kind in enumerate(kinds):
@@ -198,16 +200,18 @@ def generate_session(seed: int = 0, turns: int = 12, append: AppendFn | None = N
         if t == 2:
             put(Nudge(tag="presentation-check", text="A card type fits this answer; use emit_metric_card."))
             put(Thread(items=(question,)))
+        if t == 0 and turns >= 6:
+            # A reset early on: turn 1 stays behind it (recallable, never planned), the rest plan normally.
+            put(ResetWithHandoff(handoff="Context reset: " + _sentence(rng, 20), last_turn_id=turn_ids[-1],
+                                 reason="no usable horizon"))
         if t == turns // 2 and turns >= 4:
-            put(Compaction(first_turn_id=turn_ids[0], last_turn_id=turn_ids[1],
-                           summary="Turns 1-2: " + _sentence(rng, 25),
-                           covered_evidence=(CoveredEvidence(id=evidence[0], description="first turn results"),),
+            put(Compaction(first_turn_id=turn_ids[1], last_turn_id=turn_ids[2],
+                           summary="Turns 2-3: " + _sentence(rng, 25),
+                           covered_evidence=tuple(CoveredEvidence(id=e, description=f"a result of turn {n + 2}")
+                                                  for n, ids in enumerate(turn_evidence[1:3]) for e in ids),
                            model=model))
             put(Activity(activity="capacity.probe", detail={"rungs": [1024, 2048, 4096], "verdicts": [1, 1, 0]}))
         out.turns += 1
-    if turns >= 6:
-        put(ResetWithHandoff(handoff="Context reset: " + _sentence(rng, 20), last_turn_id=turn_ids[-1],
-                             reason="no usable horizon"))
     return out
 
 

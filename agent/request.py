@@ -1,0 +1,424 @@
+"""From a plan to a ChatRequest, and the over-length recovery around sending it (spec §4, §6).
+
+* ``SessionView``: a session's TurnIndex kept entry by entry, with what planning needs beside it:
+  each evidence body's digest (from the entry's blob), each closed turn's measured size
+  (``context.planner.measure_turn``, cached: a closed record never changes), a BM25 index over the
+  cards, and the last planner state of each model (read back from recorded ``plan`` entries, so a
+  restarted actor resumes where it was). Pure: entries in, state out.
+* ``project``: the request a plan asks for (pure). Stable prefix (system + tools), then retrieved
+  older turns whole, the packet inside ``<context_summary>``, the working-set turns (Full through
+  ``context.render``, cards through ``render_card``), and the current turn with the tail block
+  before the directive's own words.
+* ``prepare``: plan, write what the plan needs first (the packet's summary through
+  ``agent.summarise``, or the reset-with-handoff of a rescue), plan again, project.
+* ``complete_planned``: send; a ``ContextOverflow`` is a profile contradiction: ``verified_window``
+  becomes the rejected size, the request is planned again and sent once more.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from context.capacity import CapacityProfile, Ewma, request_chars
+from context.messages import (
+    CacheHints,
+    ChatRequest,
+    ChatResult,
+    Message,
+    Part,
+    TextPart,
+    ToolResultPart,
+    ToolSpec,
+)
+from context.packets import covered_evidence, evidence_count, render_packet, render_stored
+from context.planner import Plan, PlannerState, plan
+from context.render import EvidenceInfo, evidence_info, render_turn
+from context.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
+from context.turnsizes import Bm25Index, TurnSize, TurnTable, card_text, measure_turn, turn_document
+from events.envelope import Mapper, StoredEntry
+from events.payloads import EvidenceBody, PlanRecord, ResetWithHandoff, TurnCard
+from vak.errors import ContextOverflow, InvalidInput
+
+
+class Ledger(Protocol):
+    """The ledger calls the agent makes: a LedgerStore, or a wrapper around a LedgerActor handle."""
+
+    def append(self, session: str, payloads: Sequence[Any]) -> list[str]: ...
+
+    def get(self, entry_id: str) -> StoredEntry: ...
+
+
+# ------------------------------------------------------------------ the session as the planner sees it
+
+
+class SessionView:
+    def __init__(self, tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR, *, mapper: Mapper | None = None) -> None:
+        self.mapper = mapper or Mapper()
+        self.index = TurnIndex(tokens_per_char, mapper=self.mapper)
+        self.infos: dict[str, EvidenceInfo] = {}
+        self.bm25 = Bm25Index()
+        self.states: dict[str, PlannerState] = {}  # model -> the state its last recorded plan returned
+        self.plans: dict[str, str] = {}  # model -> id of its last recorded plan
+        self.preamble: dict[str, Any] = {}  # payloads before the first directive (a recorded system prompt)
+        # Closed turns are measured and indexed once; a turn is queued again when it closes or gets its card.
+        self.table = TurnTable()  # every turn's measured size, in turn order
+        self._unsized: dict[str, Turn] = {}
+        self._unindexed: dict[str, Turn] = {}
+
+    @classmethod
+    def build(cls, entries: Iterable[StoredEntry], tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR) -> SessionView:
+        view = cls(tokens_per_char)
+        view.add_all(entries)
+        return view
+
+    def add_all(self, entries: Iterable[StoredEntry]) -> None:
+        for entry in entries:
+            self.add(entry)
+
+    def add(self, entry: StoredEntry) -> None:
+        payload = self.mapper.payload_of(entry)
+        before = len(self.index.turns)
+        self.index.add((entry, payload))
+        if not self.index.turns:
+            self.preamble[entry.id] = payload
+        elif len(self.index.turns) > before:  # a directive: the previous turn is closed, the new one open
+            if before:
+                self._changed(self.index.turns[before - 1])
+            self._unindexed[self.index.turns[-1].id] = self.index.turns[-1]
+        if isinstance(payload, EvidenceBody) and entry.blob is not None:
+            turn = self.index.current
+            calls = {ex.tool_use_id: ex.input for ex in turn.exchanges} if turn else {}
+            self.infos[entry.id] = evidence_info(entry.id, payload, entry.blob, calls.get(payload.tool_use_id))
+        elif isinstance(payload, TurnCard):
+            try:
+                self._changed(self.index.by_id(payload.turn_id))
+            except InvalidInput:
+                pass  # a card for a turn not in this chain: the index names it among its problems
+        elif isinstance(payload, PlanRecord):
+            self.states[payload.model] = PlannerState.from_json(payload.plan.get("state"))
+            self.plans[payload.model] = entry.id
+
+    def _changed(self, turn: Turn) -> None:
+        self._unsized[turn.id] = turn
+        self._unindexed[turn.id] = turn
+
+    def turn_infos(self, turn: Turn) -> dict[str, EvidenceInfo]:
+        return {eid: self.infos[eid] for eid in turn.evidence if eid in self.infos}
+
+    def sizes(self) -> TurnTable:
+        """Exact sizes of every turn (``context.planner.measure_turn``), as columns in turn order: a
+        closed turn is measured once (again only if its card arrives later), the open one every time."""
+        for turn in self._unsized.values():
+            self.table.set(turn.ordinal - 1, turn.id, measure_turn(self.index, turn, self.turn_infos(turn)))
+        self._unsized.clear()
+        last = self.index.current
+        if last is not None and not last.closed:
+            self.table.set(last.ordinal - 1, last.id, measure_turn(self.index, last, self.turn_infos(last)))
+        return self.table
+
+    def size(self, turn: Turn) -> TurnSize:
+        t = self.sizes()
+        i = turn.ordinal - 1
+        return TurnSize(t.full_chars[i], t.card_chars[i], t.evidence_chars[i], t.evidence_items[i])
+
+    def relevance(self, query: str) -> dict[str, float]:
+        """BM25 scores of every turn's card (or directive, before it has one) for ``query``."""
+        for turn in self._unindexed.values():
+            self.bm25.add(turn.id, turn_document(turn))
+        self._unindexed.clear()
+        return self.bm25.scores(query)
+
+    def plan(
+        self,
+        profile: CapacityProfile,
+        directive: str,
+        *,
+        prefix_tokens: int,
+        tail_tokens: int,
+        state: PlannerState | None = None,
+        reading_terms: Sequence[str] = (),
+        current: int | None = None,
+    ) -> Plan:
+        """``context.planner.plan`` with exact sizes, BM25 relevance and this model's last state."""
+        text = self.index.turn(current).directive.text if current is not None else directive
+        return plan(
+            self.index,
+            profile,
+            directive,
+            prefix_tokens=prefix_tokens,
+            tail_tokens=tail_tokens,
+            state=state if state is not None else self.states.get(str(profile.key)),
+            sizes=self.sizes(),
+            relevance=self.relevance(" ".join([text, *reading_terms])),
+            reading_terms=reading_terms,
+            current=current,
+        )
+
+
+def text_tokens(profile: CapacityProfile, text: str) -> int:
+    return math.ceil(len(text) * profile.tokens_per_char.value)
+
+
+def prefix_tokens(profile: CapacityProfile, system: str, tools: Sequence[ToolSpec] = ()) -> int:
+    """The stable prefix's size: system prompt and tool schemas, counted as a request counts them."""
+    return math.ceil(request_chars(ChatRequest(model="", system=system, tools=tuple(tools))) * profile.tokens_per_char.value)
+
+
+# ------------------------------------------------------------------ the projection
+
+
+def packet_text(index: TurnIndex, p: Plan) -> str | None:
+    """The packet a plan renders, or None when it has none. Raises when the summary is still to write."""
+    pk = p.packet
+    if pk is None:
+        return None
+    if pk.level == "pointer":
+        return render_packet(
+            pk.first_ordinal, pk.last_ordinal, level="pointer",
+            total_evidence=evidence_count(index, pk.first_ordinal, pk.last_ordinal),
+        )
+    if pk.level == "list":
+        items = covered_evidence(index, pk.first_ordinal, pk.last_ordinal)
+        return render_packet(pk.first_ordinal, pk.last_ordinal, level="list", evidence=items)
+    if pk.stored_id is None:
+        raise InvalidInput(
+            f"the plan wants a summary of turns {pk.first_ordinal}–{pk.last_ordinal} that is not written yet: "
+            "write it with agent.summarise.write_packet, then plan again"
+        )
+    stored = next((s for s in index.summaries if s.id == pk.stored_id), None)
+    if stored is None:
+        raise InvalidInput(f"stored packet {pk.stored_id} is not in this index; plan against the same index")
+    return render_stored(index, stored)
+
+
+def project(
+    index: TurnIndex,
+    p: Plan,
+    *,
+    model: str,
+    infos: Mapping[str, EvidenceInfo],
+    system: str = "",
+    tools: Sequence[ToolSpec] = (),
+    tail: str = "",
+    max_tokens: int = 1024,
+    temperature: float | None = None,
+    cache: CacheHints | None = None,
+) -> ChatRequest:
+    """The ChatRequest ``p`` asks for. ``infos`` digests the evidence of the turns shown at Full."""
+    messages: list[Message] = []
+    turns = [(index.turn(t.ordinal), t) for t in p.shown()]
+    for turn, pt in turns:  # retrieved older turns come first, whole
+        if pt.retrieved:
+            _extend(messages, render_turn(turn, infos))
+    text = packet_text(index, p)
+    if text is not None:
+        _append(messages, Message(role="user", content=(TextPart(text=text),)))
+    for turn, pt in turns:
+        if pt.retrieved:
+            continue
+        if pt.fidelity == "full":
+            _extend(messages, render_turn(turn, infos))
+        else:
+            _append(messages, Message(role="user", content=(TextPart(text=card_text(index, turn, infos)),)))
+    if p.current_ordinal is not None:
+        current = render_turn(index.turn(p.current_ordinal), {})  # this turn's results stay verbatim
+        first = current[0]
+        if tail.strip():  # providers refuse blank text parts
+            first = Message(role="user", content=(TextPart(text=tail), *first.content))
+        _extend(messages, [first, *current[1:]])
+    else:
+        parts: tuple[Part, ...] = (TextPart(text=tail),) if tail.strip() else ()
+        _append(messages, Message(role="user", content=(*parts, TextPart(text=p.directive))))
+    return ChatRequest(
+        model=model,
+        system=system,
+        messages=tuple(messages),
+        tools=tuple(tools),
+        max_tokens=max_tokens,
+        temperature=temperature,
+        cache=cache or CacheHints(),
+    )
+
+
+def _extend(messages: list[Message], more: Iterable[Message]) -> None:
+    for m in more:
+        _append(messages, m)
+
+
+def _append(messages: list[Message], msg: Message) -> None:
+    """Consecutive messages of one role merge (providers want roles to alternate); tool results lead."""
+    if messages and messages[-1].role == msg.role:
+        prev = messages[-1]
+        results = tuple(p for p in msg.content if isinstance(p, ToolResultPart))
+        if msg.role == "user" and results:
+            rest = tuple(p for p in msg.content if not isinstance(p, ToolResultPart))
+            lead = tuple(p for p in prev.content if isinstance(p, ToolResultPart))
+            other = tuple(p for p in prev.content if not isinstance(p, ToolResultPart))
+            messages[-1] = Message(role="user", content=lead + results + other + rest)
+        else:
+            messages[-1] = Message(role=msg.role, content=prev.content + msg.content)
+        return
+    messages.append(msg)
+
+
+def request_tokens(profile: CapacityProfile, request: ChatRequest) -> int:
+    return math.ceil(request_chars(request) * profile.tokens_per_char.value)
+
+
+def plan_record(p: Plan, head: str | None) -> PlanRecord:
+    """The ``plan`` entry: the plan, its inputs and both digests, so the request can be explained later."""
+    return PlanRecord(model=p.model, head=head, inputs=p.inputs, inputs_digest=p.inputs_digest, plan=p.to_json(),
+                      digest=p.digest)
+
+
+def record_plan(ledger: Ledger, session: str, view: SessionView, p: Plan) -> str:
+    """Append the plan to the session (and to the view, so the model's state carries to its next plan)."""
+    entry_id = ledger.append(session, [plan_record(p, view.index.head)])[0]
+    view.add(ledger.get(entry_id))
+    return entry_id
+
+
+# ------------------------------------------------------------------ rescue and preparation
+
+
+def handoff_text(p: Plan) -> str:
+    omitted = [t.ordinal for t in p.turns if t.fidelity == "behind_reset"]
+    span = f"turns {omitted[0]}–{omitted[-1]}" if omitted else "no turns"
+    return (
+        f"Context reset for {p.model}: {p.rescue_reason}. The session's {span} are behind this point and are "
+        'not planned again; recall({"turn": N}) still returns any of them in full.'
+    )
+
+
+def write_reset(ledger: Ledger, session: str, view: SessionView, p: Plan) -> str:
+    """The rescue: a reset-with-handoff entry, after which the turns before it are never planned."""
+    if not p.rescue:
+        raise InvalidInput("only a rescue plan (plan.rescue) writes a reset-with-handoff")
+    history = [t for t in p.turns if t.fidelity == "behind_reset"]
+    payload = ResetWithHandoff(
+        handoff=handoff_text(p),
+        last_turn_id=history[-1].turn_id if history else None,
+        reason=p.rescue_reason,
+    )
+    entry_id = ledger.append(session, [payload])[0]
+    view.add(ledger.get(entry_id))
+    return entry_id
+
+
+Summarise = Callable[[SessionView, Plan], Awaitable[list[str]]]
+
+
+@dataclass
+class Prepared:
+    plan: Plan
+    request: ChatRequest
+    written: list[str] = field(default_factory=list)  # entries written on the way (packet, reset)
+
+
+async def prepare(
+    view: SessionView,
+    profile: CapacityProfile,
+    directive: str,
+    *,
+    ledger: Ledger,
+    session: str,
+    summarise: Summarise,
+    model: str,
+    system: str = "",
+    tools: Sequence[ToolSpec] = (),
+    tail: str = "",
+    current: int | None = None,
+    reading_terms: Sequence[str] = (),
+    max_tokens: int = 1024,
+) -> Prepared:
+    """Plan; write the packet summary or the reset the plan needs; plan again; project."""
+    written: list[str] = []
+    pre = prefix_tokens(profile, system, tools)
+    tail_n = text_tokens(profile, tail)
+    for _ in range(3):  # a summary written can change the packet's cost once; a reset empties history
+        p = view.plan(
+            profile, directive, prefix_tokens=pre, tail_tokens=tail_n, reading_terms=reading_terms, current=current
+        )
+        if p.rescue and any(t.fidelity == "behind_reset" and not view.index.turn(t.ordinal).behind_reset for t in p.turns):
+            written.append(write_reset(ledger, session, view, p))
+            continue
+        if p.packet is not None and p.packet.needs_summary:
+            written += await summarise(view, p)
+            continue
+        break
+    if p.packet is not None and p.packet.needs_summary:
+        raise InvalidInput("the packet's summary could not be settled in three rounds; plan again")
+    request = project(
+        view.index, p, model=model, infos=view.infos, system=system, tools=tools, tail=tail, max_tokens=max_tokens
+    )
+    return Prepared(p, request, written)
+
+
+# ------------------------------------------------------------------ over-length
+
+
+def after_overflow(
+    profile: CapacityProfile, exc: ContextOverflow, *, request_chars_sent: int, now: float
+) -> CapacityProfile:
+    """The profile a rejection implies: ``verified_window`` is the rejected size (or the provider's
+    stated limit, when smaller), and the rejected prompt's real token count, when the provider said
+    it, is a tokens-per-char measurement like any other."""
+    tpc = profile.tokens_per_char
+    estimated = math.ceil(request_chars_sent * tpc.value)
+    rejected = exc.prompt_tokens if exc.prompt_tokens else estimated
+    if exc.prompt_tokens and request_chars_sent > 0:
+        tpc = tpc.update(exc.prompt_tokens / request_chars_sent)
+    window = rejected if not exc.limit_tokens else min(rejected, exc.limit_tokens)
+    if profile.verified_window is not None:
+        window = min(window, profile.verified_window)
+    # In the plan's own units the window must shrink below what was sent, or the same plan comes back.
+    window = min(window, max(0, math.ceil(request_chars_sent * tpc.value) - 1))
+    signal = f"verified_window: {window} tokens after the provider rejected a {rejected}-token request"
+    provenance = replace(
+        profile.provenance,
+        updated_at=now,
+        signals=(*profile.provenance.signals, signal)[-32:],
+    )
+    return replace(profile, verified_window=window, tokens_per_char=Ewma(tpc.value, tpc.samples), provenance=provenance)
+
+
+@dataclass
+class Completed:
+    """What a planned send came to. ``result`` is None only when the retry was over length too."""
+
+    result: ChatResult | None
+    profile: CapacityProfile  # the profile after any over-length correction: record it in the ledger
+    plan: Plan
+    request: ChatRequest
+    overflows: list[ContextOverflow] = field(default_factory=list)
+
+
+class Complete(Protocol):
+    async def complete(self, request: ChatRequest) -> ChatResult: ...
+
+
+async def complete_planned(
+    provider: Complete,
+    profile: CapacityProfile,
+    build: Callable[[CapacityProfile], Awaitable[tuple[Plan, ChatRequest]]],
+    *,
+    clock: Callable[[], float] = time.time,
+) -> Completed:
+    """Send the planned request. On an over-length rejection: correct the profile, plan again, retry once.
+
+    Over-length is never a permanent error: it never propagates. When the retry is rejected too, the
+    turn gets no result (``result`` None) and the corrected profile, which the next turn plans against.
+    """
+    overflows: list[ContextOverflow] = []
+    for _attempt in range(2):
+        p, request = await build(profile)
+        try:
+            return Completed(await provider.complete(request), profile, p, request, overflows)
+        except ContextOverflow as exc:
+            overflows.append(exc)
+            profile = after_overflow(profile, exc, request_chars_sent=request_chars(request), now=clock())
+    return Completed(None, profile, p, request, overflows)

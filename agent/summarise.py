@@ -1,0 +1,150 @@
+"""The summariser side call that writes a compaction packet (spec §4, §10 "Side calls").
+
+A side call follows its own rule: the cheapest capable model, a purpose-built packet, never the
+turn's history. The summariser gets the previous packet (the longest stored one over the same
+first turn, when the packet is growing) and the newly covered turns only: each as its full record
+with every tool result as its digest (never cut), or as its card when the record does not fit the
+summariser's own window. Turns are sent in as few calls as fit; each call's answer becomes the
+previous packet of the next.
+
+``write_packet`` appends what it did: an ``activity`` (model, usage, latency of each call, the
+range and the seed; never model-visible) and the ``compaction`` entry keyed by the plan's range,
+recording the model whose plan asked for it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.request import Complete, Ledger, SessionView
+from context.messages import ChatRequest, ChatResult, Message
+from context.packets import (
+    SUMMARISER_SYSTEM,
+    SUMMARY_HEADROOM,
+    compaction_payload,
+    fallback_summary,
+    seed_packet,
+    summariser_prompt,
+)
+from context.planner import Plan
+from context.render import record_text, render_turn
+from context.turnsizes import card_text
+from events.payloads import Activity
+from vak.errors import InvalidInput
+
+WORDS_PER_TOKEN = 0.7  # what "at most N words" asks for, from a token allowance (English text)
+
+
+@dataclass
+class Summariser:
+    """A model used for packet summaries, through any provider adapter (``complete(ChatRequest)``).
+
+    ``window_tokens`` is the summariser model's own usable window; ``tokens_per_char`` its measured
+    ratio (the prompt is packed against them). ``calls`` counts completions, for receipts and tests.
+    """
+
+    provider: Complete
+    model: str
+    window_tokens: int
+    tokens_per_char: float = 0.25
+    temperature: float | None = 0.0
+    max_summary_tokens: int | None = None  # the operator's cap on one summary (a slow local model)
+    calls: int = 0
+    results: list[ChatResult] = field(default_factory=list)
+
+    def tokens(self, text: str) -> int:
+        return math.ceil(len(text) * self.tokens_per_char)
+
+    async def summarise(self, prompt: str, max_tokens: int) -> ChatResult:
+        request = ChatRequest(
+            model=self.model,
+            system=SUMMARISER_SYSTEM,
+            messages=(Message.user(prompt),),
+            max_tokens=max_tokens,
+            temperature=self.temperature,
+        )
+        result = await self.provider.complete(request)
+        self.calls += 1
+        self.results.append(result)
+        return result
+
+
+async def write_packet(
+    ledger: Ledger, session: str, view: SessionView, plan: Plan, summariser: Summariser
+) -> list[str]:
+    """Write the summary the plan's packet needs; returns the new entry ids (activity, compaction)."""
+    pk = plan.packet
+    if pk is None or not pk.needs_summary:
+        raise InvalidInput("this plan needs no new packet summary (its packet is stored, a list or a pointer)")
+    index = view.index
+    if index.turn(pk.first_ordinal).id != pk.first_turn_id or index.turn(pk.last_ordinal).id != pk.last_turn_id:
+        raise InvalidInput("the plan was made against another chain; plan again on this session's view")
+    seed = seed_packet(index, pk.first_turn_id, pk.last_ordinal)
+    start = seed.last_ordinal + 1 if seed is not None and seed.last_ordinal is not None else pk.first_ordinal
+    max_tokens = max(16, math.floor(pk.summary_tokens * SUMMARY_HEADROOM))
+    if summariser.max_summary_tokens is not None:
+        max_tokens = min(max_tokens, summariser.max_summary_tokens)
+    words = max(12, int(max_tokens * WORDS_PER_TOKEN))
+    room = summariser.window_tokens - max_tokens - summariser.tokens(SUMMARISER_SYSTEM) - 64
+
+    records: list[tuple[int, str]] = []
+    for ordinal in range(start, pk.last_ordinal + 1):
+        turn = index.turn(ordinal)
+        full = record_text(render_turn(turn, view.turn_infos(turn)))
+        records.append((ordinal, full if summariser.tokens(full) <= room // 2 else card_text(index, turn)))
+
+    running = seed.summary if seed is not None else None
+    calls: list[dict[str, Any]] = []
+    while records:
+        chunk: list[tuple[int, str]] = []
+        used = summariser.tokens(running or "")
+        while records and (not chunk or used + summariser.tokens(records[0][1]) <= room):
+            used += summariser.tokens(records[0][1])
+            chunk.append(records.pop(0))
+        last = chunk[-1][0] if records else pk.last_ordinal
+        prompt = summariser_prompt(running, chunk, pk.first_ordinal, last, words)
+        result = await summariser.summarise(prompt, max_tokens)
+        text = result.text.strip()
+        if not text:  # a model that answered nothing: the turns' own requests stand in
+            text = "\n".join(
+                filter(None, [running, fallback_summary([(o, _asked(view, o)) for o, _ in chunk])])
+            )
+        running = text
+        calls.append(
+            {
+                "turns": [chunk[0][0], chunk[-1][0]],
+                "prompt_chars": len(prompt),
+                "max_tokens": max_tokens,
+                "usage": result.usage.model_dump(mode="json"),
+                "latency_ms": round(result.latency_ms, 1),
+                "stop_reason": result.stop_reason,
+                "empty": not result.text.strip(),
+            }
+        )
+    assert running is not None
+    activity = Activity(
+        activity="packet.summarise",
+        detail={
+            "model": summariser.model,
+            "for_model": plan.model,
+            "range": [pk.first_ordinal, pk.last_ordinal],
+            "seeded_from": seed.id if seed is not None else None,
+            "new_turns": [start, pk.last_ordinal],
+            "calls": calls,
+        },
+    )
+    packet = compaction_payload(
+        index, pk.first_ordinal, pk.last_ordinal, running, model=plan.model,
+        seeded_from=seed.id if seed is not None else None,
+    )
+    ids = ledger.append(session, [activity, packet])
+    for entry_id in ids:
+        view.add(ledger.get(entry_id))
+    return ids
+
+
+def _asked(view: SessionView, ordinal: int) -> str:
+    turn = view.index.turn(ordinal)
+    return turn.card.asked if turn.card is not None else turn.directive.text

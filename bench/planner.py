@@ -1,0 +1,197 @@
+"""Planner latency against its floor, at 10, 100, 1,000 and 10,000 turns.
+
+For each session size and each of three profiles (a small local model, a mid-sized one and a
+frontier model) it times ``SessionView.plan`` (the pure planner with exact sizes, BM25 relevance
+and the model's state) and, in the same run, the floor: serializing the request that plan produces
+to the JSON that goes on the wire (``OpenAICompatProvider.render`` then ``json.dumps``). Goal: at
+most 3x the floor at 1,000 turns. The growth exponent is the slope of log(latency) over log(turns).
+
+A second table shows why the per-request cost does not grow with the whole ledger: the next turn's
+entries are folded into the kept index incrementally (``SessionView.add``) instead of rebuilding the
+TurnIndex from the whole chain, the baseline measured beside it.
+
+Run: ``.venv/bin/python bench/planner.py`` (``--quick`` stops at 1,000 turns).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import httpx
+
+from agent.request import SessionView, prefix_tokens, project
+from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from context.messages import ChatRequest
+from context.packets import compaction_payload
+from context.turncard import build_card
+from context.turns import TurnIndex
+from events.envelope import Mapper, StoredEntry
+from events.payloads import AssistantStep, Directive, EvidenceBody, TextBlock, ToolResult, ToolUseBlock
+from providers.openai_compat import OpenAICompatProvider
+
+SIZES = (10, 100, 1_000, 10_000)
+SYSTEM = "You are a careful agent. Follow the policy; use the tools; cite what you found. " * 60
+SUBJECTS = ("copper prices", "the ledger module", "flaky tests", "airline booking", "vector databases",
+            "the quarterly report", "a failing deploy", "Rust vs Go for a queue")
+
+
+def _profile(name: str, horizon: int, window: int, out: int) -> CapacityProfile:
+    return CapacityProfile(ProfileKey("bench", name), window, Horizon(horizon, 0.9, 0.0), Ewma(0.27, 10), out)
+
+
+PROFILES = {
+    "local 8k": _profile("local-8k", 6_000, 8_192, 512),
+    "mid 32k": _profile("mid-32k", 32_000, 32_768, 2_048),
+    "frontier 200k": _profile("frontier-200k", 200_000, 200_000, 8_192),
+}
+
+
+class Session:
+    """A realistic session chained in memory: each turn a directive, a tool call and its result
+    (search results, file reads or JSON), an answer and its turn card."""
+
+    def __init__(self) -> None:
+        self.mapper = Mapper()
+        self.entries: list[StoredEntry] = []
+        self.view = SessionView(0.27)
+
+    def add(self, payload: object, blob: bytes | None = None) -> None:
+        parent = self.entries[-1].id if self.entries else None
+        e = self.mapper.entry(payload, session="bench", seq=len(self.entries), parent=parent, time_us=0, blob=blob)  # type: ignore[arg-type]
+        self.entries.append(e)
+        self.view.add(e)
+
+    def turn(self, i: int) -> None:
+        subject = SUBJECTS[i % len(SUBJECTS)]
+        self.add(Directive(text=f"Question {i + 1}: what changed about {subject} since last time?"))
+        call = f"call_{i}"
+        tool, body = _tool(i, subject)
+        self.add(AssistantStep(blocks=(ToolUseBlock(id=call, name=tool, input={"q": subject, "n": i}),)))
+        self.add(EvidenceBody(tool_use_id=call, tool_name=tool, chars=len(body), bytes=len(body)), body.encode())
+        ev = self.entries[-1].id
+        self.add(ToolResult(tool_use_id=call, tool_name=tool, content=body, evidence_id=ev))
+        self.add(AssistantStep(blocks=(TextBlock(text=f"For {subject}, three things changed; the main one is "
+                                                      f"item {i % 7} in the results."),)))
+        turn = self.view.index.current
+        assert turn is not None
+        self.add(build_card(self.view.index, turn, self.view.turn_infos(turn)))
+
+
+def _tool(i: int, subject: str) -> tuple[str, str]:
+    if i % 3 == 0:
+        return "web_search", "\n".join(f"{k}. {subject} note {k} https://example.org/{i}/{k}" for k in range(1, 9))
+    if i % 3 == 1:
+        return "read_file", "\n".join(f"{k:4d}  code line {k} about {subject}" for k in range(60))
+    return "get_record", json.dumps({"id": i, "subject": subject, "rows": [{"k": k, "v": k * i} for k in range(12)]})
+
+
+def _time(repeat: int, fn: Callable[..., object], *args: Any, **kw: Any) -> list[float]:
+    out = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn(*args, **kw)
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def _wire(provider: OpenAICompatProvider, request: ChatRequest) -> str:
+    return json.dumps(provider.render(request))
+
+
+def _p95(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, math.ceil(0.95 * len(xs)) - 1)]
+
+
+def _slope(xs: list[float], ys: list[float]) -> float:
+    lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
+    mx, my = statistics.fmean(lx), statistics.fmean(ly)
+    return sum((a - mx) * (b - my) for a, b in zip(lx, ly, strict=True)) / sum((a - mx) ** 2 for a in lx)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="stop at 1,000 turns")
+    args = parser.parse_args()
+    sizes = SIZES[:-1] if args.quick else SIZES
+    client = httpx.AsyncClient()
+    provider = OpenAICompatProvider(client, base_url="http://127.0.0.1:9/v1")  # render only: nothing is sent
+    session = Session()
+    rows: list[tuple[int, str, float, float, float, str]] = []
+    growth: list[tuple[int, float, float, float]] = []
+    directive = "What changed about copper prices again?"
+    print(f"{'turns':>6}  {'profile':<14} {'plan med':>9} {'plan p95':>9} {'floor med':>10} {'ratio':>6}  plan")
+    for n in sizes:
+        while len(session.view.index.turns) < n:
+            session.turn(len(session.view.index.turns))
+        view = session.view
+        repeat = 60 if n <= 1_000 else 12
+        for name, prof in PROFILES.items():
+            pre = prefix_tokens(prof, SYSTEM)
+            p = view.plan(prof, directive, prefix_tokens=pre, tail_tokens=40)
+            state = p.state
+            if p.packet is not None and p.packet.needs_summary:  # a stored summary, as the summariser leaves it
+                words = max(1, int(p.packet.summary_tokens / prof.tokens_per_char.value) // 6)
+                session.add(compaction_payload(view.index, p.packet.first_ordinal, p.packet.last_ordinal,
+                                               "summary " * words, model=p.model))
+            p = view.plan(prof, directive, prefix_tokens=pre, tail_tokens=40, state=state)
+            request = project(view.index, p, model=prof.key.model, infos=view.infos, system=SYSTEM)
+            plan_t, floor_t = [], []
+            for _ in range(repeat):  # interleaved, so load on the machine weighs on both alike
+                plan_t += _time(1, view.plan, prof, directive, prefix_tokens=pre, tail_tokens=40, state=state)
+                floor_t += _time(1, _wire, provider, request)
+            med, floor = statistics.median(plan_t), statistics.median(floor_t)
+            shape = (f"{len(p.with_fidelity('full'))} full, {len(p.with_fidelity('card'))} cards, "
+                     f"packet {p.packet_range[0]}-{p.packet_range[1]}" if p.packet_range else
+                     f"{len(p.with_fidelity('full'))} full, {len(p.with_fidelity('card'))} cards, no packet")
+            rows.append((n, name, med, _p95(plan_t), floor, shape))
+            print(f"{n:>6}  {name:<14} {med * 1e3:>7.2f}ms {_p95(plan_t) * 1e3:>7.2f}ms {floor * 1e3:>8.2f}ms "
+                  f"{med / floor:>5.1f}x  {shape}")
+        # the per-request index upkeep: fold the next turn in, against rebuilding from the whole chain
+        start = len(session.entries)
+        warm = SessionView(0.27)  # the index a PlannerActor keeps: built once, measured once
+        warm.add_all(session.entries)
+        warm.sizes()
+        session.turn(len(session.view.index.turns))
+        new = session.entries[start:]
+        add_t = _time(1, _fold, warm, new)[0]
+        rebuild_t = statistics.median(_time(3 if n < 10_000 else 1, TurnIndex.build, session.entries, 0.27))
+        growth.append((n, add_t, rebuild_t, len(session.entries)))
+    client_close(client)
+    print()
+    for name in PROFILES:
+        xs = [float(r[0]) for r in rows if r[1] == name]
+        ys = [r[2] for r in rows if r[1] == name]
+        at_1k = next((r for r in rows if r[1] == name and r[0] == 1_000), None)
+        goal = f"; at 1,000 turns {at_1k[2] / at_1k[4]:.1f}x the floor (goal <= 3x)" if at_1k else ""
+        steps = ", ".join(f"{_slope(xs[i:i + 2], ys[i:i + 2]):.2f}" for i in range(len(xs) - 1))
+        print(f"growth exponent {name:<14} {_slope(xs, ys):.2f} overall (steps {steps}){goal}")
+    print()
+    print(f"{'turns':>6} {'entries':>8} {'incremental add':>16} {'rebuild (baseline)':>19} {'ratio':>7}")
+    for n, add_t, rebuild_t, entries in growth:
+        print(f"{n:>6} {entries:>8} {add_t * 1e3:>14.3f}ms {rebuild_t * 1e3:>17.2f}ms {rebuild_t / add_t:>6.0f}x")
+
+
+def _fold(view: SessionView, entries: list[StoredEntry]) -> None:
+    view.add_all(entries)
+    view.sizes()  # the newly closed turn is measured once, here
+
+
+def client_close(client: httpx.AsyncClient) -> None:
+    import asyncio
+
+    asyncio.run(client.aclose())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,633 @@
+"""The WorkingSetPlanner (spec §4): which past turns a request carries, and at what fidelity. Pure.
+
+``plan(index, profile, directive, prefix_tokens=, tail_tokens=, state=)`` reads no clock and does no
+I/O: the TurnIndex, the bound model's CapacityProfile, the directive, the measured prefix and tail
+sizes and the planner's own state go in; a ``Plan`` comes out, carrying the next state (like an
+autoscaling policy that returns its decision and its new state).
+
+Budget::
+
+    budget = horizon − prefix − tail − output_reserve − current_turn_reserve
+
+``horizon`` is the instruction horizon, never past the verified (or declared) window.
+``current_turn_reserve`` is the larger of an EWMA (α 0.3) of the sizes past turns had while they
+were current, and the size of the current turn so far.
+
+Value of a closed turn: ``max(recency, relevance, anaphora)``; recency = 1 / (1 + age in closed
+turns), relevance = BM25 score of the directive and reading terms over the turn's card, divided by
+the best score, anaphora = 1.0 for the preceding turn when the directive refers back.
+
+Fill (a turn is never split; every cost is turn-whole):
+
+1. Coverage: from the newest turn back, each turn is carried at its cheaper form (its card, or its
+   full record when that is no larger) while it fits. When the oldest ones do not, they collapse
+   into one packet over the oldest contiguous range, grown in batches of ``PACKET_BATCH_TURNS``
+   from the first planned turn; the packet's room is reserved first (``context.packets``).
+2. Full: in descending value (ties: anaphora, then newer), each turn is raised to Full while the
+   extra cost fits, skipping one that does not for a cheaper one further down. A turn inside the
+   packet range is retrieved whole (before the packet) only when it is relevant or referred to.
+
+So Full is chosen by value while it fits, where "fits" means the turns not yet placed can still be
+carried as cards (spec §10: a 31-turn session on a small model keeps about 2 turns Full and the
+rest as cards). Reset-with-handoff is the one boundary: turns behind it are listed ``behind_reset``
+and never planned. A profile with no usable horizon (no rung passed, or not even the current turn
+fits, or the history cannot even be pointed at) gets a plan with ``rescue`` set: the caller writes
+the reset-with-handoff.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
+from typing import Any, Literal, NamedTuple
+
+import blake3
+
+from context.capacity import ALPHA, CapacityProfile, to_record
+from context.packets import (
+    PACKET_BATCH_TURNS,
+    PACKET_SHARE,
+    Level,
+    PacketRoom,
+    packet_room,
+    render_stored,
+    seed_packet,
+    stored_packet,
+    tokens_of,
+)
+from context.render import render_turn
+from context.turns import Turn, TurnIndex
+from context.turnsizes import (
+    Bm25Index,
+    TurnSize,
+    TurnTable,
+    estimate_size,
+    messages_chars,
+    size_values,
+    turn_document,
+)
+from vak.errors import InvalidInput
+
+Fidelity = Literal["full", "card", "packet", "behind_reset", "current"]
+
+# Words by which a directive refers back to what was just done ("do that again", "the second one").
+_ANAPHORA = re.compile(
+    r"\b(again|that|those|these|same|above|previous(?:ly)?|earlier|as before|"
+    r"the (?:first|second|third|fourth|fifth|last|other|next) ones?|last (?:one|answer|result|time))\b",
+    re.IGNORECASE,
+)
+
+
+def refers_back(directive: str) -> bool:
+    return _ANAPHORA.search(directive) is not None
+
+
+# ------------------------------------------------------------------ state and plan
+
+
+@dataclass(frozen=True)
+class PlannerState:
+    """What the planner carries from one plan to the next for one (session, model).
+
+    ``current_turn_reserve`` is an EWMA of the sizes closed turns had while they were current;
+    ``observed_through`` is the last turn folded into it, so each turn is counted once.
+    """
+
+    current_turn_reserve: float = 0.0
+    samples: int = 0
+    observed_through: int = 0
+
+    def observe(self, tokens: int, ordinal: int) -> PlannerState:
+        value = float(tokens) if self.samples == 0 else ALPHA * tokens + (1 - ALPHA) * self.current_turn_reserve
+        return PlannerState(value, self.samples + 1, ordinal)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any] | None) -> PlannerState:
+        if not raw:
+            return cls()
+        try:
+            return cls(float(raw["current_turn_reserve"]), int(raw["samples"]), int(raw["observed_through"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidInput(f"not a planner state: {raw!r}; pass the 'state' of a previous plan") from exc
+
+
+class PlannedTurn(NamedTuple):
+    ordinal: int
+    turn_id: str
+    fidelity: Fidelity
+    tokens: int  # what it costs in this request at its fidelity (0 in a packet or behind a reset)
+    full_tokens: int
+    card_tokens: int
+    value: float = 0.0
+    recency: float = 0.0
+    relevance: float = 0.0
+    anaphora: float = 0.0
+    retrieved: bool = False  # Full although inside the packet range (shown before the packet)
+
+
+@dataclass(frozen=True)
+class PacketPlan:
+    first_ordinal: int
+    last_ordinal: int
+    first_turn_id: str
+    last_turn_id: str
+    level: Level
+    tokens: int  # what it costs in this request
+    allowance: int  # what the plan reserved for it
+    summary_tokens: int  # room for a new summary's text (level summary, nothing stored yet)
+    stored_id: str | None = None  # the stored packet over exactly this range, rendered as is
+    seed_id: str | None = None  # the longest stored packet over the same first turn, to grow from
+
+    @property
+    def needs_summary(self) -> bool:
+        return self.level == "summary" and self.stored_id is None
+
+
+@dataclass(frozen=True)
+class Budget:
+    horizon: int
+    prefix: int
+    tail: int
+    output_reserve: int
+    current_turn_reserve: int
+    budget: int  # horizon − prefix − tail − output_reserve − current_turn_reserve
+    current: int  # the current turn so far (directive and any steps)
+    packet: int = 0
+    cards: int = 0
+    full: int = 0
+
+    @property
+    def history(self) -> int:
+        return self.packet + self.cards + self.full
+
+    @property
+    def left(self) -> int:
+        return self.budget - self.history
+
+
+@dataclass(frozen=True)
+class Rows:
+    """The plan's turns as columns: one fidelity code per turn (``F`` full, ``c`` card, ``p`` packet,
+    ``x`` behind a reset, ``*`` current), in ordinal order from turn 1. ``Plan.turns`` reads them."""
+
+    ids: tuple[str, ...]
+    codes: str
+    full: tuple[int, ...]
+    card: tuple[int, ...]
+    history_start: int  # position of the first planned turn (the ones before it are behind a reset)
+    history_end: int  # one past the last history turn
+    relevance: dict[int, float]  # position -> relevance (sparse)
+    anaphora: int | None  # position of the referred-to turn
+    retrieved: frozenset[int]
+    current_tokens: int
+
+
+_FIDELITY: dict[str, Fidelity] = {"F": "full", "c": "card", "p": "packet", "x": "behind_reset", "*": "current"}
+
+
+@dataclass(frozen=True)
+class Plan:
+    model: str
+    directive: str
+    current_ordinal: int | None
+    rows: Rows = field(repr=False)
+    packet: PacketPlan | None
+    budget: Budget
+    state: PlannerState
+    refers_back: bool
+    rescue: bool = False
+    rescue_reason: str = ""
+    inputs_digest: str = ""
+    digest: str = ""
+    inputs: dict[str, Any] = field(default_factory=dict, compare=False)  # what inputs_digest covers
+
+    @property
+    def packet_range(self) -> tuple[int, int] | None:
+        return (self.packet.first_ordinal, self.packet.last_ordinal) if self.packet else None
+
+    @property
+    def fidelities(self) -> str:
+        """One code per turn, turn 1 first: F full, c card, p packet, x behind a reset, * current."""
+        return self.rows.codes
+
+    @cached_property
+    def turns(self) -> tuple[PlannedTurn, ...]:
+        """Every turn up to the current one, with its fidelity, cost and value, built on first use."""
+        return tuple(self._turn(i) for i in range(len(self.rows.codes)))
+
+    def _turn(self, i: int) -> PlannedTurn:
+        r = self.rows
+        code = r.codes[i]
+        if code == "*":
+            return PlannedTurn(i + 1, r.ids[i], "current", r.current_tokens, 0, 0)
+        f, c = r.full[i], r.card[i]
+        cost = f if code == "F" else c if code == "c" else 0
+        if i < r.history_start or code == "x":
+            return PlannedTurn(i + 1, r.ids[i], "behind_reset", 0, f, c)
+        recency = 1.0 / (r.history_end - i)
+        rel = r.relevance.get(i, 0.0)
+        a = 1.0 if i == r.anaphora else 0.0
+        return PlannedTurn(i + 1, r.ids[i], _FIDELITY[code], cost, f, c, max(recency, rel, a), recency, rel, a,
+                           i in r.retrieved)
+
+    def fidelity(self, ordinal: int) -> Fidelity:
+        if not 1 <= ordinal <= len(self.rows.codes):
+            raise InvalidInput(f"turn {ordinal} is not in this plan (it plans turns 1..{len(self.rows.codes)})")
+        return _FIDELITY[self.rows.codes[ordinal - 1]]
+
+    def with_fidelity(self, fidelity: Fidelity) -> list[PlannedTurn]:
+        code = next(k for k, v in _FIDELITY.items() if v == fidelity)
+        return [self._turn(i) for i, c in enumerate(self.rows.codes) if c == code]
+
+    def shown(self) -> list[PlannedTurn]:
+        """The turns the request carries from history (Full or card), oldest first."""
+        return [self._turn(i) for i, c in enumerate(self.rows.codes) if c in "Fc"]
+
+    def to_json(self, *, turns: bool = True) -> dict[str, Any]:
+        out = {
+            "model": self.model,
+            "directive": self.directive,
+            "current_ordinal": self.current_ordinal,
+            "turns": [_turn_json(t) for t in self.turns] if turns else None,
+            "packet": asdict(self.packet) if self.packet else None,
+            "packet_range": list(self.packet_range) if self.packet_range else None,
+            "budget": asdict(self.budget) | {"history": self.budget.history, "left": self.budget.left},
+            "state": asdict(self.state),
+            "refers_back": self.refers_back,
+            "rescue": self.rescue,
+            "rescue_reason": self.rescue_reason,
+            "inputs_digest": self.inputs_digest,
+        }
+        return out
+
+
+def _turn_json(t: PlannedTurn) -> dict[str, Any]:
+    return {
+        "ordinal": t.ordinal, "turn_id": t.turn_id, "fidelity": t.fidelity, "tokens": t.tokens,
+        "full_tokens": t.full_tokens, "card_tokens": t.card_tokens, "value": t.value, "recency": t.recency,
+        "relevance": t.relevance, "anaphora": t.anaphora, "retrieved": t.retrieved,
+    }
+
+
+def _digest_lines(lines: Iterable[str]) -> str:
+    return blake3.blake3("\n".join(lines).encode()).hexdigest()
+
+
+def _plan_digest(p: Plan) -> str:
+    """The plan's digest: every field of ``to_json`` but the turns, then the turns' columns (value,
+    recency and relevance follow from the inputs, which ``inputs_digest`` covers)."""
+    r = p.rows  # turn ids and sizes are inputs: to_json carries inputs_digest, which covers them
+    h = blake3.blake3(_canonical(p.to_json(turns=False)).encode())
+    h.update(f"{r.codes}|{r.history_start}|{sorted(r.retrieved)}|{r.current_tokens}".encode())
+    return h.hexdigest()
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _digest(value: Any) -> str:
+    """blake3 of sorted, compact JSON: the same value gives the same digest in any process."""
+    return blake3.blake3(_canonical(value).encode()).hexdigest()
+
+
+def _check_tokens(name: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidInput(f"{name} must be a whole number of tokens >= 0, not {value!r}; measure it first")
+    return value
+
+
+# ------------------------------------------------------------------ the plan
+
+
+@dataclass
+class _Work:
+    """The history being planned, as columns (position i = the i-th planned turn, oldest first)."""
+
+    turns: list[Turn]
+    full: list[int]
+    card: list[int]
+    cheap: list[int]
+    ev_chars: list[int]
+    ev_items: list[int]
+    relevance: dict[int, float]  # sparse: only turns that share a term with the query
+    anaphora: int | None  # position of the referred-to turn
+    fid: list[str]  # "F" full, "c" card, "p" packet
+    retrieved: set[int]
+    keep_from: int = 0  # the first turn after the packet range
+
+    def recency(self, i: int) -> float:
+        return 1.0 / (len(self.turns) - i)
+
+    def value(self, i: int) -> float:
+        return max(self.recency(i), self.relevance.get(i, 0.0), 1.0 if i == self.anaphora else 0.0)
+
+
+def plan(
+    index: TurnIndex,
+    profile: CapacityProfile,
+    directive: str,
+    *,
+    prefix_tokens: int,
+    tail_tokens: int,
+    state: PlannerState | None = None,
+    sizes: Mapping[str, TurnSize] | TurnTable | None = None,
+    relevance: Mapping[str, float] | None = None,
+    reading_terms: Sequence[str] = (),
+    current: int | None = None,
+) -> Plan:
+    """Plan one request. ``current`` is the ordinal of the current turn when its directive is already
+    in the index (turns after it are ignored: a replay as of that turn); None means ``directive`` is
+    new. ``sizes`` gives each turn's ``measure_turn`` result, by turn id or as a ``TurnTable`` (turns
+    missing from a mapping are estimated from their cards); ``relevance`` maps turn ids to raw BM25
+    scores (None: computed here over the cards)."""
+    prefix = _check_tokens("prefix_tokens", prefix_tokens)
+    tail = _check_tokens("tail_tokens", tail_tokens)
+    if not isinstance(directive, str):
+        raise InvalidInput(f"the directive must be text, not {type(directive).__name__}")
+    tpc = profile.tokens_per_char.value
+    if not (tpc > 0 and math.isfinite(tpc)):
+        raise InvalidInput(f"profile {profile.key} has tokens_per_char {tpc!r}; it must be a positive number")
+    state_in = state or PlannerState()
+
+    # -- the current turn and the history before it
+    if current is not None:
+        cur = index.turn(current)
+        if cur.behind_reset:
+            raise InvalidInput(f"turn {current} is behind a reset; plan a turn after the last reset")
+        if directive and directive != cur.directive.text:
+            raise InvalidInput(f"the directive differs from turn {current}'s own; pass its text, or current=None")
+        directive = cur.directive.text
+        current_chars = messages_chars(render_turn(cur, {}))  # the current turn carries results verbatim
+        end = current - 1
+    else:
+        if not directive.strip():
+            raise InvalidInput("the directive is empty: pass the user's text, or current=N for a turn in the index")
+        current_chars = len(directive)
+        end = len(index.turns)
+    current_tokens = math.ceil(current_chars * tpc)
+
+    new_state = state_in
+    for t in index.turns[new_state.observed_through : end]:  # ordinal k sits at position k − 1
+        seen = t.tokens if t.tokens_source == "receipt" else math.ceil(t.chars * tpc)
+        new_state = new_state.observe(seen, t.ordinal)
+    reserve = max(math.ceil(new_state.current_turn_reserve), current_tokens)
+
+    h = profile.instruction_horizon.tokens
+    window = profile.verified_window if profile.verified_window is not None else profile.declared_window
+    horizon = max(0, min(h, window))
+    out = profile.output_reserve
+    budget = horizon - prefix - tail - out - reserve
+    back = refers_back(directive)
+
+    start = _reset_prefix(index.turns, end)  # a reset marks every turn before it: the behind ones lead
+    w = _work(index, start, end, sizes, tpc)
+    _relevance(index, w, directive, reading_terms, relevance)
+    if back and w.turns:
+        w.anaphora = len(w.turns) - 1
+
+    rescue = ""
+    if h <= 0 or profile.usable_window <= 0:
+        rescue = f"no usable horizon: {profile.key} followed the instruction at no probed size"
+    elif horizon - prefix - tail - out - current_tokens < 0:
+        rescue = (
+            f"no usable horizon: {horizon} tokens cannot hold the prefix ({prefix}), tail ({tail}), output "
+            f"reserve ({out}) and the current turn ({current_tokens})"
+        )
+    packet: PacketPlan | None = None
+    if not rescue and w.turns:
+        packet, rescue = _fill(index, w, max(budget, 0), tpc)
+    if rescue:
+        packet = None
+        w.fid = ["x"] * len(w.turns)
+        w.retrieved = set()
+        w.keep_from = len(w.turns)
+
+    behind_full, behind_card = _behind(index, start, sizes, tpc)
+    codes = "x" * start + "".join(w.fid) + ("*" if current is not None else "")
+    ids = _ids(index, end + (1 if current is not None else 0), sizes)
+    rows = Rows(
+        tuple(ids), codes, (*behind_full, *w.full, 0)[: len(codes)], (*behind_card, *w.card, 0)[: len(codes)],
+        start, end, {start + i: r for i, r in w.relevance.items()},
+        start + w.anaphora if w.anaphora is not None else None,
+        frozenset(start + i for i in w.retrieved), current_tokens,
+    )
+    shown = [i for i in (*w.retrieved, *range(w.keep_from, len(w.turns))) if w.fid[i] in "Fc"]
+    full_spent = sum(w.full[i] for i in shown if w.fid[i] == "F")
+    card_spent = sum(w.card[i] for i in shown if w.fid[i] == "c")
+    costs = Budget(
+        horizon, prefix, tail, out, reserve, budget, current_tokens,
+        packet=packet.tokens if packet else 0, cards=card_spent, full=full_spent,
+    )
+    inputs = {
+        "model": str(profile.key),
+        "profile": to_record(profile).model_dump(mode="json"),
+        "directive": directive,
+        "current": current,
+        "prefix_tokens": prefix,
+        "tail_tokens": tail,
+        "reading_terms": list(reading_terms),
+        "state": asdict(state_in),
+        "head": index.head,
+        "turns": len(index.turns),
+        "sizes": _columns_digest(ids[start:end], w.full, w.card, w.ev_chars, w.ev_items),
+        "relevance": _digest_lines(f"{w.turns[i].id} {r!r}" for i, r in sorted(w.relevance.items())),
+    }
+    result = Plan(
+        model=str(profile.key),
+        directive=directive,
+        current_ordinal=current,
+        rows=rows,
+        packet=packet,
+        budget=costs,
+        state=new_state,
+        refers_back=back,
+        rescue=bool(rescue),
+        rescue_reason=rescue,
+        inputs_digest=_digest(inputs),
+        inputs=inputs,
+    )
+    return replace(result, digest=_plan_digest(result))
+
+
+def budget_line(p: Plan) -> str:
+    """The plan's arithmetic in one line, for logs and reports."""
+    b = p.budget
+    return (
+        f"budget {b.horizon} − {b.prefix} prefix − {b.tail} tail − {b.output_reserve} output − "
+        f"{b.current_turn_reserve} current turn = {b.budget}; history {b.history} "
+        f"(full {b.full}, cards {b.cards}, packet {b.packet})"
+    )
+
+
+def _reset_prefix(turns: list[Turn], end: int) -> int:
+    """How many leading turns (of the first ``end``) are behind a reset: behind_reset is a prefix."""
+    lo, hi = 0, end
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if turns[mid].behind_reset:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _size_rows(
+    index: TurnIndex, turns: list[Turn], start: int, sizes: Mapping[str, TurnSize] | TurnTable | None
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Characters of turns ``start..start+len(turns)``: full, card, evidence lines, evidence count."""
+    stop = start + len(turns)
+    if isinstance(sizes, TurnTable) and _table_matches(sizes, turns, start):
+        return (sizes.full_chars[start:stop], sizes.card_chars[start:stop], sizes.evidence_chars[start:stop],
+                sizes.evidence_items[start:stop])
+    lookup = sizes if isinstance(sizes, Mapping) else {}
+    rows = [size_values(lookup.get(t.id) or estimate_size(index, t)) for t in turns]
+    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows]
+
+
+def _table_matches(table: TurnTable, turns: list[Turn], start: int) -> bool:
+    """The table is kept in step with the index (SessionView): its ends name the same turns."""
+    stop = start + len(turns)
+    return not turns or (
+        len(table.ids) >= stop and table.ids[start] == turns[0].id and table.ids[stop - 1] == turns[-1].id
+    )
+
+
+def _ids(index: TurnIndex, stop: int, sizes: Mapping[str, TurnSize] | TurnTable | None) -> list[str]:
+    turns = index.turns[:stop]
+    if isinstance(sizes, TurnTable) and _table_matches(sizes, turns, 0):
+        return sizes.ids[:stop]
+    return [t.id for t in turns]
+
+
+def _work(
+    index: TurnIndex, start: int, end: int, sizes: Mapping[str, TurnSize] | TurnTable | None, tpc: float
+) -> _Work:
+    turns = index.turns[start:end]
+    full_c, card_c, ev_chars, ev_items = _size_rows(index, turns, start, sizes)
+    ceil = math.ceil
+    full = [ceil(c * tpc) for c in full_c]
+    card = [ceil(c * tpc) for c in card_c]
+    return _Work(turns, full, card, list(map(min, full, card)), ev_chars, ev_items, {}, None,
+                 ["p"] * len(turns), set())
+
+
+def _position(index: TurnIndex, turn_id: str, first: int) -> int | None:
+    try:
+        i = index.by_id(turn_id).ordinal - first
+    except InvalidInput:  # a score for a turn of another chain: nothing to rank
+        return None
+    return i if i >= 0 else None
+
+
+def _relevance(
+    index: TurnIndex, w: _Work, directive: str, reading_terms: Sequence[str], relevance: Mapping[str, float] | None
+) -> None:
+    if relevance is None:
+        bm = Bm25Index()
+        for t in w.turns:
+            bm.add(t.id, turn_document(t))
+        relevance = bm.scores(" ".join([directive, *reading_terms]))
+    # Scores are sparse (only turns that share a term score at all): walk them, not the session.
+    scored: dict[int, float] = {}
+    if w.turns:
+        first, n = w.turns[0].ordinal, len(w.turns)
+        for tid, r in relevance.items():
+            if r > 0 and (i := _position(index, tid, first)) is not None and i < n:
+                scored[i] = float(r)
+    best = max(scored.values(), default=0.0)
+    w.relevance = {i: r / best for i, r in scored.items()} if best > 0 else {}
+
+
+def _suffix_start(cheap: list[int], room: int) -> int:
+    """The first position of the longest newest-first run whose cheap forms fit ``room``."""
+    used = 0
+    for i in range(len(cheap) - 1, -1, -1):
+        used += cheap[i]
+        if used > room:
+            return i + 1
+    return 0
+
+
+def _fill(index: TurnIndex, w: _Work, budget: int, tpc: float) -> tuple[PacketPlan | None, str]:
+    n = len(w.turns)
+    packet: PacketPlan | None = None
+    keep_from = 0
+    if sum(w.cheap) > budget:
+        share = math.floor(budget * PACKET_SHARE)
+        reserved, last_pos = 0, -1
+        while True:  # the packet's room and its range depend on each other: grow both to a fixed point
+            need = max(_suffix_start(w.cheap, budget - reserved), 1, last_pos + 1)
+            last_pos = min(n, math.ceil(need / PACKET_BATCH_TURNS) * PACKET_BATCH_TURNS) - 1
+            stop = last_pos + 1
+            room = packet_room(
+                w.turns[0].ordinal, w.turns[last_pos].ordinal, share=share, budget=budget, tokens_per_char=tpc,
+                card_tokens=sum(w.card[:stop]), item_chars=sum(w.ev_chars[:stop]), items=sum(w.ev_items[:stop]),
+            )
+            if room is None:
+                return None, (
+                    f"no usable horizon: a budget of {budget} tokens cannot even point at the "
+                    f"{n} earlier turn(s) it leaves out"
+                )
+            if room.allowance <= reserved:
+                break
+            reserved = room.allowance
+        packet = _packet(index, w, last_pos, room, reserved, tpc)
+        keep_from = w.keep_from = last_pos + 1
+    for i in range(keep_from, n):
+        w.fid[i] = "F" if w.full[i] <= w.card[i] else "c"
+    left = budget - (packet.tokens if packet else 0) - sum(w.cheap[keep_from:])
+    # Candidates for Full: turns shown as cards, and packeted turns that are relevant or referred to
+    # (the packet stands for the rest), in descending value; ties to the referred-to, then the newer.
+    special = {*w.relevance, *([w.anaphora] if w.anaphora is not None else [])}
+    an, fid = w.anaphora, w.fid
+    keyed = [(-1.0 / (n - i), i != an, -i, i) for i in range(keep_from, n) if fid[i] == "c" and i not in special]
+    keyed += [(-w.value(i), i != an, -i, i) for i in special if fid[i] == "c" or (fid[i] == "p" and i < keep_from)]
+    keyed.sort()
+    for *_key, i in keyed:
+        if left <= 0:
+            break  # every turn left costs more whole than as a card (the cheaper ones are Full already)
+        extra = w.full[i] - (w.card[i] if fid[i] == "c" else 0)
+        if extra <= left:
+            if w.fid[i] == "p":
+                w.retrieved.add(i)
+            w.fid[i] = "F"
+            left -= extra
+    return packet, ""
+
+
+def _packet(index: TurnIndex, w: _Work, last_pos: int, room: PacketRoom, reserved: int, tpc: float) -> PacketPlan:
+    first, last = w.turns[0], w.turns[last_pos]
+    span = (first.ordinal, last.ordinal, first.id, last.id)
+    if room.level == "pointer":
+        return PacketPlan(*span, "pointer", room.pointer_tokens, reserved, 0)
+    if room.level == "list":
+        return PacketPlan(*span, "list", room.list_tokens, reserved, 0)
+    stored = stored_packet(index, first.id, last.id)
+    if stored is not None:
+        cost = tokens_of(render_stored(index, stored), tpc)
+        if cost <= reserved:
+            return PacketPlan(*span, "summary", cost, reserved, 0, stored.id)
+        # A stored summary too large for this model's room: the evidence list stands in, no new call.
+        return PacketPlan(*span, "list", room.list_tokens, reserved, 0)
+    seed = seed_packet(index, first.id, last.ordinal)
+    return PacketPlan(*span, "summary", reserved, reserved, room.summary_tokens, None, seed.id if seed else None)
+
+
+def _behind(
+    index: TurnIndex, start: int, sizes: Mapping[str, TurnSize] | TurnTable | None, tpc: float
+) -> tuple[list[int], list[int]]:
+    full_c, card_c, _, _ = _size_rows(index, index.turns[:start], 0, sizes)
+    return [math.ceil(f * tpc) for f in full_c], [math.ceil(c * tpc) for c in card_c]
+
+
+def _columns_digest(ids: list[str], *columns: list[int]) -> str:
+    h = blake3.blake3("\n".join(ids).encode())
+    for values in columns:
+        h.update(array("q", values).tobytes())
+    return h.hexdigest()
