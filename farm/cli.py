@@ -13,6 +13,8 @@ from vak.errors import VakError
 COMMAND_MODULES = [
     "farm.cmd_ledger",
     "farm.cmd_serve",
+    "farm.cmd_probe",
+    "farm.cmd_import",
 ]
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 # The shared local model server fixture (`local_model`): one llama.cpp server for every live test.
-pytest_plugins = ["tests.fixtures_model"]
+pytest_plugins = ["tests.fixtures_model", "tests.fixtures_import"]  # + `imported`: the recorded sessions
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("VAK_SHARED", REPO.parent / "shared"))

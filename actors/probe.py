@@ -1,0 +1,227 @@
+"""ProbeActor: runs capacity probes in the background, never on a turn's critical path (spec §1).
+
+A plain class (wrapped by ``ray.remote`` only in ``actors.factory.probe_actor``); its methods are
+coroutines, so on Ray it is an async actor and a probe is a task on its event loop.
+
+* ``turn_finished(target)`` is the only way a probe starts, and it returns at once: ``"started"``,
+  ``"in_flight"`` (single-flight per key), ``"fresh"`` (TTL 24 h local / 7 d hosted, same metadata
+  digest, no re-probe asked) or ``"ineligible"`` (a hosted model without ``[probe] hosted = "full"``).
+* ``turn_started(key)`` cancels an in-flight probe for that key: a real turn never competes with a
+  probe for the model's compute.
+* Every probe writes to the ledger: the ``capacity.probe`` activity (rungs, samples, verdicts) and
+  the ``capacity_profile`` record; a cancelled or failed probe writes an activity saying so.
+  The ledger is a ``LedgerStore`` in-process, or the ``LedgerActor`` handle on Ray.
+
+Provider keys never travel through here: the adapter is built inside the actor by
+``providers.registry.make_provider``, which reads them from the environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse
+
+import httpx
+
+from agent.probe import ProbeRunner, ProbeSettings
+from context.capacity import CapacityProfile, ProfileKey, from_record, probe_reason
+from events.envelope import Mapper
+from events.payloads import Activity, CapacityProfileRecord
+from storage.ledger import LedgerStore
+from vak.config import VakConfig, load_config
+from vak.errors import UnknownSession, VakError
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+DEFAULT_SESSION = "capacity"
+
+
+@dataclass(frozen=True)
+class ProbeTarget:
+    """What to probe: a ``provider:model`` spec as ``providers.registry`` reads it, and where it is.
+
+    ``local`` None means: local when ``base_url`` is a loopback address. ``metadata_digest`` is the
+    digest the caller bound with (``context.capacity.metadata_digest``); a different one in the
+    cached profile makes it stale.
+    """
+
+    spec: str
+    base_url: str | None = None
+    quantisation: str = ""
+    local: bool | None = None
+    metadata_digest: str | None = None
+    settings: ProbeSettings | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> ProfileKey:
+        provider, _, model = self.spec.partition(":")
+        return ProfileKey(provider, model, self.quantisation)
+
+    @property
+    def is_local(self) -> bool:
+        if self.local is not None:
+            return self.local
+        return bool(self.base_url) and (urlparse(self.base_url).hostname or "") in LOOPBACK_HOSTS
+
+
+class ProbeActor:
+    def __init__(
+        self,
+        ledger: Any = None,
+        *,
+        ledger_root: str | None = None,
+        session: str = DEFAULT_SESSION,
+        config: VakConfig | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._ledger = ledger
+        self._ledger_root = ledger_root
+        self.session = session
+        self.config = config if config is not None else load_config()
+        self.clock = clock
+        self.cache: dict[ProfileKey, CapacityProfile] = {}
+        self._tasks: dict[ProfileKey, asyncio.Task[None]] = {}
+        self._states: dict[ProfileKey, str] = {}
+        self._errors: dict[ProfileKey, str] = {}
+        self._loaded: set[ProfileKey] = set()
+        self.started = 0
+
+    # ------------------------------------------------------------------ the ledger
+
+    def _sink(self) -> Any:
+        if self._ledger is None:
+            if self._ledger_root is None:
+                raise VakError("ProbeActor needs a ledger: pass a LedgerStore, a LedgerActor handle or ledger_root.")
+            from actors.factory import ledger_actor  # here, not at import: the factory imports this module
+
+            self._ledger = ledger_actor(self._ledger_root)
+        return self._ledger
+
+    async def _append(self, payloads: list[Activity | CapacityProfileRecord]) -> list[str]:
+        sink = self._sink()
+        if isinstance(sink, LedgerStore):
+            return await sink.append_async(self.session, payloads)
+        return list(await sink.append.remote(self.session, payloads))
+
+    async def _recorded(self, key: ProfileKey) -> CapacityProfile | None:
+        """The newest capacity_profile record for ``key`` in the probe session (read once per key)."""
+        sink = self._sink()
+        try:
+            if isinstance(sink, LedgerStore):
+                entries = await asyncio.to_thread(sink.entries, self.session)
+            else:
+                entries = await sink.entries.remote(self.session)
+        except UnknownSession:
+            return None
+        best: CapacityProfile | None = None
+        mapper = Mapper()
+        for entry in entries:
+            if entry.kind != "capacity_profile":
+                continue
+            payload = mapper.payload_of(entry)
+            if isinstance(payload, CapacityProfileRecord):
+                profile = from_record(payload)
+                if profile.key == key and (best is None or (profile.provenance.probed_at or 0)
+                                           >= (best.provenance.probed_at or 0)):
+                    best = profile
+        return best
+
+    # ------------------------------------------------------------------ the turn loop's calls
+
+    async def turn_finished(self, target: ProbeTarget) -> str:
+        """Maybe start a background probe for ``target``. Returns at once with what it decided."""
+        key = target.key
+        if not target.is_local and self.config.probe.hosted != "full":
+            return "ineligible"
+        task = self._tasks.get(key)
+        if task is not None and not task.done():
+            return "in_flight"
+        if key not in self.cache and key not in self._loaded:
+            self._loaded.add(key)
+            recorded = await self._recorded(key)
+            if recorded is not None:
+                self.cache[key] = recorded
+            task = self._tasks.get(key)  # another call may have started one while we read
+            if task is not None and not task.done():
+                return "in_flight"
+        reason = probe_reason(self.cache.get(key), now=self.clock(), local=target.is_local,
+                              digest=target.metadata_digest)
+        if reason is None:
+            return "fresh"
+        self._states[key] = "running"
+        self._errors.pop(key, None)
+        self.started += 1
+        self._tasks[key] = asyncio.create_task(self._probe(target, reason))
+        return "started"
+
+    async def turn_started(self, key: ProfileKey) -> bool:
+        """A real turn is about to use ``key``: cancel its in-flight probe. True if one was cancelled."""
+        task = self._tasks.get(key)
+        if task is None or task.done():
+            return False
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        return True
+
+    async def wait(self, key: ProfileKey, timeout: float | None = None) -> str:
+        """Wait for the probe of ``key`` to end; returns its state (for tests and the CLI)."""
+        task = self._tasks.get(key)
+        if task is not None:
+            await asyncio.wait({task}, timeout=timeout)
+        return self._states.get(key, "idle")
+
+    async def state(self, key: ProfileKey) -> dict[str, Any]:
+        task = self._tasks.get(key)
+        return {
+            "state": self._states.get(key, "idle"),
+            "in_flight": task is not None and not task.done(),
+            "error": self._errors.get(key),
+            "started": self.started,
+        }
+
+    async def profile(self, key: ProfileKey) -> CapacityProfileRecord | None:
+        """The process cache's profile for ``key`` as its ledger record (what bind-time reads)."""
+        from context.capacity import to_record
+
+        cached = self.cache.get(key)
+        return to_record(cached) if cached is not None else None
+
+    # ------------------------------------------------------------------ the probe itself
+
+    async def _probe(self, target: ProbeTarget, reason: str) -> None:
+        from providers.registry import make_provider  # heavy; only probing needs it
+
+        key = target.key
+        try:
+            async with httpx.AsyncClient(trust_env=False) as client:
+                kwargs: dict[str, Any] = dict(target.options)
+                if target.base_url:
+                    kwargs["base_url"] = target.base_url
+                provider, _model = make_provider(target.spec, client, **kwargs)
+                runner = ProbeRunner(provider, key, settings=target.settings, clock=self.clock)
+                report = await runner.run()
+            await self._append(report.ledger_payloads())
+            self.cache[key] = report.profile
+            self._states[key] = "done"
+        except asyncio.CancelledError:
+            self._states[key] = "cancelled"
+            await asyncio.shield(self._note(key, "cancelled", "a real turn started on this key", reason))
+            raise
+        except VakError as exc:
+            self._states[key] = "failed"
+            self._errors[key] = str(exc)
+            await self._note(key, "failed", str(exc), reason)
+
+    async def _note(self, key: ProfileKey, outcome: str, why: str, reason: str) -> None:
+        detail = {
+            "key": {"provider": key.provider, "model": key.model, "quantisation": key.quantisation},
+            "outcome": outcome, "why": why, "reason": reason, "at": self.clock(),
+        }
+        await self._append([Activity(activity="capacity.probe", detail=detail)])

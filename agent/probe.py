@@ -1,0 +1,546 @@
+"""The capacity probe's I/O: synthetic turn-shaped histories, sent through a provider adapter.
+
+``ProbeRunner(provider, key).run()`` does the three rungs of spec §1 and returns a ``ProbeReport``:
+
+1. metadata: ``provider.model_context()`` (declared window, output limit);
+2. cache: two identical requests behind a fresh prefix (reported cached tokens, or ≥5× faster);
+3. horizon: the search of ``context.probe.LadderSearch``. Each size gets a synthetic history shaped
+   like real turns (a user question, an assistant tool call, a digest-shaped result carrying an
+   ``[evidence:…]`` tag, a short answer), ending in ONE instruction: call ``probe_ack``. The same
+   history ending in "do not call a tool" is the negative control. Each sample is one request with
+   ``max_tokens`` ≈ 32; the samples of a rung are identical, so the second and third hit the prefix
+   cache and cost decode time only.
+
+Histories are sized in tokens through the tokens-per-char ratio the provider's own usage reports,
+re-measured after every request. Two protocols: ``native`` sends the tools in the request and reads
+``tool_calls`` (an inline fence in the text also counts, and the profile records which one the model
+used); ``inline_fence`` lists the tools in the system prompt and asks for a fenced call in the text,
+for models whose template has no tool support.
+
+``ProbeReport.ledger_payloads()`` is what every probe writes: an ``activity`` entry
+(``capacity.probe``: rungs, samples, verdicts) and then the ``capacity_profile`` entry.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import blake3
+import httpx
+
+from context.capacity import (
+    PRIOR_TOKENS_PER_CHAR,
+    UNKNOWN_WINDOW,
+    CapacityProfile,
+    Ewma,
+    ProfileKey,
+    Protocol,
+    request_chars,
+    to_record,
+)
+from context.messages import (
+    ChatRequest,
+    ChatResult,
+    Message,
+    ModelContext,
+    ToolResultPart,
+    ToolSpec,
+    ToolUsePart,
+)
+from context.probe import (
+    ACK_TOOL,
+    CacheVerdict,
+    LadderResult,
+    LadderSearch,
+    RungOutcome,
+    SampleKind,
+    SampleOutcome,
+    inline_calls,
+    judge_cache,
+    plan_rungs,
+    profile_from_ladder,
+)
+from events.payloads import Activity, CapacityProfileRecord
+from providers.base import Provider
+from vak.errors import ContextOverflow, InvalidInput, ProviderError, ProviderRequestError
+
+Progress = Callable[[dict[str, Any]], None]
+
+# ---------------------------------------------------------------------- synthetic turns
+
+_TOPICS = (
+    "the billing service", "the search index", "quarterly revenue", "the deploy pipeline", "customer churn",
+    "the cache layer", "token refresh", "latency in the EU cluster", "the import job",
+    "disk usage on the builders", "the pricing table", "the onboarding emails", "failed payments",
+    "the audit log", "the feature flags", "the nightly backup", "the mobile release", "support tickets",
+)
+_WORDS = (
+    "service request config value change deploy error rate users account report data table index query "
+    "cluster node region latency budget limit owner team release version build test check alert metric "
+    "window retry queue worker job schedule backup restore policy access token session cache record file "
+    "line entry field status result note summary review plan issue fix patch update rollout monitor trend "
+    "week month daily hourly peak average median total count share growth drop spike stable normal slow "
+    "fast large small first last new old main primary secondary manual automatic internal external"
+).split()
+_FILES = ("src/billing/api.py", "docs/runbook.md", "ops/deploy.yaml", "reports/q3.csv", "src/search/index.rs",
+          "config/flags.toml", "notes/incidents.md", "src/auth/refresh.go")
+_QUESTIONS = ("What do the docs say about {t}?", "Find where {t} is configured.",
+              "How did {t} change last month?", "Is anything wrong with {t}?")
+_TOOLS = (
+    ToolSpec(name="search_docs", description="Search the team's documents. Returns a digest of matches.",
+             input_schema={"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}),
+    ToolSpec(name="read_file", description="Read a file from the repository. Returns a digest of its lines.",
+             input_schema={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+)
+ACK_SPEC = ToolSpec(
+    name=ACK_TOOL,
+    description="Acknowledge an instruction. It has no side effects.",
+    input_schema={"type": "object", "properties": {"ack": {"type": "string"}}, "required": ["ack"]},
+)
+SYSTEM = ("You are an assistant that works through a user's requests with tools. Answer briefly. "
+          "When the user gives an instruction about tools, follow it exactly.")
+
+
+def _sentence(rng: random.Random) -> str:
+    words = [rng.choice(_WORDS) for _ in range(rng.randint(9, 15))]
+    return " ".join(words).capitalize() + "."
+
+
+@dataclass(frozen=True)
+class SyntheticTurn:
+    """One turn of filler: question, tool call, digest-shaped result with an evidence tag, answer."""
+
+    question: str
+    tool: str
+    arguments: dict[str, str]
+    result: str
+    answer: str
+
+
+def synthetic_turn(index: int, lines: int | None = None) -> SyntheticTurn:
+    """Turn ``index`` of every probe history (deterministic, so smaller histories are prefixes)."""
+    rng = random.Random(f"vak-probe-turn-{index}")
+    topic = rng.choice(_TOPICS)
+    tool = _TOOLS[index % 2].name
+    arguments = {"query": topic} if tool == "search_docs" else {"path": rng.choice(_FILES)}
+    evidence = blake3.blake3(f"evidence-{index}".encode()).hexdigest()[:12]
+    total = rng.randint(20, 60)
+    shown = lines if lines is not None else rng.randint(5, 9)
+    body = "\n".join(f"- {rng.choice(_FILES)}:{rng.randint(1, 400)}: {_sentence(rng)}" for _ in range(shown))
+    result = (f"[evidence:{evidence}] {tool} → {total} matches, showing {shown}\n{body}\n"
+              f"(digest of {total} lines; recall(evidence_id=\"{evidence}\") returns the rest)")
+    answer = f"{topic.capitalize()}: {_sentence(rng)} [evidence:{evidence}]"
+    return SyntheticTurn(rng.choice(_QUESTIONS).format(t=topic), tool, arguments, result, answer)
+
+
+def _turn_messages(turn: SyntheticTurn, index: int, protocol: Protocol) -> list[Message]:
+    call_id = f"call_{index}"
+    if protocol == "native":
+        call = Message(role="assistant", content=(ToolUsePart(id=call_id, name=turn.tool, input=turn.arguments),))
+        result = Message(role="user", content=(ToolResultPart(tool_use_id=call_id, content=turn.result),))
+    else:
+        fence = json.dumps({"name": turn.tool, "arguments": turn.arguments})
+        call = Message.assistant(f"```tool_call\n{fence}\n```")
+        result = Message.user(f"Tool result ({turn.tool}):\n{turn.result}")
+    return [Message.user(turn.question), call, result, Message.assistant(turn.answer)]
+
+
+def _inline_system(tools: Sequence[ToolSpec]) -> str:
+    listing = "\n".join(json.dumps({"name": t.name, "description": t.description, "parameters": t.input_schema})
+                        for t in tools)
+    return (f"{SYSTEM}\n\nTools you can call:\n{listing}\n\nTo call a tool, write only this, with the tool's "
+            "name and arguments:\n```tool_call\n{\"name\": \"<tool>\", \"arguments\": {...}}\n```")
+
+
+def instruction_text(kind: SampleKind, nonce: str) -> str:
+    if kind == "instruction":
+        return f'Stop here and call the {ACK_TOOL} tool now with ack="{nonce}". Do not write any text.'
+    return "Do not call any tool now. In one short sentence, say what the last question was about."
+
+
+def build_request(
+    target_tokens: int,
+    tokens_per_char: float,
+    *,
+    kind: SampleKind,
+    nonce: str,
+    model: str,
+    protocol: Protocol = "native",
+    max_tokens: int = 32,
+    temperature: float | None = None,
+    salt: str = "",
+) -> ChatRequest:
+    """A synthetic history of about ``target_tokens`` prompt tokens (at ``tokens_per_char``).
+
+    Whole turns are added while they fit; the last turn's digest shows fewer lines to land near the
+    target (it is still a complete turn). ``salt`` goes first in the system prompt, so a salted
+    request shares no cached prefix with an unsalted one (the cache rung).
+    """
+    tools = (*_TOOLS, ACK_SPEC)
+    system = (f"[session {salt}] " if salt else "") + (SYSTEM if protocol == "native" else _inline_system(tools))
+    ending = Message.user(instruction_text(kind, nonce))
+    base = ChatRequest(model=model, system=system, messages=(ending,), tools=tools if protocol == "native" else (),
+                       max_tokens=max_tokens, temperature=temperature)
+    budget = target_tokens / tokens_per_char - request_chars(base)
+    messages: list[Message] = []
+    index = 0
+    while True:
+        turn = _turn_messages(synthetic_turn(index), index, protocol)
+        size = _chars(turn, model)
+        if size <= budget or index == 0:
+            if size > budget:  # even one turn is over the target: shrink its digest to fit
+                turn = _fit_turn(index, budget, protocol, model)
+                size = _chars(turn, model)
+            messages.extend(turn)
+            budget -= size
+            index += 1
+            continue
+        partial = _fit_turn(index, budget, protocol, model)
+        if _chars(partial, model) <= budget:  # a shorter last turn, only when even that fits
+            messages.extend(partial)
+        break
+    return base.model_copy(update={"messages": (*messages, ending)})
+
+
+def _chars(messages: Sequence[Message], model: str) -> int:
+    return request_chars(ChatRequest(model=model, messages=tuple(messages)))
+
+
+def _fit_turn(index: int, budget: float, protocol: Protocol, model: str) -> list[Message]:
+    """Turn ``index`` with as many digest lines as fit ``budget`` chars (at least one line)."""
+    best = _turn_messages(synthetic_turn(index, lines=1), index, protocol)
+    for lines in range(2, 10):
+        turn = _turn_messages(synthetic_turn(index, lines=lines), index, protocol)
+        if _chars(turn, model) > budget:
+            break
+        best = turn
+    return best
+
+
+# ---------------------------------------------------------------------- the runner
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    samples: int = 3  # instruction samples per rung; the verdict is their majority
+    controls: int = 1  # negative-control samples per rung (same history, "do not call a tool")
+    max_tokens: int = 32
+    temperature: float | None = None  # the provider's default: a sampling model, as in real turns
+    protocol: Protocol = "native"
+    first_rung: int = 4096
+    window: int | None = None  # probe as if this were the declared window (a quick, smaller ladder)
+    resolution: int | None = None
+    max_sizes: int | None = None  # budget on distinct prompt sizes (besides the cache rung)
+    cache_rung: bool = True
+    # Hosted prompt caches start at about 1024 tokens (OpenAI, Anthropic), so the cache rung's
+    # prompt is that long, or a quarter of the window when that is smaller.
+    cache_tokens: int = 1024
+    decide_early: bool = True  # stop a rung's sampling once its majority cannot change
+
+    def __post_init__(self) -> None:
+        if self.samples < 1 or self.controls < 0 or self.max_tokens < 1:
+            raise InvalidInput(
+                f"probe settings need samples >= 1, controls >= 0 and max_tokens >= 1 (got {self})"
+            )
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    key: ProfileKey
+    profile: CapacityProfile
+    metadata: ModelContext
+    ladder: LadderResult
+    cache: CacheVerdict | None
+    settings: ProbeSettings
+    started_at: float
+    finished_at: float
+    requests: int
+
+    def activity(self) -> Activity:
+        """The ``capacity.probe`` activity: enough to reconstruct every verdict."""
+        return Activity(
+            activity="capacity.probe",
+            detail={
+                "key": {"provider": self.key.provider, "model": self.key.model,
+                        "quantisation": self.key.quantisation},
+                "metadata": self.metadata.model_dump(mode="json"),
+                "settings": {k: v for k, v in self.settings.__dict__.items()},
+                "cache": None if self.cache is None else {
+                    "behaviour": self.cache.behaviour.value, "signal": self.cache.signal,
+                    "first_ms": round(self.cache.first_ms, 1), "second_ms": round(self.cache.second_ms, 1),
+                    "cached_tokens": self.cache.cached_tokens,
+                },
+                "rungs": [{**o.as_dict(), "samples": [s.as_dict() for s in o.samples]} for o in self.ladder.outcomes],
+                "verdict": {
+                    "passed_any": self.ladder.passed_any, "horizon_tokens": self.ladder.horizon_tokens,
+                    "step": self.ladder.step, "verified_window": self.ladder.verified_window,
+                    "protocol": self.ladder.protocol,
+                },
+                "started_at": self.started_at, "finished_at": self.finished_at, "requests": self.requests,
+            },
+        )
+
+    def record(self) -> CapacityProfileRecord:
+        return to_record(self.profile)
+
+    def ledger_payloads(self) -> list[Activity | CapacityProfileRecord]:
+        """Activity first, then the profile it produced."""
+        return [self.activity(), self.record()]
+
+
+def _nonce(target: int, salt: str) -> str:
+    return blake3.blake3(f"{salt}:{target}".encode()).hexdigest()[:6]
+
+
+class ProbeRunner:
+    """Runs the probe for one (provider, model) through its adapter. See the module docstring.
+
+    ``salt`` (empty for a real probe) goes at the head of every prompt and into the nonces, so a
+    salted runner shares no cached prefix with any other (the cost benchmark runs ladders side by side).
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        key: ProfileKey,
+        *,
+        settings: ProbeSettings | None = None,
+        on_progress: Progress | None = None,
+        clock: Callable[[], float] = time.time,
+        salt: str = "",
+    ) -> None:
+        self.provider = provider
+        self.key = key
+        self.settings = settings or ProbeSettings()
+        self.on_progress = on_progress or (lambda _event: None)
+        self.clock = clock
+        self.salt = salt
+        self.tpc = Ewma(PRIOR_TOKENS_PER_CHAR, 0)  # for this content, from the provider's usage
+        self.prefill: Ewma | None = None
+        self.requests = 0
+        # (chars sent, prompt tokens billed) of every answered request: the sizing fit's data.
+        self.observations: list[tuple[int, int]] = []
+
+    async def run(self) -> ProbeReport:
+        started = self.clock()
+        metadata = await self.provider.model_context(self.key.model)
+        window = self.settings.window or metadata.declared_window or UNKNOWN_WINDOW
+        self.on_progress({"stage": "metadata", "declared_window": metadata.declared_window,
+                          "probing_window": window, "source": metadata.source})
+        cache = None
+        if self.settings.cache_rung:
+            cache = await self.cache_rung(min(self.settings.cache_tokens, window // 4))
+        floor = await self._measure_floor()
+        rungs = plan_rungs(window, floor=floor, first=self.settings.first_rung)
+        search = LadderSearch(rungs, floor=floor, resolution=self.settings.resolution or 0,
+                              max_sizes=self.settings.max_sizes)
+        self.on_progress({"stage": "plan", "rungs": list(rungs), "floor": floor, "resolution": search.resolution})
+        while (target := search.next_target()) is not None:
+            outcome = await self.rung(target)
+            search.record(outcome)
+            self.on_progress({"stage": "rung", "outcome": outcome.as_dict(), "lo": search.lo, "hi": search.hi})
+        ladder = search.result()
+        now = self.clock()
+        profile = profile_from_ladder(
+            self.key, metadata, ladder, now=now, tokens_per_char=self.tpc, prefill_tps=self.prefill,
+            cache=cache, protocol_asked=self.settings.protocol,
+        )
+        self.on_progress({"stage": "done", "horizon": ladder.horizon_tokens, "passed_any": ladder.passed_any})
+        return ProbeReport(self.key, profile, metadata, ladder, cache, self.settings, started, now, self.requests)
+
+    def sizing(self) -> tuple[float, float]:
+        """(overhead tokens, tokens per char) for sizing histories: a least-squares line through the
+        observed (chars, tokens) pairs once two sizes are known, since chat templates add a fixed cost
+        that a plain ratio spreads over small and large prompts alike; the plain ratio before that."""
+        sizes = {c for c, _ in self.observations}
+        if len(sizes) >= 2:
+            n = len(self.observations)
+            mean_c = sum(c for c, _ in self.observations) / n
+            mean_t = sum(t for _, t in self.observations) / n
+            var = sum((c - mean_c) ** 2 for c, _ in self.observations)
+            slope = sum((c - mean_c) * (t - mean_t) for c, t in self.observations) / var
+            if slope > 0:
+                return max(0.0, mean_t - slope * mean_c), slope
+        return 0.0, self.tpc.value
+
+    def _request(self, target: int, kind: SampleKind, *, salt: str = "", max_tokens: int | None = None) -> ChatRequest:
+        overhead, slope = self.sizing()
+        return build_request(
+            max(0, round(target - overhead)), slope, kind=kind, nonce=_nonce(target, self.salt),
+            model=self.key.model, protocol=self.settings.protocol,
+            max_tokens=max_tokens or self.settings.max_tokens, temperature=self.settings.temperature,
+            salt=salt or self.salt,
+        )
+
+    async def _measure_floor(self) -> int:
+        """The billed size of the smallest history (one short turn and the instruction): one request
+        with max_tokens=1. It is the ladder's floor and a second point for the sizing fit."""
+        # The control ending (no tool asked for) keeps this request out of any verdict; it is a few
+        # tokens shorter than the instruction ending, well inside one search step.
+        request = build_request(0, self.tpc.value, kind="control", nonce=_nonce(0, self.salt),
+                                model=self.key.model, protocol=self.settings.protocol, max_tokens=1,
+                                temperature=self.settings.temperature, salt=self.salt)
+        sample = await self._sample(request, "control", 0)
+        if sample.prompt_tokens is None:
+            raise ProviderRequestError(
+                f"{self.key}: the smallest probe history (one turn) was not accepted ({sample.error}). "
+                "The model's window is too small to probe, or the server is failing; check it directly.",
+                provider=self.provider.name,
+            )
+        return sample.prompt_tokens
+
+    async def rung(self, target: int) -> RungOutcome:
+        """Run one rung at ``target`` prompt tokens: the instruction samples, then the controls.
+
+        With ``decide_early`` a kind stops sampling once its majority is settled (two of three
+        agree): the verdict is the one all samples would give, for one decode fewer.
+        """
+        samples: list[SampleOutcome] = []
+        plan: tuple[tuple[SampleKind, int], ...] = (
+            ("instruction", self.settings.samples), ("control", self.settings.controls))
+        # Built once per rung, so every sample of a kind sends identical bytes (and hits the cache).
+        requests = {kind: self._request(target, kind) for kind, _count in plan}
+        for kind, count in plan:
+            yes = no = 0
+            for _ in range(count):
+                sample = await self._sample(requests[kind], kind, target)
+                samples.append(sample)
+                if sample.overflow:
+                    return RungOutcome(target, tuple(samples))  # the same prompt would be rejected again
+                hit = sample.followed if kind == "instruction" else not sample.abstained
+                yes, no = yes + hit, no + (not hit)
+                if self.settings.decide_early and 2 * max(yes, no) > count:
+                    break
+        return RungOutcome(target, tuple(samples))
+
+    async def _sample(self, request: ChatRequest, kind: SampleKind, target: int) -> SampleOutcome:
+        self.requests += 1
+        start = time.perf_counter()
+        try:
+            result = await self.provider.complete(request)
+        except ContextOverflow as exc:
+            return SampleOutcome(kind, target, None, overflow=True, limit_tokens=exc.limit_tokens,
+                                 latency_ms=(time.perf_counter() - start) * 1000.0, error=str(exc)[:300])
+        except ProviderRequestError:
+            raise  # a malformed request or a wrong model: every rung would fail the same way
+        except ProviderError as exc:  # retryable errors that outlived their retries
+            return SampleOutcome(kind, target, None, error=str(exc)[:300],
+                                 latency_ms=(time.perf_counter() - start) * 1000.0)
+        self._learn(request, result)
+        return SampleOutcome(
+            kind, target, result.usage.prompt_tokens,
+            native_calls=tuple(c.name for c in result.tool_calls),
+            inline_calls=inline_calls(result.text),
+            text=result.text, latency_ms=result.latency_ms, cached_tokens=result.usage.cache_read_tokens,
+            output_tokens=result.usage.output_tokens, prefill_ms=_timing(result, "prompt_ms"),
+            decode_ms=_timing(result, "predicted_ms"),
+        )
+
+    def _learn(self, request: ChatRequest, result: ChatResult) -> None:
+        prompt = result.usage.prompt_tokens
+        chars = request_chars(request)
+        if prompt > 0 and chars > 0:
+            self.tpc = self.tpc.update(prompt / chars)
+            self.observations.append((chars, prompt))
+        if result.usage.cache_read_tokens == 0 and prompt > 0:
+            prefill_ms = _prefill_ms(result)
+            if prefill_ms:
+                tps = prompt / (prefill_ms / 1000.0)
+                self.prefill = self.prefill.update(tps) if self.prefill else Ewma(tps, 1)
+
+    async def cache_rung(self, target: int) -> CacheVerdict:
+        """Two identical requests behind a fresh (salted) prefix; also calibrates tokens per char."""
+        salt = blake3.blake3(f"cache-{self.salt}-{self.clock()}".encode()).hexdigest()[:8]
+        request = self._request(max(target, 256), "control", salt=salt, max_tokens=1)
+        first = await self._sample(request, "control", target)
+        second = await self._sample(request, "control", target)
+        verdict = judge_cache(first, second)
+        self.on_progress({"stage": "cache", "behaviour": verdict.behaviour.value, "signal": verdict.signal})
+        return verdict
+
+
+def _timing(result: ChatResult, name: str) -> float | None:
+    """One of llama.cpp's ``timings`` (``prompt_ms``, ``predicted_ms``), when the server reports it."""
+    value = result.timings.get(name)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _prefill_ms(result: ChatResult) -> float | None:
+    """Prompt-eval time: llama.cpp's ``timings.prompt_ms``, else first-token latency, else nothing."""
+    prompt_ms = result.timings.get("prompt_ms")
+    if isinstance(prompt_ms, int | float) and prompt_ms > 0:
+        return float(prompt_ms)
+    return result.first_token_ms
+
+
+# ---------------------------------------------------------------------- the local model, end to end
+
+
+@dataclass(frozen=True)
+class LocalProbe:
+    """What ``measure_local_profile`` measured, with the server settings it used."""
+
+    report: ProbeReport
+    n_ctx: int
+    model: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+QUICK = ProbeSettings(samples=3, controls=1, first_rung=1024, max_sizes=4)
+# SmolLM2 is served with the project's tool template; Gemma keeps its own, which has no tools.
+LOCAL_PROTOCOL: dict[str, Protocol] = {"smollm2": "native", "gemma3-270m": "inline_fence"}
+LOCAL_QUANTISATION = {"smollm2": "Q4_1", "gemma3-270m": "Q4_K_M"}
+
+
+async def probe_local(
+    model: str = "smollm2",
+    *,
+    n_ctx: int = 4096,
+    settings: ProbeSettings | None = None,
+    on_progress: Progress | None = None,
+    base_url: str | None = None,
+) -> ProbeReport:
+    """Probe a bundled local model. Starts (and stops) its server unless ``base_url`` points at one."""
+    from providers.localserver import LocalModelServer
+    from providers.openai_compat import OpenAICompatProvider
+
+    chosen = settings or ProbeSettings(
+        samples=QUICK.samples, controls=QUICK.controls, first_rung=QUICK.first_rung, max_sizes=QUICK.max_sizes,
+        protocol=LOCAL_PROTOCOL.get(model, "native"),
+    )
+    key = ProfileKey("local", model, LOCAL_QUANTISATION.get(model, ""))
+
+    async def run(url: str) -> ProbeReport:
+        async with httpx.AsyncClient(trust_env=False, timeout=600.0) as client:
+            provider = OpenAICompatProvider(client, base_url=url, timeout_s=600.0)
+            return await ProbeRunner(provider, key, settings=chosen, on_progress=on_progress).run()
+
+    if base_url is not None:
+        return await run(base_url)
+    with LocalModelServer(model, n_ctx=n_ctx) as server:
+        return await run(server.base_url)
+
+
+def measure_local_profile(
+    model: str = "smollm2",
+    *,
+    n_ctx: int = 4096,
+    settings: ProbeSettings | None = None,
+    on_progress: Progress | None = None,
+    base_url: str | None = None,
+) -> CapacityProfile:
+    """A quick ladder on a bundled local model (a few minutes on 2 cores); returns its profile.
+
+    For the main job's ``vak run`` banner. Synchronous: it runs its own event loop, so call it from
+    plain code, not from inside a running loop (there, ``await probe_local(...)``).
+    """
+    import asyncio
+
+    report = asyncio.run(probe_local(model, n_ctx=n_ctx, settings=settings, on_progress=on_progress,
+                                     base_url=base_url))
+    return report.profile

@@ -1,0 +1,423 @@
+"""The capacity ladder, pure: rung plan, per-sample and per-rung verdicts, the search, the cache rung,
+and the profile a finished ladder yields (spec §1). No I/O and no clock; ``agent.probe`` runs it.
+
+The search (``LadderSearch``) is a small state machine. Ask it for the next prompt size, run the
+samples there, hand back a ``RungOutcome``; repeat until it says ``None``:
+
+1. climb the geometric rungs (``plan_rungs``: ×2 from 4k, or from a quarter of the top when the
+   window is small, up to 0.9 × the declared window) until the first failing rung;
+2. when even the first rung fails, try the smallest history the runner can build (``floor``);
+3. binary-search between the last pass and the first fail until the bracket is one search step
+   (``resolution``) wide.
+
+A rung passes when the majority of its samples followed the instruction (called ``probe_ack``)
+AND the majority of its negative controls (same history, told NOT to call a tool) did not call
+anything: a model that always calls never passes. An over-length rejection (400/413) fails the
+rung and, once seen, makes the largest accepted prompt the ``verified_window``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from context.capacity import (
+    PROBED_CONFIDENCE,
+    CacheBehaviour,
+    CapacityProfile,
+    Ewma,
+    Horizon,
+    ProbeProvenance,
+    ProfileKey,
+    Protocol,
+    metadata_profile,
+)
+from context.messages import ModelContext
+from vak.errors import InvalidInput
+
+ACK_TOOL = "probe_ack"
+FIRST_RUNG = 4096
+GROWTH = 2.0
+TOP_FRACTION = 0.9
+CACHE_SPEEDUP = 5.0  # a repeat this much faster than the first call means a prefix cache
+
+SampleKind = Literal["instruction", "control"]
+Channel = Literal["native", "inline_fence"]
+
+# ```tool_call {json}```, <tool_call>{json}</tool_call>, and an unclosed <tool_call>{json} at the end.
+_FENCES = (
+    re.compile(r"```\s*tool_call\s*\n?(.*?)```", re.DOTALL),
+    re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL),
+)
+_NAME = re.compile(r'"name"\s*:\s*"([^"]+)"')
+
+
+def plan_rungs(
+    declared_window: int,
+    *,
+    floor: int = 0,
+    first: int = FIRST_RUNG,
+    growth: float = GROWTH,
+    top_fraction: float = TOP_FRACTION,
+) -> tuple[int, ...]:
+    """Prompt sizes to climb: ``first`` × growth^k up to ``top_fraction`` × the window, ending at the top.
+
+    When the window is small (the top under 4 × ``first``), the ladder starts at a quarter of the top
+    instead, so a small model still gets three rungs. Nothing below ``floor`` (the smallest history
+    the runner can build).
+    """
+    if declared_window <= 0 or growth <= 1.0 or first <= 0:
+        raise InvalidInput(
+            f"a ladder needs a positive window, first rung and growth > 1 (got window={declared_window}, "
+            f"first={first}, growth={growth})"
+        )
+    top = int(declared_window * top_fraction)
+    start = max(floor, min(first, top // 4))
+    if start >= top:
+        return (top,) if top > floor else ()
+    rungs: list[int] = []
+    size = float(start)
+    while size < top:
+        rungs.append(int(size))
+        size *= growth
+    if top - rungs[-1] > rungs[-1] * (growth - 1.0) / 4:  # skip a top rung almost equal to the last
+        rungs.append(top)
+    else:
+        rungs[-1] = top
+    return tuple(rungs)
+
+
+def default_resolution(rungs: Sequence[int]) -> int:
+    """One search step: 1/16 of the first rung, at least 64 tokens."""
+    return max(64, (rungs[0] if rungs else 1024) // 16)
+
+
+# ---------------------------------------------------------------------- samples and rungs
+
+
+def inline_calls(text: str) -> tuple[str, ...]:
+    """Tool names a model wrote as inline fences in its text (the fallback protocol)."""
+    names: list[str] = []
+    for pattern in _FENCES:
+        for body in pattern.findall(text):
+            body = body.strip()
+            try:
+                value = json.loads(body)
+                name = value.get("name") if isinstance(value, dict) else None
+            except json.JSONDecodeError:
+                match = _NAME.search(body)  # a call cut short by max_tokens still names its tool
+                name = match.group(1) if match else None
+            if isinstance(name, str) and name:
+                names.append(name)
+    return tuple(names)
+
+
+@dataclass(frozen=True)
+class SampleOutcome:
+    """One request of the ladder and what came back."""
+
+    kind: SampleKind
+    target: int  # the prompt size the search asked for
+    prompt_tokens: int | None  # what the provider billed (None when it rejected the request)
+    native_calls: tuple[str, ...] = ()
+    inline_calls: tuple[str, ...] = ()
+    text: str = ""
+    latency_ms: float = 0.0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    # The server's own prompt-eval and decode times (llama.cpp ``timings``), when it reports them.
+    prefill_ms: float | None = None
+    decode_ms: float | None = None
+    overflow: bool = False
+    limit_tokens: int | None = None
+    error: str | None = None
+
+    @property
+    def called(self) -> tuple[str, ...]:
+        return self.native_calls + self.inline_calls
+
+    @property
+    def followed(self) -> bool:
+        """Only an instruction sample can follow: it asked for probe_ack, and probe_ack was called."""
+        return self.kind == "instruction" and ACK_TOOL in self.called
+
+    @property
+    def channel(self) -> Channel | None:
+        if ACK_TOOL in self.native_calls:
+            return "native"
+        if ACK_TOOL in self.inline_calls:
+            return "inline_fence"
+        return None
+
+    @property
+    def abstained(self) -> bool:
+        """A control abstains when it answered without calling any tool (errors never count)."""
+        return self.kind == "control" and self.error is None and not self.overflow and not self.called
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "target": self.target,
+            "prompt_tokens": self.prompt_tokens,
+            "native_calls": list(self.native_calls),
+            "inline_calls": list(self.inline_calls),
+            "followed": self.followed,
+            "abstained": self.abstained,
+            "text": self.text,
+            "latency_ms": round(self.latency_ms, 1),
+            "cached_tokens": self.cached_tokens, "output_tokens": self.output_tokens,
+            "prefill_ms": None if self.prefill_ms is None else round(self.prefill_ms, 1),
+            "decode_ms": None if self.decode_ms is None else round(self.decode_ms, 1),
+            "overflow": self.overflow,
+            "limit_tokens": self.limit_tokens,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class RungOutcome:
+    target: int
+    samples: tuple[SampleOutcome, ...]
+
+    @property
+    def instructions(self) -> tuple[SampleOutcome, ...]:
+        return tuple(s for s in self.samples if s.kind == "instruction")
+
+    @property
+    def controls(self) -> tuple[SampleOutcome, ...]:
+        return tuple(s for s in self.samples if s.kind == "control")
+
+    @property
+    def followed(self) -> int:
+        return sum(s.followed for s in self.instructions)
+
+    @property
+    def control_calls(self) -> int:
+        return sum(not s.abstained for s in self.controls)
+
+    @property
+    def overflow(self) -> bool:
+        return any(s.overflow for s in self.samples)
+
+    @property
+    def limit_tokens(self) -> int | None:
+        limits = [s.limit_tokens for s in self.samples if s.limit_tokens is not None]
+        return min(limits) if limits else None
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        """The billed size of this rung's instruction prompt (the median when samples differ)."""
+        sizes = sorted(s.prompt_tokens for s in self.instructions if s.prompt_tokens is not None)
+        return sizes[len(sizes) // 2] if sizes else None
+
+    @property
+    def passed(self) -> bool:
+        asked, controls = len(self.instructions), len(self.controls)
+        majority_followed = asked > 0 and 2 * self.followed > asked
+        controls_ok = 2 * self.control_calls < controls if controls else True
+        return majority_followed and controls_ok and not self.overflow
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "prompt_tokens": self.prompt_tokens,
+            "passed": self.passed,
+            "followed": self.followed,
+            "asked": len(self.instructions),
+            "control_calls": self.control_calls,
+            "controls": len(self.controls),
+            "overflow": self.overflow,
+            "limit_tokens": self.limit_tokens,
+        }
+
+
+# ---------------------------------------------------------------------- the search
+
+
+@dataclass
+class LadderSearch:
+    """Climb the rungs, then bisect between the last pass and the first fail (see module doc)."""
+
+    rungs: tuple[int, ...]
+    floor: int = 0
+    resolution: int = 0
+    max_sizes: int | None = None  # a budget on distinct sizes tried (live tests on slow CPUs)
+    outcomes: list[RungOutcome] = field(default_factory=list)
+    lo: int | None = None  # the largest target that passed
+    hi: int | None = None  # the smallest target that failed
+    _climb: int = 0
+    _floor_tried: bool = False
+    _done: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.rungs:
+            raise InvalidInput("a ladder needs at least one rung; is the declared window above the floor?")
+        if list(self.rungs) != sorted(set(self.rungs)):
+            raise InvalidInput(f"rungs must be strictly increasing, got {self.rungs}")
+        self.resolution = self.resolution or default_resolution(self.rungs)
+
+    def next_target(self) -> int | None:
+        if self._done or (self.max_sizes is not None and len(self.outcomes) >= self.max_sizes):
+            return None
+        if self.hi is None:  # still climbing
+            return self.rungs[self._climb] if self._climb < len(self.rungs) else None
+        if self.lo is None:  # the first rung failed: try the smallest history once
+            if not self._floor_tried and 0 < self.floor < self.hi:
+                return self.floor
+            return None
+        if self.hi - self.lo <= self.resolution:
+            return None
+        return (self.lo + self.hi) // 2
+
+    def record(self, outcome: RungOutcome) -> None:
+        self.outcomes.append(outcome)
+        target = outcome.target
+        if target == self.floor and self.lo is None and self.hi is not None:
+            self._floor_tried = True
+        if outcome.passed:
+            self.lo = target if self.lo is None else max(self.lo, target)
+        else:
+            fail_at = target
+            if outcome.overflow and outcome.limit_tokens is not None:
+                fail_at = min(fail_at, outcome.limit_tokens)
+            self.hi = fail_at if self.hi is None else min(self.hi, fail_at)
+        if self.hi is None:
+            self._climb += 1
+        if self.lo is not None and self.hi is not None and self.lo >= self.hi:
+            self._done = True  # a noisy model passed above a failure: keep the pass, stop searching
+
+    @property
+    def done(self) -> bool:
+        return self.next_target() is None
+
+    @property
+    def step(self) -> int | None:
+        """The final bracket width: the horizon is known to within this many tokens."""
+        return None if self.lo is None or self.hi is None else self.hi - self.lo
+
+    def result(self) -> LadderResult:
+        passing = [o for o in self.outcomes if o.passed]
+        best = max(passing, key=lambda o: o.target) if passing else None
+        accepted = [
+            s.prompt_tokens
+            for o in self.outcomes
+            for s in o.samples
+            if s.prompt_tokens is not None and not s.overflow
+        ]
+        overflowed = any(o.overflow for o in self.outcomes)
+        channels = Counter(s.channel for o in self.outcomes for s in o.instructions if s.followed)
+        protocol: Protocol | None = None
+        if channels:
+            protocol = "native" if channels["native"] >= channels["inline_fence"] else "inline_fence"
+        return LadderResult(
+            outcomes=tuple(self.outcomes),
+            horizon_target=best.target if best else None,
+            horizon_tokens=(best.prompt_tokens or best.target) if best else 0,
+            passed_any=best is not None,
+            verified_window=max(accepted) if overflowed and accepted else None,
+            overflow_limit=min((o.limit_tokens for o in self.outcomes if o.limit_tokens), default=None),
+            protocol=protocol,
+            step=self.step,
+        )
+
+
+@dataclass(frozen=True)
+class LadderResult:
+    outcomes: tuple[RungOutcome, ...]
+    horizon_target: int | None
+    horizon_tokens: int  # billed prompt tokens of the largest passing rung; 0 when none passed
+    passed_any: bool
+    verified_window: int | None
+    overflow_limit: int | None
+    protocol: Protocol | None
+    step: int | None
+
+
+# ---------------------------------------------------------------------- cache rung
+
+
+@dataclass(frozen=True)
+class CacheVerdict:
+    behaviour: CacheBehaviour
+    signal: str
+    first_ms: float
+    second_ms: float
+    cached_tokens: int
+
+
+def judge_cache(first: SampleOutcome, second: SampleOutcome) -> CacheVerdict:
+    """Two identical requests back to back: reported cached tokens, or ≥5× faster, is PrefixStable."""
+    speedup = first.latency_ms / second.latency_ms if second.latency_ms > 0 else 0.0
+    if second.cached_tokens > 0:
+        behaviour, signal = (
+            CacheBehaviour.PREFIX_STABLE,
+            f"cache: {second.cached_tokens} cached tokens reported",
+        )
+    elif speedup >= CACHE_SPEEDUP:
+        behaviour, signal = CacheBehaviour.PREFIX_STABLE, f"cache: repeat {speedup:.1f}x faster"
+    else:
+        behaviour, signal = CacheBehaviour.NONE, f"cache: none seen (repeat {speedup:.1f}x, 0 cached tokens)"
+    return CacheVerdict(behaviour, signal, first.latency_ms, second.latency_ms, second.cached_tokens)
+
+
+# ---------------------------------------------------------------------- the profile
+
+
+def profile_from_ladder(
+    key: ProfileKey,
+    metadata: ModelContext,
+    ladder: LadderResult,
+    *,
+    now: float,
+    tokens_per_char: Ewma,
+    prefill_tps: Ewma | None,
+    cache: CacheVerdict | None,
+    protocol_asked: Protocol,
+) -> CapacityProfile:
+    """The measured profile: the metadata rung, then what the ladder and cache rung found."""
+    base = metadata_profile(key, metadata, now=now)
+    signals = list(base.provenance.signals)
+    if ladder.passed_any:
+        signals.append(
+            f"instruction_horizon: largest passing rung ({ladder.horizon_tokens} tokens, "
+            f"bracket {ladder.step if ladder.step is not None else 'open above'})"
+        )
+    else:
+        signals.append("instruction_horizon: the model followed the instruction at no rung")
+    if ladder.verified_window is not None:
+        signals.append(
+            f"verified_window: largest accepted prompt before an over-length rejection"
+            f" (provider limit {ladder.overflow_limit})"
+        )
+    if cache is not None:
+        signals.append(cache.signal)
+    signals.append(f"protocol asked: {protocol_asked}")
+    horizon_tokens = ladder.horizon_tokens
+    if ladder.verified_window is not None:
+        horizon_tokens = min(horizon_tokens, ladder.verified_window)
+    provenance = ProbeProvenance(
+        source="probe",
+        probed_at=now,
+        updated_at=now,
+        rungs=tuple(o.as_dict() for o in ladder.outcomes),
+        signals=tuple(signals),
+        metadata_digest=base.provenance.metadata_digest,
+        protocol=ladder.protocol,
+        passed_any=ladder.passed_any,
+    )
+    return CapacityProfile(
+        key=key,
+        declared_window=base.declared_window,
+        verified_window=ladder.verified_window,
+        # A model that passed no rung gets horizon 0, measured as confidently as a pass.
+        instruction_horizon=Horizon(tokens=horizon_tokens, confidence=PROBED_CONFIDENCE, last_confirmed=now),
+        tokens_per_char=tokens_per_char,
+        prefill_tps=prefill_tps,
+        cache=cache.behaviour if cache is not None else CacheBehaviour.NONE,
+        output_reserve=base.output_reserve,
+        provenance=provenance,
+    )

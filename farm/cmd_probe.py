@@ -1,0 +1,178 @@
+"""`vak probe <provider:model>`: run the capacity probe now, rung by rung, and keep its evidence.
+
+``vak probe local:smollm2`` (or ``local:gemma3-270m``) starts the bundled model's server itself;
+any other spec goes through ``providers.registry`` (keys from the environment, ``--base-url`` for
+OpenAI-compatible and Ollama servers). It prints each rung as it finishes, then the profile, and
+writes ``ladder.csv``, ``ladder.md`` and ``ladder.png`` (pass rate against prompt tokens) to
+``--out``. ``--ledger DIR`` also appends the probe's activity and profile to that ledger.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from agent.probe import LOCAL_PROTOCOL, LOCAL_QUANTISATION, ProbeReport, ProbeRunner, ProbeSettings
+from context.capacity import ProfileKey, describe
+from vak.errors import InvalidInput
+
+LADDER_FIELDS = ("target", "prompt_tokens", "followed", "asked", "pass_rate", "control_calls", "controls",
+                 "passed", "overflow", "cached_tokens", "mean_latency_ms")
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "probe",
+        help="measure a model's capacity profile (window, instruction horizon, cache)",
+        description="Run the capacity probe ladder against provider:model and print the profile. "
+        "local:smollm2 and local:gemma3-270m start the bundled model on 127.0.0.1.",
+    )
+    p.add_argument("spec", help="provider:model, e.g. local:smollm2, ollama:llama3.2:3b, anthropic:claude-x")
+    p.add_argument("--base-url", default=None, help="the server's base URL (OpenAI-compatible, Ollama)")
+    p.add_argument("--n-ctx", type=int, default=8192, help="context size for a local model (default 8192)")
+    p.add_argument("--samples", type=int, default=3, help="instruction samples per rung (majority decides)")
+    p.add_argument("--controls", type=int, default=1, help="negative-control samples per rung")
+    p.add_argument("--first-rung", type=int, default=4096, help="first rung in tokens (lower for small windows)")
+    p.add_argument("--max-sizes", type=int, default=None, help="stop after this many prompt sizes")
+    p.add_argument("--protocol", choices=("native", "inline_fence"), default=None,
+                   help="tool-call protocol (default: native; inline_fence for gemma3-270m)")
+    p.add_argument("--out", type=Path, default=None, help="folder for ladder.csv/.md/.png (default vak-probe/<model>)")
+    p.add_argument("--ledger", type=Path, default=None, help="also write the probe to this ledger folder")
+    p.set_defaults(func=run)
+
+
+def _progress(event: dict[str, Any]) -> None:
+    stage = event["stage"]
+    if stage == "metadata":
+        print(f"metadata: declared window {event['declared_window']} ({event['source']}); "
+              f"probing up to {event['probing_window']}", flush=True)
+    elif stage == "cache":
+        print(f"cache rung: {event['behaviour']} ({event['signal']})", flush=True)
+    elif stage == "plan":
+        print(f"rungs: {event['rungs']} (floor {event['floor']}, search step {event['resolution']})", flush=True)
+    elif stage == "rung":
+        o = event["outcome"]
+        verdict = "PASS" if o["passed"] else ("OVERFLOW" if o["overflow"] else "fail")
+        print(f"  rung {o['target']:>7} target -> {o['prompt_tokens'] or '-':>7} tokens: followed "
+              f"{o['followed']}/{o['asked']}, control called {o['control_calls']}/{o['controls']}  {verdict}"
+              f"   [bracket {event['lo']}..{event['hi']}]", flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    provider_name, _, model = args.spec.partition(":")
+    if not model:
+        raise InvalidInput(f"{args.spec!r} names no model: write provider:model, e.g. local:smollm2")
+    protocol = args.protocol or (LOCAL_PROTOCOL.get(model, "native") if provider_name == "local" else "native")
+    settings = ProbeSettings(samples=args.samples, controls=args.controls, first_rung=args.first_rung,
+                             max_sizes=args.max_sizes, protocol=protocol)
+    report = asyncio.run(_probe(args, provider_name, model, settings))
+    print()
+    print(describe(report.profile))
+    out = args.out or Path("vak-probe") / f"{provider_name}-{model}".replace(":", "-").replace("/", "-")
+    paths = write_ladder(report, out)
+    print(f"\nladder: {', '.join(str(p) for p in paths)}")
+    if args.ledger is not None:
+        from storage.ledger import LedgerStore
+
+        with LedgerStore(args.ledger) as store:
+            ids = store.append("capacity", report.ledger_payloads())
+        print(f"ledger: {args.ledger} session 'capacity', entries {ids[0][:12]} (activity), {ids[1][:12]} (profile)")
+    return 0
+
+
+async def _probe(args: argparse.Namespace, provider_name: str, model: str, settings: ProbeSettings) -> ProbeReport:
+    from providers.registry import make_provider
+
+    if provider_name == "local" and args.base_url is None:
+        from providers.localserver import LocalModelServer
+
+        with LocalModelServer(model, n_ctx=args.n_ctx) as server:
+            print(f"started {model} at {server.base_url} (n_ctx {args.n_ctx})", flush=True)
+            return await _run(f"openai-compat:{model}", server.base_url,
+                              ProfileKey("local", model, LOCAL_QUANTISATION.get(model, "")), settings, make_provider)
+    spec = f"openai-compat:{model}" if provider_name == "local" else args.spec
+    return await _run(spec, args.base_url, ProfileKey(provider_name, model), settings, make_provider)
+
+
+async def _run(spec: str, base_url: str | None, key: ProfileKey, settings: ProbeSettings, make: Any) -> ProbeReport:
+    async with httpx.AsyncClient(trust_env=False) as client:
+        kwargs: dict[str, Any] = {"timeout_s": 900.0}
+        if base_url:
+            kwargs["base_url"] = base_url
+        provider, _model = make(spec, client, **kwargs)
+        return await ProbeRunner(provider, key, settings=settings, on_progress=_progress).run()
+
+
+def ladder_rows(report: ProbeReport) -> list[dict[str, Any]]:
+    rows = []
+    for o in sorted(report.ladder.outcomes, key=lambda o: o.target):
+        latencies = [s.latency_ms for s in o.samples if s.latency_ms]
+        rows.append({
+            "target": o.target, "prompt_tokens": o.prompt_tokens, "followed": o.followed,
+            "asked": len(o.instructions),
+            "pass_rate": round(o.followed / len(o.instructions), 3) if o.instructions else 0.0,
+            "control_calls": o.control_calls, "controls": len(o.controls), "passed": o.passed,
+            "overflow": o.overflow, "cached_tokens": sum(s.cached_tokens for s in o.samples),
+            "mean_latency_ms": round(sum(latencies) / len(latencies), 1) if latencies else None,
+        })
+    return rows
+
+
+def write_ladder(report: ProbeReport, out: Path) -> list[Path]:
+    """ladder.csv, ladder.md, ladder.png and profile.json in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows = ladder_rows(report)
+    csv_path, md_path, png_path, json_path = (out / n for n in ("ladder.csv", "ladder.md", "ladder.png",
+                                                                "profile.json"))
+    with csv_path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=LADDER_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    md_path.write_text(markdown_table(rows) + "\n", encoding="utf-8")
+    json_path.write_text(json.dumps(report.record().model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
+    plot_ladder(report, rows, png_path)
+    return [csv_path, md_path, png_path, json_path]
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    head = "| target | prompt tokens | followed | control called | verdict |\n|---:|---:|---:|---:|:---|"
+    lines = [head]
+    for r in rows:
+        verdict = "pass" if r["passed"] else ("over-length" if r["overflow"] else "fail")
+        lines.append(f"| {r['target']} | {r['prompt_tokens'] or '-'} | {r['followed']}/{r['asked']} | "
+                     f"{r['control_calls']}/{r['controls']} | {verdict} |")
+    return "\n".join(lines)
+
+
+def plot_ladder(report: ProbeReport, rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    xs = [r["prompt_tokens"] or r["target"] for r in rows]
+    ax.plot(xs, [r["pass_rate"] for r in rows], "o-", label="instruction followed (share of samples)")
+    ax.plot(xs, [r["control_calls"] / r["controls"] if r["controls"] else 0 for r in rows], "x--",
+            label="negative control called a tool")
+    for x, r in zip(xs, rows, strict=True):
+        ax.annotate("pass" if r["passed"] else "fail", (x, r["pass_rate"]), textcoords="offset points",
+                    xytext=(0, 6), ha="center", fontsize=7)
+    horizon = report.profile.instruction_horizon.tokens
+    if report.ladder.passed_any:
+        ax.axvline(horizon, color="green", linestyle=":", label=f"instruction horizon {horizon}")
+    ax.axhline(0.5, color="grey", linewidth=0.5)
+    ax.set_ylim(-0.05, 1.1)
+    ax.set_xlabel("prompt tokens")
+    ax.set_ylabel("rate")
+    ax.set_title(f"capacity ladder: {report.key}")
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,185 @@
+"""ProbeActor: eligibility, TTLs, single-flight, cancel-on-turn, ledger writes; plain and on real Ray.
+
+The model is the scripted threshold model on a loopback HTTP server, so the actor (in another
+process when on Ray) reaches it through the real adapter, as it would reach llama.cpp.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+
+from actors.factory import get_ledger_actor, ledger_actor, probe_actor
+from actors.probe import ProbeActor, ProbeTarget
+from agent.probe import ProbeSettings
+from context.capacity import LOCAL_TTL_S, ProfileKey
+from events.envelope import Mapper
+from events.payloads import Activity, CapacityProfileRecord
+from storage.ledger import LedgerStore
+from tests.test_probe_scripted import ThresholdModel, loopback
+from vak.config import ProbeConfig, VakConfig
+
+QUICK = ProbeSettings(samples=3, controls=1, first_rung=1024, max_sizes=3, cache_rung=False)
+FULL = VakConfig(probe=ProbeConfig(hosted="full"))
+OFF = VakConfig(probe=ProbeConfig(hosted="off"))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def target(url: str, **kw: Any) -> ProbeTarget:
+    return ProbeTarget(spec="openai-compat:scripted", base_url=url, settings=QUICK, **kw)
+
+
+def probe_entries(store: LedgerStore) -> list[Any]:
+    return [store.payload(e.id) for e in store.entries("capacity")]
+
+
+async def test_local_probe_runs_once_then_is_fresh_until_its_ttl(ledger_dir: Path) -> None:
+    model, clock = ThresholdModel(3000, n_ctx=8192), Clock()
+    with loopback(model) as url, LedgerStore(ledger_dir) as store:
+        actor = ProbeActor(store, config=OFF, clock=clock)
+        t = target(url)
+        assert t.is_local  # a loopback URL is a local model: always eligible
+        assert await actor.turn_finished(t) == "started"
+        assert await actor.turn_finished(t) == "in_flight"  # single-flight per key
+        assert await actor.wait(t.key, timeout=60) == "done"
+        kinds = [type(p) for p in probe_entries(store)]
+        assert kinds == [Activity, CapacityProfileRecord]
+        calls = model.chat_calls
+        assert await actor.turn_finished(t) == "fresh"
+        clock.now += LOCAL_TTL_S - 60
+        assert await actor.turn_finished(t) == "fresh"
+        assert model.chat_calls == calls
+        clock.now += 120  # past 24 h
+        assert await actor.turn_finished(t) == "started"
+        assert await actor.wait(t.key, timeout=60) == "done"
+        assert actor.started == 2
+        record = await actor.profile(t.key)
+        assert record is not None and record.provenance["probed_at"] == clock.now
+
+
+async def test_hosted_models_need_the_operator_opt_in(ledger_dir: Path) -> None:
+    model, clock = ThresholdModel(3000, n_ctx=8192), Clock()
+    with loopback(model) as url, LedgerStore(ledger_dir) as store:
+        hosted = target(url, local=False)
+        assert await ProbeActor(store, config=OFF, clock=clock).turn_finished(hosted) == "ineligible"
+        assert model.chat_calls == 0
+        actor = ProbeActor(store, config=FULL, clock=clock)
+        assert await actor.turn_finished(hosted) == "started"
+        assert await actor.wait(hosted.key, timeout=60) == "done"
+        clock.now += LOCAL_TTL_S + 60  # stale for a local model, still fresh for a hosted one (7 d)
+        assert await actor.turn_finished(hosted) == "fresh"
+
+
+async def test_a_real_turn_cancels_the_in_flight_probe(ledger_dir: Path) -> None:
+    model = ThresholdModel(3000, n_ctx=8192, delay_s=0.3)
+    with loopback(model) as url, LedgerStore(ledger_dir) as store:
+        actor = ProbeActor(store, config=OFF, clock=Clock())
+        t = target(url)
+        assert await actor.turn_finished(t) == "started"
+        await asyncio.sleep(1.0)
+        assert model.chat_calls >= 1
+        assert await actor.turn_started(t.key) is True
+        assert (await actor.state(t.key))["state"] == "cancelled"
+        calls = model.chat_calls
+        await asyncio.sleep(0.8)
+        assert model.chat_calls <= calls + 1  # at most the request already on the wire
+        payloads = probe_entries(store)
+        assert [type(p) for p in payloads] == [Activity]
+        assert payloads[0].detail["outcome"] == "cancelled"
+        assert await actor.turn_started(t.key) is False  # nothing left to cancel
+        assert await actor.turn_finished(t) == "started"  # the next finished turn tries again
+        await actor.turn_started(t.key)
+
+
+async def test_changed_metadata_and_reprobe_requests_start_a_new_probe(ledger_dir: Path) -> None:
+    model = ThresholdModel(3000, n_ctx=8192)
+    with loopback(model) as url, LedgerStore(ledger_dir) as store:
+        actor = ProbeActor(store, config=OFF, clock=Clock())
+        t = target(url)
+        await actor.turn_finished(t)
+        await actor.wait(t.key, timeout=60)
+        digest = actor.cache[t.key].provenance.metadata_digest
+        assert await actor.turn_finished(target(url, metadata_digest=digest)) == "fresh"
+        assert await actor.turn_finished(target(url, metadata_digest="0" * 32)) == "started"
+        await actor.wait(t.key, timeout=60)
+
+
+async def test_a_new_actor_reads_the_last_profile_from_the_ledger(ledger_dir: Path) -> None:
+    model, clock = ThresholdModel(3000, n_ctx=8192), Clock()
+    with loopback(model) as url, LedgerStore(ledger_dir) as store:
+        first = ProbeActor(store, config=OFF, clock=clock)
+        t = target(url)
+        await first.turn_finished(t)
+        await first.wait(t.key, timeout=60)
+        calls = model.chat_calls
+        second = ProbeActor(store, config=OFF, clock=clock)  # a restarted process: empty cache
+        assert await second.turn_finished(t) == "fresh"
+        assert model.chat_calls == calls
+        assert await second.profile(t.key) == await first.profile(t.key)
+
+
+async def test_an_unreachable_model_fails_the_probe_with_a_ledger_note(ledger_dir: Path) -> None:
+    with LedgerStore(ledger_dir) as store:
+        actor = ProbeActor(store, config=OFF, clock=Clock())
+        t = ProbeTarget(spec="openai-compat:gone", base_url="http://127.0.0.1:9/v1", settings=QUICK)
+        assert await actor.turn_finished(t) == "started"
+        assert await actor.wait(t.key, timeout=60) == "failed"
+        state = await actor.state(t.key)
+        assert "127.0.0.1:9" in state["error"]
+        (note,) = probe_entries(store)
+        assert note.detail["outcome"] == "failed"
+
+
+# ---------------------------------------------------------------------- on the shared Ray cluster
+
+
+@pytest.mark.ray
+def test_probe_actor_on_ray_single_flight_cancel_and_eligibility(ray_cluster: Any, ledger_dir: Path) -> None:
+    model = ThresholdModel(3000, n_ctx=8192, delay_s=0.2)
+    actor = probe_actor(ledger_dir, config=OFF)
+    try:
+        with loopback(model) as url:
+            t = target(url)
+            key = t.key
+            # Two turns finish at once: one probe.
+            first, second = ray.get([actor.turn_finished.remote(t), actor.turn_finished.remote(t)])
+            assert sorted([first, second]) == ["in_flight", "started"]
+            assert ray.get(actor.turn_finished.remote(target(url, local=False))) == "ineligible"
+            # A turn starts on the key: the probe is cancelled, and says so in the ledger.
+            time.sleep(0.8)
+            assert ray.get(actor.turn_started.remote(key)) is True
+            assert ray.get(actor.state.remote(key))["state"] == "cancelled"
+            # Left alone, the next probe finishes and writes through the LedgerActor.
+            assert ray.get(actor.turn_finished.remote(t)) == "started"
+            assert ray.get(actor.wait.remote(key, 120)) == "done"
+            record = ray.get(actor.profile.remote(key))
+            assert isinstance(record, CapacityProfileRecord) and record.model == "scripted"
+        ledger = get_ledger_actor(ledger_dir)
+        mapper = Mapper()
+        kinds = [(e.kind, mapper.payload_of(e).detail.get("outcome") if e.kind == "activity" else None)
+                 for e in ray.get(ledger.entries.remote("capacity"))]
+        assert kinds == [("activity", "cancelled"), ("activity", None), ("capacity_profile", None)]
+        assert ray.get(probe_actor(ledger_dir).state.remote(key))["started"] == 2  # the same named actor
+    finally:
+        ray.kill(actor)
+        ray.get(ledger_actor(ledger_dir).close.remote())
+        ray.kill(ledger_actor(ledger_dir))
+
+
+def test_probe_key_and_locality_come_from_the_target() -> None:
+    t = ProbeTarget(spec="ollama:gemma4:e2b-mlx", base_url="http://localhost:11434", quantisation="Q4_K_M")
+    assert t.key == ProfileKey("ollama", "gemma4:e2b-mlx", "Q4_K_M") and t.is_local
+    assert not ProbeTarget(spec="anthropic:claude-x").is_local
+    assert not ProbeTarget(spec="openai-compat:x", base_url="https://gateway.example/v1").is_local

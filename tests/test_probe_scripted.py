@@ -1,0 +1,182 @@
+"""A scripted threshold model, speaking llama.cpp's documented bodies (and its own self-tests).
+
+Served two ways: in-process behind ``httpx.MockTransport``, or on a tiny loopback HTTP server
+(``LoopbackModel``) that a Ray actor in another process can reach.
+
+It follows a tool instruction if and only if the prompt is under ``threshold`` tokens (optionally
+flipping each answer with probability ``noise``), rejects prompts over ``n_ctx`` with llama.cpp's
+``exceed_context_size_error``, reports ``cached_tokens`` for an identical repeat, and answers the
+metadata endpoints (``/props``, ``/v1/models``). Prompt tokens are ``chars × tokens_per_char``
+plus a fixed template overhead, so the probe must size its histories from reported usage.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+
+CONTROL_MARK = "Do not call any tool"
+
+
+class ThresholdModel:
+    def __init__(
+        self,
+        threshold: int,
+        *,
+        n_ctx: int = 32768,
+        declared: int | None = None,
+        noise: float = 0.0,
+        seed: int = 0,
+        tokens_per_char: float = 0.27,
+        overhead: int = 24,
+        always_calls: bool = False,
+        inline: bool = False,
+        delay_s: float = 0.0,
+    ) -> None:
+        self.delay_s = delay_s  # per chat call: makes a probe slow enough to cancel mid-flight
+        self.threshold, self.n_ctx = threshold, n_ctx
+        self.declared = declared if declared is not None else n_ctx
+        self.noise, self.rng = noise, random.Random(seed)
+        self.tokens_per_char, self.overhead = tokens_per_char, overhead
+        self.always_calls, self.inline = always_calls, inline
+        self.last_body: bytes | None = None
+        self.chat_calls = 0
+        self.prompt_sizes: list[int] = []
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handle)
+
+    def prompt_tokens(self, body: dict[str, Any]) -> int:
+        chars = 0
+        for m in body["messages"]:
+            content = m.get("content") or ""
+            chars += len(content if isinstance(content, str) else json.dumps(content))
+            for call in m.get("tool_calls") or []:
+                chars += len(call["function"]["name"]) + len(call["function"]["arguments"])
+        for tool in body.get("tools") or []:
+            f = tool["function"]
+            chars += len(f["name"]) + len(f["description"]) + len(json.dumps(f["parameters"]))
+        return int(chars * self.tokens_per_char) + self.overhead
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        status, body = self.respond(request.url.path, request.content)
+        return httpx.Response(status, json=body)
+
+    def respond(self, path: str, content: bytes) -> tuple[int, dict[str, Any]]:
+        """(status, JSON body) for one request; shared by the mock transport and the loopback server."""
+        if path.endswith("/props"):
+            return (200, {"default_generation_settings": {"n_ctx": self.declared}, "total_slots": 1})
+        if path.endswith("/models"):
+            return (200, {"object": "list", "data": [
+                {"id": "scripted", "object": "model", "meta": {"n_ctx_train": self.declared}}]})
+        body = json.loads(content)
+        self.chat_calls += 1
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        prompt = self.prompt_tokens(body)
+        self.prompt_sizes.append(prompt)
+        if prompt + int(body.get("max_tokens", 0)) > self.n_ctx:
+            return (400, {"error": {
+                "code": 400, "type": "exceed_context_size_error", "n_prompt_tokens": prompt, "n_ctx": self.n_ctx,
+                "message": f"request ({prompt} tokens) exceeds the available context size ({self.n_ctx} tokens), "
+                           "try increasing it"}})
+        cached = prompt - 1 if content == self.last_body else 0
+        self.last_body = content
+        last = body["messages"][-1]["content"]
+        asked = "probe_ack" in last and CONTROL_MARK not in last
+        follows = prompt < self.threshold
+        if self.noise and self.rng.random() < self.noise:
+            follows = not follows
+        call = self.always_calls or (asked and follows)
+        message: dict[str, Any] = {"role": "assistant", "content": "It was about the audit log."}
+        finish = "stop"
+        if call and self.inline:
+            message["content"] = '```tool_call\n{"name": "probe_ack", "arguments": {"ack": "x"}}\n```'
+        elif call:
+            message = {"role": "assistant", "content": "", "tool_calls": [{"id": f"c{self.chat_calls}", "type": "function",
+                       "function": {"name": "probe_ack", "arguments": "{\"ack\": \"x\"}"}}]}
+            finish = "tool_calls"
+        return (200, {
+            "choices": [{"index": 0, "finish_reason": finish, "message": message}],
+            "model": "scripted", "object": "chat.completion",
+            "usage": {"prompt_tokens": prompt, "completion_tokens": 12, "total_tokens": prompt + 12,
+                      "prompt_tokens_details": {"cached_tokens": cached}},
+            "timings": {"cache_n": cached, "prompt_n": prompt - cached, "prompt_ms": 2.0 * (prompt - cached) + 1.0},
+        })
+
+
+@contextmanager
+def loopback(model: ThresholdModel) -> Iterator[str]:
+    """Serve ``model`` on 127.0.0.1 (a free port) and yield its OpenAI-compatible base URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def _reply(self, content: bytes) -> None:
+            status, body = model.respond(self.path, content)
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self._reply(b"")
+
+        def do_POST(self) -> None:
+            self._reply(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+
+        def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+# ---------------------------------------------------------------------- the scripted model's own tests
+
+
+def _chat(text: str) -> bytes:
+    return json.dumps({"messages": [{"role": "user", "content": text}], "max_tokens": 32}).encode()
+
+
+def test_follows_iff_under_the_threshold() -> None:
+    model = ThresholdModel(100, tokens_per_char=1.0, overhead=0)
+    short, long = _chat("call probe_ack"), _chat("call probe_ack " + "x" * 200)
+    assert model.respond("/v1/chat/completions", short)[1]["choices"][0]["message"]["tool_calls"]
+    assert "tool_calls" not in model.respond("/v1/chat/completions", long)[1]["choices"][0]["message"]
+    control = _chat(CONTROL_MARK + " now.")
+    assert "tool_calls" not in model.respond("/v1/chat/completions", control)[1]["choices"][0]["message"]
+
+
+def test_identical_repeat_reports_cache_and_overlong_is_llamacpp_400() -> None:
+    model = ThresholdModel(100, n_ctx=100, tokens_per_char=1.0, overhead=0)
+    first = model.respond("/v1/chat/completions", _chat("hi"))[1]
+    second = model.respond("/v1/chat/completions", _chat("hi"))[1]
+    assert first["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    assert second["usage"]["prompt_tokens_details"]["cached_tokens"] == second["usage"]["prompt_tokens"] - 1
+    status, body = model.respond("/v1/chat/completions", _chat("y" * 200))
+    assert status == 400 and body["error"]["type"] == "exceed_context_size_error"
+
+
+def test_loopback_serves_the_same_model() -> None:
+    model = ThresholdModel(100)
+    with loopback(model) as url:
+        props = httpx.get(url.removesuffix("/v1") + "/props", trust_env=False).json()
+        reply = httpx.post(url + "/chat/completions", content=_chat("call probe_ack"), trust_env=False)
+    assert props["default_generation_settings"]["n_ctx"] == model.declared
+    assert reply.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "probe_ack"
