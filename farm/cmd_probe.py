@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _progress(event: dict[str, Any]) -> None:
+def print_progress(event: dict[str, Any]) -> None:
     stage = event["stage"]
     if stage == "metadata":
         print(f"metadata: declared window {event['declared_window']} ({event['source']}); "
@@ -106,7 +106,7 @@ async def _run(spec: str, base_url: str | None, key: ProfileKey, settings: Probe
         if base_url:
             kwargs["base_url"] = base_url
         provider, _model = make(spec, client, **kwargs)
-        return await ProbeRunner(provider, key, settings=settings, on_progress=_progress).run()
+        return await ProbeRunner(provider, key, settings=settings, on_progress=print_progress).run()
 
 
 def ladder_rows(report: ProbeReport) -> list[dict[str, Any]]:

@@ -1,9 +1,13 @@
 """The main job: what `vak run` (the README's first command) does on embedded defaults.
 
-Starts a local Ray on 127.0.0.1, opens the ledger in a local folder through its LedgerActor,
-writes a realistic agent session from the project's session generator, verifies the hash chain,
-and prints a summary. Later stages add the local model's measured profile, the session's turns,
-cards and digests, and the plans under two profiles.
+1. Starts a local Ray on 127.0.0.1 and opens the ledger in a local folder through its LedgerActor.
+2. Starts the bundled local model (SmolLM2-135M on llama.cpp, 127.0.0.1), runs the quick probe ladder
+   against it, prints the measured CapacityProfile, and records the probe and the profile in the ledger.
+3. Writes a realistic agent session from the project's session generator, verifies the hash chain, and
+   prints a summary (sessions, turns, entries by kind, bytes, head).
+4. Reads the session back: its turns, cards and digests.
+5. Plans the session under the local model's measured profile and under a large (frontier) profile,
+   side by side: which turns are Full, cards or packet, and the tokens of each.
 """
 
 from __future__ import annotations
@@ -17,7 +21,10 @@ DEFAULT_LEDGER = Path("vak-data") / "ledger"
 
 
 def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 7,
-                 session: str | None = None, out: Callable[[str], None] = print) -> dict[str, Any]:
+                 session: str | None = None, out: Callable[[str], None] = print,
+                 local_model: str | None = "smollm2", local_base_url: str | None = None) -> dict[str, Any]:
+    """Run the main job. ``local_model=None`` skips the probe (and plans under a metadata-only profile);
+    ``local_base_url`` probes an already running server instead of starting one."""
     from farm.localray import start_local_ray
 
     t0 = time.perf_counter()
@@ -33,9 +40,13 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
     session = session or time.strftime("demo-%Y%m%d-%H%M%S")
     out(f"vak: ledger at {ledger.resolve()}; writing session {session!r} ({turns} turns) through the LedgerActor")
 
-    def append(payload: Any, blob: bytes | None) -> str:
-        return str(ray.get(actor.append.remote(session, [payload], None, [blob]))[0])
+    written: list[str] = []
 
+    def append(payload: Any, blob: bytes | None) -> str:
+        written.append(str(ray.get(actor.append.remote(session, [payload], None, [blob]))[0]))
+        return written[-1]
+
+    profile = measure_profile(local_model, local_base_url, append, out)
     gen = generate_session(seed=seed, turns=turns, append=append)
     report = ray.get(actor.verify.remote())
     ray.get(actor.checkpoint.remote())  # seal segments so plain Arrow readers see everything
@@ -43,19 +54,85 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
     summary = {
         "ledger": str(ledger.resolve()),
         "session": session,
-        "written": len(gen.ids),
+        "written": len(written),
         "turns": gen.turns,
         "verify": report,
         "stats": stats,
         "head": stats["heads"][session],
-        "seconds": round(time.perf_counter() - t0, 2),
+        "profile": profile,
+        "seconds": 0.0,
     }
     out(render_summary(summary))
     if not report["ok"]:
         raise SystemExit(f"vak: verify failed: {report['first_bad']}")
     out(_section("the session's turns, cards and digests (read back from the ledger)"))
     out(session_report(ledger, session))
+    out(_section("the same session planned for two models"))
+    out(plans_report(ledger, session, profile))
+    summary["seconds"] = round(time.perf_counter() - t0, 2)
+    out(f"\ndone in {summary['seconds']} s")
     return summary
+
+
+def measure_profile(model: str | None, base_url: str | None, append: Callable[[Any, bytes | None], str],
+                    out: Callable[[str], None]) -> Any:
+    """Probe the bundled local model (quick ladder) and record the probe and the profile in the ledger."""
+    from context.capacity import ProfileKey, describe, metadata_profile, to_record
+    from context.messages import ModelContext
+
+    if model is None:
+        return metadata_profile(ProfileKey("local", "none", ""),
+                                ModelContext(provider="local", model="none", declared_window=8192,
+                                             source="no local model (--no-model)"), now=time.time())
+    import asyncio
+
+    from agent.probe import probe_local
+
+    out(_section(f"measuring the local model ({model}) with the quick probe ladder"))
+    from farm.cmd_probe import print_progress
+
+    report = asyncio.run(probe_local(model, base_url=base_url, on_progress=print_progress))
+    append(report.activity(), None)
+    append(to_record(report.profile), None)
+    out(describe(report.profile))
+    return report.profile
+
+
+def large_profile(tokens_per_char: float) -> Any:
+    """A frontier-sized profile (200k window, well measured) to plan the same session against."""
+    from context.capacity import (
+        CacheBehaviour,
+        CapacityProfile,
+        Ewma,
+        Horizon,
+        ProbeProvenance,
+        ProfileKey,
+    )
+
+    return CapacityProfile(
+        key=ProfileKey("frontier", "large-200k", ""), declared_window=200_000, verified_window=None,
+        instruction_horizon=Horizon(tokens=160_000, confidence=0.9, last_confirmed=0.0),
+        tokens_per_char=Ewma(tokens_per_char, 1), prefill_tps=None, cache=CacheBehaviour.PROVIDER_REPORTED,
+        output_reserve=8_192, provenance=ProbeProvenance(source="metadata", signals=("illustrative frontier profile",)),
+    )
+
+
+SYSTEM_PROMPT = (
+    "You are a research and coding agent. Use the tools to find evidence before you answer; answer with a "
+    "card when a card type fits. Earlier turns may be shown as cards or a summary: call recall to expand them."
+)
+
+
+def plans_report(ledger: Path, session: str, profile: Any) -> str:
+    from context.cards import card_tools
+    from context.evidence import RECALL_TOOL
+    from farm.plan_report import plan_report
+    from storage.ledger import LedgerStore
+
+    tools = (RECALL_TOOL, *card_tools())
+    profiles = {"local (measured)": profile, "frontier (200k)": large_profile(profile.tokens_per_char.value)}
+    with LedgerStore(ledger, readonly=True) as store:
+        return plan_report(store, session, profiles, system=SYSTEM_PROMPT, tools=tools)
 
 
 def _section(title: str) -> str:
@@ -85,5 +162,4 @@ def render_summary(s: dict[str, Any]) -> str:
     ]
     width = max(len(k) for k in st["by_kind"]) if st["by_kind"] else 4
     lines += [f"  {k:<{width}}  {n:>6}" for k, n in st["by_kind"].items()]
-    lines.append(f"\ndone in {s['seconds']} s")
     return "\n".join(lines)

@@ -17,16 +17,26 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.ray
-def test_main_job_writes_verifies_and_summarises(ray_cluster: Any, tmp_path: Path) -> None:
+@pytest.mark.live
+def test_main_job_writes_verifies_and_summarises(ray_cluster: Any, local_model: Any, tmp_path: Path) -> None:
     lines: list[str] = []
-    summary = run_main_job(tmp_path / "ledger", turns=6, seed=3, session="job", out=lines.append)
+    summary = run_main_job(tmp_path / "ledger", turns=6, seed=3, session="job", out=lines.append,
+                           local_base_url=local_model.base_url)
     text = "\n".join(lines)
     assert summary["verify"]["ok"]
     assert summary["stats"]["by_kind"]["directive"] == 6
     assert summary["head"] in text and "entries by kind" in text and "turn_card" in text
+    # the local model was measured, and the probe and its profile are in the ledger
+    assert "capacity profile local:smollm2" in text and "instruction horizon" in text
+    assert summary["stats"]["by_kind"]["capacity_profile"] == 2  # the measured one and the generator's
+    # the session was read back (turns, cards, digests) and planned for two models side by side
+    assert "── turn 6" in text and "[evidence:" in text
+    assert "local (measured)" in text and "frontier (200k)" in text and "budget" in text
     with LedgerStore(tmp_path / "ledger", readonly=True) as store:  # what the job wrote is on disk
         assert store.head("job") == summary["head"]
         assert store.count("job") == summary["written"]
+        kinds = [e.kind for e in store.entries("job", 0, 2)]
+        assert kinds == ["activity", "capacity_profile"]
 
 
 def _vak(*args: str) -> subprocess.CompletedProcess[str]:
