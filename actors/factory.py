@@ -17,6 +17,20 @@ from actors.ledger import LedgerActor
 NAMESPACE = "vak"
 
 
+def _detached(cls: type, name: str, namespace: str, **options: Any) -> Any:
+    """``ray.remote(cls)`` as a named, detached, restartable actor, got if it already exists.
+
+    Every actor here keeps its state on disk (the ledger, the card index), so a restart rereads it
+    (``max_restarts=-1``). Calls are never retried (``max_task_retries=0``): an append that died with
+    the actor may or may not be durable, and only the caller can decide to resend. ``num_cpus=0``:
+    they wait on disks and model servers, not on a core.
+    """
+    return ray.remote(cls).options(
+        name=name, namespace=namespace, lifetime="detached", get_if_exists=True,
+        max_restarts=-1, max_task_retries=0, num_cpus=0, **options,
+    )
+
+
 def ledger_actor_name(root: str | os.PathLike[str]) -> str:
     """One LedgerActor per ledger folder, named after the folder's resolved path."""
     real = os.path.realpath(os.fspath(root))
@@ -26,22 +40,8 @@ def ledger_actor_name(root: str | os.PathLike[str]) -> str:
 def ledger_actor(root: str | os.PathLike[str], *, namespace: str = NAMESPACE) -> Any:
     """Get or create the detached LedgerActor that owns ``root``."""
     root = os.path.realpath(os.fspath(root))
-    return (
-        ray.remote(LedgerActor)
-        .options(
-            name=ledger_actor_name(root),
-            namespace=namespace,
-            lifetime="detached",
-            get_if_exists=True,
-            # A restart reopens the folder from disk. Calls are not retried: an append that died
-            # with the actor may or may not be durable, and only the caller can decide to resend.
-            max_restarts=-1,
-            max_task_retries=0,
-            max_concurrency=256,  # an async actor: concurrent calls are coroutines
-            num_cpus=0,
-        )
-        .remote(root)
-    )
+    # An async actor: concurrent appends are coroutines sharing group commits.
+    return _detached(LedgerActor, ledger_actor_name(root), namespace, max_concurrency=256).remote(root)
 
 
 def get_ledger_actor(root: str | os.PathLike[str], *, namespace: str = NAMESPACE) -> Any:
@@ -66,19 +66,7 @@ def evidence_actor(
     from actors.evidence import EvidenceActor  # imported here: it pulls in the pure engine and whoosh
 
     root = os.path.realpath(os.fspath(root))
-    return (
-        ray.remote(EvidenceActor)
-        .options(
-            name=evidence_actor_name(root),
-            namespace=namespace,
-            lifetime="detached",
-            get_if_exists=True,
-            max_restarts=-1,  # state is the ledger and the card index on disk; a restart rereads them
-            max_task_retries=0,
-            num_cpus=0,
-        )
-        .remote(root, ledger, tokens_per_char)
-    )
+    return _detached(EvidenceActor, evidence_actor_name(root), namespace).remote(root, ledger, tokens_per_char)
 
 
 def probe_actor_name(root: str | os.PathLike[str]) -> str:
@@ -97,20 +85,9 @@ def probe_actor(
     from actors.probe import ProbeActor  # imported here: it pulls in the providers and the probe runner
 
     root = os.path.realpath(os.fspath(root))
-    return (
-        ray.remote(ProbeActor)
-        .options(
-            name=probe_actor_name(root),
-            namespace=namespace,
-            lifetime="detached",
-            get_if_exists=True,
-            # A restart loses only in-flight probes; profiles are reread from the ledger.
-            max_restarts=-1,
-            max_task_retries=0,
-            max_concurrency=64,
-            num_cpus=0,
-        )
-        .remote(ledger_root=root, session=session, config=config)
+    # A restart loses only in-flight probes; profiles are reread from the ledger.
+    return _detached(ProbeActor, probe_actor_name(root), namespace, max_concurrency=64).remote(
+        ledger_root=root, session=session, config=config
     )
 
 
@@ -131,16 +108,4 @@ def planner_actor(
     from actors.planner import PlannerActor  # imported here: it pulls in the pure engine
 
     root = os.path.realpath(os.fspath(root))
-    return (
-        ray.remote(PlannerActor)
-        .options(
-            name=planner_actor_name(root),
-            namespace=namespace,
-            lifetime="detached",
-            get_if_exists=True,
-            max_restarts=-1,  # state is the ledger (plans included); a restart rereads it
-            max_task_retries=0,
-            num_cpus=0,
-        )
-        .remote(root, ledger, tokens_per_char)
-    )
+    return _detached(PlannerActor, planner_actor_name(root), namespace).remote(root, ledger, tokens_per_char)

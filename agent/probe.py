@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import random
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -260,6 +261,7 @@ class ProbeReport:
     started_at: float
     finished_at: float
     requests: int
+    salt: str = ""  # the prompt salt of this run: with it, every request can be rebuilt exactly
 
     def activity(self) -> Activity:
         """The ``capacity.probe`` activity: enough to reconstruct every verdict."""
@@ -270,6 +272,7 @@ class ProbeReport:
                         "quantisation": self.key.quantisation},
                 "metadata": self.metadata.model_dump(mode="json"),
                 "settings": {k: v for k, v in self.settings.__dict__.items()},
+                "salt": self.salt,
                 "cache": None if self.cache is None else {
                     "behaviour": self.cache.behaviour.value, "signal": self.cache.signal,
                     "first_ms": round(self.cache.first_ms, 1), "second_ms": round(self.cache.second_ms, 1),
@@ -297,11 +300,17 @@ def _nonce(target: int, salt: str) -> str:
     return blake3.blake3(f"{salt}:{target}".encode()).hexdigest()[:6]
 
 
+# Fewer freshly evaluated tokens than this time mostly the request overhead, not prefill.
+MIN_PREFILL_SAMPLE_TOKENS = 64
+
+
 class ProbeRunner:
     """Runs the probe for one (provider, model) through its adapter. See the module docstring.
 
-    ``salt`` (empty for a real probe) goes at the head of every prompt and into the nonces, so a
-    salted runner shares no cached prefix with any other (the cost benchmark runs ladders side by side).
+    ``salt`` goes at the head of every prompt and into the nonces, so this run shares no cached prefix
+    with any earlier probe of the same server: each rung's first sample is a true cache miss (that is
+    where prefill speed is learned) and only samples 2 and 3 ride the cache. None draws a fresh one;
+    the cost benchmark passes its own to run ladders side by side.
     """
 
     def __init__(
@@ -312,14 +321,14 @@ class ProbeRunner:
         settings: ProbeSettings | None = None,
         on_progress: Progress | None = None,
         clock: Callable[[], float] = time.time,
-        salt: str = "",
+        salt: str | None = None,
     ) -> None:
         self.provider = provider
         self.key = key
         self.settings = settings or ProbeSettings()
         self.on_progress = on_progress or (lambda _event: None)
         self.clock = clock
-        self.salt = salt
+        self.salt = secrets.token_hex(4) if salt is None else salt
         self.tpc = Ewma(PRIOR_TOKENS_PER_CHAR, 0)  # for this content, from the provider's usage
         self.prefill: Ewma | None = None
         self.requests = 0
@@ -351,7 +360,8 @@ class ProbeRunner:
             cache=cache, protocol_asked=self.settings.protocol,
         )
         self.on_progress({"stage": "done", "horizon": ladder.horizon_tokens, "passed_any": ladder.passed_any})
-        return ProbeReport(self.key, profile, metadata, ladder, cache, self.settings, started, now, self.requests)
+        return ProbeReport(self.key, profile, metadata, ladder, cache, self.settings, started, now, self.requests,
+                           self.salt)
 
     def sizing(self) -> tuple[float, float]:
         """(overhead tokens, tokens per char) for sizing histories: a least-squares line through the
@@ -447,11 +457,18 @@ class ProbeRunner:
         if prompt > 0 and chars > 0:
             self.tpc = self.tpc.update(prompt / chars)
             self.observations.append((chars, prompt))
-        if result.usage.cache_read_tokens == 0 and prompt > 0:
-            prefill_ms = _prefill_ms(result)
+        tps: float | None = None
+        evaluated, eval_ms = _timing(result, "prompt_n"), _timing(result, "prompt_ms")
+        if evaluated is not None and evaluated >= MIN_PREFILL_SAMPLE_TOKENS and eval_ms:
+            # The server says how many tokens it actually prefilled and how long that took: exact
+            # even when a few leading template tokens came from its cache.
+            tps = evaluated / (eval_ms / 1000.0)
+        elif result.usage.cache_read_tokens == 0 and prompt > 0:
+            prefill_ms = _prefill_ms(result)  # otherwise only cache-miss requests say anything (spec §1)
             if prefill_ms:
                 tps = prompt / (prefill_ms / 1000.0)
-                self.prefill = self.prefill.update(tps) if self.prefill else Ewma(tps, 1)
+        if tps is not None:
+            self.prefill = self.prefill.update(tps) if self.prefill else Ewma(tps, 1)
 
     async def cache_rung(self, target: int) -> CacheVerdict:
         """Two identical requests behind a fresh (salted) prefix; also calibrates tokens per char."""
