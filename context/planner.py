@@ -435,7 +435,10 @@ def plan(
         "state": asdict(state_in),
         "head": index.head,
         "turns": len(index.turns),
-        "sizes": _columns_digest(ids[start:end], w.full, w.card, w.ev_chars, w.ev_items),
+        "sizes": (sizes.memo(("digest", tpc, start, end), lambda: _columns_digest(
+            ids[start:end], w.full, w.card, w.ev_chars, w.ev_items))
+            if isinstance(sizes, TurnTable) and _table_matches(sizes, w.turns, start)
+            else _columns_digest(ids[start:end], w.full, w.card, w.ev_chars, w.ev_items)),
         "relevance": _digest_lines(f"{w.turns[i].id} {r!r}" for i, r in sorted(w.relevance.items())),
     }
     result = Plan(
@@ -510,11 +513,14 @@ def _work(
 ) -> _Work:
     turns = index.turns[start:end]
     full_c, card_c, ev_chars, ev_items = _size_rows(index, turns, start, sizes)
-    ceil = math.ceil
-    full = [ceil(c * tpc) for c in full_c]
-    card = [ceil(c * tpc) for c in card_c]
-    return _Work(turns, full, card, list(map(min, full, card)), ev_chars, ev_items, {}, None,
-                 ["p"] * len(turns), set())
+    if isinstance(sizes, TurnTable) and _table_matches(sizes, turns, start):
+        full, card, cheap = sizes.tokens(tpc, start, end)  # memoised between plans
+    else:
+        ceil = math.ceil
+        full = [ceil(c * tpc) for c in full_c]
+        card = [ceil(c * tpc) for c in card_c]
+        cheap = list(map(min, full, card))
+    return _Work(turns, full, card, cheap, ev_chars, ev_items, {}, None, ["p"] * len(turns), set())
 
 
 def _position(index: TurnIndex, turn_id: str, first: int) -> int | None:

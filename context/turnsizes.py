@@ -159,7 +159,29 @@ class TurnTable:
     evidence_chars: list[int] = field(default_factory=list)
     evidence_items: list[int] = field(default_factory=list)
 
+    # Token columns (and their digest) for a given tokens-per-char, memoised between plans: the
+    # table changes only when a turn does, and then the memo is dropped. Never mutate what it returns.
+    _memo: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def tokens(self, tpc: float, start: int, stop: int) -> tuple[list[int], list[int], list[int]]:
+        """(full, card, cheapest) tokens of rows ``start..stop`` at ``tpc`` tokens per character."""
+        key = ("tokens", tpc, start, stop)
+        hit = self._memo.get(key)
+        if hit is None:
+            ceil = math.ceil
+            full = [ceil(c * tpc) for c in self.full_chars[start:stop]]
+            card = [ceil(c * tpc) for c in self.card_chars[start:stop]]
+            hit = self._memo[key] = (full, card, list(map(min, full, card)))
+        return hit
+
+    def memo(self, key: tuple[Any, ...], make: Any) -> Any:
+        """A value derived from the table, computed once until the table changes."""
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
+
     def set(self, position: int, turn_id: str, size: TurnSize) -> None:
+        self._memo.clear()
         if position == len(self.ids):
             for column, value in zip(self._columns(), (turn_id, *size_values(size)), strict=True):
                 column.append(value)
