@@ -56,6 +56,7 @@ from vak.names import check_name
 Payload = BaseModel | dict[str, Any]
 DEFAULT_MAX_SEGMENT_BYTES = 256 * 1024 * 1024
 COMMIT_GATHER_S = 0.002  # the longest a commit waits for writers that were recently active
+PEAK_DECAY = 0.9  # per commit: a writer that left stops being waited for within a few dozen commits
 
 
 def _now_us() -> int:
@@ -441,7 +442,7 @@ class LedgerStore:
                 self._index_committed(s, group.entries, loc)
                 s.inflight -= group.appends
                 # decay the peak so a writer that left stops being waited for
-                s.peak_inflight = max(float(s.inflight), s.peak_inflight * 0.9)
+                s.peak_inflight = max(float(s.inflight), s.peak_inflight * PEAK_DECAY)
                 s.cond.notify_all()
             group.finish()
 
