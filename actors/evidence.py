@@ -13,59 +13,19 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
 from typing import Any
 
+from actors.ledger_client import LedgerClient
 from agent.presentations import card_results, plan_cards
 from context.evidence import RecallError, body_text, parse_recall_args, recall_slice, window
 from context.render import EvidenceInfo, evidence_info, record_text, render_turn
 from context.turncard import Outcome, build_card, render_card
 from context.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
-from events.envelope import Mapper, StoredEntry
+from events.envelope import Mapper
 from events.payloads import EvidenceBody, ReadingKey, ToolResult
 from storage.cardindex import CardIndex, card_doc, embedder_from_config
-from storage.ledger import LedgerStore
 from vak.config import VakConfig
 from vak.errors import InvalidInput, VakError
-
-
-class _Ledger:
-    """The few ledger calls the actor makes, on a LedgerStore or a LedgerActor handle."""
-
-    store: LedgerStore | None
-
-    def __init__(self, root: str, handle: Any = None) -> None:
-        # A LedgerStore passed in is used as is (a process that already holds the folder's writer).
-        self.handle = None if isinstance(handle, LedgerStore) else handle
-        self.store = (
-            handle if isinstance(handle, LedgerStore) else LedgerStore(root) if handle is None else None
-        )
-
-    def _call(self, name: str, *args: Any) -> Any:
-        if self.store is not None:
-            return getattr(self.store, name)(*args)
-        import ray
-
-        return ray.get(getattr(self.handle, name).remote(*args))
-
-    def append(
-        self, session: str, payloads: Sequence[Any], blobs: Sequence[bytes | None] | None = None
-    ) -> list[str]:
-        if self.store is not None:
-            return self.store.append(session, payloads, blobs=blobs)
-        return list(self._call("append", session, list(payloads), None, list(blobs) if blobs else None))
-
-    def head(self, session: str) -> str | None:
-        return self._call("head", session)
-
-    def get(self, entry_id: str) -> StoredEntry:
-        return self._call("get", entry_id)
-
-    def entries(self, session: str, start: int) -> list[StoredEntry]:
-        return self._call("entries", session, start, None)
-
-    def chain_to_root(self, entry_id: str) -> list[StoredEntry]:
-        return self._call("chain_to_root", entry_id)
 
 
 class EvidenceActor:
@@ -81,7 +41,7 @@ class EvidenceActor:
         config: VakConfig | None = None,
     ) -> None:
         self.root = root
-        self.ledger = _Ledger(root, ledger)
+        self.ledger = LedgerClient(root, ledger)
         self.cards = CardIndex(root, embedder=embedder_from_config(config))
         self.tokens_per_char = tokens_per_char
         self.mapper = Mapper()

@@ -17,46 +17,14 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from actors.ledger_client import LedgerClient
 from agent.request import SessionView, plan_record
 from context.capacity import CapacityProfile, from_record
 from context.planner import PlannerState
 from context.turns import DEFAULT_TOKENS_PER_CHAR
-from events.envelope import Mapper, StoredEntry
+from events.envelope import Mapper
 from events.payloads import CapacityProfileRecord, PlanRecord
-from storage.ledger import LedgerStore
 from vak.errors import InvalidInput
-
-
-class _Ledger:
-    """The ledger calls the actor makes, on a LedgerStore or a LedgerActor handle."""
-
-    def __init__(self, root: str, handle: Any = None) -> None:
-        self.handle = handle
-        self.store = LedgerStore(root) if handle is None else None
-
-    def _call(self, name: str, *args: Any) -> Any:
-        if self.store is not None:
-            return getattr(self.store, name)(*args)
-        import ray
-
-        return ray.get(getattr(self.handle, name).remote(*args))
-
-    def append(self, session: str, payloads: Sequence[Any]) -> list[str]:
-        if self.store is not None:
-            return self.store.append(session, payloads)
-        return list(self._call("append", session, list(payloads), None, None))
-
-    def head(self, session: str) -> str | None:
-        return self._call("head", session)
-
-    def get(self, entry_id: str) -> StoredEntry:
-        return self._call("get", entry_id)
-
-    def entries(self, session: str, start: int) -> list[StoredEntry]:
-        return self._call("entries", session, start, None)
-
-    def chain_to_root(self, entry_id: str) -> list[StoredEntry]:
-        return self._call("chain_to_root", entry_id)
 
 
 def as_profile(profile: CapacityProfile | CapacityProfileRecord | Mapping[str, Any]) -> CapacityProfile:
@@ -73,7 +41,7 @@ def as_profile(profile: CapacityProfile | CapacityProfileRecord | Mapping[str, A
 class PlannerActor:
     def __init__(self, root: str, ledger: Any = None, tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR) -> None:
         self.root = root
-        self.ledger = _Ledger(root, ledger)
+        self.ledger = LedgerClient(root, ledger)
         self.tokens_per_char = tokens_per_char
         self.mapper = Mapper()
         self._views: dict[str, tuple[SessionView, int]] = {}  # session -> (view, entries folded in)
