@@ -41,7 +41,7 @@ import json
 import math
 import re
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from typing import Any, Literal, NamedTuple
@@ -274,8 +274,12 @@ def _turn_json(t: PlannedTurn) -> dict[str, Any]:
     }
 
 
-def _digest_lines(lines: Iterable[str]) -> str:
-    return blake3.blake3("\n".join(lines).encode()).hexdigest()
+def _relevance_digest(w: _Work) -> str:
+    """The scored turns' ids, then their normalised scores as float64 bytes, in turn order."""
+    items = sorted(w.relevance.items())
+    h = blake3.blake3("\n".join(w.turns[i].id for i, _ in items).encode())
+    h.update(array("d", [r for _, r in items]).tobytes())
+    return h.hexdigest()
 
 
 def _plan_digest(p: Plan) -> str:
@@ -439,7 +443,7 @@ def plan(
             ids[start:end], w.full, w.card, w.ev_chars, w.ev_items))
             if isinstance(sizes, TurnTable) and _table_matches(sizes, w.turns, start)
             else _columns_digest(ids[start:end], w.full, w.card, w.ev_chars, w.ev_items)),
-        "relevance": _digest_lines(f"{w.turns[i].id} {r!r}" for i, r in sorted(w.relevance.items())),
+        "relevance": _relevance_digest(w),
     }
     result = Plan(
         model=str(profile.key),
@@ -593,7 +597,9 @@ def _fill(index: TurnIndex, w: _Work, budget: int, tpc: float) -> tuple[PacketPl
     special = {*w.relevance, *([w.anaphora] if w.anaphora is not None else [])}
     an, fid = w.anaphora, w.fid
     keyed = [(-1.0 / (n - i), i != an, -i, i) for i in range(keep_from, n) if fid[i] == "c" and i not in special]
-    keyed += [(-w.value(i), i != an, -i, i) for i in special if fid[i] == "c" or (fid[i] == "p" and i < keep_from)]
+    rel = w.relevance  # value(i) inlined: this runs for every scored turn of every plan
+    keyed += [(-max(1.0 / (n - i), rel.get(i, 0.0), 1.0 if i == an else 0.0), i != an, -i, i)
+              for i in special if fid[i] == "c" or (fid[i] == "p" and i < keep_from)]
     keyed.sort()
     for *_key, i in keyed:
         if left <= 0:
