@@ -42,7 +42,7 @@ import math
 import re
 from array import array
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any, Literal, NamedTuple
 
@@ -254,10 +254,10 @@ class Plan:
             "directive": self.directive,
             "current_ordinal": self.current_ordinal,
             "turns": [_turn_json(t) for t in self.turns] if turns else None,
-            "packet": asdict(self.packet) if self.packet else None,
+            "packet": _flat(self.packet) if self.packet else None,
             "packet_range": list(self.packet_range) if self.packet_range else None,
-            "budget": asdict(self.budget) | {"history": self.budget.history, "left": self.budget.left},
-            "state": asdict(self.state),
+            "budget": _flat(self.budget) | {"history": self.budget.history, "left": self.budget.left},
+            "state": _flat(self.state),
             "refers_back": self.refers_back,
             "rescue": self.rescue,
             "rescue_reason": self.rescue_reason,
@@ -272,6 +272,11 @@ def _turn_json(t: PlannedTurn) -> dict[str, Any]:
         "full_tokens": t.full_tokens, "card_tokens": t.card_tokens, "value": t.value, "recency": t.recency,
         "relevance": t.relevance, "anaphora": t.anaphora, "retrieved": t.retrieved,
     }
+
+
+def _flat(obj: Any) -> dict[str, Any]:
+    """``dataclasses.asdict`` for the plan's flat records (scalar fields only), without its deep copy."""
+    return {f.name: getattr(obj, f.name) for f in fields(obj)}
 
 
 def _relevance_digest(w: _Work) -> str:
@@ -436,7 +441,7 @@ def plan(
         "prefix_tokens": prefix,
         "tail_tokens": tail,
         "reading_terms": list(reading_terms),
-        "state": asdict(state_in),
+        "state": _flat(state_in),
         "head": index.head,
         "turns": len(index.turns),
         "sizes": (sizes.memo(("digest", tpc, start, end), lambda: _columns_digest(
