@@ -31,6 +31,19 @@ _encoder = json.JSONEncoder(
 )
 
 
+def _reject(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+# The C scanner behind json.dumps, built once: JSONEncoder.encode builds a new one per call, which
+# costs as much as encoding a small payload. No circular check: pydantic's dumps are trees.
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)  # not in typeshed; None without _json
+_c_encode: Any = (
+    _c_make_encoder(None, _reject, json.encoder.encode_basestring, None, ":", ",", True, False, False)
+    if _c_make_encoder is not None else None
+)
+
+
 def _normalise(value: Any, path: str) -> Any:
     """Check a value is canonical-encodable and normalise -0.0; returns a JSON-ready value."""
     if value is None or isinstance(value, bool | int | str):
@@ -76,7 +89,10 @@ def encode_str_keyed(value: Any) -> bytes:
     (NaN, a lone surrogate, -0.0, a non-JSON type), so both paths give the same bytes.
     """
     try:
-        text = _encoder.encode(value)
+        if _c_encode is not None and type(value) is dict:
+            text = "".join(_c_encode(value, 0))
+        else:
+            text = _encoder.encode(value)
         data = text.encode("utf-8")
     except (ValueError, TypeError, UnicodeEncodeError):
         return encode(value)

@@ -82,8 +82,8 @@ def header_bytes(
     Equal to ``canonical.encode({...})`` (a test checks it): every field is an int, a hex id, or a
     name that needs no escaping. Anything else falls back to the general encoder.
     """
-    if _PLAIN.match(session) and _PLAIN.match(kind) and (parent is None or _PLAIN.match(parent)) and (
-        blob_info is None or (set(blob_info) == {"blake3", "len"} and _PLAIN.match(blob_info["blake3"]))
+    if _plain(session) and _plain(kind) and (parent is None or _plain(parent)) and (
+        blob_info is None or (set(blob_info) == {"blake3", "len"} and _plain(blob_info["blake3"]))
     ) and type(seq) is int and type(time_us) is int and type(v) is int:
         blob = "null" if blob_info is None else f'{{"blake3":"{blob_info["blake3"]}","len":{int(blob_info["len"])}}}'
         par = "null" if parent is None else f'"{parent}"'
@@ -95,6 +95,12 @@ def header_bytes(
 
 
 _PLAIN = re.compile(r"^[A-Za-z0-9._-]*$")
+
+
+def _plain(text: object) -> bool:
+    """True when ``text`` is a str JSON writes unescaped: letters, digits, '.', '_', '-'."""
+    # isalnum() alone would pass non-ASCII letters; hex ids and most names take this fast branch.
+    return type(text) is str and text.isascii() and (text.isalnum() or _PLAIN.match(text) is not None)
 
 
 # ------------------------------------------------------------------ schema versions and upcasters
@@ -148,6 +154,8 @@ def upcast(kind: str, version: int, payload: dict[str, Any]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ the mapper
 
+_MODEL_TYPES = frozenset(PAYLOAD_TYPES.values())
+
 
 class Mapper:
     """Payload models <-> stored entries."""
@@ -157,8 +165,10 @@ class Mapper:
 
     def validate(self, payload: BaseModel | dict[str, Any]) -> BaseModel:
         """Accept a payload model or a plain dict; return the validated model."""
+        if type(payload) in _MODEL_TYPES:
+            return payload  # type: ignore[return-value]
         if isinstance(payload, BaseModel):
-            if type(payload) not in PAYLOAD_TYPES.values():
+            if type(payload) not in _MODEL_TYPES:
                 raise UnknownKind(type(payload).__name__, list(KINDS))
             return payload
         if not isinstance(payload, dict):

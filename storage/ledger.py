@@ -14,6 +14,7 @@ tail and recording the truncation as an ``activity`` entry.
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import fcntl
 import os
@@ -32,6 +33,7 @@ from events.envelope import CURRENT_VERSION, LedgerLimits, Mapper, StoredEntry, 
 from events.payloads import Activity
 from storage.segments import (
     SegmentWriter,
+    batch_offsets,
     from_batch,
     list_segments,
     open_name,
@@ -39,6 +41,7 @@ from storage.segments import (
     rewrite_sealed,
     scan_segment,
     sealed_name,
+    stale_tails,
     to_batch,
 )
 from storage.verify import VerifyReport, verify_session
@@ -81,23 +84,35 @@ class _BatchLoc:
     rows: int
 
 
-@dataclass
 class _Group:
     """Entries that go to disk together: one record batch, one fsync."""
 
-    entries: list[StoredEntry] = field(default_factory=list)
-    done: threading.Event = field(default_factory=threading.Event)
-    error: BaseException | None = None
-    appends: int = 0  # how many append calls share this group
-    futures: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = field(default_factory=list)
+    __slots__ = ("appends", "entries", "error", "futures", "waiters")
+
+    def __init__(self) -> None:
+        self.entries: list[StoredEntry] = []
+        self.error: BaseException | None = None
+        self.appends = 0  # how many append calls share this group
+        # A held lock per blocked thread, released by finish(): each waiter wakes on its own lock
+        # instead of all of them re-acquiring one condition's lock in turn.
+        self.waiters: list[Any] = []
+        self.futures: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+
+    def add_waiter(self, fut: asyncio.Future[None] | None) -> Any:
+        """Register the caller (under the session lock, before the committer can take the group)."""
+        if fut is not None:
+            self.futures.setdefault(fut.get_loop(), []).append(fut)
+            return None
+        lock = _thread.allocate_lock()
+        lock.acquire()
+        self.waiters.append(lock)
+        return lock
 
     def finish(self, error: BaseException | None = None) -> None:
         self.error = error
-        self.done.set()
-        by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
-        for loop, fut in self.futures:
-            by_loop.setdefault(loop, []).append(fut)
-        for loop, futs in by_loop.items():  # one wake-up per event loop, not per waiter
+        for lock in self.waiters:
+            lock.release()
+        for loop, futs in self.futures.items():  # one wake-up per event loop, not per waiter
             loop.call_soon_threadsafe(_settle, futs, error)
 
 
@@ -176,6 +191,9 @@ class LedgerStore:
 
     def _session(self, name: str, *, create: bool = False) -> _Session:
         self._check_open()
+        s = self._sessions.get(name)  # the hot path: a dict read needs no lock
+        if s is not None:
+            return s
         with self._lock:
             s = self._sessions.get(name)
             if s is not None:
@@ -218,6 +236,9 @@ class LedgerStore:
 
     def _load(self, s: _Session) -> None:
         torn_reports: list[dict[str, Any]] = []
+        if not self.readonly:
+            for tail in stale_tails(s.dir):  # an interrupted seal: the sealed copy is complete
+                tail.unlink()
         for number, path, sealed in list_segments(s.dir):
             scanned = scan_segment(path, number, sealed)
             if not sealed and not self.readonly:
@@ -316,7 +337,7 @@ class LedgerStore:
             raise ValueError("blobs must have one item per payload")
         s = self._session(session, create=True)
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        group, new = self._enqueue(s, payloads, parent, blobs, fut)
+        group, new, _ = self._enqueue(s, payloads, parent, blobs, fut)
         if not new:
             return []
         try:
@@ -333,10 +354,10 @@ class LedgerStore:
     def _append_locked_session(
         self, s: _Session, payloads: Sequence[Payload], parent: str | None, blobs: Sequence[bytes | None] | None
     ) -> list[str]:
-        group, new = self._enqueue(s, payloads, parent, blobs, None)
+        group, new, lock = self._enqueue(s, payloads, parent, blobs, None)
         if not new:
             return []
-        group.done.wait()
+        lock.acquire()  # released by the committer once the group is durable (or failed)
         if group.error is not None:
             raise LedgerError(f"append to {s.name!r} was not made durable: {group.error}") from group.error
         return [e.id for e in new]
@@ -344,14 +365,22 @@ class LedgerStore:
     def _enqueue(
         self, s: _Session, payloads: Sequence[Payload], parent: str | None, blobs: Sequence[bytes | None] | None,
         fut: asyncio.Future[None] | None,
-    ) -> tuple[_Group, list[StoredEntry]]:
-        """Give the entries their seq, parent and id, and queue them for the next commit."""
+    ) -> tuple[_Group, list[StoredEntry], Any]:
+        """Give the entries their seq, parent and id, and queue them for the next commit.
+
+        Returns the group, the new entries, and (for a thread caller, ``fut`` None) the lock the
+        caller blocks on until the group is durable.
+        """
         # Encoding and blob hashing happen outside the lock; only seq, parent and the id are serial.
         encoded = [self.mapper.encode_payload(p) for p in payloads]
-        blob_list = list(blobs) if blobs is not None else [None] * len(payloads)
-        for b in blob_list:
-            self.mapper.check_blob(b)
-        metas = [blob_meta(b) for b in blob_list]
+        if blobs is None:
+            blob_list: list[bytes | None] = [None] * len(payloads)
+            metas: list[dict[str, Any] | None] = blob_list  # type: ignore[assignment]  # all None
+        else:
+            blob_list = list(blobs)
+            for b in blob_list:
+                self.mapper.check_blob(b)
+            metas = [blob_meta(b) for b in blob_list]
         with s.cond:
             self._check_open()
             if s.broken is not None:
@@ -368,26 +397,27 @@ class LedgerStore:
                 s.next_seq += 1
                 prev = eid
             if not new:
-                return _Group(), []
+                return _Group(), [], None
             group = s.open_group
             if group is None:
                 group = s.open_group = _Group()
             group.entries.extend(new)
             group.appends += 1
             s.inflight += 1
-            s.peak_inflight = max(s.peak_inflight, float(s.inflight))
-            s.pending_ids.update(e.id for e in new)
+            if s.inflight > s.peak_inflight:
+                s.peak_inflight = float(s.inflight)
+            for e in new:
+                s.pending_ids.add(e.id)
             s.head = new[-1].id
             if s.committer is None:
                 s.committer = threading.Thread(target=self._commit_loop, args=(s,), daemon=True,
                                                name=f"vak-commit-{s.name}")
                 s.committer.start()
-            if fut is not None:
-                group.futures.append((fut.get_loop(), fut))
+            lock = group.add_waiter(fut)
             # Wake the committer only when it has something to decide: a first append, or a full group.
             if group.appends == 1 or group.appends >= int(s.peak_inflight):
                 s.cond.notify_all()
-        return group, new
+        return group, new, lock
 
     def _commit_loop(self, s: _Session) -> None:
         """The session's committer: whatever queued while the last fsync ran goes out as the next batch.
@@ -419,13 +449,16 @@ class LedgerStore:
                 writer = self._writer(s)
                 offset = writer.write(to_batch(group.entries))
                 loc = (writer.number, offset)
-                if writer.size >= self.max_segment_bytes:
-                    writer.seal()
-                    s.sealed.add(writer.number)
-                    s.writer = None
             except BaseException as exc:  # an I/O error poisons the session: what is on disk is unknown
                 error = exc
             with s.cond:
+                if error is None and loc is not None:
+                    self._index_committed(s, group.entries, loc)
+                    if s.writer is not None and s.writer.size >= self.max_segment_bytes:
+                        try:  # roll over; appends queued meanwhile wait for the seal
+                            self._seal_writer(s)
+                        except BaseException as exc:
+                            error = exc
                 s.flushing = False
                 if error is not None or loc is None:
                     s.broken = error or LedgerError("commit failed")
@@ -439,7 +472,6 @@ class LedgerStore:
                     s.committer = None
                     s.cond.notify_all()
                     return
-                self._index_committed(s, group.entries, loc)
                 s.inflight -= group.appends
                 # decay the peak so a writer that left stops being waited for
                 s.peak_inflight = max(float(s.inflight), s.peak_inflight * PEAK_DECAY)
@@ -456,6 +488,31 @@ class LedgerStore:
             self._where[e.id] = s.name
         s.durable_seq = entries[-1].seq
         s.commits += 1
+
+    def _seal_writer(self, s: _Session) -> None:
+        """Compact the session's tail into its sealed segment and point the index at it.
+
+        Called with ``s.cond`` held. The tail is removed last, so a reader that picked a tail
+        offset before the index moved still finds the file (or retries, see _batch_entries).
+        """
+        writer = s.writer
+        assert writer is not None
+        offsets = writer.seal()
+        self._relocate(s, writer.number, offsets)
+        s.sealed.add(writer.number)
+        s.writer = None
+        writer.remove_tail()
+
+    def _relocate(self, s: _Session, number: int, offsets: list[int]) -> None:
+        locs = [b for b in s.batches if b.number == number]
+        if len(locs) != len(offsets):
+            raise LedgerCorrupt(
+                f"sealed segment {sealed_name(number)} of session {s.name!r} has {len(offsets)} record "
+                f"batches where its tail had {len(locs)}; run verify() on the ledger",
+                {"session": s.name, "segment": sealed_name(number)},
+            )
+        for loc, offset in zip(locs, offsets, strict=True):
+            loc.offset = offset
 
     def _writer(self, s: _Session) -> SegmentWriter:
         if s.writer is None:
@@ -515,16 +572,36 @@ class LedgerStore:
                 self._cache.move_to_end(key)
                 return hit
         loc = s.batches[bi]
-        path = s.dir / (sealed_name(loc.number) if loc.number in s.sealed else open_name(loc.number))
-        if not path.exists():  # sealed since we indexed it
-            path = s.dir / sealed_name(loc.number)
-        try:
-            entries = from_batch(read_batch_at(path, loc.offset))
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            raise LedgerCorrupt(
-                f"batch {bi} of session {s.name!r} no longer decodes: {exc}",
-                {"session": s.name, "segment": path.name, "offset": loc.offset},
-            ) from exc
+        for attempt in range(2):
+            with s.cond:  # the offset and the file it is in change together when a tail is sealed
+                sealed = loc.number in s.sealed
+                path = s.dir / (sealed_name(loc.number) if sealed else open_name(loc.number))
+                offset = loc.offset
+            try:
+                entries = from_batch(read_batch_at(path, offset))
+                break
+            except FileNotFoundError as exc:
+                # The tail was sealed since: by this store (retry with the moved offset), or by
+                # the writer of another process (find the batches in the sealed file).
+                if attempt == 0 and not sealed:
+                    with s.cond:
+                        if loc.number not in s.sealed:
+                            sealed_path = s.dir / sealed_name(loc.number)
+                            if not sealed_path.exists():
+                                raise LedgerCorrupt(f"segment {path.name} of session {s.name!r} is gone",
+                                                    {"session": s.name, "segment": path.name}) from exc
+                            self._relocate(s, loc.number, batch_offsets(sealed_path))
+                            s.sealed.add(loc.number)
+                    continue
+                raise LedgerCorrupt(f"segment {path.name} of session {s.name!r} is gone",
+                                    {"session": s.name, "segment": path.name}) from exc
+            except (pa.ArrowException, OSError, ValueError) as exc:
+                raise LedgerCorrupt(
+                    f"batch {bi} of session {s.name!r} no longer decodes: {exc}",
+                    {"session": s.name, "segment": path.name, "offset": offset},
+                ) from exc
+        else:  # pragma: no cover - the loop either breaks or raises
+            raise AssertionError("unreachable")
         if sum(len(e.blob or b"") for e in entries) <= 8 * 1024 * 1024:
             with self._lock:
                 self._cache[key] = entries
@@ -593,9 +670,7 @@ class LedgerStore:
                 while s.flushing or s.open_group is not None:
                     s.cond.wait()
                 if s.writer is not None:
-                    s.writer.seal()
-                    s.sealed.add(s.writer.number)
-                    s.writer = None
+                    self._seal_writer(s)
 
     def close(self) -> None:
         if self._closed:

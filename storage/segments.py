@@ -1,9 +1,12 @@
 """Arrow IPC segment files: the on-disk unit of the ledger (docs/LEDGER_FORMAT.md).
 
-A segment is an Arrow IPC *file* (``ARROW1`` magic, the schema, one zstd-compressed record batch
-per commit, then the footer written when the segment is sealed). While a writer has it open it is
-named ``_seg-NNNNNN.arrow`` (the leading ``_`` keeps it out of ``pyarrow.dataset`` discovery, which
-cannot read a file without its footer); sealing writes the footer and renames it ``seg-NNNNNN.arrow``.
+A segment is an Arrow IPC *file* (``ARROW1`` magic, the schema, one record batch per commit, then
+the footer). While a writer has it open it is named ``_seg-NNNNNN.arrow`` (the leading ``_`` keeps
+it out of ``pyarrow.dataset`` discovery, which cannot read a file without its footer) and works as
+the write-ahead tail: each commit appends its batch *uncompressed*, because zstd costs about 14 µs
+per column buffer whatever its size, which is more than half of a small commit. Sealing compacts
+the tail into ``seg-NNNNNN.arrow``: the same batches, one per commit, zstd-compressed, with the
+footer (written to a temporary file, fsynced, renamed over, then the tail is removed).
 
 Batches are located by the byte offset of their IPC message, so an unsealed segment (a live one, or
 one left by a crash) reads the same way as a sealed one.
@@ -41,8 +44,10 @@ SCHEMA = pa.schema(
     metadata={"vak.ledger.format": FORMAT_VERSION},
 )
 
-# use_threads=False: a commit is small, and a thread-pool hop per buffer costs more than it saves.
+# Sealed segments: zstd. use_threads=False: a thread-pool hop per buffer costs more than it saves.
 WRITE_OPTIONS = ipc.IpcWriteOptions(compression="zstd", use_threads=False)
+# The open tail: uncompressed, so a commit is one plain write and one fsync.
+TAIL_WRITE_OPTIONS = ipc.IpcWriteOptions(compression=None, use_threads=False)
 _SEG_RE = re.compile(r"^(_?)seg-(\d{6})\.arrow$")
 
 
@@ -55,14 +60,24 @@ def open_name(number: int) -> str:
 
 
 def list_segments(session_dir: Path) -> list[tuple[int, Path, bool]]:
-    """(number, path, sealed) for every segment in a session folder, in order."""
-    found = []
+    """(number, path, sealed) for every segment in a session folder, in order.
+
+    When both ``seg-N`` and ``_seg-N`` exist, sealing was interrupted after the sealed copy was
+    renamed into place (so it is complete) and before the tail was removed: only ``seg-N`` counts.
+    """
+    found: dict[int, tuple[int, Path, bool]] = {}
     for p in session_dir.iterdir():
         m = _SEG_RE.match(p.name)
         if m:
-            found.append((int(m.group(2)), p, m.group(1) == ""))
-    found.sort(key=lambda t: (t[0], not t[2]))
-    return found
+            number, sealed = int(m.group(2)), m.group(1) == ""
+            if number not in found or sealed:
+                found[number] = (number, p, sealed)
+    return [found[n] for n in sorted(found)]
+
+
+def stale_tails(session_dir: Path) -> list[Path]:
+    """Open tails whose sealed copy already exists (left by an interrupted seal)."""
+    return [p for p in session_dir.glob("_seg-*.arrow") if (session_dir / p.name[1:]).exists()]
 
 
 def to_batch(entries: list[StoredEntry]) -> pa.RecordBatch:
@@ -117,7 +132,7 @@ class SegmentWriter:
         self.number = number
         self.path = session_dir / open_name(number)
         self._file: BinaryIO = open(self.path, "xb")
-        self._writer = ipc.new_file(self._file, SCHEMA, options=WRITE_OPTIONS)
+        self._writer = ipc.new_file(self._file, SCHEMA, options=TAIL_WRITE_OPTIONS)
         self._sync()
         fsync_dir(session_dir)
 
@@ -135,22 +150,24 @@ class SegmentWriter:
         self._writer.write_batch(batch)
         self._sync()
         if offset == 0:
-            # Arrow writes the magic and the schema lazily, with the first batch: find where it ends.
-            with pa.OSFile(str(self.path), "rb") as f:
-                f.seek(len(MAGIC))
-                ipc.read_message(f)
-                offset = f.tell()
+            offset = _first_batch_offset(self.path)
         return offset
 
-    def seal(self) -> Path:
-        """Write the footer, fsync, and rename to the sealed name."""
+    def seal(self) -> list[int]:
+        """Compact the tail into the sealed, zstd-compressed segment; returns its batch offsets.
+
+        The tail stays until ``remove_tail``, so a reader holding a tail offset can still read it.
+        """
         self._writer.close()
-        self._sync()
         self._file.close()
-        sealed = self.session_dir / sealed_name(self.number)
-        os.rename(self.path, sealed)
+        with ipc.open_file(str(self.path)) as reader:
+            batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+        return rewrite_sealed(self.session_dir, self.number, batches)
+
+    def remove_tail(self) -> None:
+        """Remove the tail once its sealed copy is in place (and readers were pointed at it)."""
+        os.unlink(self.path)
         fsync_dir(self.session_dir)
-        return sealed
 
     def abandon(self) -> None:
         """Close the file without a footer (after a failed write)."""
@@ -233,6 +250,21 @@ def _messages(reader: pa.BufferReader) -> Iterator[tuple[int, ipc.Message | None
         yield offset, msg, ""
 
 
+def batch_offsets(path: Path) -> list[int]:
+    """Byte offsets of a segment's record batch messages, in order, without decoding them."""
+    offsets: list[int] = []
+    with pa.memory_map(str(path), "r") as f:
+        f.seek(len(MAGIC))
+        while True:
+            offset = f.tell()
+            try:
+                msg = ipc.read_message(f)
+            except EOFError:
+                return offsets
+            if msg.type == "record batch":
+                offsets.append(offset)
+
+
 def read_batch_at(path: Path, offset: int) -> pa.RecordBatch:
     with pa.OSFile(str(path), "rb") as f:
         f.seek(offset)
@@ -240,16 +272,31 @@ def read_batch_at(path: Path, offset: int) -> pa.RecordBatch:
         return ipc.read_record_batch(msg, SCHEMA)
 
 
-def rewrite_sealed(session_dir: Path, number: int, batches: list[pa.RecordBatch]) -> Path:
-    """Write complete batches into a sealed segment atomically (used to seal a crashed segment)."""
+def rewrite_sealed(session_dir: Path, number: int, batches: list[pa.RecordBatch]) -> list[int]:
+    """Write complete batches into a sealed, zstd-compressed segment atomically.
+
+    Used to seal a tail and to seal a segment a crash left open. Returns each batch's offset.
+    """
     target = session_dir / sealed_name(number)
     tmp = session_dir / f"_tmp-{number:06d}.arrow"
+    offsets: list[int] = []
     with open(tmp, "wb") as f:
         with ipc.new_file(f, SCHEMA, options=WRITE_OPTIONS) as w:
             for b in batches:
+                offsets.append(f.tell())
                 w.write_batch(b)
         f.flush()
         os.fsync(f.fileno())
+    if offsets:
+        offsets[0] = _first_batch_offset(tmp)
     os.rename(tmp, target)
     fsync_dir(session_dir)
-    return target
+    return offsets
+
+
+def _first_batch_offset(path: Path) -> int:
+    # Arrow writes the magic and the schema lazily, with the first batch: find where they end.
+    with pa.OSFile(str(path), "rb") as f:
+        f.seek(len(MAGIC))
+        ipc.read_message(f)
+        return int(f.tell())
