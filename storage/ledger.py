@@ -153,6 +153,10 @@ class _Session:
     commits: int = 0
 
 
+def _batch_intact(batch: pa.RecordBatch | None) -> bool:
+    return batch is not None and all(e.compute_id() == e.id for e in from_batch(batch))
+
+
 class LedgerStore:
     """One ledger folder. Thread-safe; one writer per session, enforced with a file lock."""
 
@@ -269,18 +273,27 @@ class LedgerStore:
         if scanned.bad_header and not scanned.torn:
             s.damaged.append({"segment": scanned.path.name, "error": scanned.bad_header})
             return None
-        if any(b.batch is None for b in scanned.batches):
+        batches = list(scanned.batches)
+        dropped = scanned.size if scanned.bad_header else scanned.dropped
+        reason = scanned.torn
+        if batches and not _batch_intact(batches[-1].batch):
+            # The last message is there but its rows do not decode or hash: its marker reached the
+            # disk before the rest of it (a power cut inside the zero fill). Its sync never
+            # returned, so it was never acknowledged: a torn write, like a cut-off message.
+            last = batches.pop()
+            dropped += last.end - last.offset
+            reason = reason or f"the last record batch, at byte {last.offset}, was not completely written"
+        if any(b.batch is None for b in batches):
             # A complete but undecodable batch is damage, not a torn write: keep the bytes for inspection.
             return None
-        dropped = scanned.size - scanned.good_end if not scanned.bad_header else scanned.size
-        rewrite_sealed(s.dir, scanned.number, [b.batch for b in scanned.batches])
+        rewrite_sealed(s.dir, scanned.number, [b.batch for b in batches])
         os.unlink(scanned.path)
         return {
             "session": s.name,
             "segment": sealed_name(scanned.number),
             "bytes_dropped": dropped,
-            "batches_kept": len(scanned.batches),
-            "reason": scanned.torn or "segment left open by a crash",
+            "batches_kept": len(batches),
+            "reason": reason or "segment left open by a crash",
         }
 
     def _index_batch(self, s: _Session, number: int, offset: int, batch: pa.RecordBatch) -> None:

@@ -20,7 +20,14 @@ def _crashed_copy(src_root: Path, dst_root: Path) -> Path:
     return open_seg
 
 
-@pytest.mark.parametrize("damage", ["cut_mid_batch", "garbage_tail", "cut_to_magic"])
+def _written(data: bytes) -> int:
+    """Bytes of ``data`` up to its last non-zero byte: what is not zero fill."""
+    return len(data.rstrip(b"\0"))
+
+
+@pytest.mark.parametrize(
+    "damage", ["cut_mid_batch", "garbage_tail", "cut_to_magic", "body_without_marker", "marker_without_body"]
+)
 def test_torn_tail_is_truncated_and_recorded(tmp_path: Path, damage: str) -> None:
     with LedgerStore(tmp_path / "live") as first:  # an earlier, cleanly sealed segment
         acked = [first.append_one("s", Nudge(tag="t", text=f"early {i}")) for i in range(2)]
@@ -31,18 +38,30 @@ def test_torn_tail_is_truncated_and_recorded(tmp_path: Path, damage: str) -> Non
     size = seg.stat().st_size
     scanned = scan_segment(seg, 2, False)
     last = scanned.batches[-1]
+    data = seg.read_bytes()
     if damage == "cut_mid_batch":  # the last batch was half written: it was never acknowledged
+        cut = last.offset + (last.end - last.offset) // 2
         with open(seg, "r+b") as f:
-            f.truncate(last.offset + (last.end - last.offset) // 2)
-        expect_kept, expect_dropped = acked[:-1], last.end - last.offset - (last.end - last.offset) // 2
-    elif damage == "garbage_tail":
+            f.truncate(cut)
+        expect_kept, expect_dropped = acked[:-1], _written(data[last.offset:cut])
+    elif damage == "garbage_tail":  # bytes past the zero fill that are no message
         with open(seg, "ab") as f:
             f.write(b"\xff\xff\xff\xff\x10\x00\x00\x00partial-metadata")
-        expect_kept, expect_dropped = acked, 24
+        expect_kept, expect_dropped = acked, size - scanned.good_end + 24
+    elif damage == "body_without_marker":  # killed between writing a message's body and its marker
+        with open(seg, "r+b") as f:
+            f.seek(last.offset)
+            f.write(bytes(4))
+        expect_kept, expect_dropped = acked[:-1], _written(data[last.offset:])
+    elif damage == "marker_without_body":  # power cut: the marker's page reached the disk, the body's did not
+        with open(seg, "r+b") as f:
+            f.seek(last.offset + 200)
+            f.write(bytes(last.end - last.offset - 200))
+        expect_kept, expect_dropped = acked[:-1], last.end - last.offset
     else:
         with open(seg, "r+b") as f:  # the crash came while the segment's schema was being written
             f.truncate(8 + 40)
-        expect_kept, expect_dropped = acked[:2], 40
+        expect_kept, expect_dropped = acked[:2], _written(data[8:48])
     with LedgerStore(tmp_path / "crashed") as store:
         assert [e.id for e in store.entries("s") if e.kind == "nudge"] == expect_kept
         (report,) = store.recoveries

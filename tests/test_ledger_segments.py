@@ -8,10 +8,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.ipc as ipc
+from hypothesis import given
+from hypothesis import strategies as st
 
+from events.envelope import StoredEntry
 from events.payloads import Nudge
 from storage.ledger import LedgerStore
-from storage.segments import MAGIC
+from storage.segments import MAGIC, _to_batch_checked, to_batch
 
 ZSTD_FRAME = b"\x28\xb5\x2f\xfd"  # the magic number every zstd frame starts with
 
@@ -113,3 +116,20 @@ def test_an_interrupted_seal_leaves_a_complete_sealed_copy(ledger_dir: Path) -> 
         assert not tail.exists()  # the writer removed the stale tail when it loaded the session
         assert store.get(more).parent == ids[-1]
         assert store.verify().ok
+
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
+
+
+@given(
+    rows=st.lists(
+        st.tuples(_text, st.one_of(st.none(), _text), _text, st.integers(0, 2**62), st.integers(0, 2**62),
+                  _text, st.integers(1, 300), _text.map(str.encode), st.one_of(st.none(), st.binary(max_size=40))),
+        min_size=1, max_size=12,
+    )
+)
+def test_batch_from_buffers_equals_the_checked_build(rows: list[tuple]) -> None:  # type: ignore[type-arg]
+    entries = [StoredEntry(i, p, s, q, t, k, v, pay, b) for i, p, s, q, t, k, v, pay, b in rows]
+    fast = to_batch(entries)
+    fast.validate(full=True)
+    assert fast.equals(_to_batch_checked(entries))
