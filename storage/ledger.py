@@ -2,14 +2,14 @@
 
 Layout (docs/LEDGER_FORMAT.md)::
 
-    <root>/sessions/<session>/seg-000001.arrow    sealed segments (IPC file with footer)
-    <root>/sessions/<session>/_seg-000002.arrow   the segment a writer has open
+    <root>/sessions/<session>/seg-000001.arrow    sealed segments (IPC file, zstd, footer)
+    <root>/sessions/<session>/_seg-000002.arrow   the tail a writer has open (uncompressed, zero-filled)
     <root>/sessions/<session>/_lock               flock held by the session's one writer
 
-Durability: ``append`` returns only after the entries' record batch is fsynced. Appends that
-arrive while a commit is in flight queue up and go out together in the next batch, under one
-fsync (group commit). On open, a writer seals any segment a crash left open, truncating a torn
-tail and recording the truncation as an ``activity`` entry.
+Durability: ``append`` returns only after the entries' record batch is synced to the tail. Appends
+that arrive while a commit is in flight queue up and go out together in the next batch, under one
+sync (group commit). Sealing compacts the tail into a zstd segment. On open, a writer seals any
+tail a crash left open, truncating a torn write and recording it as an ``activity`` entry.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from vak.errors import (
 from vak.names import check_name
 
 Payload = BaseModel | dict[str, Any]
-DEFAULT_MAX_SEGMENT_BYTES = 256 * 1024 * 1024
+DEFAULT_MAX_SEGMENT_BYTES = 64 * 1024 * 1024  # a tail this big is sealed (zstd compaction: ~0.2 s)
 COMMIT_GATHER_S = 0.002  # the longest a commit waits for writers that were recently active
 PEAK_DECAY = 0.9  # per commit: a writer that left stops being waited for within a few dozen commits
 
