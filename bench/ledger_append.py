@@ -1,8 +1,11 @@
 """Durable appends per second: the Arrow ledger (in-process and through the LedgerActor) against SQLite.
 
 Every configuration writes the same payloads (canonical JSON of a ~500-byte event) and counts an
-append only once it is durable: the ledger after its group-commit fsync, SQLite in WAL mode with
+append only once it is durable: the ledger after its group commit is synced to the session's tail
+(``fdatasync`` over zero-filled blocks, docs/LEDGER_FORMAT.md), SQLite in WAL mode with
 ``synchronous=FULL`` after ``COMMIT``. Batch sizes 1, 16 and 256; 1 and 16 concurrent writers.
+The threads column runs one OS thread per writer (16 GIL hand-offs per shared commit); the asyncio
+column runs the writers as tasks on one event loop, as the LedgerActor does.
 All three are measured side by side in one run, because these machines are noisy; read the ratios.
 
     .venv/bin/python bench/ledger_append.py            # the full table (about three minutes)
