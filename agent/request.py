@@ -38,7 +38,15 @@ from context.packets import covered_evidence, evidence_count, render_packet, ren
 from context.planner import Plan, PlannerState, plan
 from context.render import EvidenceInfo, evidence_info, render_turn
 from context.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
-from context.turnsizes import Bm25Index, TurnSize, TurnTable, card_text, measure_turn, turn_document
+from context.turnsizes import (
+    Bm25Index,
+    TurnScores,
+    TurnSize,
+    TurnTable,
+    card_text,
+    measure_turn,
+    turn_document,
+)
 from events.envelope import Mapper, StoredEntry
 from events.payloads import EvidenceBody, PlanRecord, ResetWithHandoff, TurnCard
 from vak.errors import ContextOverflow, InvalidInput
@@ -60,7 +68,7 @@ class SessionView:
         self.mapper = mapper or Mapper()
         self.index = TurnIndex(tokens_per_char, mapper=self.mapper)
         self.infos: dict[str, EvidenceInfo] = {}
-        self.bm25 = Bm25Index()
+        self.bm25: Bm25Index[int] = Bm25Index()  # by turn position (ordinal − 1)
         self.states: dict[str, PlannerState] = {}  # model -> the state its last recorded plan returned
         self.plans: dict[str, str] = {}  # model -> id of its last recorded plan
         self.preamble: dict[str, Any] = {}  # payloads before the first directive (a recorded system prompt)
@@ -126,11 +134,15 @@ class SessionView:
         return TurnSize(t.full_chars[i], t.card_chars[i], t.evidence_chars[i], t.evidence_items[i])
 
     def relevance(self, query: str) -> dict[str, float]:
-        """BM25 scores of every turn's card (or directive, before it has one) for ``query``."""
+        """BM25 scores of every turn's card (or directive, before it has one) for ``query``, by turn id."""
+        return {self.index.turns[p].id: score for p, score in self.scores(query).by_position.items()}
+
+    def scores(self, query: str) -> TurnScores:
+        """``relevance`` by turn position, as the planner takes it (it then looks no turn up)."""
         for turn in self._unindexed.values():
-            self.bm25.add(turn.id, turn_document(turn))
+            self.bm25.add(turn.ordinal - 1, turn_document(turn))
         self._unindexed.clear()
-        return self.bm25.scores(query)
+        return TurnScores(self.bm25.scores(query))
 
     def plan(
         self,
@@ -153,7 +165,7 @@ class SessionView:
             tail_tokens=tail_tokens,
             state=state if state is not None else self.states.get(str(profile.key)),
             sizes=self.sizes(),
-            relevance=self.relevance(" ".join([text, *reading_terms])),
+            relevance=self.scores(" ".join([text, *reading_terms])),
             reading_terms=reading_terms,
             current=current,
         )

@@ -41,9 +41,13 @@ import json
 import math
 import re
 from array import array
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
+from heapq import heapify, heappop
+from itertools import repeat
+from operator import add, ge, gt, le, truediv
 from typing import Any, Literal, NamedTuple
 
 import blake3
@@ -58,16 +62,17 @@ from context.packets import (
     render_stored,
     seed_packet,
     stored_packet,
-    tokens_of,
 )
 from context.render import render_turn
-from context.turns import Turn, TurnIndex
+from context.turns import Summary, Turn, TurnIndex
 from context.turnsizes import (
     Bm25Index,
+    TurnScores,
     TurnSize,
     TurnTable,
     estimate_size,
     messages_chars,
+    running_totals,
     size_values,
     turn_document,
 )
@@ -276,14 +281,29 @@ def _turn_json(t: PlannedTurn) -> dict[str, Any]:
 
 def _flat(obj: Any) -> dict[str, Any]:
     """``dataclasses.asdict`` for the plan's flat records (scalar fields only), without its deep copy."""
-    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+    names = _FIELD_NAMES.get(type(obj))
+    if names is None:
+        names = _FIELD_NAMES[type(obj)] = tuple(f.name for f in fields(obj))
+    return {name: getattr(obj, name) for name in names}
 
 
-def _relevance_digest(w: _Work) -> str:
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # a record type's field names: ``fields()`` is slow per call
+
+
+def _sizes_digest(w: _Work, ids: list[str], tpc: float, start: int, end: int) -> str:
+    """The planned turns' ids, then their full, card, evidence line and evidence item columns."""
+    if w.table is None:
+        return _columns_digest(ids[start:end], w.full, w.card, w.ev_chars, w.ev_items)
+    t = w.table  # the table's columns change only with the table: so does its digest
+    return str(t.memo(("digest", tpc, start, end), lambda: _columns_digest(
+        ids[start:end], w.full, w.card, t.evidence_chars[start:end], t.evidence_items[start:end])))
+
+
+def _relevance_digest(scored: list[int], scores: list[float], ids: list[str], start: int) -> str:
     """The scored turns' ids, then their normalised scores as float64 bytes, in turn order."""
-    items = sorted(w.relevance.items())
-    h = blake3.blake3("\n".join(w.turns[i].id for i, _ in items).encode())
-    h.update(array("d", [r for _, r in items]).tobytes())
+    at = map(add, scored, repeat(start)) if start else scored
+    h = blake3.blake3("\n".join(map(ids.__getitem__, at)).encode())
+    h.update(array("d", scores).tobytes())
     return h.hexdigest()
 
 
@@ -297,7 +317,11 @@ def _plan_digest(p: Plan) -> str:
 
 
 def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _CANONICAL.encode(value)
+
+
+# ``json.dumps`` with these options builds an encoder per call; one does (it keeps no state between calls).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def _digest(value: Any) -> str:
@@ -314,6 +338,9 @@ def _check_tokens(name: str, value: object) -> int:
 # ------------------------------------------------------------------ the plan
 
 
+CHEAP, CARD, EVIDENCE_CHARS, EVIDENCE_ITEMS = range(4)  # the columns of ``_Work.totals``
+
+
 @dataclass
 class _Work:
     """The history being planned, as columns (position i = the i-th planned turn, oldest first)."""
@@ -328,7 +355,25 @@ class _Work:
     anaphora: int | None  # position of the referred-to turn
     fid: list[str]  # "F" full, "c" card, "p" packet
     retrieved: set[int]
+    table: TurnTable | None  # the view's size table, when it is in step with the index
     keep_from: int = 0  # the first turn after the packet range
+    # ``relevance`` as columns in position order: the digest and the Full candidates walk them in order.
+    scored: list[int] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
+    # Running totals of cheap, card, evidence characters and items (``TurnTable.sums``), from ``base``:
+    # the sum over positions a..b is ``totals[base + b] - totals[base + a]``.
+    totals: tuple[list[int], list[int], list[int], list[int]] = ([0], [0], [0], [0])
+    base: int = 0
+
+    def total(self, column: int, a: int, b: int) -> int:
+        totals = self.totals[column]
+        return totals[self.base + b] - totals[self.base + a]
+
+    def suffix_start(self, room: int) -> int:
+        """The first position of the longest newest-first run whose cheap forms fit ``room``."""
+        cheap, base, n = self.totals[CHEAP], self.base, len(self.turns)
+        # the smallest a with total(a, n) <= room: the totals never fall, so it is a binary search
+        return min(n, bisect_left(cheap, cheap[base + n] - room, base, base + n + 1) - base)
 
     def recency(self, i: int) -> float:
         return 1.0 / (len(self.turns) - i)
@@ -346,7 +391,7 @@ def plan(
     tail_tokens: int,
     state: PlannerState | None = None,
     sizes: Mapping[str, TurnSize] | TurnTable | None = None,
-    relevance: Mapping[str, float] | None = None,
+    relevance: Mapping[str, float] | TurnScores | None = None,
     reading_terms: Sequence[str] = (),
     current: int | None = None,
 ) -> Plan:
@@ -354,7 +399,7 @@ def plan(
     in the index (turns after it are ignored: a replay as of that turn); None means ``directive`` is
     new. ``sizes`` gives each turn's ``measure_turn`` result, by turn id or as a ``TurnTable`` (turns
     missing from a mapping are estimated from their cards); ``relevance`` maps turn ids to raw BM25
-    scores (None: computed here over the cards)."""
+    scores, or is a ``TurnScores`` by turn position (None: computed here over the cards)."""
     prefix = _check_tokens("prefix_tokens", prefix_tokens)
     tail = _check_tokens("tail_tokens", tail_tokens)
     if not isinstance(directive, str):
@@ -420,9 +465,10 @@ def plan(
     behind_full, behind_card = _behind(index, start, sizes, tpc)
     codes = "x" * start + "".join(w.fid) + ("*" if current is not None else "")
     ids = _ids(index, end + (1 if current is not None else 0), sizes)
+    last = (0,) if current is not None else ()  # the current turn's columns
     rows = Rows(
-        tuple(ids), codes, (*behind_full, *w.full, 0)[: len(codes)], (*behind_card, *w.card, 0)[: len(codes)],
-        start, end, {start + i: r for i, r in w.relevance.items()},
+        tuple(ids), codes, (*behind_full, *w.full, *last), (*behind_card, *w.card, *last), start, end,
+        w.relevance if not start else dict(zip(map(add, w.scored, repeat(start)), w.scores, strict=True)),
         start + w.anaphora if w.anaphora is not None else None,
         frozenset(start + i for i in w.retrieved), current_tokens,
     )
@@ -444,11 +490,8 @@ def plan(
         "state": _flat(state_in),
         "head": index.head,
         "turns": len(index.turns),
-        "sizes": (sizes.memo(("digest", tpc, start, end), lambda: _columns_digest(
-            ids[start:end], w.full, w.card, w.ev_chars, w.ev_items))
-            if isinstance(sizes, TurnTable) and _table_matches(sizes, w.turns, start)
-            else _columns_digest(ids[start:end], w.full, w.card, w.ev_chars, w.ev_items)),
-        "relevance": _relevance_digest(w),
+        "sizes": _sizes_digest(w, ids, tpc, start, end),
+        "relevance": _relevance_digest(w.scored, w.scores, ids, start),
     }
     result = Plan(
         model=str(profile.key),
@@ -489,47 +532,50 @@ def _reset_prefix(turns: list[Turn], end: int) -> int:
     return lo
 
 
-def _size_rows(
-    index: TurnIndex, turns: list[Turn], start: int, sizes: Mapping[str, TurnSize] | TurnTable | None
-) -> tuple[list[int], list[int], list[int], list[int]]:
-    """Characters of turns ``start..start+len(turns)``: full, card, evidence lines, evidence count."""
-    stop = start + len(turns)
-    if isinstance(sizes, TurnTable) and _table_matches(sizes, turns, start):
-        return (sizes.full_chars[start:stop], sizes.card_chars[start:stop], sizes.evidence_chars[start:stop],
-                sizes.evidence_items[start:stop])
+def _size_rows(index: TurnIndex, turns: list[Turn], sizes: Mapping[str, TurnSize] | TurnTable | None
+               ) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Characters of ``turns`` from the mapping (or estimated): full, card, evidence lines, evidence count."""
     lookup = sizes if isinstance(sizes, Mapping) else {}
     rows = [size_values(lookup.get(t.id) or estimate_size(index, t)) for t in turns]
     return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows]
 
 
-def _table_matches(table: TurnTable, turns: list[Turn], start: int) -> bool:
-    """The table is kept in step with the index (SessionView): its ends name the same turns."""
-    stop = start + len(turns)
-    return not turns or (
-        len(table.ids) >= stop and table.ids[start] == turns[0].id and table.ids[stop - 1] == turns[-1].id
-    )
+def _table(sizes: Mapping[str, TurnSize] | TurnTable | None, index: TurnIndex, start: int, stop: int
+           ) -> TurnTable | None:
+    """The table, when it is kept in step with the index (SessionView): its ends name the same turns."""
+    if not isinstance(sizes, TurnTable):
+        return None
+    if start >= stop or (len(sizes.ids) >= stop and sizes.ids[start] == index.turns[start].id
+                         and sizes.ids[stop - 1] == index.turns[stop - 1].id):
+        return sizes
+    return None
 
 
 def _ids(index: TurnIndex, stop: int, sizes: Mapping[str, TurnSize] | TurnTable | None) -> list[str]:
-    turns = index.turns[:stop]
-    if isinstance(sizes, TurnTable) and _table_matches(sizes, turns, 0):
-        return sizes.ids[:stop]
-    return [t.id for t in turns]
+    """The ids of turns ``1..stop``. Read only: it may be the table's own column."""
+    table = _table(sizes, index, 0, stop)
+    if table is not None:
+        return table.ids if stop == len(table.ids) else table.ids[:stop]
+    return [t.id for t in index.turns[:stop]]
 
 
 def _work(
     index: TurnIndex, start: int, end: int, sizes: Mapping[str, TurnSize] | TurnTable | None, tpc: float
 ) -> _Work:
     turns = index.turns[start:end]
-    full_c, card_c, ev_chars, ev_items = _size_rows(index, turns, start, sizes)
-    if isinstance(sizes, TurnTable) and _table_matches(sizes, turns, start):
-        full, card, cheap = sizes.tokens(tpc, start, end)  # memoised between plans
-    else:
-        ceil = math.ceil
-        full = [ceil(c * tpc) for c in full_c]
-        card = [ceil(c * tpc) for c in card_c]
-        cheap = list(map(min, full, card))
-    return _Work(turns, full, card, cheap, ev_chars, ev_items, {}, None, ["p"] * len(turns), set())
+    table = _table(sizes, index, start, end)
+    if table is not None:  # token columns and running totals kept by the table between plans
+        full, card, cheap = table.tokens(tpc, start, end)
+        w = _Work(turns, full, card, cheap, [], [], {}, None, ["p"] * len(turns), set(), table)
+        w.totals, w.base = table.sums(tpc), start
+        return w
+    full_c, card_c, ev_chars, ev_items = _size_rows(index, turns, sizes)
+    full = [math.ceil(c * tpc) for c in full_c]
+    card = [math.ceil(c * tpc) for c in card_c]
+    cheap = list(map(min, full, card))
+    w = _Work(turns, full, card, cheap, ev_chars, ev_items, {}, None, ["p"] * len(turns), set(), None)
+    w.totals = (running_totals(cheap), running_totals(card), running_totals(ev_chars), running_totals(ev_items))
+    return w
 
 
 def _position(index: TurnIndex, turn_id: str, first: int) -> int | None:
@@ -541,48 +587,56 @@ def _position(index: TurnIndex, turn_id: str, first: int) -> int | None:
 
 
 def _relevance(
-    index: TurnIndex, w: _Work, directive: str, reading_terms: Sequence[str], relevance: Mapping[str, float] | None
+    index: TurnIndex, w: _Work, directive: str, reading_terms: Sequence[str],
+    relevance: Mapping[str, float] | TurnScores | None,
 ) -> None:
     if relevance is None:
-        bm = Bm25Index()
+        bm: Bm25Index[str] = Bm25Index()
         for t in w.turns:
             bm.add(t.id, turn_document(t))
         relevance = bm.scores(" ".join([directive, *reading_terms]))
     # Scores are sparse (only turns that share a term score at all): walk them, not the session.
-    scored: dict[int, float] = {}
+    at: list[int] = []  # positions with a score above 0, ascending, and their raw scores
+    raw: list[float] = []
     if w.turns:
-        first, n = w.turns[0].ordinal, len(w.turns)
-        for tid, r in relevance.items():
-            if r > 0 and (i := _position(index, tid, first)) is not None and i < n:
-                scored[i] = float(r)
-    best = max(scored.values(), default=0.0)
-    w.relevance = {i: r / best for i, r in scored.items()} if best > 0 else {}
-
-
-def _suffix_start(cheap: list[int], room: int) -> int:
-    """The first position of the longest newest-first run whose cheap forms fit ``room``."""
-    used = 0
-    for i in range(len(cheap) - 1, -1, -1):
-        used += cheap[i]
-        if used > room:
-            return i + 1
-    return 0
+        lo, n = w.turns[0].ordinal - 1, len(w.turns)
+        if isinstance(relevance, TurnScores):
+            by = relevance.by_position
+            at = sorted(by)
+            raw = list(map(float, map(by.__getitem__, at)))
+            if at and not (lo == 0 and at[0] >= 0 and at[-1] < n and all(map(gt, raw, repeat(0.0)))):
+                # some fall outside the planned turns (a reset, a replay) or do not score: filter them
+                kept = [(p - lo, r) for p, r in zip(at, raw, strict=True) if r > 0 and lo <= p < lo + n]
+                at, raw = [p for p, _ in kept], [r for _, r in kept]
+        else:
+            kept = []
+            for tid, r in relevance.items():
+                if r > 0 and (i := _position(index, tid, lo + 1)) is not None and i < n:
+                    kept.append((i, float(r)))
+            kept.sort()
+            at, raw = [p for p, _ in kept], [r for _, r in kept]
+    best = max(raw, default=0.0)
+    if best > 0:
+        w.scored = at
+        w.scores = list(map(truediv, raw, repeat(best)))
+        w.relevance = dict(zip(at, w.scores, strict=True))
 
 
 def _fill(index: TurnIndex, w: _Work, budget: int, tpc: float) -> tuple[PacketPlan | None, str]:
     n = len(w.turns)
     packet: PacketPlan | None = None
     keep_from = 0
-    if sum(w.cheap) > budget:
+    if w.total(CHEAP, 0, n) > budget:
         share = math.floor(budget * PACKET_SHARE)
         reserved, last_pos = 0, -1
         while True:  # the packet's room and its range depend on each other: grow both to a fixed point
-            need = max(_suffix_start(w.cheap, budget - reserved), 1, last_pos + 1)
+            need = max(w.suffix_start(budget - reserved), 1, last_pos + 1)
             last_pos = min(n, math.ceil(need / PACKET_BATCH_TURNS) * PACKET_BATCH_TURNS) - 1
             stop = last_pos + 1
             room = packet_room(
                 w.turns[0].ordinal, w.turns[last_pos].ordinal, share=share, budget=budget, tokens_per_char=tpc,
-                card_tokens=sum(w.card[:stop]), item_chars=sum(w.ev_chars[:stop]), items=sum(w.ev_items[:stop]),
+                card_tokens=w.total(CARD, 0, stop), item_chars=w.total(EVIDENCE_CHARS, 0, stop),
+                items=w.total(EVIDENCE_ITEMS, 0, stop),
             )
             if room is None:
                 return None, (
@@ -594,28 +648,62 @@ def _fill(index: TurnIndex, w: _Work, budget: int, tpc: float) -> tuple[PacketPl
             reserved = room.allowance
         packet = _packet(index, w, last_pos, room, reserved, tpc)
         keep_from = w.keep_from = last_pos + 1
-    for i in range(keep_from, n):
-        w.fid[i] = "F" if w.full[i] <= w.card[i] else "c"
-    left = budget - (packet.tokens if packet else 0) - sum(w.cheap[keep_from:])
-    # Candidates for Full: turns shown as cards, and packeted turns that are relevant or referred to
-    # (the packet stands for the rest), in descending value; ties to the referred-to, then the newer.
-    special = {*w.relevance, *([w.anaphora] if w.anaphora is not None else [])}
-    an, fid = w.anaphora, w.fid
-    keyed = [(-1.0 / (n - i), i != an, -i, i) for i in range(keep_from, n) if fid[i] == "c" and i not in special]
-    rel = w.relevance  # value(i) inlined: this runs for every scored turn of every plan
-    keyed += [(-max(1.0 / (n - i), rel.get(i, 0.0), 1.0 if i == an else 0.0), i != an, -i, i)
-              for i in special if fid[i] == "c" or (fid[i] == "p" and i < keep_from)]
-    keyed.sort()
-    for *_key, i in keyed:
-        if left <= 0:
-            break  # every turn left costs more whole than as a card (the cheaper ones are Full already)
-        extra = w.full[i] - (w.card[i] if fid[i] == "c" else 0)
-        if extra <= left:
-            if w.fid[i] == "p":
-                w.retrieved.add(i)
-            w.fid[i] = "F"
-            left -= extra
+    w.fid[keep_from:] = map(_KEPT_CODE.__getitem__, map(le, w.full[keep_from:], w.card[keep_from:]))
+    left = budget - (packet.tokens if packet else 0) - w.total(CHEAP, keep_from, n)
+    if left > 0:
+        _promote(w, keep_from, left)
     return packet, ""
+
+
+_KEPT_CODE = {True: "F", False: "c"}  # a kept turn whose full record is no larger than its card is Full
+
+
+def _promote(w: _Work, keep_from: int, left: int) -> None:
+    """Raise turns to Full in descending value (ties: the referred-to, then the newer) while the extra
+    cost fits ``left``. Candidates: the kept cards, and packeted turns that are relevant or referred to.
+
+    One greedy pass over the candidates in the order of ``(-value, i != anaphora, -i)``, without
+    sorting them all. The referred-to turn comes first (its value is 1.0, the most there is). The
+    kept cards (as many as the budget holds) are sorted; the packeted relevant turns (up to a share
+    of the session) go in a heap, popped only while one of them could still fit: each costs its whole
+    record, so once ``left`` is below the cheapest none can, and the rest of the order is the cards'."""
+    n, an, fid, full, card = len(w.turns), w.anaphora, w.fid, w.full, w.card
+    if an is not None and fid[an] in "cp":
+        extra = full[an] - (card[an] if fid[an] == "c" else 0)
+        if extra <= left:
+            _raise(w, an)
+            left -= extra
+    # Keys are (-value, -i), value = max(recency, relevance). The kept cards:
+    rel = w.relevance
+    kept = sorted((-max(1.0 / (n - i), rel.get(i, 0.0)), -i) for i in range(keep_from, n) if fid[i] == "c" and i != an)
+    # The packeted relevant turns are the first scored positions; only those whose record fits at all.
+    cut = bisect_left(w.scored, keep_from)
+    fits = list(map(ge, repeat(left), map(full.__getitem__, w.scored[:cut])))
+    if an is not None and (j := bisect_left(w.scored, an)) < cut and w.scored[j] == an:
+        fits[j] = False  # placed above
+    # fits ends at cut: the zip stops there
+    heap = [(-max(1.0 / (n - i), r), -i) for i, r, ok in zip(w.scored, w.scores, fits, strict=False) if ok]
+    heapify(heap)
+    cheapest = min((full[-i] for _, i in heap), default=left + 1)
+    k = 0
+    while left > 0:
+        if heap and left >= cheapest and (k == len(kept) or heap[0] < kept[k]):
+            i = -heappop(heap)[1]
+        elif k < len(kept):
+            i = -kept[k][1]
+            k += 1
+        else:
+            break  # no kept card is left and no packeted turn can fit any more
+        extra = full[i] - (card[i] if fid[i] == "c" else 0)
+        if extra <= left:
+            _raise(w, i)
+            left -= extra
+
+
+def _raise(w: _Work, i: int) -> None:
+    if w.fid[i] == "p":
+        w.retrieved.add(i)  # shown whole before the packet
+    w.fid[i] = "F"
 
 
 def _packet(index: TurnIndex, w: _Work, last_pos: int, room: PacketRoom, reserved: int, tpc: float) -> PacketPlan:
@@ -627,7 +715,7 @@ def _packet(index: TurnIndex, w: _Work, last_pos: int, room: PacketRoom, reserve
         return PacketPlan(*span, "list", room.list_tokens, reserved, 0)
     stored = stored_packet(index, first.id, last.id)
     if stored is not None:
-        cost = tokens_of(render_stored(index, stored), tpc)
+        cost = math.ceil(_stored_chars(index, stored, w.table) * tpc)  # tokens_of its rendering
         if cost <= reserved:
             return PacketPlan(*span, "summary", cost, reserved, 0, stored.id)
         # A stored summary too large for this model's room: the evidence list stands in, no new call.
@@ -636,10 +724,25 @@ def _packet(index: TurnIndex, w: _Work, last_pos: int, room: PacketRoom, reserve
     return PacketPlan(*span, "summary", reserved, reserved, room.summary_tokens, None, seed.id if seed else None)
 
 
+def _stored_chars(index: TurnIndex, stored: Summary, table: TurnTable | None) -> int:
+    """The characters of a stored packet's rendering, kept by the view's table: a stored packet and
+    the evidence it names never change, and rendering it walks every evidence line it lists."""
+    if table is None:
+        return len(render_stored(index, stored))
+    chars = table.packet_chars.get(stored.id)
+    if chars is None:
+        chars = table.packet_chars[stored.id] = len(render_stored(index, stored))
+    return chars
+
+
 def _behind(
     index: TurnIndex, start: int, sizes: Mapping[str, TurnSize] | TurnTable | None, tpc: float
 ) -> tuple[list[int], list[int]]:
-    full_c, card_c, _, _ = _size_rows(index, index.turns[:start], 0, sizes)
+    table = _table(sizes, index, 0, start)
+    if table is not None:
+        full_c, card_c = table.full_chars[:start], table.card_chars[:start]
+    else:
+        full_c, card_c, _, _ = _size_rows(index, index.turns[:start], sizes)
     return [math.ceil(f * tpc) for f in full_c], [math.ceil(c * tpc) for c in card_c]
 
 

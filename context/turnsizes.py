@@ -15,7 +15,9 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import accumulate, repeat
+from operator import add, truediv
+from typing import Any, Generic, TypeVar
 
 from context.capacity import request_chars
 from context.messages import ChatRequest
@@ -75,6 +77,8 @@ def estimate_size(index: TurnIndex, turn: Turn) -> TurnSize:
 
 # ------------------------------------------------------------------ relevance (BM25, pure)
 
+Doc = TypeVar("Doc", str, int)  # a document key: a turn id, or a turn position
+
 _TERM = re.compile(r"[a-z0-9][a-z0-9_]*")
 _STOP = frozenset(
     "a an and are as at be by can could did do does for from had has have how i if in is it its me my no not of "
@@ -87,19 +91,21 @@ def terms(text: str) -> list[str]:
     return [t for t in _TERM.findall(text.lower()) if len(t) > 1 and t not in _STOP]
 
 
-class Bm25Index:
+class Bm25Index(Generic[Doc]):
     """BM25 (k1 1.2, b 0.75) over one document per turn, kept incrementally; scoring touches only the
-    postings of the query's terms, so it does not grow with the session."""
+    postings of the query's terms, so it does not grow with the session. Documents are keyed by
+    turn id, or by turn position (``SessionView``: the planner then looks nothing up per score)."""
 
     K1 = 1.2
     B = 0.75
 
     def __init__(self) -> None:
-        self.postings: dict[str, dict[str, int]] = {}
-        self.lengths: dict[str, int] = {}
+        self.postings: dict[str, dict[Doc, int]] = {}
+        self.lengths: dict[Doc, int] = {}
         self.total = 0
+        self._terms: dict[Doc, tuple[str, ...]] = {}  # each document's distinct terms, to re-index it
 
-    def add(self, doc_id: str, text: str) -> None:
+    def add(self, doc_id: Doc, text: str) -> None:
         """Index (or re-index) one document."""
         if doc_id in self.lengths:
             self.remove(doc_id)
@@ -110,20 +116,23 @@ class Bm25Index:
             self.postings.setdefault(t, {})[doc_id] = n
         self.lengths[doc_id] = sum(counts.values())
         self.total += self.lengths[doc_id]
+        self._terms[doc_id] = tuple(counts)
 
-    def remove(self, doc_id: str) -> None:
+    def remove(self, doc_id: Doc) -> None:
         self.total -= self.lengths.pop(doc_id, 0)
-        for t in [t for t, docs in self.postings.items() if doc_id in docs]:
+        for t in self._terms.pop(doc_id, ()):
             del self.postings[t][doc_id]
             if not self.postings[t]:
                 del self.postings[t]
 
-    def scores(self, query: str) -> dict[str, float]:
+    def scores(self, query: str) -> dict[Doc, float]:
         n = len(self.lengths)
         if not n:
             return {}
         avg = self.total / n or 1.0
-        out: dict[str, float] = {}
+        k1, b = self.K1, self.B
+        out: dict[Doc, float] = {}
+        damping: dict[int, float] = {}  # k1 * (1 - b + b * length / avg), by document length
         for t in sorted(set(terms(query))):
             docs = self.postings.get(t)
             # A term in more than half the documents tells them apart by almost nothing (its idf is
@@ -131,10 +140,27 @@ class Bm25Index:
             if not docs or (n > 8 and len(docs) * 2 > n):
                 continue
             idf = math.log(1.0 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
-            for doc, tf in docs.items():
-                norm = tf + self.K1 * (1 - self.B + self.B * self.lengths[doc] / avg)
-                out[doc] = out.get(doc, 0.0) + idf * tf * (self.K1 + 1) / norm
+            # Each posting scores idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avg)). A frequent
+            # term has thousands of postings but few distinct lengths and counts: those parts are
+            # computed once each (operation for operation, so the same floats), the rest as C-level maps.
+            ids, counts = list(docs), list(docs.values())
+            lengths = list(map(self.lengths.__getitem__, ids))
+            for length in set(lengths).difference(damping):
+                damping[length] = k1 * (1 - b + b * length / avg)
+            boost = {tf: idf * tf * (k1 + 1) for tf in set(counts)}
+            gain = map(truediv, map(boost.__getitem__, counts), map(add, counts, map(damping.__getitem__, lengths)))
+            if out:  # out.get(doc, 0.0) + gain: each doc occurs once per term, read before written
+                out.update(zip(ids, map(add, map(out.get, ids, repeat(0.0)), gain), strict=True))
+            else:
+                out = dict(zip(ids, gain, strict=True))
         return out
+
+
+@dataclass(frozen=True)
+class TurnScores:
+    """Raw relevance scores by turn position (ordinal − 1), as ``SessionView``'s BM25 index gives them."""
+
+    by_position: dict[int, float]
 
 
 def turn_document(turn: Turn) -> str:
@@ -159,20 +185,44 @@ class TurnTable:
     evidence_chars: list[int] = field(default_factory=list)
     evidence_items: list[int] = field(default_factory=list)
 
-    # Token columns (and their digest) for a given tokens-per-char, memoised between plans: the
-    # table changes only when a turn does, and then the memo is dropped. Never mutate what it returns.
+    # Token columns per tokens-per-char value, and running totals, kept row by row as the table
+    # changes: a plan then neither converts nor sums every turn again. Values derived from the table
+    # (a plan's slices, their digest) are memoised until it changes. Never mutate what these return.
+    _tokens: dict[float, TokenColumns] = field(default_factory=dict, repr=False, compare=False)
+    _evidence_sums: tuple[list[int], list[int]] | None = field(default=None, repr=False, compare=False)
     _memo: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False, compare=False)
+    # Characters of each stored packet's rendering, by its id: it never changes once written.
+    packet_chars: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+
+    # The token columns of this many tokens-per-char values are kept (a session plans for a few models).
+    KEPT_RATIOS = 8
 
     def tokens(self, tpc: float, start: int, stop: int) -> tuple[list[int], list[int], list[int]]:
         """(full, card, cheapest) tokens of rows ``start..stop`` at ``tpc`` tokens per character."""
+        columns = self._columns_at(tpc)
+        if start == 0 and stop == len(self.ids):  # the whole table, the usual plan: no copy
+            return columns.full, columns.card, columns.cheap
         key = ("tokens", tpc, start, stop)
         hit = self._memo.get(key)
         if hit is None:
-            ceil = math.ceil
-            full = [ceil(c * tpc) for c in self.full_chars[start:stop]]
-            card = [ceil(c * tpc) for c in self.card_chars[start:stop]]
-            hit = self._memo[key] = (full, card, list(map(min, full, card)))
+            hit = self._memo[key] = (columns.full[start:stop], columns.card[start:stop], columns.cheap[start:stop])
         return hit
+
+    def sums(self, tpc: float) -> tuple[list[int], list[int], list[int], list[int]]:
+        """Running totals (``totals[i]`` is the sum of rows ``0..i``, so ``len(ids) + 1`` of them) of
+        the cheapest and card tokens at ``tpc``, the evidence line characters and the evidence items."""
+        columns = self._columns_at(tpc)
+        if self._evidence_sums is None:
+            self._evidence_sums = (running_totals(self.evidence_chars), running_totals(self.evidence_items))
+        return (columns.cheap_sums, columns.card_sums, *self._evidence_sums)
+
+    def _columns_at(self, tpc: float) -> TokenColumns:
+        columns = self._tokens.get(tpc)
+        if columns is None:
+            if len(self._tokens) >= self.KEPT_RATIOS:
+                del self._tokens[next(iter(self._tokens))]  # the first kept goes
+            columns = self._tokens[tpc] = TokenColumns.of(tpc, self.full_chars, self.card_chars)
+        return columns
 
     def memo(self, key: tuple[Any, ...], make: Any) -> Any:
         """A value derived from the table, computed once until the table changes."""
@@ -181,15 +231,24 @@ class TurnTable:
         return self._memo[key]
 
     def set(self, position: int, turn_id: str, size: TurnSize) -> None:
-        self._memo.clear()
+        row = (turn_id, *size_values(size))
+        columns = self._columns()
         if position == len(self.ids):
-            for column, value in zip(self._columns(), (turn_id, *size_values(size)), strict=True):
+            for column, value in zip(columns, row, strict=True):
                 column.append(value)
         elif position < len(self.ids):
-            for column, value in zip(self._columns(), (turn_id, *size_values(size)), strict=True):
+            if all(column[position] == value for column, value in zip(columns, row, strict=True)):
+                return  # the open turn measured again, unchanged: every derived value still holds
+            for column, value in zip(columns, row, strict=True):
                 column[position] = value
         else:
             raise InvalidInput(f"turn table has {len(self.ids)} rows; set row {len(self.ids)} before row {position}")
+        self._memo.clear()
+        for tokens in self._tokens.values():
+            tokens.set(position, size.full_chars, size.card_chars)
+        if self._evidence_sums is not None:
+            resum(self._evidence_sums[0], self.evidence_chars, position)
+            resum(self._evidence_sums[1], self.evidence_items, position)
 
     def _columns(self) -> tuple[list[Any], ...]:
         return self.ids, self.full_chars, self.card_chars, self.evidence_chars, self.evidence_items
@@ -197,3 +256,47 @@ class TurnTable:
 
 def size_values(size: TurnSize) -> tuple[int, int, int, int]:
     return size.full_chars, size.card_chars, size.evidence_chars, size.evidence_items
+
+
+@dataclass
+class TokenColumns:
+    """A table's sizes in tokens at one tokens-per-char ratio (rounded up, as a plan charges them),
+    with running totals of the cheapest and card tokens."""
+
+    tpc: float
+    full: list[int]
+    card: list[int]
+    cheap: list[int]
+    cheap_sums: list[int]
+    card_sums: list[int]
+
+    @classmethod
+    def of(cls, tpc: float, full_chars: list[int], card_chars: list[int]) -> TokenColumns:
+        full = [math.ceil(c * tpc) for c in full_chars]
+        card = [math.ceil(c * tpc) for c in card_chars]
+        cheap = list(map(min, full, card))
+        return cls(tpc, full, card, cheap, running_totals(cheap), running_totals(card))
+
+    def set(self, position: int, full_chars: int, card_chars: int) -> None:
+        full, card = math.ceil(full_chars * self.tpc), math.ceil(card_chars * self.tpc)
+        if position == len(self.full):
+            self.full.append(full)
+            self.card.append(card)
+            self.cheap.append(min(full, card))
+        else:
+            self.full[position], self.card[position], self.cheap[position] = full, card, min(full, card)
+        resum(self.cheap_sums, self.cheap, position)
+        resum(self.card_sums, self.card, position)
+
+
+def running_totals(column: list[int]) -> list[int]:
+    """``totals[i]`` = ``sum(column[:i])``, for ``i`` in ``0..len(column)``."""
+    return list(accumulate(column, initial=0))
+
+
+def resum(totals: list[int], column: list[int], position: int) -> None:
+    """Bring ``running_totals`` up to date after ``column[position]`` was set (or appended): only the
+    totals from there on change, and a table changes at its end."""
+    del totals[position + 1 :]
+    totals.extend(accumulate(column[position:], initial=totals[position]))
+    del totals[position + 1]  # accumulate repeats its initial value first

@@ -1,0 +1,149 @@
+"""The planner's fast paths give exactly what the straightforward computations give (property tests).
+
+Each mechanism that keeps the plan's cost from growing with the session is checked against the
+direct version it replaces: BM25 scoring as C-level maps against the per-posting loop, the greedy
+Full promotion with a heap against one sort of every candidate, the table's incremental token
+columns and running totals against recomputing them, and relevance by turn position against
+relevance by turn id. Equal means equal floats and equal digests, not approximately equal.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from context.planner import _promote, _Work, plan
+from context.turnsizes import Bm25Index, TurnSize, TurnTable, running_totals, terms
+from tests.test_planner import SessionBuilder, profile
+from tests.test_planner_properties import WORDS
+
+texts = st.lists(st.sampled_from([*WORDS, "alpha", "beta", "x1"]), max_size=30).map(" ".join)
+
+
+def _reference_scores(bm: Bm25Index[str], query: str) -> dict[str, float]:
+    """BM25 as it was written first: one posting at a time."""
+    n = len(bm.lengths)
+    if not n:
+        return {}
+    avg = bm.total / n or 1.0
+    out: dict[str, float] = {}
+    for t in sorted(set(terms(query))):
+        docs = bm.postings.get(t)
+        if not docs or (n > 8 and len(docs) * 2 > n):
+            continue
+        idf = math.log(1.0 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
+        for doc, tf in docs.items():
+            norm = tf + bm.K1 * (1 - bm.B + bm.B * bm.lengths[doc] / avg)
+            out[doc] = out.get(doc, 0.0) + idf * tf * (bm.K1 + 1) / norm
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 12), texts), max_size=40), texts)
+def test_bm25_scores_equal_the_per_posting_loop(docs: list[tuple[int, str]], query: str) -> None:
+    bm: Bm25Index[str] = Bm25Index()
+    for key, text in docs:  # repeated keys re-index a document
+        bm.add(f"d{key}", text)
+    assert bm.scores(query) == _reference_scores(bm, query)
+    assert bm.total == sum(bm.lengths.values())
+    assert all(docs_ for docs_ in bm.postings.values())  # no empty posting list is left behind
+    assert {d for docs_ in bm.postings.values() for d in docs_} <= set(bm.lengths)
+
+
+def _reference_promote(w: _Work, keep_from: int, left: int) -> None:
+    """The Full promotion as one sort of every candidate, as it was written first."""
+    n, an, fid = len(w.turns), w.anaphora, w.fid
+    special = {*w.relevance, *([an] if an is not None else [])}
+    keyed = [(-1.0 / (n - i), i != an, -i, i) for i in range(keep_from, n) if fid[i] == "c" and i not in special]
+    keyed += [(-w.value(i), i != an, -i, i) for i in special if fid[i] == "c" or (fid[i] == "p" and i < keep_from)]
+    keyed.sort()
+    for *_key, i in keyed:
+        if left <= 0:
+            break
+        extra = w.full[i] - (w.card[i] if fid[i] == "c" else 0)
+        if extra <= left:
+            if fid[i] == "p":
+                w.retrieved.add(i)
+            fid[i] = "F"
+            left -= extra
+
+
+def _work(full: list[int], card: list[int], rel: dict[int, float], anaphora: int | None, keep_from: int) -> _Work:
+    n = len(full)
+    fid = ["p"] * keep_from + ["F" if full[i] <= card[i] else "c" for i in range(keep_from, n)]
+    scored = sorted(rel)
+    w = _Work([None] * n, full, card, list(map(min, full, card)), [], [], dict(rel), anaphora,  # type: ignore[list-item]
+              fid, set(), None, keep_from)
+    w.scored, w.scores = scored, [rel[i] for i in scored]
+    return w
+
+
+@st.composite
+def promotions(draw: st.DrawFn) -> tuple[list[int], list[int], dict[int, float], int | None, int, int]:
+    n = draw(st.integers(1, 40))
+    full = draw(st.lists(st.integers(1, 300), min_size=n, max_size=n))
+    card = draw(st.lists(st.integers(1, 120), min_size=n, max_size=n))
+    levels = st.sampled_from([1.0, 0.5, 0.25, 0.1, 0.03, 0.01, 1 / 3])  # ties with each other and with recency
+    rel = draw(st.dictionaries(st.integers(0, n - 1), levels, max_size=n))
+    if rel:
+        rel[max(rel, key=rel.__getitem__)] = 1.0  # normalised: the best scores 1
+    anaphora = draw(st.sampled_from([None, n - 1]))
+    keep_from = draw(st.integers(0, n))
+    left = draw(st.integers(1, 1_500))
+    return full, card, rel, anaphora, keep_from, left
+
+
+@settings(max_examples=500, deadline=None)
+@given(promotions())
+@example(([100, 100], [50, 50], {0: 0.5, 1: 1.0}, 1, 2, 200))  # the referred-to turn, packeted: placed once
+@example(([90, 120, 80], [40, 40, 40], {0: 1.0, 2: 1.0}, None, 2, 130))  # equal values: the newer first
+def test_promotion_with_a_heap_equals_one_sort_of_every_candidate(
+    case: tuple[list[int], list[int], dict[int, float], int | None, int, int],
+) -> None:
+    full, card, rel, anaphora, keep_from, left = case
+    fast, slow = _work(full, card, rel, anaphora, keep_from), _work(full, card, rel, anaphora, keep_from)
+    _promote(fast, keep_from, left)
+    _reference_promote(slow, keep_from, left)
+    assert fast.fid == slow.fid and fast.retrieved == slow.retrieved
+
+
+sizes = st.builds(TurnSize, st.integers(0, 5_000), st.integers(0, 800), st.integers(0, 300), st.integers(0, 5))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), sizes), max_size=60), st.sampled_from([0.25, 0.27, 0.3, 0.5]))
+def test_incremental_token_columns_equal_a_recomputation(sets: list[tuple[int, TurnSize]], tpc: float) -> None:
+    table = TurnTable()
+    table.tokens(tpc, 0, 0)  # kept from the first row on, then updated row by row
+    table.sums(tpc)
+    for position, size in sets:
+        position = min(position, len(table.ids))  # the table grows one row at a time
+        table.set(position, f"t{position}", size)
+        full = [math.ceil(c * tpc) for c in table.full_chars]
+        card = [math.ceil(c * tpc) for c in table.card_chars]
+        cheap = list(map(min, full, card))
+        assert table.tokens(tpc, 0, len(table.ids)) == (full, card, cheap)
+        assert table.tokens(tpc, 1, len(table.ids)) == (full[1:], card[1:], cheap[1:])
+        assert table.sums(tpc) == (running_totals(cheap), running_totals(card),
+                                   running_totals(table.evidence_chars), running_totals(table.evidence_items))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 30), st.sampled_from(["copper price", "ledger commit again", "flight cache window", "zz"]),
+       st.sampled_from([2_000, 3_000, 6_000, 50_000]), st.sampled_from([None, -1, 3]))
+def test_relevance_by_position_plans_as_relevance_by_turn_id(turns: int, query: str, horizon: int,
+                                                             current: int | None) -> None:
+    b = SessionBuilder()
+    for i in range(turns):
+        words = " ".join(WORDS[(i * 5 + k) % len(WORDS)] for k in range(6))
+        b.turn(f"Turn {i}: {words}", [("web_search", {"q": words}, f"{words}\n" * (i % 4 + 1), False)], f"done {words}")
+    view = b.view
+    at = None if current is None else max(1, min(turns, turns + 1 + current if current < 0 else current))
+    text = "" if at is not None else query
+    by_position = view.plan(profile(horizon), text, prefix_tokens=0, tail_tokens=0, current=at)
+    by_id = plan(view.index, profile(horizon), text, prefix_tokens=0, tail_tokens=0, current=at,
+                 sizes=view.sizes(), relevance=view.relevance(view.index.turn(at).directive.text if at else query))
+    assert by_position.digest == by_id.digest and by_position.inputs_digest == by_id.inputs_digest
+    assert by_position.fidelities == by_id.fidelities
