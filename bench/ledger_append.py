@@ -2,7 +2,7 @@
 
 Every configuration writes the same payloads (canonical JSON of a ~500-byte event) and counts an
 append only once it is durable: the ledger after its group commit is synced to the session's tail
-(``fdatasync`` over zero-filled blocks, docs/LEDGER_FORMAT.md), SQLite in WAL mode with
+(``fsync`` over zero-filled blocks, docs/LEDGER_FORMAT.md), SQLite in WAL mode with
 ``synchronous=FULL`` after ``COMMIT``. Batch sizes 1, 16 and 256; 1 and 16 concurrent writers.
 The threads column runs one OS thread per writer (16 GIL hand-offs per shared commit); the asyncio
 column runs the writers as tasks on one event loop, as the LedgerActor does.
