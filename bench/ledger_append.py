@@ -104,10 +104,12 @@ def bench_actor(root: Path, writers: int, batch: int, seconds: float) -> float:
     from actors.factory import ledger_actor
 
     actor = ledger_actor(root)
+    ray.get(actor.sessions.remote())  # started and ready before the clock runs
+    # Passed by value, as a caller would: Ray inlines small arguments and puts large ones in its
+    # object store itself.
     pre = [_payloads(batch, w) for w in range(writers)]
-    refs = [ray.put(p) for p in pre]
     try:
-        return _run_writers(writers, seconds, batch, lambda w, r: ray.get(actor.append.remote("bench", refs[w])))
+        return _run_writers(writers, seconds, batch, lambda w, r: ray.get(actor.append.remote("bench", pre[w])))
     finally:
         ray.kill(actor, no_restart=True)
 
