@@ -133,3 +133,20 @@ def test_batch_from_buffers_equals_the_checked_build(rows: list[tuple]) -> None:
     fast = to_batch(entries)
     fast.validate(full=True)
     assert fast.equals(_to_batch_checked(entries))
+
+
+def test_verify_names_a_tampered_entry_in_a_live_tail(ledger_dir: Path) -> None:
+    writer = LedgerStore(ledger_dir)
+    writer.append("s", _nudges(2, "a"))
+    target = writer.append("s", _nudges(3, "b"))
+    (tail,) = (ledger_dir / "sessions" / "s").glob("_seg-*.arrow")
+    data = bytearray(tail.read_bytes())
+    at = data.index(b"1: the same words", data.index(b'"tag":"b"'))  # inside the second entry of batch 2
+    data[at] ^= 0x01
+    tail.write_bytes(bytes(data))
+    with LedgerStore(ledger_dir, readonly=True) as reader:
+        report = reader.verify()
+    assert not report.ok and report.first_bad is not None
+    assert report.first_bad.id == target[1] and report.first_bad.seq == 3
+    assert report.first_bad.segment == tail.name and report.first_bad.batch == 1
+    writer.close()
