@@ -6,9 +6,12 @@ and the model's state) and, in the same run, the floor: serializing the request 
 to the JSON that goes on the wire (``OpenAICompatProvider.render`` then ``json.dumps``). Goal: at
 most 3x the floor at 1,000 turns. The growth exponent is the slope of log(latency) over log(turns).
 
-A second table shows why the per-request cost does not grow with the whole ledger: the next turn's
-entries are folded into the kept index incrementally (``SessionView.add``) instead of rebuilding the
-TurnIndex from the whole chain, the baseline measured beside it.
+A second table is the real per-request cost. The warm re-plan above replans an unchanged session
+(every cache warm); a request comes after a new turn. So a warm ``SessionView`` (the one a
+PlannerActor keeps) folds in the next turn's entries (``SessionView.add_all`` and ``sizes()``) and
+then makes the first plan after it, with that turn's caches cold: "next request" is both, per
+profile (medians over a few turns, so a size grows by those few turns while it is measured). Beside
+it, the baseline a kept index avoids: rebuilding the TurnIndex from the whole chain.
 
 Run: ``.venv/bin/python bench/planner.py`` (``--quick`` stops at 1,000 turns).
 """
@@ -33,6 +36,7 @@ from agent.request import SessionView, prefix_tokens, project
 from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
 from context.messages import ChatRequest
 from context.packets import compaction_payload
+from context.planner import PlannerState
 from context.turncard import build_card
 from context.turns import TurnIndex
 from events.envelope import Mapper, StoredEntry
@@ -40,6 +44,8 @@ from events.payloads import AssistantStep, Directive, EvidenceBody, TextBlock, T
 from providers.openai_compat import OpenAICompatProvider
 
 SIZES = (10, 100, 1_000, 10_000)
+# turns folded in per profile to time the next request: few next to the session, enough for a median
+NEXT_TURNS = {10: 2, 100: 5, 1_000: 7, 10_000: 5}
 SYSTEM = "You are a careful agent. Follow the policy; use the tools; cite what you found. " * 60
 SUBJECTS = ("copper prices", "the ledger module", "flaky tests", "airline booking", "vector databases",
             "the quarterly report", "a failing deploy", "Rust vs Go for a queue")
@@ -128,7 +134,8 @@ def main() -> None:
     provider = OpenAICompatProvider(client, base_url="http://127.0.0.1:9/v1")  # render only: nothing is sent
     session = Session()
     rows: list[tuple[int, str, float, float, float, str]] = []
-    growth: list[tuple[int, float, float, float]] = []
+    growth: list[tuple[int, float, float, int, dict[str, float]]] = []
+    states = {name: PlannerState() for name in PROFILES}
     directive = "What changed about copper prices again?"
     print(f"{'turns':>6}  {'profile':<14} {'plan med':>9} {'plan p95':>9} {'floor med':>10} {'ratio':>6}  plan")
     for n in sizes:
@@ -139,7 +146,7 @@ def main() -> None:
         for name, prof in PROFILES.items():
             pre = prefix_tokens(prof, SYSTEM)
             p = view.plan(prof, directive, prefix_tokens=pre, tail_tokens=40)
-            state = p.state
+            state = states[name] = p.state
             if p.packet is not None and p.packet.needs_summary:  # a stored summary, as the summariser leaves it
                 words = max(1, int(p.packet.summary_tokens / prof.tokens_per_char.value) // 6)
                 session.add(compaction_payload(view.index, p.packet.first_ordinal, p.packet.last_ordinal,
@@ -157,16 +164,29 @@ def main() -> None:
             rows.append((n, name, med, _p95(plan_t), floor, shape))
             print(f"{n:>6}  {name:<14} {med * 1e3:>7.2f}ms {_p95(plan_t) * 1e3:>7.2f}ms {floor * 1e3:>8.2f}ms "
                   f"{med / floor:>5.1f}x  {shape}")
-        # the per-request index upkeep: fold the next turn in, against rebuilding from the whole chain
-        start = len(session.entries)
-        warm = SessionView(0.27)  # the index a PlannerActor keeps: built once, measured once
+        # the per-request cost: fold the next turn into a warm view, then its first plan
+        warm = SessionView(0.27)  # the view a PlannerActor keeps: built once, outside the timing
         warm.add_all(session.entries)
-        warm.sizes()
-        session.turn(len(session.view.index.turns))
-        new = session.entries[start:]
-        add_t = _time(1, _fold, warm, new)[0]
+        for name, prof in PROFILES.items():  # measured, indexed and planned once, as a kept view is
+            warm.plan(prof, directive, prefix_tokens=prefix_tokens(prof, SYSTEM), tail_tokens=40, state=states[name])
+        fold_t: list[float] = []
+        next_t: dict[str, list[float]] = {name: [] for name in PROFILES}
+        for _ in range(NEXT_TURNS[n]):
+            for name, prof in PROFILES.items():  # each profile in turn makes the first plan after a turn
+                pre = prefix_tokens(prof, SYSTEM)
+                start = len(session.entries)
+                session.turn(len(session.view.index.turns))
+                new = session.entries[start:]
+                t0 = time.perf_counter()
+                _fold(warm, new)
+                t1 = time.perf_counter()
+                warm.plan(prof, directive, prefix_tokens=pre, tail_tokens=40, state=states[name])
+                t2 = time.perf_counter()
+                fold_t.append(t1 - t0)
+                next_t[name].append(t2 - t0)
         rebuild_t = statistics.median(_time(3 if n < 10_000 else 1, TurnIndex.build, session.entries, 0.27))
-        growth.append((n, add_t, rebuild_t, len(session.entries)))
+        growth.append((n, statistics.median(fold_t), rebuild_t, len(session.entries),
+                       {name: statistics.median(ts) for name, ts in next_t.items()}))
     client_close(client)
     print()
     for name in PROFILES:
@@ -177,9 +197,19 @@ def main() -> None:
         steps = ", ".join(f"{_slope(xs[i:i + 2], ys[i:i + 2]):.2f}" for i in range(len(xs) - 1))
         print(f"growth exponent {name:<14} {_slope(xs, ys):.2f} overall (steps {steps}){goal}")
     print()
-    print(f"{'turns':>6} {'entries':>8} {'incremental add':>16} {'rebuild (baseline)':>19} {'ratio':>7}")
-    for n, add_t, rebuild_t, entries in growth:
-        print(f"{n:>6} {entries:>8} {add_t * 1e3:>14.3f}ms {rebuild_t * 1e3:>17.2f}ms {rebuild_t / add_t:>6.0f}x")
+    names = list(PROFILES)
+    print(f"{'turns':>6} {'entries':>8} {'fold next turn':>15} " + " ".join(f"{'next: ' + m:>20}" for m in names)
+          + f" {'rebuild (baseline)':>19}")
+    for n, add_t, rebuild_t, entries, next_by in growth:
+        print(f"{n:>6} {entries:>8} {add_t * 1e3:>13.3f}ms " + " ".join(f"{next_by[m] * 1e3:>18.3f}ms" for m in names)
+              + f" {rebuild_t * 1e3:>17.2f}ms")
+    xs = [float(g[0]) for g in growth]
+    for m in names:
+        ys = [g[4][m] for g in growth]
+        steps = ", ".join(f"{_slope(xs[i:i + 2], ys[i:i + 2]):.2f}" for i in range(len(xs) - 1))
+        print(f"growth exponent next request {m:<14} {_slope(xs, ys):.2f} overall (steps {steps})")
+    ys = [g[2] for g in growth]
+    print(f"growth exponent rebuild (baseline)    {_slope(xs, ys):.2f} overall")
 
 
 def _fold(view: SessionView, entries: list[StoredEntry]) -> None:

@@ -46,8 +46,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from heapq import heapify, heappop
-from itertools import repeat
-from operator import add, ge, gt, le, truediv
+from itertools import compress, repeat
+from operator import add, ge, gt, le, neg, sub, truediv
 from typing import Any, Literal, NamedTuple
 
 import blake3
@@ -74,6 +74,7 @@ from context.turnsizes import (
     messages_chars,
     running_totals,
     size_values,
+    sizes_digest,
     turn_document,
 )
 from vak.errors import InvalidInput
@@ -290,19 +291,22 @@ def _flat(obj: Any) -> dict[str, Any]:
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # a record type's field names: ``fields()`` is slow per call
 
 
-def _sizes_digest(w: _Work, ids: list[str], tpc: float, start: int, end: int) -> str:
-    """The planned turns' ids, then their full, card, evidence line and evidence item columns."""
-    if w.table is None:
-        return _columns_digest(ids[start:end], w.full, w.card, w.ev_chars, w.ev_items)
-    t = w.table  # the table's columns change only with the table: so does its digest
-    return str(t.memo(("digest", tpc, start, end), lambda: _columns_digest(
-        ids[start:end], w.full, w.card, t.evidence_chars[start:end], t.evidence_items[start:end])))
+def _sizes_digest(index: TurnIndex, sizes: Mapping[str, TurnSize] | TurnTable | None, ids: list[str], end: int
+                  ) -> str:
+    """Every turn's sizes in characters up to the last planned one, behind a reset or not
+    (``context.turnsizes.sizes_digest``): kept chunk by chunk by the view's table, so a new turn adds
+    its own row to hash, not the session's."""
+    table = _table(sizes, index, 0, end)
+    if table is not None:
+        return table.digest(end)
+    return sizes_digest(ids[:end], *_size_rows(index, index.turns[:end], sizes))
 
 
-def _relevance_digest(scored: list[int], scores: list[float], ids: list[str], start: int) -> str:
-    """The scored turns' ids, then their normalised scores as float64 bytes, in turn order."""
-    at = map(add, scored, repeat(start)) if start else scored
-    h = blake3.blake3("\n".join(map(ids.__getitem__, at)).encode())
+def _relevance_digest(scored: list[int], scores: list[float], start: int) -> str:
+    """The scored turns' positions (``start`` + each, as int64; the chain head names their turns), then
+    their normalised scores as float64 bytes, in turn order: no per-turn text to join."""
+    h = blake3.blake3(f"{start}\n".encode())
+    h.update(array("q", scored).tobytes())
     h.update(array("d", scores).tobytes())
     return h.hexdigest()
 
@@ -463,7 +467,7 @@ def plan(
         w.keep_from = len(w.turns)
 
     behind_full, behind_card = _behind(index, start, sizes, tpc)
-    codes = "x" * start + "".join(w.fid) + ("*" if current is not None else "")
+    codes = "x" * start + _history_codes(w, bool(rescue)) + ("*" if current is not None else "")
     ids = _ids(index, end + (1 if current is not None else 0), sizes)
     last = (0,) if current is not None else ()  # the current turn's columns
     rows = Rows(
@@ -490,8 +494,8 @@ def plan(
         "state": _flat(state_in),
         "head": index.head,
         "turns": len(index.turns),
-        "sizes": _sizes_digest(w, ids, tpc, start, end),
-        "relevance": _relevance_digest(w.scored, w.scores, ids, start),
+        "sizes": _sizes_digest(index, sizes, ids, end),
+        "relevance": _relevance_digest(w.scored, w.scores, start),
     }
     result = Plan(
         model=str(profile.key),
@@ -518,6 +522,18 @@ def budget_line(p: Plan) -> str:
         f"{b.current_turn_reserve} current turn = {b.budget}; history {b.history} "
         f"(full {b.full}, cards {b.cards}, packet {b.packet})"
     )
+
+
+def _history_codes(w: _Work, rescue: bool) -> str:
+    """``w.fid`` as text. The packet's turns are ``p`` but for the few retrieved ones, so that part is
+    built from runs of ``p`` instead of joining a code per packeted turn."""
+    if rescue or not w.keep_from:
+        return "".join(w.fid)
+    runs, at = [], 0
+    for i in sorted(w.retrieved):
+        runs += ["p" * (i - at), "F"]
+        at = i + 1
+    return "".join([*runs, "p" * (w.keep_from - at), *w.fid[w.keep_from :]])
 
 
 def _reset_prefix(turns: list[Turn], end: int) -> int:
@@ -678,13 +694,16 @@ def _promote(w: _Work, keep_from: int, left: int) -> None:
     kept = sorted((-max(1.0 / (n - i), rel.get(i, 0.0)), -i) for i in range(keep_from, n) if fid[i] == "c" and i != an)
     # The packeted relevant turns are the first scored positions; only those whose record fits at all.
     cut = bisect_left(w.scored, keep_from)
-    fits = list(map(ge, repeat(left), map(full.__getitem__, w.scored[:cut])))
+    packeted = w.scored[:cut]
+    fulls = list(map(full.__getitem__, packeted))
+    fits = list(map(ge, repeat(left), fulls))
     if an is not None and (j := bisect_left(w.scored, an)) < cut and w.scored[j] == an:
         fits[j] = False  # placed above
-    # fits ends at cut: the zip stops there
-    heap = [(-max(1.0 / (n - i), r), -i) for i, r, ok in zip(w.scored, w.scores, fits, strict=False) if ok]
+    # C-level maps, as a packet can hold thousands of relevant turns: key (-max(1.0 / (n - i), r), -i)
+    values = map(max, map(truediv, repeat(1.0), map(sub, repeat(n), packeted)), w.scores[:cut])
+    heap = list(compress(zip(map(neg, values), map(neg, packeted), strict=True), fits))
     heapify(heap)
-    cheapest = min((full[-i] for _, i in heap), default=left + 1)
+    cheapest = min(compress(fulls, fits), default=left + 1)
     k = 0
     while left > 0:
         if heap and left >= cheapest and (k == len(kept) or heap[0] < kept[k]):
@@ -744,10 +763,3 @@ def _behind(
     else:
         full_c, card_c, _, _ = _size_rows(index, index.turns[:start], sizes)
     return [math.ceil(f * tpc) for f in full_c], [math.ceil(c * tpc) for c in card_c]
-
-
-def _columns_digest(ids: list[str], *columns: list[int]) -> str:
-    h = blake3.blake3("\n".join(ids).encode())
-    for values in columns:
-        h.update(array("q", values).tobytes())
-    return h.hexdigest()

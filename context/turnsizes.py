@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, repeat
 from operator import add, truediv
 from typing import Any, Generic, TypeVar
+
+import blake3
 
 from context.capacity import request_chars
 from context.messages import ChatRequest
@@ -93,7 +96,8 @@ def terms(text: str) -> list[str]:
 
 class Bm25Index(Generic[Doc]):
     """BM25 (k1 1.2, b 0.75) over one document per turn, kept incrementally; scoring touches only the
-    postings of the query's terms, so it does not grow with the session. Documents are keyed by
+    postings of the query's terms: it grows with the turns that share a term with the query (at most
+    half the session, as a term in more is skipped), not with every turn. Documents are keyed by
     turn id, or by turn position (``SessionView``: the planner then looks nothing up per score)."""
 
     K1 = 1.2
@@ -193,6 +197,9 @@ class TurnTable:
     _memo: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False, compare=False)
     # Characters of each stored packet's rendering, by its id: it never changes once written.
     packet_chars: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    # ``chunk_digest`` of each whole chunk of rows, in order: a new row extends the table, so the
+    # sizes digest of a plan hashes only the rows since the last whole chunk (``sizes_digest``).
+    _chunk_digests: list[bytes] = field(default_factory=list, repr=False, compare=False)
 
     # The token columns of this many tokens-per-char values are kept (a session plans for a few models).
     KEPT_RATIOS = 8
@@ -230,6 +237,15 @@ class TurnTable:
             self._memo[key] = make()
         return self._memo[key]
 
+    def digest(self, stop: int) -> str:
+        """``sizes_digest`` of rows ``0..stop``: kept chunks, and the rows after the last whole one."""
+        whole = stop // SIZES_CHUNK
+        while len(self._chunk_digests) < whole:
+            a = len(self._chunk_digests) * SIZES_CHUNK
+            self._chunk_digests.append(chunk_digest(self._columns(), a, a + SIZES_CHUNK))
+        return str(self.memo(("digest", stop), lambda: chunks_digest(
+            self._chunk_digests[:whole], chunk_digest(self._columns(), whole * SIZES_CHUNK, stop), stop)))
+
     def set(self, position: int, turn_id: str, size: TurnSize) -> None:
         row = (turn_id, *size_values(size))
         columns = self._columns()
@@ -244,6 +260,7 @@ class TurnTable:
         else:
             raise InvalidInput(f"turn table has {len(self.ids)} rows; set row {len(self.ids)} before row {position}")
         self._memo.clear()
+        del self._chunk_digests[position // SIZES_CHUNK :]  # the chunks from the changed row on
         for tokens in self._tokens.values():
             tokens.set(position, size.full_chars, size.card_chars)
         if self._evidence_sums is not None:
@@ -252,6 +269,38 @@ class TurnTable:
 
     def _columns(self) -> tuple[list[Any], ...]:
         return self.ids, self.full_chars, self.card_chars, self.evidence_chars, self.evidence_items
+
+
+# Rows per kept chunk of the sizes digest: a plan hashes fewer than this many rows of its own.
+SIZES_CHUNK = 64
+
+
+def chunk_digest(columns: Sequence[list[Any]], start: int, stop: int) -> bytes:
+    """blake3 of rows ``start..stop``: their ids (newline-joined), then each size column as int64."""
+    ids, *sizes = columns
+    h = blake3.blake3("\n".join(ids[start:stop]).encode())
+    for column in sizes:
+        h.update(array("q", column[start:stop]).tobytes())
+    return h.digest()
+
+
+def chunks_digest(whole: list[bytes], partial: bytes, stop: int) -> str:
+    """The sizes digest of rows ``0..stop``: the row count, then the digests of the whole chunks of
+    ``SIZES_CHUNK`` rows and of the rows after them (``chunk_digest``)."""
+    h = blake3.blake3(f"{stop}\n".encode())
+    h.update(b"".join(whole))
+    h.update(partial)
+    return h.hexdigest()
+
+
+def sizes_digest(ids: list[str], full_chars: list[int], card_chars: list[int], evidence_chars: list[int],
+                 evidence_items: list[int]) -> str:
+    """The digest of a table's size columns in characters, computed from scratch (``TurnTable.digest``
+    keeps the same value chunk by chunk)."""
+    columns, stop = (ids, full_chars, card_chars, evidence_chars, evidence_items), len(ids)
+    whole = stop // SIZES_CHUNK * SIZES_CHUNK
+    return chunks_digest([chunk_digest(columns, a, a + SIZES_CHUNK) for a in range(0, whole, SIZES_CHUNK)],
+                         chunk_digest(columns, whole, stop), stop)
 
 
 def size_values(size: TurnSize) -> tuple[int, int, int, int]:

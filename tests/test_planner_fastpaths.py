@@ -3,8 +3,8 @@
 Each mechanism that keeps the plan's cost from growing with the session is checked against the
 direct version it replaces: BM25 scoring as C-level maps against the per-posting loop, the greedy
 Full promotion with a heap against one sort of every candidate, the table's incremental token
-columns and running totals against recomputing them, and relevance by turn position against
-relevance by turn id. Equal means equal floats and equal digests, not approximately equal.
+columns, running totals and chunked sizes digest against recomputing them, and relevance by turn
+position against relevance by turn id. Equal means equal floats and equal digests, not approximately equal.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import math
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from context.planner import _promote, _Work, plan
-from context.turnsizes import Bm25Index, TurnSize, TurnTable, running_totals, terms
+from context.planner import _history_codes, _promote, _Work, plan
+from context.turnsizes import Bm25Index, TurnSize, TurnTable, running_totals, sizes_digest, terms
 from tests.test_planner import SessionBuilder, profile
 from tests.test_planner_properties import WORDS
 
@@ -107,6 +107,7 @@ def test_promotion_with_a_heap_equals_one_sort_of_every_candidate(
     _promote(fast, keep_from, left)
     _reference_promote(slow, keep_from, left)
     assert fast.fid == slow.fid and fast.retrieved == slow.retrieved
+    assert _history_codes(fast, False) == "".join(fast.fid)  # runs of "p" and the retrieved ones
 
 
 sizes = st.builds(TurnSize, st.integers(0, 5_000), st.integers(0, 800), st.integers(0, 300), st.integers(0, 5))
@@ -128,6 +129,26 @@ def test_incremental_token_columns_equal_a_recomputation(sets: list[tuple[int, T
         assert table.tokens(tpc, 1, len(table.ids)) == (full[1:], card[1:], cheap[1:])
         assert table.sums(tpc) == (running_totals(cheap), running_totals(card),
                                    running_totals(table.evidence_chars), running_totals(table.evidence_items))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 200), sizes, st.integers(0, 200)), max_size=40),
+       st.integers(1, 70))
+def test_sizes_digest_kept_chunk_by_chunk_equals_a_recomputation(
+    sets: list[tuple[int, TurnSize, int]], grow: int
+) -> None:
+    table = TurnTable()
+    for k in range(grow):  # rows past a few whole chunks of SIZES_CHUNK (64), digested as they come
+        table.set(k, f"t{k}", TurnSize(k, k % 7, k % 3, k % 2))
+        if k % 9 == 0:
+            table.digest(len(table.ids))
+    for position, size, stop in sets:  # then rows changed anywhere (a card arriving late) or appended
+        position = min(position, len(table.ids))
+        table.set(position, f"t{position}", size)
+        stop = min(stop, len(table.ids))
+        columns = (table.ids, table.full_chars, table.card_chars, table.evidence_chars, table.evidence_items)
+        for at in (stop, len(table.ids)):
+            assert table.digest(at) == sizes_digest(*(column[:at] for column in columns))
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
