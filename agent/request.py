@@ -36,11 +36,10 @@ from context.messages import (
 )
 from context.packets import covered_evidence, evidence_count, render_packet, render_stored
 from context.planner import Plan, PlannerState, plan
+from context.relevance import PositionBm25, TurnScores
 from context.render import EvidenceInfo, evidence_info, render_turn
 from context.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
 from context.turnsizes import (
-    Bm25Index,
-    TurnScores,
     TurnSize,
     TurnTable,
     card_text,
@@ -68,7 +67,7 @@ class SessionView:
         self.mapper = mapper or Mapper()
         self.index = TurnIndex(tokens_per_char, mapper=self.mapper)
         self.infos: dict[str, EvidenceInfo] = {}
-        self.bm25: Bm25Index[int] = Bm25Index()  # by turn position (ordinal − 1)
+        self.bm25 = PositionBm25()  # by turn position (ordinal − 1)
         self.states: dict[str, PlannerState] = {}  # model -> the state its last recorded plan returned
         self.plans: dict[str, str] = {}  # model -> id of its last recorded plan
         self.preamble: dict[str, Any] = {}  # payloads before the first directive (a recorded system prompt)
@@ -142,7 +141,7 @@ class SessionView:
         for turn in self._unindexed.values():
             self.bm25.add(turn.ordinal - 1, turn_document(turn))
         self._unindexed.clear()
-        return TurnScores(self.bm25.scores(query))
+        return TurnScores(*self.bm25.columns(query))
 
     def plan(
         self,

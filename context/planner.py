@@ -45,12 +45,12 @@ from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
-from heapq import heapify, heappop
-from itertools import compress, repeat
-from operator import add, ge, gt, le, neg, sub, truediv
+from itertools import repeat
+from operator import add, gt, le, truediv
 from typing import Any, Literal, NamedTuple
 
 import blake3
+import numpy as np
 
 from context.capacity import ALPHA, CapacityProfile, to_record
 from context.packets import (
@@ -63,11 +63,19 @@ from context.packets import (
     seed_packet,
     stored_packet,
 )
+from context.relevance import (
+    Floats,
+    Positions,
+    SparseRelevance,
+    TurnScores,
+    normalised_columns,
+    ranked_columns,
+    ranked_lists,
+)
 from context.render import render_turn
 from context.turns import Summary, Turn, TurnIndex
 from context.turnsizes import (
     Bm25Index,
-    TurnScores,
     TurnSize,
     TurnTable,
     estimate_size,
@@ -176,21 +184,35 @@ class Budget:
         return self.budget - self.history
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Rows:
     """The plan's turns as columns: one fidelity code per turn (``F`` full, ``c`` card, ``p`` packet,
-    ``x`` behind a reset, ``*`` current), in ordinal order from turn 1. ``Plan.turns`` reads them."""
+    ``x`` behind a reset, ``*`` current), in ordinal order from turn 1. ``Plan.turns`` reads them.
 
-    ids: tuple[str, ...]
+    ``ids`` (one per code), ``full`` and ``card`` (one per turn before the current) may be the view's
+    ``TurnTable`` columns themselves, not copies (``TurnTable.lend``): longer once the table grows, and
+    copied by the table before it changes a row in place. Only their first entries are the plan's."""
+
+    ids: Sequence[str]
     codes: str
-    full: tuple[int, ...]
-    card: tuple[int, ...]
+    full: Sequence[int]
+    card: Sequence[int]
     history_start: int  # position of the first planned turn (the ones before it are behind a reset)
     history_end: int  # one past the last history turn
-    relevance: dict[int, float]  # position -> relevance (sparse)
+    relevance: Mapping[int, float]  # position -> relevance (sparse)
     anaphora: int | None  # position of the referred-to turn
     retrieved: frozenset[int]
     current_tokens: int
+
+    def _key(self) -> tuple[Any, ...]:
+        m, end = len(self.codes), self.history_end
+        return (tuple(self.ids[:m]), self.codes, tuple(self.full[:end]), tuple(self.card[:end]), self.history_start,
+                end, dict(self.relevance), self.anaphora, self.retrieved, self.current_tokens)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Rows) and self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, like the dict it carries
 
 
 _FIDELITY: dict[str, Fidelity] = {"F": "full", "c": "card", "p": "packet", "x": "behind_reset", "*": "current"}
@@ -302,12 +324,13 @@ def _sizes_digest(index: TurnIndex, sizes: Mapping[str, TurnSize] | TurnTable | 
     return sizes_digest(ids[:end], *_size_rows(index, index.turns[:end], sizes))
 
 
-def _relevance_digest(scored: list[int], scores: list[float], start: int) -> str:
+def _relevance_digest(scored: Positions | list[int], scores: Floats | list[float], start: int) -> str:
     """The scored turns' positions (``start`` + each, as int64; the chain head names their turns), then
     their normalised scores as float64 bytes, in turn order: no per-turn text to join."""
     h = blake3.blake3(f"{start}\n".encode())
-    h.update(array("q", scored).tobytes())
-    h.update(array("d", scores).tobytes())
+    # numpy columns or Python lists (few scores): the same native int64 and float64 bytes
+    h.update(scored.tobytes() if isinstance(scored, np.ndarray) else array("q", scored).tobytes())
+    h.update(scores.tobytes() if isinstance(scores, np.ndarray) else array("d", scores).tobytes())
     return h.hexdigest()
 
 
@@ -355,15 +378,16 @@ class _Work:
     cheap: list[int]
     ev_chars: list[int]
     ev_items: list[int]
-    relevance: dict[int, float]  # sparse: only turns that share a term with the query
+    relevance: Mapping[int, float]  # sparse: only turns that share a term with the query
     anaphora: int | None  # position of the referred-to turn
     fid: list[str]  # "F" full, "c" card, "p" packet
     retrieved: set[int]
     table: TurnTable | None  # the view's size table, when it is in step with the index
     keep_from: int = 0  # the first turn after the packet range
     # ``relevance`` as columns in position order: the digest and the Full candidates walk them in order.
-    scored: list[int] = field(default_factory=list)
-    scores: list[float] = field(default_factory=list)
+    # numpy columns when there are many scores, else Python lists (``context.relevance``)
+    scored: Positions | list[int] = field(default_factory=list)
+    scores: Floats | list[float] = field(default_factory=list)
     # Running totals of cheap, card, evidence characters and items (``TurnTable.sums``), from ``base``:
     # the sum over positions a..b is ``totals[base + b] - totals[base + a]``.
     totals: tuple[list[int], list[int], list[int], list[int]] = ([0], [0], [0], [0])
@@ -469,10 +493,14 @@ def plan(
     behind_full, behind_card = _behind(index, start, sizes, tpc)
     codes = "x" * start + _history_codes(w, bool(rescue)) + ("*" if current is not None else "")
     ids = _ids(index, end + (1 if current is not None else 0), sizes)
-    last = (0,) if current is not None else ()  # the current turn's columns
+    if not start and w.table is not None:  # the table's own columns (or its memoised slices): no copy
+        w.table.lend()
+        columns: tuple[Sequence[str], Sequence[int], Sequence[int]] = (ids, w.full, w.card)
+    else:
+        columns = (tuple(ids), (*behind_full, *w.full), (*behind_card, *w.card))
     rows = Rows(
-        tuple(ids), codes, (*behind_full, *w.full, *last), (*behind_card, *w.card, *last), start, end,
-        w.relevance if not start else dict(zip(map(add, w.scored, repeat(start)), w.scores, strict=True)),
+        columns[0], codes, columns[1], columns[2], start, end,
+        _shifted(w, start),
         start + w.anaphora if w.anaphora is not None else None,
         frozenset(start + i for i in w.retrieved), current_tokens,
     )
@@ -594,6 +622,15 @@ def _work(
     return w
 
 
+def _shifted(w: _Work, start: int) -> Mapping[int, float]:
+    """The plan's relevance by session position: the history's, ``start`` positions on."""
+    if not start:
+        return w.relevance
+    if isinstance(w.scored, np.ndarray) and isinstance(w.scores, np.ndarray):
+        return SparseRelevance(w.scored, w.scores, start)
+    return dict(zip(map(add, w.scored, repeat(start)), w.scores, strict=True))
+
+
 def _position(index: TurnIndex, turn_id: str, first: int) -> int | None:
     try:
         i = index.by_id(turn_id).ordinal - first
@@ -612,25 +649,30 @@ def _relevance(
             bm.add(t.id, turn_document(t))
         relevance = bm.scores(" ".join([directive, *reading_terms]))
     # Scores are sparse (only turns that share a term score at all): walk them, not the session.
+    if not w.turns:
+        return
+    lo, n = w.turns[0].ordinal - 1, len(w.turns)
+    if isinstance(relevance, TurnScores) and isinstance(relevance.positions, np.ndarray):
+        columns = normalised_columns(relevance.positions, np.asarray(relevance.raw, dtype=np.float64), lo, n)
+        if columns is not None:
+            w.scored, w.scores = columns
+            w.relevance = SparseRelevance(*columns)
+        return
     at: list[int] = []  # positions with a score above 0, ascending, and their raw scores
     raw: list[float] = []
-    if w.turns:
-        lo, n = w.turns[0].ordinal - 1, len(w.turns)
-        if isinstance(relevance, TurnScores):
-            by = relevance.by_position
-            at = sorted(by)
-            raw = list(map(float, map(by.__getitem__, at)))
-            if at and not (lo == 0 and at[0] >= 0 and at[-1] < n and all(map(gt, raw, repeat(0.0)))):
-                # some fall outside the planned turns (a reset, a replay) or do not score: filter them
-                kept = [(p - lo, r) for p, r in zip(at, raw, strict=True) if r > 0 and lo <= p < lo + n]
-                at, raw = [p for p, _ in kept], [r for _, r in kept]
-        else:
-            kept = []
-            for tid, r in relevance.items():
-                if r > 0 and (i := _position(index, tid, lo + 1)) is not None and i < n:
-                    kept.append((i, float(r)))
-            kept.sort()
+    if isinstance(relevance, TurnScores):  # few scores, as Python lists
+        at, raw = list(relevance.positions), list(map(float, relevance.raw))
+        if at and not (lo == 0 and at[0] >= 0 and at[-1] < n and all(map(gt, raw, repeat(0.0)))):
+            # some fall outside the planned turns (a reset, a replay) or do not score: filter them
+            kept = [(p - lo, r) for p, r in zip(at, raw, strict=True) if r > 0 and lo <= p < lo + n]
             at, raw = [p for p, _ in kept], [r for _, r in kept]
+    else:
+        kept = []
+        for tid, r in relevance.items():
+            if r > 0 and (i := _position(index, tid, lo + 1)) is not None and i < n:
+                kept.append((i, float(r)))
+        kept.sort()
+        at, raw = [p for p, _ in kept], [r for _, r in kept]
     best = max(raw, default=0.0)
     if best > 0:
         w.scored = at
@@ -678,36 +720,34 @@ def _promote(w: _Work, keep_from: int, left: int) -> None:
     """Raise turns to Full in descending value (ties: the referred-to, then the newer) while the extra
     cost fits ``left``. Candidates: the kept cards, and packeted turns that are relevant or referred to.
 
-    One greedy pass over the candidates in the order of ``(-value, i != anaphora, -i)``, without
-    sorting them all. The referred-to turn comes first (its value is 1.0, the most there is). The
-    kept cards (as many as the budget holds) are sorted; the packeted relevant turns (up to a share
-    of the session) go in a heap, popped only while one of them could still fit: each costs its whole
-    record, so once ``left`` is below the cheapest none can, and the rest of the order is the cards'."""
+    One greedy pass over the candidates in the order of ``(-value, i != anaphora, -i)``. The
+    referred-to turn comes first (its value is 1.0, the most there is). The kept cards (as many as the
+    budget holds) are sorted; the packeted relevant turns (up to a share of the session) are ranked as
+    numpy columns and taken only while one of them could still fit: each costs its whole record, so
+    once ``left`` is below the cheapest none can, and the rest of the order is the cards'."""
     n, an, fid, full, card = len(w.turns), w.anaphora, w.fid, w.full, w.card
     if an is not None and fid[an] in "cp":
         extra = full[an] - (card[an] if fid[an] == "c" else 0)
         if extra <= left:
             _raise(w, an)
             left -= extra
-    # Keys are (-value, -i), value = max(recency, relevance). The kept cards:
-    rel = w.relevance
+    # Keys are (-value, -i), value = max(recency, relevance). The packeted relevant turns are the
+    # scored positions before ``keep_from``, ranked; the kept cards' scores are the ones after.
+    scored, scores = w.scored, w.scores
+    if isinstance(scored, np.ndarray) and isinstance(scores, np.ndarray):
+        cut = int(np.searchsorted(scored, keep_from))
+        rel = dict(zip(scored[cut:].tolist(), scores[cut:].tolist(), strict=True))
+        ranked, cheapest = ranked_columns(full, scored[:cut], scores[:cut], n, an, left)
+    else:  # few scores, as Python lists: numpy's per-call overhead would outweigh them
+        cut = bisect_left(scored, keep_from)
+        rel = dict(zip(scored[cut:], scores[cut:], strict=True))
+        ranked, cheapest = ranked_lists(full, list(scored[:cut]), list(scores[:cut]), n, an, left)
     kept = sorted((-max(1.0 / (n - i), rel.get(i, 0.0)), -i) for i in range(keep_from, n) if fid[i] == "c" and i != an)
-    # The packeted relevant turns are the first scored positions; only those whose record fits at all.
-    cut = bisect_left(w.scored, keep_from)
-    packeted = w.scored[:cut]
-    fulls = list(map(full.__getitem__, packeted))
-    fits = list(map(ge, repeat(left), fulls))
-    if an is not None and (j := bisect_left(w.scored, an)) < cut and w.scored[j] == an:
-        fits[j] = False  # placed above
-    # C-level maps, as a packet can hold thousands of relevant turns: key (-max(1.0 / (n - i), r), -i)
-    values = map(max, map(truediv, repeat(1.0), map(sub, repeat(n), packeted)), w.scores[:cut])
-    heap = list(compress(zip(map(neg, values), map(neg, packeted), strict=True), fits))
-    heapify(heap)
-    cheapest = min(compress(fulls, fits), default=left + 1)
-    k = 0
+    k = h = 0
     while left > 0:
-        if heap and left >= cheapest and (k == len(kept) or heap[0] < kept[k]):
-            i = -heappop(heap)[1]
+        if h < len(ranked) and left >= cheapest and (k == len(kept) or ranked[h] < kept[k]):
+            i = -ranked[h][1]
+            h += 1
         elif k < len(kept):
             i = -kept[k][1]
             k += 1

@@ -6,7 +6,8 @@
   ``measure_turn`` needs the evidence digests; ``estimate_size`` reads the stored card's own count.
   ``TurnTable`` keeps them as columns in turn order, so a plan slices instead of looking up.
 * Relevance (``Bm25Index``): BM25 over one document per turn (the card's index text, spec §10),
-  kept incrementally; scoring walks only the postings of the query's terms.
+  kept incrementally; scoring walks only the postings of the query's terms. ``context.relevance``
+  keeps the same index by turn position with numpy columns (``SessionView``'s).
 """
 
 from __future__ import annotations
@@ -130,6 +131,10 @@ class Bm25Index(Generic[Doc]):
                 del self.postings[t]
 
     def scores(self, query: str) -> dict[Doc, float]:
+        return self.term_scores(sorted(set(terms(query))))
+
+    def term_scores(self, query_terms: Sequence[str]) -> dict[Doc, float]:
+        """``scores`` of a query already split into its distinct terms, sorted."""
         n = len(self.lengths)
         if not n:
             return {}
@@ -137,7 +142,7 @@ class Bm25Index(Generic[Doc]):
         k1, b = self.K1, self.B
         out: dict[Doc, float] = {}
         damping: dict[int, float] = {}  # k1 * (1 - b + b * length / avg), by document length
-        for t in sorted(set(terms(query))):
+        for t in query_terms:
             docs = self.postings.get(t)
             # A term in more than half the documents tells them apart by almost nothing (its idf is
             # below ln 2) and would make scoring walk the whole session: it is skipped.
@@ -158,13 +163,6 @@ class Bm25Index(Generic[Doc]):
             else:
                 out = dict(zip(ids, gain, strict=True))
         return out
-
-
-@dataclass(frozen=True)
-class TurnScores:
-    """Raw relevance scores by turn position (ordinal − 1), as ``SessionView``'s BM25 index gives them."""
-
-    by_position: dict[int, float]
 
 
 def turn_document(turn: Turn) -> str:
@@ -200,6 +198,9 @@ class TurnTable:
     # ``chunk_digest`` of each whole chunk of rows, in order: a new row extends the table, so the
     # sizes digest of a plan hashes only the rows since the last whole chunk (``sizes_digest``).
     _chunk_digests: list[bytes] = field(default_factory=list, repr=False, compare=False)
+    # Whether a plan holds the ids or token columns (``lend``): a row changed in place then replaces
+    # them with copies first (copy on write), so a plan never sees a later row.
+    _lent: bool = field(default=False, repr=False, compare=False)
 
     # The token columns of this many tokens-per-char values are kept (a session plans for a few models).
     KEPT_RATIOS = 8
@@ -231,6 +232,17 @@ class TurnTable:
             columns = self._tokens[tpc] = TokenColumns.of(tpc, self.full_chars, self.card_chars)
         return columns
 
+    def lend(self) -> None:
+        """A plan keeps ``ids`` and the token columns as they are now (``context.planner.Rows``):
+        appending rows is safe for it (it reads only its own), changing one in place copies first."""
+        self._lent = True
+
+    def _unlend(self) -> None:
+        self.ids = list(self.ids)
+        for tokens in self._tokens.values():
+            tokens.full, tokens.card = list(tokens.full), list(tokens.card)
+        self._lent = False
+
     def memo(self, key: tuple[Any, ...], make: Any) -> Any:
         """A value derived from the table, computed once until the table changes."""
         if key not in self._memo:
@@ -255,6 +267,9 @@ class TurnTable:
         elif position < len(self.ids):
             if all(column[position] == value for column, value in zip(columns, row, strict=True)):
                 return  # the open turn measured again, unchanged: every derived value still holds
+            if self._lent:
+                self._unlend()
+                columns = self._columns()
             for column, value in zip(columns, row, strict=True):
                 column[position] = value
         else:

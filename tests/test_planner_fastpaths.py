@@ -1,8 +1,9 @@
 """The planner's fast paths give exactly what the straightforward computations give (property tests).
 
 Each mechanism that keeps the plan's cost from growing with the session is checked against the
-direct version it replaces: BM25 scoring as C-level maps against the per-posting loop, the greedy
-Full promotion with a heap against one sort of every candidate, the table's incremental token
+direct version it replaces: BM25 scoring as C-level maps and as numpy columns against the per-posting
+loop, the greedy Full promotion (ranked from lists and from numpy columns) against one sort of every
+candidate, the table's copy on write of the columns a plan keeps, the table's incremental token
 columns, running totals and chunked sizes digest against recomputing them, and relevance by turn
 position against relevance by turn id. Equal means equal floats and equal digests, not approximately equal.
 """
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from context.planner import _history_codes, _promote, _Work, plan
+from context.relevance import PositionBm25, TurnScores
 from context.turnsizes import Bm25Index, TurnSize, TurnTable, running_totals, sizes_digest, terms
 from tests.test_planner import SessionBuilder, profile
 from tests.test_planner_properties import WORDS
@@ -52,6 +55,34 @@ def test_bm25_scores_equal_the_per_posting_loop(docs: list[tuple[int, str]], que
     assert {d for docs_ in bm.postings.values() for d in docs_} <= set(bm.lengths)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), texts), max_size=80), texts, st.integers(0, 40))
+def test_vectorised_bm25_equals_the_per_posting_loop_bit_for_bit(docs: list[tuple[int, str]], query: str,
+                                                                  vector_from: int) -> None:
+    """``PositionBm25.columns`` gives the per-posting loop's floats, bit for bit, in position order,
+    on its numpy path and on its list path (few postings); re-indexed and removed documents leave
+    its numpy columns in step, whether they were built before the changes or after."""
+    vector, lists = PositionBm25(), PositionBm25()
+    vector.VECTOR_POSTINGS, lists.VECTOR_POSTINGS = 0, 10**9
+    for step, (key, text) in enumerate(docs):  # repeated keys re-index a document (mid-column removals)
+        vector.add(key, text)
+        lists.add(key, text)
+        if step == vector_from:
+            vector.columns(query)  # the columns are built here, then kept in step
+        if step % 7 == 6:
+            vector.remove(docs[step // 2][0])
+            lists.remove(docs[step // 2][0])
+    reference = _reference_scores(vector, query)  # type: ignore[arg-type]
+    for bm in (vector, lists):
+        positions, raw = bm.columns(query)
+        assert isinstance(positions, np.ndarray) == (bm is vector and bool(reference))
+        assert list(positions) == sorted(reference)
+        assert [float(x).hex() for x in raw] == [reference[p].hex() for p in sorted(reference)]
+        assert bm.scores(query) == reference
+        scores = TurnScores(positions, raw)
+        assert TurnScores.of(scores.by_position).by_position == reference
+
+
 def _reference_promote(w: _Work, keep_from: int, left: int) -> None:
     """The Full promotion as one sort of every candidate, as it was written first."""
     n, an, fid = len(w.turns), w.anaphora, w.fid
@@ -70,13 +101,16 @@ def _reference_promote(w: _Work, keep_from: int, left: int) -> None:
             left -= extra
 
 
-def _work(full: list[int], card: list[int], rel: dict[int, float], anaphora: int | None, keep_from: int) -> _Work:
+def _work(full: list[int], card: list[int], rel: dict[int, float], anaphora: int | None, keep_from: int,
+          columns: bool = False) -> _Work:
     n = len(full)
     fid = ["p"] * keep_from + ["F" if full[i] <= card[i] else "c" for i in range(keep_from, n)]
     scored = sorted(rel)
     w = _Work([None] * n, full, card, list(map(min, full, card)), [], [], dict(rel), anaphora,  # type: ignore[list-item]
               fid, set(), None, keep_from)
     w.scored, w.scores = scored, [rel[i] for i in scored]
+    if columns:  # as the planner holds many scores: numpy columns
+        w.scored, w.scores = np.array(w.scored, dtype=np.int64), np.array(w.scores, dtype=np.float64)
     return w
 
 
@@ -103,10 +137,12 @@ def test_promotion_with_a_heap_equals_one_sort_of_every_candidate(
     case: tuple[list[int], list[int], dict[int, float], int | None, int, int],
 ) -> None:
     full, card, rel, anaphora, keep_from, left = case
-    fast, slow = _work(full, card, rel, anaphora, keep_from), _work(full, card, rel, anaphora, keep_from)
-    _promote(fast, keep_from, left)
+    slow = _work(full, card, rel, anaphora, keep_from)
     _reference_promote(slow, keep_from, left)
-    assert fast.fid == slow.fid and fast.retrieved == slow.retrieved
+    for columns in (False, True):  # ranked from Python lists, and from numpy columns
+        fast = _work(full, card, rel, anaphora, keep_from, columns)
+        _promote(fast, keep_from, left)
+        assert fast.fid == slow.fid and fast.retrieved == slow.retrieved
     assert _history_codes(fast, False) == "".join(fast.fid)  # runs of "p" and the retrieved ones
 
 
@@ -168,3 +204,21 @@ def test_relevance_by_position_plans_as_relevance_by_turn_id(turns: int, query: 
                  sizes=view.sizes(), relevance=view.relevance(view.index.turn(at).directive.text if at else query))
     assert by_position.digest == by_id.digest and by_position.inputs_digest == by_id.inputs_digest
     assert by_position.fidelities == by_id.fidelities
+
+
+def test_a_lent_table_copies_its_columns_before_changing_a_row_in_place() -> None:
+    """A plan keeps the table's ids and token columns without copying them (``TurnTable.lend``): rows
+    appended later are past its own, and a row changed in place is changed in a copy."""
+    table = TurnTable()
+    for i in range(3):
+        table.set(i, f"t{i}", TurnSize(100 + i, 10, 0, 0))
+    full, card, _ = table.tokens(0.5, 0, 3)
+    ids = table.ids
+    table.lend()
+    table.set(3, "t3", TurnSize(7, 7, 0, 0))  # appended: the same lists grow
+    assert table.ids is ids and ids[:3] == ["t0", "t1", "t2"]
+    table.set(1, "t1", TurnSize(100 + 1, 10, 0, 0))  # unchanged: nothing to copy
+    assert table.ids is ids
+    table.set(1, "other", TurnSize(999, 99, 0, 0))  # changed in place: the lent lists stay as they were
+    assert ids[:3] == ["t0", "t1", "t2"] and full[:3] == [50, 51, 51] and card[:3] == [5, 5, 5]
+    assert table.ids[1] == "other" and table.tokens(0.5, 0, 4)[0][1] == 500

@@ -1,0 +1,267 @@
+"""BM25 relevance by turn position, scored as numpy vector operations. Pure.
+
+``SessionView`` keeps one ``PositionBm25`` for its session. Each term's postings (positions and
+counts) and every document's length are kept as numpy columns that grow in place, so a plan scores
+a term with a handful of vector operations over its postings instead of a Python step per posting,
+and hands the planner sorted positions and raw scores (``TurnScores``) it can normalise, digest and
+rank as arrays.
+
+Every float equals the one ``context.turnsizes.Bm25Index.scores`` computes: the same IEEE operations
+in the same order per posting (``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avg))``), and
+per document the terms added in the same (sorted) order into an accumulator that starts at 0.0 (as
+``0.0 + g == g``, the first term's gain is kept as is, as the dictionary path does).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import neg, sub, truediv
+
+import numpy as np
+import numpy.typing as npt
+
+from context.turnsizes import Bm25Index, terms
+
+Positions = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float64]
+
+class _Postings:
+    """One term's postings as two columns (document position, term count), grown by doubling. Their
+    order is not the documents' order: each document occurs once, so the scores do not depend on it.
+
+    New postings wait in Python lists until the term is queried (``flush``): folding in a turn then
+    costs a list append per term, not a numpy call, and a re-indexed turn (the newest, nearly always)
+    is usually still waiting there."""
+
+    __slots__ = ("counts", "pending_counts", "pending_positions", "positions", "size")
+
+    def __init__(self) -> None:
+        self.positions: Positions = np.empty(0, dtype=np.int64)
+        self.counts: Floats = np.empty(0, dtype=np.float64)
+        self.size = 0
+        self.pending_positions: list[int] = []
+        self.pending_counts: list[int] = []
+
+    def __len__(self) -> int:
+        return self.size + len(self.pending_positions)
+
+    def append(self, position: int, count: int) -> None:
+        self.pending_positions.append(position)
+        self.pending_counts.append(count)
+
+    def flush(self) -> tuple[Positions, Floats]:
+        """The postings as numpy columns, the waiting ones moved in."""
+        if self.pending_positions:
+            size = self.size + len(self.pending_positions)
+            if size > len(self.positions):
+                capacity = max(2 * len(self.positions), size, 4)
+                positions = np.empty(capacity, dtype=np.int64)
+                counts = np.empty(capacity, dtype=np.float64)
+                positions[: self.size], counts[: self.size] = self.positions[: self.size], self.counts[: self.size]
+                self.positions, self.counts = positions, counts
+            self.positions[self.size : size] = self.pending_positions
+            self.counts[self.size : size] = self.pending_counts
+            self.size = size
+            self.pending_positions.clear()
+            self.pending_counts.clear()
+        return self.positions[: self.size], self.counts[: self.size]
+
+    def remove(self, position: int) -> None:
+        """Drop ``position``: from the waiting ones, or else the last column entry moves into its slot."""
+        pending = self.pending_positions
+        if pending and pending[-1] == position:
+            pending.pop()
+            self.pending_counts.pop()
+            return
+        if position in pending:
+            k = pending.index(position)
+            del pending[k], self.pending_counts[k]
+            return
+        last = self.size - 1
+        if self.positions[last] != position:
+            slot = int(np.flatnonzero(self.positions[: self.size] == position)[0])
+            self.positions[slot] = self.positions[last]
+            self.counts[slot] = self.counts[last]
+        self.size = last
+
+
+class PositionBm25(Bm25Index[int]):
+    """``Bm25Index`` keyed by turn position, with numpy columns beside its dictionaries: ``columns``
+    scores a query as vector operations (the same floats as ``scores``)."""
+
+    # Below this many postings over a query's terms, the dictionary path (``Bm25Index.scores``) is
+    # faster than numpy's per-call overhead; it gives the same floats, as Python lists.
+    VECTOR_POSTINGS = 256
+
+    def __init__(self) -> None:
+        super().__init__()
+        # The numpy columns are built from the dictionaries on the first query that needs them, then
+        # kept in step: a short session never pays for them.
+        self._columns: dict[str, _Postings] | None = None
+        self._lengths: Floats = np.zeros(0, dtype=np.float64)  # by position; a removed one is never read
+
+    def add(self, doc_id: int, text: str) -> None:
+        super().add(doc_id, text)
+        if self._columns is not None:
+            self._add_columns(doc_id)
+
+    def _add_columns(self, doc_id: int) -> None:
+        assert self._columns is not None
+        if doc_id >= len(self._lengths):
+            grown = np.zeros(max(2 * len(self._lengths), doc_id + 1, 16), dtype=np.float64)
+            grown[: len(self._lengths)] = self._lengths
+            self._lengths = grown
+        self._lengths[doc_id] = self.lengths[doc_id]
+        for t in self._terms[doc_id]:
+            column = self._columns.get(t)
+            if column is None:
+                column = self._columns[t] = _Postings()
+            column.append(doc_id, self.postings[t][doc_id])
+
+    def remove(self, doc_id: int) -> None:
+        if self._columns is not None:
+            for t in self._terms.get(doc_id, ()):
+                column = self._columns[t]
+                column.remove(doc_id)
+                if not len(column):
+                    del self._columns[t]
+        super().remove(doc_id)
+
+    def columns(self, query: str) -> tuple[Positions, Floats] | tuple[list[int], list[float]]:
+        """The positions that score above 0 (ascending) and their raw BM25 scores: ``scores`` as
+        columns, numpy arrays when the query's postings are many, else Python lists (equal values)."""
+        n = len(self.lengths)
+        if not n:
+            return [], []
+        query_terms = sorted(set(terms(query)))
+        postings = sum(len(self.postings.get(t, ())) for t in query_terms)
+        if postings < self.VECTOR_POSTINGS:
+            by_position = self.term_scores(query_terms)
+            ordered = sorted(by_position)
+            return ordered, list(map(by_position.__getitem__, ordered))
+        if self._columns is None:
+            self._columns = {}
+            for doc_id in self.lengths:
+                self._add_columns(doc_id)
+        avg = self.total / n or 1.0
+        k1, b = self.K1, self.B
+        total: Floats | None = None
+        for t in query_terms:
+            docs = self.postings.get(t)
+            # As ``Bm25Index.scores``: a term in more than half the documents is skipped.
+            if not docs or (n > 8 and len(docs) * 2 > n):
+                continue
+            idf = math.log(1.0 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
+            at, tf = self._columns[t].flush()
+            damping = k1 * (1 - b + b * self._lengths[at] / avg)
+            gain = idf * tf * (k1 + 1) / (tf + damping)
+            if total is None:
+                total = np.zeros(len(self._lengths), dtype=np.float64)
+            total[at] += gain  # positions are distinct within a term: one add each, in term order
+        if total is None:
+            return [], []
+        scored = np.flatnonzero(total)  # every gain is above 0, so a scored document's sum is too
+        return scored.astype(np.int64, copy=False), total[scored]
+
+
+@dataclass(frozen=True)
+class TurnScores:
+    """Raw relevance scores by turn position (ordinal − 1), as ``SessionView``'s BM25 index gives them:
+    ``positions`` ascending and distinct, ``raw`` beside them; numpy columns when there are many,
+    Python lists when there are few (``PositionBm25.columns``)."""
+
+    positions: Positions | list[int]
+    raw: Floats | list[float]
+
+    @classmethod
+    def of(cls, by_position: Mapping[int, float]) -> TurnScores:
+        at = sorted(by_position)
+        return cls(at, [float(by_position[p]) for p in at])
+
+    @property
+    def by_position(self) -> dict[int, float]:
+        at, raw = self.positions, self.raw
+        if isinstance(at, np.ndarray) and isinstance(raw, np.ndarray):
+            return dict(zip(at.tolist(), raw.tolist(), strict=True))
+        return dict(zip(at, raw, strict=True))
+
+
+@dataclass(frozen=True)
+class SparseRelevance(Mapping[int, float]):
+    """Normalised relevance by position (``offset`` + each of ``positions``), read as a mapping; the
+    dictionary is built on first lookup, as most plans never read it."""
+
+    positions: Positions
+    scores: Floats
+    offset: int = 0
+    _dict: dict[int, float] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def _mapping(self) -> dict[int, float]:
+        if not self._dict and len(self.positions):
+            at = (self.positions + self.offset) if self.offset else self.positions
+            self._dict.update(zip(at.tolist(), self.scores.tolist(), strict=True))
+        return self._dict
+
+    def __getitem__(self, position: int) -> float:
+        return self._mapping()[position]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._mapping())
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+
+# ------------------------------------------------------------------ the planner's steps over many scores
+
+
+def normalised_columns(at: Positions, raw: Floats, lo: int, n: int) -> tuple[Positions, Floats] | None:
+    """Scores of the planned turns (positions ``lo..lo + n``, made relative to ``lo``) that are above
+    0, each divided by the best (one vector divide: the same division per score as the scalar one);
+    None when none scores."""
+    if len(at) and not (lo == 0 and at[0] >= 0 and at[-1] < n and bool((raw > 0).all())):
+        # some fall outside the planned turns (a reset, a replay) or do not score: filter them
+        keep = (raw > 0) & (at >= lo) & (at < lo + n)
+        at, raw = at[keep] - lo, raw[keep]
+    best = float(raw.max()) if len(raw) else 0.0
+    return (at, raw / best) if best > 0 else None
+
+
+Key = tuple[float, int]  # a Full candidate's rank: (-value, -position), ascending
+
+
+def ranked_columns(full: Sequence[int], packeted: Positions, scores: Floats, n: int, anaphora: int | None,
+                   left: int) -> tuple[list[Key], int]:
+    """The packeted relevant turns whose full record fits ``left`` (but the referred-to one, placed
+    first), as keys ``(-value, -i)`` in ascending order, value = ``max(1.0 / (n - i), score)``, and the
+    cheapest record among them: numpy columns, as a packet can hold thousands of relevant turns."""
+    fulls = _gather(full, packeted)
+    fits = fulls <= left
+    if anaphora is not None:
+        fits &= packeted != anaphora
+    packeted, fulls = packeted[fits], fulls[fits]
+    values = np.maximum(1.0 / (n - packeted), scores[fits])  # max(1.0 / (n - i), r), per turn
+    order = np.lexsort((-packeted, -values))  # the last key sorts first: -value, then -i
+    ranked = list(zip((-values[order]).tolist(), (-packeted[order]).tolist(), strict=True))
+    return ranked, int(fulls.min()) if len(fulls) else left + 1
+
+
+def ranked_lists(full: Sequence[int], packeted: list[int], scores: list[float], n: int, anaphora: int | None,
+                 left: int) -> tuple[list[Key], int]:
+    """``ranked_columns`` over Python lists (few scores): the same keys in the same order, and the
+    same cheapest."""
+    fulls = list(map(full.__getitem__, packeted))
+    fits = [f <= left and i != anaphora for i, f in zip(packeted, fulls, strict=True)]
+    values = map(max, map(truediv, repeat(1.0), map(sub, repeat(n), packeted)), scores)
+    ranked = sorted(compress(zip(map(neg, values), map(neg, packeted), strict=True), fits))
+    return ranked, min(compress(fulls, fits), default=left + 1)
+
+
+def _gather(column: Sequence[int], at: Positions) -> Positions:
+    """``column[i]`` for each position in ``at``, as int64."""
+    if isinstance(column, np.ndarray):
+        return column[at]
+    return np.fromiter(map(column.__getitem__, at.tolist()), dtype=np.int64, count=len(at))
