@@ -151,6 +151,7 @@ class _Session:
     flushing: bool = False
     broken: BaseException | None = None
     commits: int = 0
+    committer_idle: bool = False  # waiting for a first append, with no deadline
 
 
 def _batch_intact(batch: pa.RecordBatch | None) -> bool:
@@ -427,8 +428,10 @@ class LedgerStore:
                                                name=f"vak-commit-{s.name}")
                 s.committer.start()
             lock = group.add_waiter(fut)
-            # Wake the committer only when it has something to decide: a first append, or a full group.
-            if group.appends == 1 or group.appends >= int(s.peak_inflight):
+            # Wake the committer only when it has something to decide: a full group, or a first
+            # append while it sleeps without a deadline (right after a commit it waits for the
+            # returning writers with one, and needs no wake-up for the first of them).
+            if group.appends >= int(s.peak_inflight) or (group.appends == 1 and s.committer_idle):
                 s.cond.notify_all()
         return group, new, lock
 
@@ -442,8 +445,12 @@ class LedgerStore:
         """
         while True:
             with s.cond:
+                if s.open_group is None and not s.stopping and s.peak_inflight >= 2:
+                    s.cond.wait(COMMIT_GATHER_S)  # concurrent writers were just acknowledged: they come back
                 while s.open_group is None and not s.stopping:
+                    s.committer_idle = True
                     s.cond.wait()
+                    s.committer_idle = False
                 if s.open_group is not None and not s.stopping:
                     deadline = time.monotonic() + COMMIT_GATHER_S
                     while (s.open_group.appends < int(s.peak_inflight) and not s.stopping
