@@ -31,7 +31,8 @@ says what went wrong and what to do next.
     │   └── ProviderRequestError      any other 4xx: the request itself is wrong
     ├── ModelServerError              the local llama.cpp server cannot start or is not reachable
     ├── ConfigError                   the operator's TOML config is wrong
-    └── ActorError                    a Ray actor cannot be reached or started
+    ├── ActorError                    a Ray actor cannot be reached or started
+    └── ToolFailure                   a tool call that cannot run; returned to the model as an error result
 """
 
 from __future__ import annotations
@@ -228,3 +229,15 @@ class ConfigError(VakError):
 
 class ActorError(VakError):
     """A Ray actor could not be reached or started."""
+
+
+class ToolFailure(VakError):
+    """A tool call that cannot run (bad arguments, a path outside the workspace, a missing file).
+
+    The turn loop returns the message to the model as an error tool result, so it names the
+    fix the model can make.
+    """
+
+    def __init__(self, tool: str, reason: str) -> None:
+        self.tool, self.reason = tool, reason
+        super().__init__(f"{tool}: {reason}")

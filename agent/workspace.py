@@ -1,0 +1,239 @@
+"""The workspace tools a live turn can call: ``read_file``, ``list_dir`` and ``grep``, over one folder.
+
+The user names the folder; every path a model passes is resolved inside it, symlinks included, and
+anything that lands outside is refused with a :class:`~vak.errors.ToolFailure` the turn loop returns
+to the model as an error result (never an exception out of the loop). The tools are read-only.
+
+A result is plain text of any size: the evidence layer (``context/evidence.py``) windows or digests
+it and keeps the whole body recallable, so nothing here truncates what it read. Each tool declares
+``observes=True`` because it reads the world as it is now (the freshness check counts on that
+declaration, never on a tool's name).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import stat
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from context.messages import ToolSpec
+from vak.errors import ToolFailure
+
+# A pattern longer than this is refused: Python's re has no time limit, and a model-written regex
+# is not trusted input. Files larger than GREP_FILE_LIMIT are named as skipped, not silently dropped.
+MAX_PATTERN_CHARS = 512
+GREP_FILE_LIMIT = 8 * 1024 * 1024
+# Sniffing this many bytes for NUL tells a binary file from text, as git and grep do.
+BINARY_SNIFF = 8192
+
+
+@dataclass(frozen=True)
+class WorkspaceTool:
+    """A tool's declaration: its schema, and whether it observes the world as it is now."""
+
+    spec: ToolSpec
+    observes: bool
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+_PATH = {"type": "string", "description": "a path relative to the workspace root"}
+
+TOOLS: tuple[WorkspaceTool, ...] = (
+    WorkspaceTool(ToolSpec(
+        name="read_file",
+        description="Read a text file in the workspace. Returns its lines, numbered from 1.",
+        input_schema=_schema({"path": _PATH}, ["path"]),
+    ), observes=True),
+    WorkspaceTool(ToolSpec(
+        name="list_dir",
+        description="List a folder in the workspace: one entry a line, folders ending in '/', with sizes.",
+        input_schema=_schema({"path": {**_PATH, "default": "."}}, []),
+    ), observes=True),
+    WorkspaceTool(ToolSpec(
+        name="grep",
+        description="Search the workspace's text files for a regular expression. Returns path:line:text.",
+        input_schema=_schema({
+            "pattern": {"type": "string", "description": "a Python regular expression"},
+            "path": {**_PATH, "default": "."},
+            "glob": {"type": "string", "description": "only files whose name matches, e.g. '*.py'"},
+        }, ["pattern"]),
+    ), observes=True),
+)
+
+
+class Workspace:
+    """One folder the tools may read. Paths resolve inside it or the call fails."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        try:
+            resolved = Path(root).resolve(strict=True)
+        except (OSError, RuntimeError) as exc:
+            raise ToolFailure("workspace", f"the workspace folder {str(root)!r} cannot be opened ({exc}); "
+                              "pass an existing folder with --workspace") from exc
+        if not resolved.is_dir():
+            raise ToolFailure("workspace", f"the workspace {str(root)!r} is not a folder; pass a folder")
+        self.root = resolved
+        self._calls: dict[str, Callable[[Mapping[str, Any]], str]] = {
+            "read_file": self._read_file, "list_dir": self._list_dir, "grep": self._grep,
+        }
+
+    @property
+    def tools(self) -> tuple[WorkspaceTool, ...]:
+        return TOOLS
+
+    def call(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """Run one tool call; a call that cannot run raises :class:`ToolFailure` with the reason."""
+        fn = self._calls.get(name)
+        if fn is None:
+            raise ToolFailure(name, f"no workspace tool named {name!r}; the tools are {', '.join(self._calls)}")
+        if not isinstance(arguments, Mapping):
+            raise ToolFailure(name, "the arguments must be a JSON object")
+        return fn(arguments)
+
+    # ------------------------------------------------------------ paths
+
+    def resolve(self, tool: str, path: object) -> Path:
+        """The real path ``path`` names inside the root; anything outside (via '..', an absolute path
+        or a symlink) is refused."""
+        if not isinstance(path, str) or not path:
+            raise ToolFailure(tool, "'path' must be a non-empty string relative to the workspace root")
+        if "\x00" in path:
+            raise ToolFailure(tool, "'path' contains a NUL character")
+        candidate = Path(path)
+        if not candidate.is_absolute():
+            candidate = self.root / candidate
+        try:
+            real = candidate.resolve(strict=False)
+        except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long
+            raise ToolFailure(tool, f"cannot resolve {path!r}: {exc}") from exc
+        if real != self.root and self.root not in real.parents:
+            raise ToolFailure(tool, f"{path!r} is outside the workspace; use a path under the workspace root")
+        return real
+
+    def _relative(self, path: Path) -> str:
+        rel = path.relative_to(self.root).as_posix()
+        return rel or "."
+
+    # ------------------------------------------------------------ tools
+
+    def _read_file(self, args: Mapping[str, Any]) -> str:
+        real = self.resolve("read_file", args.get("path"))
+        data = self._read_bytes("read_file", real)
+        if b"\x00" in data[:BINARY_SNIFF]:
+            return f"{self._relative(real)}: binary file, {len(data):,} bytes (not shown as text)"
+        text = data.decode("utf-8", errors="replace")
+        lines = text.splitlines()
+        width = len(str(len(lines))) if lines else 1
+        return "".join(f"{i:>{width}}\t{line}\n" for i, line in enumerate(lines, 1))
+
+    def _read_bytes(self, tool: str, real: Path) -> bytes:
+        try:
+            # O_NOFOLLOW: the path was resolved already, so a link swapped in since is refused.
+            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError as exc:
+            raise ToolFailure(tool, f"{self._relative(real)!r} does not exist; list_dir shows what does") from exc
+        except OSError as exc:
+            raise ToolFailure(tool, f"cannot open {self._relative(real)!r}: {exc.strerror}") from exc
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ToolFailure(tool, f"{self._relative(real)!r} is not a regular file; use list_dir for folders")
+            chunks = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+    def _list_dir(self, args: Mapping[str, Any]) -> str:
+        real = self.resolve("list_dir", args.get("path", "."))
+        try:
+            entries = sorted(os.scandir(real), key=lambda e: e.name)
+        except FileNotFoundError as exc:
+            raise ToolFailure("list_dir", f"{self._relative(real)!r} does not exist") from exc
+        except NotADirectoryError as exc:
+            raise ToolFailure("list_dir", f"{self._relative(real)!r} is a file; use read_file") from exc
+        except OSError as exc:
+            raise ToolFailure("list_dir", f"cannot list {self._relative(real)!r}: {exc.strerror}") from exc
+        lines = [f"{self._relative(real)}/ ({len(entries)} entries)"]
+        for entry in entries:
+            lines.append(self._describe(entry))
+        return "\n".join(lines) + "\n"
+
+    def _grep(self, args: Mapping[str, Any]) -> str:
+        pattern = args.get("pattern")
+        if not isinstance(pattern, str) or not pattern:
+            raise ToolFailure("grep", "'pattern' must be a non-empty regular expression")
+        if len(pattern) > MAX_PATTERN_CHARS:
+            raise ToolFailure("grep", f"'pattern' is {len(pattern)} chars; keep it under {MAX_PATTERN_CHARS}")
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise ToolFailure("grep", f"'pattern' is not a valid regular expression: {exc}") from exc
+        name_glob = args.get("glob")
+        if name_glob is not None and not isinstance(name_glob, str):
+            raise ToolFailure("grep", "'glob' must be a string such as '*.py'")
+        start = self.resolve("grep", args.get("path", "."))
+        if not start.exists():
+            raise ToolFailure("grep", f"{self._relative(start)!r} does not exist")
+        hits: list[str] = []
+        skipped: list[str] = []
+        for file in self._walk(start):
+            if name_glob and not fnmatch.fnmatch(file.name, name_glob):
+                continue
+            try:
+                size = file.stat().st_size
+                if size > GREP_FILE_LIMIT:
+                    skipped.append(f"{self._relative(file)} ({size:,} bytes)")
+                    continue
+                data = file.read_bytes()
+            except OSError:
+                continue
+            if b"\x00" in data[:BINARY_SNIFF]:
+                continue
+            for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+                if regex.search(line):
+                    hits.append(f"{self._relative(file)}:{n}:{line}")
+        out = "\n".join(hits) + ("\n" if hits else "")
+        if not hits:
+            out = f"no matches for {pattern!r} under {self._relative(start)}\n"
+        if skipped:
+            out += f"[skipped {len(skipped)} files over {GREP_FILE_LIMIT:,} bytes: {', '.join(skipped)}; " \
+                   "read_file reads them]\n"
+        return out
+
+    def _walk(self, start: Path) -> Iterator[Path]:
+        """Regular files under ``start`` in sorted order, never through a symlink that leaves the root."""
+        if start.is_file():
+            yield start
+            return
+        for dirpath, dirnames, filenames in os.walk(start, followlinks=False):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for name in sorted(filenames):
+                path = Path(dirpath) / name
+                if path.is_symlink():
+                    real = path.resolve(strict=False)
+                    if real != self.root and self.root not in real.parents:
+                        continue
+                if path.is_file():
+                    yield path
+
+    def _describe(self, entry: os.DirEntry[str]) -> str:
+        """One listing line; a link names its target only when the target is inside the workspace."""
+        try:
+            if entry.is_symlink():
+                real = Path(entry.path).resolve(strict=False)
+                inside = real == self.root or self.root in real.parents
+                return f"{entry.name} -> {self._relative(real) if inside else '(outside the workspace)'}"
+            if entry.is_dir():
+                return f"{entry.name}/"
+            return f"{entry.name}\t{entry.stat().st_size:,} bytes"
+        except (OSError, RuntimeError):
+            return f"{entry.name}\t(unreadable)"
