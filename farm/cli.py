@@ -6,6 +6,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from vak.errors import VakError
 
@@ -18,8 +19,18 @@ COMMAND_MODULES = [
 ]
 
 
+class VakArgumentParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (what is wrong, where to read more), exit 2.
+
+    ``add_subparsers`` builds the subcommands' parsers with this same class.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}. See `{self.prog} --help`.\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vak", description="vak-context: a context engine for LLM agents")
+    parser = VakArgumentParser(prog="vak", description="vak-context: a context engine for LLM agents")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)

@@ -7,14 +7,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from farm.mainjob import DEFAULT_LEDGER
+from farm.cli_checks import bounded_int
+from farm.mainjob import DEFAULT_LEDGER, MAX_SEED, MAX_TURNS
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("run", help="run the main job on embedded defaults (local Ray, local ledger, local model)")
     p.add_argument("--ledger", type=Path, default=DEFAULT_LEDGER, help="ledger folder (default: %(default)s)")
-    p.add_argument("--turns", type=int, default=12, help="turns in the generated session")
-    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--turns", type=bounded_int(1, MAX_TURNS), default=12,
+                   help=f"turns in the generated session, 1-{MAX_TURNS} (default 12)")
+    p.add_argument("--seed", type=bounded_int(0, MAX_SEED), default=7,
+                   help="seed of the session generator (default 7)")
     p.set_defaults(func=_run)
 
     p = sub.add_parser("verify", help="check every hash link of a ledger folder; names the first bad entry")
@@ -29,8 +32,10 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from farm.cli_checks import check_ledger_folder
     from farm.mainjob import run_main_job
 
+    check_ledger_folder(args.ledger, "--ledger")  # here too, so the message names the option
     run_main_job(args.ledger, turns=args.turns, seed=args.seed)
     return 0
 

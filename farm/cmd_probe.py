@@ -20,8 +20,11 @@ import httpx
 
 from agent.probe import LOCAL_PROTOCOL, LOCAL_QUANTISATION, ProbeReport, ProbeRunner, ProbeSettings
 from context.capacity import ProfileKey, describe
+from context.probe import TOP_FRACTION
+from farm.cli_checks import MAX_TOKENS, base_url_arg, bounded_int, check_ledger_folder, check_writable_folder
 from vak.errors import InvalidInput
 
+LADDER_FILES = ("ladder.csv", "ladder.md", "ladder.png", "profile.json")
 LADDER_FIELDS = ("target", "prompt_tokens", "followed", "asked", "pass_rate", "control_calls", "controls",
                  "passed", "overflow", "cached_tokens", "mean_latency_ms")
 
@@ -34,12 +37,17 @@ def register(subparsers: Any) -> None:
         "local:smollm2 and local:gemma3-270m start the bundled model on 127.0.0.1.",
     )
     p.add_argument("spec", help="provider:model, e.g. local:smollm2, ollama:llama3.2:3b, anthropic:claude-x")
-    p.add_argument("--base-url", default=None, help="the server's base URL (OpenAI-compatible, Ollama)")
-    p.add_argument("--n-ctx", type=int, default=8192, help="context size for a local model (default 8192)")
-    p.add_argument("--samples", type=int, default=3, help="instruction samples per rung (majority decides)")
-    p.add_argument("--controls", type=int, default=1, help="negative-control samples per rung")
-    p.add_argument("--first-rung", type=int, default=4096, help="first rung in tokens (lower for small windows)")
-    p.add_argument("--max-sizes", type=int, default=None, help="stop after this many prompt sizes")
+    p.add_argument("--base-url", default=None, type=base_url_arg,
+                   help="the server's base URL (OpenAI-compatible, Ollama)")
+    p.add_argument("--n-ctx", type=bounded_int(256, MAX_TOKENS), default=8192,
+                   help="context size for a local model (default 8192)")
+    p.add_argument("--samples", type=bounded_int(1, 25), default=3,
+                   help="instruction samples per rung, 1-25 (majority decides)")
+    p.add_argument("--controls", type=bounded_int(0, 25), default=1, help="negative-control samples per rung, 0-25")
+    p.add_argument("--first-rung", type=bounded_int(64, MAX_TOKENS), default=4096,
+                   help="first rung in tokens (lowered, with a note, when the window is too small for it)")
+    p.add_argument("--max-sizes", type=bounded_int(1, 100), default=None,
+                   help="stop after this many prompt sizes, 1-100")
     p.add_argument("--protocol", choices=("native", "inline_fence"), default=None,
                    help="tool-call protocol (default: native; inline_fence for gemma3-270m)")
     p.add_argument("--out", type=Path, default=None, help="folder for ladder.csv/.md/.png (default vak-probe/<model>)")
@@ -64,17 +72,71 @@ def print_progress(event: dict[str, Any]) -> None:
               f"   [bracket {event['lo']}..{event['hi']}]", flush=True)
 
 
-def run(args: argparse.Namespace) -> int:
+def first_rung_note(asked: int, window: int | None, event: dict[str, Any]) -> str | None:
+    """Why the ladder's first rung is not the ``--first-rung`` asked for (None when it is).
+
+    ``context.probe.plan_rungs`` starts at a quarter of the top rung when the window is too small
+    for the first rung asked (so a small window still gets several rungs), and never below the
+    smallest history the probe can build (the floor).
+    """
+    rungs = event["rungs"]
+    if not rungs:
+        return f"note: --first-rung {asked:,} not used: the window is too small for any rung above the floor"
+    start, top = rungs[0], rungs[-1]
+    if start < asked:
+        of_window = f" ({TOP_FRACTION:.0%} of the {window:,}-token window)" if window else ""
+        return (f"note: --first-rung {asked:,} lowered to {start:,}: the ladder starts at most at a quarter of its "
+                f"top rung, {top:,} tokens{of_window}, so it climbs several rungs. For a higher start, probe a "
+                "larger window (--n-ctx for a local model).")
+    if start > asked:
+        return (f"note: --first-rung {asked:,} raised to {start:,}: the smallest history the probe can build "
+                f"is {event['floor']:,} tokens.")
+    return None
+
+
+def check_args(args: argparse.Namespace) -> tuple[str, str, Path]:
+    """Everything about the arguments that can be wrong, checked before a server or a probe starts.
+
+    Returns (provider, model, output folder)."""
     provider_name, _, model = args.spec.partition(":")
     if not model:
         raise InvalidInput(f"{args.spec!r} names no model: write provider:model, e.g. local:smollm2")
+    if provider_name == "local":
+        if args.base_url is None:
+            from providers.localserver import MODELS
+
+            if model not in MODELS and not (model.endswith(".gguf") and Path(model).expanduser().is_file()):
+                raise InvalidInput(f"unknown local model {model!r}: choose one of {sorted(MODELS)} or the path of "
+                                   "an existing .gguf file.")
+    else:
+        from providers.registry import parse_spec
+
+        parse_spec(args.spec)  # an unknown provider, said before anything runs
+    out = args.out or Path("vak-probe") / f"{provider_name}-{model}".replace(":", "-").replace("/", "-")
+    check_writable_folder(out, "--out", LADDER_FILES)
+    if args.ledger is not None:
+        check_ledger_folder(args.ledger)
+    return provider_name, model, out
+
+
+def run(args: argparse.Namespace) -> int:
+    provider_name, model, out = check_args(args)
     protocol = args.protocol or (LOCAL_PROTOCOL.get(model, "native") if provider_name == "local" else "native")
     settings = ProbeSettings(samples=args.samples, controls=args.controls, first_rung=args.first_rung,
                              max_sizes=args.max_sizes, protocol=protocol)
-    report = asyncio.run(_probe(args, provider_name, model, settings))
+    window: list[int] = []
+
+    def on_progress(event: dict[str, Any]) -> None:
+        print_progress(event)
+        if event["stage"] == "metadata":
+            window.append(event["probing_window"])
+        elif event["stage"] == "plan" and (note := first_rung_note(args.first_rung, window[-1] if window else None,
+                                                                     event)):
+            print(note, flush=True)
+
+    report = asyncio.run(_probe(args, provider_name, model, settings, on_progress))
     print()
     print(describe(report.profile))
-    out = args.out or Path("vak-probe") / f"{provider_name}-{model}".replace(":", "-").replace("/", "-")
     paths = write_ladder(report, out)
     print(f"\nladder: {', '.join(str(p) for p in paths)}")
     if args.ledger is not None:
@@ -86,7 +148,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _probe(args: argparse.Namespace, provider_name: str, model: str, settings: ProbeSettings) -> ProbeReport:
+async def _probe(args: argparse.Namespace, provider_name: str, model: str, settings: ProbeSettings,
+                 on_progress: Any = print_progress) -> ProbeReport:
     from providers.registry import make_provider
 
     if provider_name == "local" and args.base_url is None:
@@ -95,18 +158,20 @@ async def _probe(args: argparse.Namespace, provider_name: str, model: str, setti
         with LocalModelServer(model, n_ctx=args.n_ctx) as server:
             print(f"started {model} at {server.base_url} (n_ctx {args.n_ctx})", flush=True)
             return await _run(f"openai-compat:{model}", server.base_url,
-                              ProfileKey("local", model, LOCAL_QUANTISATION.get(model, "")), settings, make_provider)
+                              ProfileKey("local", model, LOCAL_QUANTISATION.get(model, "")), settings, make_provider,
+                              on_progress)
     spec = f"openai-compat:{model}" if provider_name == "local" else args.spec
-    return await _run(spec, args.base_url, ProfileKey(provider_name, model), settings, make_provider)
+    return await _run(spec, args.base_url, ProfileKey(provider_name, model), settings, make_provider, on_progress)
 
 
-async def _run(spec: str, base_url: str | None, key: ProfileKey, settings: ProbeSettings, make: Any) -> ProbeReport:
+async def _run(spec: str, base_url: str | None, key: ProfileKey, settings: ProbeSettings, make: Any,
+               on_progress: Any = print_progress) -> ProbeReport:
     async with httpx.AsyncClient(trust_env=False) as client:
         kwargs: dict[str, Any] = {"timeout_s": 900.0}
         if base_url:
             kwargs["base_url"] = base_url
         provider, _model = make(spec, client, **kwargs)
-        return await ProbeRunner(provider, key, settings=settings, on_progress=print_progress).run()
+        return await ProbeRunner(provider, key, settings=settings, on_progress=on_progress).run()
 
 
 def ladder_rows(report: ProbeReport) -> list[dict[str, Any]]:
@@ -128,8 +193,7 @@ def write_ladder(report: ProbeReport, out: Path) -> list[Path]:
     """ladder.csv, ladder.md, ladder.png and profile.json in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     rows = ladder_rows(report)
-    csv_path, md_path, png_path, json_path = (out / n for n in ("ladder.csv", "ladder.md", "ladder.png",
-                                                                "profile.json"))
+    csv_path, md_path, png_path, json_path = (out / n for n in LADDER_FILES)
     with csv_path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=LADDER_FIELDS)
         writer.writeheader()

@@ -7,6 +7,7 @@ import signal
 import threading
 from typing import Any
 
+from farm.cli_checks import MAX_TOKENS, bounded_int
 from providers.localserver import MODELS, LocalModelServer
 from vak.errors import ModelServerError
 
@@ -19,10 +20,12 @@ def register(subparsers: Any) -> None:
         "its URL, and stop it cleanly on Ctrl-C or SIGTERM.",
     )
     p.add_argument("--model", default="smollm2", help=f"one of {', '.join(sorted(MODELS))}, or a .gguf path")
-    p.add_argument("--port", type=int, default=0, help="port to bind (default: any free port)")
-    p.add_argument("--n-ctx", type=int, default=8192, help="context size in tokens (default 8192)")
-    p.add_argument("--n-parallel", type=int, default=1, help="parallel slots; each gets n_ctx / n_parallel")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: up to 4)")
+    p.add_argument("--port", type=bounded_int(0, 65535), default=0, help="port to bind, 0-65535 (default 0: any free port)")
+    p.add_argument("--n-ctx", type=bounded_int(256, MAX_TOKENS), default=8192,
+                   help="context size in tokens (default 8192)")
+    p.add_argument("--n-parallel", type=bounded_int(1, 64), default=1,
+                   help="parallel slots, 1-64; each gets n_ctx / n_parallel")
+    p.add_argument("--threads", type=bounded_int(1, 512), default=None, help="CPU threads, 1-512 (default: up to 4)")
     p.set_defaults(func=run)
 
 

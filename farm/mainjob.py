@@ -18,6 +18,26 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_LEDGER = Path("vak-data") / "ledger"
+MAX_TURNS = 1000  # a generated demo session; more says nothing new and takes minutes to plan
+MAX_SEED = 2**32 - 1
+
+
+def check_job(ledger: Path, turns: int, seed: int, session: str | None, local_base_url: str | None) -> None:
+    """What can be wrong with the job's arguments, said before Ray, a model server or the probe start."""
+    from farm.cli_checks import check_base_url, check_ledger_folder
+    from vak.errors import InvalidInput
+
+    if isinstance(turns, bool) or not isinstance(turns, int) or not 1 <= turns <= MAX_TURNS:
+        raise InvalidInput(f"turns must be a whole number from 1 to {MAX_TURNS:,} (got {turns!r}): pass --turns N.")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise InvalidInput(f"seed must be a whole number from 0 to {MAX_SEED:,} (got {seed!r}): pass --seed N.")
+    check_ledger_folder(ledger, "the ledger folder")
+    if session is not None:
+        from vak.names import check_name
+
+        check_name(session, "session name")
+    if local_base_url is not None:
+        check_base_url(local_base_url, "the local model's base URL")
 
 
 def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 7,
@@ -27,6 +47,7 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
     ``local_base_url`` probes an already running server instead of starting one."""
     from farm.localray import start_local_ray
 
+    check_job(ledger, turns, seed, session, local_base_url)
     t0 = time.perf_counter()
     out("vak: starting a local Ray on 127.0.0.1 ...")
     start_local_ray()
