@@ -275,7 +275,7 @@ class LedgerStore:
             s.damaged.append({"segment": scanned.path.name, "error": scanned.bad_header})
             return None
         batches = list(scanned.batches)
-        dropped = scanned.size if scanned.bad_header else scanned.dropped
+        dropped = scanned.dropped  # zero fill not counted
         reason = scanned.torn
         if batches and not _batch_intact(batches[-1].batch):
             # The last message is there but its rows do not decode or hash: its marker reached the

@@ -270,6 +270,7 @@ class ScannedBatch:
     end: int  # byte offset just past it
     batch: pa.RecordBatch | None  # None when the message did not decode
     error: str = ""
+    body_length: int = 0  # the message's body; end - offset - body_length is its metadata, prefix included
 
 
 @dataclass
@@ -291,7 +292,13 @@ def scan_segment(path: Path, number: int, sealed: bool) -> ScannedSegment:
     seg = ScannedSegment(path, number, sealed, [], 0, len(data))
     if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
         seg.bad_header = "missing ARROW1 magic"
-        seg.torn = seg.bad_header if len(data) < len(MAGIC) and MAGIC.startswith(data) else ""
+        # A writer creates the tail, then writes its header, then syncs both before its first
+        # commit; a kill in between leaves an empty tail, or (after a power cut) the start of the
+        # magic and zeros. Nothing in it was ever acknowledged: a torn tail, not damage.
+        written = data if sealed else data.rstrip(b"\0")
+        if len(written) < len(MAGIC) and MAGIC.startswith(written):
+            seg.torn = f"the header was never completely written ({len(data)} bytes)"
+            seg.dropped = len(written)
         return seg
     reader = pa.BufferReader(data)
     reader.seek(len(MAGIC))
@@ -308,17 +315,26 @@ def scan_segment(path: Path, number: int, sealed: bool) -> ScannedSegment:
             if msg.type != "schema":
                 seg.bad_header = f"first message is {msg.type}, not the schema"
                 return seg
+            try:
+                schema = ipc.read_schema(msg)
+            except (pa.ArrowException, ValueError) as exc:
+                schema, seg.bad_header = None, f"the schema message does not decode: {exc}"
+            if schema is not None and not schema.equals(SCHEMA, check_metadata=True):
+                seg.bad_header = f"the schema message is not the ledger schema: {schema}"
+            if seg.bad_header:
+                return seg
             seg.good_end = end
             continue
+        body = msg.body.size if msg.body is not None else 0
         if msg.type != "record batch":
-            seg.batches.append(ScannedBatch(offset, end, None, f"unexpected {msg.type} message"))
+            seg.batches.append(ScannedBatch(offset, end, None, f"unexpected {msg.type} message", body))
         else:
             try:
                 batch = ipc.read_record_batch(msg, SCHEMA)
                 batch.validate(full=True)
-                seg.batches.append(ScannedBatch(offset, end, batch))
+                seg.batches.append(ScannedBatch(offset, end, batch, "", body))
             except (pa.ArrowException, ValueError, OSError) as exc:
-                seg.batches.append(ScannedBatch(offset, end, None, f"{type(exc).__name__}: {exc}"))
+                seg.batches.append(ScannedBatch(offset, end, None, f"{type(exc).__name__}: {exc}", body))
         seg.good_end = end
     if first and not seg.torn:
         seg.torn = "no schema message"
