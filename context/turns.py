@@ -128,6 +128,19 @@ class Summary:
     covered_evidence: tuple[str, ...]
     model: str
     behind_reset: bool = False
+    # Steps of the last turn it covers, when that turn was still open as it was written (a recorded
+    # mid-turn compaction); None covers the whole last turn.
+    through_step: int | None = None
+
+
+@dataclass(frozen=True)
+class ResetMark:
+    """A reset-with-handoff: the turns it puts behind it (1..turns) and for which model (None: every model)."""
+
+    id: str
+    model: str | None
+    turns: int
+    handoff: str
 
 
 @dataclass(frozen=True)
@@ -169,6 +182,7 @@ class TurnIndex:
         self.summaries: list[Summary] = []
         self.controls: list[Control] = []
         self.resets: list[str] = []
+        self.reset_marks: list[ResetMark] = []
         self.evidence: dict[str, EvidenceMeta] = {}
         self.preamble: list[str] = []  # entries before the first directive
         self.problems: list[str] = []  # odd but readable things in the chain, named for the caller
@@ -230,7 +244,7 @@ class TurnIndex:
         elif isinstance(payload, Compaction):
             self._add_summary(entry_id, payload)
         elif isinstance(payload, ResetWithHandoff):
-            self._add_reset(entry_id)
+            self._add_reset(entry_id, payload)
         elif kind in CONTROL_KINDS:
             tag = getattr(payload, "tag", "")
             self.controls.append(Control(entry_id, str(kind), turn.ordinal if turn else None, tag))
@@ -355,11 +369,18 @@ class TurnIndex:
                 summary=packet.summary,
                 covered_evidence=tuple(c.id for c in packet.covered_evidence),
                 model=packet.model,
+                through_step=len(last.steps) if last is not None and last is self.current and not last.closed else None,
             )
         )
 
-    def _add_reset(self, entry_id: str) -> None:
+    def _add_reset(self, entry_id: str, reset: ResetWithHandoff) -> None:
         self.resets.append(entry_id)
+        last = self._turn_by_id.get(reset.last_turn_id) if reset.last_turn_id else None
+        if reset.model is not None:  # one model's rescue: only that model's plans start after it (the planner)
+            turns = last.ordinal if last is not None else len(self.turns)
+            self.reset_marks.append(ResetMark(entry_id, reset.model, turns, reset.handoff))
+            return
+        self.reset_marks.append(ResetMark(entry_id, None, len(self.turns), reset.handoff))
         for turn in self.turns:
             turn.behind_reset = True
         self.summaries = [_behind(s) for s in self.summaries]
@@ -439,6 +460,7 @@ class TurnIndex:
             "summaries": [vars(s) | {"covered_evidence": list(s.covered_evidence)} for s in self.summaries],
             "controls": [vars(c) for c in self.controls],
             "resets": list(self.resets),
+            "reset_marks": [vars(r) for r in self.reset_marks],
             "evidence": {k: vars(v) for k, v in sorted(self.evidence.items())},
             "problems": list(self.problems),
         }
@@ -468,6 +490,7 @@ def _behind(s: Summary) -> Summary:
         s.covered_evidence,
         s.model,
         behind_reset=True,
+        through_step=s.through_step,
     )
 
 

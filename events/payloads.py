@@ -259,6 +259,7 @@ class ResetWithHandoff(_Frozen):
     last_turn_id: EntryId | None = None
     carried_evidence: tuple[EntryId, ...] = ()
     reason: str = ""
+    model: str | None = None  # the model whose rescue wrote it (only its plans start after it); None: every model
 
 
 class PlanRecord(_Frozen):
