@@ -1,0 +1,180 @@
+"""AssemblerActor: the request for each step of a live turn (spec §6, §10 "what each call carries").
+
+A plain class (``actors.factory.assembler_actor`` applies ``ray.remote``). Thin: it keeps each
+session's ``SessionView`` current from the ledger, plans at a turn's first step through
+``agent.request.prepare`` (writing the packet summary or the reset the plan needs), and projects.
+
+**The history is frozen within a turn.** The spec says that within a turn "nothing before the tail
+changes": the older turns are planned once, at the turn's first step, and that plan is kept for every
+later step, so each step's request is the previous one plus what the turn appended (a byte prefix, the
+prefix cache's best case). The plan is made again mid-turn only when the frozen plan's request no
+longer fits the profile's budget (the current turn outgrew it): a compaction at a step boundary.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from actors.ledger_client import LedgerClient
+from agent.request import Prepared, SessionView, Summarise, prepare, project, record_plan, request_tokens
+from context.assemble import cache_breakpoints, prefix_digest
+from context.capacity import CapacityProfile
+from context.messages import ChatRequest, ToolSpec
+from context.planner import Plan
+from context.render import render_turn
+from context.turns import DEFAULT_TOKENS_PER_CHAR
+from events.envelope import Mapper
+from vak.errors import InvalidInput
+
+
+@dataclass(frozen=True)
+class StepRequest:
+    """What the loop asks the assembler for: one step's request of the open turn."""
+
+    model: str  # the model name the request carries
+    system: str
+    tools: tuple[ToolSpec, ...]
+    tail: str
+    max_tokens: int = 512
+    temperature: float | None = None
+    session_key: str | None = None
+
+
+@dataclass
+class Assembled:
+    """One step's request and how it was made."""
+
+    request: ChatRequest
+    plan_digest: str
+    plan_id: str | None  # the plan entry, written when the step planned (None when the plan was kept)
+    replanned: bool  # True at a turn's first step, and when the turn outgrew the frozen plan
+    fidelity: dict[str, int]  # turns shown full / card / packet / behind a reset
+    prefix_digest: str
+    estimated_tokens: int
+    budget_tokens: int
+    written: list[str] = field(default_factory=list)  # packet or reset entries written on the way
+
+
+def fidelity_counts(p: Plan) -> dict[str, int]:
+    counts = {"full": 0, "card": 0, "packet": 0, "behind_reset": 0}
+    for t in p.turns:
+        counts[t.fidelity] = counts.get(t.fidelity, 0) + 1
+    return counts
+
+
+def request_budget(profile: CapacityProfile) -> int:
+    """The tokens a request may carry, as the planner counts them: the usable horizon (never past the
+    verified or declared window) less the output reserve."""
+    window = profile.verified_window or profile.declared_window
+    return max(0, min(profile.instruction_horizon.tokens, window) - profile.output_reserve)
+
+
+class AssemblerActor:
+    """``ledger``: the folder's LedgerActor handle, a LedgerStore this process already holds, or None.
+    ``summarise`` writes a packet summary when a plan needs one (``agent.summarise.write_packet``
+    bound to a summariser); without it a plan that needs a new summary is an error."""
+
+    def __init__(self, root: str, ledger: Any = None, summarise: Summarise | None = None,
+                 tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR) -> None:
+        self.ledger = LedgerClient(root, ledger)
+        self.summarise = summarise
+        self.tokens_per_char = tokens_per_char
+        self.mapper = Mapper()
+        self._views: dict[str, tuple[SessionView, int]] = {}
+        self._frozen: dict[tuple[str, str], tuple[str, Plan]] = {}  # (session, model) -> (turn id, plan)
+        self._lock = threading.RLock()
+
+    def view(self, session: str) -> SessionView:
+        """The session's view, brought up to date with every entry appended since the last call."""
+        with self._lock:
+            cached = self._views.get(session)
+            view, seen = cached if cached is not None else (SessionView(self.tokens_per_char), 0)
+            new = self.ledger.entries(session, seen)
+            view.add_all(new)
+            self._views[session] = (view, seen + len(new))
+            return view
+
+    async def assemble(self, session: str, profile: CapacityProfile, step: StepRequest) -> Assembled:
+        """The request for the open turn's next step (see the module docstring for when it plans)."""
+        view = self.view(session)
+        turn = view.index.current
+        if turn is None:
+            raise InvalidInput(f"session {session!r} has no open turn; append the directive first")
+        key = (session, str(profile.key))
+        budget = request_budget(profile)
+        frozen = self._frozen.get(key)
+        written: list[str] = []
+        plan_id: str | None = None
+        replanned = False
+        request: ChatRequest | None = None
+        if frozen is not None and frozen[0] == turn.id:
+            p = frozen[1]
+            request = self._project(view, p, step)
+            if request_tokens(profile, request) > budget:
+                request = None  # the turn outgrew the frozen plan: plan again at this step boundary
+        if request is None:
+            prepared = await self._prepare(session, view, profile, step, turn.ordinal)
+            p, request, written = prepared.plan, prepared.request, prepared.written
+            request = self._with_cache(request, view, p, step)
+            plan_id = record_plan(self.ledger, session, view, p)
+            self._views[session] = (view, self._views[session][1] + len(written) + 1)
+            self._frozen[key] = (turn.id, p)
+            replanned = True
+        return Assembled(
+            request=request,
+            plan_digest=p.digest,
+            plan_id=plan_id,
+            replanned=replanned,
+            fidelity=fidelity_counts(p),
+            prefix_digest=prefix_digest(step.system, step.tools),
+            estimated_tokens=request_tokens(profile, request),
+            budget_tokens=budget,
+            written=written,
+        )
+
+    async def _prepare(self, session: str, view: SessionView, profile: CapacityProfile, step: StepRequest,
+                       ordinal: int) -> Prepared:
+        async def no_summariser(_view: SessionView, _plan: Plan) -> list[str]:
+            raise InvalidInput(
+                "the plan needs a packet summary and this assembler has no summariser; "
+                "pass summarise= (agent.summarise.write_packet bound to a model)"
+            )
+
+        return await prepare(
+            view, profile, "", ledger=self.ledger, session=session, summarise=self.summarise or no_summariser,
+            model=step.model, system=step.system, tools=step.tools, tail=step.tail, current=ordinal,
+            max_tokens=step.max_tokens,
+        )
+
+    def _project(self, view: SessionView, p: Plan, step: StepRequest) -> ChatRequest:
+        request = project(view.index, p, model=step.model, infos=view.infos, system=step.system, tools=step.tools,
+                          tail=step.tail, max_tokens=step.max_tokens, temperature=step.temperature)
+        return self._with_cache(request, view, p, step)
+
+    @staticmethod
+    def _with_cache(request: ChatRequest, view: SessionView, p: Plan, step: StepRequest) -> ChatRequest:
+        directive_index = _directive_index(request, view, p)
+        hints = cache_breakpoints(len(request.messages), directive_index, step.session_key)
+        return request.model_copy(update={"cache": hints, "temperature": step.temperature})
+
+    def forget(self, session: str) -> None:
+        """Drop a session's cached view and frozen plans (a test, or a ledger replaced on disk)."""
+        with self._lock:
+            self._views.pop(session, None)
+            for key in [k for k in self._frozen if k[0] == session]:
+                del self._frozen[key]
+
+
+def _directive_index(request: ChatRequest, view: SessionView, p: Plan) -> int | None:
+    """The index of the current turn's directive message: the number of messages the current turn
+    does not account for. Resolved from the turn structure, never "the last user message"."""
+    if p.current_ordinal is None:
+        return None
+    current = render_turn(view.index.turn(p.current_ordinal), {})
+    # The current turn renders as its own messages at the end (its first message may merge into the
+    # previous user message when roles repeat; then the directive is that merged message).
+    at = len(request.messages) - len(current)
+    return max(0, at)
+

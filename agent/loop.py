@@ -1,0 +1,314 @@
+"""The live turn loop (spec §6, §10): one function runs a turn end to end.
+
+``TurnLoop.run(directive)``:
+
+1. ``turn_started`` (a running background probe is cancelled), append the directive;
+2. per step: the assembler plans (at the turn's first step; the plan is then frozen) and projects the
+   request; the provider sends it (an over-length rejection corrects the profile and retries once);
+   the assistant step and its receipt are appended, the receipt goes through ``apply_feedback`` and
+   the updated profile is written;
+3. the step's tool calls run (concurrently; results appended in call order, each whole result as an
+   evidence body and what the request carries as its tool result); a step with no call ends the turn;
+4. the TurnCard closes the turn; ``turn_finished`` lets the probe run in the idle time.
+
+The same code runs in-process or on Ray: everything stateful goes through :class:`TurnServices`
+(``InProcessServices`` here, ``actors.turn_services.RayServices`` through the actors). Tool calls are
+read by the one parser (``context.toolcalls``) whether they came back native or inline in the text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from actors.assembler import Assembled, AssemblerActor, StepRequest
+from actors.evidence import EvidenceActor
+from agent.request import Complete, after_overflow
+from agent.workspace import Workspace
+from context.assemble import Tail, prefix_change, render_tail
+from context.capacity import CapacityProfile, TurnFeedback, apply_feedback, request_chars, to_record
+from context.cards import default_library
+from context.messages import ChatResult, ToolSpec
+from context.surface import Surface, find_tools_result, parse_find_tools_args
+from context.toolcalls import ParsedCall, native_calls, parse_tool_calls
+from events.payloads import Activity, AssistantStep, Directive, Receipt, StepBlock, TextBlock, ToolUseBlock
+from storage.ledger import LedgerStore
+from vak.errors import ContextOverflow, ToolFailure
+
+
+class TurnServices(Protocol):
+    """Everything stateful a turn touches, for one session: in-process objects or Ray actors."""
+
+    session: str
+
+    async def append(self, payloads: Sequence[Any]) -> list[str]: ...
+
+    async def assemble(self, profile: CapacityProfile, step: StepRequest) -> Assembled: ...
+
+    async def store_result(self, tool_use_id: str, tool_name: str, body: str, is_error: bool) -> dict[str, Any]: ...
+
+    async def recall(self, args: dict[str, Any], tool_use_id: str) -> dict[str, Any]: ...
+
+    async def present(self, step_id: str) -> list[dict[str, Any]]: ...
+
+    async def close_turn(self, outcome: str) -> str: ...
+
+    async def turn_started(self) -> None: ...
+
+    async def turn_finished(self) -> None: ...
+
+
+class InProcessServices:
+    """The services as plain objects in this process, sharing one LedgerStore (the folder's writer)."""
+
+    def __init__(self, store: LedgerStore, session: str, *, assembler: AssemblerActor | None = None,
+                 evidence: EvidenceActor | None = None, probe: Any = None) -> None:
+        root = str(store.root)
+        self.store, self.session = store, session
+        self.assembler = assembler or AssemblerActor(root, store)
+        self.evidence = evidence or EvidenceActor(root, store)
+        self.probe = probe
+
+    async def append(self, payloads: Sequence[Any]) -> list[str]:
+        return await asyncio.to_thread(self.store.append, self.session, list(payloads))
+
+    async def assemble(self, profile: CapacityProfile, step: StepRequest) -> Assembled:
+        return await self.assembler.assemble(self.session, profile, step)
+
+    async def store_result(self, tool_use_id: str, tool_name: str, body: str, is_error: bool) -> dict[str, Any]:
+        return await asyncio.to_thread(self.evidence.store_result, self.session, tool_use_id, tool_name, body,
+                                       is_error=is_error)
+
+    async def recall(self, args: dict[str, Any], tool_use_id: str) -> dict[str, Any]:
+        return await asyncio.to_thread(self.evidence.recall, self.session, args, tool_use_id)
+
+    async def present(self, step_id: str) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self.evidence.present, self.session, step_id)
+
+    async def close_turn(self, outcome: str) -> str:
+        return await asyncio.to_thread(self.evidence.close_turn, self.session, None, outcome)  # type: ignore[arg-type]
+
+    async def turn_started(self) -> None:
+        if self.probe is not None:
+            self.probe.turn_started()
+
+    async def turn_finished(self) -> None:
+        if self.probe is not None:
+            self.probe.turn_finished()
+
+
+@dataclass(frozen=True)
+class TurnConfig:
+    """How turns are run for one bound model."""
+
+    model: str  # the model name requests carry
+    provider: str  # the provider's name, for receipts
+    system: str
+    surface: Surface
+    max_steps: int = 8
+    max_tokens: int = 512
+    temperature: float | None = 0.0
+    timezone: str = "UTC"
+    session_key: str | None = None
+
+
+@dataclass
+class StepReport:
+    """What one step did, for the CLI and the tests."""
+
+    index: int
+    fidelity: dict[str, int]
+    replanned: bool
+    estimated_tokens: int
+    budget_tokens: int
+    prompt_tokens: int
+    cached_tokens: int
+    prefix_digest: str
+    calls: list[str]
+    text: str
+    overflows: int = 0
+
+
+@dataclass
+class TurnReport:
+    directive_id: str
+    answer: str
+    outcome: str
+    card_id: str
+    profile: CapacityProfile
+    steps: list[StepReport] = field(default_factory=list)
+
+
+class TurnLoop:
+    """Runs turns for one session and one bound model. ``profile`` is updated by every receipt."""
+
+    def __init__(self, services: TurnServices, provider: Complete, profile: CapacityProfile, config: TurnConfig,
+                 *, workspace: Workspace | None = None, clock: Callable[[], float] = time.time,
+                 on_step: Callable[[StepReport], None] | None = None) -> None:
+        self.services, self.provider, self.profile, self.config = services, provider, profile, config
+        self.workspace, self.clock, self.on_step = workspace, clock, on_step
+        self.last_prefix: tuple[str, tuple[ToolSpec, ...], str] | None = None  # system, tools, digest
+
+    async def run(self, directive: str) -> TurnReport:
+        await self.services.turn_started()
+        try:
+            return await self._run(directive)
+        finally:
+            await self.services.turn_finished()
+
+    async def _run(self, directive: str) -> TurnReport:
+        cfg = self.config
+        directive_id = (await self.services.append([Directive(text=directive)]))[0]
+        # The tail is computed once per turn: the directive message it sits in must not change between steps.
+        tail = render_tail(Tail(now=self.clock(), timezone=cfg.timezone))
+        step_request = StepRequest(model=cfg.model, system=cfg.system, tools=cfg.surface.schemas, tail=tail,
+                                   max_tokens=cfg.max_tokens, temperature=cfg.temperature,
+                                   session_key=cfg.session_key)
+        steps: list[StepReport] = []
+        answer, outcome = "", "degraded"
+        for index in range(cfg.max_steps):
+            assembled, result, overflows = await self._send(step_request)
+            await self._note_prefix(assembled.prefix_digest)
+            if result is None:
+                outcome = "failed"
+                answer = "the request was over the model's window twice; the turn has no answer"
+                break
+            calls = self._calls(result)
+            call_ids = [_call_id(directive_id, index, i, result) for i in range(len(calls))]
+            step_id = await self._record_step(result, calls, call_ids, assembled)
+            report = StepReport(
+                index=index, fidelity=assembled.fidelity, replanned=assembled.replanned,
+                estimated_tokens=assembled.estimated_tokens, budget_tokens=assembled.budget_tokens,
+                prompt_tokens=result.usage.prompt_tokens, cached_tokens=result.usage.cache_read_tokens,
+                prefix_digest=assembled.prefix_digest, calls=[c.name or "?" for c in calls], text=result.text,
+                overflows=overflows,
+            )
+            steps.append(report)
+            if self.on_step is not None:
+                self.on_step(report)
+            if not calls:
+                answer, outcome = result.text, "completed"
+                break
+            await self._run_calls(step_id, calls, call_ids)
+        card_id = await self.services.close_turn(outcome)
+        return TurnReport(directive_id, answer, outcome, card_id, self.profile, steps)
+
+    # ------------------------------------------------------------ one model call
+
+    async def _send(self, step: StepRequest) -> tuple[Assembled, ChatResult | None, int]:
+        """Assemble and send; an over-length rejection corrects the profile, re-plans and retries once."""
+        overflows = 0
+        for _attempt in range(2):
+            assembled = await self.services.assemble(self.profile, step)
+            try:
+                return assembled, await self.provider.complete(assembled.request), overflows
+            except ContextOverflow as exc:
+                overflows += 1
+                self.profile = after_overflow(self.profile, exc, request_chars_sent=request_chars(assembled.request),
+                                              now=self.clock())
+                await self.services.append([to_record(self.profile)])
+        return assembled, None, overflows
+
+    def _calls(self, result: ChatResult) -> list[ParsedCall]:
+        """The step's calls: native ones when the provider parsed any, else the ones inline in the text."""
+        if result.tool_calls:
+            return [c for c in native_calls((tc.name, tc.arguments) for tc in result.tool_calls)]
+        names = {t.name for t in self.config.surface.core} | {t.name for t in self.config.surface.deferred}
+        return [c for c in parse_tool_calls(result.text, names) if c.name]
+
+    async def _record_step(self, result: ChatResult, calls: Sequence[ParsedCall], call_ids: Sequence[str],
+                           assembled: Assembled) -> str:
+        blocks: list[StepBlock] = []
+        inline = bool(calls) and not result.tool_calls
+        if result.text.strip() and not inline:
+            blocks.append(TextBlock(text=result.text))
+        for call_id, call in zip(call_ids, calls, strict=True):
+            blocks.append(ToolUseBlock(id=call_id, name=call.name or "", input=call.arguments or {}))
+        if not blocks:
+            blocks.append(TextBlock(text=result.text))
+        step = AssistantStep(blocks=tuple(blocks), model=self.config.model, provider=self.config.provider,
+                             stop_reason=result.stop_reason)
+        step_id = (await self.services.append([step]))[0]
+        receipt = Receipt(provider=self.config.provider, model=self.config.model, usage=result.usage,
+                          latency_ms=max(0.0, result.latency_ms), first_token_ms=result.first_token_ms,
+                          prefix_digest=assembled.prefix_digest, request_chars=request_chars(assembled.request),
+                          step_id=step_id)
+        self.profile = apply_feedback(self.profile, TurnFeedback(
+            usage=result.usage, chars_sent=request_chars(assembled.request), prefill_ms=_prefill_ms(result),
+        ), now=self.clock())
+        extra: list[Any] = []
+        if inline:  # the ledger keeps the completion as the model wrote it
+            extra.append(Activity(activity="step.inline_calls", detail={
+                "step_id": step_id, "text": result.text, "wrappings": [c.wrapping for c in calls]}))
+        await self.services.append([receipt, to_record(self.profile), *extra])
+        return step_id
+
+    async def _note_prefix(self, digest: str) -> None:
+        """A prefix that differs from the previous step's is a cache break: an activity says what changed."""
+        cfg = self.config
+        current = (cfg.system, cfg.surface.schemas, digest)
+        if self.last_prefix is not None and self.last_prefix[2] != digest:
+            what = prefix_change(self.last_prefix[:2], current[:2])
+            await self.services.append([Activity(activity="cache.break", detail={
+                "before": self.last_prefix[2], "after": digest, "changed": what})])
+        self.last_prefix = current
+
+    # ------------------------------------------------------------ tool calls
+
+    async def _run_calls(self, step_id: str, calls: Sequence[ParsedCall], ids: Sequence[str]) -> None:
+        """World tools run concurrently; results are stored in call order; card calls go through present."""
+        bodies = await asyncio.gather(*(self._execute(c) for c in calls))
+        cards_done = False
+        for tool_use_id, call, outcome in zip(ids, calls, bodies, strict=True):
+            name = call.name or ""
+            if name == "recall":
+                await self.services.recall(call.arguments or {}, tool_use_id)
+            elif _is_card(name):
+                if not cards_done:  # present writes every card call of the step, in call order
+                    await self.services.present(step_id)
+                    cards_done = True
+            else:
+                body, is_error = outcome
+                await self.services.store_result(tool_use_id, name, body, is_error)
+
+    async def _execute(self, call: ParsedCall) -> tuple[str, bool]:
+        """(body, is_error) of a world tool; recall and card calls are answered by the services."""
+        name = call.name or ""
+        if name == "recall" or _is_card(name):
+            return "", False
+        if call.arguments is None:
+            return f"{name}: the arguments must be a JSON object matching the tool's schema", True
+        if name == "find_tools":
+            query = parse_find_tools_args(call.arguments)
+            if query is None:
+                return 'find_tools: pass {"query": "what the tool should do"}', True
+            return find_tools_result(self.config.surface.find(query), query), False
+        decl = self.config.surface.declared(name)
+        if decl is None:
+            return f"no tool named {name!r}; the tools are listed in the request and under 'More tools'", True
+        if self.workspace is not None and name in {t.spec.name for t in self.workspace.tools}:
+            try:
+                return await asyncio.to_thread(self.workspace.call, name, call.arguments), False
+            except ToolFailure as exc:
+                return str(exc), True
+        return f"{name} is declared but this runtime has no executor for it", True
+
+
+def _is_card(name: str) -> bool:
+    return default_library().is_card_tool(name)
+
+
+def _call_id(directive_id: str, step: int, i: int, result: ChatResult) -> str:
+    """A tool_use id: the provider's for native calls, else derived from the turn, step and position."""
+    if result.tool_calls and i < len(result.tool_calls):
+        return result.tool_calls[i].id
+    return f"call_{directive_id[:8]}_{step}_{i}"
+
+
+def _prefill_ms(result: ChatResult) -> float | None:
+    value = result.timings.get("prompt_ms") if result.timings else None
+    return float(value) if isinstance(value, int | float) else result.first_token_ms
+

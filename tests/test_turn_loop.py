@@ -1,0 +1,198 @@
+"""The turn loop against a scripted OpenAI-compatible model (httpx.MockTransport, llama.cpp's documented
+bodies): what each step writes, calls in call order, inline fences, the frozen plan, over-length retry,
+failing tools and find_tools promotion."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agent.loop import InProcessServices, TurnConfig, TurnLoop
+from agent.workspace import TOOLS as WORKSPACE_TOOLS
+from agent.workspace import Workspace
+from context.assemble import system_prompt
+from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from context.evidence import RECALL_TOOL
+from context.messages import ToolSpec
+from context.surface import Surface, ToolDecl
+from events.envelope import Mapper
+from providers.base import RetryPolicy
+from providers.openai_compat import OpenAICompatProvider
+from storage.ledger import LedgerStore
+
+PROFILE = CapacityProfile(ProfileKey("openai-compat", "scripted"), 32_768, Horizon(16_000, 0.9, 0.0), Ewma(0.25, 3), 256)
+
+Reply = Callable[[dict[str, Any], int], tuple[int, dict[str, Any]]]
+
+
+def completion(text: str = "", calls: list[tuple[str, dict[str, Any]]] = (), *, prompt: int = 100,  # type: ignore[assignment]
+               cached: int = 0) -> dict[str, Any]:
+    """A llama.cpp /v1/chat/completions body (OpenAI shape, with llama.cpp's usage and timings)."""
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        message["tool_calls"] = [
+            {"id": f"c{i}-{name}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            for i, (name, args) in enumerate(calls)
+        ]
+    return {
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "scripted",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": 12, "total_tokens": prompt + 12,
+                  "prompt_tokens_details": {"cached_tokens": cached}},
+        "timings": {"prompt_n": prompt - cached, "prompt_ms": 50.0, "cache_n": cached},
+    }
+
+
+class Scripted:
+    """Answers each chat call with the next scripted reply; keeps every request body it got."""
+
+    def __init__(self, replies: list[Reply]) -> None:
+        self.replies, self.bodies = replies, []  # type: list[Reply], list[dict[str, Any]]
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        self.bodies.append(body)
+        status, out = self.replies[len(self.bodies) - 1](body, len(self.bodies) - 1)
+        return httpx.Response(status, json=out)
+
+
+def fixed(out: dict[str, Any]) -> Reply:
+    return lambda _body, _n: (200, out)
+
+
+@pytest.fixture()
+def workspace(tmp_path: Path) -> Workspace:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "notes.txt").write_text("alpha\nbeta\ngamma\n")
+    (root / "big.log").write_text("".join(f"line {i} " + "x" * 120 + "\n" for i in range(400)))
+    return Workspace(root)
+
+
+def _surface(extra: list[ToolDecl] = ()) -> Surface:  # type: ignore[assignment]
+    core = [ToolDecl(RECALL_TOOL, always_loaded=True)]
+    core += [ToolDecl(t.spec, always_loaded=True, observes=t.observes) for t in WORKSPACE_TOOLS]
+    return Surface.build([*core, *extra])
+
+
+def _loop(store: LedgerStore, script: Scripted, workspace: Workspace, surface: Surface | None = None,
+          profile: CapacityProfile = PROFILE) -> TurnLoop:
+    client = httpx.AsyncClient(transport=httpx.MockTransport(script.handle))
+    provider = OpenAICompatProvider(client, base_url="http://127.0.0.1:9/v1", retry=RetryPolicy(attempts=1))
+    surface = surface or _surface()
+    config = TurnConfig(model="scripted", provider="openai-compat", system=system_prompt(surface.catalogue()),
+                        surface=surface, max_steps=6, max_tokens=128)
+    return TurnLoop(InProcessServices(store, "s1"), provider, profile, config, workspace=workspace,
+                    clock=lambda: 1_764_504_000.0)
+
+
+def _kinds(store: LedgerStore) -> list[str]:
+    return [e.kind for e in store.entries("s1")]
+
+
+def _payloads(store: LedgerStore, kind: str) -> list[Any]:
+    mapper = Mapper()
+    return [mapper.payload_of(e) for e in store.entries("s1") if e.kind == kind]
+
+
+async def test_a_turn_writes_every_step_receipt_profile_result_and_card(tmp_path: Path, workspace: Workspace) -> None:
+    """Two parallel calls run and their results are stored in call order; each step gets one receipt and
+    one profile update; the turn closes with a TurnCard; step 2's request extends step 1's byte for byte."""
+    script = Scripted([
+        fixed(completion(calls=[("read_file", {"path": "notes.txt"}), ("list_dir", {"path": "."})])),
+        fixed(completion("The notes list alpha, beta and gamma.", prompt=300, cached=99)),
+    ])
+    with LedgerStore(tmp_path / "ledger") as store:
+        report = await _loop(store, script, workspace).run("What do the notes say?")
+        kinds = _kinds(store)
+        results = _payloads(store, "tool_result")
+        receipts = _payloads(store, "receipt")
+        cards = _payloads(store, "turn_card")
+    assert report.outcome == "completed" and report.answer == "The notes list alpha, beta and gamma."
+    assert [r.tool_name for r in results] == ["read_file", "list_dir"]
+    assert "1\talpha" in results[0].content and results[0].evidence_id
+    assert len(receipts) == 2 and kinds.count("capacity_profile") == 2 and kinds.count("plan") == 1
+    assert len(cards) == 1 and cards[0].outcome == "completed"
+    first, second = script.bodies
+    assert second["messages"][: len(first["messages"])] == first["messages"]
+    assert json.dumps(first["tools"]) == json.dumps(second["tools"])
+    assert receipts[0].prefix_digest == receipts[1].prefix_digest != ""
+    assert report.steps[1].cached_tokens == 99 and not report.steps[1].replanned
+
+
+async def test_inline_fence_calls_are_run_and_the_raw_text_kept(tmp_path: Path, workspace: Workspace) -> None:
+    """A ```json fence call (as Qwen2.5-Coder writes them) is parsed by the shared parser and run; the
+    completion's own text is kept in an activity."""
+    fence = '```json\n{"name": "read_file", "arguments": {"path": "notes.txt"}}\n```'
+    script = Scripted([fixed(completion(fence)), fixed(completion("alpha, beta, gamma"))])
+    with LedgerStore(tmp_path / "ledger") as store:
+        report = await _loop(store, script, workspace).run("read the notes")
+        results = _payloads(store, "tool_result")
+        inline = [a for a in _payloads(store, "activity") if a.activity == "step.inline_calls"]
+    assert report.outcome == "completed"
+    assert results[0].tool_name == "read_file" and "alpha" in results[0].content
+    assert inline and inline[0].detail["text"] == fence
+
+
+async def test_failing_tool_and_unknown_tool_are_error_results(tmp_path: Path, workspace: Workspace) -> None:
+    """A path outside the workspace and an unknown tool come back to the model as error results."""
+    script = Scripted([
+        fixed(completion(calls=[("read_file", {"path": "../../etc/passwd"}), ("launch_rockets", {})])),
+        fixed(completion("I could not read that.")),
+    ])
+    with LedgerStore(tmp_path / "ledger") as store:
+        await _loop(store, script, workspace).run("read /etc/passwd")
+        results = _payloads(store, "tool_result")
+    assert [r.is_error for r in results] == [True, True]
+    assert "outside the workspace" in results[0].content and "no tool named" in results[1].content
+    second = script.bodies[1]["messages"]
+    assert any(m.get("role") == "tool" and "outside the workspace" in str(m.get("content")) for m in second)
+
+
+async def test_over_length_replans_and_retries_once(tmp_path: Path, workspace: Workspace) -> None:
+    """llama.cpp's exceed_context_size_error corrects verified_window and the step is sent once more."""
+    overflow = {"error": {"code": 400, "type": "exceed_context_size_error", "n_prompt_tokens": 900, "n_ctx": 800,
+                          "message": "the request exceeds the available context size"}}
+    script = Scripted([lambda _b, _n: (400, overflow), fixed(completion("done"))])
+    with LedgerStore(tmp_path / "ledger") as store:
+        report = await _loop(store, script, workspace).run("hello")
+        profiles = _payloads(store, "capacity_profile")
+    assert report.outcome == "completed" and report.steps[0].overflows == 1
+    assert profiles[0].verified_window is not None and profiles[0].verified_window <= 800
+    assert len(script.bodies) == 2
+
+
+async def test_find_tools_returns_schemas_without_changing_the_prefix(tmp_path: Path, workspace: Workspace) -> None:
+    """find_tools puts the found schema in its result; the request's tools stay byte-identical."""
+    deferred = ToolDecl(ToolSpec(name="web_search", description="Search the web for pages. Returns titles."),
+                        observes=True)
+    script = Scripted([
+        fixed(completion(calls=[("find_tools", {"query": "search the web"})])),
+        fixed(completion("found it")),
+    ])
+    with LedgerStore(tmp_path / "ledger") as store:
+        await _loop(store, script, workspace, _surface([deferred])).run("find a web tool")
+        results = _payloads(store, "tool_result")
+    assert '"name": "web_search"' in results[0].content
+    assert script.bodies[0]["tools"] == script.bodies[1]["tools"]
+    assert "web_search" not in json.dumps(script.bodies[0]["tools"])
+    assert "- web_search — Search the web for pages." in script.bodies[0]["messages"][0]["content"]
+
+
+async def test_second_turn_keeps_the_prefix_and_sees_the_first(tmp_path: Path, workspace: Workspace) -> None:
+    """A follow-up turn carries the same system+tools bytes and shows the previous turn."""
+    script = Scripted([fixed(completion("alpha is first")), fixed(completion("beta is second"))])
+    with LedgerStore(tmp_path / "ledger") as store:
+        loop = _loop(store, script, workspace)
+        await loop.run("which is first?")
+        await loop.run("and second?")
+        receipts = _payloads(store, "receipt")
+        breaks = [a for a in _payloads(store, "activity") if a.activity == "cache.break"]
+    assert receipts[0].prefix_digest == receipts[1].prefix_digest and not breaks
+    second = json.dumps(script.bodies[1]["messages"])
+    assert "which is first?" in second and "alpha is first" in second
