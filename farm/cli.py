@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -44,7 +45,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # inside the try: a reader that left shows here, not as a traceback at exit
+        return code
+    except BrokenPipeError:
+        # `vak inspect | head`: the reader closed the pipe. Exit quietly with a SIGPIPE'd tool's
+        # status, and point stdout at /dev/null so the interpreter's own flush at exit is quiet too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13
     except VakError as exc:
         print(f"vak: {exc}", file=sys.stderr)
         return 1
