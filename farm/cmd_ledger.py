@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +59,16 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    """The stats, and the same checks as `vak verify`: a damaged ledger is never reported as fine."""
     from storage.ledger import LedgerStore
 
     with LedgerStore(args.ledger, readonly=True) as store:
+        report = store.verify()
         stats = store.stats()
+    stats["verify"] = report.as_dict()
     print(json.dumps(stats, indent=2))
+    if not report.ok:
+        print(f"vak: the ledger is damaged: {report.first_bad}. Run `vak verify` on it for the full report; "
+              "keep a copy of the folder before repairing anything.", file=sys.stderr)
+        return 1
     return 0

@@ -36,6 +36,7 @@ from storage.segments import (
     batch_offsets,
     from_batch,
     list_segments,
+    mkdir_durable,
     open_name,
     read_batch_at,
     rewrite_sealed,
@@ -43,12 +44,14 @@ from storage.segments import (
     sealed_name,
     stale_tails,
     to_batch,
+    unlink_durable,
 )
 from storage.verify import VerifyReport, verify_session
 from vak.errors import (
     LedgerClosed,
     LedgerCorrupt,
     LedgerError,
+    LedgerPathError,
     SessionLocked,
     UnknownEntry,
     UnknownParent,
@@ -158,6 +161,35 @@ def _batch_intact(batch: pa.RecordBatch | None) -> bool:
     return batch is not None and all(e.compute_id() == e.id for e in from_batch(batch))
 
 
+def check_ledger_path(root: Path, *, create: bool) -> None:
+    """Raise a one-line typed error unless ``root`` is a usable ledger folder.
+
+    With ``create``, a missing ledger is made (each new folder synced into its parent). Checked
+    before any work, so `vak` commands can call it on their ``--ledger`` argument first.
+    """
+    sessions = root / "sessions"
+    need = os.R_OK | os.X_OK | (os.W_OK if create else 0)
+    try:
+        for path in (root, sessions):
+            if path.exists() and not path.is_dir():
+                whose = "a ledger's folder" if path == root else "a ledger's sessions/"
+                raise LedgerPathError(path, f"is a file; {whose} must be a folder",
+                                      "Pass the ledger's folder (the one holding sessions/), or a new path.")
+        if not sessions.exists():
+            if not create:
+                raise LedgerPathError(root, "is not a ledger: it has no sessions/ folder", "Check the path.")
+            mkdir_durable(sessions)
+        for path in (root, sessions):
+            # Checked up front: without read permission on sessions/ a stat still works, and the
+            # error would come later, as a traceback from whatever first lists the folder.
+            if not os.access(path, need):
+                mode = "readable and writable" if create else "readable"
+                raise LedgerPathError(path, f"is not {mode} by this user", "Check the folder's permissions.")
+    except OSError as exc:
+        raise LedgerPathError(exc.filename or root, f"cannot be used as a ledger ({exc.strerror})",
+                              "Check the path and its permissions.") from exc
+
+
 class LedgerStore:
     """One ledger folder. Thread-safe; one writer per session, enforced with a file lock."""
 
@@ -181,18 +213,37 @@ class LedgerStore:
         self._closed = False
         self._cache: OrderedDict[tuple[str, int], list[StoredEntry]] = OrderedDict()
         self.recoveries: list[dict[str, Any]] = []  # what opening repaired, for callers and tests
-        if readonly:
-            if not (self.root / "sessions").is_dir():
-                raise LedgerError(f"no ledger at {self.root}: it has no sessions/ folder. Check the path.")
-        else:
-            (self.root / "sessions").mkdir(parents=True, exist_ok=True)
+        check_ledger_path(self.root, create=not readonly)
 
     # ------------------------------------------------------------------ sessions
 
     def sessions(self) -> list[str]:
         base = self.root / "sessions"
-        names = {p.name for p in base.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
+        try:  # a symlinked session folder is listed, so that opening it refuses it by name
+            names = {p.name for p in base.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
+        except OSError as exc:
+            raise LedgerPathError(base, f"cannot be listed ({exc.strerror})",
+                                  "Check the folder's permissions for this user.") from exc
         return sorted(names | set(self._sessions))
+
+    def _session_dir(self, name: str, *, create: bool) -> Path | None:
+        """The session's folder; None when it does not exist and ``create`` is false."""
+        d = self.root / "sessions" / check_name(name, "session name")
+        try:
+            if d.is_symlink():
+                raise LedgerPathError(d, "is a symlink; a session folder must be a real folder inside the ledger",
+                                      "Move the session's folder into sessions/ instead of linking it.")
+            if d.exists() and not d.is_dir():
+                raise LedgerPathError(d, "is a file, not a session folder", "Move it out of sessions/.")
+            if not d.exists():
+                if not create:
+                    return None
+                mkdir_durable(d)
+            elif not os.access(d, os.R_OK | os.X_OK):
+                raise LedgerPathError(d, "is not readable by this user", "Check the folder's permissions.")
+        except OSError as exc:
+            raise LedgerPathError(d, f"cannot be used ({exc.strerror})", "Check the folder's permissions.") from exc
+        return d
 
     def _session(self, name: str, *, create: bool = False) -> _Session:
         self._check_open()
@@ -203,12 +254,9 @@ class LedgerStore:
             s = self._sessions.get(name)
             if s is not None:
                 return s
-            check_name(name, "session name")
-            d = self.root / "sessions" / name
-            if not d.is_dir():
-                if not create or self.readonly:
-                    raise UnknownSession(name)
-                d.mkdir(parents=True)
+            d = self._session_dir(name, create=create and not self.readonly)
+            if d is None:
+                raise UnknownSession(name)
             s = _Session(name=name, dir=d)
             if not self.readonly:
                 self._take_lock(s)
@@ -243,7 +291,7 @@ class LedgerStore:
         torn_reports: list[dict[str, Any]] = []
         if not self.readonly:
             for tail in stale_tails(s.dir):  # an interrupted seal: the sealed copy is complete
-                tail.unlink()
+                unlink_durable(tail)
         for number, path, sealed in list_segments(s.dir):
             scanned = scan_segment(path, number, sealed)
             if not sealed and not self.readonly:
@@ -288,7 +336,7 @@ class LedgerStore:
             # A complete but undecodable batch is damage, not a torn write: keep the bytes for inspection.
             return None
         rewrite_sealed(s.dir, scanned.number, [b.batch for b in batches])
-        os.unlink(scanned.path)
+        unlink_durable(scanned.path)
         return {
             "session": s.name,
             "segment": sealed_name(scanned.number),
@@ -667,8 +715,8 @@ class LedgerStore:
         names = [session] if session is not None else self.sessions()
         report = VerifyReport()
         for name in names:
-            d = self.root / "sessions" / check_name(name, "session name")
-            if not d.is_dir():
+            d = self._session_dir(name, create=False)
+            if d is None:
                 raise UnknownSession(name)
             with self._lock:
                 s = self._sessions.get(name)

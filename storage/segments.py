@@ -177,6 +177,31 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def mkdir_durable(path: Path) -> None:
+    """Create ``path`` and any missing parents, each followed by an fsync of its parent folder.
+
+    A new folder's entry is in its parent's directory data: until the parent is synced, a power
+    cut can lose the folder, and everything in it, even after its files were synced.
+    """
+    missing: list[Path] = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir()
+        except FileExistsError:
+            pass  # made meanwhile by another process; it syncs what it made
+        fsync_dir(d.parent)
+
+
+def unlink_durable(path: Path) -> None:
+    """Remove a file and sync its folder, so a power cut cannot bring it back."""
+    os.unlink(path)
+    fsync_dir(path.parent)
+
+
 ZERO_FILL_MIN = 64 * 1024  # a new tail is zero-filled this far, and grows by doubling ...
 ZERO_FILL_MAX = 4 * 1024 * 1024  # ... up to this much at a time
 _ZEROS = bytes(1024 * 1024)
@@ -251,8 +276,7 @@ class SegmentWriter:
 
     def remove_tail(self) -> None:
         """Remove the tail once its sealed copy is in place (and readers were pointed at it)."""
-        os.unlink(self.path)
-        fsync_dir(self.session_dir)
+        unlink_durable(self.path)
 
     def abandon(self) -> None:
         """Close the file without sealing it (after a failed write)."""

@@ -6,7 +6,8 @@ import re
 
 from vak.errors import InvalidName
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# fullmatch, not match with "$": "$" also matches before a trailing newline ("s\n" would pass).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def check_name(name: object, what: str = "session name") -> str:
@@ -15,7 +16,7 @@ def check_name(name: object, what: str = "session name") -> str:
     Safe: 1-128 characters of letters, digits, '.', '_' and '-', starting with a letter or
     digit (so never '.', '..', a hidden file, or anything with a separator).
     """
-    if not isinstance(name, str) or not _NAME.match(name) or name in {".", ".."}:
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name in {".", ".."}:
         raise InvalidName(
             what,
             name,
