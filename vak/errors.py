@@ -24,6 +24,7 @@ says what went wrong and what to do next.
     │   ├── UnknownSession            a session the ledger has never seen
     │   ├── SessionLocked             another writer holds the session (one writer per session)
     │   ├── LedgerClosed              the store was closed
+    │   ├── LedgerPathError           a ledger path that is a file, unreadable, or a symlinked session folder
     │   └── LedgerCorrupt             stored bytes that do not decode or do not hash to their id
     ├── ProviderError                 a model provider call (providers/)
     │   ├── ContextOverflow           the prompt is over the model's window (carries the sizes)
@@ -162,6 +163,15 @@ class SessionLocked(LedgerError):
 class LedgerClosed(LedgerError):
     def __init__(self) -> None:
         super().__init__("the ledger store is closed. Open a new LedgerStore on the same folder.")
+
+
+class LedgerPathError(LedgerError):
+    """A ledger path that cannot be used as one: a file where a folder belongs, a folder without
+    permission, or a session folder that is a symlink (followed, it would read or write elsewhere)."""
+
+    def __init__(self, path: object, problem: str, hint: str) -> None:
+        self.path = str(path)
+        super().__init__(f"{path} {problem}. {hint}")
 
 
 class LedgerCorrupt(LedgerError):
