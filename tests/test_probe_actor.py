@@ -7,7 +7,7 @@ process when on Ray) reaches it through the real adapter, as it would reach llam
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -145,9 +145,26 @@ async def test_an_unreachable_model_fails_the_probe_with_a_ledger_note(ledger_di
 # ---------------------------------------------------------------------- on the shared Ray cluster
 
 
+class GatedModel(ThresholdModel):
+    """The threshold model, but each chat request waits at a gate the test opens. While the gate is shut
+    a probe is provably in flight (its request is in the server's hands), whatever the machine's load."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.arrived, self.gate = threading.Event(), threading.Event()
+
+    def respond(self, path: str, content: bytes) -> tuple[int, dict[str, Any]]:
+        if path.endswith("/chat/completions"):
+            self.arrived.set()
+            self.gate.wait(timeout=300)  # a deadline, so a broken test ends instead of hanging
+        return super().respond(path, content)
+
+
 @pytest.mark.ray
 def test_probe_actor_on_ray_single_flight_cancel_and_eligibility(ray_cluster: Any, ledger_dir: Path) -> None:
-    model = ThresholdModel(3000, n_ctx=8192, delay_s=0.2)
+    """On Ray: two finished turns start one probe; a hosted key is ineligible; a turn started while the
+    probe's request is held at the server cancels it and notes so in the ledger; the next probe finishes."""
+    model = GatedModel(3000, n_ctx=8192)
     actor = probe_actor(ledger_dir, config=OFF)
     try:
         with loopback(model) as url:
@@ -157,10 +174,12 @@ def test_probe_actor_on_ray_single_flight_cancel_and_eligibility(ray_cluster: An
             first, second = ray.get([actor.turn_finished.remote(t), actor.turn_finished.remote(t)])
             assert sorted([first, second]) == ["in_flight", "started"]
             assert ray.get(actor.turn_finished.remote(target(url, local=False))) == "ineligible"
-            # A turn starts on the key: the probe is cancelled, and says so in the ledger.
-            time.sleep(0.8)
+            # A turn starts on the key while the probe's first request is held: the probe is cancelled,
+            # and says so in the ledger.
+            assert model.arrived.wait(timeout=120), "the probe never sent a chat request"
             assert ray.get(actor.turn_started.remote(key)) is True
             assert ray.get(actor.state.remote(key))["state"] == "cancelled"
+            model.gate.set()
             # Left alone, the next probe finishes and writes through the LedgerActor.
             assert ray.get(actor.turn_finished.remote(t)) == "started"
             assert ray.get(actor.wait.remote(key, 120)) == "done"
@@ -173,6 +192,7 @@ def test_probe_actor_on_ray_single_flight_cancel_and_eligibility(ray_cluster: An
         assert kinds == [("activity", "cancelled"), ("activity", None), ("capacity_profile", None)]
         assert ray.get(probe_actor(ledger_dir).state.remote(key))["started"] == 2  # the same named actor
     finally:
+        model.gate.set()  # let a held request go, whatever failed
         ray.kill(actor)
         ray.get(ledger_actor(ledger_dir).close.remote())
         ray.kill(ledger_actor(ledger_dir))
