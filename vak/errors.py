@@ -31,6 +31,7 @@ says what went wrong and what to do next.
     │   ├── RetryableProviderError    429, 5xx, timeouts and dropped connections: retry with backoff
     │   └── ProviderRequestError      any other 4xx: the request itself is wrong
     ├── ModelServerError              the local llama.cpp server cannot start or is not reachable
+    ├── RequestTooLarge               even the most compact request for the current turn is over the budget
     ├── ConfigError                   the operator's TOML config is wrong
     ├── ActorError                    a Ray actor cannot be reached or started
     └── ToolFailure                   a tool call that cannot run; returned to the model as an error result
@@ -227,6 +228,17 @@ class ProviderRequestError(ProviderError):
 
 
 # ---------------------------------------------------------------- the rest
+
+
+class RequestTooLarge(VakError):
+    """Even the current turn's most compact form does not fit the bound model's budget: nothing is sent.
+
+    ``needed`` and ``available`` are tokens; the message says what to do next.
+    """
+
+    def __init__(self, message: str, *, needed: int, available: int) -> None:
+        self.needed, self.available = needed, available
+        super().__init__(message)
 
 
 class ModelServerError(VakError):
