@@ -109,3 +109,21 @@ def planner_actor(
 
     root = os.path.realpath(os.fspath(root))
     return _detached(PlannerActor, planner_actor_name(root), namespace).remote(root, ledger, tokens_per_char)
+
+
+def assembler_actor_name(root: str | os.PathLike[str]) -> str:
+    """One AssemblerActor per ledger folder."""
+    return "assembler-" + ledger_actor_name(root).removeprefix("ledger-")
+
+
+def assembler_actor(
+    root: str | os.PathLike[str], *, ledger: Any = None, tokens_per_char: float = 0.25, namespace: str = NAMESPACE
+) -> Any:
+    """Get or create the detached AssemblerActor for ``root`` (an async actor: ``assemble`` awaits a
+    summariser when a plan needs a packet). ``ledger`` is the folder's LedgerActor handle."""
+    from actors.assembler import AssemblerActor  # imported here: it pulls in the pure engine
+
+    root = os.path.realpath(os.fspath(root))
+    return _detached(AssemblerActor, assembler_actor_name(root), namespace).remote(
+        root, ledger, None, tokens_per_char
+    )

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from actors.assembler import Assembled, AssemblerActor, StepRequest
 from actors.evidence import EvidenceActor
+from actors.probe import ProbeActor, ProbeTarget
 from agent.request import Complete, after_overflow
 from agent.workspace import Workspace
 from context.assemble import Tail, prefix_change, render_tail
@@ -65,12 +66,13 @@ class InProcessServices:
     """The services as plain objects in this process, sharing one LedgerStore (the folder's writer)."""
 
     def __init__(self, store: LedgerStore, session: str, *, assembler: AssemblerActor | None = None,
-                 evidence: EvidenceActor | None = None, probe: Any = None) -> None:
+                 evidence: EvidenceActor | None = None, probe: ProbeActor | None = None,
+                 probe_target: ProbeTarget | None = None) -> None:
         root = str(store.root)
         self.store, self.session = store, session
         self.assembler = assembler or AssemblerActor(root, store)
         self.evidence = evidence or EvidenceActor(root, store)
-        self.probe = probe
+        self.probe, self.probe_target = probe, probe_target
 
     async def append(self, payloads: Sequence[Any]) -> list[str]:
         return await asyncio.to_thread(self.store.append, self.session, list(payloads))
@@ -92,12 +94,12 @@ class InProcessServices:
         return await asyncio.to_thread(self.evidence.close_turn, self.session, None, outcome)  # type: ignore[arg-type]
 
     async def turn_started(self) -> None:
-        if self.probe is not None:
-            self.probe.turn_started()
+        if self.probe is not None and self.probe_target is not None:
+            await self.probe.turn_started(self.probe_target.key)
 
     async def turn_finished(self) -> None:
-        if self.probe is not None:
-            self.probe.turn_finished()
+        if self.probe is not None and self.probe_target is not None:
+            await self.probe.turn_finished(self.probe_target)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,10 @@ failing tools and find_tools promotion."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -196,3 +199,62 @@ async def test_second_turn_keeps_the_prefix_and_sees_the_first(tmp_path: Path, w
     assert receipts[0].prefix_digest == receipts[1].prefix_digest and not breaks
     second = json.dumps(script.bodies[1]["messages"])
     assert "which is first?" in second and "alpha is first" in second
+
+
+@contextmanager
+def serve(script: Scripted) -> Iterator[str]:
+    """``script`` on 127.0.0.1 (a free port), for a provider in this process talking to Ray actors."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            response = script.handle(httpx.Request("POST", self.path, content=self.rfile.read(length)))
+            data = response.content
+            self.send_response(response.status_code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.ray
+async def test_the_same_loop_runs_through_the_actors_on_ray(ray_cluster: Any, tmp_path: Path,
+                                                            workspace: Workspace) -> None:
+    """On Ray, the loop appends through the LedgerActor, assembles in the AssemblerActor and stores results
+    through the EvidenceActor: the ledger holds the directive, both steps, the result and the card."""
+    import ray
+
+    from actors.factory import ledger_actor
+    from actors.turn_services import RayServices
+
+    root = tmp_path / "ledger"
+    script = Scripted([fixed(completion(calls=[("grep", {"pattern": "beta"})])), fixed(completion("beta is on line 2"))])
+    surface = _surface()
+    with serve(script) as base_url:
+        async with httpx.AsyncClient() as client:
+            provider = OpenAICompatProvider(client, base_url=base_url, retry=RetryPolicy(attempts=1))
+            config = TurnConfig(model="scripted", provider="openai-compat", system=system_prompt(surface.catalogue()),
+                                surface=surface, max_steps=4, max_tokens=64)
+            loop = TurnLoop(RayServices(root, "s1"), provider, PROFILE, config, workspace=workspace)
+            report = await loop.run("where is beta?")
+    assert report.outcome == "completed" and report.answer == "beta is on line 2"
+    actor = ledger_actor(root)
+    kinds = [e.kind for e in ray.get(actor.entries.remote("s1", 0, None))]
+    for kind in ("directive", "plan", "assistant_step", "receipt", "capacity_profile", "evidence_body",
+                 "tool_result", "turn_card"):
+        assert kind in kinds, kind
+    assert kinds.count("assistant_step") == 2
+    results = [e for e in ray.get(actor.entries.remote("s1", 0, None)) if e.kind == "tool_result"]
+    assert "notes.txt:2:beta" in Mapper().payload_of(results[0]).content

@@ -1,0 +1,72 @@
+"""The turn loop's services on Ray: the same calls as ``agent.loop.InProcessServices``, through the
+folder's actors (LedgerActor, AssemblerActor, EvidenceActor and, when given, the ProbeActor).
+
+Wiring only: the loop's code is the same either way. Ray's errors are translated at this edge into
+``ActorError``, which says which actor failed and what to do.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Sequence
+from typing import Any, TypeVar
+
+from ray.exceptions import RayError
+
+from actors.assembler import Assembled, StepRequest
+from actors.factory import assembler_actor, evidence_actor, ledger_actor
+from actors.probe import ProbeTarget
+from context.capacity import CapacityProfile
+from vak.errors import ActorError
+
+T = TypeVar("T")
+
+
+async def _call(what: str, ref: Awaitable[T]) -> T:
+    try:
+        return await ref
+    except RayError as exc:
+        raise ActorError(f"the {what} call failed on Ray ({type(exc).__name__}: {exc}); check `ray status` and the "
+                         "actor's log, then run the turn again (acknowledged entries are in the ledger)") from exc
+
+
+class RayServices:
+    """``root``: the ledger folder; its actors are got or created by name (one writer per folder)."""
+
+    def __init__(self, root: str | os.PathLike[str], session: str, *, probe: Any = None,
+                 probe_target: ProbeTarget | None = None) -> None:
+        self.session = session
+        self.ledger = ledger_actor(root)
+        self.evidence = evidence_actor(root, ledger=self.ledger)
+        self.assembler = assembler_actor(root, ledger=self.ledger)
+        self.probe, self.probe_target = probe, probe_target
+
+    async def append(self, payloads: Sequence[Any]) -> list[str]:
+        return list(await _call("ledger append", self.ledger.append.remote(self.session, list(payloads))))
+
+    async def assemble(self, profile: CapacityProfile, step: StepRequest) -> Assembled:
+        return await _call("assemble", self.assembler.assemble.remote(self.session, profile, step))
+
+    async def store_result(self, tool_use_id: str, tool_name: str, body: str, is_error: bool) -> dict[str, Any]:
+        return await _call("store_result", self.evidence.store_result.remote(
+            self.session, tool_use_id, tool_name, body, is_error=is_error))
+
+    async def recall(self, args: dict[str, Any], tool_use_id: str) -> dict[str, Any]:
+        return await _call("recall", self.evidence.recall.remote(self.session, args, tool_use_id))
+
+    async def present(self, step_id: str) -> list[dict[str, Any]]:
+        return await _call("present", self.evidence.present.remote(self.session, step_id))
+
+    async def close_turn(self, outcome: str) -> str:
+        return await _call("close_turn", self.evidence.close_turn.remote(self.session, None, outcome))
+
+    async def turn_started(self) -> None:
+        if self.probe is not None and self.probe_target is not None:
+            await _call("probe turn_started", self.probe.turn_started.remote(self.probe_target.key))
+
+    async def turn_finished(self) -> None:
+        if self.probe is not None and self.probe_target is not None:
+            await _call("probe turn_finished", self.probe.turn_finished.remote(self.probe_target))
+
+
+
