@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,15 +19,15 @@ TRAJECTORIES = SHARED / "data" / "trajectories"
 
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[Any]:
-    from farm.localray import start_local_ray
+    """One local Ray for the session, on loopback even though test modules imported ``ray`` first.
 
-    temp = tempfile.mkdtemp(prefix="vrt", dir="/tmp")
-    ctx = start_local_ray(temp_dir=temp)
-    import ray
+    Its temp files live in a private (0700) folder that ``stop_local_ray`` removes.
+    """
+    from farm.localray import start_local_ray, stop_local_ray
 
+    ctx = start_local_ray()
     yield ctx
-    ray.shutdown()
-    shutil.rmtree(temp, ignore_errors=True)
+    stop_local_ray()
 
 
 @pytest.fixture()

@@ -1,0 +1,181 @@
+"""The local Ray listens on loopback only, whatever imported ``ray`` first, and leaves no temp folder.
+
+Each test starts a cluster in a fresh Python process, so the import order is real: the process
+imports ``ray`` (or not) before ``farm.localray.start_local_ray`` runs, creates an actor and runs a
+task (so workers and agents exist), and waits. Meanwhile the test reads the kernel's socket tables
+(``/proc/<pid>/net/{tcp,tcp6,udp,udp6}``) and maps each socket's inode to the processes of the
+cluster's process tree through ``/proc/<pid>/fd``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import stat
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.ray
+
+REPO = Path(__file__).resolve().parent.parent
+TCP_LISTEN = "0A"
+UDP_UNCONNECTED = "07"
+
+CLUSTER_SCRIPT = """
+import os, sys
+if sys.argv[1] == "ray_first":
+    import ray  # what pytest's collection of a Ray test module does before any fixture runs
+from farm.localray import start_local_ray, stop_local_ray
+
+start_local_ray(num_cpus=1, object_store_mb=96)
+import ray
+
+@ray.remote(num_cpus=0)
+class Pinger:
+    def pid(self):
+        return os.getpid()
+
+@ray.remote(num_cpus=0)
+def task_pid():
+    return os.getpid()
+
+actor = Pinger.remote()
+root = os.path.dirname(ray._private.worker._global_node.get_temp_dir_path())
+print(root, ray.get(actor.pid.remote()), ray.get(task_pid.remote()), flush=True)
+sys.stdin.read()  # the test reads the sockets, then closes our stdin
+if sys.argv[2] == "stop":
+    stop_local_ray()
+# else: leave it to the atexit hook, as the main job does
+"""
+
+
+@dataclass(frozen=True)
+class Socket:
+    proto: str
+    address: str
+    port: int
+    pid: int
+    process: str
+
+
+def _hex_address(text: str) -> str:
+    """An address as /proc/net prints it: 32-bit words in host (little-endian) byte order."""
+    raw = bytes.fromhex(text)
+    host = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    return str(ipaddress.ip_address(host))
+
+
+def _is_loopback(address: str) -> bool:
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def process_tree(root: int) -> set[int]:
+    """``root`` and every process descended from it, from /proc/<pid>/stat."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            stat_line = Path(f"/proc/{name}/stat").read_text()
+        except OSError:  # it exited while we looked
+            continue
+        ppid = int(stat_line.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(name))
+    tree, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        tree.add(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+def _process_name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode() or "?"
+    except OSError:
+        return "?"
+
+
+def bound_sockets(pids: set[int], netns_pid: int) -> list[Socket]:
+    """Every TCP socket listening and every UDP socket bound (unconnected) that one of ``pids`` holds."""
+    owner: dict[str, int] = {}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                owner[target[8:-1]] = pid
+    found = []
+    for proto, state in (("tcp", TCP_LISTEN), ("tcp6", TCP_LISTEN), ("udp", UDP_UNCONNECTED), ("udp6", UDP_UNCONNECTED)):
+        lines = Path(f"/proc/{netns_pid}/net/{proto}").read_text().splitlines()[1:]
+        for line in lines:
+            fields = line.split()
+            local, st, inode = fields[1], fields[3], fields[9]
+            if st != state or inode not in owner:
+                continue
+            address, port = local.split(":")
+            pid = owner[inode]
+            found.append(Socket(proto, _hex_address(address), int(port, 16), pid, _process_name(pid)))
+    return found
+
+
+def test_socket_table_parsing_knows_loopback_from_any() -> None:
+    """The /proc address decoding this file relies on: loopback, v4-mapped loopback and wildcards."""
+    assert _hex_address("0100007F") == "127.0.0.1"
+    assert _hex_address("00000000") == "0.0.0.0"
+    mapped = ipaddress.ip_address(_hex_address("0000000000000000FFFF00000100007F"))
+    assert isinstance(mapped, ipaddress.IPv6Address) and str(mapped.ipv4_mapped) == "127.0.0.1"
+    assert _hex_address("00000000000000000000000001000000") == "::1"
+    assert [_is_loopback(a) for a in ("127.0.0.1", "::ffff:127.0.0.1", "::1")] == [True] * 3
+    assert [_is_loopback(a) for a in ("0.0.0.0", "::", "192.0.2.2", "::ffff:192.0.2.2")] == [False] * 4
+
+
+@pytest.mark.parametrize(("order", "teardown"), [("ray_first", "stop"), ("ray_after", "atexit")])
+def test_local_ray_listens_on_loopback_only_and_removes_its_private_temp_folder(order: str, teardown: str) -> None:
+    """With ``ray`` imported before or after ``start_local_ray``: every listening TCP socket and bound
+    UDP socket of the cluster's process tree (driver, GCS, raylet, agents, an actor's and a task's
+    workers) is on loopback; the temp folder is mode 0700 while Ray runs and is gone once the process
+    has stopped Ray (explicitly, or at exit), along with every process of the tree."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for name in ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_ADDRESS"):
+        env.pop(name, None)  # the child must set what it needs itself
+    with subprocess.Popen([sys.executable, "-c", CLUSTER_SCRIPT, order, teardown], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, env=env, cwd=REPO) as driver:
+        assert driver.stdin is not None and driver.stdout is not None
+        line = driver.stdout.readline().decode()
+        assert line, f"the cluster process exited with {driver.wait()} before it was ready"
+        root_text, actor_pid, task_pid = line.split()
+        root = Path(root_text)
+        tree = process_tree(driver.pid)
+        sockets = bound_sockets(tree, driver.pid)
+        mode = stat.S_IMODE(root.stat().st_mode)
+        driver.stdin.close()
+        assert driver.wait(120) == 0
+
+    names = {s.process.rsplit("/", 1)[-1] for s in sockets}
+    assert {"gcs_server", "raylet"} <= names, names  # the scan saw the cluster, so it can fail
+    assert {int(actor_pid), int(task_pid)} <= {s.pid for s in sockets}
+    exposed = [s for s in sockets if not _is_loopback(s.address)]
+    assert exposed == [], "\n".join(f"{s.proto} {s.address}:{s.port} {s.process} (pid {s.pid})" for s in exposed)
+
+    assert mode == 0o700, oct(mode)
+    assert not root.exists()
+    deadline = time.monotonic() + 60
+    while (alive := [p for p in tree if Path(f"/proc/{p}").exists() and _process_name(p) != "?"]) and \
+            time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert alive == [], [(p, _process_name(p)) for p in alive]
