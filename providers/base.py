@@ -9,9 +9,11 @@ An adapter is four things over an injected ``httpx.AsyncClient``:
   429/5xx become ``RetryableProviderError``, anything else ``ProviderRequestError`` with a next step.
 
 ``complete(request)`` ties them together: POST, retry retryable failures with exponential backoff
-(honouring ``Retry-After``), parse. Every response and error text passes through ``_redact`` first, so a
-provider that echoes the key back (OpenAI's "Incorrect API key provided: sk-...") cannot leak it into a
-result, a receipt or an exception message.
+(honouring ``Retry-After``), parse. A provider may echo the key back (OpenAI's "Incorrect API key provided:
+sk-..."), plain or escaped, so the key is scrubbed at this edge (``providers/redaction.py``): from the decoded
+JSON (every string and object key, after ``json.loads`` has undone ``\\u`` and ``\\/`` escapes), from a body that
+is not JSON, from every error message, from the parsed ``ChatResult`` once more, and from httpx/httpcore
+DEBUG log records (which carry response headers). Response headers themselves are never kept.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any, ClassVar
 import httpx
 
 from context.messages import ChatRequest, ChatResult, ImagePart, Message, ModelContext
+from providers.redaction import MIN_SECRET_CHARS, REDACTED, Redactor, scrub_library_logs
 from vak.errors import (
     ContextOverflow,
     InvalidInput,
@@ -43,8 +46,7 @@ from vak.errors import (
 
 Sleep = Callable[[float], Awaitable[None]]
 
-REDACTED = "[redacted]"
-MIN_SECRET_CHARS = 8
+__all__ = ["MIN_SECRET_CHARS", "REDACTED"]  # re-exported: callers import them from here
 
 
 @dataclass(frozen=True)
@@ -244,6 +246,8 @@ class Provider(ABC):
         self.client = client
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key or None
+        self._redactor = Redactor(self._api_key)
+        scrub_library_logs(self._redactor)
         self.retry = retry or RetryPolicy()
         self.timeout_s = timeout_s
 
@@ -329,7 +333,7 @@ class Provider(ABC):
         result = self.parse(reply, latency_ms=latency_ms)
         if not result.model:
             result = result.model_copy(update={"model": request.model})
-        return result
+        return self._redact_result(result)
 
     async def request_json(self, method: str, url: str, *, json_body: Any = None) -> Any:
         """One call with retries. Returns the decoded JSON body of a 2xx reply; raises a ProviderError."""
@@ -367,21 +371,35 @@ class Provider(ABC):
                 "Check base_url.",
                 provider=self.name,
             ) from exc
-        text = self._redact(response.text)
-        try:
-            body: Any = json.loads(text) if text.strip() else {}
-        except json.JSONDecodeError:
-            body = {"error": {"message": text[:500]}}
+        body = self._decode(response.text)
+        if body is None:  # not JSON: the text itself, scrubbed, is all there is to report
+            text = self._redact(response.text)
             if response.is_success:
                 raise ProviderRequestError(
                     f"{self.name}: {method} {self._path(url)} returned HTTP {response.status_code} "
                     f"with a body that is not JSON: {text[:200]!r}. Check that base_url points at the API.",
                     provider=self.name,
                     status=response.status_code,
-                ) from None
+                )
+            body = {"error": {"message": text[:500]}}
         if response.is_success:
             return body
         raise self.map_error(response.status_code, body, retry_after=parse_retry_after(response.headers))
+
+    def _decode(self, text: str) -> Any:
+        r"""The body as JSON with the key scrubbed from every decoded string and object key; None if not JSON.
+
+        Scrubbing after decoding, not before, is what catches a key echoed as ``\u0073k-...`` or ``a\/b``.
+        The caller raises only after this returns: a JSONDecodeError carries the whole raw text (``doc``), and
+        an error raised while handling it would keep it as its ``__context__``. Nesting too deep to decode or
+        walk counts as not JSON.
+        """
+        if not text.strip():
+            return {}
+        try:
+            return self._redactor.value(json.loads(text))
+        except (json.JSONDecodeError, RecursionError):
+            return None
 
     async def get_json_or_none(self, url: str) -> Any:
         """GET for optional catalogue endpoints: a 404/405 (no such endpoint on this server) is None."""
@@ -396,8 +414,33 @@ class Provider(ABC):
         return url.removeprefix(self.base_url) or "/"
 
     def _redact(self, text: str) -> str:
-        # Keys under MIN_SECRET_CHARS are placeholders ("x", "none" for local servers), not secrets; replacing
-        # them would mangle every word that contains them.
-        if self._api_key and len(self._api_key) >= MIN_SECRET_CHARS and self._api_key in text:
-            return text.replace(self._api_key, REDACTED)
-        return text
+        """``text`` without the key in any form the redactor covers (a no-op for placeholder keys)."""
+        return self._redactor.text(text)
+
+    def _redact_result(self, result: ChatResult) -> ChatResult:
+        """The parsed result scrubbed once more: tool-call arguments decoded from JSON strings are new values."""
+        if not self._redactor.active:
+            return result
+        scrub = self._redactor.value
+        calls = tuple(
+            call.model_copy(
+                update={
+                    "id": scrub(call.id),
+                    "name": scrub(call.name),
+                    "arguments": scrub(call.arguments),
+                    "raw_arguments": scrub(call.raw_arguments),
+                }
+            )
+            for call in result.tool_calls
+        )
+        return result.model_copy(
+            update={
+                "model": scrub(result.model),
+                "text": scrub(result.text),
+                "thinking": scrub(result.thinking),
+                "tool_calls": calls,
+                "stop_reason": scrub(result.stop_reason),
+                "timings": scrub(result.timings),
+                "raw": scrub(result.raw),
+            }
+        )
