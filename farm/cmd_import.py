@@ -26,9 +26,10 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--tokens-per-char",
-        type=float,
+        type=_tokens_per_char,
         default=0.25,
-        help="the model's tokens per character, for turn sizes no receipt covers (default: %(default)s)",
+        help="the model's tokens per character, for turn sizes no receipt covers: a number from 0.01 to 4 "
+        "(default: %(default)s)",
     )
     p.add_argument("--no-cards", action="store_true", help="do not close turns with TurnCards or index them")
     p.add_argument(
@@ -38,6 +39,18 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=_import)
+
+
+def _tokens_per_char(text: str) -> float:
+    """argparse type: a finite ratio in the importer's range; anything else is a one-line usage error."""
+    from farm.importers import check_tokens_per_char
+    from vak.errors import InvalidInput
+
+    try:
+        return check_tokens_per_char(float(text))
+    except (ValueError, InvalidInput) as exc:
+        message = str(exc) if isinstance(exc, InvalidInput) else f"{text!r} is not a number"
+        raise argparse.ArgumentTypeError(message) from exc
 
 
 class _Progress:
@@ -63,21 +76,24 @@ class _Progress:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from farm.importers import import_path
+    """Read and dry-run the whole file first: a file that cannot be imported leaves the ledger folder
+    exactly as it was (not even created)."""
+    from farm.importers import existing_sessions_at, plan_import, refuse_existing, write_import
     from storage.cardindex import CardIndex
     from storage.ledger import LedgerStore
 
+    plan = plan_import(
+        args.path,
+        session=args.session,
+        tokens_per_char=args.tokens_per_char,
+        close_turns=not args.no_cards,
+        skip_bad_lines=args.skip_bad_lines,
+    )
+    refuse_existing(existing_sessions_at(args.ledger, plan.names), args.ledger)
     progress = None if args.quiet else _Progress()
     with LedgerStore(args.ledger) as store:
-        report = import_path(
-            store,
-            args.path,
-            session=args.session,
-            tokens_per_char=args.tokens_per_char,
-            close_turns=not args.no_cards,
-            card_index=None if args.no_cards else CardIndex(args.ledger),
-            progress=progress,
-            skip_bad_lines=args.skip_bad_lines,
+        report = write_import(
+            store, plan, card_index=None if args.no_cards else CardIndex(args.ledger), progress=progress
         )
     if progress is not None:
         progress.done()

@@ -37,6 +37,7 @@ from farm.import_json import (
     first_bad_value,
     kind_of,
     loads,
+    nested,
     obj,
     record_at,
 )
@@ -214,10 +215,12 @@ def parse_openai_messages(
     messages: list[Any],
     name: str,
     fmt: str = "openai-chat",
-    where: Callable[[int], Where] = lambda i: (i,),
+    where: Callable[[int], Where] | None = None,
     rec: Recording | None = None,
 ) -> Recording:
-    """``where(i)`` says where message ``i`` is in the file (see ``farm.import_json``)."""
+    """``where(i)`` says where message ``i`` is in the file (see ``farm.import_json``); by default
+    the messages are the file's top-level array."""
+    where = where or nested(())
     rec = rec or Recording(name=name, format=fmt)
     names: dict[str, str] = {}
     for i, msg in enumerate(messages):
@@ -289,7 +292,7 @@ def parse_tau_bench(items: list[Any], name: str) -> list[Recording]:
                 )
             )
             traj = array(item.get("traj"), (k,), "traj")
-        parse_openai_messages(traj, rec.name, "tau-bench", lambda i, k=k: (k, "traj", i), rec)
+        parse_openai_messages(traj, rec.name, "tau-bench", nested((k, "traj")), rec)
         rec.source = {"index": k}
         out.append(rec)
     return out
@@ -326,12 +329,12 @@ def check_claude_records(records: list[tuple[int, dict[str, Any]]]) -> None:
         if not isinstance(r.get("uuid"), str) or not r["uuid"]:
             raise RecordShapeError(
                 (n,),
-                f"a {kind!r} record without a uuid (it is {kind_of(r.get('uuid'))}); every message "
+                f"a {kind!r} record has no uuid (it is {kind_of(r.get('uuid'))}); every message "
                 "record needs its uuid to place it in the conversation",
             )
         msg = r.get("message")
         if not isinstance(msg, dict):
-            raise RecordShapeError((n,), f"a {kind!r} record whose message is {kind_of(msg)}, not an object")
+            raise RecordShapeError((n,), f"the message of a {kind!r} record is {kind_of(msg)}, not an object")
         if not isinstance(msg.get("id"), str | None):
             raise RecordShapeError((n,), f"message.id is {kind_of(msg.get('id'))}, not a string")
         content = msg.get("content")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -60,13 +60,16 @@ def record_at(where: Where, what: str) -> Iterator[None]:
 
 
 def kind_of(value: Any) -> str:
-    return (
-        "null"
-        if value is None
-        else {dict: "an object", list: "an array", str: "a string"}.get(
-            type(value), f"a {type(value).__name__}"
-        )
-    )
+    """How an error names a JSON value's type: "an object", "an array", "a string", "null", "a int"..."""
+    if value is None:
+        return "null"
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
+def nested(prefix: Where) -> Callable[[int], Where]:
+    """``where`` for a list of records at ``prefix``: record ``i`` is at ``(*prefix, i)``."""
+    return lambda i: (*prefix, i)
 
 
 def obj(value: Any, where: Where, what: str) -> dict[str, Any]:

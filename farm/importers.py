@@ -15,20 +15,27 @@ events), then writes every session as ledger entries:
 * each finished turn → a ``turn_card`` (deterministic, ``context.turncard``), and, when a card
   index is given, its document in the session's BM25 card index.
 
-Bad input raises ``InvalidRecording`` (or ``UnknownRecordingFormat``) with the file and line and
-what to do; nothing is skipped silently: every record left out is counted by reason in the report.
+An import is all or nothing. ``plan_import`` reads the file and runs every session through a
+``DryRunLedger``, which encodes and checks each entry exactly as ``LedgerStore.append`` would and
+keeps none; only a plan that passed is written (``write_import``). So bad input raises
+``InvalidRecording`` (or ``UnknownRecordingFormat``) naming the file and the record's line, and
+leaves the ledger as it was: no session, no folder. NaN, infinities, numbers too large for a float
+and lone surrogates are refused, never stored as ``null`` or as text that is not UTF-8 (see
+``farm.import_json``). Nothing is skipped silently: every record left out is counted by reason in
+the report.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -36,6 +43,7 @@ from context.evidence import body_text, window
 from context.render import EvidenceInfo, evidence_info
 from context.turncard import args_digest, build_card
 from context.turns import DEFAULT_TOKENS_PER_CHAR, TurnIndex
+from events.envelope import Mapper
 from events.payloads import (
     Activity,
     AssistantStep,
@@ -66,9 +74,25 @@ from farm.import_formats import (
     parse_swe_agent,
     parse_tau_bench,
 )
+from farm.import_json import (
+    RecordShapeError,
+    Where,
+    first_bad_value,
+    kind_of,
+    line_of_path,
+    loads,
+    nested,
+    one_line,
+)
 from storage.cardindex import CardDoc, CardIndex, card_doc
 from storage.ledger import LedgerStore
 from vak.errors import InvalidInput, InvalidRecording, UnknownRecordingFormat
+from vak.names import check_name
+
+# --tokens-per-char: a tokenizer spends at most one token per UTF-8 byte, so at most 4 per character;
+# below 0.01 (100 characters a token) no tokenizer goes. Outside these a turn's size is meaningless,
+# and 1e308 overflowed the size arithmetic.
+MIN_TOKENS_PER_CHAR, MAX_TOKENS_PER_CHAR = 0.01, 4.0
 
 Progress = Callable[[str, int, int], None]  # (session, events done, events in the session)
 
@@ -141,6 +165,9 @@ class ImportReport:
 # ------------------------------------------------------------------ reading files
 
 
+_FIX = "fix or remove that record and import again (nothing was written)"
+
+
 def _read_jsonl(path: Path, skip_bad_lines: bool, skipped: Counter[str]) -> list[tuple[int, Any]]:
     rows = []
     with path.open("r", encoding="utf-8", errors="strict") as fh:
@@ -149,17 +176,28 @@ def _read_jsonl(path: Path, skip_bad_lines: bool, skipped: Counter[str]) -> list
                 if not line.strip():
                     continue
                 try:
-                    rows.append((n, json.loads(line)))
-                except json.JSONDecodeError as exc:
+                    value = loads(line)
+                except (ValueError, RecursionError) as exc:
                     if skip_bad_lines:
                         skipped["line that is not JSON"] += 1
                         continue
+                    what = (
+                        f"{exc.msg} at column {exc.colno}"
+                        if isinstance(exc, json.JSONDecodeError)
+                        else "nested too deeply"
+                        if isinstance(exc, RecursionError)
+                        else one_line(str(exc), 120)
+                    )
                     raise InvalidRecording(
-                        f"line is not JSON ({exc.msg} at column {exc.colno}). Fix or remove the line, or pass "
+                        f"line is not JSON ({what}). Fix or remove the line, or pass "
                         "--skip-bad-lines to import the rest and count it as skipped",
                         path=str(path),
                         line=n,
                     ) from exc
+                bad = first_bad_value(value)
+                if bad is not None:
+                    raise InvalidRecording(f"{bad[1]}; {_FIX}", path=str(path), line=n)
+                rows.append((n, value))
         except UnicodeDecodeError as exc:
             raise InvalidRecording(
                 f"the file is not UTF-8 text (bad byte at offset {exc.start}); convert it to UTF-8 first",
@@ -168,12 +206,13 @@ def _read_jsonl(path: Path, skip_bad_lines: bool, skipped: Counter[str]) -> list
     return rows
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path) -> tuple[Any, str]:
+    """The document and its text (kept to find a record's line when one is refused)."""
     try:
         text = path.read_text(encoding="utf-8")
         if text.lstrip()[:1] not in ("{", "["):
             raise UnknownRecordingFormat(str(path), "neither JSON nor JSON Lines", list(FORMATS))
-        return json.loads(text)
+        data = loads(text)
     except UnicodeDecodeError as exc:
         raise InvalidRecording(
             f"the file is not UTF-8 text (bad byte at offset {exc.start}); convert it to UTF-8 first",
@@ -186,6 +225,13 @@ def _read_json(path: Path) -> Any:
             path=str(path),
             line=exc.lineno,
         ) from exc
+    except (ValueError, RecursionError) as exc:
+        what = "nested too deeply" if isinstance(exc, RecursionError) else one_line(str(exc), 120)
+        raise InvalidRecording(f"not JSON the importer can read ({what})", path=str(path)) from exc
+    bad = first_bad_value(data)
+    if bad is not None:
+        raise InvalidRecording(f"{bad[1]}; {_FIX}", path=str(path), line=line_of_path(text, bad[0]))
+    return data, text
 
 
 def _looks_like_jsonl(path: Path) -> bool:
@@ -206,7 +252,10 @@ def _looks_like_jsonl(path: Path) -> bool:
 def read_recordings(
     path: str | Path, *, skip_bad_lines: bool = False
 ) -> tuple[str, list[Recording], Counter[str]]:
-    """(format, recordings, skipped) for a recorded-session file, by content, not by file name."""
+    """(format, recordings, skipped) for a recorded-session file, by content, not by file name.
+
+    A record with the wrong shape raises ``InvalidRecording`` with its line.
+    """
     p = Path(path)
     if not p.is_file():
         raise InvalidRecording("no such file; give the path of a recorded session file", path=str(p))
@@ -219,46 +268,84 @@ def read_recordings(
             skipped["JSONL line that is not an object"] += len(rows) - len(objs)
         if not objs:
             raise UnknownRecordingFormat(str(p), "no JSON objects in it", list(FORMATS))
-        first = objs[0][1]
-        if any("sessionId" in r or r.get("type") in ("user", "assistant", "progress") for _, r in objs[:50]):
-            return "claude-code", [parse_claude_code(objs, stem)], skipped
-        if "history" in first and "instance_id" in first:
-            return "openhands", parse_openhands(objs, stem), skipped
-        if "role" in first:
-            return "openai-chat", [parse_openai_messages([r for _, r in objs], stem)], skipped
-        if isinstance(first.get("messages"), list):
-            return (
-                "openai-chat",
-                [parse_openai_messages(r["messages"], f"{stem}-{i + 1}") for i, (_, r) in enumerate(objs)],
-                skipped,
-            )
-        raise UnknownRecordingFormat(str(p), f"JSONL objects with keys {sorted(first)[:8]}", list(FORMATS))
-    data = _read_json(p)
+
+        def jsonl_line(where: Where) -> int | None:
+            return where[0] if where and isinstance(where[0], int) else None
+
+        try:
+            fmt, recordings = _parse_jsonl(p, objs, stem)
+        except RecordShapeError as exc:
+            raise InvalidRecording(f"{exc.message}; {_FIX}", path=str(p), line=jsonl_line(exc.where)) from exc
+        for rec in recordings:
+            rec.line_of = jsonl_line
+        return fmt, recordings, skipped
+    data, text = _read_json(p)
+
+    def json_line(where: Where) -> int | None:
+        return line_of_path(text, where)
+
+    try:
+        fmt, recordings = _parse_json(p, data, stem)
+    except RecordShapeError as exc:
+        raise InvalidRecording(f"{exc.message}; {_FIX}", path=str(p), line=json_line(exc.where)) from exc
+    for rec in recordings:
+        rec.line_of = json_line
+    return fmt, recordings, skipped
+
+
+def _parse_jsonl(p: Path, objs: list[tuple[int, dict[str, Any]]], stem: str) -> tuple[str, list[Recording]]:
+    first = objs[0][1]
+    if any("sessionId" in r or r.get("type") in ("user", "assistant", "progress") for _, r in objs[:50]):
+        return "claude-code", [parse_claude_code(objs, stem)]
+    if "history" in first and "instance_id" in first:
+        return "openhands", parse_openhands(objs, stem)
+    if "role" in first:
+        lines = [n for n, _ in objs]
+        return "openai-chat", [parse_openai_messages([r for _, r in objs], stem, where=lambda i: (lines[i],))]
+    if isinstance(first.get("messages"), list):
+        return "openai-chat", [
+            parse_openai_messages(_messages(r, (n,)), f"{stem}-{i + 1}", where=_same_line(n))
+            for i, (n, r) in enumerate(objs)
+        ]
+    raise UnknownRecordingFormat(str(p), f"JSONL objects with keys {sorted(first)[:8]}", list(FORMATS))
+
+
+def _parse_json(p: Path, data: Any, stem: str) -> tuple[str, list[Recording]]:
     if isinstance(data, list) and data and all(isinstance(x, dict) for x in data):
         if "traj" in data[0]:
-            return "tau-bench", parse_tau_bench(data, stem), skipped
+            return "tau-bench", parse_tau_bench(data, stem)
         if "role" in data[0]:
-            return "openai-chat", [parse_openai_messages(data, stem)], skipped
+            return "openai-chat", [parse_openai_messages(data, stem)]
         if isinstance(data[0].get("messages"), list):
-            return (
-                "openai-chat",
-                [
-                    parse_openai_messages(x.get("messages") or [], f"{stem}-{i + 1}")
-                    for i, x in enumerate(data)
-                ],
-                skipped,
-            )
+            return "openai-chat", [
+                parse_openai_messages(_messages(x, (i,)), f"{stem}-{i + 1}", where=nested((i, "messages")))
+                for i, x in enumerate(data)
+            ]
     if isinstance(data, dict):
         if str(data.get("trajectory_format", "")).startswith("mini-swe-agent"):
-            return "mini-swe-agent", [parse_mini_swe(data, stem)], skipped
+            return "mini-swe-agent", [parse_mini_swe(data, stem)]
         if isinstance(data.get("history"), list) and isinstance(data.get("trajectory"), list):
-            return "swe-agent", [parse_swe_agent(data, stem)], skipped
+            return "swe-agent", [parse_swe_agent(data, stem)]
         if isinstance(data.get("messages"), list):
-            return "openai-chat", [parse_openai_messages(data["messages"], stem)], skipped
+            return "openai-chat", [parse_openai_messages(data["messages"], stem, where=nested(("messages",)))]
         detail = f"a JSON object with keys {sorted(data)[:8]}"
     else:
         detail = f"JSON {type(data).__name__}" + (" (empty)" if not data else "")
     raise UnknownRecordingFormat(str(p), detail, list(FORMATS))
+
+
+def _same_line(n: int) -> Callable[[int], Where]:
+    """``where`` for the messages of one JSONL line: all of them are on line ``n``."""
+    return lambda _i: (n,)
+
+
+def _messages(item: dict[str, Any], where: Where) -> list[Any]:
+    messages = item.get("messages")
+    if messages is None:
+        return []
+    if not isinstance(messages, list):
+        raise RecordShapeError(where, f"messages is {kind_of(messages)}, not an array of messages")
+    return messages
 
 
 # ------------------------------------------------------------------ writing
@@ -273,6 +360,41 @@ def session_name(hint: str) -> str:
     return name[:128].rstrip("-._") or "session"
 
 
+class EntrySink(Protocol):
+    """What a SessionWriter appends to: a LedgerStore, or a DryRunLedger."""
+
+    def append(
+        self, session: str, payloads: Sequence[Any], *, blobs: Sequence[bytes | None] | None = None
+    ) -> list[str]: ...
+
+
+class DryRunLedger:
+    """Takes entries as ``LedgerStore.append`` does, and keeps none of them.
+
+    Each entry is validated, encoded as canonical JSON and size-checked by the same ``Mapper``, its
+    blob checked, the session name checked, and it is chained to the previous entry and given an id
+    (at time 0, so not the id it will have). An import runs against it first: whatever the ledger
+    would refuse is refused before anything is written.
+    """
+
+    def __init__(self, mapper: Mapper | None = None) -> None:
+        self.mapper = mapper or Mapper()
+        self.heads: dict[str, tuple[str | None, int]] = {}
+
+    def append(
+        self, session: str, payloads: Sequence[Any], *, blobs: Sequence[bytes | None] | None = None
+    ) -> list[str]:
+        check_name(session, "session name")
+        prev, seq = self.heads.get(session, (None, 0))
+        ids = []
+        for payload, blob in zip(payloads, blobs or [None] * len(payloads), strict=True):
+            entry = self.mapper.entry(payload, session=session, seq=seq, parent=prev, time_us=0, blob=blob)
+            ids.append(entry.id)
+            prev, seq = entry.id, seq + 1
+        self.heads[session] = (prev, seq)
+        return ids
+
+
 class SessionWriter:
     """Writes one recording's events to a ledger session, keeping a TurnIndex as it goes.
 
@@ -282,7 +404,7 @@ class SessionWriter:
 
     def __init__(
         self,
-        store: LedgerStore,
+        store: EntrySink,
         session: str,
         report: SessionReport,
         *,
@@ -486,6 +608,111 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+def check_tokens_per_char(value: float) -> float:
+    """``value`` when it is a sane tokens-per-character ratio, else InvalidInput saying the range."""
+    try:
+        ratio = float(value)
+    except (TypeError, ValueError, OverflowError):
+        ratio = math.nan
+    if not (math.isfinite(ratio) and MIN_TOKENS_PER_CHAR <= ratio <= MAX_TOKENS_PER_CHAR):
+        raise InvalidInput(
+            f"tokens per character must be a number from {MIN_TOKENS_PER_CHAR} to {MAX_TOKENS_PER_CHAR} "
+            f"(got {value!r}); English text is about 0.25, code about 0.3"
+        )
+    return ratio
+
+
+def existing_sessions(store: LedgerStore, names: Sequence[str]) -> list[str]:
+    """The names among ``names`` that already have entries in ``store``."""
+    present = set(store.sessions())
+    return [n for n in names if n in present and store.head(n) is not None]
+
+
+def existing_sessions_at(ledger: str | Path, names: Sequence[str]) -> list[str]:
+    """``existing_sessions`` for a ledger folder, read-only: a ledger that is not there is not created."""
+    if not (Path(ledger) / "sessions").is_dir():
+        return []
+    with LedgerStore(ledger, readonly=True) as store:
+        return existing_sessions(store, names)
+
+
+def refuse_existing(taken: list[str], ledger: str | Path) -> None:
+    if taken:
+        more = f" (and {len(taken) - 1} more)" if len(taken) > 1 else ""
+        raise InvalidInput(
+            f"session {taken[0]!r}{more} already exists in the ledger at {ledger}; import under another name "
+            "(--session NAME) or into a fresh ledger. Nothing was written"
+        )
+
+
+def _source_activity(rec: Recording, source_path: str) -> Activity:
+    # A file name that is not UTF-8 decodes with surrogate escapes; the ledger stores UTF-8 text only.
+    path = os.fsencode(source_path).decode("utf-8", "replace")
+    detail = {"path": path, "format": rec.format, "recording": rec.name, **_jsonable(rec.source)}
+    return Activity(activity="import.source", detail=detail)
+
+
+def dry_run(
+    rec: Recording,
+    session: str,
+    *,
+    mapper: Mapper | None = None,
+    tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
+    close_turns: bool = True,
+    source_path: str = "",
+) -> SessionReport:
+    """Run ``rec`` through a DryRunLedger: InvalidRecording with the record's line if the ledger would
+    refuse any entry of it; else the report the import will give."""
+    report = SessionReport(session=session, format=rec.format, skipped=Counter(rec.skipped))
+    writer = SessionWriter(
+        DryRunLedger(mapper), session, report, tokens_per_char=tokens_per_char, close_turns=close_turns
+    )
+    index = -1
+    try:
+        writer.put(_source_activity(rec, source_path))
+        writer.flush()
+        for event in rec.events:
+            index += 1
+            writer.write(event)
+            writer.flush()  # so an entry the ledger refuses is charged to the event that made it
+        writer.finish()
+    except (InvalidInput, ValueError, TypeError, OverflowError) as exc:
+        line = rec.line_of(rec.origin(index)) if index >= 0 else None
+        record = "the record" if line is not None else f"event #{index + 1} of recording {rec.name!r}"
+        raise InvalidRecording(
+            f"{record} cannot be stored in the ledger ({one_line(str(exc), 240)}); fix or remove it and "
+            "import again (nothing was written)",
+            path=source_path,
+            line=line,
+        ) from exc
+    return report
+
+
+def _write_recording(
+    store: LedgerStore,
+    rec: Recording,
+    session: str,
+    *,
+    tokens_per_char: float,
+    close_turns: bool,
+    card_index: CardIndex | None,
+    progress: Progress | None,
+    source_path: str,
+) -> SessionReport:
+    report = SessionReport(session=session, format=rec.format, skipped=Counter(rec.skipped))
+    writer = SessionWriter(store, session, report, tokens_per_char=tokens_per_char, close_turns=close_turns)
+    writer.put(_source_activity(rec, source_path))
+    total = len(rec.events)
+    for i, event in enumerate(rec.events, 1):
+        writer.write(event)
+        if progress is not None and (i == total or i % 50 == 0):
+            progress(session, i, total)
+    writer.finish()
+    if card_index is not None:
+        card_index.add(session, writer.cards)
+    return report
+
+
 def import_recording(
     store: LedgerStore,
     rec: Recording,
@@ -497,33 +724,120 @@ def import_recording(
     progress: Progress | None = None,
     source_path: str = "",
 ) -> SessionReport:
-    """Write one recording as a new session; returns what was written and skipped."""
-    if session in store.sessions() and store.head(session) is not None:
-        raise InvalidInput(
-            f"session {session!r} already exists in the ledger at {store.root}; import under another name "
-            "(--session NAME) or into a fresh ledger"
-        )
-    report = SessionReport(session=session, format=rec.format, skipped=Counter(rec.skipped))
-    writer = SessionWriter(store, session, report, tokens_per_char=tokens_per_char, close_turns=close_turns)
-    writer.put(
-        Activity(
-            activity="import.source",
-            detail={
-                "path": source_path,
-                "format": rec.format,
-                "recording": rec.name,
-                **_jsonable(rec.source),
-            },
-        )
+    """Write one recording as a new session, after a dry run; returns what was written and skipped."""
+    tokens_per_char = check_tokens_per_char(tokens_per_char)
+    refuse_existing(existing_sessions(store, [session]), store.root)
+    dry_run(
+        rec,
+        session,
+        mapper=store.mapper,
+        tokens_per_char=tokens_per_char,
+        close_turns=close_turns,
+        source_path=source_path,
     )
-    total = len(rec.events)
-    for i, event in enumerate(rec.events, 1):
-        writer.write(event)
-        if progress is not None and (i == total or i % 50 == 0):
-            progress(session, i, total)
-    writer.finish()
-    if card_index is not None:
-        card_index.add(session, writer.cards)
+    return _write_recording(
+        store,
+        rec,
+        session,
+        tokens_per_char=tokens_per_char,
+        close_turns=close_turns,
+        card_index=card_index,
+        progress=progress,
+        source_path=source_path,
+    )
+
+
+@dataclass
+class ImportPlan:
+    """A recorded-session file read, named and dry-run: every session in it can be written."""
+
+    path: str
+    format: str
+    sessions: list[tuple[Recording, str]]  # (recording, session name)
+    skipped: Counter[str]
+    tokens_per_char: float
+    close_turns: bool
+
+    @property
+    def names(self) -> list[str]:
+        return [name for _, name in self.sessions]
+
+
+def _session_names(recordings: list[Recording], session: str | None, stem: str) -> list[str]:
+    """Session names, unique within the file: a repeat (two tau-bench items with one task and trial)
+    gets ``-2``, ``-3``, ... so it cannot collide with the first halfway through an import."""
+    names: list[str] = []
+    seen: set[str] = set()
+    for rec in recordings:
+        if session is None:
+            name = session_name(rec.name)
+        elif len(recordings) == 1:
+            name = session_name(session)
+        else:
+            name = session_name(session + rec.name[len(stem) :])
+        unique, n = name, 1
+        while unique in seen:
+            n += 1
+            unique = f"{name[: 128 - len(str(n)) - 1]}-{n}"
+        seen.add(unique)
+        names.append(unique)
+    return names
+
+
+def plan_import(
+    path: str | Path,
+    *,
+    session: str | None = None,
+    tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
+    close_turns: bool = True,
+    skip_bad_lines: bool = False,
+    mapper: Mapper | None = None,
+) -> ImportPlan:
+    """Read a recorded-session file and dry-run every session in it; writes nothing, creates nothing.
+
+    ``mapper`` is the target ledger's (its size limits); the default limits otherwise.
+    """
+    tokens_per_char = check_tokens_per_char(tokens_per_char)
+    fmt, recordings, skipped = read_recordings(path, skip_bad_lines=skip_bad_lines)
+    names = _session_names(recordings, session, Path(path).name.split(".")[0])
+    mapper = mapper or Mapper()
+    for rec, name in zip(recordings, names, strict=True):
+        dry_run(
+            rec,
+            name,
+            mapper=mapper,
+            tokens_per_char=tokens_per_char,
+            close_turns=close_turns,
+            source_path=str(path),
+        )
+    return ImportPlan(
+        str(path), fmt, list(zip(recordings, names, strict=True)), skipped, tokens_per_char, close_turns
+    )
+
+
+def write_import(
+    store: LedgerStore,
+    plan: ImportPlan,
+    *,
+    card_index: CardIndex | None = None,
+    progress: Progress | None = None,
+) -> ImportReport:
+    """Write a plan's sessions (refused, before any write, if one of them exists already)."""
+    refuse_existing(existing_sessions(store, plan.names), store.root)
+    report = ImportReport(path=plan.path, format=plan.format, skipped=plan.skipped)
+    for rec, name in plan.sessions:
+        report.sessions.append(
+            _write_recording(
+                store,
+                rec,
+                name,
+                tokens_per_char=plan.tokens_per_char,
+                close_turns=plan.close_turns,
+                card_index=card_index,
+                progress=progress,
+                source_path=plan.path,
+            )
+        )
     return report
 
 
@@ -538,28 +852,15 @@ def import_path(
     progress: Progress | None = None,
     skip_bad_lines: bool = False,
 ) -> ImportReport:
-    """Import every session in a recorded-session file. ``session`` names it (a prefix when the file
-    holds several sessions: ``<session>-<record id>``)."""
-    fmt, recordings, skipped = read_recordings(path, skip_bad_lines=skip_bad_lines)
-    report = ImportReport(path=str(path), format=fmt, skipped=skipped)
-    stem = Path(path).name.split(".")[0]
-    for rec in recordings:
-        if session is None:
-            name = session_name(rec.name)
-        elif len(recordings) == 1:
-            name = session_name(session)
-        else:
-            name = session_name(session + rec.name[len(stem) :])
-        report.sessions.append(
-            import_recording(
-                store,
-                rec,
-                name,
-                tokens_per_char=tokens_per_char,
-                close_turns=close_turns,
-                card_index=card_index,
-                progress=progress,
-                source_path=str(path),
-            )
-        )
-    return report
+    """Import every session in a recorded-session file, all or nothing (``plan_import``, then
+    ``write_import``). ``session`` names it (a prefix when the file holds several sessions:
+    ``<session>-<record id>``)."""
+    plan = plan_import(
+        path,
+        session=session,
+        tokens_per_char=tokens_per_char,
+        close_turns=close_turns,
+        skip_bad_lines=skip_bad_lines,
+        mapper=store.mapper,
+    )
+    return write_import(store, plan, card_index=card_index, progress=progress)
