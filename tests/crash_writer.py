@@ -1,19 +1,66 @@
-"""Child process for the crash test: appends forever, printing each id once append() returns."""
+"""Child process for the crash test: appends forever, printing each id once append() returns.
+
+``crash_writer.py ROOT SEED [MODE [ACKS]]``. MODE ``random`` (the default) runs until the test
+kills it. The other modes kill the process themselves (SIGKILL, so nothing is cleaned up), at an
+exact point of a commit, once ACKS appends were acknowledged; so the test knows a crash landed
+there, instead of hoping a randomly timed kill did:
+
+- ``header``: a writer created a new tail and was about to write its header (the tail is empty);
+- ``midbody``: half of a record batch message's body was written;
+- ``marker``: the body was written, and the continuation marker that completes it was next.
+"""
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import sys
 import threading
 
 from events.payloads import EvidenceBody, Nudge
 from storage.ledger import LedgerStore
+from storage.segments import MAGIC
+
+MODES = ("random", "header", "midbody", "marker")
+_MARKER = b"\xff\xff\xff\xff"
 
 
-def main(root: str, seed: int) -> None:
-    store = LedgerStore(root)
+def _kill_self() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def arm(mode: str, acked: threading.Event) -> None:
+    """Wrap os.pwrite (the tail's only writer) to die at ``mode``'s point once ``acked`` is set."""
+    real = os.pwrite
+
+    def pwrite(fd: int, data: bytes, offset: int) -> int:
+        if acked.is_set():
+            view = memoryview(data)
+            head = bytes(view[:len(MAGIC)])
+            if mode == "header" and head == MAGIC:
+                _kill_self()
+            elif mode == "marker" and head == _MARKER:
+                _kill_self()
+            elif mode == "midbody" and len(view) > 8 and head[:4] != bytes(4) and head != MAGIC:
+                # a message body (it starts with its metadata length); zero fill starts with zeros
+                real(fd, view[: len(view) // 2], offset)
+                _kill_self()
+        return real(fd, data, offset)
+
+    os.pwrite = pwrite
+
+
+def main(root: str, seed: int, mode: str = "random", acks_before_kill: int = 0) -> None:
     rng = random.Random(seed)
+    armed = threading.Event()
+    if mode != "random":
+        arm(mode, armed)
+        if acks_before_kill == 0:
+            armed.set()
+    store = LedgerStore(root)
     lock = threading.Lock()
+    acked = [0]
 
     def writer(w: int) -> None:
         r = random.Random(seed * 100 + w)
@@ -34,6 +81,9 @@ def main(root: str, seed: int) -> None:
             with lock:
                 sys.stdout.write("\n".join(ids) + "\n")
                 sys.stdout.flush()
+                acked[0] += 1
+                if acked[0] >= acks_before_kill > 0:
+                    armed.set()
 
     for w in range(rng.choice([1, 4])):
         threading.Thread(target=writer, args=(w,), daemon=True).start()
@@ -41,4 +91,4 @@ def main(root: str, seed: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], int(sys.argv[2]), *sys.argv[3:4], *[int(a) for a in sys.argv[4:5]])
