@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import logging
 import re
+import threading
 import weakref
 from typing import Any
 
@@ -41,8 +42,8 @@ LIBRARY_LOGGERS = (
     "httpcore.socks",
 )
 
-_BASE64_CHARS = "A-Za-z0-9+/_-"
-_HEX_RUN = "[0-9A-Fa-f]*"
+_BASE64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-=")
+_HEX_CHARS = frozenset("0123456789abcdefABCDEF")
 
 
 def _hex_any_case(digits: str) -> str:
@@ -109,13 +110,11 @@ class Redactor:
             return
         raw = self._plain.encode("utf-8")
         self._chars = re.compile(char_forms_pattern(self._plain))
+        # Literal needles only: a pattern like "[A-Z...]*core" would backtrack quadratically over a long
+        # encoded run (an inline image) that holds no core. The token around a needle is found by hand.
         cores = sorted(base64_cores(raw), key=len, reverse=True)
-        self._base64 = re.compile(
-            f"[{_BASE64_CHARS}]*(?:{'|'.join(map(re.escape, cores))})[{_BASE64_CHARS}]*=*"
-        )
-        self._cores = tuple(cores)
-        self._hex = re.compile(f"{_HEX_RUN}{raw.hex()}{_HEX_RUN}", re.IGNORECASE)
-        self._hex_plain = raw.hex()
+        self._base64 = re.compile("|".join(map(re.escape, cores)))
+        self._hex = re.compile(raw.hex(), re.IGNORECASE)
 
     def __repr__(self) -> str:  # never the key
         return f"Redactor(active={self.active})"
@@ -125,11 +124,8 @@ class Redactor:
         if not self.active or not text:
             return text
         text = self._chars.sub(REDACTED, text)
-        if any(core in text for core in self._cores):
-            text = self._base64.sub(REDACTED, text)
-        if self._hex_plain in text.lower():
-            text = self._hex.sub(REDACTED, text)
-        return text
+        text = _redact_tokens(text, self._base64, _BASE64_CHARS)
+        return _redact_tokens(text, self._hex, _HEX_CHARS)
 
     def value(self, value: Any) -> Any:
         """Decoded JSON with every string and every object key scrubbed. Other values pass as they are."""
@@ -144,22 +140,52 @@ class Redactor:
         return value
 
 
+def _redact_tokens(text: str, needle: re.Pattern[str], alphabet: frozenset[str]) -> str:
+    """``text`` with each whole run of ``alphabet`` characters that holds a ``needle`` match redacted.
+
+    Linear: runs are walked outwards from each match once, and a later match inside a taken run is skipped.
+    """
+    pieces: list[str] = []
+    done = 0  # text[:done] is already in pieces
+    for match in needle.finditer(text):
+        if match.start() < done:
+            continue
+        start, end = match.start(), match.end()
+        while start > done and text[start - 1] in alphabet:
+            start -= 1
+        while end < len(text) and text[end] in alphabet:
+            end += 1
+        pieces += (text[done:start], REDACTED)
+        done = end
+    return text if not pieces else "".join(pieces) + text[done:]
+
+
 class _LibraryLogScrubber(logging.Filter):
     """Runs each record of the HTTP libraries' loggers through every live adapter's redactor."""
 
     def __init__(self) -> None:
         super().__init__()
         self.redactors: weakref.WeakSet[Redactor] = weakref.WeakSet()
+        self.lock = threading.Lock()  # adapters may be built on one thread while another logs
+
+    def add(self, redactor: Redactor) -> None:
+        with self.lock:
+            self.redactors.add(redactor)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        redactors = list(self.redactors)
-        if redactors:
+        with self.lock:
+            redactors = list(self.redactors)
+        if not redactors:
+            return True
+        try:
             message = record.getMessage()
-            clean = message
-            for redactor in redactors:
-                clean = redactor.text(clean)
-            if clean != message:
-                record.msg, record.args = clean, None
+        except (TypeError, ValueError):  # a malformed record: the handler reports it, a filter must not raise
+            return True
+        clean = message
+        for redactor in redactors:
+            clean = redactor.text(clean)
+        if clean != message:
+            record.msg, record.args = clean, None
         return True
 
 
@@ -174,4 +200,4 @@ def scrub_library_logs(redactor: Redactor) -> None:
         logger = logging.getLogger(name)
         if _SCRUBBER not in logger.filters:
             logger.addFilter(_SCRUBBER)
-    _SCRUBBER.redactors.add(redactor)
+    _SCRUBBER.add(redactor)

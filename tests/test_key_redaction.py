@@ -528,3 +528,13 @@ def test_value_scrubs_object_keys_and_nested_strings() -> None:
     redactor = Redactor(CANARY)
     out = redactor.value({CANARY: [f"x {CANARY} y", 3, None, {"k": CANARY}], "n": 1.5})
     assert out == {"[redacted]": ["x [redacted] y", 3, None, {"k": "[redacted]"}], "n": 1.5}
+
+
+def test_an_encoded_key_takes_its_whole_token_and_nothing_else() -> None:
+    """A base64 or hex occurrence is redacted with the whole run it sits in; the words around it stay."""
+    redactor = Redactor(CANARY)
+    blob = "QUFB" * 5000 + base64.b64encode(b"u:" + CANARY.encode()).decode() + "QkJC" * 5000
+    hexed = "00" * 100 + CANARY.encode().hex().upper() + "ff"
+    other = base64.b64encode(b"an unrelated image").decode()
+    text = f"img {other} auth {blob} hash x{hexed}; done"
+    assert redactor.text(text) == f"img {other} auth [redacted] hash x[redacted]; done"
