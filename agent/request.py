@@ -34,7 +34,15 @@ from context.messages import (
     ToolResultPart,
     ToolSpec,
 )
-from context.packets import covered_evidence, evidence_count, render_packet, render_stored
+from context.packets import (
+    covered_evidence,
+    evidence_count,
+    render_handoff,
+    render_packet,
+    render_step_packet,
+    render_stored,
+    step_items,
+)
 from context.planner import Plan, PlannerState, plan
 from context.relevance import PositionBm25, TurnScores
 from context.render import EvidenceInfo, evidence_info, render_turn
@@ -48,7 +56,7 @@ from context.turnsizes import (
 )
 from events.envelope import Mapper, StoredEntry
 from events.payloads import EvidenceBody, PlanRecord, ResetWithHandoff, TurnCard
-from vak.errors import ContextOverflow, InvalidInput
+from vak.errors import ContextOverflow, InvalidInput, RequestTooLarge
 
 
 class Ledger(Protocol):
@@ -167,6 +175,7 @@ class SessionView:
             relevance=self.scores(" ".join([text, *reading_terms])),
             reading_terms=reading_terms,
             current=current,
+            infos=self.turn_infos(self.index.turn(current)) if current is not None else None,
         )
 
 
@@ -219,8 +228,14 @@ def project(
     temperature: float | None = None,
     cache: CacheHints | None = None,
 ) -> ChatRequest:
-    """The ChatRequest ``p`` asks for. ``infos`` digests the evidence of the turns shown at Full."""
+    """The ChatRequest ``p`` asks for. ``infos`` digests the evidence of the turns shown at Full and of
+    the current turn's steps the plan digests."""
     messages: list[Message] = []
+    if p.reset is not None:  # the reset this model's plan starts after: its handoff comes first
+        mark = next((r for r in index.reset_marks if r.id == p.reset.entry_id), None)
+        if mark is None:
+            raise InvalidInput(f"reset {p.reset.entry_id} is not in this index; plan against the same index")
+        _append(messages, Message(role="user", content=(TextPart(text=render_handoff(mark.turns, mark.handoff)),)))
     turns = [(index.turn(t.ordinal), t) for t in p.shown()]
     for turn, pt in turns:  # retrieved older turns come first, whole
         if pt.retrieved:
@@ -236,7 +251,7 @@ def project(
         else:
             _append(messages, Message(role="user", content=(TextPart(text=card_text(index, turn, infos)),)))
     if p.current_ordinal is not None:
-        current = render_turn(index.turn(p.current_ordinal), {})  # this turn's results stay verbatim
+        current = _current_turn(index, p, infos)
         first = current[0]
         if tail.strip():  # providers refuse blank text parts
             first = Message(role="user", content=(TextPart(text=tail), *first.content))
@@ -253,6 +268,22 @@ def project(
         temperature=temperature,
         cache=cache or CacheHints(),
     )
+
+
+def _current_turn(index: TurnIndex, p: Plan, infos: Mapping[str, EvidenceInfo]) -> list[Message]:
+    """The current turn as its plan carries it: steps in a stored or step packet left out whole (the
+    step packet, naming their evidence, follows the directive), then digested steps, then the rest
+    with their results as the request carried them."""
+    turn = index.turn(p.current_ordinal or 0)
+    ct = p.current_turn
+    if ct is None or ct.digest_through == 0:  # nothing left out, nothing digested
+        return render_turn(turn, {})
+    lead: tuple[Part, ...] = ()
+    if ct.packet_through > ct.covered:
+        items = [item for step in step_items(index, turn)[ct.covered : ct.packet_through] for item in step]
+        lead = (TextPart(text=render_step_packet(turn.ordinal, ct.covered + 1, ct.packet_through,
+                                                 level="ids" if ct.level == "ids" else "list", items=items)),)
+    return render_turn(turn, infos, first_step=ct.packet_through, digest_until=ct.digest_through, lead=lead)
 
 
 def _extend(messages: list[Message], more: Iterable[Message]) -> None:
@@ -314,6 +345,7 @@ def write_reset(ledger: Ledger, session: str, view: SessionView, p: Plan) -> str
         handoff=handoff_text(p),
         last_turn_id=history[-1].turn_id if history else None,
         reason=p.rescue_reason,
+        model=p.model,  # this model's rescue: other models' projections stay as they were
     )
     entry_id = ledger.append(session, [payload])[0]
     view.add(ledger.get(entry_id))
@@ -354,7 +386,7 @@ async def prepare(
         p = view.plan(
             profile, directive, prefix_tokens=pre, tail_tokens=tail_n, reading_terms=reading_terms, current=current
         )
-        if p.rescue and any(t.fidelity == "behind_reset" and not view.index.turn(t.ordinal).behind_reset for t in p.turns):
+        if p.rescue and p.rows.history_start < p.rows.history_end:  # history this model does not yet start after
             written.append(write_reset(ledger, session, view, p))
             continue
         if p.packet is not None and p.packet.needs_summary:
@@ -425,8 +457,13 @@ async def complete_planned(
     turn gets no result (``result`` None) and the corrected profile, which the next turn plans against.
     """
     overflows: list[ContextOverflow] = []
-    for _attempt in range(2):
-        p, request = await build(profile)
+    for attempt in range(2):
+        try:
+            p, request = await build(profile)
+        except RequestTooLarge:
+            if not attempt:
+                raise  # nothing was sent: the error says what to do
+            break  # the corrected window cannot hold even the current turn's most compact form
         try:
             return Completed(await provider.complete(request), profile, p, request, overflows)
         except ContextOverflow as exc:

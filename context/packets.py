@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from context.turncard import short_id
-from context.turns import EvidenceMeta, Summary, TurnIndex
+from context.turncard import args_digest, short_id
+from context.turns import EvidenceMeta, Summary, Turn, TurnIndex
 from events.payloads import Compaction, CoveredEvidence
 from vak.errors import InvalidInput
 
@@ -83,7 +83,13 @@ def evidence_count(index: TurnIndex, first_ordinal: int, last_ordinal: int) -> i
 # ------------------------------------------------------------------ rendering
 
 
-def _recall_line(first: int, last: int) -> str:
+def _recall_line(first: int, last: int, through_step: int | None = None) -> str:
+    if through_step is not None:  # a recorded mid-turn compaction: the last turn's first steps only
+        turns = f"Turns {first}–{last - 1} and steps" if last > first else "Steps"
+        return (
+            f"{turns} 1–{through_step} of turn {last} are not shown whole here. "
+            'recall({"turn": N}) returns any turn in full, with the evidence id of every tool result in it.'
+        )
     return (
         f'Turns {first}–{last} of this session are not shown whole here. recall({{"turn": N}}) returns '
         "any of them in full, with the evidence id of every tool result in it."
@@ -98,11 +104,15 @@ def render_packet(
     evidence: Sequence[CoveredItem] = (),
     total_evidence: int | None = None,
     summary: str = "",
+    through_step: int | None = None,
 ) -> str:
-    """The packet text, wrapped in ``<context_summary>``. Deterministic: the same inputs give the same bytes."""
+    """The packet text, wrapped in ``<context_summary>``. Deterministic: the same inputs give the same bytes.
+    ``through_step``: the packet covers only the first steps of its last turn (a recorded mid-turn compaction)."""
     if first_ordinal < 1 or last_ordinal < first_ordinal:
         raise InvalidInput(f"a packet covers turns first..=last with 1 <= first <= last, not {first_ordinal}..{last_ordinal}")
-    lines = [f'{OPEN_TAG} turns="{first_ordinal}-{last_ordinal}">', _recall_line(first_ordinal, last_ordinal)]
+    steps = f' through_step="{through_step}"' if through_step is not None else ""
+    lines = [f'{OPEN_TAG} turns="{first_ordinal}-{last_ordinal}"{steps}>',
+             _recall_line(first_ordinal, last_ordinal, through_step)]
     if level == "pointer":
         n = len(evidence) if total_evidence is None else total_evidence
         lines.append(f"They hold {n} tool result{'s' if n != 1 else ''}; no summary of them fits this request.")
@@ -188,11 +198,31 @@ def packet_room(
 # ------------------------------------------------------------------ stored packets
 
 
+def covers_whole(index: TurnIndex, packet: Summary) -> bool:
+    """Whether a stored packet covers every step of its last turn (a mid-turn one covers the first few)."""
+    if packet.through_step is None or packet.last_ordinal is None:
+        return True
+    return packet.through_step >= len(index.turn(packet.last_ordinal).steps)
+
+
 def stored_packet(index: TurnIndex, first_turn_id: str, last_turn_id: str) -> Summary | None:
-    """The latest stored packet over exactly this range (not behind a reset), or None."""
+    """The latest stored packet over exactly this range, every step of it (not behind a reset), or None."""
     found = None
     for s in index.summaries:
         if not s.behind_reset and s.first_turn_id == first_turn_id and s.last_turn_id == last_turn_id and s.summary.strip():
+            if covers_whole(index, s):
+                found = s
+    return found
+
+
+def midturn_packet(index: TurnIndex, first_turn_id: str, current: int, steps: int) -> Summary | None:
+    """The latest stored packet from ``first_turn_id`` through some of the first ``steps`` steps of turn
+    ``current``, written while that turn was open (a recorded mid-turn compaction), or None."""
+    found = None
+    current_id = index.turn(current).id
+    for s in index.summaries:
+        if (not s.behind_reset and s.first_turn_id == first_turn_id and s.last_turn_id == current_id
+                and s.summary.strip() and s.through_step is not None and 0 < s.through_step <= steps):
             found = s
     return found
 
@@ -216,9 +246,75 @@ def render_stored(index: TurnIndex, packet: Summary) -> str:
     if packet.first_ordinal is None or packet.last_ordinal is None:
         raise InvalidInput(f"stored packet {packet.id} names turns that are not in this chain")
     items = [CoveredItem(eid, describe_evidence(index.evidence.get(eid))) for eid in packet.covered_evidence]
+    whole = covers_whole(index, packet)
     return render_packet(
-        packet.first_ordinal, packet.last_ordinal, level="summary", evidence=items, summary=packet.summary
+        packet.first_ordinal, packet.last_ordinal, level="summary", evidence=items, summary=packet.summary,
+        through_step=None if whole else packet.through_step,
     )
+
+
+def render_handoff(turns: int, handoff: str) -> str:
+    """A reset-with-handoff as the model reads it, first in every request of the model it applies to."""
+    return f'<context_reset turns="1-{turns}">\n{handoff.strip()}\n</context_reset>'
+
+
+# ------------------------------------------------------------------ step packets (the current turn)
+
+StepLevel = Literal["list", "ids"]
+ARGS_CHARS = 80  # a step packet's line shows at most this much of a call's arguments
+
+
+def step_items(index: TurnIndex, turn: Turn) -> list[list[tuple[str, str]]]:
+    """Per step of ``turn``: each evidence id its calls got, with its step-packet line (list level)."""
+    out: list[list[tuple[str, str]]] = []
+    for k, step in enumerate(turn.steps, start=1):
+        items = []
+        for ex in step.exchanges:
+            eid = ex.evidence_id
+            if eid is None:
+                continue  # a card ack, an unanswered call or a result stored without a body: nothing to recall
+            args = args_digest(ex.input)
+            args = args if len(args) <= ARGS_CHARS else args[: ARGS_CHARS - 1] + "…"
+            items.append((eid, f"- step {k} {ex.tool_name}({args}): {short_id(eid)}, "
+                               f"{describe_evidence(index.evidence.get(eid))}"))
+        out.append(items)
+    return out
+
+
+def _step_fixed(ordinal: int, first: int, last: int, count: int) -> list[str]:
+    return [
+        f'{OPEN_TAG} turn="{ordinal}" steps="{first}-{last}">',
+        f"Steps {first}–{last} of this turn are not shown here. Every tool result they got is stored whole: "
+        f'recall({{"id": "<id>"}}) returns it. They hold {count} stored result{"s" if count != 1 else ""}.',
+        CLOSE_TAG,
+    ]
+
+
+IDS_LEAD = "Their ids:"
+
+
+def render_step_packet(
+    ordinal: int, first: int, last: int, *, level: StepLevel, items: Sequence[tuple[str, str]]
+) -> str:
+    """The packet over steps ``first..=last`` of the current turn: every evidence id they got, one line
+    each with the call that got it (``list``) or the ids alone (``ids``). Deterministic."""
+    if first < 1 or last < first:
+        raise InvalidInput(f"a step packet covers steps first..=last with 1 <= first <= last, not {first}..{last}")
+    head, recall, close = _step_fixed(ordinal, first, last, len(items))
+    body = [line for _, line in items] if level == "list" else [" ".join([IDS_LEAD, *(short_id(e) for e, _ in items)])]
+    return "\n".join([head, recall, *(body if items else []), close])
+
+
+def step_packet_chars(ordinal: int, first: int, last: int, *, level: StepLevel, line_chars: int, id_chars: int,
+                      items: int) -> int:
+    """``len(render_step_packet(...))`` from the summed line lengths (list) or short-id lengths (ids)."""
+    fixed = _step_fixed(ordinal, first, last, items)
+    base = sum(map(len, fixed)) + 2
+    if not items:
+        return base
+    if level == "list":
+        return base + line_chars + items
+    return base + 1 + len(IDS_LEAD) + id_chars + items
 
 
 def compaction_payload(

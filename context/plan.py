@@ -74,10 +74,47 @@ class PacketPlan:
     summary_tokens: int  # room for a new summary's text (level summary, nothing stored yet)
     stored_id: str | None = None  # the stored packet over exactly this range, rendered as is
     seed_id: str | None = None  # the longest stored packet over the same first turn, to grow from
+    # A recorded mid-turn compaction: ``last_ordinal`` is the current turn, and the packet covers its
+    # steps 1..through_step as well (the current turn shows the steps after them).
+    through_step: int | None = None
 
     @property
     def needs_summary(self) -> bool:
         return self.level == "summary" and self.stored_id is None
+
+
+@dataclass(frozen=True)
+class CurrentTurnPlan:
+    """How the current turn is carried (``docs/PLANNER.md``, "A current turn larger than its room").
+
+    Its steps are cut into whole-step runs, oldest first: ``1..covered`` in a stored mid-turn packet
+    (the plan's packet), ``covered+1..packet_through`` in a step packet naming every evidence id they
+    got (``level`` list or ids), ``packet_through+1..digest_through`` with evidence results as their
+    digests, and the rest as the request carried them. ``tokens`` is what it costs, within ``room``.
+    """
+
+    steps: int
+    covered: int
+    packet_through: int
+    digest_through: int
+    level: str  # "list" | "ids" | "" (no step packet)
+    tokens: int
+    room: int
+    verbatim_tokens: int  # what the whole turn would cost as carried
+    minimum_tokens: int  # its most compact form: every earlier step in the ids packet, the last digested
+
+    @property
+    def compacted(self) -> bool:
+        return self.digest_through > self.covered
+
+
+@dataclass(frozen=True)
+class ResetPlan:
+    """The reset-with-handoff this model's plan starts after: its handoff is rendered first."""
+
+    entry_id: str
+    turns: int  # turns 1..turns are behind it
+    tokens: int
 
 
 @dataclass(frozen=True)
@@ -151,6 +188,8 @@ class Plan:
     inputs_digest: str = ""
     digest: str = ""
     inputs: dict[str, Any] = field(default_factory=dict, compare=False)  # what inputs_digest covers
+    current_turn: CurrentTurnPlan | None = None  # None: a new directive, no steps yet
+    reset: ResetPlan | None = None
 
     @property
     def packet_range(self) -> tuple[int, int] | None:
@@ -208,6 +247,8 @@ class Plan:
             "rescue": self.rescue,
             "rescue_reason": self.rescue_reason,
             "inputs_digest": self.inputs_digest,
+            "current_turn": flat_record(self.current_turn) if self.current_turn else None,
+            "reset": flat_record(self.reset) if self.reset else None,
         }
         return out
 

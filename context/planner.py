@@ -50,22 +50,27 @@ import blake3
 import numpy as np
 
 from context.capacity import CapacityProfile, to_record
+from context.currentturn import TurnCosts, current_reserve, fit, minimum_tokens, turn_costs, verbatim_tokens
 from context.packets import (
     PACKET_BATCH_TURNS,
     PACKET_SHARE,
     PacketRoom,
+    midturn_packet,
     packet_room,
+    render_handoff,
     render_stored,
     seed_packet,
     stored_packet,
 )
 from context.plan import (
     Budget,
+    CurrentTurnPlan,
     Fidelity,
     PacketPlan,
     Plan,
     PlannedTurn,
     PlannerState,
+    ResetPlan,
     Rows,
     canonical_digest,
     flat_record,
@@ -80,20 +85,19 @@ from context.relevance import (
     ranked_columns,
     ranked_lists,
 )
-from context.render import render_turn
-from context.turns import Summary, Turn, TurnIndex
+from context.render import EvidenceInfo
+from context.turns import ResetMark, Summary, Turn, TurnIndex
 from context.turnsizes import (
     Bm25Index,
     TurnSize,
     TurnTable,
     estimate_size,
-    messages_chars,
     running_totals,
     size_values,
     sizes_digest,
     turn_document,
 )
-from vak.errors import InvalidInput
+from vak.errors import InvalidInput, RequestTooLarge
 
 __all__ = [
     "Budget", "Fidelity", "PacketPlan", "Plan", "PlannedTurn", "PlannerState", "Rows", "budget_line", "plan",
@@ -199,12 +203,16 @@ def plan(
     relevance: Mapping[str, float] | TurnScores | None = None,
     reading_terms: Sequence[str] = (),
     current: int | None = None,
+    infos: Mapping[str, EvidenceInfo] | None = None,
 ) -> Plan:
     """Plan one request. ``current`` is the ordinal of the current turn when its directive is already
     in the index (turns after it are ignored: a replay as of that turn); None means ``directive`` is
     new. ``sizes`` gives each turn's ``measure_turn`` result, by turn id or as a ``TurnTable`` (turns
     missing from a mapping are estimated from their cards); ``relevance`` maps turn ids to raw BM25
-    scores, or is a ``TurnScores`` by turn position (None: computed here over the cards)."""
+    scores, or is a ``TurnScores`` by turn position (None: computed here over the cards). ``infos``
+    digests the current turn's evidence (without them its steps go from as carried to the step packet).
+
+    Raises ``RequestTooLarge`` when even the current turn's most compact form does not fit."""
     prefix = _check_tokens("prefix_tokens", prefix_tokens)
     tail = _check_tokens("tail_tokens", tail_tokens)
     if not isinstance(directive, str):
@@ -213,8 +221,10 @@ def plan(
     if not (tpc > 0 and math.isfinite(tpc)):
         raise InvalidInput(f"profile {profile.key} has tokens_per_char {tpc!r}; it must be a positive number")
     state_in = state or PlannerState()
+    key = str(profile.key)
 
     # -- the current turn and the history before it
+    cur: Turn | None = None
     if current is not None:
         cur = index.turn(current)
         if cur.behind_reset:
@@ -222,42 +232,47 @@ def plan(
         if directive and directive != cur.directive.text:
             raise InvalidInput(f"the directive differs from turn {current}'s own; pass its text, or current=None")
         directive = cur.directive.text
-        current_chars = messages_chars(render_turn(cur, {}))  # the current turn carries results verbatim
         end = current - 1
     else:
         if not directive.strip():
             raise InvalidInput("the directive is empty: pass the user's text, or current=N for a turn in the index")
-        current_chars = len(directive)
         end = len(index.turns)
-    current_tokens = math.ceil(current_chars * tpc)
+    costs = turn_costs(index, cur, infos) if cur is not None else None
+    directive_tokens = math.ceil(len(directive) * tpc)
+    whole = verbatim_tokens(costs, tpc) if costs is not None else directive_tokens
+    minimum = minimum_tokens(costs, tpc) if costs is not None else directive_tokens
 
     new_state = state_in
     for t in index.turns[new_state.observed_through : end]:  # ordinal k sits at position k − 1
         seen = t.tokens if t.tokens_source == "receipt" else math.ceil(t.chars * tpc)
         new_state = new_state.observe(seen, t.ordinal)
-    reserve = max(math.ceil(new_state.current_turn_reserve), current_tokens)
 
     h = profile.instruction_horizon.tokens
     window = profile.verified_window if profile.verified_window is not None else profile.declared_window
-    horizon = max(0, min(h, window))
     out = profile.output_reserve
-    budget = horizon - prefix - tail - out - reserve
+    rescue = ""
+    if h <= 0 or profile.usable_window <= 0:
+        rescue = f"no usable horizon: {key} followed the instruction at no probed size"
+        horizon = max(0, window)  # the rescue sends the current turn alone, against the window
+    else:
+        horizon = max(0, min(h, window))
+    start, mark = _reset_start(index, end, key)
+    reset = None
+    if mark is not None and mark.turns:
+        reset = ResetPlan(mark.id, mark.turns, math.ceil(len(render_handoff(mark.turns, mark.handoff)) * tpc))
+    available = horizon - prefix - tail - out - (reset.tokens if reset else 0)
+    if minimum > available:
+        raise RequestTooLarge(_too_large(key, horizon, prefix, tail, out, reset, minimum, costs), needed=minimum,
+                              available=available)
+    reserve = current_reserve(new_state.current_turn_reserve, directive_tokens, whole, minimum, available)
+    budget = available - reserve
     back = refers_back(directive)
 
-    start = _reset_prefix(index.turns, end)  # a reset marks every turn before it: the behind ones lead
     w = _work(index, start, end, sizes, tpc)
     _relevance(index, w, directive, reading_terms, relevance)
     if back and w.turns:
         w.anaphora = len(w.turns) - 1
 
-    rescue = ""
-    if h <= 0 or profile.usable_window <= 0:
-        rescue = f"no usable horizon: {profile.key} followed the instruction at no probed size"
-    elif horizon - prefix - tail - out - current_tokens < 0:
-        rescue = (
-            f"no usable horizon: {horizon} tokens cannot hold the prefix ({prefix}), tail ({tail}), output "
-            f"reserve ({out}) and the current turn ({current_tokens})"
-        )
     packet: PacketPlan | None = None
     if not rescue and w.turns:
         packet, rescue = _fill(index, w, max(budget, 0), tpc)
@@ -266,6 +281,24 @@ def plan(
         w.fid = ["x"] * len(w.turns)
         w.retrieved = set()
         w.keep_from = len(w.turns)
+
+    shown = [i for i in (*w.retrieved, *range(w.keep_from, len(w.turns))) if w.fid[i] in "Fc"]
+    full_spent = sum(w.full[i] for i in shown if w.fid[i] == "F")
+    card_spent = sum(w.card[i] for i in shown if w.fid[i] == "c")
+    history = (packet.tokens if packet else 0) + full_spent + card_spent
+    turn_plan = fit(costs, tpc, available - history) if costs is not None else None
+    if turn_plan is not None and cur is not None and costs is not None and turn_plan.compacted and w.turns \
+            and not rescue:
+        # A recorded mid-turn compaction over the whole history and this turn's first steps is reused
+        # (like a stored packet) when the turn must compact anyway and the rest of it fits beside it.
+        reuse = _midturn(index, w, cur, costs, tpc, available)
+        if reuse is not None:
+            packet, turn_plan = reuse
+            w.fid = ["p"] * len(w.turns)
+            w.retrieved = set()
+            w.keep_from = len(w.turns)
+            full_spent = card_spent = 0
+    current_tokens = turn_plan.tokens if turn_plan is not None else directive_tokens
 
     behind_full, behind_card = _behind(index, start, sizes, tpc)
     codes = "x" * start + _history_codes(w, bool(rescue)) + ("*" if current is not None else "")
@@ -281,10 +314,7 @@ def plan(
         start + w.anaphora if w.anaphora is not None else None,
         frozenset(start + i for i in w.retrieved), current_tokens,
     )
-    shown = [i for i in (*w.retrieved, *range(w.keep_from, len(w.turns))) if w.fid[i] in "Fc"]
-    full_spent = sum(w.full[i] for i in shown if w.fid[i] == "F")
-    card_spent = sum(w.card[i] for i in shown if w.fid[i] == "c")
-    costs = Budget(
+    spent = Budget(
         horizon, prefix, tail, out, reserve, budget, current_tokens,
         packet=packet.tokens if packet else 0, cards=card_spent, full=full_spent,
     )
@@ -308,15 +338,64 @@ def plan(
         current_ordinal=current,
         rows=rows,
         packet=packet,
-        budget=costs,
+        budget=spent,
         state=new_state,
         refers_back=back,
         rescue=bool(rescue),
         rescue_reason=rescue,
         inputs_digest=canonical_digest(inputs),
         inputs=inputs,
+        current_turn=turn_plan,
+        reset=reset,
     )
     return replace(result, digest=plan_digest(result))
+
+
+def _reset_start(index: TurnIndex, end: int, key: str) -> tuple[int, ResetMark | None]:
+    """How many leading turns are behind a reset for model ``key``, and the reset whose handoff it
+    reads: the last one for every model or for this one that puts only history behind it. A reset
+    another model's rescue wrote changes nothing here."""
+    start = _reset_prefix(index.turns, end)
+    mark = None
+    for r in index.reset_marks:
+        if (r.model is None or r.model == key) and r.turns <= end:
+            mark = r
+    if mark is not None and mark.model is not None:
+        start = max(start, mark.turns)
+    return start, mark
+
+
+def _too_large(key: str, horizon: int, prefix: int, tail: int, out: int, reset: ResetPlan | None, minimum: int,
+               costs: TurnCosts | None) -> str:
+    handoff = f", the reset's handoff ({reset.tokens})" if reset else ""
+    smallest = (
+        "its directive, the evidence ids of every earlier step and the last step's results as digests"
+        if costs is not None and costs.verbatim else "its directive"
+    )
+    return (
+        f"the request for {key} cannot fit: its {horizon}-token horizon holds the prefix ({prefix}), tail ({tail}), "
+        f"output reserve ({out}){handoff}, and the current turn needs {minimum} tokens even at its most compact "
+        f"({smallest}). Nothing was sent. Bind a model with a larger horizon, shorten the system prompt, tools "
+        "or tail, or end this turn and carry on in a new one."
+    )
+
+
+def _midturn(index: TurnIndex, w: _Work, cur: Turn, costs: TurnCosts, tpc: float, available: int
+             ) -> tuple[PacketPlan, CurrentTurnPlan] | None:
+    """The recorded mid-turn compaction over every planned turn and the current turn's first steps, and
+    the rest of the turn beside it, when both fit ``available``."""
+    stored = midturn_packet(index, w.turns[0].id, cur.ordinal, len(cur.steps))
+    if stored is None or stored.through_step is None:
+        return None
+    cost = math.ceil(len(render_stored(index, stored)) * tpc)  # not kept: its header changes as the turn grows
+    if cost >= available:
+        return None
+    rest = fit(costs, tpc, available - cost, covered=stored.through_step)
+    if rest.tokens > rest.room:
+        return None
+    first = w.turns[0]
+    return PacketPlan(first.ordinal, cur.ordinal, first.id, cur.id, "summary", cost, cost, 0, stored.id, None,
+                      stored.through_step), rest
 
 
 def budget_line(p: Plan) -> str:

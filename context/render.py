@@ -140,26 +140,79 @@ def strip_card_fences(
 # ------------------------------------------------------------------ the record
 
 
-def render_turn(turn: Turn, evidence: Mapping[str, EvidenceInfo]) -> list[Message]:
-    """The full record of ``turn``: directive, then each step and its results, API-valid."""
+def render_turn(
+    turn: Turn,
+    evidence: Mapping[str, EvidenceInfo],
+    *,
+    first_step: int = 0,
+    digest_until: int | None = None,
+    lead: Sequence[Part] = (),
+) -> list[Message]:
+    """The full record of ``turn``: directive, then each step and its results, API-valid.
+
+    For the current turn (``context.planner``'s in-turn compaction): steps before ``first_step`` are
+    left out whole (their calls and results both), ``lead`` parts follow the directive in its message
+    (the step packet that names them), and only steps before ``digest_until`` show evidence results as
+    their digests; later ones show the result as the request carried it. Default: every step, digests.
+    """
     directive_parts: list[Part] = [TextPart(text=turn.directive.text)]
     directive_parts += [ImagePart(ref=i.ref, media_type=i.media_type) for i in turn.directive.images]
-    messages: list[Message] = [Message(role="user", content=tuple(directive_parts))]
+    messages: list[Message] = [Message(role="user", content=(*directive_parts, *lead))]
+    for k, (assistant, results) in enumerate(_step_messages(turn, evidence, digest_until)):
+        if k < first_step or assistant is None:
+            continue  # left out whole, or a thinking-only step: nothing model-visible
+        _append(messages, assistant)
+        if results is not None:
+            _append(messages, results)
+    return messages
+
+
+def step_chars(turn: Turn, evidence: Mapping[str, EvidenceInfo]) -> list[tuple[int, int]]:
+    """Characters of each step of ``turn`` as sent (``record_chars`` counting, as a request counts them):
+    with results as the request carried them, and with evidence results as their digests."""
+    verbatim = _step_messages(turn, {}, None)
+    digested = _step_messages(turn, evidence, None)
+    out = []
+    for (a, r), (_, d) in zip(verbatim, digested, strict=True):
+        out.append((_chars(a) + _chars(r), _chars(a) + _chars(d)))
+    return out
+
+
+def _chars(msg: Message | None) -> int:
+    if msg is None:
+        return 0
+    n = 0
+    for p in msg.content:
+        if isinstance(p, TextPart):
+            n += len(p.text)
+        elif isinstance(p, ToolUsePart):
+            n += len(p.name) + len(json.dumps(p.input, ensure_ascii=False))  # as context.capacity.request_chars
+        elif isinstance(p, ToolResultPart):
+            n += len(p.content)
+    return n
+
+
+def _step_messages(
+    turn: Turn, evidence: Mapping[str, EvidenceInfo], digest_until: int | None
+) -> list[tuple[Message | None, Message | None]]:
+    """Each step's assistant message and its results message (None where there is nothing to send)."""
     acks = {
         p.source.tool_use_id: pid
         for pid, p in turn.presentation_payloads.items()
         if p.source.type == "tool_call" and p.source.tool_use_id
     }
     shown: set[str] = set()
-    for step in turn.steps:
-        parts = _assistant_parts(step, turn, shown)
+    out: list[tuple[Message | None, Message | None]] = []
+    for k, step in enumerate(turn.steps):
+        parts = _assistant_parts(step, turn, shown)  # in step order: ``shown`` carries across steps
         if not parts:
-            continue  # a thinking-only step leaves nothing model-visible
-        _append(messages, Message(role="assistant", content=tuple(parts)))
-        if step.exchanges:
-            results = tuple(_result_part(ex, evidence, acks) for ex in step.exchanges)
-            _append(messages, Message(role="user", content=results))
-    return messages
+            out.append((None, None))
+            continue
+        infos = evidence if digest_until is None or k < digest_until else {}
+        results = tuple(_result_part(ex, infos, acks) for ex in step.exchanges)
+        out.append((Message(role="assistant", content=tuple(parts)),
+                    Message(role="user", content=results) if results else None))
+    return out
 
 
 def _assistant_parts(step: Step, turn: Turn, shown: set[str]) -> list[Part]:

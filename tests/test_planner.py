@@ -189,15 +189,18 @@ def test_bm25_scores_postings_only_and_reindexes() -> None:
 
 
 def _tight(b: SessionBuilder, extra: int, directive: str) -> Plan:
-    """A plan whose budget holds every card plus ``extra`` tokens."""
+    """A plan whose budget holds every card plus ``extra`` tokens. Its state predicts no current turn,
+    so the reserve is the directive itself (reuse ``plan.state`` to plan the same budget again)."""
     view = b.view
     cheap = sum(
         min(math.ceil(view.size(t).full_chars * 0.25), math.ceil(view.size(t).card_chars * 0.25))
         for t in view.index.planned_turns()
     )
-    probe = view.plan(profile(100_000), directive, prefix_tokens=0, tail_tokens=0)
-    reserve = probe.budget.current_turn_reserve
-    return view.plan(profile(cheap + extra + reserve + 256), directive, prefix_tokens=0, tail_tokens=0)
+    state = PlannerState(0.0, 1, len(view.index.turns))
+    reserve = math.ceil(len(directive) * 0.25)
+    p = view.plan(profile(cheap + extra + reserve + 256), directive, prefix_tokens=0, tail_tokens=0, state=state)
+    assert p.budget.current_turn_reserve == reserve
+    return p
 
 
 def test_cards_cover_every_turn_and_full_goes_by_value_skipping_what_does_not_fit() -> None:
@@ -335,11 +338,11 @@ def test_a_stored_packet_is_rendered_only_for_exactly_its_range() -> None:
     assert p.packet is not None and p.packet.needs_summary
     first, last = p.packet_range  # type: ignore[misc]
     other = _store_summary(b, first, last - 1 if last > first else last, 10)
-    again = b.view.plan(profile(p.budget.horizon), "next", prefix_tokens=0, tail_tokens=0)
+    again = b.view.plan(profile(p.budget.horizon), "next", prefix_tokens=0, tail_tokens=0, state=p.state)
     assert again.packet is not None and again.packet.stored_id is None and again.packet.needs_summary
     assert again.packet.seed_id == other  # growing starts from the longest stored packet over turn 1
     exact = _store_summary(b, first, last, 12)
-    reused = b.view.plan(profile(p.budget.horizon), "next", prefix_tokens=0, tail_tokens=0)
+    reused = b.view.plan(profile(p.budget.horizon), "next", prefix_tokens=0, tail_tokens=0, state=p.state)
     assert reused.packet is not None and reused.packet.stored_id == exact and not reused.packet.needs_summary
     request = project(b.view.index, reused, model="m", infos=b.view.infos)
     text = request.messages[0].content[0].text  # type: ignore[union-attr]
@@ -354,7 +357,7 @@ def test_a_stored_packet_too_large_for_the_room_falls_back_to_the_list_without_a
     p = _tight(b, -900, "next")
     assert p.packet is not None
     _store_summary(b, *p.packet_range, words=5000)  # type: ignore[misc]
-    again = b.view.plan(profile(p.budget.horizon), "next", prefix_tokens=0, tail_tokens=0)
+    again = b.view.plan(profile(p.budget.horizon), "next", prefix_tokens=0, tail_tokens=0, state=p.state)
     assert again.packet is not None and again.packet.level == "list" and not again.packet.needs_summary
 
 
