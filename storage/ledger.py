@@ -170,16 +170,16 @@ def check_ledger_path(root: Path, *, create: bool) -> None:
     sessions = root / "sessions"
     need = os.R_OK | os.X_OK | (os.W_OK if create else 0)
     try:
-        for path in (root, sessions):
-            if path.exists() and not path.is_dir():
+        for path in (root, sessions):  # the ledger folder first, so an error names the folder at fault
+            if not path.exists():
+                if not create:
+                    raise LedgerPathError(root, "is not a ledger: it has no sessions/ folder", "Check the path.")
+                mkdir_durable(sessions)
+                return
+            if not path.is_dir():
                 whose = "a ledger's folder" if path == root else "a ledger's sessions/"
                 raise LedgerPathError(path, f"is a file; {whose} must be a folder",
                                       "Pass the ledger's folder (the one holding sessions/), or a new path.")
-        if not sessions.exists():
-            if not create:
-                raise LedgerPathError(root, "is not a ledger: it has no sessions/ folder", "Check the path.")
-            mkdir_durable(sessions)
-        for path in (root, sessions):
             # Checked up front: without read permission on sessions/ a stat still works, and the
             # error would come later, as a traceback from whatever first lists the folder.
             if not os.access(path, need):
