@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -103,18 +104,60 @@ def test_killed_actor_restarts_and_chains_onto_last_acknowledged(ray_cluster: An
     ray.kill(a, no_restart=True)
 
 
-def test_kill_during_inflight_appends_loses_nothing_acknowledged(ray_cluster: Any, ledger_dir: Path) -> None:
+def _stall_a_commit(actor: Any, fifo: str, after: int) -> int:
+    """Run inside the actor's process (``__ray_call__``): the tail fsync after ``after`` more commits
+    never returns. Before it blocks, it writes its pid and the tail's path to ``fifo``: the event that
+    proves a commit is in flight (its batch written, its sync not done, its appends not acknowledged)."""
+    import os
+    import threading
+
+    real = os.fsync
+    left = [after]
+
+    def fsync(fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if os.path.basename(path).startswith("_seg-"):
+            if left[0] == 0:
+                left[0] = -1
+                with open(fifo, "w") as f:
+                    f.write(f"{os.getpid()} {path}\n")
+                threading.Event().wait()  # in flight until the test kills the process
+            elif left[0] > 0:
+                left[0] -= 1
+        real(fd)
+
+    os.fsync = fsync
+    return os.getpid()
+
+
+def test_kill_during_inflight_appends_loses_nothing_acknowledged(
+        ray_cluster: Any, ledger_dir: Path, tmp_path: Path) -> None:
+    """SIGKILL while a commit is provably in flight (the actor signalled from inside its fsync): the
+    appends of that commit and after are not acknowledged, every acknowledged one survives the
+    restart, and the restarted actor chains onto the ledger and verifies."""
     a = ledger_actor(ledger_dir)
-    pid = ray.get(a.pid.remote())
+    acked = [i for r in ray.get([a.append.remote("m", [Nudge(tag="t", text=f"before {i}")]) for i in range(3)])
+             for i in r]
+    fifo = tmp_path / "in-flight"
+    os.mkfifo(fifo)
+    signalled: list[str] = []
+    reader = threading.Thread(target=lambda: signalled.append(fifo.read_text()), daemon=True)
+    reader.start()  # blocks in open() until the actor opens the fifo to write
+    pid = ray.get(a.__ray_call__.remote(_stall_a_commit, str(fifo), 10))
     refs = [a.append.remote("m", [Nudge(tag="t", text=f"{i} " + "p" * 2000)]) for i in range(300)]
-    time.sleep(0.05)
+    reader.join(120)
+    assert signalled, "no commit reached its fsync within 120 s"
+    stalled_pid, tail = signalled[0].split()
+    assert int(stalled_pid) == pid and Path(tail).parent == ledger_dir.resolve() / "sessions" / "m"
     os.kill(pid, signal.SIGKILL)
-    acked: list[str] = []
+    not_acked = 0
     for r in refs:
         try:
             acked += ray.get(r)
         except ray.exceptions.RayActorError:
-            pass  # died with the actor: not acknowledged, may or may not be on disk
+            not_acked += 1  # died with the actor: not acknowledged, may or may not be on disk
+    assert not_acked >= 1  # the stalled commit's appends were in flight when the kill came
+    assert len(acked) > 3  # and commits before it were acknowledged
     _wait_alive(a)
     (nxt,) = ray.get(a.append.remote("m", [Nudge(tag="t", text="after")]))
     chain = [e.id for e in ray.get(a.chain_to_root.remote(nxt))]
