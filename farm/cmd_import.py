@@ -49,7 +49,11 @@ def _tokens_per_char(text: str) -> float:
     try:
         return check_tokens_per_char(float(text))
     except (ValueError, InvalidInput) as exc:
-        message = str(exc) if isinstance(exc, InvalidInput) else f"{text!r} is not a number"
+        message = (
+            str(exc)
+            if isinstance(exc, InvalidInput)
+            else f"{text!r} is not a number; give one from 0.01 to 4"
+        )
         raise argparse.ArgumentTypeError(message) from exc
 
 

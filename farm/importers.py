@@ -82,6 +82,7 @@ from farm.import_json import (
     line_of_path,
     loads,
     nested,
+    obj,
     one_line,
 )
 from storage.cardindex import CardDoc, CardIndex, card_doc
@@ -265,6 +266,14 @@ def read_recordings(
         rows = _read_jsonl(p, skip_bad_lines, skipped)
         objs = [(n, r) for n, r in rows if isinstance(r, dict)]
         if len(objs) != len(rows):
+            if not skip_bad_lines and objs:
+                n, r = next((n, r) for n, r in rows if not isinstance(r, dict))
+                raise InvalidRecording(
+                    f"the line is {kind_of(r)}, not a JSON object: every line of a recording is one record. "
+                    "Fix or remove the line, or pass --skip-bad-lines to import the rest and count it as skipped",
+                    path=str(p),
+                    line=n,
+                )
             skipped["JSONL line that is not an object"] += len(rows) - len(objs)
         if not objs:
             raise UnknownRecordingFormat(str(p), "no JSON objects in it", list(FORMATS))
@@ -311,14 +320,18 @@ def _parse_jsonl(p: Path, objs: list[tuple[int, dict[str, Any]]], stem: str) -> 
 
 
 def _parse_json(p: Path, data: Any, stem: str) -> tuple[str, list[Recording]]:
-    if isinstance(data, list) and data and all(isinstance(x, dict) for x in data):
+    if isinstance(data, list) and data and isinstance(data[0], dict):  # the parsers refuse a later non-object
         if "traj" in data[0]:
             return "tau-bench", parse_tau_bench(data, stem)
         if "role" in data[0]:
             return "openai-chat", [parse_openai_messages(data, stem)]
         if isinstance(data[0].get("messages"), list):
             return "openai-chat", [
-                parse_openai_messages(_messages(x, (i,)), f"{stem}-{i + 1}", where=nested((i, "messages")))
+                parse_openai_messages(
+                    _messages(obj(x, (i,), f"item #{i}"), (i,)),
+                    f"{stem}-{i + 1}",
+                    where=nested((i, "messages")),
+                )
                 for i, x in enumerate(data)
             ]
     if isinstance(data, dict):
