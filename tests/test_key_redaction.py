@@ -538,3 +538,30 @@ def test_an_encoded_key_takes_its_whole_token_and_nothing_else() -> None:
     other = base64.b64encode(b"an unrelated image").decode()
     text = f"img {other} auth {blob} hash x{hexed}; done"
     assert redactor.text(text) == f"img {other} auth [redacted] hash x[redacted]; done"
+
+
+CATALOGUE = {
+    "id": ECHO,
+    "display_name": ECHO,
+    "max_input_tokens": 1000,
+    "name": ECHO,
+    "displayName": ECHO,
+    "inputTokenLimit": 1000,
+    "model_info": {"general.architecture": ECHO},
+    "parameters": f"num_ctx 4096\nstop {ECHO}",
+    "data": [{"id": "m", "canonical_slug": ECHO, "context_length": ECHO, "meta": {"n_ctx": 4096}}],
+}
+
+
+@pytest.mark.parametrize("encoding", ["plain", "json-u-all", "json-solidus", "base64-offset1-basic"])
+@pytest.mark.parametrize("name", ADAPTERS)
+async def test_key_echoed_in_a_catalogue_reply_stays_out_of_model_context(name: str, encoding: str) -> None:
+    """The metadata rung's ModelContext (which the probe records) holds no form of a key the catalogue echoed."""
+    text = wire_text(CATALOGUE, ENCODINGS[encoding])
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=text.encode(), headers={"content-type": "application/json"})
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(reply)) as client:
+        context = await adapter(name, client).model_context("m")
+    assert not reveals(repr(context)) and not reveals(context.model_dump_json())
