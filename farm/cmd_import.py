@@ -35,7 +35,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--skip-bad-lines",
         action="store_true",
-        help="skip JSONL lines that are not JSON (counted in the report)",
+        help="skip JSONL lines that are not JSON, or not a JSON object (counted in the report)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=_import)

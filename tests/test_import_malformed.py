@@ -446,6 +446,18 @@ def test_tokens_per_char_outside_its_range_is_a_usage_error(tmp_path: Path, valu
         plan_import(src, tokens_per_char=float(value) if value != "many" else math.nan)
 
 
+def test_vak_import_into_an_existing_session_changes_nothing(tmp_path: Path) -> None:
+    """A second `vak import` of the same file is refused in one line, and the ledger folder, card
+    index included, is byte for byte as the first import left it."""
+    src = write(tmp_path, SAMPLES[0], CHAT)
+    ledger = tmp_path / "ledger"
+    assert run_cli("import", str(src), "--ledger", str(ledger), "--quiet")[0] == 0
+    before = snapshot(ledger)
+    rc, out, err = run_cli("import", str(src), "--ledger", str(ledger), "--quiet")
+    assert rc == 1 and out == "" and err.count("\n") == 1 and "already exists" in err
+    assert snapshot(ledger) == before
+
+
 def test_sessions_with_one_name_in_one_file_get_unique_names(tmp_path: Path) -> None:
     """Two tau-bench items with the same task and trial no longer collide halfway through an import."""
     sample = SAMPLES[6]
