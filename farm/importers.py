@@ -87,7 +87,7 @@ from farm.import_json import (
 )
 from storage.cardindex import CardDoc, CardIndex, card_doc
 from storage.ledger import LedgerStore
-from vak.errors import InvalidInput, InvalidRecording, UnknownRecordingFormat
+from vak.errors import InvalidInput, InvalidRecording, LedgerError, UnknownRecordingFormat
 from vak.names import check_name
 
 # --tokens-per-char: a tokenizer spends at most one token per UTF-8 byte, so at most 4 per character;
@@ -839,8 +839,8 @@ def write_import(
     refuse_existing(existing_sessions(store, plan.names), store.root)
     report = ImportReport(path=plan.path, format=plan.format, skipped=plan.skipped)
     for rec, name in plan.sessions:
-        report.sessions.append(
-            _write_recording(
+        try:
+            written = _write_recording(
                 store,
                 rec,
                 name,
@@ -850,7 +850,15 @@ def write_import(
                 progress=progress,
                 source_path=plan.path,
             )
-        )
+        except (OSError, LedgerError) as exc:
+            # The dry run passed, so this is the disk or the ledger, not the recording.
+            done = [s.session for s in report.sessions]
+            raise LedgerError(
+                f"writing session {name!r} failed ({one_line(str(exc), 200)}); it may be partly written"
+                + (f", after {len(done)} complete session(s) ({done[0]!r} first)" if done else "")
+                + ". Fix the cause, then import again under another --session name or into a fresh ledger"
+            ) from exc
+        report.sessions.append(written)
     return report
 
 

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from farm.cli import main
 from farm.importers import import_path, plan_import
 from storage.ledger import LedgerStore
-from vak.errors import InvalidInput, InvalidRecording, UnknownRecordingFormat
+from vak.errors import InvalidInput, InvalidRecording, LedgerError, UnknownRecordingFormat
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -456,6 +456,32 @@ def test_vak_import_into_an_existing_session_changes_nothing(tmp_path: Path) -> 
     rc, out, err = run_cli("import", str(src), "--ledger", str(ledger), "--quiet")
     assert rc == 1 and out == "" and err.count("\n") == 1 and "already exists" in err
     assert snapshot(ledger) == before
+
+
+class _DiskFullAfter(LedgerStore):
+    """A real store whose appends fail with ENOSPC once ``budget`` appends have gone through."""
+
+    def __init__(self, root: Path, budget: int) -> None:
+        super().__init__(root)
+        self.budget = budget
+
+    def append(self, session: str, payloads: Any, **kw: Any) -> list[str]:
+        self.budget -= 1
+        if self.budget < 0:
+            raise OSError(28, "No space left on device")
+        return super().append(session, payloads, **kw)
+
+
+def test_a_write_that_fails_after_the_dry_run_names_the_session(tmp_path: Path) -> None:
+    """A failure of the disk itself, after the dry run passed, is a one-line LedgerError naming the
+    session being written and the ones completed before it, not a library error."""
+    sample = SAMPLES[6]
+    src = write(tmp_path, sample, [*sample.doc, {**copy.deepcopy(sample.doc[0]), "task_id": 2}])
+    with _DiskFullAfter(tmp_path / "ledger", budget=8) as store, pytest.raises(LedgerError) as err:
+        import_path(store, src)
+    message = str(err.value)
+    assert "writing session 'tau-task2-trial0' failed (" in message and "No space left" in message
+    assert "after 1 complete session(s) ('tau-task1-trial0' first)" in message and "\n" not in message
 
 
 def test_sessions_with_one_name_in_one_file_get_unique_names(tmp_path: Path) -> None:
