@@ -72,10 +72,11 @@ class Tally:
         return self.prefilled / prefill_tps + self.decoded / decode_tps
 
 
-async def one_repeat(client: httpx.AsyncClient, url: str, model: str, sizes: list[int], rep: int) -> list[Tally]:
+async def one_repeat(client: httpx.AsyncClient, url: str, model: str, sizes: list[int], rep: int,
+                     api_key: str | None = None) -> list[Tally]:
     runners = []
     for samples, early in ((s, e) for _, s, e in LADDERS):
-        provider = OpenAICompatProvider(client, base_url=url, timeout_s=900.0)
+        provider = OpenAICompatProvider(client, base_url=url, api_key=api_key, timeout_s=900.0)
         settings = ProbeSettings(samples=samples, controls=1, cache_rung=False, decide_early=early)
         runner = ProbeRunner(provider, ProfileKey("local", model), settings=settings, salt=f"bench-{time.time_ns()}")
         await runner.cache_rung(256)  # calibrates tokens per char, untimed
@@ -92,14 +93,14 @@ async def one_repeat(client: httpx.AsyncClient, url: str, model: str, sizes: lis
     return tallies
 
 
-async def bench(url: str, model: str, n_ctx: int, repeats: int) -> float:
+async def bench(url: str, model: str, n_ctx: int, repeats: int, api_key: str | None = None) -> float:
     sizes = list(plan_rungs(n_ctx, first=1024))
     print(f"model {model}, n_ctx {n_ctx} per slot, rungs {sizes}, 1 control per rung, max_tokens 32, "
           f"{repeats} repeat(s), {os.cpu_count()} CPUs")
     runs: list[list[Tally]] = []
     async with httpx.AsyncClient(trust_env=False) as client:
         for rep in range(repeats):
-            tallies = await one_repeat(client, url, model, sizes, rep)
+            tallies = await one_repeat(client, url, model, sizes, rep, api_key)
             runs.append(tallies)
             print(f"  repeat {rep + 1}: " + ", ".join(f"{t.wall_s:.1f} s" for t in tallies) + " wall", flush=True)
     every = [s for run in runs for t in run for s in t.samples]
@@ -141,7 +142,7 @@ def main() -> int:
     from providers.localserver import LocalModelServer
 
     with LocalModelServer(args.model, n_ctx=n_ctx * len(LADDERS), n_parallel=len(LADDERS)) as server:
-        asyncio.run(bench(server.base_url, args.model, n_ctx, repeats))
+        asyncio.run(bench(server.base_url, args.model, n_ctx, repeats, server.api_key))
     return 0
 
 

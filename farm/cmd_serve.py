@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import signal
+import tempfile
 import threading
+from pathlib import Path
 from typing import Any
 
 from farm.cli_checks import MAX_TOKENS, bounded_int
@@ -35,10 +39,18 @@ def run(args: argparse.Namespace) -> int:
     )
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    key_dir = Path(tempfile.mkdtemp(prefix="vak-serve-"))  # mode 0700
     try:
         server.start()
+        # The run's API key goes to a file only this user can read, never to the terminal or a log.
+        key_file = key_dir / "api_key"
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(server.api_key)
         print(f"serving {args.model} at {server.base_url} (OpenAI-compatible, n_ctx {args.n_ctx})", flush=True)
         print(f"health: {server.root_url}/health   props: {server.root_url}/props   stop: Ctrl-C", flush=True)
+        print(f"api key (Bearer, this run only): in {key_file}; for vak: export OPENAI_COMPAT_API_KEY=$(cat {key_file})",
+              flush=True)
         while not stop.wait(0.5):
             if not server.running():
                 raise ModelServerError(
@@ -46,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
                 )
     finally:
         code = server.stop()
+        shutil.rmtree(key_dir, ignore_errors=True)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     print(f"stopped (exit code {code})", flush=True)

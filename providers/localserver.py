@@ -6,8 +6,20 @@ object is dropped, in the process that made it. So the server runs in a child pr
 server, which shuts down in about 2 s), and a crash inside llama.cpp cannot take the caller down.
 
 The child binds port 0 (or the port asked for) and reports the address it really got through a
-pipe, so two servers never race for a port. It also watches its stdin: when the parent dies without
-stopping it, stdin reaches EOF and the child exits instead of serving forever.
+pipe, so two servers never race for a port.
+
+Only the process that started it can use it:
+
+* Each start draws a random API key (``api_key``; never in ``repr``, argv, the environment or the
+  log). The parent writes it as the first line of the child's stdin; llama.cpp then answers 401 to
+  every request without ``Authorization: Bearer <key>`` except ``/health``. Whatever talks to the
+  server sends the key (``OpenAICompatProvider(..., api_key=server.api_key)``).
+* No CORS: llama.cpp sends its configured ``cors_origins`` verbatim (default ``*``) on every
+  response. Set to a value cpp-httplib refuses as a header value, the header is never sent, so no
+  web page a browser shows can read an answer.
+* It dies with its parent. The kernel signals it when the parent goes (``PR_SET_PDEATHSIG``), and
+  it also watches its stdin, a pipe from the parent, for EOF. Either way it exits at once, in the
+  middle of a generation too, without the graceful shutdown that would first finish the request.
 
 Models (both from PyPI, both small enough for CI on 2 cores):
 
@@ -23,9 +35,11 @@ Models (both from PyPI, both small enough for CI on 2 cores):
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib.util
 import json
 import os
+import secrets
 import select
 import signal
 import subprocess
@@ -48,6 +62,10 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 TOOLS_TEMPLATE = "chatml_tools.jinja"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
+# cpp-httplib drops a header whose value is not a valid field value (DEL is not), so llama.cpp's
+# CORS headers, which it sets to these strings on every response, are never sent.
+NO_CORS = "\x7f"
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 @dataclass(frozen=True)
@@ -209,6 +227,7 @@ class LocalModelServer:
         self.log_path = log_path
         self._proc: subprocess.Popen[bytes] | None = None
         self._root_url: str | None = None
+        self._api_key: str | None = None
 
     # ------------------------------------------------------------------ addresses
 
@@ -226,6 +245,17 @@ class LocalModelServer:
     @property
     def port(self) -> int:
         return int(self.root_url.rsplit(":", 1)[1])
+
+    @property
+    def api_key(self) -> str:
+        """This run's key: send it as ``Authorization: Bearer <key>`` (a new one on every start)."""
+        if self._api_key is None or self._root_url is None:
+            raise ModelServerError("the local model server is not running, so it has no key yet: call start() first.")
+        return self._api_key
+
+    def auth_headers(self) -> dict[str, str]:
+        """The header every request to this server needs."""
+        return {"Authorization": f"Bearer {self.api_key}"}
 
     @property
     def pid(self) -> int | None:
@@ -272,6 +302,7 @@ class LocalModelServer:
             os.close(fd)
             self.log_path = Path(name)
         ready_r, ready_w = os.pipe()
+        key = secrets.token_urlsafe(32)
         env = dict(os.environ)
         # The child imports this module by name, so it must see the folder holding `providers`.
         repo = str(Path(__file__).resolve().parent.parent)
@@ -279,16 +310,29 @@ class LocalModelServer:
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "providers.localserver", "--child", json.dumps(asdict(config)),
-                 "--ready-fd", str(ready_w)],
+                 "--ready-fd", str(ready_w), "--parent-pid", str(os.getpid())],
                 stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
                 pass_fds=(ready_w,), env=env, close_fds=True,
             )
         os.close(ready_w)
+        try:  # the key travels on the pipe only: argv and the environment are readable in /proc
+            if self._proc.stdin is not None:
+                self._proc.stdin.write(key.encode() + b"\n")
+                self._proc.stdin.flush()
+        except OSError:
+            pass  # the child is already gone; its READY line will not come and the error says why
         try:
             message = self._read_ready(ready_r)
         finally:
             os.close(ready_r)
         if not message.startswith("READY "):
+            # The child exits right after its ERROR line; let it, so llama.cpp's log thread flushes
+            # the reason (e.g. "couldn't bind") into the log before we read the tail.
+            if self._proc is not None:
+                try:
+                    self._proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    pass
             self._kill()
             tail = self.log_tail()
             if "couldn't bind" in tail:
@@ -300,6 +344,7 @@ class LocalModelServer:
                 f"Last log lines:\n{tail}\nNext step: {step}"
             )
         self._root_url = message.split(" ", 1)[1].strip().rstrip("/")
+        self._api_key = key
         self._wait_healthy()
         return self
 
@@ -346,7 +391,7 @@ class LocalModelServer:
 
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM the child and wait for it (SIGKILL after ``timeout``). Returns its exit code."""
-        proc, self._proc, self._root_url = self._proc, None, None
+        proc, self._proc, self._root_url, self._api_key = self._proc, None, None, None
         if proc is None:
             return None
         code: int | None
@@ -368,7 +413,7 @@ class LocalModelServer:
 
     def _kill(self) -> None:
         proc = self._proc
-        self._proc, self._root_url = None, None
+        self._proc, self._root_url, self._api_key = None, None, None
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
@@ -413,6 +458,8 @@ def _build_params(config: ServerConfig) -> Any:
     params.endpoint_slots = True
     params.cache_prompt = config.cache_prompt
     params.ui = False
+    params.cors_origins = params.cors_methods = params.cors_headers = NO_CORS
+    params.cors_credentials = False
     if config.chat_template is not None:
         params.chat_template = config.chat_template
     return params
@@ -424,14 +471,56 @@ def _parent_gone(stdin_fd: int, wait_s: float) -> bool:
     return bool(readable) and os.read(stdin_fd, 4096) == b""
 
 
-def _child(config: ServerConfig, ready_fd: int) -> int:
+def _read_key(stdin_fd: int) -> str | None:
+    """The first line of stdin: this run's API key (None if the parent went before writing it)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(stdin_fd, 1)  # one byte at a time: nothing after the line may be consumed
+        if not chunk:
+            return None
+        data += chunk
+    return data.decode().strip() or None
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Exit at once when the parent process dies, even while llama.cpp is generating.
+
+    ``PR_SET_PDEATHSIG`` fires when the parent *thread* that started us exits, so the handler
+    checks that the parent process is really gone (we were re-parented) before exiting. The exit
+    skips the graceful shutdown, which would first finish the request in flight.
+    """
+
+    def on_parent_death(*_: object) -> None:
+        if os.getppid() != parent_pid:
+            os._exit(0)
+
+    signal.signal(signal.SIGUSR1, on_parent_death)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGUSR1, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the stdin watch still notices
+        pass
+    if os.getppid() != parent_pid:  # it died before prctl took effect
+        os._exit(0)
+
+
+def _child(config: ServerConfig, ready_fd: int, parent_pid: int) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    _die_with_parent(parent_pid)
+    stdin_fd = sys.stdin.fileno()
+    key = _read_key(stdin_fd)
+    if key is None:
+        os.write(ready_fd, b"ERROR no API key on stdin: the parent is gone\n")
+        os.close(ready_fd)
+        return 1
     try:
         import xllamacpp
 
-        server = xllamacpp.Server(_build_params(config))
+        params = _build_params(config)
+        params.api_keys = [key]
+        server = xllamacpp.Server(params)
         address = str(server.listening_address)
     except Exception as exc:  # anything llama.cpp raises: report it to the parent, then exit
         os.write(ready_fd, f"ERROR {type(exc).__name__}: {exc}\n".encode())
@@ -439,15 +528,14 @@ def _child(config: ServerConfig, ready_fd: int) -> int:
         return 1
     os.write(ready_fd, f"READY {address}\n".encode())
     os.close(ready_fd)
-    stdin_fd = sys.stdin.fileno()
     # Polled from the main thread (no reader thread), so interpreter shutdown never waits on stdin.
     while not stop.is_set():
         try:
             if _parent_gone(stdin_fd, 0.5):
-                break
+                os._exit(0)  # no graceful shutdown: it would finish the request in flight first
         except InterruptedError:
             continue
-    del server  # dropping the server shuts llama.cpp down cleanly
+    del server  # asked to stop (SIGTERM): dropping the server shuts llama.cpp down cleanly
     return 0
 
 
@@ -455,8 +543,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="internal: the child process of LocalModelServer")
     parser.add_argument("--child", required=True, help="ServerConfig as JSON")
     parser.add_argument("--ready-fd", type=int, required=True)
+    parser.add_argument("--parent-pid", type=int, required=True)
     args = parser.parse_args(argv)
-    return _child(ServerConfig(**json.loads(args.child)), args.ready_fd)
+    return _child(ServerConfig(**json.loads(args.child)), args.ready_fd, args.parent_pid)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import importlib.util
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -138,7 +139,7 @@ def test_the_server_goes_away_when_its_parent_is_killed(tmp_path: Path) -> None:
 
 @pytest.mark.live
 def test_shared_server_serves_the_tools_template_and_reports_its_window(local_model: LocalModelServer) -> None:
-    with httpx.Client(timeout=30, trust_env=False) as client:
+    with httpx.Client(timeout=30, trust_env=False, headers=local_model.auth_headers()) as client:
         props = client.get(local_model.root_url + "/props").json()
         models = client.get(local_model.base_url + "/models").json()
     assert props["chat_template_caps"]["supports_tools"] is True
@@ -149,6 +150,9 @@ def test_shared_server_serves_the_tools_template_and_reports_its_window(local_mo
 
 @pytest.mark.live
 def test_vak_serve_local_prints_the_url_and_stops_cleanly_on_sigterm() -> None:
+    """`vak serve-local` prints its URL first and where this run's API key is (a 0600 file that opens
+    the API, the key itself never printed), and on SIGTERM stops cleanly: exit 0, port closed,
+    key file removed."""
     with subprocess.Popen([sys.executable, "-m", "farm.cli", "serve-local", "--n-ctx", "512", "--threads", "1"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO,
                           env={**os.environ, "PYTHONPATH": str(REPO)}) as proc:
@@ -156,10 +160,21 @@ def test_vak_serve_local_prints_the_url_and_stops_cleanly_on_sigterm() -> None:
         first = proc.stdout.readline().decode()
         assert first.startswith("serving smollm2 at http://127.0.0.1:"), first
         url = first.split(" at ", 1)[1].split()[0]
+        proc.stdout.readline()  # health / props / stop
+        key_line = proc.stdout.readline().decode()
+        key_file = Path(key_line.split(" in ", 1)[1].split(";", 1)[0])
+        assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+        key = key_file.read_text()
+        assert key not in key_line
         assert httpx.get(url.removesuffix("/v1") + "/health", trust_env=False).status_code == 200
+        assert httpx.get(url + "/models", trust_env=False).status_code == 401
+        assert httpx.get(url + "/models", headers={"Authorization": f"Bearer {key}"},
+                         trust_env=False).status_code == 200
         proc.send_signal(signal.SIGTERM)
         out = proc.stdout.read().decode()
         assert proc.wait(30) == 0
     assert "stopped (exit code 0)" in out
+    assert key not in out
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     assert not _port_open(port)
+    assert not key_file.exists()

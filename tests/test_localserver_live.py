@@ -25,7 +25,7 @@ ACK = ToolSpec(
 
 
 def _provider(client: httpx.AsyncClient, server: LocalModelServer) -> OpenAICompatProvider:
-    return OpenAICompatProvider(client, base_url=server.base_url, retry=RetryPolicy(attempts=1))
+    return OpenAICompatProvider(client, base_url=server.base_url, api_key=server.api_key, retry=RetryPolicy(attempts=1))
 
 
 async def test_a_completion_has_the_normalized_shape_and_usage(local_model: LocalModelServer) -> None:
@@ -92,7 +92,7 @@ async def test_the_tools_template_renders_tools_calls_and_results(local_model: L
     )
     async with httpx.AsyncClient(trust_env=False) as client:
         body = _provider(client, local_model).render(request)
-        reply = await client.post(local_model.root_url + "/apply-template",
+        reply = await client.post(local_model.root_url + "/apply-template", headers=local_model.auth_headers(),
                                   json={"messages": body["messages"], "tools": body["tools"]})
     prompt = reply.json()["prompt"]
     assert prompt.startswith("<|im_start|>system\nYou are a probe.")

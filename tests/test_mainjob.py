@@ -18,8 +18,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.mark.ray
 @pytest.mark.live
-def test_main_job_writes_verifies_and_summarises(ray_cluster: Any, local_model: Any, tmp_path: Path) -> None:
+def test_main_job_writes_verifies_and_summarises(ray_cluster: Any, local_model: Any, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     lines: list[str] = []
+    monkeypatch.setenv("OPENAI_COMPAT_API_KEY", local_model.api_key)  # as for `vak run --local-base-url`
     summary = run_main_job(tmp_path / "ledger", turns=6, seed=3, session="job", out=lines.append,
                            local_base_url=local_model.base_url)
     text = "\n".join(lines)

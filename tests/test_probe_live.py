@@ -24,7 +24,7 @@ SMALL = ProbeSettings(samples=3, controls=1, first_rung=512, window=2048, max_si
 
 async def test_a_small_live_ladder_measures_what_it_reports(local_model: LocalModelServer, ledger_dir: Path) -> None:
     events: list[str] = []
-    report = await probe_local("smollm2", base_url=local_model.base_url, settings=SMALL,
+    report = await probe_local("smollm2", base_url=local_model.base_url, api_key=local_model.api_key, settings=SMALL,
                                on_progress=lambda e: events.append(str(e["stage"])))
     profile = report.profile
     # The metadata rung reads the server's real window, even though the ladder stayed under 2048.
@@ -62,7 +62,8 @@ async def test_a_small_live_ladder_measures_what_it_reports(local_model: LocalMo
 
 def test_measure_local_profile_returns_a_probed_profile(local_model: LocalModelServer) -> None:
     one_rung = ProbeSettings(samples=1, controls=0, first_rung=256, window=1024, max_sizes=1, cache_rung=False)
-    profile = measure_local_profile("smollm2", base_url=local_model.base_url, settings=one_rung)
+    profile = measure_local_profile("smollm2", base_url=local_model.base_url, api_key=local_model.api_key,
+                                    settings=one_rung)
     assert profile.key.model == "smollm2" and profile.key.provider == "local"
     assert profile.provenance.source == "probe" and profile.provenance.probed_at is not None
     assert len(profile.provenance.rungs) == 1

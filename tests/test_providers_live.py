@@ -26,7 +26,7 @@ ACK = ToolSpec(
 
 
 def adapter(client: httpx.AsyncClient, server: LocalModelServer) -> OpenAICompatProvider:
-    return OpenAICompatProvider(client, base_url=server.base_url, retry=RetryPolicy(attempts=1))
+    return OpenAICompatProvider(client, base_url=server.base_url, api_key=server.api_key, retry=RetryPolicy(attempts=1))
 
 
 async def test_shape_usage_and_an_identical_repeat_reports_n_minus_1_cached(
@@ -95,7 +95,8 @@ async def test_a_whole_tool_exchange_renders_into_a_request_the_server_accepts(
 
 async def test_over_length_is_context_overflow_with_the_served_sizes(local_model: LocalModelServer) -> None:
     async with httpx.AsyncClient(trust_env=False) as client:
-        provider, _ = make_provider("openai-compat:smollm2", client, base_url=local_model.base_url, env={})
+        provider, _ = make_provider("openai-compat:smollm2", client, base_url=local_model.base_url,
+                                    api_key=local_model.api_key, env={})
         ctx = await provider.model_context("smollm2")
         huge = ChatRequest(
             model="smollm2", messages=(Message.user("word " * (local_model.n_ctx + 200)),), max_tokens=1

@@ -86,7 +86,8 @@ async def test_two_model_replay_gate(local_model: LocalModelServer, trajectories
 
     async with httpx.AsyncClient(trust_env=False) as client:
         provider = OpenAICompatProvider(
-            client, base_url=local_model.base_url, retry=RetryPolicy(attempts=1), timeout_s=600
+            client, base_url=local_model.base_url, api_key=local_model.api_key, retry=RetryPolicy(attempts=1),
+            timeout_s=600
         )
         # The cheapest capable model; its summary is capped so the side call stays short on 2 cores.
         summariser = Summariser(provider, "smollm2", window_tokens=LOCAL_MODEL_N_CTX, max_summary_tokens=32)
