@@ -23,6 +23,8 @@ class BadEntry:
     reason: str
 
     def __str__(self) -> str:
+        if self.seq is None and self.row is None and not self.id:  # the segment itself, not an entry (its footer)
+            return f"bad segment: session {self.session!r}, {self.segment}: {self.reason}"
         where = f"session {self.session!r}, {self.segment} batch {self.batch}"
         if self.row is not None:
             where += f" row {self.row}"
