@@ -13,7 +13,13 @@ then makes the first plan after it, with that turn's caches cold: "next request"
 profile (medians over a few turns, so a size grows by those few turns while it is measured). Beside
 it, the baseline a kept index avoids: rebuilding the TurnIndex from the whole chain.
 
-Run: ``.venv/bin/python bench/planner.py`` (``--quick`` stops at 1,000 turns).
+A third mode, ``--long-turn``, plans every request of one 140-step coding turn (``farm.longturn``,
+about 120–150k tokens as carried) under each profile, after its directive and after each step, and
+prints the largest request against the budget (horizon − output reserve), how many were over it (the
+planner refuses those: none may be), how often the plan's shape moved (a compaction: the prefix
+cache breaks there) and the plan's median time.
+
+Run: ``.venv/bin/python bench/planner.py`` (``--quick`` stops at 1,000 turns; ``--long-turn``).
 """
 
 from __future__ import annotations
@@ -32,15 +38,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 
-from agent.request import SessionView, prefix_tokens, project
+from agent.request import SessionView, prefix_tokens, project, request_tokens
 from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
 from context.messages import ChatRequest
 from context.packets import compaction_payload
-from context.planner import PlannerState
+from context.planner import Plan, PlannerState
 from context.turncard import build_card
 from context.turns import TurnIndex
 from events.envelope import Mapper, StoredEntry
 from events.payloads import AssistantStep, Directive, EvidenceBody, TextBlock, ToolResult, ToolUseBlock
+from farm.longturn import LongTurn
 from providers.openai_compat import OpenAICompatProvider
 
 SIZES = (10, 100, 1_000, 10_000)
@@ -128,7 +135,11 @@ def _slope(xs: list[float], ys: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="stop at 1,000 turns")
+    parser.add_argument("--long-turn", action="store_true", help="every request of one 140-step turn, per profile")
     args = parser.parse_args()
+    if args.long_turn:
+        long_turn()
+        return
     sizes = SIZES[:-1] if args.quick else SIZES
     client = httpx.AsyncClient()
     provider = OpenAICompatProvider(client, base_url="http://127.0.0.1:9/v1")  # render only: nothing is sent
@@ -210,6 +221,51 @@ def main() -> None:
         print(f"growth exponent next request {m:<14} {_slope(xs, ys):.2f} overall (steps {steps})")
     ys = [g[2] for g in growth]
     print(f"growth exponent rebuild (baseline)    {_slope(xs, ys):.2f} overall")
+
+
+def long_turn(steps: int = 140) -> None:
+    """The largest request of a long turn per profile, against its budget (``docs/PLANNER.md``)."""
+    lt = LongTurn(steps=steps, tokens_per_char=0.27)
+    largest = dict.fromkeys(PROFILES, 0)
+    over = dict.fromkeys(PROFILES, 0)
+    moves = dict.fromkeys(PROFILES, 0)
+    times: dict[str, list[float]] = {name: [] for name in PROFILES}
+    shapes: dict[str, tuple[object, ...]] = {}
+    last: dict[str, Plan] = {}
+    requests = 0
+    for _ in lt.steps():
+        current = len(lt.view.index.turns)
+        requests += 1
+        for name, prof in PROFILES.items():
+            pre = prefix_tokens(prof, SYSTEM)
+            t = time.perf_counter()
+            p = lt.view.plan(prof, "", prefix_tokens=pre, tail_tokens=40, current=current)
+            times[name].append(time.perf_counter() - t)
+            request = project(lt.view.index, p, model=prof.key.model, infos=lt.view.infos, system=SYSTEM,
+                              tail="<turn_context>2026-11-30T14:00Z</turn_context>")
+            size = request_tokens(prof, request)
+            largest[name] = max(largest[name], size)
+            over[name] += size + prof.output_reserve > p.budget.horizon
+            ct = p.current_turn
+            assert ct is not None
+            shape = (p.fidelities, p.packet, ct.packet_through, ct.digest_through, ct.level)
+            moves[name] += name in shapes and shapes[name] != shape
+            shapes[name], last[name] = shape, p
+    turn = lt.view.index.turns[-1]
+    print(f"one turn of {steps} steps, {requests} requests; as carried it grows to "
+          f"{math.ceil(turn.chars * 0.27):,} tokens at 0.27 tokens/char")
+    print(f"{'profile':<14} {'horizon':>8} {'budget':>8} {'largest':>8} {'over':>5} {'moves':>6} {'plan med':>9}  "
+          "at the last step")
+    for name, prof in PROFILES.items():
+        p = last[name]
+        ct = p.current_turn
+        assert ct is not None
+        end = (f"steps 1-{ct.packet_through} in a {ct.level} packet, " if ct.packet_through else "") + (
+            f"to {ct.digest_through} digested, " if ct.digest_through > ct.packet_through else "") + (
+            f"{ct.steps - ct.digest_through} as carried")
+        budget = p.budget.horizon - prof.output_reserve
+        print(f"{name:<14} {p.budget.horizon:>8,} {budget:>8,} {largest[name]:>8,} {over[name]:>5} {moves[name]:>6} "
+              f"{statistics.median(times[name]) * 1e3:>7.1f}ms  {end}")
 
 
 def _fold(view: SessionView, entries: list[StoredEntry]) -> None:

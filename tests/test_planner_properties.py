@@ -4,6 +4,7 @@ splits a turn, and never drops a tool result (spec "Verification": no-cut invari
 from __future__ import annotations
 
 import json
+import math
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -16,6 +17,7 @@ from context.render import api_problems
 from context.turncard import short_id
 from events.payloads import ResetWithHandoff
 from tests.test_planner import SessionBuilder
+from vak.errors import RequestTooLarge
 
 WORDS = "copper ledger flight report commit cache horizon window packet turn card token price test".split()
 
@@ -121,7 +123,16 @@ def test_tight_budgets_packet_the_oldest_turns_and_still_fit(
 
 def _check(b: SessionBuilder, prof: CapacityProfile, system: str, tail: str, directive: str) -> None:
     pre, tail_n = prefix_tokens(prof, system), text_tokens(prof, tail)
-    p = b.view.plan(prof, directive, prefix_tokens=pre, tail_tokens=tail_n)
+    try:
+        p = b.view.plan(prof, directive, prefix_tokens=pre, tail_tokens=tail_n)
+    except RequestTooLarge as exc:  # nothing to send: not even the directive fits beside the prefix
+        event("refused")
+        window = prof.verified_window if prof.verified_window is not None else prof.declared_window
+        horizon = window if prof.instruction_horizon.tokens <= 0 or prof.usable_window <= 0 else min(
+            prof.instruction_horizon.tokens, window)
+        assert exc.needed == math.ceil(len(directive) * prof.tokens_per_char.value)
+        assert exc.available < exc.needed and exc.available <= horizon - pre - tail_n - prof.output_reserve
+        return
     if p.packet is not None and p.packet.needs_summary:  # the summariser writes at most its room
         words = max(1, int(p.packet.summary_tokens / prof.tokens_per_char.value) // 8)
         b.add(compaction_payload(b.view.index, p.packet.first_ordinal, p.packet.last_ordinal, "summary " * words,
