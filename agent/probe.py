@@ -23,6 +23,7 @@ for models whose template has no tool support.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import secrets
@@ -55,17 +56,20 @@ from context.messages import (
 )
 from context.probe import (
     ACK_TOOL,
+    DEFAULT_CAP,
+    DEFAULT_LEAD,
     CacheVerdict,
     LadderResult,
     LadderSearch,
     RungOutcome,
     SampleKind,
     SampleOutcome,
-    inline_calls,
     judge_cache,
     plan_rungs,
     profile_from_ladder,
+    settled,
 )
+from context.toolcalls import ends_inside_call, native_calls, parse_tool_calls
 from events.payloads import Activity, CapacityProfileRecord
 from providers.base import Provider
 from vak.errors import ContextOverflow, InvalidInput, ProviderError, ProviderRequestError
@@ -204,8 +208,23 @@ def build_request(
         partial = _fit_turn(index, budget, protocol, model)
         if _chars(partial, model) <= budget:  # a shorter last turn, only when even that fits
             messages.extend(partial)
+            budget -= _chars(partial, model)
         break
+    # Land on the target, not up to a turn below it: what is left goes into the last answer as
+    # more of its prose, cut to the exact number of characters.
+    if budget >= 1 and messages:
+        last = messages[-1]
+        messages[-1] = Message.assistant(last.text + _padding(index, int(budget)))
     return base.model_copy(update={"messages": (*messages, ending)})
+
+
+def _padding(index: int, chars: int) -> str:
+    """``chars`` characters of answer-like prose (deterministic per turn)."""
+    rng = random.Random(f"vak-probe-pad-{index}")
+    text = ""
+    while len(text) < chars:
+        text += " " + _sentence(rng)
+    return text[:chars]
 
 
 def _chars(messages: Sequence[Message], model: str) -> int:
@@ -228,7 +247,9 @@ def _fit_turn(index: int, budget: float, protocol: Protocol, model: str) -> list
 
 @dataclass(frozen=True)
 class ProbeSettings:
-    samples: int = 3  # instruction samples per rung; the verdict is their majority
+    samples: int = DEFAULT_CAP  # at most this many instruction samples per rung; the verdict is their majority
+    lead: int = DEFAULT_LEAD  # stop sampling a rung once one answer leads by this many
+    second_look: bool = True  # sample both ends of the final bracket again (docs/CAPACITY.md "Noise")
     controls: int = 1  # negative-control samples per rung (same history, "do not call a tool")
     max_tokens: int = 32
     temperature: float | None = None  # the provider's default: a sampling model, as in real turns
@@ -241,12 +262,16 @@ class ProbeSettings:
     # Hosted prompt caches start at about 1024 tokens (OpenAI, Anthropic), so the cache rung's
     # prompt is that long, or a quarter of the window when that is smaller.
     cache_tokens: int = 1024
-    decide_early: bool = True  # stop a rung's sampling once its majority cannot change
+    decide_early: bool = True  # stop a rung's sampling by the ``lead`` rule; False: always ``samples``
+    # A completion cut by max_tokens inside a call is continued (the reply so far sent back as the
+    # start of the assistant turn) at most this many times.
+    max_extensions: int = 2
+    progress_every_s: float = 10.0  # a "waiting" progress event this often while a request runs
 
     def __post_init__(self) -> None:
-        if self.samples < 1 or self.controls < 0 or self.max_tokens < 1:
+        if self.samples < 1 or self.controls < 0 or self.max_tokens < 1 or self.lead < 1:
             raise InvalidInput(
-                f"probe settings need samples >= 1, controls >= 0 and max_tokens >= 1 (got {self})"
+                f"probe settings need samples >= 1, lead >= 1, controls >= 0 and max_tokens >= 1 (got {self})"
             )
 
 
@@ -334,6 +359,11 @@ class ProbeRunner:
         self.requests = 0
         # (chars sent, prompt tokens billed) of every answered request: the sizing fit's data.
         self.observations: list[tuple[int, int]] = []
+        # Requested size -> the size to ask the history builder for, corrected by billed counts.
+        self.aim: dict[int, int] = {}
+        self.tolerance = 4  # billed tokens a rung may land from its target (set from the step in run())
+        self.decode_tps: Ewma | None = None
+        self.last_billed = 0  # the previous request's prompt: most of it is in the server's prefix cache
 
     async def run(self) -> ProbeReport:
         started = self.clock()
@@ -347,12 +377,15 @@ class ProbeRunner:
         floor = await self._measure_floor()
         rungs = plan_rungs(window, floor=floor, first=self.settings.first_rung)
         search = LadderSearch(rungs, floor=floor, resolution=self.settings.resolution or 0,
-                              max_sizes=self.settings.max_sizes)
+                              max_sizes=self.settings.max_sizes, second_look=self.settings.second_look)
+        self.tolerance = max(4, search.resolution // 8)
         self.on_progress({"stage": "plan", "rungs": list(rungs), "floor": floor, "resolution": search.resolution})
         while (target := search.next_target()) is not None:
             outcome = await self.rung(target)
             search.record(outcome)
-            self.on_progress({"stage": "rung", "outcome": outcome.as_dict(), "lo": search.lo, "hi": search.hi})
+            pooled = search.verdicts[target]
+            self.on_progress({"stage": "rung", "outcome": outcome.as_dict(), "pooled": pooled.as_dict(),
+                              "look": search.looks[target], "lo": search.lo, "hi": search.hi})
         ladder = search.result()
         now = self.clock()
         profile = profile_from_ladder(
@@ -378,10 +411,12 @@ class ProbeRunner:
                 return max(0.0, mean_t - slope * mean_c), slope
         return 0.0, self.tpc.value
 
-    def _request(self, target: int, kind: SampleKind, *, salt: str = "", max_tokens: int | None = None) -> ChatRequest:
+    def _request(self, target: int, kind: SampleKind, *, salt: str = "", max_tokens: int | None = None,
+                 aim: int | None = None) -> ChatRequest:
         overhead, slope = self.sizing()
         return build_request(
-            max(0, round(target - overhead)), slope, kind=kind, nonce=_nonce(target, self.salt),
+            max(0, round((aim if aim is not None else target) - overhead)), slope, kind=kind,
+            nonce=_nonce(target, self.salt),
             model=self.key.model, protocol=self.settings.protocol,
             max_tokens=max_tokens or self.settings.max_tokens, temperature=self.settings.temperature,
             salt=salt or self.salt,
@@ -405,55 +440,158 @@ class ProbeRunner:
         return sample.prompt_tokens
 
     async def rung(self, target: int) -> RungOutcome:
-        """Run one rung at ``target`` prompt tokens: the instruction samples, then the controls.
+        """Run one rung at ``target`` billed prompt tokens: size it, then the instruction samples,
+        then the controls.
 
-        With ``decide_early`` a kind stops sampling once its majority is settled (two of three
-        agree): the verdict is the one all samples would give, for one decode fewer.
+        Sizing: the instruction prompt is sent once with max_tokens=1 and its billed size compared
+        with the target; when it is off by more than ``tolerance`` the history is rebuilt aiming
+        that much further (a Newton step on the provider's own count) and sent again, at most three
+        times. The samples then send those exact bytes, so a prefix cache serves them.
+
+        Sampling (``settled``): a kind stops once one answer leads by ``lead`` or ``samples`` are in.
         """
         samples: list[SampleOutcome] = []
+        started = time.perf_counter()
+        instruction, billed = await self._sized(target, started)
+        if instruction is None:  # the sizing request was rejected as over-length
+            assert billed is not None
+            return RungOutcome(target, (billed,))
+        requests = {"instruction": instruction, "control": self._request(target, "control",
+                                                                       aim=self.aim.get(target))}
         plan: tuple[tuple[SampleKind, int], ...] = (
             ("instruction", self.settings.samples), ("control", self.settings.controls))
-        # Built once per rung, so every sample of a kind sends identical bytes (and hits the cache).
-        requests = {kind: self._request(target, kind) for kind, _count in plan}
         for kind, count in plan:
             yes = no = 0
-            for _ in range(count):
-                sample = await self._sample(requests[kind], kind, target)
+            for index in range(count):
+                sample = await self._sample(requests[kind], kind, target, started=started,
+                                            label=f"{kind} {index + 1}/{count}")
                 samples.append(sample)
-                if sample.overflow:
-                    return RungOutcome(target, tuple(samples))  # the same prompt would be rejected again
                 hit = sample.followed if kind == "instruction" else not sample.abstained
                 yes, no = yes + hit, no + (not hit)
-                if self.settings.decide_early and 2 * max(yes, no) > count:
+                self.on_progress({"stage": "sample", "target": target, "kind": kind, "index": index + 1,
+                                  "of": count, "hit": hit, "elapsed_s": round(time.perf_counter() - started, 1)})
+                if sample.overflow:
+                    return RungOutcome(target, tuple(samples))  # the same prompt would be rejected again
+                lead = self.settings.lead if kind == "instruction" else 2
+                if self.settings.decide_early and settled(yes, no, cap=count, lead=lead):
                     break
         return RungOutcome(target, tuple(samples))
 
-    async def _sample(self, request: ChatRequest, kind: SampleKind, target: int) -> SampleOutcome:
-        self.requests += 1
-        start = time.perf_counter()
+    async def _sized(self, target: int, started: float) -> tuple[ChatRequest | None, SampleOutcome | None]:
+        """The instruction request for ``target``, built to land within ``tolerance`` billed tokens."""
+        aim = self.aim.get(target, target)
+        request = self._request(target, "instruction", aim=aim)
+        shot: SampleOutcome | None = None
+        for attempt in range(3):
+            request = self._request(target, "instruction", aim=aim)
+            shot = await self._sample(request.model_copy(update={"max_tokens": 1}), "instruction", target,
+                                      started=started, label=f"sizing {attempt + 1}", judge=False)
+            if shot.prompt_tokens is None:
+                if shot.overflow:
+                    return None, shot
+                break  # an error: sample anyway, the samples will say what happens
+            self.on_progress({"stage": "sizing", "target": target, "billed": shot.prompt_tokens,
+                              "attempt": attempt + 1, "elapsed_s": round(time.perf_counter() - started, 1)})
+            miss = target - shot.prompt_tokens
+            self.aim[target] = aim
+            if abs(miss) <= self.tolerance:
+                break
+            aim += miss
+        return request, shot
+
+    def _estimate_s(self, request: ChatRequest, judge: bool) -> float | None:
+        """Seconds this request should take: its uncached prompt at the measured prefill rate, plus
+        decoding ``max_tokens`` at the measured decode rate."""
+        if self.prefill is None:
+            return None
+        overhead, slope = self.sizing()
+        tokens = overhead + slope * request_chars(request)
+        fresh = max(float(MIN_PREFILL_SAMPLE_TOKENS), tokens - 0.95 * min(tokens, self.last_billed))
+        decode = request.max_tokens / self.decode_tps.value if self.decode_tps and judge else 0.0
+        return fresh / self.prefill.value + decode
+
+    async def _complete(self, request: ChatRequest, target: int, label: str, started: float,
+                        judge: bool) -> ChatResult:
+        """``provider.complete``, with a "waiting" progress event every ``progress_every_s``."""
+        task = asyncio.ensure_future(self.provider.complete(request))
+        estimate = self._estimate_s(request, judge)
+        begun = time.perf_counter()
         try:
-            result = await self.provider.complete(request)
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=self.settings.progress_every_s)
+                if done:
+                    return task.result()
+                self.on_progress({"stage": "waiting", "target": target, "what": label,
+                                  "request_s": round(time.perf_counter() - begun, 1),
+                                  "elapsed_s": round(time.perf_counter() - started, 1),
+                                  "estimate_s": None if estimate is None else round(estimate, 1)})
+        finally:
+            if not task.done():
+                task.cancel()
+
+    async def _sample(self, request: ChatRequest, kind: SampleKind, target: int, *, started: float | None = None,
+                      label: str = "", judge: bool = True) -> SampleOutcome:
+        """One request and what it called. A completion cut by max_tokens inside a call is continued."""
+        self.requests += 1
+        begun = time.perf_counter()
+        nonce = _nonce(target, self.salt) if kind == "instruction" else ""
+        try:
+            result = await self._complete(request, target, label or kind, started or begun, judge)
         except ContextOverflow as exc:
-            return SampleOutcome(kind, target, None, overflow=True, limit_tokens=exc.limit_tokens,
-                                 latency_ms=(time.perf_counter() - start) * 1000.0, error=str(exc)[:300])
+            return SampleOutcome(kind, target, None, overflow=True, limit_tokens=exc.limit_tokens, nonce=nonce,
+                                 latency_ms=(time.perf_counter() - begun) * 1000.0, error=str(exc)[:300])
         except ProviderRequestError:
             raise  # a malformed request or a wrong model: every rung would fail the same way
         except ProviderError as exc:  # retryable errors that outlived their retries
-            return SampleOutcome(kind, target, None, error=str(exc)[:300],
-                                 latency_ms=(time.perf_counter() - start) * 1000.0)
+            return SampleOutcome(kind, target, None, error=str(exc)[:300], nonce=nonce,
+                                 latency_ms=(time.perf_counter() - begun) * 1000.0)
         self._learn(request, result)
+        first = result  # the prompt's own figures; a continuation's prompt also holds the reply so far
+        text, output_tokens, extended = result.text, result.usage.output_tokens, 0
+        offered = [t.name for t in (*_TOOLS, ACK_SPEC)]
+        calls = parse_tool_calls(text, offered)
+        while (judge and result.stop_reason in ("length", "max_tokens") and ends_inside_call(calls)
+               and extended < self.settings.max_extensions):
+            extended += 1
+            more = await self._continue(request, text, target, label, started or begun)
+            if more is None:
+                break
+            # llama.cpp returns the prefilled start with the continuation; others only the new text.
+            text = more.text if more.text.startswith(text) else text + more.text
+            output_tokens += more.usage.output_tokens
+            calls = parse_tool_calls(text, offered)
+            result = more
+        native = native_calls((c.name, c.arguments) for c in first.tool_calls)
+        if extended:
+            native += native_calls((c.name, c.arguments) for c in result.tool_calls)
         return SampleOutcome(
-            kind, target, result.usage.prompt_tokens,
-            native_calls=tuple(c.name for c in result.tool_calls),
-            inline_calls=inline_calls(result.text),
-            text=result.text, latency_ms=result.latency_ms, cached_tokens=result.usage.cache_read_tokens,
-            output_tokens=result.usage.output_tokens, prefill_ms=_timing(result, "prompt_ms"),
-            decode_ms=_timing(result, "predicted_ms"),
+            kind, target, first.usage.prompt_tokens, calls=native + calls, nonce=nonce,
+            text=text, latency_ms=(time.perf_counter() - begun) * 1000.0,
+            cached_tokens=first.usage.cache_read_tokens, output_tokens=output_tokens,
+            prefill_ms=_timing(first, "prompt_ms"), decode_ms=_timing(first, "predicted_ms"), extended=extended,
         )
+
+    async def _continue(self, request: ChatRequest, text: str, target: int, label: str,
+                        started: float) -> ChatResult | None:
+        """Ask for more of a reply cut inside a call: the reply so far is sent as the assistant's turn."""
+        more = request.model_copy(update={"messages": (*request.messages, Message.assistant(text)),
+                                          "max_tokens": 2 * self.settings.max_tokens})
+        self.requests += 1
+        try:
+            return await self._complete(more, target, f"{label} (continued)", started, True)
+        except ProviderRequestError:
+            raise
+        except ProviderError:
+            return None
 
     def _learn(self, request: ChatRequest, result: ChatResult) -> None:
         prompt = result.usage.prompt_tokens
         chars = request_chars(request)
+        self.last_billed = max(prompt, 0)
+        decoded, decode_ms = result.usage.output_tokens, _timing(result, "predicted_ms")
+        if decoded >= 4 and decode_ms:
+            rate = decoded / (decode_ms / 1000.0)
+            self.decode_tps = self.decode_tps.update(rate) if self.decode_tps else Ewma(rate, 1)
         if prompt > 0 and chars > 0:
             self.tpc = self.tpc.update(prompt / chars)
             self.observations.append((chars, prompt))
@@ -523,8 +661,14 @@ async def probe_local(
     settings: ProbeSettings | None = None,
     on_progress: Progress | None = None,
     base_url: str | None = None,
+    api_key: str | None = None,
 ) -> ProbeReport:
-    """Probe a bundled local model. Starts (and stops) its server unless ``base_url`` points at one."""
+    """Probe a bundled local model. Starts (and stops) its server unless ``base_url`` points at one.
+
+    The server at ``base_url`` is asked with ``api_key``, else ``$OPENAI_COMPAT_API_KEY``; a server
+    started here is asked with its own per-run key."""
+    import os
+
     from providers.localserver import LocalModelServer
     from providers.openai_compat import OpenAICompatProvider
 
@@ -534,15 +678,15 @@ async def probe_local(
     )
     key = ProfileKey("local", model, LOCAL_QUANTISATION.get(model, ""))
 
-    async def run(url: str) -> ProbeReport:
+    async def run(url: str, url_key: str | None) -> ProbeReport:
         async with httpx.AsyncClient(trust_env=False, timeout=600.0) as client:
-            provider = OpenAICompatProvider(client, base_url=url, timeout_s=600.0)
+            provider = OpenAICompatProvider(client, base_url=url, api_key=url_key, timeout_s=600.0)
             return await ProbeRunner(provider, key, settings=chosen, on_progress=on_progress).run()
 
     if base_url is not None:
-        return await run(base_url)
+        return await run(base_url, api_key or os.environ.get("OPENAI_COMPAT_API_KEY"))
     with LocalModelServer(model, n_ctx=n_ctx) as server:
-        return await run(server.base_url)
+        return await run(server.base_url, server.api_key)
 
 
 def measure_local_profile(
@@ -552,6 +696,7 @@ def measure_local_profile(
     settings: ProbeSettings | None = None,
     on_progress: Progress | None = None,
     base_url: str | None = None,
+    api_key: str | None = None,
 ) -> CapacityProfile:
     """A quick ladder on a bundled local model (a few minutes on 2 cores); returns its profile.
 
@@ -561,5 +706,5 @@ def measure_local_profile(
     import asyncio
 
     report = asyncio.run(probe_local(model, n_ctx=n_ctx, settings=settings, on_progress=on_progress,
-                                     base_url=base_url))
+                                     base_url=base_url, api_key=api_key))
     return report.profile

@@ -18,8 +18,6 @@ rung and, once seen, makes the largest accepted prompt the ``verified_window``.
 
 from __future__ import annotations
 
-import json
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,6 +35,7 @@ from context.capacity import (
     metadata_profile,
 )
 from context.messages import ModelContext
+from context.toolcalls import ParsedCall
 from vak.errors import InvalidInput
 
 ACK_TOOL = "probe_ack"
@@ -44,16 +43,14 @@ FIRST_RUNG = 4096
 GROWTH = 2.0
 TOP_FRACTION = 0.9
 CACHE_SPEEDUP = 5.0  # a repeat this much faster than the first call means a prefix cache
+# Sampling a bisection rung (chosen from the noise figures in docs/CAPACITY.md): up to DEFAULT_CAP
+# instruction samples, stopping once one answer leads by DEFAULT_LEAD.
+DEFAULT_CAP = 5
+DEFAULT_LEAD = 2
 
 SampleKind = Literal["instruction", "control"]
 Channel = Literal["native", "inline_fence"]
 
-# ```tool_call {json}```, <tool_call>{json}</tool_call>, and an unclosed <tool_call>{json} at the end.
-_FENCES = (
-    re.compile(r"```\s*tool_call\s*\n?(.*?)```", re.DOTALL),
-    re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL),
-)
-_NAME = re.compile(r'"name"\s*:\s*"([^"]+)"')
 
 
 def plan_rungs(
@@ -99,21 +96,18 @@ def default_resolution(rungs: Sequence[int]) -> int:
 # ---------------------------------------------------------------------- samples and rungs
 
 
-def inline_calls(text: str) -> tuple[str, ...]:
-    """Tool names a model wrote as inline fences in its text (the fallback protocol)."""
-    names: list[str] = []
-    for pattern in _FENCES:
-        for body in pattern.findall(text):
-            body = body.strip()
-            try:
-                value = json.loads(body)
-                name = value.get("name") if isinstance(value, dict) else None
-            except json.JSONDecodeError:
-                match = _NAME.search(body)  # a call cut short by max_tokens still names its tool
-                name = match.group(1) if match else None
-            if isinstance(name, str) and name:
-                names.append(name)
-    return tuple(names)
+def settled(yes: int, no: int, *, cap: int, lead: int) -> bool:
+    """The sampling rule of a rung: stop once one answer leads by ``lead`` or ``cap`` samples are in.
+
+    ``lead=2, cap=3`` is majority of three stopping when two agree; the default (``DEFAULT_LEAD``,
+    ``DEFAULT_CAP``) keeps sampling a split rung: see docs/CAPACITY.md "Noise" for the figures.
+    """
+    return abs(yes - no) >= lead or yes + no >= cap
+
+
+def majority(yes: int, total: int) -> bool:
+    """A strict majority; a tie is not a pass."""
+    return total > 0 and 2 * yes > total
 
 
 @dataclass(frozen=True)
@@ -123,8 +117,8 @@ class SampleOutcome:
     kind: SampleKind
     target: int  # the prompt size the search asked for
     prompt_tokens: int | None  # what the provider billed (None when it rejected the request)
-    native_calls: tuple[str, ...] = ()
-    inline_calls: tuple[str, ...] = ()
+    calls: tuple[ParsedCall, ...] = ()  # every call, native or in the text (context.toolcalls)
+    nonce: str = ""  # the ack value the instruction asked for
     text: str = ""
     latency_ms: float = 0.0
     cached_tokens: int = 0
@@ -135,23 +129,38 @@ class SampleOutcome:
     overflow: bool = False
     limit_tokens: int | None = None
     error: str | None = None
+    extended: int = 0  # continuations asked for because max_tokens cut the completion inside a call
+
+    @property
+    def native_calls(self) -> tuple[str, ...]:
+        return tuple(c.name or "?" for c in self.calls if c.wrapping == "native")
+
+    @property
+    def inline_calls(self) -> tuple[str, ...]:
+        return tuple(c.name or "?" for c in self.calls if c.wrapping != "native")
 
     @property
     def called(self) -> tuple[str, ...]:
-        return self.native_calls + self.inline_calls
+        return tuple(c.name or "?" for c in self.calls)
+
+    def _ack(self) -> ParsedCall | None:
+        for call in self.calls:
+            if call.name == ACK_TOOL and self.nonce and call.has_argument_value(self.nonce):
+                return call
+        return None
 
     @property
     def followed(self) -> bool:
-        """Only an instruction sample can follow: it asked for probe_ack, and probe_ack was called."""
-        return self.kind == "instruction" and ACK_TOOL in self.called
+        """Only an instruction sample can follow: it asked for probe_ack with a nonce, and a complete
+        probe_ack call carried that nonce inside its arguments, however it was wrapped."""
+        return self.kind == "instruction" and self._ack() is not None
 
     @property
     def channel(self) -> Channel | None:
-        if ACK_TOOL in self.native_calls:
-            return "native"
-        if ACK_TOOL in self.inline_calls:
-            return "inline_fence"
-        return None
+        ack = self._ack()
+        if ack is None:
+            return None
+        return "native" if ack.wrapping == "native" else "inline_fence"
 
     @property
     def abstained(self) -> bool:
@@ -165,6 +174,10 @@ class SampleOutcome:
             "prompt_tokens": self.prompt_tokens,
             "native_calls": list(self.native_calls),
             "inline_calls": list(self.inline_calls),
+            "calls": [{"name": c.name, "arguments": c.arguments, "wrapping": c.wrapping, "complete": c.complete}
+                      for c in self.calls],
+            "nonce": self.nonce,
+            "extended": self.extended,
             "followed": self.followed,
             "abstained": self.abstained,
             "text": self.text,
@@ -216,10 +229,9 @@ class RungOutcome:
 
     @property
     def passed(self) -> bool:
-        asked, controls = len(self.instructions), len(self.controls)
-        majority_followed = asked > 0 and 2 * self.followed > asked
+        controls = len(self.controls)
         controls_ok = 2 * self.control_calls < controls if controls else True
-        return majority_followed and controls_ok and not self.overflow
+        return majority(self.followed, len(self.instructions)) and controls_ok and not self.overflow
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -240,18 +252,26 @@ class RungOutcome:
 
 @dataclass
 class LadderSearch:
-    """Climb the rungs, then bisect between the last pass and the first fail (see module doc)."""
+    """Climb the rungs, then bisect between the last pass and the first fail (see module doc).
+
+    The bracket is in BILLED tokens (what the provider counted), not in requested sizes: ``lo`` is
+    the billed size of the largest passing prompt, ``hi`` the billed size of the smallest failing
+    one (or the provider's over-length limit). Bisection asks for the midpoint of the billed
+    bracket and stops when it is one ``resolution`` wide. With ``second_look`` the search then
+    samples both ends of the bracket once more (the same prompts, so a prefix cache serves them):
+    the samples are pooled with the first look's, and an end whose pooled verdict flips reopens
+    the bracket. A size is looked at no more than ``1 + second_look`` times.
+    """
 
     rungs: tuple[int, ...]
     floor: int = 0
     resolution: int = 0
-    max_sizes: int | None = None  # a budget on distinct sizes tried (live tests on slow CPUs)
+    max_sizes: int | None = None  # a budget on rungs run, second looks included (live tests on slow CPUs)
+    second_look: bool = True
     outcomes: list[RungOutcome] = field(default_factory=list)
-    lo: int | None = None  # the largest target that passed
-    hi: int | None = None  # the smallest target that failed
-    _climb: int = 0
-    _floor_tried: bool = False
-    _done: bool = False
+    verdicts: dict[int, RungOutcome] = field(default_factory=dict)  # target -> all its samples pooled
+    looks: Counter[int] = field(default_factory=Counter)
+    _stalled: bool = False
 
     def __post_init__(self) -> None:
         if not self.rungs:
@@ -260,35 +280,73 @@ class LadderSearch:
             raise InvalidInput(f"rungs must be strictly increasing, got {self.rungs}")
         self.resolution = self.resolution or default_resolution(self.rungs)
 
+    # -------------------------------------------------------------- the bracket, from pooled verdicts
+
+    @staticmethod
+    def billed(outcome: RungOutcome) -> int:
+        """Where a rung sits on the token axis: its billed size; for a rejection, the provider's limit."""
+        size = outcome.prompt_tokens if outcome.prompt_tokens is not None else outcome.target
+        if outcome.overflow and outcome.limit_tokens is not None:
+            size = min(size, outcome.limit_tokens)
+        return size
+
+    def _fail(self) -> RungOutcome | None:
+        fails = [o for o in self.verdicts.values() if not o.passed]
+        return min(fails, key=self.billed) if fails else None
+
+    def _pass(self) -> RungOutcome | None:
+        hi = self.hi
+        passes = [o for o in self.verdicts.values() if o.passed and (hi is None or self.billed(o) < hi)]
+        return max(passes, key=self.billed) if passes else None
+
+    @property
+    def hi(self) -> int | None:
+        """Billed size of the smallest failing prompt (None while every rung passed)."""
+        fail = self._fail()
+        return None if fail is None else self.billed(fail)
+
+    @property
+    def lo(self) -> int | None:
+        """Billed size of the largest passing prompt below ``hi`` (the horizon)."""
+        best = self._pass()
+        return None if best is None else self.billed(best)
+
+    # -------------------------------------------------------------- what to run next
+
     def next_target(self) -> int | None:
-        if self._done or (self.max_sizes is not None and len(self.outcomes) >= self.max_sizes):
+        if self._stalled or (self.max_sizes is not None and len(self.outcomes) >= self.max_sizes):
             return None
-        if self.hi is None:  # still climbing
-            return self.rungs[self._climb] if self._climb < len(self.rungs) else None
-        if self.lo is None:  # the first rung failed: try the smallest history once
-            if not self._floor_tried and 0 < self.floor < self.hi:
+        lo, hi = self.lo, self.hi
+        if hi is None:  # still climbing: the next rung above everything that passed
+            above = [r for r in self.rungs if r not in self.verdicts and (lo is None or r > lo)]
+            return above[0] if above else None
+        if lo is None:  # the first rung failed: try the smallest history once
+            if 0 < self.floor < hi and self.floor not in self.verdicts:
                 return self.floor
+            return self._relook()
+        if hi - lo > self.resolution:
+            middle = (lo + hi) // 2
+            if middle in self.verdicts:  # that request already landed outside the bracket
+                self._stalled = True
+                return None
+            return middle
+        return self._relook()
+
+    def _relook(self) -> int | None:
+        """The second look at the bracket's ends, each once (an over-length end needs none)."""
+        if not self.second_look:
             return None
-        if self.hi - self.lo <= self.resolution:
-            return None
-        return (self.lo + self.hi) // 2
+        for end in (self._pass(), self._fail()):
+            if end is not None and not end.overflow and self.looks[end.target] < 2:
+                return end.target
+        return None
 
     def record(self, outcome: RungOutcome) -> None:
         self.outcomes.append(outcome)
-        target = outcome.target
-        if target == self.floor and self.lo is None and self.hi is not None:
-            self._floor_tried = True
-        if outcome.passed:
-            self.lo = target if self.lo is None else max(self.lo, target)
-        else:
-            fail_at = target
-            if outcome.overflow and outcome.limit_tokens is not None:
-                fail_at = min(fail_at, outcome.limit_tokens)
-            self.hi = fail_at if self.hi is None else min(self.hi, fail_at)
-        if self.hi is None:
-            self._climb += 1
-        if self.lo is not None and self.hi is not None and self.lo >= self.hi:
-            self._done = True  # a noisy model passed above a failure: keep the pass, stop searching
+        self.looks[outcome.target] += 1
+        earlier = self.verdicts.get(outcome.target)
+        self.verdicts[outcome.target] = (
+            outcome if earlier is None else RungOutcome(outcome.target, earlier.samples + outcome.samples))
 
     @property
     def done(self) -> bool:
@@ -296,12 +354,12 @@ class LadderSearch:
 
     @property
     def step(self) -> int | None:
-        """The final bracket width: the horizon is known to within this many tokens."""
-        return None if self.lo is None or self.hi is None else self.hi - self.lo
+        """The final bracket width in billed tokens: the horizon is known to within this many."""
+        lo, hi = self.lo, self.hi
+        return None if lo is None or hi is None else hi - lo
 
     def result(self) -> LadderResult:
-        passing = [o for o in self.outcomes if o.passed]
-        best = max(passing, key=lambda o: o.target) if passing else None
+        best = self._pass()
         accepted = [
             s.prompt_tokens
             for o in self.outcomes
@@ -313,15 +371,18 @@ class LadderSearch:
         protocol: Protocol | None = None
         if channels:
             protocol = "native" if channels["native"] >= channels["inline_fence"] else "inline_fence"
+        lo, hi = self.lo, self.hi
         return LadderResult(
             outcomes=tuple(self.outcomes),
             horizon_target=best.target if best else None,
-            horizon_tokens=(best.prompt_tokens or best.target) if best else 0,
+            horizon_tokens=lo if lo is not None else 0,
             passed_any=best is not None,
             verified_window=max(accepted) if overflowed and accepted else None,
             overflow_limit=min((o.limit_tokens for o in self.outcomes if o.limit_tokens), default=None),
             protocol=protocol,
             step=self.step,
+            bracket=(lo, hi),
+            pooled=tuple(sorted(self.verdicts.values(), key=self.billed)),
         )
 
 
@@ -334,7 +395,9 @@ class LadderResult:
     verified_window: int | None
     overflow_limit: int | None
     protocol: Protocol | None
-    step: int | None
+    step: int | None  # hi - lo in billed tokens
+    bracket: tuple[int | None, int | None] = (None, None)  # billed (largest pass, smallest fail)
+    pooled: tuple[RungOutcome, ...] = ()  # one per size tried, every look's samples together
 
 
 # ---------------------------------------------------------------------- cache rung
@@ -382,9 +445,10 @@ def profile_from_ladder(
     base = metadata_profile(key, metadata, now=now)
     signals = list(base.provenance.signals)
     if ladder.passed_any:
+        lo, hi = ladder.bracket
         signals.append(
-            f"instruction_horizon: largest passing rung ({ladder.horizon_tokens} tokens, "
-            f"bracket {ladder.step if ladder.step is not None else 'open above'})"
+            f"instruction_horizon: largest passing prompt ({ladder.horizon_tokens} billed tokens; "
+            f"bracket {lo}..{hi if hi is not None else 'open above'} billed tokens)"
         )
     else:
         signals.append("instruction_horizon: the model followed the instruction at no rung")

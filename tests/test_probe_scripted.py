@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from typing import Any
 import httpx
 
 CONTROL_MARK = "Do not call any tool"
+NONCE = re.compile(r'ack="([^"]*)"')
 
 
 class ThresholdModel:
@@ -40,7 +42,14 @@ class ThresholdModel:
         always_calls: bool = False,
         inline: bool = False,
         delay_s: float = 0.0,
+        per_message: int = 0,
+        wrong_nonce: bool = False,
+        reply: str | None = None,
     ) -> None:
+        # ``per_message``: template tokens per message, as real chat templates add; with it the
+        # billed size is not a linear function of the characters sent. ``reply``: the text of a
+        # followed instruction (``{nonce}`` is filled in), for the wrappings a real model uses.
+        self.per_message, self.wrong_nonce, self.reply = per_message, wrong_nonce, reply
         self.delay_s = delay_s  # per chat call: makes a probe slow enough to cancel mid-flight
         self.threshold, self.n_ctx = threshold, n_ctx
         self.declared = declared if declared is not None else n_ctx
@@ -64,7 +73,7 @@ class ThresholdModel:
         for tool in body.get("tools") or []:
             f = tool["function"]
             chars += len(f["name"]) + len(f["description"]) + len(json.dumps(f["parameters"]))
-        return int(chars * self.tokens_per_char) + self.overhead
+        return int(chars * self.tokens_per_char) + self.overhead + self.per_message * len(body["messages"])
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         status, body = self.respond(request.url.path, request.content)
@@ -96,13 +105,20 @@ class ThresholdModel:
         if self.noise and self.rng.random() < self.noise:
             follows = not follows
         call = self.always_calls or (asked and follows)
+        found = NONCE.search(last)
+        nonce = found.group(1) if found else "none"
+        if self.wrong_nonce:
+            nonce = nonce[::-1] + "0"
+        args = json.dumps({"ack": nonce})
         message: dict[str, Any] = {"role": "assistant", "content": "It was about the audit log."}
         finish = "stop"
-        if call and self.inline:
-            message["content"] = '```tool_call\n{"name": "probe_ack", "arguments": {"ack": "x"}}\n```'
+        if call and self.reply is not None:
+            message["content"] = self.reply.replace("{nonce}", nonce)
+        elif call and self.inline:
+            message["content"] = f'```tool_call\n{{"name": "probe_ack", "arguments": {args}}}\n```'
         elif call:
             message = {"role": "assistant", "content": "", "tool_calls": [{"id": f"c{self.chat_calls}", "type": "function",
-                       "function": {"name": "probe_ack", "arguments": "{\"ack\": \"x\"}"}}]}
+                       "function": {"name": "probe_ack", "arguments": args}}]}
             finish = "tool_calls"
         return (200, {
             "choices": [{"index": 0, "finish_reason": finish, "message": message}],
