@@ -160,14 +160,17 @@ def test_out_under_a_file_or_holding_a_folder_named_like_the_ladder_fails_before
 
 
 @pytest.mark.skipif(not PROC, reason="needs /proc")
-def test_an_out_or_ledger_folder_that_cannot_be_created_fails_before_any_work(
+def test_an_out_or_ledger_folder_that_cannot_be_created_or_written_fails_before_any_work(
     capsys: pytest.CaptureFixture[str], work: list[str], tmp_path: Path
 ) -> None:
-    """Folders in /proc cannot be created even by root: --out and --ledger there are one-line errors."""
+    """Folders in /proc cannot be created, nor /proc/self written, even by root: --out and --ledger there are
+    one-line errors."""
     fails_in_one_line(capsys, ["probe", "local:smollm2", "--out", "/proc/vak-out"], 1, "--out", "cannot be created")
     fails_in_one_line(capsys, ["probe", "local:smollm2", "--out", str(tmp_path), "--ledger", "/proc/vak-ledger"], 1,
                       "--ledger", "cannot be created")
     fails_in_one_line(capsys, ["run", "--ledger", "/proc/vak-ledger"], 1, "--ledger", "cannot be created")
+    fails_in_one_line(capsys, ["probe", "local:smollm2", "--out", "/proc/self"], 1, "--out", "cannot be written")
+    fails_in_one_line(capsys, ["run", "--ledger", "/proc/self"], 1, "--ledger", "cannot be written")
     assert work == []
 
 
