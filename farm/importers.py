@@ -228,7 +228,9 @@ def _read_json(path: Path) -> tuple[Any, str]:
         ) from exc
     except (ValueError, RecursionError) as exc:
         what = "nested too deeply" if isinstance(exc, RecursionError) else one_line(str(exc), 120)
-        raise InvalidRecording(f"not JSON the importer can read ({what})", path=str(path)) from exc
+        raise InvalidRecording(
+            f"not JSON the importer can read ({what}); fix the file and import again", path=str(path)
+        ) from exc
     bad = first_bad_value(data)
     if bad is not None:
         raise InvalidRecording(f"{bad[1]}; {_FIX}", path=str(path), line=line_of_path(text, bad[0]))
@@ -245,7 +247,7 @@ def _looks_like_jsonl(path: Path) -> bool:
     first, _, rest = head.partition(b"\n")
     try:
         json.loads(first)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return bool(rest.strip())
 
@@ -689,7 +691,7 @@ def dry_run(
             writer.write(event)
             writer.flush()  # so an entry the ledger refuses is charged to the event that made it
         writer.finish()
-    except (InvalidInput, ValueError, TypeError, OverflowError) as exc:
+    except (InvalidInput, ValueError, TypeError, OverflowError, RecursionError) as exc:
         line = rec.line_of(rec.origin(index)) if index >= 0 else None
         record = "the record" if line is not None else f"event #{index + 1} of recording {rec.name!r}"
         raise InvalidRecording(

@@ -484,6 +484,21 @@ def test_a_write_that_fails_after_the_dry_run_names_the_session(tmp_path: Path) 
     assert "after 1 complete session(s) ('tau-task1-trial0' first)" in message and "\n" not in message
 
 
+@pytest.mark.parametrize("depth", [900, 5000])
+def test_deeply_nested_values_are_refused_with_their_line(tmp_path: Path, depth: int) -> None:
+    """Arrays nested 900 deep in a tool input (deeper than canonical JSON encodes) or 5,000 deep
+    (deeper than the JSON parser reads) are refused with the record's line, not a RecursionError."""
+    sample = SAMPLES[2]
+    doc = put(
+        sample.doc, (1, "message", "content", 0, "input", "deep"), "__raw__:" + "[" * depth + "]" * depth
+    )
+    assert_refused_cleanly(tmp_path, write(tmp_path, sample, doc), 2)
+    whole = tmp_path / "deep.json"
+    whole.write_text('{"messages": ' + "[" * depth + "]" * depth + "}")
+    # 900 deep parses (its first message is an array, line 1); 5,000 deep does not parse at all.
+    assert_refused_cleanly(tmp_path, whole, 1 if depth == 900 else None)
+
+
 def test_sessions_with_one_name_in_one_file_get_unique_names(tmp_path: Path) -> None:
     """Two tau-bench items with the same task and trial no longer collide halfway through an import."""
     sample = SAMPLES[6]
