@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from context.capacity import CapacityProfile, Ewma, request_chars
+from context.currentturn import TurnCosts, turn_costs
 from context.messages import (
     CacheHints,
     ChatRequest,
@@ -83,6 +84,7 @@ class SessionView:
         self.table = TurnTable()  # every turn's measured size, in turn order
         self._unsized: dict[str, Turn] = {}
         self._unindexed: dict[str, Turn] = {}
+        self._costs: tuple[tuple[int, str | None], TurnCosts] | None = None
 
     @classmethod
     def build(cls, entries: Iterable[StoredEntry], tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR) -> SessionView:
@@ -176,7 +178,17 @@ class SessionView:
             reading_terms=reading_terms,
             current=current,
             infos=self.turn_infos(self.index.turn(current)) if current is not None else None,
+            current_costs=self.current_costs(current) if current is not None else None,
         )
+
+    def current_costs(self, ordinal: int) -> TurnCosts:
+        """``context.currentturn.turn_costs`` of a turn, kept until the chain grows (every profile's
+        plan of one request shares it)."""
+        key = (ordinal, self.index.head)
+        if self._costs is None or self._costs[0] != key:
+            turn = self.index.turn(ordinal)
+            self._costs = (key, turn_costs(self.index, turn, self.turn_infos(turn)))
+        return self._costs[1]
 
 
 def text_tokens(profile: CapacityProfile, text: str) -> int:

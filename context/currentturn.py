@@ -60,7 +60,7 @@ def turn_costs(index: TurnIndex, turn: Turn, infos: Mapping[str, EvidenceInfo] |
         len(turn.directive.text),
         [v for v, _ in per_step],
         [d for _, d in per_step] if infos else [v for v, _ in per_step],
-        [sum(len(line) + 0 for _, line in it) for it in items],
+        [sum(len(line) for _, line in it) for it in items],
         [sum(len(short_id(e)) for e, _ in it) for it in items],
         [len(it) for it in items],
         bool(infos),

@@ -204,13 +204,15 @@ def plan(
     reading_terms: Sequence[str] = (),
     current: int | None = None,
     infos: Mapping[str, EvidenceInfo] | None = None,
+    current_costs: TurnCosts | None = None,
 ) -> Plan:
     """Plan one request. ``current`` is the ordinal of the current turn when its directive is already
     in the index (turns after it are ignored: a replay as of that turn); None means ``directive`` is
     new. ``sizes`` gives each turn's ``measure_turn`` result, by turn id or as a ``TurnTable`` (turns
     missing from a mapping are estimated from their cards); ``relevance`` maps turn ids to raw BM25
     scores, or is a ``TurnScores`` by turn position (None: computed here over the cards). ``infos``
-    digests the current turn's evidence (without them its steps go from as carried to the step packet).
+    digests the current turn's evidence (without them its steps go from as carried to the step packet);
+    ``current_costs`` is ``context.currentturn.turn_costs`` of the current turn, when the caller keeps it.
 
     Raises ``RequestTooLarge`` when even the current turn's most compact form does not fit."""
     prefix = _check_tokens("prefix_tokens", prefix_tokens)
@@ -237,7 +239,10 @@ def plan(
         if not directive.strip():
             raise InvalidInput("the directive is empty: pass the user's text, or current=N for a turn in the index")
         end = len(index.turns)
-    costs = turn_costs(index, cur, infos) if cur is not None else None
+    costs = None
+    if cur is not None:
+        costs = current_costs if current_costs is not None and current_costs.ordinal == cur.ordinal \
+            and len(current_costs.verbatim) == len(cur.steps) else turn_costs(index, cur, infos)
     directive_tokens = math.ceil(len(directive) * tpc)
     whole = verbatim_tokens(costs, tpc) if costs is not None else directive_tokens
     minimum = minimum_tokens(costs, tpc) if costs is not None else directive_tokens

@@ -17,6 +17,7 @@ import pytest
 from agent.request import SessionView, prefix_tokens, prepare, project, request_tokens
 from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
 from context.messages import ChatRequest, ToolResultPart, ToolUsePart
+from context.packets import render_step_packet, step_items, step_packet_chars
 from context.planner import Plan
 from context.render import api_problems
 from context.turncard import short_id
@@ -146,3 +147,23 @@ async def test_a_turn_that_cannot_fit_even_at_its_smallest_is_refused_with_what_
     with pytest.raises(RequestTooLarge):
         await prepare(lt.view, tiny, "", ledger=Ledger(), session="s", summarise=summarise, model="m",
                       system=SYSTEM, current=current)
+
+
+def test_the_step_packet_is_sized_exactly_and_names_every_id() -> None:
+    """``step_packet_chars`` (what the fold charges) is the rendered packet's length, at both levels and
+    for any range, and the packet names every evidence id of its steps."""
+    lt = LongTurn(steps=12, prior_turns=2)
+    for _ in lt.steps():
+        pass
+    turn = lt.view.index.turns[-1]
+    per_step = step_items(lt.view.index, turn)
+    for first, last in ((1, 1), (1, 12), (4, 9)):
+        items = [item for step in per_step[first - 1 : last] for item in step]
+        for level in ("list", "ids"):
+            text = render_step_packet(turn.ordinal, first, last, level=level, items=items)  # type: ignore[arg-type]
+            assert len(text) == step_packet_chars(
+                turn.ordinal, first, last, level=level,  # type: ignore[arg-type]
+                line_chars=sum(len(line) for _, line in items), id_chars=sum(len(short_id(e)) for e, _ in items),
+                items=len(items))
+            assert text.startswith(f'<context_summary turn="{turn.ordinal}" steps="{first}-{last}">')
+            assert all(short_id(eid) in text for eid in lt.evidence[first - 1 : last])
