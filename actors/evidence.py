@@ -17,7 +17,7 @@ from typing import Any
 
 from actors.ledger_client import LedgerClient
 from agent.presentations import card_results, plan_cards
-from context.evidence import RecallError, body_text, parse_recall_args, recall_slice, window
+from context.evidence import RecallError, body_text, parse_recall_args, select, window
 from context.render import EvidenceInfo, evidence_info, record_text, render_turn
 from context.turncard import Outcome, build_card, render_card
 from context.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
@@ -189,11 +189,9 @@ class EvidenceActor:
                 if isinstance(resolved, RecallError):
                     return resolved
                 meta, blob = self._body(resolved)
-                text = body_text(blob, meta.encoding)
-                if request.range is None:
-                    return text
-                sliced = recall_slice(text, resolved, request.range)
-                return sliced
+                # exactly the lines (and characters) asked for; stored as a tool result, it is windowed
+                # under its own id when over the limit, so any recall its window shows names that id
+                return select(body_text(blob, meta.encoding), resolved, request.range, request.chars)
             if request.turn is not None:
                 turn = (
                     index.turn(request.turn) if isinstance(request.turn, int) else index.by_id(request.turn)

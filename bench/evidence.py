@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import random
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -247,14 +248,99 @@ def digest_window_benchmark(*, quick: bool, repeat: int, trajectories: bool) -> 
     print_table("A 64 MiB result", DIGEST_HEADER, rows)
 
 
+def adversarial_case(kind: str, size: int) -> dict[str, object]:
+    """Detect and digest one adversarial body once, the way ``context.render.evidence_info`` does."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from test_digest_adversarial import adversarial
+
+    case = adversarial(kind, size)
+    start = time.perf_counter()
+    shape = detect_shape(
+        case.body, tool_name=case.tool_name, is_error=case.is_error, tool_input=case.tool_input
+    )
+    text = digest(
+        case.body,
+        EID[:12],
+        tool_name=case.tool_name,
+        is_error=case.is_error,
+        tool_input=case.tool_input,
+        shape=shape,
+    )
+    seconds = time.perf_counter() - start
+    return {"shape": shape, "mb": len(case.body) / MB, "ms": seconds * 1000, "chars": len(text)}
+
+
+def adversarial_rows(*, quick: bool, limit_s: float) -> list[tuple[str, ...]]:
+    """Each adversarial body of tests/test_digest_adversarial.py, at the issue's size and a tenth of it.
+
+    Each run is a child process with a time limit (a quadratic digest would otherwise never end);
+    linear time shows as a time ratio near 10.
+    """
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from test_digest_adversarial import ADVERSARIAL
+
+    rows: list[tuple[str, ...]] = []
+    for kind, (_, full, _) in ADVERSARIAL.items():
+        size = full // 10 if quick else full
+        runs: list[dict[str, object] | None] = []
+        for n in (size // 10, size):
+            try:
+                done = subprocess.run(
+                    [sys.executable, __file__, "--adversarial-case", kind, str(n)],
+                    capture_output=True,
+                    text=True,
+                    timeout=limit_s,
+                    check=True,
+                )
+                runs.append(json.loads(done.stdout))
+            except subprocess.TimeoutExpired:
+                runs.append(None)
+        small, big = runs
+        over = f">{limit_s * 1000:,.0f}"
+        ms = over if big is None else f"{big['ms']:,.0f}"
+        ratio = (
+            "-" if big is None or small is None else f"{float(big['ms']) / max(float(small['ms']), 0.01):.1f}"
+        )  # type: ignore[arg-type]
+        seen = big or small or {}
+        rows.append(
+            (
+                kind,
+                str(seen.get("shape", "?")),
+                f"{float(seen['mb']) * (10 if big is None else 1):.1f}" if seen else "?",  # type: ignore[arg-type]
+                ms,
+                ratio,
+                "?" if big is None else f"{big['chars']:,}",
+            )
+        )
+        print(f"  {rows[-1]}", file=sys.stderr, flush=True)
+    return rows
+
+
+ADVERSARIAL_HEADER = ("body", "shape", "MB", "detect+digest ms", "time x10/x1", "digest chars")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller bodies, fewer repeats")
     parser.add_argument("--repeat", type=int, default=None, help="runs per figure (best is kept)")
     parser.add_argument("--no-trajectories", action="store_true", help="skip the recorded sessions")
+    parser.add_argument("--adversarial-only", action="store_true", help="only the adversarial bodies")
+    parser.add_argument("--limit", type=float, default=60.0, help="seconds per adversarial body")
+    parser.add_argument("--adversarial-case", nargs=2, metavar=("KIND", "SIZE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.adversarial_case:
+        print(json.dumps(adversarial_case(args.adversarial_case[0], int(args.adversarial_case[1]))))
+        return
     repeat = args.repeat or (2 if args.quick else 5)
-    digest_window_benchmark(quick=args.quick, repeat=repeat, trajectories=not args.no_trajectories)
+    if not args.adversarial_only:
+        digest_window_benchmark(quick=args.quick, repeat=repeat, trajectories=not args.no_trajectories)
+    print_table(
+        "Adversarial bodies (issue 9 item 2): detect + digest once, at the size and at a tenth of it",
+        ADVERSARIAL_HEADER,
+        adversarial_rows(quick=args.quick, limit_s=args.limit),
+    )
+    if args.adversarial_only:
+        return
     # the card-index half: write and query latency at 100, 1,000 and 10,000 turns (bench/cardindex.py)
     from bench.cardindex import card_index_benchmark
 

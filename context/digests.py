@@ -1,8 +1,12 @@
 """Shape detection and the per-shape digests behind ``context.evidence.digest`` (spec §3).
 
 Pure. A digest is chosen by the result's shape, never by its size: what a shape shows is fixed
-(keys, titles, headings, exit codes), and every line it quotes follows the window's line rule
-(whole up to 2,000 characters, else its start and how many characters it continues for).
+(keys, titles, headings, exit codes). What fits of it is bounded: every digest is at most
+``DIGEST_CHARS`` characters, tag included. Each shape quotes lines at the widest of
+``DIGEST_LINE_WIDTHS`` that fits (a clipped line says how many characters it continues for), then
+shows fewer keys, results or edge lines with a line that says how many it left out. Each reads only
+what it shows, plus linear counts: no digest takes more than linear time, and no regex here can
+backtrack quadratically (markdown links stop at the next ``[``, JSON strings are scanned possessively).
 Callers use ``context.evidence``; this module is its workshop.
 """
 
@@ -10,10 +14,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from context.evidence import BINARY_HEADER, LINE_CHARS, Shape, clip_line, line_count, omission_line
+from context.evidence import BINARY_HEADER, DIGEST_CHARS, LINE_CHARS, Shape, line_count, omission_line
 
 EDGE_LINES = 10  # command output: the first and last 10 lines (spec §3)
 PARAGRAPH_LINES = 10  # text: a first paragraph longer than this shows its first 10 lines
@@ -59,14 +64,15 @@ _EXIT_AT_END = (
 )
 _ERROR_START = re.compile(r"\A\s*(?:error|exception|fatal)\s*:", re.IGNORECASE)
 _LINKS_BLOCK = re.compile(r"(?m)^Links:[ \t]*(?=\[)")
-_MD_LINK = re.compile(r"\[([^\]\n]{1,500})\]\((https?://[^\s)]+)\)")
+# neither part runs past the next "[", so a run of unclosed links is scanned once, not once per "["
+_MD_LINK = re.compile(r"\[([^\[\]\n]{1,500})\]\((https?://[^\s)\[\]]+)\)")
 _TITLE_URL = re.compile(r"(?im)^[ \t]*title:[ \t]*(\S[^\n]*)\r?\n[ \t]*(?:url|link|source):[ \t]*(\S+)")
 _QUERY_HEADER = re.compile(r'\A\s*Web search results for query: "([^\n]*)"')
 _NUMBERED = re.compile(r"^ *\d+(?:→|\t)")  # cat -n and Claude Code Read prefixes
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+\S")
 _FENCE = re.compile(r"^ {0,3}(?:```|~~~)")
 _DEFINITION = re.compile(
-    r"^(?:export |pub(?:\([^)]*\))? |async |public |private |static )*"
+    r"^(?:export |pub(?:\([^)\n]*\))? |async |public |private |static )*"
     r"(?:def|class|function|fn|func|defmodule|module|interface|struct|enum|trait|impl|type|object)\b"
 )
 _DOC_EXTENSIONS = frozenset({"", "md", "markdown", "mdx", "rst", "txt", "text", "adoc", "org"})
@@ -133,18 +139,26 @@ def classify(
     return "text", seen
 
 
+@dataclass(frozen=True)
 class _DeepJson:
-    """Marks JSON nested deeper than Python's parser goes; digested from a flat scan instead."""
+    """JSON nested deeper than Python's parser goes: its top-level members from a flat scan."""
+
+    kind: str  # "object" or "array"
+    members: list[tuple[str | None, str]]
+
+
+_JSON_START = re.compile(r"\s*[\[{]")
 
 
 def _parse_json(body: str) -> Any:
-    """A JSON object or array, ``_DeepJson`` for one too deep to parse, else None."""
-    if not re.match(r"\s*[\[{]", body) or body.rstrip()[-1:] not in ("]", "}"):
+    """A JSON object or array, ``_DeepJson`` for one too deep to parse, else None. Parses once."""
+    if not _JSON_START.match(body) or body.rstrip()[-1:] not in ("]", "}"):
         return None
     try:
         value = json.loads(body)
     except RecursionError:
-        return _DeepJson() if _scan_members(body) is not None else None
+        scanned = _scan_members(body)
+        return None if scanned is None else _DeepJson(*scanned)
     except ValueError:
         return None
     return value if isinstance(value, dict | list) else None
@@ -199,125 +213,295 @@ def _text_results(body: str) -> list[tuple[str, str]]:
 
 # ------------------------------------------------------------------ rendering
 
+# A quoted line's width in a digest: the widest that lets the whole digest fit is used, tried in turn.
+DIGEST_LINE_WIDTHS = (500, 200, 80)
+EDGE_STEPS = (EDGE_LINES, 6, 3, 1)  # command and error output: fewer edge lines when 10 do not fit
+HEADINGS_SHOWN = 20  # text: the first 20 headings, then how many more, so the paragraph has room
+
 
 def render(
-    shape: Shape, body: str, evidence_id: str, *, tool_input: dict[str, Any], seen: Analysis | None = None
+    shape: Shape,
+    body: str,
+    evidence_id: str,
+    *,
+    tool_input: dict[str, Any],
+    seen: Analysis | None = None,
+    budget: int = DIGEST_CHARS,
 ) -> str:
-    """The digest's content for a shape, before the evidence tag."""
+    """The digest's content for a shape, before the evidence tag: at most ``budget`` characters.
+
+    Each shape reads only what it shows (first keys, first results, edge lines) plus linear counts,
+    so the time is linear in the body and the output is bounded by construction.
+    """
     seen = seen or Analysis()
     if not seen.parsed and shape in ("json", "search"):
         seen.json, seen.parsed = _parse_json(body), True
     if shape == "error":
-        return body if body else "error (the tool returned an empty error message)"
-    if shape == "binary":
-        return _binary(body)
-    if shape == "command":
-        return _command(body, evidence_id)
-    if shape == "json":
-        return _json(body, seen.json, tool_input)
-    if shape == "search":
-        return _search(body, seen, tool_input)
-    return _text(body, tool_input)
+        text = _error(body, evidence_id, budget)
+    elif shape == "binary":
+        text = _binary(body, budget)
+    elif shape == "command":
+        text = _command(body, evidence_id, budget)
+    elif shape == "json":
+        text = _json(body, seen.json, tool_input, budget)
+    elif shape == "search":
+        text = _search(body, seen, tool_input, budget)
+    else:
+        text = _text(body, tool_input, budget)
+    return capped(text, budget)
 
 
-def _clip(text: str) -> str:
-    return clip_line(text, None, line_limit=LINE_CHARS).rstrip("\n")
+def capped(content: str, budget: int) -> str:
+    """``content`` when it fits in ``budget`` characters, else its first whole lines and a note.
+
+    Every digest passes through here (``context.evidence.digest``), so no shape can exceed the cap
+    even if its own bound were wrong.
+    """
+    if len(content) <= budget:
+        return content
+    note = f"[… the rest of this digest is left out: digests stay under {DIGEST_CHARS} chars …]"
+    room = max(budget - len(note) - 1, 0)
+    cut = content.rfind("\n", 0, room + 1)
+    head = content[:cut] if cut > 0 else _clip(content[: max(room - 40, 0)], max(room - 40, 0))
+    return (head + "\n" + note if head else note)[:budget]
 
 
-def _binary(body: str) -> str:
-    if body.startswith(BINARY_HEADER):
-        first_nl = body.find("\n")
-        header = body[: first_nl if first_nl >= 0 else len(body)]
-        lines = line_count(body) - 1
-        first_row = body[first_nl + 1 :].split("\n", 1)[0] if first_nl >= 0 else ""
-        described = header.strip("[]").split("; hex dump", 1)[0]
-        return f"{described}; {lines} hex-dump lines of 16 bytes\nfirst row: {first_row}"
-    return f"binary-looking text: {len(body)} chars, {line_count(body)} lines, contains NUL characters"
+def _clip(text: str, width: int, full: int | None = None) -> str:
+    """One quoted line: whole up to ``width`` characters, else its start and how much more there is.
+
+    ``full`` is the line's real length when ``text`` is only its start."""
+    size = len(text) if full is None else full
+    if size <= width:
+        return text
+    return f"{text[:width]} … [continues for {size - width} more chars]"
 
 
-def _command(body: str, evidence_id: str) -> str:
-    code = exit_code(body)
-    total = line_count(body)
-    status = f"exit code {code}" if code is not None else "exit code not reported"
-    head = [
-        f"command output: {status}, {_plural(total, 'line')}, {len(body.encode('utf-8', 'surrogatepass'))} bytes"
-    ]
-    if total <= 2 * EDGE_LINES:
-        return "\n".join(head + [_clip(line) for line in _first_lines(body, total)])
-    first = _first_lines(body, EDGE_LINES)
-    last = _last_lines(body, EDGE_LINES)
-    from context.evidence import line_offsets
-
-    start, _ = line_offsets(body, EDGE_LINES + 1, EDGE_LINES + 1)
-    end, _ = line_offsets(body, total - EDGE_LINES + 1, total - EDGE_LINES + 1)
-    marker = omission_line(evidence_id, EDGE_LINES + 1, total - EDGE_LINES, end - start).rstrip("\n")
-    return "\n".join(head + [_clip(x) for x in first] + [marker] + [_clip(x) for x in last])
+def _line_at(body: str, start: int) -> tuple[str, int]:
+    """The line starting at ``start``: its first ``2 * LINE_CHARS`` characters (no terminator) and its
+    full length. Copies only what a digest can quote."""
+    nl = body.find("\n", start)
+    end = len(body) if nl < 0 else nl
+    if end > start and body[end - 1] == "\r":
+        end -= 1
+    return body[start : min(end, start + 2 * LINE_CHARS)], end - start
 
 
-def _first_lines(body: str, count: int) -> list[str]:
-    """The first ``count`` lines, without terminators; reads only what it needs of a long body."""
-    parts = body.split("\n", count)[:count] if count > 0 and body else []
-    return [p[:-1] if p.endswith("\r") else p for p in parts]
+def _fit(make: Callable[[int], Iterator[str]], budget: int, more: Callable[[int], str]) -> str:
+    """The lines ``make(width)`` yields, for the widest width whose lines all fit in ``budget``.
 
-
-def _last_lines(body: str, count: int) -> list[str]:
-    """The last ``count`` lines, without terminators."""
-    if count <= 0 or not body:
-        return []
-    trimmed = body[:-1] if body.endswith("\n") else body
-    parts = trimmed.rsplit("\n", count)[-count:]
-    return [p[:-1] if p.endswith("\r") else p for p in parts]
+    When none does, the narrowest width's first lines that fit, then ``more(kept)``: a line saying
+    what the other lines would have shown. ``make`` is a generator, read only as far as it fits, so
+    a body with a million keys costs what the first few dozen cost.
+    """
+    lines: list[str] = []
+    for width in DIGEST_LINE_WIDTHS:
+        lines, used, complete = [], -1, True
+        for line in make(width):
+            if used + 1 + len(line) > budget:
+                complete = False
+                break
+            lines.append(line)
+            used += 1 + len(line)
+        if complete:
+            return "\n".join(lines)
+    while lines:
+        note = more(len(lines))
+        if sum(len(x) + 1 for x in lines) + len(note) <= budget:
+            return "\n".join([*lines, note])
+        lines.pop()
+    return more(0)
 
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
+def _byte_size(body: str) -> int:
+    return len(body) if body.isascii() else len(body.encode("utf-8", "surrogatepass"))
+
+
+# ---- error, command and binary
+
+
+def _error(body: str, evidence_id: str, budget: int) -> str:
+    if not body:
+        return "error (the tool returned an empty error message)"
+    if len(body) <= budget:
+        return body  # errors are shown verbatim: they are short and the model must see them
+    total = line_count(body)
+    head = f"error: {_plural(total, 'line')}, {len(body)} chars, too long to show whole; its first and last lines:"
+    return _edges(body, evidence_id, head, budget)
+
+
+def _command(body: str, evidence_id: str, budget: int) -> str:
+    code = exit_code(body)
+    total = line_count(body)
+    status = f"exit code {code}" if code is not None else "exit code not reported"
+    head = f"command output: {status}, {_plural(total, 'line')}, {_byte_size(body)} bytes"
+    return _edges(body, evidence_id, head, budget)
+
+
+def _edges(body: str, evidence_id: str, head: str, budget: int) -> str:
+    """``head``, then the first and last ``EDGE_LINES`` lines with the exact omission line between.
+
+    Quoted lines narrow, then fewer edge lines are shown, until it fits in ``budget``; the omission
+    line always names exactly the lines left out.
+    """
+    total = line_count(body)
+    starts = _line_starts(body, EDGE_LINES + 1)  # where lines 1..11 start
+    ends = _line_ends(body, EDGE_LINES + 1)  # where the last 11 lines end, last first
+    for edges in EDGE_STEPS:
+        for width in DIGEST_LINE_WIDTHS:
+            if total <= 2 * edges:
+                lines = [head] + [_clip(x, width) for x in _lines_between(body, 0, len(body))]
+            else:
+                first = [_clip(x, width) for x in _lines_between(body, 0, starts[edges])]
+                tail_start = ends[edges]  # where line total - edges + 1 starts
+                last = [_clip(x, width) for x in _lines_between(body, tail_start, len(body))]
+                marker = omission_line(
+                    evidence_id, edges + 1, total - edges, tail_start - starts[edges]
+                ).rstrip("\n")
+                lines = [head, *first, marker, *last]
+            text = "\n".join(lines)
+            if len(text) <= budget:
+                return text
+    return head
+
+
+def _line_starts(body: str, count: int) -> list[int]:
+    """Offsets where lines 1..``count`` start (``len(body)`` past the last line)."""
+    starts, pos = [0], 0
+    while len(starts) < count:
+        nl = body.find("\n", pos)
+        pos = len(body) if nl < 0 else nl + 1
+        starts.append(pos)
+    return starts
+
+
+def _line_ends(body: str, count: int) -> list[int]:
+    """``ends[k]``: where the last ``k`` lines start (``ends[0] == len(body)``), for k < ``count``."""
+    ends = [len(body)]
+    pos = len(body) - 1 if body.endswith("\n") else len(body)  # the last line's terminator is its own
+    while len(ends) < count:
+        nl = body.rfind("\n", 0, pos)
+        ends.append(nl + 1)
+        pos = max(nl, 0)
+    return ends
+
+
+def _lines_between(body: str, start: int, end: int) -> list[str]:
+    """The lines of ``body[start:end]`` (a run of whole lines, at most ~11), without terminators."""
+    if start >= end:
+        return []
+    chunk = body[start:end]
+    parts = (chunk[:-1] if chunk.endswith("\n") else chunk).split("\n")
+    return [p[:-1] if p.endswith("\r") else p for p in parts]
+
+
+def _binary(body: str, budget: int) -> str:
+    if body.startswith(BINARY_HEADER):
+        first_nl = body.find("\n", 0, 1_000)
+        header = body[: first_nl if first_nl >= 0 else 1_000]
+        lines = line_count(body) - 1
+        row_end = body.find("\n", first_nl + 1, first_nl + 1_000) if first_nl >= 0 else -1
+        first_row = (
+            body[first_nl + 1 : row_end if row_end >= 0 else first_nl + 1_000] if first_nl >= 0 else ""
+        )
+        described = header.strip("[]").split("; hex dump", 1)[0]
+        width = DIGEST_LINE_WIDTHS[-1] * 2
+        return f"{_clip(described, width)}; {lines} hex-dump lines of 16 bytes\nfirst row: {_clip(first_row, width)}"
+    return f"binary-looking text: {len(body)} chars, {line_count(body)} lines, contains NUL characters"
+
+
 # ---- json
 
 
-def _json(body: str, value: Any, tool_input: dict[str, Any]) -> str:
+def _json(body: str, value: Any, tool_input: dict[str, Any], budget: int) -> str:
     if isinstance(value, _DeepJson):
-        return _deep_json(body) or _text(body, tool_input)
+        return _deep_json(value, budget)
     if value is None:  # the caller forced shape="json" on something that is not
-        return _text(body, tool_input)
+        return _text(body, tool_input, budget)
+    if isinstance(value, list):
+        return _fit(lambda width: _json_lines(value, width), budget, lambda kept: _FIRST_ITEM_TOO_LONG)
+    return _fit(lambda width: _json_lines(value, width), budget, _more(len(value), "keys"))
+
+
+def _more(total: int, noun: str, header_lines: int = 1) -> Callable[[int], str]:
+    """The note for a list cut short: how many of ``total`` items (after ``header_lines``) it leaves out."""
+
+    def note(kept: int) -> str:
+        left = total - max(kept - header_lines, 0)
+        return f"[… {left} more {noun}; the evidence id below recalls them all …]"
+
+    return note
+
+
+_FIRST_ITEM_TOO_LONG = "  [… the first item is too long to show here; the evidence id below recalls it …]"
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))
+
+
+def _dump(value: Any, width: int) -> str:
+    """``value`` as compact JSON, clipped to ``width``; encodes only about ``width`` characters of it."""
+    parts: list[str] = []
+    size = 0
     try:
-        return _json_value(value)
-    except RecursionError:
-        return _deep_json(body) or _text(body, tool_input)
+        for chunk in _ENCODER.iterencode(value):
+            parts.append(chunk)
+            size += len(chunk)
+            if size > width:
+                break
+    except (RecursionError, ValueError):
+        parts.append(" …")
+    text = "".join(parts)
+    if size <= width:
+        return text
+    return f"{text[:width]} … [continues]"
 
 
-def _dump(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+def _key(key: str, width: int = 80) -> str:
+    """A key as a digest names it: bare when plain, else JSON-quoted; a long one by its start and size."""
+    shown = key[:width]
+    plain = shown.isprintable() and shown.strip() == shown and shown
+    text = shown if plain else json.dumps(shown, ensure_ascii=False)
+    return text if len(key) <= width else f"{text} … [a {len(key)}-char key]"
 
 
-def _key(key: str) -> str:
-    return key if key.isprintable() and key.strip() == key and key else _dump(key)
+def _keys(keys: Iterator[str], total: int, width: int) -> str:
+    """Keys joined by ", " up to about ``width`` characters, then how many more there are."""
+    parts: list[str] = []
+    size = 0
+    for k in keys:
+        if size > width:
+            return ", ".join(parts) + f", … {total - len(parts)} more"
+        parts.append(_key(k))
+        size += len(parts[-1]) + 2
+    return ", ".join(parts)
 
 
-def _json_value(value: Any) -> str:
+def _json_lines(value: Any, width: int) -> Iterator[str]:
     if isinstance(value, list):
         if not value:
-            return "JSON array, empty"
-        return f"JSON array of {_plural(len(value), 'item')}; first item in full:\n  {_clip(_dump(value[0]))}"
-    lines = [f"JSON object, {_plural(len(value), 'key')}:"]
+            yield "JSON array, empty"
+            return
+        yield f"JSON array of {_plural(len(value), 'item')}; first item in full:"
+        yield "  " + _dump(value[0], width)
+        return
+    yield f"JSON object, {_plural(len(value), 'key')}:"
     for key, member in value.items():
+        name = _key(key)
         if isinstance(member, dict):
-            inner = ", ".join(_key(k) for k in member)
-            lines.append(
-                _clip(
-                    f"  {_key(key)}: object, {_plural(len(member), 'key')}" + (f": {inner}" if member else "")
-                )
-            )
+            inner = f": {_keys(iter(member), len(member), width)}" if member else ""
+            yield f"  {name}: object, {_plural(len(member), 'key')}{inner}"
         elif isinstance(member, list):
-            first = f"; first in full: {_dump(member[0])}" if member else ""
-            lines.append(_clip(f"  {_key(key)}: array of {len(member)}{first}"))
+            first = f"; first in full: {_dump(member[0], width)}" if member else ""
+            yield f"  {name}: array of {len(member)}{first}"
         else:
-            lines.append(_clip(f"  {_key(key)}: {_dump(member)}"))
-    return "\n".join(lines)
+            yield f"  {name}: {_dump(member, width)}"
 
 
-_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},:]', re.DOTALL)
+_JSON_TOKEN = re.compile(r'(?P<s>"(?:[^"\\]++|\\.)*+(?P<close>")?)|[\[\]{},:]', re.DOTALL)
 
 
 def _scan_members(
@@ -325,7 +509,8 @@ def _scan_members(
 ) -> tuple[str, list[tuple[str | None, str]]] | None:
     """The top-level members of a JSON container without recursion: ("object"|"array", [(key, raw)]).
 
-    None when the brackets do not balance. Keys are decoded; values stay raw text, stripped.
+    None when the brackets do not balance or a string is not closed. Keys are decoded; values stay
+    raw text, stripped. One pass over the tokens: linear in the text.
     """
     end = len(text) if end is None else end
     m0 = re.compile(r"\s*([\[{])").match(text, start, end)
@@ -338,8 +523,10 @@ def _scan_members(
     for tok in _JSON_TOKEN.finditer(text, m0.end(), end):
         t = tok.group()
         if t[0] == '"':
+            if tok.group("close") is None:
+                return None  # a string that never closes
             if depth == 1 and expecting_key:
-                key, expecting_key = json.loads(t), False
+                key, expecting_key = _decoded(t), False
         elif t in "[{":
             depth += 1
         elif t in "]}":
@@ -357,34 +544,48 @@ def _scan_members(
     return None
 
 
-def _deep_json(body: str) -> str | None:
-    top = _scan_members(body)
-    if top is None:
-        return None
-    kind, members = top
+def _decoded(token: str) -> str:
+    try:
+        value = json.loads(token)
+    except ValueError:
+        return token[1:-1]  # an escape JSON does not allow: show the key as written
+    return value if isinstance(value, str) else token[1:-1]
+
+
+def _deep_json(value: _DeepJson, budget: int) -> str:
+    kind, members = value.kind, value.members
     note = "nested deeper than the parser goes; values shown as written"
     if kind == "array":
         if not members:
             return f"JSON array, empty ({note})"
-        return f"JSON array of {_plural(len(members), 'item')} ({note}); first item in full:\n  {_clip(members[0][1])}"
-    lines = [f"JSON object, {_plural(len(members), 'key')} ({note}):"]
-    for key, raw in members:
-        inner = _scan_members(raw) if raw[:1] in ("[", "{") else None
-        if inner is not None and inner[0] == "array":
-            first = f"; first in full: {inner[1][0][1]}" if inner[1] else ""
-            lines.append(_clip(f"  {_key(key or '')}: array of {len(inner[1])}{first}"))
-        elif inner is not None:
-            names = ", ".join(_key(k or "") for k, _ in inner[1])
-            lines.append(_clip(f"  {_key(key or '')}: object, {_plural(len(inner[1]), 'key')}: {names}"))
-        else:
-            lines.append(_clip(f"  {_key(key or '')}: {raw}"))
-    return "\n".join(lines)
+
+        def array_lines(width: int) -> Iterator[str]:
+            yield f"JSON array of {_plural(len(members), 'item')} ({note}); first item in full:"
+            yield "  " + _clip(members[0][1], width)
+
+        return _fit(array_lines, budget, lambda kept: _FIRST_ITEM_TOO_LONG)
+
+    def object_lines(width: int) -> Iterator[str]:
+        yield f"JSON object, {_plural(len(members), 'key')} ({note}):"
+        for key, raw in members:
+            name = _key(key or "")
+            inner = _scan_members(raw) if raw[:1] in ("[", "{") else None
+            if inner is not None and inner[0] == "array":
+                first = f"; first in full: {_clip(inner[1][0][1], width)}" if inner[1] else ""
+                yield f"  {name}: array of {len(inner[1])}{first}"
+            elif inner is not None:
+                names = _keys((k or "" for k, _ in inner[1]), len(inner[1]), width)
+                yield f"  {name}: object, {_plural(len(inner[1]), 'key')}: {names}"
+            else:
+                yield f"  {name}: {_clip(raw, width)}"
+
+    return _fit(object_lines, budget, _more(len(members), "keys"))
 
 
 # ---- search
 
 
-def _search(body: str, seen: Analysis, tool_input: dict[str, Any]) -> str:
+def _search(body: str, seen: Analysis, tool_input: dict[str, Any], budget: int) -> str:
     parsed = seen.json
     if parsed is not None:
         pairs = _results_in(parsed)
@@ -398,18 +599,21 @@ def _search(body: str, seen: Analysis, tool_input: dict[str, Any]) -> str:
             query = parsed["query"]
         elif m := _QUERY_HEADER.match(body):
             query = m.group(1)
-    head = "search results" + (f' for "{" ".join(query.split())}"' if query is not None else "")
-    lines = [_clip(f"{head}: {_plural(len(pairs), 'result')} (titles and URLs; bodies left out)")]
-    lines += [_clip(f"{i}. {title.strip()} — {url}") for i, (title, url) in enumerate(pairs, 1)]
-    return "\n".join(lines)
+    head = "search results" + (f' for "{" ".join(query[:2_000].split())}"' if query is not None else "")
+
+    def lines(width: int) -> Iterator[str]:
+        yield _clip(f"{head}: {_plural(len(pairs), 'result')} (titles and URLs; bodies left out)", width)
+        for i, (title, url) in enumerate(pairs, 1):
+            yield _clip(f"{i}. {title[:width].strip()} — {url[: width + 1]}", width)
+
+    return _fit(lines, budget, _more(len(pairs), "results"))
 
 
 # ---- text
 
 
-def _text(body: str, tool_input: dict[str, Any]) -> str:
+def _text(body: str, tool_input: dict[str, Any], budget: int) -> str:
     total = line_count(body)
-    size = len(body.encode("utf-8", "surrogatepass"))
     if total == 0:
         return "empty result (0 lines, 0 bytes)"
     path = next(
@@ -418,49 +622,75 @@ def _text(body: str, tool_input: dict[str, Any]) -> str:
     extension = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
     is_doc = extension in _DOC_EXTENSIONS
     numbered = _NUMBERED.match(body) is not None
-    headings, paragraph, para_first, more = _outline(body, is_doc, numbered)
-    blank_free = (
-        all(line.strip() for line in _first_lines(body, total)) if total <= PARAGRAPH_LINES else False
+    headings, heading_count, paragraph, para_first, more = _outline(body, is_doc, numbered)
+    if not heading_count and total <= PARAGRAPH_LINES and len(body) <= budget:
+        if all(line.strip() for line in _lines_between(body, 0, len(body))):
+            return body  # the whole body is one short paragraph: the digest would repeat it all
+    label = "headings" if is_doc else f"definitions (.{extension[:40]} file)"
+
+    def lines(width: int) -> Iterator[str]:
+        yield f"text: {_plural(total, 'line')}, {_plural(_byte_size(body), 'byte')}"
+        yield f"{label}: {heading_count}" if heading_count else f"{label}: none"
+        yield from (_clip(h, width, n) for h, n in headings)
+        if heading_count > len(headings):
+            yield f"[… {heading_count - len(headings)} more {label.split(' ', 1)[0]} …]"
+        if paragraph:
+            last = para_first + len(paragraph) - 1
+            where = f"line {para_first}" if last == para_first else f"lines {para_first}-{last}"
+            yield f"first paragraph ({where}{'; it continues past line ' + str(last) if more else ''}):"
+            yield from (_clip(p, width, n) for p, n in paragraph)
+
+    return _fit(
+        lines,
+        budget,
+        lambda kept: "[… the rest of the outline is left out; the evidence id below recalls it …]",
     )
-    if not headings and blank_free:
-        return body  # the whole body is one short paragraph: the digest would repeat it all
-    label = "headings" if is_doc else f"definitions (.{extension} file)"
-    lines = [f"text: {_plural(total, 'line')}, {_plural(size, 'byte')}"]
-    lines.append(f"{label}: {len(headings)}" if headings else f"{label}: none")
-    lines += [_clip(h) for h in headings]
-    if paragraph:
-        last = para_first + len(paragraph) - 1
-        where = f"line {para_first}" if last == para_first else f"lines {para_first}-{last}"
-        lines.append(f"first paragraph ({where}{'; it continues past line ' + str(last) if more else ''}):")
-        lines += [_clip(p) for p in paragraph]
-    return "\n".join(lines)
 
 
-def _outline(body: str, is_doc: bool, numbered: bool) -> tuple[list[str], list[str], int, bool]:
-    """Headings (or a code file's definitions), and the first paragraph with its first line number."""
+_NON_BLANK = re.compile(r"\S")
+
+
+Quoted = list[tuple[str, int]]  # lines as (their start, their full length)
+
+
+def _outline(body: str, is_doc: bool, numbered: bool) -> tuple[Quoted, int, Quoted, int, bool]:
+    """The first ``HEADINGS_SHOWN`` headings (or a code file's definitions) and how many there are,
+    and the first paragraph (at most ``PARAGRAPH_LINES`` lines) with its first line number."""
     prefix = r"(?: *\d+(?:→|\t))?" if numbered else ""
-    headings: list[str] = []
+    headings: Quoted = []
+    count = 0
     if is_doc:
         in_fence = False
-        for m in re.finditer(rf"(?m)^{prefix}( {{0,3}}(?:```|~~~)| {{0,3}}#{{1,6}}[ \t]+\S)[^\n]*", body):
+        for m in re.finditer(rf"(?m)^{prefix}( {{0,3}}(?:```|~~~)| {{0,3}}#{{1,6}}[ \t]+\S)", body):
             if m.group(1).lstrip().startswith(("```", "~~~")):
                 in_fence = not in_fence
             elif not in_fence:
-                headings.append(m.group(0).rstrip("\r"))
+                count += 1
+                if len(headings) < HEADINGS_SHOWN:
+                    headings.append(_line_at(body, m.start()))
     else:
-        headings = [
-            m.group(0).rstrip("\r")
-            for m in re.finditer(rf"(?m)^{prefix}{_DEFINITION.pattern[1:]}[^\n]*", body)
-        ]
-    paragraph: list[str] = []
+        for m in re.finditer(rf"(?m)^{prefix}{_DEFINITION.pattern[1:]}", body):
+            count += 1
+            if len(headings) < HEADINGS_SHOWN:
+                headings.append(_line_at(body, m.start()))
+    paragraph: Quoted = []
     para_first, pos, number = 0, 0, 0
     while pos < len(body):
         nl = body.find("\n", pos)
         end = len(body) if nl < 0 else nl + 1
         number += 1
-        raw = body[pos:end].rstrip("\r\n")
-        pos = end
+        raw, full = _line_at(body, pos)
+        line_start, pos = pos, end
         text = _NUMBERED.sub("", raw, count=1) if numbered else raw
+        if not text.strip() and not paragraph and not numbered:
+            # skip a run of blank lines at once: a million newlines cost one search, not a million turns
+            found = _NON_BLANK.search(body, line_start)
+            if found is None:
+                break
+            next_start = body.rfind("\n", line_start, found.start()) + 1
+            number += body.count("\n", pos, next_start)
+            pos = max(pos, next_start)
+            continue
         boundary = not text.strip() or (
             bool(_HEADING.match(text) or _FENCE.match(text)) if is_doc else bool(_DEFINITION.match(text))
         )
@@ -469,8 +699,8 @@ def _outline(body: str, is_doc: bool, numbered: bool) -> tuple[list[str], list[s
                 break
             continue
         if len(paragraph) == PARAGRAPH_LINES:
-            return headings, paragraph, para_first, True
+            return headings, count, paragraph, para_first, True
         if not paragraph:
             para_first = number
-        paragraph.append(raw)
-    return headings, paragraph, para_first, False
+        paragraph.append((raw, full))
+    return headings, count, paragraph, para_first, False

@@ -8,12 +8,13 @@ empty last line; an empty body has no lines. Line numbers are 1-based and ranges
 
 * ``window``: a current-turn result verbatim up to ``WINDOW_CHARS``; a longer one keeps whole lines
   from its start and end, and one line naming the omitted range, its size, and the recall call.
-  Inside a window a line over ``LINE_CHARS`` shows its start and says how many characters it
-  continues for.
-* ``digest``: a closed turn's result, by shape (``detect_shape``), ending with ``evidence_tag``.
-  Every line a digest quotes follows the same 2,000-character line rule as a window.
-* ``parse_recall_args`` / ``recall_slice``: the recall tool's arguments and the slice it returns.
-  A bad argument comes back as a ``RecallError`` value (a tool error the model reads), never raised.
+  Inside a window a line over ``LINE_CHARS`` shows its start, says how many characters it continues
+  for, and names the recall call (line and character range) that returns exactly those characters.
+* ``digest``: a closed turn's result, by shape (``detect_shape``), ending with ``evidence_tag``;
+  never longer than ``DIGEST_CHARS``, whatever the body.
+* ``parse_recall_args`` / ``select`` / ``recall_slice``: the recall tool's arguments, the exact text
+  they name, and that text windowed. A bad argument comes back as a ``RecallError`` value (a tool
+  error the model reads), never raised.
 * ``body_text``: how a stored body's bytes are shown; bytes that are not UTF-8 never raise.
 """
 
@@ -29,6 +30,9 @@ from vak.errors import InvalidInput
 
 WINDOW_CHARS = 30_000
 LINE_CHARS = 2_000
+# A digest, evidence tag included, is never longer than this: about 400 tokens at 4 chars a token.
+# Each shape stays under it by construction, and ``digest`` enforces it once more for all of them.
+DIGEST_CHARS = 1_600
 
 Shape = Literal["json", "search", "text", "command", "error", "binary"]
 SHAPES: tuple[Shape, ...] = ("json", "search", "text", "command", "error", "binary")
@@ -68,14 +72,16 @@ class RecallError:
 class RecallRequest:
     """One parsed recall call: exactly one of ``id``, ``turn`` or ``presentation`` is set.
 
-    ``range`` (1-based, inclusive lines) only comes with ``id``. ``turn`` is a turn number as the
-    cards show it (1-based) or a turn's entry id.
+    ``range`` (1-based, inclusive lines) and ``chars`` (1-based, inclusive character positions within
+    the text the range selects, or within the whole body) only come with ``id``. ``turn`` is a turn
+    number as the cards show it (1-based) or a turn's entry id.
     """
 
     id: str | None
     range: tuple[int, int] | None
     turn: int | str | None
     presentation: str | None
+    chars: tuple[int, int] | None = None
 
 
 # ------------------------------------------------------------------ lines
@@ -89,11 +95,16 @@ def line_count(body: str) -> int:
     return n if body.endswith("\n") else n + 1
 
 
-def recall_call(evidence_id: str, line_range: tuple[int, int] | None = None) -> str:
-    """The exact recall call a model can copy: ``recall({"id": "<id>", "range": [a, b]})``."""
+def recall_call(
+    evidence_id: str, line_range: tuple[int, int] | None = None, chars: tuple[int, int] | None = None
+) -> str:
+    """The exact recall call a model can copy: ``recall({"id": "<id>", "range": [a, b]})``, with
+    ``"chars": [c, d]`` when it names characters within those lines."""
     args: dict[str, Any] = {"id": evidence_id}
     if line_range is not None:
         args["range"] = [line_range[0], line_range[1]]
+    if chars is not None:
+        args["chars"] = [chars[0], chars[1]]
     return f"recall({json.dumps(args, ensure_ascii=False)})"
 
 
@@ -103,15 +114,31 @@ def omission_line(evidence_id: str, first: int, last: int, chars: int) -> str:
     return f"[… {what} omitted ({chars} chars); {recall_call(evidence_id, (first, last))} returns them …]\n"
 
 
-def clip_line(line: str, number: int | None = None, *, line_limit: int = LINE_CHARS) -> str:
+def continues_note(evidence_id: str, number: int, shown: int, rest: int) -> str:
+    """What follows the first ``shown`` characters of line ``number`` when ``rest`` more are left out:
+    their count and the recall call that returns exactly them (line ``number``, characters
+    ``shown + 1`` to ``shown + rest``)."""
+    call = recall_call(evidence_id, (number, number), (shown + 1, shown + rest))
+    return f" … [line {number} continues for {rest} more chars; {call} returns them]"
+
+
+def clip_line(
+    line: str, number: int | None = None, *, line_limit: int = LINE_CHARS, evidence_id: str | None = None
+) -> str:
     """A line as a window shows it: whole up to ``line_limit`` characters, else its start and a note.
 
-    The terminator (``\\n`` or ``\\r\\n``) is kept; a clipped line always ends with one.
+    With ``evidence_id`` and ``number`` the note is ``continues_note``: it names the recall call that
+    returns exactly the characters left out. The terminator (``\\n`` or ``\\r\\n``) is kept; a
+    clipped line always ends with one.
     """
     content, term = _split_terminator(line)
     if len(content) <= line_limit:
         return line
     rest = len(content) - line_limit
+    if evidence_id is not None and number is not None:
+        return (
+            f"{content[:line_limit]}{continues_note(evidence_id, number, line_limit, rest)}{term or chr(10)}"
+        )
     where = f"line {number} " if number is not None else ""
     return f"{content[:line_limit]} … [{where}continues for {rest} more chars]{term or chr(10)}"
 
@@ -124,16 +151,17 @@ def _split_terminator(line: str) -> tuple[str, str]:
     return line, ""
 
 
-def _clipped_span(body: str, start: int, end: int, number: int, line_limit: int) -> str:
+def _clipped_span(body: str, start: int, end: int, number: int, line_limit: int, evidence_id: str) -> str:
     """``clip_line`` of ``body[start:end]`` without copying a huge line first."""
     if end - start <= line_limit + 2:
-        return clip_line(body[start:end], number, line_limit=line_limit)
+        return clip_line(body[start:end], number, line_limit=line_limit, evidence_id=evidence_id)
     term = "\r\n" if body.startswith("\r\n", end - 2) else "\n" if body[end - 1] == "\n" else ""
     content_len = end - start - len(term)
     rest = content_len - line_limit
     if rest <= 0:
         return body[start:end]
-    return f"{body[start : start + line_limit]} … [line {number} continues for {rest} more chars]{term or chr(10)}"
+    note = continues_note(evidence_id, number, line_limit, rest)
+    return f"{body[start : start + line_limit]}{note}{term or chr(10)}"
 
 
 def line_offsets(body: str, first: int, last: int) -> tuple[int, int]:
@@ -155,8 +183,9 @@ def window(body: str, evidence_id: str, *, limit: int = WINDOW_CHARS, line_limit
     """The body verbatim when it fits in ``limit`` characters, else a window of it.
 
     The window keeps whole lines from the start (up to half the budget) and from the end (the
-    rest), clips any kept line over ``line_limit``, and puts one ``omission_line`` between them.
-    ``len(window(...).text) <= limit`` always. Raises ``InvalidInput`` only for a ``limit`` too small
+    rest), clips any kept line over ``line_limit`` (its ``continues_note`` names the recall call for
+    the characters it leaves out), and puts one ``omission_line`` between them. So every character
+    left out is one shown recall call away. ``len(window(...).text) <= limit`` always. Raises ``InvalidInput`` only for a ``limit`` too small
     to hold a line from each end and the omission line.
     """
     if len(body) <= limit:
@@ -166,7 +195,7 @@ def window(body: str, evidence_id: str, *, limit: int = WINDOW_CHARS, line_limit
     marker_room = (
         len(omission_line(evidence_id, total_lines, total_lines, len(body))) + len(str(total_lines)) + 2
     )
-    note_room = len(f" … [line {total_lines} continues for {len(body)} more chars]\r\n")
+    note_room = len(continues_note(evidence_id, total_lines, len(body), len(body))) + 2
     budget = limit - marker_room
     if line_limit < 1 or budget < 2 * (line_limit + note_room):
         raise InvalidInput(
@@ -179,7 +208,7 @@ def window(body: str, evidence_id: str, *, limit: int = WINDOW_CHARS, line_limit
     while head_end < len(body):
         nl = body.find("\n", head_end)
         end = len(body) if nl < 0 else nl + 1
-        shown = _clipped_span(body, head_end, end, number + 1, line_limit)
+        shown = _clipped_span(body, head_end, end, number + 1, line_limit, evidence_id)
         if head_used + len(shown) > budget // 2:
             break
         head.append(shown)
@@ -192,7 +221,7 @@ def window(body: str, evidence_id: str, *, limit: int = WINDOW_CHARS, line_limit
     while tail_start > head_end:
         start = body.rfind("\n", head_end, tail_start - 1) + 1
         start = max(start, head_end)
-        shown = _clipped_span(body, start, tail_start, number, line_limit)
+        shown = _clipped_span(body, start, tail_start, number, line_limit, evidence_id)
         if head_used + tail_used + len(shown) > budget:
             break
         tail.append(shown)
@@ -231,6 +260,23 @@ def detect_shape(
     return digests.detect(body, tool_name=tool_name, is_error=is_error, tool_input=tool_input or {})
 
 
+def shaped_digest(
+    body: str,
+    evidence_id: str,
+    *,
+    tool_name: str = "",
+    is_error: bool = False,
+    tool_input: dict[str, Any] | None = None,
+) -> tuple[Shape, str]:
+    """``detect_shape`` and ``digest`` together, reading the body once: a JSON body is parsed once,
+    not once to detect its shape and again to digest it."""
+    from context import digests  # digests builds on this module's line helpers
+
+    inputs = tool_input or {}
+    shape, seen = digests.classify(body, tool_name=tool_name, is_error=is_error, tool_input=inputs)
+    return shape, _digest(body, evidence_id, shape, inputs, seen)
+
+
 def digest(
     body: str,
     evidence_id: str,
@@ -244,8 +290,10 @@ def digest(
 
     json: top-level keys, array lengths, each array's first element in full. search: every title
     and URL. text: headings, the first paragraph, line and byte counts. command: the exit code and
-    the first and last 10 lines. error: verbatim. binary: size and kind. Always ends with
-    ``evidence_tag(evidence_id, len(body))``.
+    the first and last 10 lines. error: verbatim. binary: size and kind. Each shape shows what fits
+    in ``DIGEST_CHARS`` and says what it leaves out (fewer keys or results, narrower quoted lines,
+    fewer edge lines). Always ends with ``evidence_tag(evidence_id, len(body))``, and is never longer
+    than ``DIGEST_CHARS`` (for an id shorter than a few hundred characters).
     """
     from context import digests  # digests builds on this module's line helpers
 
@@ -253,10 +301,19 @@ def digest(
     seen = None
     if shape is None:
         shape, seen = digests.classify(body, tool_name=tool_name, is_error=is_error, tool_input=inputs)
-    content = digests.render(shape, body, evidence_id, tool_input=inputs, seen=seen)
+    return _digest(body, evidence_id, shape, inputs, seen)
+
+
+def _digest(body: str, evidence_id: str, shape: Shape, inputs: dict[str, Any], seen: Any) -> str:
+    from context import digests
+
+    tag = evidence_tag(evidence_id, len(body))
+    room = max(DIGEST_CHARS - len(tag) - 1, 0)
+    content = digests.render(shape, body, evidence_id, tool_input=inputs, seen=seen, budget=room)
+    content = digests.capped(content, room)  # the one place every shape's digest passes through
     if content and not content.endswith("\n"):
         content += "\n"
-    return content + evidence_tag(evidence_id, len(body))
+    return content + tag
 
 
 # ------------------------------------------------------------------ bytes to text
@@ -344,9 +401,11 @@ RECALL_TOOL = ToolSpec(
         "[evidence:<id> — <n> chars; call recall to expand]. "
         'recall({"id": "<id>"}) returns that whole result; recall({"id": "<id>", "range": [a, b]}) returns '
         "lines a to b (1-based, inclusive). "
+        'Add "chars": [c, d] to get characters c to d (1-based, inclusive) of those lines, as a clipped '
+        "long line's note names them. "
         'recall({"turn": N}) returns the full record of turn N; recall({"presentation": "<id>"}) returns a '
         "card's full payload. A result over 30,000 characters comes back as a window that names the recall "
-        "call for the lines it leaves out."
+        "call for what it leaves out."
     ),
     input_schema={
         "type": "object",
@@ -359,6 +418,16 @@ RECALL_TOOL = ToolSpec(
                 "maxItems": 2,
                 "description": "Optional, with id: [first_line, last_line], 1-based and inclusive.",
             },
+            "chars": {
+                "type": "array",
+                "items": {"type": "integer", "minimum": 1},
+                "minItems": 2,
+                "maxItems": 2,
+                "description": (
+                    "Optional, with id: [first_char, last_char] within the lines range selects (or the "
+                    "whole result), 1-based and inclusive."
+                ),
+            },
             "turn": {"type": "integer", "minimum": 1, "description": "A turn number, as the cards show it."},
             "presentation": {"type": "string", "description": "A presentation (card) id."},
         },
@@ -366,9 +435,10 @@ RECALL_TOOL = ToolSpec(
     },
 )
 
-_RECALL_KEYS = ("id", "range", "turn", "presentation")
+_RECALL_KEYS = ("id", "range", "chars", "turn", "presentation")
 _USAGE = (
     'Call recall({"id": "<evidence id>"}), recall({"id": "<evidence id>", "range": [first_line, last_line]}), '
+    'recall({"id": "<evidence id>", "range": [line, line], "chars": [first_char, last_char]}), '
     'recall({"turn": <turn number>}) or recall({"presentation": "<presentation id>"}).'
 )
 
@@ -393,19 +463,25 @@ def parse_recall_args(args: dict[str, Any]) -> RecallRequest | RecallError:
             f"recall needs exactly one of id, turn or presentation; got {which} them. {_USAGE}"
         )
     target = targets[0]
-    if "range" in given and target != "id":
-        return RecallError(f"range goes with id, not with {target}. {_USAGE}")
+    for extra in ("range", "chars"):
+        if extra in given and target != "id":
+            return RecallError(f"{extra} goes with id, not with {target}. {_USAGE}")
     if target == "id":
         ident = _parse_id(given["id"], "id")
         if isinstance(ident, RecallError):
             return ident
-        line_range = None
+        line_range = chars = None
         if "range" in given:
             parsed = _parse_range(given["range"])
             if isinstance(parsed, RecallError):
                 return parsed
             line_range = parsed
-        return RecallRequest(id=ident, range=line_range, turn=None, presentation=None)
+        if "chars" in given:
+            parsed = _parse_range(given["chars"], "chars")
+            if isinstance(parsed, RecallError):
+                return parsed
+            chars = parsed
+        return RecallRequest(id=ident, range=line_range, turn=None, presentation=None, chars=chars)
     if target == "turn":
         turn = _parse_turn(given["turn"])
         if isinstance(turn, RecallError):
@@ -443,7 +519,7 @@ def _as_int(value: Any) -> int | None:
     return None
 
 
-def _parse_range(value: Any) -> tuple[int, int] | RecallError:
+def _parse_range(value: Any, what: str = "range") -> tuple[int, int] | RecallError:
     pair: tuple[int | None, int | None] | None = None
     if isinstance(value, list | tuple) and len(value) == 2:
         pair = (_as_int(value[0]), _as_int(value[1]))
@@ -453,19 +529,26 @@ def _parse_range(value: Any) -> tuple[int, int] | RecallError:
         pair = (_as_int(value), _as_int(value))
     elif isinstance(value, str) and (m := _RANGE_TEXT.match(value)):
         pair = (int(m.group(1)), int(m.group(2)))
+    unit = _UNITS[what]
     if pair is None or pair[0] is None or pair[1] is None:
         return RecallError(
-            f"range must be two line numbers [first_line, last_line], got {json.dumps(value, default=repr)}. "
-            "Lines are 1-based and the range is inclusive."
+            f"{what} must be two {unit} numbers [first_{unit}, last_{unit}], got "
+            f"{json.dumps(value, default=repr)}. They are 1-based and the range is inclusive."
         )
-    return _check_range(pair[0], pair[1])
+    return _check_range(pair[0], pair[1], what)
 
 
-def _check_range(first: int, last: int) -> tuple[int, int] | RecallError:
+_UNITS = {"range": "line", "chars": "char"}
+
+
+def _check_range(first: int, last: int, what: str = "range") -> tuple[int, int] | RecallError:
+    unit = _UNITS[what]
     if first < 1:
-        return RecallError(f"range [{first}, {last}] starts before line 1. Lines are numbered from 1.")
+        return RecallError(f"{what} [{first}, {last}] starts before {unit} 1. They are numbered from 1.")
     if last < first:
-        return RecallError(f"range [{first}, {last}] ends before it starts. Give [first_line, last_line].")
+        return RecallError(
+            f"{what} [{first}, {last}] ends before it starts. Give [first_{unit}, last_{unit}]."
+        )
     return first, last
 
 
@@ -497,12 +580,15 @@ def unknown_target(request: RecallRequest) -> RecallError:
     )
 
 
-def recall_slice(body: str, evidence_id: str, line_range: tuple[int, int] | None) -> str | RecallError:
-    """The recalled text: the whole body, or lines ``a..b`` of it byte for byte (CRLF kept).
+def select(
+    body: str, evidence_id: str, line_range: tuple[int, int] | None, chars: tuple[int, int] | None = None
+) -> str | RecallError:
+    """Exactly the text a recall names: the whole body, lines ``a..b`` of it byte for byte (CRLF
+    kept), and of that, characters ``c..d`` when ``chars`` is given. Not windowed: the caller stores
+    it as a tool result, which windows it under the result's own id when it is over the limit.
 
-    Over ``WINDOW_CHARS`` it is windowed under ``evidence_id``, which is the id the caller stores
-    this recall result under (for a range, its own evidence id, so the window's line numbers are
-    the slice's). A range outside the body is a ``RecallError`` naming the lines that exist.
+    A range outside the body is a ``RecallError`` naming what exists (``evidence_id`` is the id
+    the error's example call uses).
     """
     text = body
     if line_range is not None:
@@ -520,4 +606,31 @@ def recall_slice(body: str, evidence_id: str, line_range: tuple[int, int] | None
             )
         start, end = line_offsets(body, first, last)
         text = body[start:end]
+    if chars is not None:
+        checked = _check_range(int(chars[0]), int(chars[1]), "chars")
+        if isinstance(checked, RecallError):
+            return checked
+        first, last = checked
+        what = "lines" if line_range is not None else "evidence"
+        if last > len(text):
+            example = recall_call(evidence_id, line_range, (min(first, max(len(text), 1)), max(len(text), 1)))
+            return RecallError(
+                f"those {what} of {evidence_id} have {len(text)} chars; chars [{first}, {last}] go past the "
+                f"end. Ask for chars within 1-{len(text)}, e.g. {example}."
+            )
+        text = text[first - 1 : last]
+    return text
+
+
+def recall_slice(
+    body: str, evidence_id: str, line_range: tuple[int, int] | None, chars: tuple[int, int] | None = None
+) -> str | RecallError:
+    """``select``'s text, windowed under ``evidence_id`` when it is over ``WINDOW_CHARS``.
+
+    ``evidence_id`` is the id the caller stores this recall result under (its own evidence id, so
+    the window's line numbers are the slice's).
+    """
+    text = select(body, evidence_id, line_range, chars)
+    if isinstance(text, RecallError):
+        return text
     return window(text, evidence_id).text

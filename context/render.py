@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from context.cards import card_ack, payload_digest
-from context.evidence import body_text, detect_shape, digest
+from context.evidence import body_text, shaped_digest
 from context.messages import ImagePart, Message, Part, TextPart, ToolResultPart, ToolUsePart
 from context.turns import Exchange, Step, Turn
 from events.payloads import EvidenceBody, Presentation, TextBlock, ToolUseBlock
@@ -61,19 +61,14 @@ def evidence_info(
     """
     text = body_text(blob, body.encoding)
     inputs = dict(tool_input or {})
-    shape = detect_shape(text, tool_name=body.tool_name, is_error=body.is_error, tool_input=inputs)
-    return EvidenceInfo(
-        shape,
-        digest(
-            text,
-            shown_id or evidence_id[:SHORT_ID],
-            tool_name=body.tool_name,
-            is_error=body.is_error,
-            tool_input=inputs,
-            shape=shape,
-        ),
-        len(text),
+    shape, shown = shaped_digest(  # one read of the body: a JSON body is parsed once, not twice
+        text,
+        shown_id or evidence_id[:SHORT_ID],
+        tool_name=body.tool_name,
+        is_error=body.is_error,
+        tool_input=inputs,
     )
+    return EvidenceInfo(shape, shown, len(text))
 
 
 def is_card_tool(name: str) -> bool:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from context.digests import DIGEST_LINE_WIDTHS
 from context.evidence import (
+    DIGEST_CHARS,
     LINE_CHARS,
     body_text,
     detect_shape,
@@ -16,6 +19,7 @@ from context.evidence import (
     evidence_tag,
     line_count,
     recall_slice,
+    select,
 )
 
 EID = "5e" * 32
@@ -219,10 +223,12 @@ def test_an_empty_result_has_a_digest_that_says_so() -> None:
     assert detect_shape("") == "text"
 
 
-def test_a_huge_heading_follows_the_line_rule() -> None:
+def test_a_huge_heading_is_quoted_by_its_start_and_what_continues() -> None:
     body = "# " + "h" * 5000 + "\n\nbody text\n"
     text = content_of(digest(body, EID), body)
-    assert "# " + "h" * (LINE_CHARS - 2) + " … [continues for 3002 more chars]" in text
+    width = DIGEST_LINE_WIDTHS[0]
+    assert "# " + "h" * (width - 2) + f" … [continues for {5002 - width} more chars]" in text
+    assert text.endswith("first paragraph (line 3):\nbody text")
 
 
 # ------------------------------------------------------------------ commands
@@ -271,16 +277,45 @@ def test_a_short_command_output_is_shown_whole_with_its_exit_code() -> None:
 # ------------------------------------------------------------------ errors
 
 
-def test_errors_are_verbatim() -> None:
+def test_errors_that_fit_are_verbatim() -> None:
     for body, flagged in (
         ("Error: flight HAT030 not available on date 2024-05-13", False),
         ("Pre-commit validation failed:\\n\\n[FORMAT] Code is not formatted.", True),
         ("Parameter 'command' is expected to be one of ['view', 'create'].", True),
-        ('Traceback (most recent call last):\n  File "x.py", line 1\nValueError: bad\n' * 40, True),
+        ('Traceback (most recent call last):\n  File "x.py", line 1\nValueError: bad\n' * 20, True),
     ):
         assert detect_shape(body, is_error=flagged) == "error"
         separator = "" if body.endswith("\n") else "\n"
         assert digest(body, EID, is_error=flagged) == body + separator + evidence_tag(EID, len(body))
+
+
+def test_an_error_too_long_for_a_digest_shows_its_edges_and_names_the_rest() -> None:
+    """Issue 9 item 2: an error is verbatim only while it fits in DIGEST_CHARS; a longer one shows its
+    first and last lines and the exact recall range of the lines between."""
+    body = "".join(f'Traceback {i}:\n  File "x.py", line {i}\nValueError: bad\n' for i in range(40))
+    d = digest(body, EID, is_error=True)
+    assert len(d) <= DIGEST_CHARS and d.endswith("\n" + evidence_tag(EID, len(body)))
+    lines = content_of(d, body).split("\n")
+    assert (
+        lines[0] == f"error: 120 lines, {len(body)} chars, too long to show whole; its first and last lines:"
+    )
+    marker = next(line for line in lines if line.startswith("[… lines "))
+    first, last = (int(x) for x in re.findall(r"lines (\d+)-(\d+) omitted", marker)[0])
+    body_lines = body.split("\n")[:-1]
+    assert lines[1:first] == body_lines[: first - 1]  # the first lines, whole
+    assert lines[lines.index(marker) + 1 :] == body_lines[last:]  # the last lines, whole
+    assert f"({len(select(body, EID, (first, last)))} chars)" in marker
+
+
+def test_a_50_mb_single_line_error_digest_is_bounded() -> None:
+    body = "Error: " + "y" * 50_000_000
+    d = digest(body, EID, is_error=True)
+    assert len(d) <= DIGEST_CHARS and d.endswith(evidence_tag(EID, len(body)))
+    width = DIGEST_LINE_WIDTHS[0]
+    assert d.split("\n")[:2] == [
+        f"error: 1 line, {len(body)} chars, too long to show whole; its first and last lines:",
+        body[:width] + f" … [continues for {len(body) - width} more chars]",
+    ]
 
 
 def test_a_long_unflagged_text_that_starts_with_error_is_not_an_error() -> None:

@@ -1,7 +1,9 @@
-"""Windows of current-turn results (spec §3, issue 4 items 1 and 10): boundaries, lines, bytes, size."""
+"""Windows of current-turn results (spec §3, issue 4 items 1 and 10; issue 9 item 1): boundaries,
+lines, bytes, size, and every character a window leaves out one shown recall call away."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -11,12 +13,17 @@ from hypothesis import strategies as st
 from context.evidence import (
     LINE_CHARS,
     WINDOW_CHARS,
+    RecallError,
+    RecallRequest,
     body_text,
     clip_line,
+    continues_note,
     line_count,
     omission_line,
+    parse_recall_args,
     recall_call,
     recall_slice,
+    select,
     window,
 )
 from vak.errors import InvalidInput
@@ -32,6 +39,31 @@ def split_lines(body: str) -> list[str]:
 def numbered_lines(count: int, width: int, *, ending: str = "\n") -> str:
     """``count`` lines, each exactly ``width`` characters before its terminator."""
     return "".join(f"{i:06d}".ljust(width, "x") + ending for i in range(1, count + 1))
+
+
+# an omission line (replaced whole, its newline included) or a clipped line's note (replaced, the
+# line's own terminator stays): each names the recall call that returns what it stands for
+_MARKER = re.compile(
+    r"\[… lines? \d+(?:-\d+)? omitted \(\d+ chars\); recall\((?P<omitted>\{[^\n]*?\})\) returns them …\]\n"
+    r"| … \[line \d+ continues for \d+ more chars; recall\((?P<continued>\{[^\n]*?\})\) returns them\]"
+)
+
+
+def expand(shown: str, body: str, evidence_id: str) -> tuple[str, int]:
+    """``shown`` with every omission line and clipped-line note replaced by what its recall call
+    returns: the call is parsed and answered exactly as the recall tool would. Returns the expanded
+    text and how many calls it made."""
+    out, pos, calls = [], 0, 0
+    for m in _MARKER.finditer(shown):
+        args = json.loads(m.group("omitted") or m.group("continued"))
+        request = parse_recall_args(args)
+        assert isinstance(request, RecallRequest) and request.id == evidence_id, args
+        recalled = select(body, evidence_id, request.range, request.chars)
+        assert isinstance(recalled, str), recalled
+        out += [shown[pos : m.start()], recalled]
+        pos, calls = m.end(), calls + 1
+    out.append(shown[pos:])
+    return "".join(out), calls
 
 
 # ------------------------------------------------------------------ the 30,000-character boundary
@@ -83,8 +115,11 @@ def test_a_line_of_exactly_2000_chars_is_whole_and_2001_is_clipped_inside_a_wind
     assert w.windowed
     shown = split_lines(w.text)
     assert shown[0] == long_ok
-    assert shown[1] == "b" * LINE_CHARS + " … [line 2 continues for 1 more chars]\n"
+    assert shown[1] == "b" * LINE_CHARS + continues_note(EID, 2, LINE_CHARS, 1) + "\n"
     assert "b" * (LINE_CHARS + 1) not in w.text
+    assert f'recall({{"id": "{EID}", "range": [2, 2], "chars": [2001, 2001]}}) returns them' in w.text
+    assert select(body, EID, (2, 2), (LINE_CHARS + 1, LINE_CHARS + 1)) == "b"  # exactly the hidden char
+    assert expand(w.text, body, EID) == (body, 2)
 
 
 def test_a_result_that_fits_is_never_windowed_however_long_its_lines() -> None:
@@ -97,13 +132,16 @@ def test_one_giant_line_shows_its_start_and_what_continues() -> None:
     body = "z" * 100_000
     w = window(body, EID)
     assert w.windowed and w.omitted is None
-    assert w.text == "z" * LINE_CHARS + " … [line 1 continues for 98000 more chars]\n"
+    assert w.text == "z" * LINE_CHARS + continues_note(EID, 1, LINE_CHARS, 98_000) + "\n"
+    assert "continues for 98000 more chars" in w.text
+    assert expand(w.text, body, EID) == (body + "\n", 1)  # the window's own newline ends the line
 
 
 def test_a_tail_line_over_the_limit_is_clipped_with_its_own_number() -> None:
     body = numbered_lines(400, 99) + "q" * 5000
     w = window(body, EID)
-    assert w.text.endswith("q" * LINE_CHARS + " … [line 401 continues for 3000 more chars]\n")
+    assert w.text.endswith("q" * LINE_CHARS + continues_note(EID, 401, LINE_CHARS, 3000) + "\n")
+    assert expand(w.text, body, EID) == (body + "\n", 2)
 
 
 # ------------------------------------------------------------------ CRLF, no trailing newline, empty
@@ -180,7 +218,7 @@ def test_a_64_mib_single_line_is_clipped_not_scanned_line_by_line() -> None:
     w = window(body, EID)
     assert (
         w.text
-        == "{" + "x" * (LINE_CHARS - 1) + f" … [line 1 continues for {len(body) - LINE_CHARS} more chars]\n"
+        == "{" + "x" * (LINE_CHARS - 1) + continues_note(EID, 1, LINE_CHARS, len(body) - LINE_CHARS) + "\n"
     )
 
 
@@ -214,7 +252,7 @@ def test_window_matches_the_reference_rule(body: str, limit: int, line_limit: in
     assert w.windowed and len(w.text) <= limit
 
     def shown(i: int) -> str:
-        return clip_line(lines[i - 1], i, line_limit=line_limit)
+        return clip_line(lines[i - 1], i, line_limit=line_limit, evidence_id="e1")
 
     if w.omitted is None:
         assert w.text == "".join(shown(i) for i in range(1, len(lines) + 1))
@@ -240,3 +278,77 @@ def test_the_window_never_exceeds_the_limit_across_line_widths_and_counts(width:
             w = window(body, eid)
             assert len(w.text) <= WINDOW_CHARS, (width, total_chars, len(w.text))
             assert w.windowed == (len(body) > WINDOW_CHARS)
+
+
+# ------------------------------------------------------------------ issue 9 item 1: no clipped line without its recall
+
+
+def _expanded_body(body: str, w_text: str, evidence_id: str) -> str:
+    """What ``expand`` gives back for a body: the body itself, plus the newline a clipped last line
+    without one is shown with."""
+    expanded, _ = expand(w_text, body, evidence_id)
+    last = split_lines(body)[-1] if body else ""
+    if not last.endswith("\n") and len(last) > LINE_CHARS and expanded == body + "\n":
+        return body
+    return expanded
+
+
+def test_the_reported_39k_result_names_the_recall_for_every_clipped_line() -> None:
+    """The issue's case: 40 lines, about 39k chars, three lines over 2,000 chars, windowed with no
+    omission line (every line fits once clipped). Each clipped line's note names the exact recall
+    call; answering each call gives back exactly the hidden characters, so the body is rebuilt."""
+    widths = [625] * 40
+    widths[5], widths[17], widths[33] = 5_272, 5_272, 5_272  # 3 x 3,272 = 9,816 hidden chars
+    body = "".join(f"{i:04d}".ljust(width, "r") + "\n" for i, width in enumerate(widths, 1))
+    assert 38_000 < len(body) < 40_000
+    w = window(body, EID)
+    assert w.windowed and w.omitted is None and len(w.text) <= WINDOW_CHARS
+    notes = re.findall(r"line (\d+) continues for (\d+) more chars; (recall\(\{.*?\}\)) returns them", w.text)
+    assert [(int(n), int(m)) for n, m, _ in notes] == [(6, 3272), (18, 3272), (34, 3272)]
+    for number, more, call in notes:
+        request = parse_recall_args(json.loads(call.removeprefix("recall(").removesuffix(")")))
+        assert isinstance(request, RecallRequest) and request.id == EID
+        hidden = split_lines(body)[int(number) - 1][LINE_CHARS:-1]  # the line past 2,000 chars, no "\n"
+        assert select(body, EID, request.range, request.chars) == hidden and len(hidden) == int(more)
+    assert expand(w.text, body, EID) == (body, 3)
+
+
+_WIDE = st.sampled_from([0, 1, 80, 1999, 2000, 2001, 2500, 7000, 40_000])
+
+
+@st.composite
+def long_line_bodies(draw: st.DrawFn) -> str:
+    """Bodies of lines of mixed widths, many over 2,000 chars, some over the whole window."""
+    widths = draw(st.lists(_WIDE, min_size=1, max_size=60))
+    endings = draw(st.lists(st.sampled_from(["\n", "\r\n"]), min_size=len(widths), max_size=len(widths)))
+    fill = draw(st.sampled_from(["a", "é", "\U0001f600", " \t"]))
+    lines = [
+        (f"{i}:" + fill * w)[: max(w, 1)] + end
+        for i, (w, end) in enumerate(zip(widths, endings, strict=True))
+    ]
+    return "".join(lines) + draw(st.sampled_from(["", "no newline", "z" * 3000]))
+
+
+@settings(max_examples=120, deadline=None)
+@given(body=long_line_bodies())
+def test_every_character_a_window_leaves_out_is_one_shown_recall_away(body: str) -> None:
+    """Property: in any window, replacing each omission line and each clipped line's note with the
+    answer to the recall call it shows gives back the body exactly; nothing is left out unnamed."""
+    w = window(body, EID)
+    assert len(w.text) <= max(WINDOW_CHARS, len(body))
+    assert _expanded_body(body, w.text, EID) == body
+    if not w.windowed:
+        assert w.text == body
+
+
+def test_recall_parses_a_character_range_and_checks_it() -> None:
+    request = parse_recall_args({"id": EID, "range": [2, 2], "chars": [3, 5]})
+    assert request == RecallRequest(EID, (2, 2), None, None, chars=(3, 5))
+    assert select("ab\ncdefgh\n", EID, (2, 2), (3, 5)) == "efg"
+    assert select("abcdef", EID, None, (2, 3)) == "bc"
+    past = select("ab\ncdefgh\n", EID, (2, 2), (3, 50))
+    assert (
+        isinstance(past, RecallError) and "have 7 chars" in past.message and '"chars": [3, 7]' in past.message
+    )
+    for bad in ({"id": EID, "chars": [0, 2]}, {"id": EID, "chars": [5, 2]}, {"turn": 1, "chars": [1, 2]}):
+        assert isinstance(parse_recall_args(bad), RecallError), bad

@@ -1,9 +1,10 @@
 """The no-cut invariant (spec §3, principle 2), as a property over generated and recorded sessions.
 
-Every tool result in the ledger appears verbatim, or as a window whose omission line names the exact
-recall call for what it leaves out, or (once its turn is closed) as a digest carrying its evidence id,
-or named in a compaction packet. It is never absent and never cut, and recall returns the original
-byte for byte.
+Every tool result in the ledger appears verbatim, or as a window whose omission line and clipped-line
+notes name the exact recall call for what each leaves out, or (once its turn is closed) as a digest
+carrying its evidence id, or named in a compaction packet. It is never absent and never cut, and
+recall returns the original byte for byte: answering every recall call a window shows, through the
+EvidenceActor, and putting the answers in place of the markers gives back the whole body.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, example, given, settings
 
 from actors.evidence import EvidenceActor
-from context.evidence import WINDOW_CHARS, body_text, evidence_tag, line_offsets
+from context.evidence import DIGEST_CHARS, LINE_CHARS, WINDOW_CHARS, body_text, evidence_tag
 from context.messages import ToolResultPart
 from context.render import SHORT_ID, render_turn
 from context.turncard import render_card
@@ -38,6 +39,12 @@ from storage.ledger import LedgerStore
 from tests.fixtures_import import Imported
 
 _OMISSION = re.compile(r'recall\(\{"id": "([0-9a-f]{64})", "range": \[(\d+), (\d+)\]\}\)')
+# what a window puts in place of what it leaves out: an omission line (replaced whole, newline
+# included) or a clipped line's note (replaced; the line's own terminator stays)
+_MARKER = re.compile(
+    r"\[… lines? \d+(?:-\d+)? omitted \(\d+ chars\); recall\((?P<omitted>\{[^\n]*?\})\) returns them …\]\n"
+    r"| … \[line \d+ continues for \d+ more chars; recall\((?P<continued>\{[^\n]*?\})\) returns them\]"
+)
 
 # ------------------------------------------------------------------ generated sessions
 
@@ -48,7 +55,9 @@ _line = st.text(
 
 @st.composite
 def bodies(draw: st.DrawFn) -> str | bytes:
-    kind = draw(st.sampled_from(["lines", "long", "long-lines", "json", "error", "empty", "bytes"]))
+    kind = draw(
+        st.sampled_from(["lines", "long", "long-lines", "mixed-widths", "json", "error", "empty", "bytes"])
+    )
     if kind == "lines":
         end = draw(st.sampled_from(["\n", "\r\n"]))
         text = end.join(draw(st.lists(_line, max_size=25)))
@@ -58,6 +67,14 @@ def bodies(draw: st.DrawFn) -> str | bytes:
     if kind == "long-lines":  # lines at the 2,000-character edge, in a body that may or may not fit
         width = draw(st.sampled_from([1999, 2000, 2001, 2002, 5000]))
         return "\n".join("a" * width for _ in range(draw(st.integers(1, 20))))
+    if kind == "mixed-widths":  # issue 9 item 1: some lines far over 2,000 chars, in a body over the window
+        widths = draw(
+            st.lists(st.sampled_from([0, 40, 600, 2001, 3272, 9000, 31_000]), min_size=1, max_size=45)
+        )
+        end = draw(st.sampled_from(["\n", "\r\n"]))
+        return end.join(f"{i}:".ljust(w, "m") for i, w in enumerate(widths)) + draw(
+            st.sampled_from(["", end])
+        )
     if kind == "json":
         leaves = st.none() | st.booleans() | st.integers() | _line
         value = draw(
@@ -138,22 +155,47 @@ def _write_session(actor: EvidenceActor, turns: list[Any]) -> dict[str, bytes]:
     return originals
 
 
-def _check_window(result: ToolResult, text: str) -> None:
-    """A current-turn view: the body verbatim, or a window naming the exact recall call for the rest."""
+def _check_window(result: ToolResult, text: str, actor: EvidenceActor | None, session: str) -> None:
+    """A current-turn view: the body verbatim, or a window in which every omission line and every
+    clipped line's note names a recall call; answering each call (through the actor when there is
+    one, else from the stored text) and putting the answer in its place gives back the whole body."""
     if not result.windowed:
         assert result.content == text
         return
     assert len(text) > WINDOW_CHARS and len(result.content) <= WINDOW_CHARS
-    if "continues for" in result.content:  # long lines are shown by their start and their length
-        return
-    m = _OMISSION.search(result.content)
-    assert m is not None and m.group(1) == result.evidence_id
-    first, last = int(m.group(2)), int(m.group(3))
-    start, end = line_offsets(text, first, last)
-    line_start = result.content.rfind("\n", 0, m.start()) + 1
-    line_end = result.content.index("\n", m.end()) + 1
-    head, tail = result.content[:line_start], result.content[line_end:]
-    assert head + text[start:end] + tail == text  # head + omitted lines + tail is the whole body
+    pieces, pos, calls = [], 0, 0
+    for m in _MARKER.finditer(result.content):
+        args = json.loads(m.group("omitted") or m.group("continued"))
+        assert args["id"] == result.evidence_id, args  # the id is shown, in full
+        if actor is not None:
+            answer = actor.recall(session, args)
+            assert not answer["is_error"], answer
+            recalled = answer["content"]
+        else:
+            recalled = _answer(text, args)
+        pieces += [result.content[pos : m.start()], recalled]
+        pos, calls = m.end(), calls + 1
+    pieces.append(result.content[pos:])
+    rebuilt = "".join(pieces)
+    assert calls >= 1  # a window always leaves something out, so it always names a recall
+    # a clipped last line without a newline is shown with one
+    assert rebuilt == text or (rebuilt == text + "\n" and _clipped_last_line(text))
+
+
+def _answer(text: str, args: dict[str, Any]) -> str:
+    """What the recall tool returns for ``args`` on ``text``, for checks without an actor."""
+    from context.evidence import RecallRequest, parse_recall_args, select
+
+    request = parse_recall_args(args)
+    assert isinstance(request, RecallRequest)
+    recalled = select(text, request.id or "", request.range, request.chars)
+    assert isinstance(recalled, str), recalled
+    return recalled
+
+
+def _clipped_last_line(text: str) -> bool:
+    last = text.rsplit("\n", 1)[-1]
+    return bool(last) and len(last.removesuffix("\r")) > LINE_CHARS
 
 
 def check_no_cut(
@@ -190,12 +232,13 @@ def check_no_cut(
                 assert blob == originals[eid]  # the whole result, byte for byte
             text = body_text(blob, meta.encoding)
             assert meta.chars == (len(text) if meta.encoding == "utf-8" else len(blob))
-            _check_window(ex.result, text)
+            _check_window(ex.result, text, actor, session)
             # closed turn: a digest ending with the tag that names this evidence
             tag = evidence_tag(eid[:SHORT_ID], len(text))
             assert record[ex.tool_use_id].endswith(tag), record[ex.tool_use_id][-200:]
-            if infos[eid].shape == "error" and all(len(line) <= 2000 for line in text.splitlines()):
-                assert text.strip() in record[ex.tool_use_id]  # errors are shown verbatim
+            assert len(record[ex.tool_use_id]) <= DIGEST_CHARS  # a digest is bounded, whatever the body
+            if infos[eid].shape == "error" and len(text) + len(tag) < DIGEST_CHARS:
+                assert text.strip() in record[ex.tool_use_id]  # errors that fit are shown verbatim
             if turn.card is not None:
                 assert f"[evidence:{eid[:SHORT_ID]}]" in card
             if actor is not None:
@@ -226,6 +269,22 @@ def _covered(store: LedgerStore, packet_id: str) -> tuple[CoveredEvidence, ...]:
                 [("bash", b"\x00\xffbinary", True), ("get_user", "", False)],
             ],
             True,
+        ),
+        (
+            "issue 9: a 39k result whose long lines are clipped with nothing else omitted",
+            [
+                [
+                    (
+                        "read_file",
+                        "".join(
+                            f"{i:04d}".ljust(5272 if i in (6, 18, 34) else 625, "r") + "\n"
+                            for i in range(1, 41)
+                        ),
+                        False,
+                    )
+                ]
+            ],
+            False,
         ),
         (
             "an error and long lines",
