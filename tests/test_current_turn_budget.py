@@ -13,6 +13,8 @@ from itertools import pairwise
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from agent.request import SessionView, prefix_tokens, prepare, project, request_tokens
 from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
@@ -22,6 +24,7 @@ from context.planner import Plan
 from context.render import api_problems
 from context.turncard import short_id
 from farm.longturn import LongTurn
+from tests.test_planner import SessionBuilder
 
 
 def _profile(name: str, horizon: int, window: int, out: int) -> CapacityProfile:
@@ -167,3 +170,53 @@ def test_the_step_packet_is_sized_exactly_and_names_every_id() -> None:
                 items=len(items))
             assert text.startswith(f'<context_summary turn="{turn.ordinal}" steps="{first}-{last}">')
             assert all(short_id(eid) in text for eid in lt.evidence[first - 1 : last])
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    history=st.integers(0, 6),
+    steps=st.lists(st.tuples(st.sampled_from(["bash", "read_file", "web_search"]), st.integers(1, 400)),
+                   min_size=1, max_size=40),
+    horizon=st.sampled_from([600, 1_200, 2_500, 4_000, 8_000, 30_000]),
+    out=st.integers(0, 600),
+    tpc=st.floats(0.2, 0.4),
+)
+def test_any_current_turn_is_planned_within_budget_or_refused(
+    history: int, steps: list[tuple[str, int]], horizon: int, out: int, tpc: float
+) -> None:
+    """For random current turns and profiles: plan() either refuses (RequestTooLarge, with needed >
+    available) or its request fits horizon − output reserve, is API-valid, keeps or drops each step's
+    call and result together, and names every evidence id of a compacted step."""
+    from vak.errors import RequestTooLarge
+
+    b = SessionBuilder()
+    for i in range(history):
+        b.turn(f"Earlier question {i + 1} about the ledger", [("bash", {"command": "ls"}, "a\nb\nc", False)], "ok")
+    tools = [(name, {"n": k}, "\n".join(f"{k}:{j} output line of {name}, with some words" for j in range(lines)),
+              k % 7 == 3) for k, (name, lines) in enumerate(steps)]
+    b.turn("Fix the failing tests and run the suite again.", tools, "Done.", close=False)
+    current = len(b.view.index.turns)
+    prof = CapacityProfile(ProfileKey("prop", "p"), horizon, Horizon(horizon, 0.9, 0.0), Ewma(tpc, 3), out)
+    try:
+        p = b.view.plan(prof, "", prefix_tokens=50, tail_tokens=0, current=current)
+    except RequestTooLarge as exc:
+        event("refused")
+        assert exc.needed > exc.available
+        return
+    if p.packet is not None and p.packet.needs_summary:
+        event("history summary")
+        return  # the summariser's part, tested elsewhere
+    ct = p.current_turn
+    assert ct is not None
+    event("step packet" if ct.packet_through else "digests" if ct.digest_through else "as carried")
+    request = project(b.view.index, p, model="m", infos=b.view.infos)
+    assert request_tokens(prof, request) + 50 + out <= p.budget.horizon
+    assert api_problems(request.messages) == []
+    turn = b.view.index.turn(current)
+    text = _messages_json(request)
+    calls = {part.id for m in request.messages for part in m.content if isinstance(part, ToolUsePart)}
+    for k, step in enumerate(turn.steps, start=1):
+        for ex in step.exchanges:
+            assert (ex.tool_use_id in calls) == (k > ct.packet_through)
+            if k <= ct.digest_through and ex.evidence_id is not None:
+                assert short_id(ex.evidence_id) in text
