@@ -306,7 +306,8 @@ class ProbeReport:
                 "rungs": [{**o.as_dict(), "samples": [s.as_dict() for s in o.samples]} for o in self.ladder.outcomes],
                 "verdict": {
                     "passed_any": self.ladder.passed_any, "horizon_tokens": self.ladder.horizon_tokens,
-                    "step": self.ladder.step, "verified_window": self.ladder.verified_window,
+                    "step": self.ladder.step, "bracket": list(self.ladder.bracket),
+                    "verified_window": self.ladder.verified_window,
                     "protocol": self.ladder.protocol,
                 },
                 "started_at": self.started_at, "finished_at": self.finished_at, "requests": self.requests,
@@ -325,6 +326,8 @@ def _nonce(target: int, salt: str) -> str:
     return blake3.blake3(f"{salt}:{target}".encode()).hexdigest()[:6]
 
 
+# Requests with max_tokens=1 a rung may spend landing its prompt on the target.
+SIZING_SHOTS = 4
 # Fewer freshly evaluated tokens than this time mostly the request overhead, not prefill.
 MIN_PREFILL_SAMPLE_TOKENS = 64
 
@@ -478,25 +481,31 @@ class ProbeRunner:
         return RungOutcome(target, tuple(samples))
 
     async def _sized(self, target: int, started: float) -> tuple[ChatRequest | None, SampleOutcome | None]:
-        """The instruction request for ``target``, built to land within ``tolerance`` billed tokens."""
+        """The instruction request for ``target``, built to land within ``tolerance`` billed tokens.
+
+        Up to ``SIZING_SHOTS`` shots; when none lands (a turn boundary: the next turn's messages
+        cost template tokens of their own, so some sizes cannot be built), the closest one is used.
+        """
         aim = self.aim.get(target, target)
-        request = self._request(target, "instruction", aim=aim)
-        shot: SampleOutcome | None = None
-        for attempt in range(3):
+        best: tuple[int, int, ChatRequest, SampleOutcome] | None = None  # (|miss|, aim, request, shot)
+        for attempt in range(SIZING_SHOTS):
             request = self._request(target, "instruction", aim=aim)
             shot = await self._sample(request.model_copy(update={"max_tokens": 1}), "instruction", target,
                                       started=started, label=f"sizing {attempt + 1}", judge=False)
             if shot.prompt_tokens is None:
                 if shot.overflow:
                     return None, shot
-                break  # an error: sample anyway, the samples will say what happens
+                return request, shot  # an error: sample anyway, the samples will say what happens
             self.on_progress({"stage": "sizing", "target": target, "billed": shot.prompt_tokens,
                               "attempt": attempt + 1, "elapsed_s": round(time.perf_counter() - started, 1)})
             miss = target - shot.prompt_tokens
-            self.aim[target] = aim
+            if best is None or abs(miss) < best[0]:
+                best = (abs(miss), aim, request, shot)
             if abs(miss) <= self.tolerance:
                 break
             aim += miss
+        assert best is not None
+        _, self.aim[target], request, shot = best
         return request, shot
 
     def _estimate_s(self, request: ChatRequest, judge: bool) -> float | None:

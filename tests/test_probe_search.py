@@ -20,10 +20,10 @@ from context.probe import (
     LadderSearch,
     RungOutcome,
     SampleOutcome,
-    inline_calls,
     judge_cache,
     plan_rungs,
 )
+from context.toolcalls import ParsedCall, parse_tool_calls
 from events.payloads import Activity, CapacityProfileRecord
 from providers.base import RetryPolicy
 from providers.openai_compat import OpenAICompatProvider
@@ -42,10 +42,16 @@ async def run_probe(model: ThresholdModel, settings: ProbeSettings | None = None
         return await runner.run()
 
 
-def outcome(target: int, followed: int, *, asked: int = 3, control_calls: int = 0, controls: int = 1) -> RungOutcome:
-    samples = [SampleOutcome("instruction", target, target, native_calls=("probe_ack",) if i < followed else ())
+ACK = (ParsedCall("probe_ack", {"ack": "n1"}, "native"),)
+OTHER = (ParsedCall("search_docs", {"query": "q"}, "native"),)
+
+
+def outcome(target: int, followed: int, *, asked: int = 3, control_calls: int = 0, controls: int = 1,
+            billed: int | None = None) -> RungOutcome:
+    size = target if billed is None else billed
+    samples = [SampleOutcome("instruction", target, size, calls=ACK if i < followed else (), nonce="n1")
                for i in range(asked)]
-    samples += [SampleOutcome("control", target, target, native_calls=("search_docs",) if i < control_calls else ())
+    samples += [SampleOutcome("control", target, size, calls=OTHER if i < control_calls else ())
                 for i in range(controls)]
     return RungOutcome(target, tuple(samples))
 
@@ -83,17 +89,21 @@ def test_a_rung_is_the_majority_of_its_samples_and_needs_the_control_to_abstain(
 
 
 def test_only_an_instruction_sample_can_follow() -> None:
-    control = SampleOutcome("control", 10, 10, native_calls=("probe_ack",))
+    control = SampleOutcome("control", 10, 10, calls=ACK, nonce="n1")
     assert not control.followed and not control.abstained
     errored = SampleOutcome("control", 10, None, error="HTTP 503")
     assert not errored.abstained  # an error is not evidence of abstaining
 
 
 def test_inline_fences_are_read_from_text() -> None:
-    assert inline_calls('```tool_call\n{"name": "probe_ack", "arguments": {"ack": "1"}}\n```') == ("probe_ack",)
-    assert inline_calls('<tool_call>\n{"name": "probe_ack", "arguments": {}}\n</tool_call>') == ("probe_ack",)
-    assert inline_calls('<tool_call>\n{"name": "probe_ack", "argum') == ("probe_ack",)  # cut by max_tokens
-    assert inline_calls("I would call probe_ack here.") == ()
+    """Fenced and tagged calls are read from text; a cut one is incomplete; prose is no call."""
+    def names(text: str) -> list[tuple[str | None, bool]]:
+        return [(c.name, c.complete) for c in parse_tool_calls(text)]
+
+    assert names('```tool_call\n{"name": "probe_ack", "arguments": {"ack": "1"}}\n```') == [("probe_ack", True)]
+    assert names('<tool_call>\n{"name": "probe_ack", "arguments": {}}\n</tool_call>') == [("probe_ack", True)]
+    assert names('<tool_call>\n{"name": "probe_ack", "argum') == [("probe_ack", False)]  # cut by max_tokens
+    assert names("I would call probe_ack here.") == []
 
 
 def test_cache_rung_verdicts() -> None:
@@ -132,7 +142,8 @@ def test_a_model_that_never_follows_passes_no_rung() -> None:
     search = LadderSearch(plan_rungs(32_768), floor=300)
     while (target := search.next_target()) is not None:
         search.record(outcome(target, 0))
-    assert [o.target for o in search.outcomes] == [4096, 300]
+    # The first rung, the floor, then the second look at the floor (the bracket's failing end).
+    assert [o.target for o in search.outcomes] == [4096, 300, 300]
     result = search.result()
     assert not result.passed_any and result.horizon_tokens == 0
 
@@ -243,10 +254,12 @@ async def test_each_sample_asks_for_about_32_tokens() -> None:
         return inner(request)
 
     model.handle = spy  # type: ignore[method-assign]
-    await run_probe(model)
-    # The cache rung and the floor measurement only need the prompt evaluated.
+    report = await run_probe(model)
+    # The cache rung, the floor measurement and each rung's sizing shot only need the prompt evaluated.
     assert seen[:3] == [1, 1, 1]
-    assert set(seen[3:]) == {32}
+    sizing = sum(1 for o in report.ladder.outcomes for _ in [o])  # at least one sizing shot per rung
+    assert seen.count(1) >= 3 + sizing
+    assert set(seen) == {1, 32}
 
 
 async def test_progress_reports_every_rung() -> None:
@@ -289,7 +302,9 @@ def test_synthetic_turns_are_shaped_like_real_ones_and_histories_nest() -> None:
     assert large.messages[: len(full_small)] == full_small
     assert request_chars(large) * 0.27 == pytest.approx(4000, rel=0.05)
     control = build_request(2000, 0.27, kind="control", nonce="abc", model="m")
-    assert control.messages[:-1] == small.messages[:-1] and "Do not call any tool" in control.messages[-1].text
+    # Same history; only the padding of the last answer differs, by the length of the two endings.
+    assert control.messages[:-2] == small.messages[:-2] and "Do not call any tool" in control.messages[-1].text
+    assert control.messages[-2].text.startswith(small.messages[-2].text[:100])
 
 
 class Alternating(ThresholdModel):
@@ -297,7 +312,9 @@ class Alternating(ThresholdModel):
 
     def respond(self, path: str, content: bytes) -> tuple[int, dict[str, Any]]:
         status, body = super().respond(path, content)
-        if path.endswith("/chat/completions") and "probe_ack" in json.loads(content)["messages"][-1]["content"]:
+        sent = json.loads(content) if path.endswith("/chat/completions") else {}
+        # Samples only: a rung's sizing shot (max_tokens 1) is no answer.
+        if sent and sent["max_tokens"] > 1 and "probe_ack" in sent["messages"][-1]["content"]:
             self.asked = getattr(self, "asked", 0) + 1
             if self.asked % 2 == 0:
                 body["choices"][0]["message"] = {"role": "assistant", "content": "Done."}
@@ -305,12 +322,17 @@ class Alternating(ThresholdModel):
 
 
 async def test_a_rung_stops_sampling_once_its_majority_is_settled() -> None:
+    """Sampling stops at a lead of two; a split rung samples on up to the cap; lead 2 of 3 is the old rule."""
     settings = ProbeSettings(max_sizes=1, cache_rung=False)
     decided = (await run_probe(ThresholdModel(10**9), settings)).ladder.outcomes[0]
     assert len(decided.instructions) == 2 and decided.followed == 2 and decided.passed
     full = (await run_probe(ThresholdModel(10**9), ProbeSettings(max_sizes=1, cache_rung=False,
                                                                   decide_early=False))).ladder.outcomes[0]
-    assert len(full.instructions) == 3 and full.passed
+    assert len(full.instructions) == settings.samples == 5 and full.passed
     split = (await run_probe(Alternating(10**9), settings)).ladder.outcomes[0]
-    assert [s.followed for s in split.instructions] == [True, False, True]  # the third sample decides
+    # Never two ahead: it samples to the cap, and the majority of five decides.
+    assert [s.followed for s in split.instructions] == [True, False, True, False, True]
     assert split.passed
+    old_rule = ProbeSettings(max_sizes=1, cache_rung=False, samples=3, lead=2)
+    split3 = (await run_probe(Alternating(10**9), old_rule)).ladder.outcomes[0]
+    assert [s.followed for s in split3.instructions] == [True, False, True]  # the third sample decides
