@@ -235,3 +235,21 @@ def line_of_path(text: str, path: Where) -> int | None:
     """The 1-based line of the value at ``path`` in ``text``, or None if it is not there."""
     pos = offset_of_path(text, path)
     return None if pos is None else text.count("\n", 0, pos) + 1
+
+
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def line_of_depth(text: str, limit: int = 500) -> int | None:
+    """The line where nesting in ``text`` first goes deeper than ``limit`` (a RecursionError names
+    no position), or None if it never does."""
+    depth = 0
+    for m in _TOKEN.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > limit:
+                return text.count("\n", 0, m.start()) + 1
+        elif c in "]}":
+            depth -= 1
+    return None

@@ -79,6 +79,7 @@ from farm.import_json import (
     Where,
     first_bad_value,
     kind_of,
+    line_of_depth,
     line_of_path,
     loads,
     nested,
@@ -227,9 +228,12 @@ def _read_json(path: Path) -> tuple[Any, str]:
             line=exc.lineno,
         ) from exc
     except (ValueError, RecursionError) as exc:
-        what = "nested too deeply" if isinstance(exc, RecursionError) else one_line(str(exc), 120)
+        deep = isinstance(exc, RecursionError)
+        what = "nested too deeply" if deep else one_line(str(exc), 120)
         raise InvalidRecording(
-            f"not JSON the importer can read ({what}); fix the file and import again", path=str(path)
+            f"not JSON the importer can read ({what}); fix the file and import again",
+            path=str(path),
+            line=line_of_depth(text) if deep else None,
         ) from exc
     bad = first_bad_value(data)
     if bad is not None:
