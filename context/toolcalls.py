@@ -14,9 +14,9 @@ A completion that ends inside a call (an open wrapper, or an object that never c
 ``max_tokens`` cuts it) yields a call with ``complete=False``: the caller can continue generation
 and parse the joined text again. Its name is read from the part that arrived, when it did.
 
-Pure and linear-time: one pass finds every balanced ``{…}`` span (string-aware), only spans at
-the first few nesting levels are decoded, and a decoded object's inner spans are not decoded
-again. The probe (``context.probe``) and the turn loop share it.
+Pure and linear-time: one pass finds every balanced ``{…}`` span (string-aware), outer spans are
+decoded first and a decoded value's inner spans are not decoded again, and the work on text that
+is not JSON is bounded by a budget proportional to its length. The probe (``context.probe``) and the turn loop share it.
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ from typing import Any, Literal
 
 Wrapping = Literal["native", "tool_call_tag", "tool_call_fence", "json_fence", "fence", "bare_json"]
 
-# Spans deeper than this inside undecodable text are not tried: a call is never buried that deep
-# in prose, and the bound keeps adversarial nesting linear.
-MAX_SPAN_DEPTH = 3
+# Work per character of a segment (scanning and failed decodes), plus a floor for short texts:
+# linear time on adversarial input (deep nesting, a thousand unclosed braces).
+WORK_PER_CHAR = 3
+WORK_FLOOR = 8192
 MAX_WALK_DEPTH = 4  # levels of a decoded value searched for call-shaped objects
-# An opener that never closes may be prose ("{see below"): the rest is scanned again after it, at
-# most this many times per segment (each scan is linear).
-MAX_RESCANS = 8
+_DECODER = json.JSONDecoder()
+_SPECIAL = re.compile(r'[{}\[\]"\\]')
 
 _TAG = re.compile(r"<tool_call>(.*?)(</tool_call>|\Z)", re.DOTALL)
 _FENCE = re.compile(r"```[ \t]*([A-Za-z_]*)[ \t]*\n?(.*?)(```|\Z)", re.DOTALL)
@@ -137,19 +137,32 @@ def _wrapped_regions(text: str) -> list[tuple[int, int, int, str, Wrapping, bool
 
 
 def _calls_in(segment: str, wrapping: Wrapping, known: frozenset[str], *, at_end: bool) -> list[ParsedCall]:
-    """Calls in one segment: decoded spans, then (if the segment ends the text) one that was cut."""
+    """Calls in one segment: decoded spans, then (if the segment ends the text) one that was cut.
+
+    Work is bounded by ``WORK_PER_CHAR`` x the segment's length: the characters scanned for spans
+    (a rescan after an opener that never closed scans the rest again) and the characters a failed
+    decode got through before it failed.
+    """
     found: list[tuple[int, ParsedCall]] = []
     cut: tuple[int, ParsedCall] | None = None
     offset = 0
-    for _ in range(MAX_RESCANS):
+    budget = WORK_PER_CHAR * len(segment) + WORK_FLOOR
+    while budget > 0:
+        budget -= len(segment) - offset
         spans, open_at, depth_one = _spans(segment, offset)
         decoded_until = -1
-        for start, end, depth in spans:  # sorted by start, outer spans before the spans inside them
-            if start < decoded_until or depth > MAX_SPAN_DEPTH:
+        for start, end in spans:  # sorted by start, outer spans before the spans inside them
+            if start < decoded_until or budget <= 0:
                 continue
             try:
-                value = json.loads(segment[start:end])
-            except (json.JSONDecodeError, RecursionError):
+                value, stop = _DECODER.raw_decode(segment, start)
+            except json.JSONDecodeError as exc:
+                budget -= exc.pos - start
+                continue
+            except RecursionError:
+                budget -= end - start
+                continue
+            if stop != end:  # the decoder and the span disagree about where it ends: not one value
                 continue
             decoded_until = end  # its inner spans are part of this value
             found.extend((start, c) for c in _calls_from_value(value, wrapping, known, 0))
@@ -168,41 +181,48 @@ def _calls_in(segment: str, wrapping: Wrapping, known: frozenset[str], *, at_end
     return [c for _, c in found]
 
 
-def _spans(s: str, offset: int = 0) -> tuple[list[tuple[int, int, int]], int | None, str]:
-    """Balanced ``{…}`` and ``[…]`` spans (start, end, depth), sorted by start; where the outermost
-    unclosed opener is (None when all closed); and the text of that unclosed object at its depth 1."""
-    spans: list[tuple[int, int, int]] = []
+def _spans(s: str, offset: int = 0) -> tuple[list[tuple[int, int]], int | None, str]:
+    """Balanced ``{…}`` and ``[…]`` spans (start, end), sorted by start; where the outermost
+    unclosed opener is (None when all closed); and the text of that unclosed object at its depth 1.
+
+    String-aware inside a span (a brace in a JSON string does not count); outside any span quotes
+    mean nothing (prose). A closer that does not match its opener means this is not JSON: the
+    scan starts over from there. Steps only over the characters that matter (a regex finds them).
+    """
+    spans: list[tuple[int, int]] = []
     stack: list[tuple[int, str]] = []
-    in_string = escaped = False
-    tail: list[str] = []  # characters at depth 1 of the outermost open object (to name a cut call)
-    for i in range(offset, len(s)):
-        ch = s[i]
+    in_string = False
+    skip_to = -1  # the character after a backslash in a string is escaped
+    tail: list[str] = []  # text at depth 1 of the outermost open object (to name a cut call)
+    mark = 0  # where the current run of depth-1 text began
+    for m in _SPECIAL.finditer(s, offset):
+        i, ch = m.start(), m.group()
+        if i < skip_to:
+            continue
         if in_string:
-            if len(stack) == 1:
-                tail.append(ch)
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
+            if ch == "\\":
+                skip_to = i + 2
             elif ch == '"':
                 in_string = False
             continue
         if ch in "{[":
             if not stack:
-                tail = []
+                tail, mark = [], i + 1
+            elif len(stack) == 1:
+                tail.append(s[mark:i])
             stack.append((i, "}" if ch == "{" else "]"))
         elif ch in "}]":
             if stack and stack[-1][1] == ch:
                 start, _ = stack.pop()
-                spans.append((start, i + 1, len(stack)))
+                spans.append((start, i + 1))
+                if len(stack) == 1:
+                    mark = i + 1
             elif stack:  # a mismatched closer: this is not JSON; start over from here
                 stack.clear()
         elif ch == '"' and stack:
             in_string = True
-            if len(stack) == 1:
-                tail.append(ch)
-        elif len(stack) == 1:
-            tail.append(ch)
+    if len(stack) == 1:
+        tail.append(s[mark:])
     spans.sort(key=lambda span: (span[0], -span[1]))
     return spans, (stack[0][0] if stack else None), "".join(tail)
 

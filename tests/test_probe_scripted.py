@@ -45,7 +45,13 @@ class ThresholdModel:
         per_message: int = 0,
         wrong_nonce: bool = False,
         reply: str | None = None,
+        cut_at: int | None = None,
     ) -> None:
+        # ``cut_at``: a followed reply stops after this many characters with finish_reason "length"
+        # (max_tokens ran out); a continuation request (the reply so far sent as the assistant's
+        # turn) gets the whole reply back, prefix included, as llama.cpp answers it.
+        self.cut_at = cut_at
+        self.continuations = 0
         # ``per_message``: template tokens per message, as real chat templates add; with it the
         # billed size is not a linear function of the characters sent. ``reply``: the text of a
         # followed instruction (``{nonce}`` is filled in), for the wrappings a real model uses.
@@ -99,7 +105,10 @@ class ThresholdModel:
                            "try increasing it"}})
         cached = prompt - 1 if content == self.last_body else 0
         self.last_body = content
-        last = body["messages"][-1]["content"]
+        continuing = body["messages"][-1]["role"] == "assistant"
+        if continuing:
+            self.continuations += 1
+        last = body["messages"][-2 if continuing else -1]["content"]
         asked = "probe_ack" in last and CONTROL_MARK not in last
         follows = prompt < self.threshold
         if self.noise and self.rng.random() < self.noise:
@@ -114,6 +123,8 @@ class ThresholdModel:
         finish = "stop"
         if call and self.reply is not None:
             message["content"] = self.reply.replace("{nonce}", nonce)
+            if self.cut_at is not None and not continuing and body.get("max_tokens", 0) > 1:
+                message["content"], finish = message["content"][: self.cut_at], "length"
         elif call and self.inline:
             message["content"] = f'```tool_call\n{{"name": "probe_ack", "arguments": {args}}}\n```'
         elif call:
