@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from context.evidence import (
+    DIGEST_CHARS,
     SHAPES,
     WINDOW_CHARS,
     detect_shape,
@@ -28,6 +29,7 @@ from context.evidence import (
     recall_slice,
     window,
 )
+from tests.test_evidence_window import expand
 
 EID = "7c" * 32
 
@@ -280,6 +282,7 @@ def test_every_digest_ends_with_its_tag_and_errors_are_verbatim(results: dict[st
         d = digest(r.body, EID, tool_name=r.tool, is_error=r.is_error, tool_input=r.tool_input)
         tag = evidence_tag(EID, len(r.body))
         assert d.endswith(tag), r.source
+        assert len(d) <= DIGEST_CHARS, r.source  # issue 9 item 2: bounded, whatever the body
         if kind == "error":
             assert d == r.body + ("" if r.body.endswith("\n") else "\n") + tag, r.source
     assert {"json", "search", "text", "command", "error"} <= set(seen)
@@ -312,6 +315,8 @@ def test_every_window_stays_under_the_limit_and_names_a_recallable_range(
         assert f"lines {first}-{last} omitted ({len(original)} chars)" in w.text, r.source
         recalled = recall_slice(r.body, "slice", (first, last))
         assert recalled == (original if len(original) <= WINDOW_CHARS else window(original, "slice").text)
+        # every omission line and clipped line's note, answered, gives back the body (issue 9 item 1)
+        assert expand(w.text, r.body, EID)[0] in (r.body, r.body + "\n"), r.source
     assert long_ones >= 2  # the 32,986-char Read and the 151,582-char git diff
 
 
