@@ -6,13 +6,14 @@
 2. cache: two identical requests behind a fresh prefix (reported cached tokens, or ≥5× faster);
 3. horizon: the search of ``context.probe.LadderSearch``. Each size gets a synthetic history shaped
    like real turns (a user question, an assistant tool call, a digest-shaped result carrying an
-   ``[evidence:…]`` tag, a short answer), ending in ONE instruction: call ``probe_ack``. The same
-   history ending in "do not call a tool" is the negative control. Each sample is one request with
-   ``max_tokens`` ≈ 32; the samples of a rung are identical, so the second and third hit the prefix
-   cache and cost decode time only.
+   ``[evidence:…]`` tag, a short answer), ending in ONE instruction: call ``probe_ack`` with a
+   nonce. The same history ending in "do not call a tool" is the negative control. A rung first
+   sends its prompt with max_tokens=1 to see its billed size and re-aims until it lands on the
+   target; each sample is then one request with ``max_tokens`` ≈ 32, sending the same bytes, so
+   they hit the prefix cache and cost decode time only. A reply cut inside a call is continued.
 
 Histories are sized in tokens through the tokens-per-char ratio the provider's own usage reports,
-re-measured after every request. Two protocols: ``native`` sends the tools in the request and reads
+re-measured after every request, and filled to the character (the last answer is padded). Two protocols: ``native`` sends the tools in the request and reads
 ``tool_calls`` (an inline fence in the text also counts, and the profile records which one the model
 used); ``inline_fence`` lists the tools in the system prompt and asks for a fenced call in the text,
 for models whose template has no tool support.

@@ -7,13 +7,17 @@ samples there, hand back a ``RungOutcome``; repeat until it says ``None``:
 1. climb the geometric rungs (``plan_rungs``: ×2 from 4k, or from a quarter of the top when the
    window is small, up to 0.9 × the declared window) until the first failing rung;
 2. when even the first rung fails, try the smallest history the runner can build (``floor``);
-3. binary-search between the last pass and the first fail until the bracket is one search step
-   (``resolution``) wide.
+3. binary-search between the last pass and the first fail, in BILLED tokens (the provider's own
+   count of each prompt), until that bracket is one search step (``resolution``) wide;
+4. a second look at both ends of the bracket: their samples are pooled with the first look's,
+   and an end whose pooled verdict flips reopens the search.
 
-A rung passes when the majority of its samples followed the instruction (called ``probe_ack``)
-AND the majority of its negative controls (same history, told NOT to call a tool) did not call
-anything: a model that always calls never passes. An over-length rejection (400/413) fails the
-rung and, once seen, makes the largest accepted prompt the ``verified_window``.
+A sample is followed when it called ``probe_ack`` with the rung's nonce inside its arguments, in
+any wrapping ``context.toolcalls`` reads. A rung passes when the strict majority of its instruction
+samples followed AND the majority of its negative controls (same history, told NOT to call a tool)
+called nothing: a model that always calls never passes. Sampling stops by ``settled`` (a lead of
+two, or the cap). An over-length rejection (400/413) fails the rung and, once seen, makes the
+largest accepted prompt the ``verified_window``.
 """
 
 from __future__ import annotations
