@@ -117,23 +117,21 @@ class _Fold:
 
     def compact(self, p: int, d: int, level: StepLevel, m: int, room: int) -> tuple[int, int, StepLevel]:
         """The least compaction after step m that brings the turn to ``COMPACT_TO`` of ``room`` (else
-        to ``room``, else its smallest form): digest more steps, then packet more, list before ids."""
+        to ``room``): digest older steps, then packet them (list before ids). The newest step stays as
+        carried; only when nothing else fits is it digested too (``smallest``)."""
+        digests = self.c.digests
         for limit in (math.floor(room * COMPACT_TO), room):
-            if self.c.digests:
-                for d2 in range(d, m + 1):
+            if digests:
+                for d2 in range(d, m):
                     if self.tokens(p, d2, m, level) <= limit:
                         return p, d2, level
             levels: tuple[StepLevel, ...] = ("list", "ids") if level == "list" else ("ids",)
             for lv in levels:
-                for p2 in range(p + 1, m):  # the newest step never goes into the packet
+                for p2 in range(p + 1, m):
                     lo = max(d, p2)
-                    if not self.c.digests:
-                        if self.tokens(p2, p2, m, lv) <= limit:
-                            return p2, p2, lv
-                        continue
-                    if self.tokens(p2, m, m, lv) > limit:
-                        continue
-                    for d2 in range(lo, m + 1):
+                    if self.tokens(p2, m - 1 if digests else lo, m, lv) > limit:
+                        continue  # not even with every older step after the packet digested
+                    for d2 in range(lo, m if digests else lo + 1):
                         if self.tokens(p2, d2, m, lv) <= limit:
                             return p2, d2, lv
         return self.smallest(m)
