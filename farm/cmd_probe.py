@@ -20,7 +20,7 @@ import httpx
 
 from agent.probe import LOCAL_PROTOCOL, LOCAL_QUANTISATION, ProbeReport, ProbeRunner, ProbeSettings
 from context.capacity import ProfileKey, describe
-from context.probe import TOP_FRACTION
+from context.probe import DEFAULT_CAP, TOP_FRACTION
 from farm.cli_checks import MAX_TOKENS, base_url_arg, bounded_int, check_ledger_folder, check_writable_folder
 from vak.errors import InvalidInput
 
@@ -41,8 +41,9 @@ def register(subparsers: Any) -> None:
                    help="the server's base URL (OpenAI-compatible, Ollama)")
     p.add_argument("--n-ctx", type=bounded_int(256, MAX_TOKENS), default=8192,
                    help="context size for a local model (default 8192)")
-    p.add_argument("--samples", type=bounded_int(1, 25), default=3,
-                   help="instruction samples per rung, 1-25 (majority decides)")
+    p.add_argument("--samples", type=bounded_int(1, 25), default=DEFAULT_CAP,
+                   help=f"at most this many instruction samples per rung, 1-25 (default {DEFAULT_CAP}; sampling "
+                   "stops once one answer leads by two, and the majority decides)")
     p.add_argument("--controls", type=bounded_int(0, 25), default=1, help="negative-control samples per rung, 0-25")
     p.add_argument("--first-rung", type=bounded_int(64, MAX_TOKENS), default=4096,
                    help="first rung in tokens (lowered, with a note, when the window is too small for it)")
@@ -64,6 +65,8 @@ def print_progress(event: dict[str, Any]) -> None:
         print(f"cache rung: {event['behaviour']} ({event['signal']})", flush=True)
     elif stage == "plan":
         print(f"rungs: {event['rungs']} (floor {event['floor']}, search step {event['resolution']})", flush=True)
+    elif stage in ("sizing", "sample", "waiting"):  # progress within a rung (agent.probe.ProbeRunner.rung)
+        print(f"    {_within_rung(event)}", flush=True)
     elif stage == "rung":
         o = event["outcome"]
         verdict = "PASS" if o["passed"] else ("OVERFLOW" if o["overflow"] else "fail")
@@ -103,8 +106,9 @@ def check_args(args: argparse.Namespace) -> tuple[str, str, Path]:
         raise InvalidInput(f"{args.spec!r} names no model: write provider:model, e.g. local:smollm2")
     if provider_name == "local":
         if args.base_url is None:
-            from providers.localserver import MODELS
+            from providers.localserver import MODELS, canonical_model
 
+            model = canonical_model(model)  # `qwen` is qwen2.5-coder-0.5b
             if model not in MODELS and not (model.endswith(".gguf") and Path(model).expanduser().is_file()):
                 raise InvalidInput(f"unknown local model {model!r}: choose one of {sorted(MODELS)} or the path of "
                                    "an existing .gguf file.")
@@ -117,6 +121,18 @@ def check_args(args: argparse.Namespace) -> tuple[str, str, Path]:
     if args.ledger is not None:
         check_ledger_folder(args.ledger)
     return provider_name, model, out
+
+
+def _within_rung(event: dict[str, Any]) -> str:
+    stage, target, elapsed = event["stage"], event["target"], event["elapsed_s"]
+    if stage == "sizing":
+        return f"rung {target}: sizing {event['attempt']} billed {event['billed']} tokens ({elapsed:.0f} s)"
+    if stage == "sample":
+        return (f"rung {target}: {event['kind']} sample {event['index']} (of at most {event['of']}) "
+                f"{'yes' if event['hit'] else 'no'} ({elapsed:.0f} s)")
+    estimate = event.get("estimate_s")
+    expected = f" of about {estimate:.0f} s expected at the measured rates" if estimate is not None else ""
+    return f"rung {target}: {event['what']} running {event['request_s']:.0f} s{expected} (rung {elapsed:.0f} s)"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -159,15 +175,16 @@ async def _probe(args: argparse.Namespace, provider_name: str, model: str, setti
             print(f"started {model} at {server.base_url} (n_ctx {args.n_ctx})", flush=True)
             return await _run(f"openai-compat:{model}", server.base_url,
                               ProfileKey("local", model, LOCAL_QUANTISATION.get(model, "")), settings, make_provider,
-                              on_progress)
+                              on_progress, api_key=server.api_key)
     spec = f"openai-compat:{model}" if provider_name == "local" else args.spec
     return await _run(spec, args.base_url, ProfileKey(provider_name, model), settings, make_provider, on_progress)
 
 
 async def _run(spec: str, base_url: str | None, key: ProfileKey, settings: ProbeSettings, make: Any,
-               on_progress: Any = print_progress) -> ProbeReport:
+               on_progress: Any = print_progress, api_key: str | None = None) -> ProbeReport:
     async with httpx.AsyncClient(trust_env=False) as client:
-        kwargs: dict[str, Any] = {"timeout_s": 900.0}
+        # No api_key: the provider's environment variable (OPENAI_COMPAT_API_KEY for --base-url).
+        kwargs: dict[str, Any] = {"timeout_s": 900.0, "api_key": api_key}
         if base_url:
             kwargs["base_url"] = base_url
         provider, _model = make(spec, client, **kwargs)
