@@ -5,12 +5,14 @@
   (``context.planner.measure_turn``, cached: a closed record never changes), a BM25 index over the
   cards, and the last planner state of each model (read back from recorded ``plan`` entries, so a
   restarted actor resumes where it was). Pure: entries in, state out.
-* ``project``: the request a plan asks for (pure). Stable prefix (system + tools), then retrieved
-  older turns whole, the packet inside ``<context_summary>``, the working-set turns (Full through
-  ``context.render``, cards through ``render_card``), and the current turn with the tail block
-  before the directive's own words.
+* ``project``: the request a plan asks for (pure). Stable prefix (system + tools), then the handoff
+  of the reset the plan starts after, retrieved older turns whole, the packet inside
+  ``<context_summary>``, the working-set turns (Full through ``context.render``, cards through
+  ``render_card``), and the current turn with the tail block before the directive's own words, its
+  steps as the plan's ``current_turn`` carries them (step packet, digests, as carried).
 * ``prepare``: plan, write what the plan needs first (the packet's summary through
-  ``agent.summarise``, or the reset-with-handoff of a rescue), plan again, project.
+  ``agent.summarise``, or this model's reset-with-handoff of a rescue), plan again, project. A
+  current turn that cannot fit even at its most compact raises ``RequestTooLarge``: nothing is sent.
 * ``complete_planned``: send; a ``ContextOverflow`` is a profile contradiction: ``verified_window``
   becomes the rejected size, the request is planned again and sent once more.
 """
@@ -465,8 +467,10 @@ async def complete_planned(
 ) -> Completed:
     """Send the planned request. On an over-length rejection: correct the profile, plan again, retry once.
 
-    Over-length is never a permanent error: it never propagates. When the retry is rejected too, the
+    Over-length is never a permanent error: it never propagates. When the retry is rejected too, or
+    the corrected window cannot hold even the current turn's most compact form (nothing is sent), the
     turn gets no result (``result`` None) and the corrected profile, which the next turn plans against.
+    A first plan that cannot fit raises ``RequestTooLarge`` before anything is sent.
     """
     overflows: list[ContextOverflow] = []
     for attempt in range(2):

@@ -7,11 +7,15 @@ autoscaling policy that returns its decision and its new state).
 
 Budget::
 
-    budget = horizon − prefix − tail − output_reserve − current_turn_reserve
+    budget = horizon − prefix − tail − output_reserve − handoff − current_turn_reserve
 
-``horizon`` is the instruction horizon, never past the verified (or declared) window.
-``current_turn_reserve`` is the larger of an EWMA (α 0.3) of the sizes past turns had while they
-were current, and the size of the current turn so far.
+``horizon`` is the instruction horizon, never past the verified (or declared) window; ``handoff``
+the reset this model's plan starts after. ``current_turn_reserve`` is what the history leaves for
+the current turn (``context.currentturn.current_reserve``): an EWMA (α 0.3) of the sizes past turns
+had while current, held to half of what is left, doubled while the current turn is larger, up to
+three quarters. The current turn gets what the history's plan leaves, and compacts itself in whole
+steps when it outgrows that (``context.currentturn``); when even its most compact form does not fit,
+``plan`` raises ``RequestTooLarge``: a request over the budget is never sent.
 
 Value of a closed turn: ``max(recency, relevance, anaphora)``; recency = 1 / (1 + age in closed
 turns), relevance = BM25 score of the directive and reading terms over the turn's card, divided by
@@ -30,9 +34,10 @@ Fill (a turn is never split; every cost is turn-whole):
 So Full is chosen by value while it fits, where "fits" means the turns not yet placed can still be
 carried as cards (spec §10: a 31-turn session on a small model keeps about 2 turns Full and the
 rest as cards). Reset-with-handoff is the one boundary: turns behind it are listed ``behind_reset``
-and never planned. A profile with no usable horizon (no rung passed, or not even the current turn
-fits, or the history cannot even be pointed at) gets a plan with ``rescue`` set: the caller writes
-the reset-with-handoff.
+and never planned; a reset that names its model applies to that model's plans only, and the plan
+carries it (``Plan.reset``) so the projection renders its handoff. A profile with no usable horizon
+(no rung passed, or the history cannot even be pointed at) gets a plan with ``rescue`` set: the
+caller writes the reset-with-handoff for this model.
 """
 
 from __future__ import annotations

@@ -192,3 +192,13 @@ async def test_no_usable_horizon_writes_the_reset_with_handoff_and_sends_the_cur
     assert not record["is_error"] and "What is the copper price trend this quarter? (turn 2)" in record["content"]
     assert evidence.ledger.store is not None
     evidence.ledger.store.close()
+
+
+async def test_a_retry_that_cannot_fit_even_the_current_turn_is_not_sent(tmp_path: Path) -> None:
+    """After an over-length reply whose stated limit (100 tokens) cannot hold even the current turn,
+    the retry is not sent: no result, the corrected profile, one request on the wire."""
+    prof = _profile(100_000, 100_000)
+    server = Server((400, _overflow(9_000, 100)))
+    done, _view = await _run(server, tmp_path / "ledger", prof)
+    assert done.result is None and len(done.overflows) == 1 and len(server.sent) == 1
+    assert done.profile.verified_window == 100
