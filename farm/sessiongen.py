@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import blake3
 from pydantic import BaseModel
 
+from context.evidence import window
 from events import canonical
 from events.envelope import Mapper
 from events.payloads import (
@@ -176,9 +177,9 @@ def generate_session(seed: int = 0, turns: int = 12, append: AppendFn | None = N
             ev = put(EvidenceBody(tool_use_id=call_id, tool_name=name, chars=len(body), bytes=len(data),
                                   is_error=is_error, media_type="application/json" if kind in {"json", "search"}
                                   else "text/plain"), data)
-            carried = body if len(body) <= 30_000 else body[:12_000] + "\n[... windowed; recall for the rest ...]\n"
-            put(ToolResult(tool_use_id=call_id, tool_name=name, content=carried, is_error=is_error,
-                           evidence_id=ev, windowed=len(body) > 30_000))
+            carried = window(body, ev)  # as the EvidenceActor carries it: no blind cut (issue 9 item 1)
+            put(ToolResult(tool_use_id=call_id, tool_name=name, content=carried.text, is_error=is_error,
+                           evidence_id=ev, windowed=carried.windowed))
             evidence.append(ev)
             trace.append(TraceLine(tool=name, args_digest=canonical.encode(args).decode()[:80], evidence_id=ev,
                                    shape=kind))

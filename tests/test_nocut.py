@@ -35,6 +35,7 @@ from events.payloads import (
     ToolUseBlock,
 )
 from farm.report import evidence_infos
+from farm.sessiongen import generate_session
 from storage.ledger import LedgerStore
 from tests.fixtures_import import Imported
 
@@ -341,3 +342,20 @@ def test_a_64_mib_result_is_kept_whole(tmp_path: Path) -> None:
         last = actor.recall("s", {"id": stored["evidence_id"], "range": [total, total]})
         assert last == {"content": "end without newline", "is_error": False}
         assert check_no_cut(store, None, "s") == 1
+
+
+def test_the_generated_demo_session_carries_windows_not_blind_cuts(tmp_path: Path) -> None:
+    """The session `vak run` writes (farm.sessiongen) carries each long result as a real window: its
+    markers, answered, give back the body (it once carried the first 12,000 chars and no recall)."""
+    with LedgerStore(tmp_path / "ledger") as store:
+        generate_session(seed=3, turns=12, append=lambda p, b: store.append_one("demo", p, blob=b))
+        results = [
+            p
+            for e in store.chain_to_root(store.head("demo") or "")
+            if isinstance(p := store.payload(e.id), ToolResult)
+        ]
+        windowed = [r for r in results if r.windowed]
+        assert windowed  # 900-line command outputs are over the window
+        for r in windowed:
+            assert r.evidence_id is not None
+            _check_window(r, store.get(r.evidence_id).blob.decode(), None, "demo")  # type: ignore[union-attr]
