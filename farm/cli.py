@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "farm.cmd_serve",
     "farm.cmd_probe",
     "farm.cmd_import",
+    "farm.cmd_chat",
 ]
 
 

@@ -1,0 +1,136 @@
+"""Live turns from the command line: ``vak chat``, ``vak turn`` and the main job's three turns.
+
+``LiveSession`` wires one session: the bound model (the bundled local model on llama.cpp, started on
+127.0.0.1, or any ``provider:model`` spec), its profile (the newest one recorded in the ledger for that
+model, else the metadata rung's), the tool surface (recall, find_tools, the workspace tools and the
+card tools) and a :class:`~agent.loop.TurnLoop` over in-process services or the Ray actors.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from agent.loop import InProcessServices, StepReport, TurnConfig, TurnLoop, TurnReport, TurnServices
+from agent.workspace import TOOLS as WORKSPACE_TOOLS
+from agent.workspace import Workspace
+from context.assemble import system_prompt
+from context.capacity import CapacityProfile, ProfileKey, describe, from_record, metadata_profile
+from context.cards import card_tools
+from context.evidence import RECALL_TOOL
+from context.messages import ModelContext
+from context.surface import Surface, ToolDecl
+from events.envelope import Mapper
+from events.payloads import CapacityProfileRecord
+from storage.ledger import LedgerStore
+
+DEFAULT_MODEL = "qwen"
+DEFAULT_N_CTX = 16384
+PROFILE_SESSION = "capacity"  # where probes and profiles are recorded (ProbeActor's default session)
+
+
+def default_surface() -> Surface:
+    """recall, find_tools, the workspace tools and the card tools, always loaded, in that order."""
+    core = [ToolDecl(RECALL_TOOL, always_loaded=True)]
+    core += [ToolDecl(t.spec, always_loaded=True, observes=t.observes) for t in WORKSPACE_TOOLS]
+    core += [ToolDecl(spec, always_loaded=True) for spec in card_tools()]
+    return Surface.build(core)
+
+
+def recorded_profile(store: LedgerStore, key: ProfileKey) -> CapacityProfile | None:
+    """The newest capacity profile recorded for ``key`` in any session of the ledger."""
+    mapper = Mapper()
+    newest: CapacityProfile | None = None
+    for session in store.sessions():
+        for entry in store.entries(session):
+            if entry.kind != "capacity_profile":
+                continue
+            record = mapper.payload_of(entry)
+            if isinstance(record, CapacityProfileRecord):
+                profile = from_record(record)
+                if profile.key == key:
+                    newest = profile
+    return newest
+
+
+def step_line(step: StepReport) -> str:
+    """One line per step: the plan, prompt and cached tokens, and the prefix digest."""
+    f = step.fidelity
+    plan = f"full {f.get('full', 0)} / card {f.get('card', 0)} / packet {f.get('packet', 0)}"
+    ratio = f" ({step.cached_tokens / step.prompt_tokens:.0%} cached)" if step.prompt_tokens else ""
+    calls = ", ".join(step.calls) if step.calls else "answer"
+    return (f"  step {step.index + 1}: plan {plan}{' (planned)' if step.replanned else ''}; "
+            f"prompt {step.prompt_tokens} tok, cached {step.cached_tokens}{ratio}; "
+            f"prefix {step.prefix_digest[:12]}; → {calls}")
+
+
+@dataclass
+class LiveSession:
+    """One live session. Use ``async with LiveSession(...) as live: await live.turn("...")``."""
+
+    ledger: Path
+    session: str
+    workspace: Path
+    model: str = DEFAULT_MODEL
+    n_ctx: int = DEFAULT_N_CTX
+    on_step: Callable[[StepReport], None] | None = None
+    services_factory: Callable[[LedgerStore | None], TurnServices] | None = None  # None: in-process
+    profile: CapacityProfile | None = None
+    max_steps: int = 6
+    max_tokens: int = 384
+    timezone: str = "UTC"  # an IANA name: the tail's local time
+
+    async def __aenter__(self) -> LiveSession:
+        from providers.localserver import LocalModelServer, canonical_model
+        from providers.openai_compat import OpenAICompatProvider
+
+        self._stack = AsyncExitStack()
+        self.model = canonical_model(self.model)
+        server = LocalModelServer(self.model, n_ctx=self.n_ctx)
+        self._stack.enter_context(server)
+        client = await self._stack.enter_async_context(httpx.AsyncClient(trust_env=False, timeout=900.0))
+        provider = OpenAICompatProvider(client, base_url=server.base_url, api_key=server.api_key, timeout_s=900.0)
+        self.store: LedgerStore | None = None
+        if self.services_factory is None:
+            self.store = self._stack.enter_context(LedgerStore(self.ledger))
+            services: TurnServices = InProcessServices(self.store, self.session)
+        else:
+            services = self.services_factory(None)
+        key = ProfileKey("local", self.model, "")
+        profile = self.profile or self._bound_profile(key, server.n_ctx)
+        surface = default_surface()
+        config = TurnConfig(model=self.model, provider="local", system=system_prompt(surface.catalogue()),
+                            surface=surface, max_steps=self.max_steps, max_tokens=self.max_tokens,
+                            timezone=self.timezone,
+                            session_key=self.session)
+        self.loop = TurnLoop(services, provider, profile, config, workspace=Workspace(self.workspace),
+                             on_step=self.on_step)
+        return self
+
+    def _bound_profile(self, key: ProfileKey, n_ctx: int) -> CapacityProfile:
+        if self.store is not None:
+            recorded = recorded_profile(self.store, key)
+            if recorded is not None:
+                return recorded
+        else:
+            with LedgerStore(self.ledger, readonly=True) as reader:
+                recorded = recorded_profile(reader, key)
+            if recorded is not None:
+                return recorded
+        return metadata_profile(key, ModelContext(provider="local", model=key.model, declared_window=n_ctx,
+                                                  source="the local server's n_ctx"), now=time.time())
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._stack.aclose()
+
+    async def turn(self, directive: str) -> TurnReport:
+        return await self.loop.run(directive)
+
+    def describe_profile(self) -> str:
+        return describe(self.loop.profile)

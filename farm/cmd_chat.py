@@ -1,0 +1,102 @@
+"""`vak chat` (an interactive session) and `vak turn "…"` (one turn), live on a local model.
+
+Each step prints the plan (turns full / card / packet), prompt and cached tokens and the prefix digest;
+the answer is printed when the turn ends. Everything goes to the ledger (``--ledger``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from farm.cli_checks import MAX_TOKENS, bounded_int, check_ledger_folder
+from vak.errors import InvalidInput
+from vak.names import check_name
+
+DEFAULT_LEDGER = Path("vak-data") / "ledger"
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="qwen", help="a bundled local model (qwen, smollm2) or a .gguf path "
+                   "(default qwen: Qwen2.5-Coder-0.5B-Instruct)")
+    p.add_argument("--workspace", type=Path, default=Path("."), help="the folder the tools may read (default .)")
+    p.add_argument("--session", default=None, help="session name (default chat-<time>)")
+    p.add_argument("--ledger", type=Path, default=DEFAULT_LEDGER, help="ledger folder (default: %(default)s)")
+    p.add_argument("--n-ctx", type=bounded_int(1024, MAX_TOKENS), default=16384,
+                   help="the local server's context size (default 16384)")
+    p.add_argument("--max-steps", type=bounded_int(1, 64), default=6, help="model calls per turn, 1-64 (default 6)")
+
+
+def register(subparsers: Any) -> None:
+    chat = subparsers.add_parser("chat", help="an interactive session on a local model, through the engine",
+                                 description="Chat with a local model through the context engine: each line is a "
+                                 "turn. Ctrl-D or /quit ends the session.")
+    _common(chat)
+    chat.set_defaults(func=run_chat)
+    turn = subparsers.add_parser("turn", help="run one turn on a local model, through the engine",
+                                 description="Run one turn non-interactively and print the answer.")
+    turn.add_argument("directive", help="what to ask")
+    _common(turn)
+    turn.set_defaults(func=run_turn)
+
+
+def _checked(args: argparse.Namespace) -> tuple[Path, str, Path]:
+    """The arguments that can be wrong, checked before the model server starts."""
+    check_ledger_folder(args.ledger, "the ledger folder")
+    session = args.session or time.strftime("chat-%Y%m%d-%H%M%S")
+    check_name(session, "session name")
+    workspace = Path(args.workspace)
+    if not workspace.is_dir():
+        raise InvalidInput(f"the workspace {str(workspace)!r} is not a folder: pass --workspace DIR")
+    return args.ledger, session, workspace
+
+
+def _live(args: argparse.Namespace, ledger: Path, session: str, workspace: Path) -> Any:
+    from farm.chat import LiveSession, step_line
+
+    return LiveSession(ledger=ledger, session=session, workspace=workspace, model=args.model, n_ctx=args.n_ctx,
+                       max_steps=args.max_steps, on_step=lambda s: print(step_line(s), flush=True))
+
+
+def _print_answer(report: Any) -> None:
+    print(f"\n{report.answer.strip() or '(no answer)'}\n[{report.outcome}; card {report.card_id[:12]}]\n", flush=True)
+
+
+def run_turn(args: argparse.Namespace) -> int:
+    ledger, session, workspace = _checked(args)
+
+    async def go() -> int:
+        print(f"vak: starting {args.model} on 127.0.0.1 (n_ctx {args.n_ctx}); session {session!r}", flush=True)
+        async with _live(args, ledger, session, workspace) as live:
+            report = await live.turn(args.directive)
+        _print_answer(report)
+        return 0 if report.outcome == "completed" else 1
+
+    return asyncio.run(go())
+
+
+def run_chat(args: argparse.Namespace) -> int:
+    ledger, session, workspace = _checked(args)
+
+    async def go() -> int:
+        print(f"vak: starting {args.model} on 127.0.0.1 (n_ctx {args.n_ctx}); session {session!r}; "
+              f"ledger {ledger}; Ctrl-D or /quit ends", flush=True)
+        async with _live(args, ledger, session, workspace) as live:
+            print(live.describe_profile(), flush=True)
+            while True:
+                try:
+                    line = await asyncio.to_thread(input, "you> ")
+                except EOFError:
+                    print(file=sys.stdout)
+                    return 0
+                if line.strip() in ("/quit", "/exit"):
+                    return 0
+                if not line.strip():
+                    continue
+                _print_answer(await live.turn(line))
+
+    return asyncio.run(go())
