@@ -234,6 +234,8 @@ def seed_packet(index: TurnIndex, first_turn_id: str, last_ordinal: int) -> Summ
     for s in index.summaries:
         if s.behind_reset or s.first_turn_id != first_turn_id or s.last_ordinal is None or not s.summary.strip():
             continue
+        if not covers_whole(index, s):  # growing from it would skip its last turn's later steps
+            continue
         if s.last_ordinal >= last_ordinal:
             continue
         if best is None or best.last_ordinal is None or s.last_ordinal >= best.last_ordinal:

@@ -297,8 +297,7 @@ def plan(
     card_spent = sum(w.card[i] for i in shown if w.fid[i] == "c")
     history = (packet.tokens if packet else 0) + full_spent + card_spent
     turn_plan = fit(costs, tpc, available - history) if costs is not None else None
-    if turn_plan is not None and cur is not None and costs is not None and turn_plan.compacted and w.turns \
-            and not rescue:
+    if turn_plan is not None and cur is not None and costs is not None and turn_plan.compacted and not rescue:
         # A recorded mid-turn compaction over the whole history and this turn's first steps is reused
         # (like a stored packet) when the turn must compact anyway and the rest of it fits beside it.
         reuse = _midturn(index, w, cur, costs, tpc, available)
@@ -394,7 +393,8 @@ def _midturn(index: TurnIndex, w: _Work, cur: Turn, costs: TurnCosts, tpc: float
              ) -> tuple[PacketPlan, CurrentTurnPlan] | None:
     """The recorded mid-turn compaction over every planned turn and the current turn's first steps, and
     the rest of the turn beside it, when both fit ``available``."""
-    stored = midturn_packet(index, w.turns[0].id, cur.ordinal, len(cur.steps))
+    first = w.turns[0] if w.turns else cur  # a compaction inside the first planned turn covers its steps only
+    stored = midturn_packet(index, first.id, cur.ordinal, len(cur.steps))
     if stored is None or stored.through_step is None:
         return None
     cost = math.ceil(len(render_stored(index, stored)) * tpc)  # not kept: its header changes as the turn grows
@@ -403,7 +403,6 @@ def _midturn(index: TurnIndex, w: _Work, cur: Turn, costs: TurnCosts, tpc: float
     rest = fit(costs, tpc, available - cost, covered=stored.through_step)
     if rest.tokens > rest.room:
         return None
-    first = w.turns[0]
     return PacketPlan(first.ordinal, cur.ordinal, first.id, cur.id, "summary", cost, cost, 0, stored.id, None,
                       stored.through_step), rest
 

@@ -19,12 +19,15 @@ import pytest
 from agent.request import SessionView, prefix_tokens, project, request_tokens
 from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
 from context.messages import ChatRequest, TextPart, ToolUsePart
+from context.packets import seed_packet
 from context.planner import Plan
 from context.render import api_problems
 from context.turncard import short_id
+from events.payloads import AssistantStep, Compaction, CoveredEvidence, EvidenceBody, ToolResult, ToolUseBlock
 from farm.importers import import_path
 from storage.ledger import LedgerStore
 from tests.fixtures_import import FILES
+from tests.test_planner import SessionBuilder
 
 SYSTEM = "You are Claude Code, an interactive coding agent. " * 10
 
@@ -108,3 +111,39 @@ def test_a_model_that_holds_the_whole_turn_gets_it_from_the_ledger(spotter: Sess
     calls = {part.id for m in request.messages for part in m.content if isinstance(part, ToolUsePart)}
     assert {ex.tool_use_id for t in spotter.index.turns for ex in t.exchanges} <= calls
     assert request_tokens(FRONTIER, request) + FRONTIER.output_reserve <= p.budget.horizon
+
+
+def test_a_compaction_inside_the_first_turn_covers_its_first_steps() -> None:
+    """A recording that compacted inside its only turn (as `vak import` writes it: a compaction over
+    that turn, mid-turn): replaying the turn where it must compact reuses it, `turns="1-1"` through
+    the steps before it, and the steps after it follow; it is not used as a seed for a grown packet."""
+    b = SessionBuilder()
+    tools = [("read_file", {"path": f"src/m{k}.py"}, "\n".join(f"{j:4d}  line {j} of module {k}, code" for j in range(120)),
+              False) for k in range(10)]
+    b.turn("Refactor the modules one by one.", tools[:6], "Halfway.", close=False)
+    index = b.view.index
+    turn = index.turn(1)
+    b.add(Compaction(first_turn_id=turn.id, last_turn_id=turn.id, summary="Modules 0-5 were refactored.",
+                     covered_evidence=tuple(CoveredEvidence(id=e, description="read") for e in turn.evidence),
+                     model="anthropic:claude"))
+    k = len(turn.steps)
+    for n, (name, args, body, _err) in enumerate(tools[6:], start=6):
+        call = f"call_late_{n}"
+        b.add(AssistantStep(blocks=(ToolUseBlock(id=call, name=name, input=dict(args)),), stop_reason="tool_use"))
+        ev = b.add(EvidenceBody(tool_use_id=call, tool_name=name, chars=len(body), bytes=len(body)), body.encode())
+        b.add(ToolResult(tool_use_id=call, tool_name=name, content=body, evidence_id=ev))
+    (summary,) = index.summaries
+    assert summary.through_step == k < len(turn.steps)
+    prof = _profile("small", 6_000, 8_192, 256)
+    p = b.view.plan(prof, "", prefix_tokens=0, tail_tokens=0, current=1)
+    assert p.packet is not None and p.packet.stored_id == summary.id and p.packet_range == (1, 1)
+    request = project(index, p, model="m", infos=b.view.infos)
+    lead = request.messages[0].content[0]
+    assert isinstance(lead, TextPart) and lead.text.startswith(f'<context_summary turns="1-1" through_step="{k}">')
+    assert f"Steps 1–{k} of turn 1 are not shown whole here" in lead.text and "Modules 0-5" in lead.text
+    calls = {part.id for m in request.messages for part in m.content if isinstance(part, ToolUsePart)}
+    assert not calls & {ex.tool_use_id for s in turn.steps[:k] for ex in s.exchanges}
+    assert "call_late_9" in calls
+    assert request_tokens(prof, request) + prof.output_reserve <= p.budget.horizon
+    assert api_problems(request.messages) == []
+    assert seed_packet(index, turn.id, 2) is None  # it covers turn 1 partly: never a seed
