@@ -29,7 +29,8 @@ says what went wrong and what to do next.
     ├── ProviderError                 a model provider call (providers/)
     │   ├── ContextOverflow           the prompt is over the model's window (carries the sizes)
     │   ├── RetryableProviderError    429, 5xx, timeouts and dropped connections: retry with backoff
-    │   └── ProviderRequestError      any other 4xx: the request itself is wrong
+    │   ├── ProviderRequestError      any other 4xx: the request itself is wrong
+    │   └── TokenCountError           a tokenizer endpoint answered something that is not a count
     ├── ModelServerError              the local llama.cpp server cannot start or is not reachable
     ├── RequestTooLarge               even the most compact request for the current turn is over the budget
     ├── ConfigError                   the operator's TOML config is wrong
@@ -225,6 +226,11 @@ class RetryableProviderError(ProviderError):
 
 class ProviderRequestError(ProviderError):
     """Any other provider error: the request itself is wrong (auth, schema, model name)."""
+
+
+class TokenCountError(ProviderError):
+    """A server's tokenizer endpoint (llama.cpp ``/apply-template``, ``/tokenize``) answered 2xx with a
+    body that is not what it documents, so the request cannot be sized exactly (``providers/tokencount.py``)."""
 
 
 # ---------------------------------------------------------------- the rest

@@ -1,0 +1,161 @@
+"""How many tokens a request is, before it is sent: exactly where the server can say, else estimated.
+
+The planner sizes everything as ``chars × tokens_per_char``. That ratio is a prior until receipts
+calibrate it, and it differs by what the request carries (JSON and tool schemas cost more tokens per
+char than prose; ``bench/tokens.py`` measures by how much). A server that exposes its own chat
+template and tokenizer can size a request exactly instead:
+
+* llama.cpp ``POST /apply-template`` takes the same body as ``/v1/chat/completions`` (messages,
+  tools, tool_choice) and returns ``{"prompt": "..."}``: the text the chat endpoint would evaluate,
+  rendered with the server's template (its own, or the one it was started with);
+* ``POST /tokenize`` takes ``{"content": prompt, "add_special": true, "parse_special": true}`` and
+  returns ``{"tokens": [ids]}``. Those two flags are the ones the chat endpoint tokenizes its prompt
+  with, so a BOS token the model adds is counted here too.
+
+The count therefore equals the ``usage.prompt_tokens`` the server reports for the same request
+(``tests/test_tokencount.py`` checks it against the real server). Both endpoints are unversioned:
+they live at the server root, not under ``/v1``, and need the API key like every other path.
+
+A server without them (an older llama.cpp, vLLM, a hosted API: 404, 405 or 501) is not an error:
+the counter falls back to ``chars × tokens_per_char`` from then on and says so once (a log warning
+and the ``on_fallback`` callback, which the turn loop can turn into an activity).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from context.capacity import PRIOR_TOKENS_PER_CHAR, request_chars
+from context.messages import ChatRequest
+from providers.base import load_images
+from providers.openai_compat import OpenAICompatProvider
+from vak.errors import ProviderRequestError, TokenCountError
+
+log = logging.getLogger("vak.tokencount")
+
+APPLY_TEMPLATE_PATH = "/apply-template"
+TOKENIZE_PATH = "/tokenize"
+# The statuses a server answers for an endpoint it does not have.
+NO_SUCH_ENDPOINT = frozenset({404, 405, 501})
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Sizes a request in the bound model's tokens before it is sent."""
+
+    async def count(self, request: ChatRequest) -> int: ...
+
+
+class CharRatioCounter:
+    """``ceil(request_chars × tokens_per_char)``: the planner's own estimate, as a counter.
+
+    ``tokens_per_char`` is a number or a callable read at every count, so a counter built once
+    follows a profile that receipts keep calibrating (``lambda: loop.profile.tokens_per_char.value``).
+    """
+
+    exact = False
+
+    def __init__(self, tokens_per_char: float | Callable[[], float] = PRIOR_TOKENS_PER_CHAR) -> None:
+        self._tokens_per_char = tokens_per_char
+
+    @property
+    def tokens_per_char(self) -> float:
+        value = self._tokens_per_char
+        return float(value() if callable(value) else value)
+
+    async def count(self, request: ChatRequest) -> int:
+        return math.ceil(request_chars(request) * self.tokens_per_char)
+
+
+class LlamaCppTokenCounter:
+    """The exact prompt size from a llama.cpp server's ``/apply-template`` and ``/tokenize``.
+
+    ``provider`` is the adapter that sends the requests (``OpenAICompatProvider`` for the server's
+    ``base_url`` with its ``api_key``): the counter renders the body with the adapter's own
+    ``render``, so the server templates exactly what the chat call will send, and it uses the
+    adapter's client, key, retries and error mapping. ``fallback`` sizes requests once the server
+    has shown it has no such endpoint.
+
+    ``exact`` is None until the first count, then True, or False after the fallback was taken.
+    """
+
+    def __init__(
+        self,
+        provider: OpenAICompatProvider,
+        *,
+        fallback: TokenCounter | None = None,
+        on_fallback: Callable[[str], None] | None = None,
+    ) -> None:
+        self.provider = provider
+        self.fallback = fallback or CharRatioCounter()
+        self.on_fallback = on_fallback
+        self.exact: bool | None = None
+        self.notice: str | None = None  # why the fallback is in use, once it is
+
+    def __repr__(self) -> str:  # the provider's repr never shows the key
+        return f"LlamaCppTokenCounter({self.provider!r}, exact={self.exact})"
+
+    @property
+    def root(self) -> str:
+        return self.provider.server_root()
+
+    async def count(self, request: ChatRequest) -> int:
+        if self.exact is False:
+            return await self.fallback.count(request)
+        try:
+            prompt = await self.render_prompt(request)
+            tokens = await self.tokenize(prompt)
+        except ProviderRequestError as exc:
+            if exc.status not in NO_SUCH_ENDPOINT:
+                raise
+            self._fall_back(exc)
+            return await self.fallback.count(request)
+        self.exact = True
+        return tokens
+
+    async def render_prompt(self, request: ChatRequest) -> str:
+        """The prompt text the chat endpoint would evaluate for ``request``."""
+        body = self.provider.render(load_images(request))
+        reply = await self.provider.request_json("POST", f"{self.root}{APPLY_TEMPLATE_PATH}", json_body=body)
+        prompt = reply.get("prompt") if isinstance(reply, dict) else None
+        if not isinstance(prompt, str):
+            raise TokenCountError(
+                f"{self.provider.name}: {APPLY_TEMPLATE_PATH} answered {_shape(reply)}, not an object with a "
+                f'"prompt" string. Check that {self.root} is a llama.cpp server, or size requests with '
+                "CharRatioCounter.",
+                provider=self.provider.name,
+            )
+        return prompt
+
+    async def tokenize(self, prompt: str) -> int:
+        """How many tokens the server's tokenizer makes of ``prompt``, as the chat endpoint tokenizes it."""
+        body = {"content": prompt, "add_special": True, "parse_special": True}
+        reply = await self.provider.request_json("POST", f"{self.root}{TOKENIZE_PATH}", json_body=body)
+        tokens = reply.get("tokens") if isinstance(reply, dict) else None
+        if not isinstance(tokens, list):
+            raise TokenCountError(
+                f"{self.provider.name}: {TOKENIZE_PATH} answered {_shape(reply)}, not an object with a "
+                f'"tokens" list. Check that {self.root} is a llama.cpp server, or size requests with '
+                "CharRatioCounter.",
+                provider=self.provider.name,
+            )
+        return len(tokens)
+
+    def _fall_back(self, exc: ProviderRequestError) -> None:
+        self.exact = False
+        self.notice = (
+            f"{self.root} has no tokenizer endpoint (HTTP {exc.status} on {APPLY_TEMPLATE_PATH} or "
+            f"{TOKENIZE_PATH}); requests are sized as chars × tokens_per_char, calibrated by receipts"
+        )
+        log.warning("%s", self.notice)
+        if self.on_fallback is not None:
+            self.on_fallback(self.notice)
+
+
+def _shape(reply: Any) -> str:
+    if isinstance(reply, dict):
+        return f"an object with keys {sorted(reply)[:8]}"
+    return f"a {type(reply).__name__}"
