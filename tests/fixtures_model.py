@@ -20,6 +20,9 @@ LOCAL_MODEL_N_CTX = 8192
 def local_model() -> Iterator[LocalModelServer]:
     """A running ``LocalModelServer("smollm2")``: use ``.base_url`` (ends in /v1) and ``.root_url``.
 
+    Every request but ``/health`` needs this run's key: pass ``api_key=local_model.api_key`` to a
+    provider, or ``headers=local_model.auth_headers()`` to a plain httpx call.
+
     One slot (``n_parallel=1``), so requests from different tests queue rather than split the
     context; ``n_ctx`` is ``LOCAL_MODEL_N_CTX``. Never assert that this 135M model follows an
     instruction: that is what the capacity probe measures.
