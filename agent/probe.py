@@ -385,7 +385,7 @@ class ProbeRunner:
         self.tolerance = max(4, search.resolution // 8)
         self.on_progress({"stage": "plan", "rungs": list(rungs), "floor": floor, "resolution": search.resolution})
         while (target := search.next_target()) is not None:
-            outcome = await self.rung(target)
+            outcome = await self.rung(target, earlier=search.verdicts.get(target))
             search.record(outcome)
             pooled = search.verdicts[target]
             self.on_progress({"stage": "rung", "outcome": outcome.as_dict(), "pooled": pooled.as_dict(),
@@ -443,7 +443,7 @@ class ProbeRunner:
             )
         return sample.prompt_tokens
 
-    async def rung(self, target: int) -> RungOutcome:
+    async def rung(self, target: int, earlier: RungOutcome | None = None) -> RungOutcome:
         """Run one rung at ``target`` billed prompt tokens: size it, then the instruction samples,
         then the controls.
 
@@ -453,6 +453,9 @@ class ProbeRunner:
         times. The samples then send those exact bytes, so a prefix cache serves them.
 
         Sampling (``settled``): a kind stops once one answer leads by ``lead`` or ``samples`` are in.
+        A second look (``earlier``: this size's first look) counts the first look's answers too and
+        samples until the pooled answers lead by ``lead``: two flipped samples that settled the first
+        look cannot leave the pooled verdict on a tie.
         """
         samples: list[SampleOutcome] = []
         started = time.perf_counter()
@@ -466,6 +469,11 @@ class ProbeRunner:
             ("instruction", self.settings.samples), ("control", self.settings.controls))
         for kind, count in plan:
             yes = no = 0
+            before = (earlier.instructions if kind == "instruction" else earlier.controls) if earlier else ()
+            for s in before:
+                hit = s.followed if kind == "instruction" else not s.abstained
+                yes, no = yes + hit, no + (not hit)
+            cap = len(before) + count
             for index in range(count):
                 sample = await self._sample(requests[kind], kind, target, started=started,
                                             label=f"{kind} {index + 1}/{count}")
@@ -477,7 +485,7 @@ class ProbeRunner:
                 if sample.overflow:
                     return RungOutcome(target, tuple(samples))  # the same prompt would be rejected again
                 lead = self.settings.lead if kind == "instruction" else 2
-                if self.settings.decide_early and settled(yes, no, cap=count, lead=lead):
+                if self.settings.decide_early and settled(yes, no, cap=cap, lead=lead):
                     break
         return RungOutcome(target, tuple(samples))
 

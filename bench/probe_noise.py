@@ -62,9 +62,11 @@ def settings_for(cap: int, lead: int, second_look: bool) -> ProbeSettings:
     return ProbeSettings(samples=cap, lead=lead, second_look=second_look, resolution=STEP, cache_rung=False)
 
 
-async def measure(runs: int, noises: tuple[float, ...]) -> list[dict[str, object]]:
+async def measure(runs: int, noises: tuple[float, ...], only: str = "") -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     for label, cap, lead, second in POLICIES:
+        if only not in label:
+            continue
         for noise in noises:
             hits, requests, gaps = 0, [], []
             for run in range(runs):
@@ -86,9 +88,10 @@ async def measure(runs: int, noises: tuple[float, ...]) -> list[dict[str, object
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--only", default="", help="run only the policies whose label contains this")
     args = parser.parse_args()
     started = time.perf_counter()
-    rows = asyncio.run(measure(args.runs, (0.0, 0.1, 0.2)))
+    rows = asyncio.run(measure(args.runs, (0.0, 0.1, 0.2), args.only))
     print("\n| policy | noise | within one step | median requests |\n|:---|---:|---:|---:|")
     for r in rows:
         print(f"| {r['policy']} | {float(r['noise']):.0%} | {r['within']}/{r['runs']} | {r['requests']:.0f} |")
