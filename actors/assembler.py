@@ -14,13 +14,14 @@ longer fits the profile's budget (the current turn outgrew it): a compaction at 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from actors.ledger_client import LedgerClient
 from agent.request import Prepared, SessionView, Summarise, prepare, project, record_plan, request_tokens
 from context.assemble import cache_breakpoints, prefix_digest
-from context.capacity import CapacityProfile
+from context.capacity import CapacityProfile, request_chars
 from context.messages import ChatRequest, ToolSpec
 from context.planner import Plan
 from context.render import render_turn
@@ -74,11 +75,15 @@ def request_budget(profile: CapacityProfile) -> int:
 class AssemblerActor:
     """``ledger``: the folder's LedgerActor handle, a LedgerStore this process already holds, or None.
     ``summarise`` writes a packet summary when a plan needs one (``agent.summarise.write_packet``
-    bound to a summariser); without it a plan that needs a new summary is an error."""
+    bound to a summariser); without it a plan that needs a new summary is an error.
+    ``count`` sizes a request exactly (``providers.tokencount``: the server's own template and
+    tokenizer); without it the budget check uses ``chars × tokens_per_char``."""
 
     def __init__(self, root: str, ledger: Any = None, summarise: Summarise | None = None,
-                 tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR) -> None:
+                 tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
+                 count: Callable[[ChatRequest], Awaitable[int]] | None = None) -> None:
         self.ledger = LedgerClient(root, ledger)
+        self.count = count
         self.summarise = summarise
         self.tokens_per_char = tokens_per_char
         self.mapper = Mapper()
@@ -109,14 +114,24 @@ class AssemblerActor:
         plan_id: str | None = None
         replanned = False
         request: ChatRequest | None = None
+        size = 0
         if frozen is not None and frozen[0] == turn.id:
             p = frozen[1]
             request = self._project(view, p, step)
-            if request_tokens(profile, request) > budget:
+            size = await self._size(profile, request)
+            if size > budget:
                 request = None  # the turn outgrew the frozen plan: plan again at this step boundary
         if request is None:
             prepared = await self._prepare(session, view, profile, step, turn.ordinal)
-            p, request, written = prepared.plan, prepared.request, prepared.written
+            size = await self._size(profile, prepared.request)
+            if self.count is not None and size > budget:
+                # The plan's chars × tokens_per_char undercounted: plan again at the rate just measured.
+                rate = replace(profile.tokens_per_char, value=size / max(1, request_chars(prepared.request)))
+                written = prepared.written  # a packet or reset the first plan wrote stays written
+                prepared = await self._prepare(session, view, replace(profile, tokens_per_char=rate), step,
+                                               turn.ordinal)
+                size = await self._size(profile, prepared.request)
+            p, request, written = prepared.plan, prepared.request, [*written, *prepared.written]
             request = self._with_cache(request, view, p, step)
             plan_id = record_plan(self.ledger, session, view, p)
             self._views[session] = (view, self._views[session][1] + len(written) + 1)
@@ -129,10 +144,14 @@ class AssemblerActor:
             replanned=replanned,
             fidelity=fidelity_counts(p),
             prefix_digest=prefix_digest(step.system, step.tools),
-            estimated_tokens=request_tokens(profile, request),
+            estimated_tokens=size,
             budget_tokens=budget,
             written=written,
         )
+
+    async def _size(self, profile: CapacityProfile, request: ChatRequest) -> int:
+        """The request's tokens: exact when a counter is wired, else the plan's chars × tokens_per_char."""
+        return await self.count(request) if self.count is not None else request_tokens(profile, request)
 
     async def _prepare(self, session: str, view: SessionView, profile: CapacityProfile, step: StepRequest,
                        ordinal: int) -> Prepared:
