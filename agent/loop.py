@@ -37,7 +37,7 @@ from context.surface import Surface, find_tools_result, parse_find_tools_args
 from context.toolcalls import ParsedCall, native_calls, parse_tool_calls
 from events.payloads import Activity, AssistantStep, Directive, Receipt, StepBlock, TextBlock, ToolUseBlock
 from storage.ledger import LedgerStore
-from vak.errors import ContextOverflow, ToolFailure
+from vak.errors import ContextOverflow, RequestTooLarge, ToolFailure
 
 
 class TurnServices(Protocol):
@@ -153,6 +153,7 @@ class TurnLoop:
         self.services, self.provider, self.profile, self.config = services, provider, profile, config
         self.workspace, self.clock, self.on_step = workspace, clock, on_step
         self.last_prefix: tuple[str, tuple[ToolSpec, ...], str] | None = None  # system, tools, digest
+        self.promoted: set[str] = set()  # deferred tools a find_tools call returned this turn
 
     async def run(self, directive: str) -> TurnReport:
         await self.services.turn_started()
@@ -164,6 +165,7 @@ class TurnLoop:
     async def _run(self, directive: str) -> TurnReport:
         cfg = self.config
         directive_id = (await self.services.append([Directive(text=directive)]))[0]
+        self.promoted = set()
         # The tail is computed once per turn: the directive message it sits in must not change between steps.
         tail = render_tail(Tail(now=self.clock(), timezone=cfg.timezone))
         step_request = StepRequest(model=cfg.model, system=cfg.system, tools=cfg.surface.schemas, tail=tail,
@@ -172,7 +174,12 @@ class TurnLoop:
         steps: list[StepReport] = []
         answer, outcome = "", "degraded"
         for index in range(cfg.max_steps):
-            assembled, result, overflows = await self._send(step_request)
+            try:
+                assembled, result, overflows = await self._send(step_request)
+            except RequestTooLarge as exc:  # not even the turn at its most compact fits: nothing is sent
+                answer, outcome = str(exc), "failed"
+                await self.services.append([Activity(activity="turn.request_too_large", detail={"why": str(exc)})])
+                break
             await self._note_prefix(assembled.prefix_digest)
             if result is None:
                 outcome = "failed"
@@ -263,6 +270,11 @@ class TurnLoop:
     async def _run_calls(self, step_id: str, calls: Sequence[ParsedCall], ids: Sequence[str]) -> None:
         """World tools run concurrently; results are stored in call order; card calls go through present."""
         bodies = await asyncio.gather(*(self._execute(c) for c in calls))
+        deferred = {t.name for t in self.config.surface.deferred}
+        misread = [c.name for c in calls if c.name in deferred and c.name not in self.promoted]
+        if misread:  # every admitted tool is callable; one the surface did not predict is the measured misread
+            await self.services.append([Activity(activity="surface.misread", detail={
+                "step_id": step_id, "tools": sorted(set(misread))})])
         cards_done = False
         for tool_use_id, call, outcome in zip(ids, calls, bodies, strict=True):
             name = call.name or ""
@@ -287,7 +299,9 @@ class TurnLoop:
             query = parse_find_tools_args(call.arguments)
             if query is None:
                 return 'find_tools: pass {"query": "what the tool should do"}', True
-            return find_tools_result(self.config.surface.find(query), query), False
+            found = self.config.surface.find(query)
+            self.promoted.update(t.name for t in found)
+            return find_tools_result(found, query), False
         decl = self.config.surface.declared(name)
         if decl is None:
             return f"no tool named {name!r}; the tools are listed in the request and under 'More tools'", True

@@ -158,16 +158,24 @@ async def test_failing_tool_and_unknown_tool_are_error_results(tmp_path: Path, w
 
 
 async def test_over_length_replans_and_retries_once(tmp_path: Path, workspace: Workspace) -> None:
-    """llama.cpp's exceed_context_size_error corrects verified_window and the step is sent once more."""
-    overflow = {"error": {"code": 400, "type": "exceed_context_size_error", "n_prompt_tokens": 900, "n_ctx": 800,
-                          "message": "the request exceeds the available context size"}}
-    script = Scripted([lambda _b, _n: (400, overflow), fixed(completion("done"))])
+    """llama.cpp's exceed_context_size_error on a step that carries a large result: verified_window drops to
+    the server's n_ctx, the turn is planned again (its older step compacted) and sent once more, smaller."""
+
+    def overflow(body: dict[str, Any], _n: int) -> tuple[int, dict[str, Any]]:
+        sent = int(len(json.dumps(body["messages"])) * 0.25)
+        return 400, {"error": {"code": 400, "type": "exceed_context_size_error", "n_prompt_tokens": sent,
+                               "n_ctx": sent // 2, "message": "the request exceeds the available context size"}}
+
+    script = Scripted([fixed(completion(calls=[("read_file", {"path": "big.log"})])), overflow,
+                       fixed(completion("done"))])
     with LedgerStore(tmp_path / "ledger") as store:
-        report = await _loop(store, script, workspace).run("hello")
+        report = await _loop(store, script, workspace).run("what is in big.log?")
         profiles = _payloads(store, "capacity_profile")
-    assert report.outcome == "completed" and report.steps[0].overflows == 1
-    assert profiles[0].verified_window is not None and profiles[0].verified_window <= 800
-    assert len(script.bodies) == 2
+    assert report.outcome == "completed" and report.steps[1].overflows == 1
+    rejected = int(len(json.dumps(script.bodies[1]["messages"])) * 0.25)
+    assert any(p.verified_window is not None and p.verified_window <= rejected // 2 for p in profiles)
+    assert len(script.bodies) == 3
+    assert len(json.dumps(script.bodies[2]["messages"])) < len(json.dumps(script.bodies[1]["messages"])) / 2
 
 
 async def test_find_tools_returns_schemas_without_changing_the_prefix(tmp_path: Path, workspace: Workspace) -> None:
@@ -258,3 +266,36 @@ async def test_the_same_loop_runs_through_the_actors_on_ray(ray_cluster: Any, tm
     assert kinds.count("assistant_step") == 2
     results = [e for e in ray.get(actor.entries.remote("s1", 0, None)) if e.kind == "tool_result"]
     assert "notes.txt:2:beta" in Mapper().payload_of(results[0]).content
+
+
+async def test_a_deferred_tool_used_without_find_tools_is_a_measured_misread(tmp_path: Path,
+                                                                             workspace: Workspace) -> None:
+    """Calling a deferred tool directly is allowed, and recorded as a surface.misread activity; after
+    find_tools returned it, the same call is not a misread."""
+    deferred = ToolDecl(ToolSpec(name="web_search", description="Search the web for pages."), observes=True)
+    script = Scripted([
+        fixed(completion(calls=[("web_search", {"q": "x"})])),
+        fixed(completion(calls=[("find_tools", {"query": "search the web"})])),
+        fixed(completion(calls=[("web_search", {"q": "y"})])),
+        fixed(completion("done")),
+    ])
+    with LedgerStore(tmp_path / "ledger") as store:
+        await _loop(store, script, workspace, _surface([deferred])).run("search")
+        misreads = [a for a in _payloads(store, "activity") if a.activity == "surface.misread"]
+        results = _payloads(store, "tool_result")
+    assert len(misreads) == 1 and misreads[0].detail["tools"] == ["web_search"]
+    assert [r.tool_name for r in results] == ["web_search", "find_tools", "web_search"]
+    assert "no executor" in results[0].content
+
+
+async def test_a_turn_that_cannot_fit_fails_closed_without_sending(tmp_path: Path, workspace: Workspace) -> None:
+    """A profile whose horizon cannot hold even the prefix: nothing is sent, the turn closes as failed with
+    the reason, and the card records it."""
+    tiny = CapacityProfile(ProfileKey("openai-compat", "scripted"), 32_768, Horizon(300, 0.9, 0.0), Ewma(0.25, 3), 64)
+    script = Scripted([])
+    with LedgerStore(tmp_path / "ledger") as store:
+        report = await _loop(store, script, workspace, profile=tiny).run("hello")
+        cards = _payloads(store, "turn_card")
+        notes = [a for a in _payloads(store, "activity") if a.activity == "turn.request_too_large"]
+    assert script.bodies == [] and report.outcome == "failed" and "cannot fit" in report.answer
+    assert cards[0].outcome == "failed" and len(notes) == 1
