@@ -32,12 +32,14 @@ from agent.workspace import Workspace
 from context.assemble import Tail, prefix_change, render_tail
 from context.capacity import CapacityProfile, TurnFeedback, apply_feedback, request_chars, to_record
 from context.cards import default_library
-from context.messages import ChatResult, ToolSpec
+from context.messages import ChatRequest, ChatResult, Message, ToolSpec
 from context.surface import Surface, find_tools_result, parse_find_tools_args
-from context.toolcalls import ParsedCall, native_calls, parse_tool_calls
+from context.toolcalls import ParsedCall, ends_inside_call, native_calls, parse_tool_calls
 from events.payloads import Activity, AssistantStep, Directive, Receipt, StepBlock, TextBlock, ToolUseBlock
 from storage.ledger import LedgerStore
 from vak.errors import ContextOverflow, RequestTooLarge, ToolFailure
+
+MAX_EXTENSIONS = 2  # continuations of a reply cut inside a call
 
 
 class TurnServices(Protocol):
@@ -213,7 +215,8 @@ class TurnLoop:
         for _attempt in range(2):
             assembled = await self.services.assemble(self.profile, step)
             try:
-                return assembled, await self.provider.complete(assembled.request), overflows
+                result = await self.provider.complete(assembled.request)
+                return assembled, await self._extend(assembled.request, result), overflows
             except ContextOverflow as exc:
                 overflows += 1
                 self.profile = after_overflow(self.profile, exc, request_chars_sent=request_chars(assembled.request),
@@ -221,12 +224,34 @@ class TurnLoop:
                 await self.services.append([to_record(self.profile)])
         return assembled, None, overflows
 
+    async def _extend(self, request: ChatRequest, result: ChatResult) -> ChatResult:
+        """A completion cut by max_tokens inside an inline call is continued (the reply so far sent back as
+        the start of the assistant's turn), at most MAX_EXTENSIONS times; never failed for being cut."""
+        text, output = result.text, result.usage.output_tokens
+        for _ in range(MAX_EXTENSIONS):
+            if result.tool_calls or result.stop_reason not in ("length", "max_tokens"):
+                break
+            if not ends_inside_call(parse_tool_calls(text, self._tool_names())):
+                break
+            more = request.model_copy(update={"messages": (*request.messages, Message.assistant(text)),
+                                              "max_tokens": 2 * request.max_tokens})
+            result = await self.provider.complete(more)
+            # llama.cpp returns the prefilled start with the continuation; other servers only the new text.
+            text = result.text if result.text.startswith(text) else text + result.text
+            output += result.usage.output_tokens
+        if text == result.text and output == result.usage.output_tokens:
+            return result
+        return result.model_copy(update={"text": text, "usage": result.usage.model_copy(
+            update={"output_tokens": output})})
+
+    def _tool_names(self) -> set[str]:
+        return {t.name for t in self.config.surface.core} | {t.name for t in self.config.surface.deferred}
+
     def _calls(self, result: ChatResult) -> list[ParsedCall]:
         """The step's calls: native ones when the provider parsed any, else the ones inline in the text."""
         if result.tool_calls:
             return [c for c in native_calls((tc.name, tc.arguments) for tc in result.tool_calls)]
-        names = {t.name for t in self.config.surface.core} | {t.name for t in self.config.surface.deferred}
-        return [c for c in parse_tool_calls(result.text, names) if c.name]
+        return [c for c in parse_tool_calls(result.text, self._tool_names()) if c.name and c.complete]
 
     async def _record_step(self, result: ChatResult, calls: Sequence[ParsedCall], call_ids: Sequence[str],
                            assembled: Assembled) -> str:

@@ -299,3 +299,20 @@ async def test_a_turn_that_cannot_fit_fails_closed_without_sending(tmp_path: Pat
         notes = [a for a in _payloads(store, "activity") if a.activity == "turn.request_too_large"]
     assert script.bodies == [] and report.outcome == "failed" and "cannot fit" in report.answer
     assert cards[0].outcome == "failed" and len(notes) == 1
+
+
+async def test_a_call_cut_by_max_tokens_is_continued_not_failed(tmp_path: Path, workspace: Workspace) -> None:
+    """An inline call cut by max_tokens is continued with the reply so far as the assistant's start; the
+    joined call runs. llama.cpp answers a continuation with the prefilled start included."""
+    start = '```json\n{"name": "read_file", "arguments": {"pa'
+    whole = start + 'th": "notes.txt"}}\n```'
+    cut = completion(start)
+    cut["choices"][0]["finish_reason"] = "length"
+    script = Scripted([fixed(cut), fixed(completion(whole)), fixed(completion("alpha"))])
+    with LedgerStore(tmp_path / "ledger") as store:
+        report = await _loop(store, script, workspace).run("read the notes")
+        results = _payloads(store, "tool_result")
+    assert script.bodies[1]["messages"][-1] == {"role": "assistant", "content": start}
+    assert script.bodies[1]["max_tokens"] == 2 * script.bodies[0]["max_tokens"]
+    assert results[0].tool_name == "read_file" and "alpha" in results[0].content
+    assert report.outcome == "completed"
