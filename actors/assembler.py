@@ -19,12 +19,20 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from actors.ledger_client import LedgerClient
-from agent.request import Prepared, SessionView, Summarise, prepare, project, record_plan, request_tokens
+from agent.request import (
+    Prepared,
+    SessionView,
+    Summarise,
+    current_turn_messages,
+    prepare,
+    project,
+    record_plan,
+    request_tokens,
+)
 from context.assemble import cache_breakpoints, prefix_digest
 from context.capacity import CapacityProfile, request_chars
 from context.messages import ChatRequest, ToolSpec
 from context.planner import Plan
-from context.render import render_turn
 from context.turns import DEFAULT_TOKENS_PER_CHAR
 from events.envelope import Mapper
 from vak.errors import InvalidInput
@@ -191,7 +199,7 @@ def _directive_index(request: ChatRequest, view: SessionView, p: Plan) -> int | 
     does not account for. Resolved from the turn structure, never "the last user message"."""
     if p.current_ordinal is None:
         return None
-    current = render_turn(view.index.turn(p.current_ordinal), {})
+    current = current_turn_messages(view.index, p, view.infos)  # as compacted: steps left out are not there
     # The current turn renders as its own messages at the end (its first message may merge into the
     # previous user message when roles repeat; then the directive is that merged message).
     at = len(request.messages) - len(current)

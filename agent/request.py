@@ -265,7 +265,7 @@ def project(
         else:
             _append(messages, Message(role="user", content=(TextPart(text=card_text(index, turn, infos)),)))
     if p.current_ordinal is not None:
-        current = _current_turn(index, p, infos)
+        current = current_turn_messages(index, p, infos)
         first = current[0]
         if tail.strip():  # providers refuse blank text parts
             first = Message(role="user", content=(TextPart(text=tail), *first.content))
@@ -284,8 +284,8 @@ def project(
     )
 
 
-def _current_turn(index: TurnIndex, p: Plan, infos: Mapping[str, EvidenceInfo]) -> list[Message]:
-    """The current turn as its plan carries it: steps in a stored or step packet left out whole (the
+def current_turn_messages(index: TurnIndex, p: Plan, infos: Mapping[str, EvidenceInfo]) -> list[Message]:
+    """The current turn's messages as its plan carries them (before the tail joins the first one): steps in a stored or step packet left out whole (the
     step packet, naming their evidence, follows the directive), then digested steps, then the rest
     with their results as the request carried them."""
     turn = index.turn(p.current_ordinal or 0)
