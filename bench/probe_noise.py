@@ -40,8 +40,8 @@ STEP = 64
 POLICIES: tuple[tuple[str, int, int, bool], ...] = (
     ("majority of 3, stop when 2 agree (before)", 3, 2, False),
     ("up to 5, stop at a lead of 2", 5, 2, False),
-    ("up to 5, lead 2, second look (default)", 5, 2, True),
-    ("up to 7, stop at a lead of 3, second look", 7, 3, True),
+    ("up to 5, lead 2, second look", 5, 2, True),
+    ("up to 7, stop at a lead of 3, second look (default)", 7, 3, True),
 )
 
 

@@ -49,8 +49,8 @@ TOP_FRACTION = 0.9
 CACHE_SPEEDUP = 5.0  # a repeat this much faster than the first call means a prefix cache
 # Sampling a bisection rung (chosen from the noise figures in docs/CAPACITY.md): up to DEFAULT_CAP
 # instruction samples, stopping once one answer leads by DEFAULT_LEAD.
-DEFAULT_CAP = 5
-DEFAULT_LEAD = 2
+DEFAULT_CAP = 7
+DEFAULT_LEAD = 3
 
 SampleKind = Literal["instruction", "control"]
 Channel = Literal["native", "inline_fence"]

@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
                    help="context size for a local model (default 8192)")
     p.add_argument("--samples", type=bounded_int(1, 25), default=DEFAULT_CAP,
                    help=f"at most this many instruction samples per rung, 1-25 (default {DEFAULT_CAP}; sampling "
-                   "stops once one answer leads by two, and the majority decides)")
+                   "stops once one answer leads by three, and the majority decides)")
     p.add_argument("--controls", type=bounded_int(0, 25), default=1, help="negative-control samples per rung, 0-25")
     p.add_argument("--first-rung", type=bounded_int(64, MAX_TOKENS), default=4096,
                    help="first rung in tokens (lowered, with a note, when the window is too small for it)")

@@ -56,7 +56,7 @@ async def test_a_call_without_the_nonce_in_its_arguments_is_not_followed(reply: 
 async def test_a_wrong_nonce_is_not_followed() -> None:
     """The right tool with another nonce, in arguments, is not followed: the model copied, not obeyed."""
     rung = (await run_probe(ThresholdModel(10**9, wrong_nonce=True), ONE_RUNG)).ladder.outcomes[0]
-    assert [s.followed for s in rung.instructions] == [False, False]
+    assert [s.followed for s in rung.instructions] == [False, False, False]  # settled at a lead of three
 
 
 async def test_a_reply_cut_inside_the_call_is_continued_and_then_judged() -> None:
@@ -64,7 +64,7 @@ async def test_a_reply_cut_inside_the_call_is_continued_and_then_judged() -> Non
     back as the assistant's turn) and then followed; the sample records the continuation."""
     model = ThresholdModel(10**9, reply=f"```json\n{CALL}\n```", cut_at=len('```json\n{"name": "probe_ack", "arguments": {"ack'))
     rung = (await run_probe(model, ONE_RUNG)).ladder.outcomes[0]
-    assert model.continuations == len(rung.instructions) == 2
+    assert model.continuations == len(rung.instructions) == 3
     assert all(s.followed and s.extended == 1 for s in rung.instructions)
 
 

@@ -322,16 +322,17 @@ class Alternating(ThresholdModel):
 
 
 async def test_a_rung_stops_sampling_once_its_majority_is_settled() -> None:
-    """Sampling stops at a lead of two; a split rung samples on up to the cap; lead 2 of 3 is the old rule."""
+    """Sampling stops at a lead of three; a split rung samples on up to the cap (7); lead 2 of 3 is
+    the old rule (majority of three, stopping when two agree)."""
     settings = ProbeSettings(max_sizes=1, cache_rung=False)
     decided = (await run_probe(ThresholdModel(10**9), settings)).ladder.outcomes[0]
-    assert len(decided.instructions) == 2 and decided.followed == 2 and decided.passed
+    assert len(decided.instructions) == 3 and decided.followed == 3 and decided.passed
     full = (await run_probe(ThresholdModel(10**9), ProbeSettings(max_sizes=1, cache_rung=False,
                                                                   decide_early=False))).ladder.outcomes[0]
-    assert len(full.instructions) == settings.samples == 5 and full.passed
+    assert len(full.instructions) == settings.samples == 7 and full.passed
     split = (await run_probe(Alternating(10**9), settings)).ladder.outcomes[0]
-    # Never two ahead: it samples to the cap, and the majority of five decides.
-    assert [s.followed for s in split.instructions] == [True, False, True, False, True]
+    # Never three ahead: it samples to the cap, and the majority of seven decides.
+    assert [s.followed for s in split.instructions] == [True, False] * 3 + [True]
     assert split.passed
     old_rule = ProbeSettings(max_sizes=1, cache_rung=False, samples=3, lead=2)
     split3 = (await run_probe(Alternating(10**9), old_rule)).ladder.outcomes[0]
