@@ -7,9 +7,11 @@ against the ``usage.prompt_tokens`` the real server reports for the same request
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -93,10 +95,11 @@ class FakeLlamaServer:
             return httpx.Response(200, json={"prompt": template(body)})
         if path == "/tokenize":
             return httpx.Response(200, json={"tokens": list(range(len(body["content"]) // self.chars_per_token))})
-        if path == "/v1/chat/completions":
+        if path == "/v1/chat/completions":  # the prompt as its own tokenizer counts it, as llama.cpp reports
+            prompt = len(template(body)) // self.chars_per_token
             return httpx.Response(200, json={
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 100, "completion_tokens": 1, "total_tokens": 101},
+                "usage": {"prompt_tokens": prompt, "completion_tokens": 1, "total_tokens": prompt + 1},
             })
         return httpx.Response(404, json={"error": {"code": 404, "message": "File Not Found"}})
 
@@ -261,3 +264,34 @@ async def test_the_count_equals_the_real_servers_prompt_tokens(local_model: Loca
         result = await provider.complete(REQUEST)
     assert counter.exact is True
     assert counted == result.usage.prompt_tokens
+
+
+# ---------------------------------------------------------------- bench/tokens.py
+
+
+def _bench() -> Any:
+    spec = importlib.util.spec_from_file_location("bench_tokens", Path(__file__).resolve().parent.parent / "bench"
+                                                  / "tokens.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_the_token_bench_measures_every_shape_against_the_exact_count() -> None:
+    """bench/tokens.py on the fake server (one token per 2 chars of its template): a row per result shape
+    plus the mixed one, each body near the size asked for, usage equal to the exact count, the body's own
+    tokens per char near 0.5, and the calibrated rate fed from every receipt (no longer the 0.25 prior)."""
+    bench = _bench()
+    server = FakeLlamaServer(chars_per_token=2)
+    async with httpx.AsyncClient(transport=httpx.MockTransport(server.handle)) as client:
+        provider = OpenAICompatProvider(client, base_url=f"{ROOT}/v1", api_key=KEY, retry=RetryPolicy(attempts=1))
+        rows = await bench.measure("m", provider, chars=1500, verify=True)
+    assert [r.shape for r in rows] == [*bench.SHAPES, "mixed"]
+    for row in rows:
+        assert 750 <= row.body_chars <= 1550 and row.usage == row.exact  # mixed: six slices and separators
+        assert 0.45 <= row.body_tpc <= 0.55
+        assert row.calibrated > 0.3
+    assert rows[0].planned_at == 0.25 and rows[1].planned_at > 0.3
+    assert "listing" in bench.table(rows)
