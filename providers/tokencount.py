@@ -155,6 +155,25 @@ class LlamaCppTokenCounter:
             self.on_fallback(self.notice)
 
 
+def token_counter(
+    provider: object,
+    tokens_per_char: float | Callable[[], float] = PRIOR_TOKENS_PER_CHAR,
+    *,
+    on_fallback: Callable[[str], None] | None = None,
+) -> TokenCounter:
+    """The best counter for ``provider``: exact for a self-hosted OpenAI-compatible server (llama.cpp
+    serves the endpoints; any other falls back after one 404), else ``chars × tokens_per_char``.
+
+    Hosted APIs (OpenAI and the other adapters, which subclass or differ from ``OpenAICompatProvider``)
+    publish no such endpoint, so they are not asked. Pass the profile's calibrated rate as a callable
+    (``lambda: loop.profile.tokens_per_char.value``) so the estimate follows the receipts.
+    """
+    estimate = CharRatioCounter(tokens_per_char)
+    if type(provider) is OpenAICompatProvider:
+        return LlamaCppTokenCounter(provider, fallback=estimate, on_fallback=on_fallback)
+    return estimate
+
+
 def _shape(reply: Any) -> str:
     if isinstance(reply, dict):
         return f"an object with keys {sorted(reply)[:8]}"

@@ -29,8 +29,8 @@ from context.surface import Surface, ToolDecl
 from events.payloads import Directive
 from providers.base import RetryPolicy
 from providers.localserver import LocalModelServer
-from providers.openai_compat import OpenAICompatProvider
-from providers.tokencount import CharRatioCounter, LlamaCppTokenCounter, TokenCounter
+from providers.openai_compat import OpenAIChatProvider, OpenAICompatProvider
+from providers.tokencount import CharRatioCounter, LlamaCppTokenCounter, TokenCounter, token_counter
 from storage.ledger import LedgerStore
 from vak.errors import ProviderRequestError, RetryableProviderError, TokenCountError
 
@@ -199,6 +199,18 @@ async def test_a_dropped_connection_is_translated_at_the_edge() -> None:
         with pytest.raises(RetryableProviderError) as info:
             await counter.count(REQUEST)
     assert isinstance(info.value.__cause__, httpx.ConnectError)
+
+
+async def test_token_counter_is_exact_only_for_a_self_hosted_openai_compatible_server() -> None:
+    """A self-hosted OpenAI-compatible adapter (llama.cpp) gets the exact counter; OpenAI's own adapter is
+    never asked for an endpoint it does not have and gets the estimate at the rate given."""
+    async with httpx.AsyncClient(transport=httpx.MockTransport(FakeLlamaServer().handle)) as client:
+        local = OpenAICompatProvider(client, base_url=f"{ROOT}/v1", api_key=KEY)
+        hosted = OpenAIChatProvider(client, api_key=KEY)
+        exact, estimate = token_counter(local), token_counter(hosted, lambda: 0.5)
+        assert isinstance(exact, LlamaCppTokenCounter) and exact.provider is local
+        assert isinstance(estimate, CharRatioCounter)
+        assert await estimate.count(REQUEST) == math.ceil(request_chars(REQUEST) * 0.5)
 
 
 # ---------------------------------------------------------------- the assembler's budget check
