@@ -368,6 +368,7 @@ class ProbeRunner:
         self.tolerance = 4  # billed tokens a rung may land from its target (set from the step in run())
         self.decode_tps: Ewma | None = None
         self.last_billed = 0  # the previous request's prompt: most of it is in the server's prefix cache
+        self.sent: list[SampleOutcome] = []  # every request's outcome, sizing shots included (for cost benches)
 
     async def run(self) -> ProbeReport:
         started = self.clock()
@@ -582,12 +583,14 @@ class ProbeRunner:
         native = native_calls((c.name, c.arguments) for c in first.tool_calls)
         if extended:
             native += native_calls((c.name, c.arguments) for c in result.tool_calls)
-        return SampleOutcome(
+        outcome = SampleOutcome(
             kind, target, first.usage.prompt_tokens, calls=native + calls, nonce=nonce,
             text=text, latency_ms=(time.perf_counter() - begun) * 1000.0,
             cached_tokens=first.usage.cache_read_tokens, output_tokens=output_tokens,
             prefill_ms=_timing(first, "prompt_ms"), decode_ms=_timing(first, "predicted_ms"), extended=extended,
         )
+        self.sent.append(outcome)
+        return outcome
 
     async def _continue(self, request: ChatRequest, text: str, target: int, label: str,
                         started: float) -> ChatResult | None:

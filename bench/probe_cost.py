@@ -5,9 +5,12 @@ ladders run side by side in one run against one llama.cpp server (SmolLM2 by def
 rung sizes, each with one negative control per rung:
 
 * single sample per rung: the baseline;
-* majority of 3, as the probe runs it: a rung stops sampling once two samples agree (the third
-  cannot change the verdict);
-* majority of 3, always taking all three samples.
+* majority of 3, stopping once two samples agree (the third cannot change the verdict);
+* majority of 3, always taking all three samples;
+* the probe's default: up to 7 samples, stopping at a lead of 3 (docs/CAPACITY.md "Noise").
+
+Every request counts, the max_tokens=1 sizing shot that lands each rung's prompt on its target too
+(it is where the rung's prefill happens).
 
 Each ladder has its own salt at the head of the system prompt and its own server slot (the server
 runs one slot per ladder, each with the full ``n_ctx``), so none reuses another's cached prefix
@@ -40,14 +43,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.probe import ProbeRunner, ProbeSettings
 from context.capacity import ProfileKey
-from context.probe import SampleOutcome, plan_rungs
+from context.probe import DEFAULT_CAP, DEFAULT_LEAD, SampleOutcome, plan_rungs
 from providers.openai_compat import OpenAICompatProvider
 
-# (label, samples per rung, stop once the majority is settled)
-LADDERS: tuple[tuple[str, int, bool], ...] = (
-    ("single sample", 1, False),
-    ("majority of 3 (probe default: stops when 2 agree)", 3, True),
-    ("majority of 3 (always 3 samples)", 3, False),
+# (label, samples per rung (the cap), stop once settled, lead that settles)
+LADDERS: tuple[tuple[str, int, bool, int], ...] = (
+    ("single sample", 1, False, 1),
+    ("majority of 3 (stops when 2 agree)", 3, True, 2),
+    ("majority of 3 (always 3 samples)", 3, False, 2),
+    ("probe default (up to 7, stops at a lead of 3)", DEFAULT_CAP, True, DEFAULT_LEAD),
 )
 
 
@@ -75,9 +79,9 @@ class Tally:
 async def one_repeat(client: httpx.AsyncClient, url: str, model: str, sizes: list[int], rep: int,
                      api_key: str | None = None) -> list[Tally]:
     runners = []
-    for samples, early in ((s, e) for _, s, e in LADDERS):
+    for samples, early, lead in ((s, e, ld) for _, s, e, ld in LADDERS):
         provider = OpenAICompatProvider(client, base_url=url, api_key=api_key, timeout_s=900.0)
-        settings = ProbeSettings(samples=samples, controls=1, cache_rung=False, decide_early=early)
+        settings = ProbeSettings(samples=samples, lead=lead, controls=1, cache_rung=False, decide_early=early)
         runner = ProbeRunner(provider, ProfileKey("local", model), settings=settings, salt=f"bench-{time.time_ns()}")
         await runner.cache_rung(256)  # calibrates tokens per char, untimed
         runners.append(runner)
@@ -87,9 +91,10 @@ async def one_repeat(client: httpx.AsyncClient, url: str, model: str, sizes: lis
         shift = (rep + r) % len(order)
         for i in order[shift:] + order[:shift]:  # rotate who goes first
             start = time.perf_counter()
-            outcome = await runners[i].rung(size)
+            already = len(runners[i].sent)
+            await runners[i].rung(size)
             tallies[i].wall_s += time.perf_counter() - start
-            tallies[i].samples.extend(outcome.samples)
+            tallies[i].samples.extend(runners[i].sent[already:])  # the sizing shots prefill; count them
     return tallies
 
 
@@ -118,7 +123,7 @@ async def bench(url: str, model: str, n_ctx: int, repeats: int, api_key: str | N
     print("\n| ladder | requests | tokens prefilled | tokens decoded | wall (s) | server compute (s) "
           "| work at median rates (s) | ratio (wall) | ratio (work) |")
     print("|:---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for i, (label, _, _) in enumerate(LADDERS):
+    for i, (label, _, _, _) in enumerate(LADDERS):
         requests = statistics.median(len(run[i].samples) for run in runs)
         print(f"| {label} | {requests:.0f} | {median(i, 'prefilled'):.0f} | {median(i, 'decoded'):.0f} | "
               f"{median(i, 'wall_s'):.1f} | {median(i, 'server_s'):.1f} | {median(i, 'priced_s'):.1f} | "
@@ -127,7 +132,8 @@ async def bench(url: str, model: str, n_ctx: int, repeats: int, api_key: str | N
     print(f"\n(medians of {repeats} repeats) the probe's majority-of-3 ladder costs {ratio:.2f}x the single-sample "
           f"ladder in work ({median(1, 'wall_s') / median(0, 'wall_s'):.2f}x wall); goal <= 1.3x: "
           f"{'met' if ratio <= 1.3 else 'NOT met'}. Always taking 3 samples: "
-          f"{median(2, 'priced_s') / median(0, 'priced_s'):.2f}x.")
+          f"{median(2, 'priced_s') / median(0, 'priced_s'):.2f}x. The probe's default: "
+          f"{median(3, 'priced_s') / median(0, 'priced_s'):.2f}x.")
     return ratio
 
 
