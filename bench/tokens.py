@@ -6,8 +6,9 @@ probe measured) until receipts calibrate it. llama.cpp can size a request exactl
 bundled model, one step request per result shape (the step a tool result of that shape makes: system
 prompt, directive, the tool call, its result, the workspace tool schemas):
 
-* the exact count, and (``--verify``, the default) the ``usage.prompt_tokens`` the server reports when
-  the same request is sent (``max_tokens`` 1): the two must be equal;
+* the exact count, and the ``usage.prompt_tokens`` the server reports when the step is sent
+  (``max_tokens`` 1; with a ``--verify-chars`` body, 400 by default, to keep the prefill cheap): the
+  two must be equal;
 * tokens per char of the whole request, and of the result body alone (the count with the body minus
   the count with an empty body, over the body's chars): what the shape itself costs;
 * the estimate over the exact count at the 0.25 and 0.27 priors, and calibrated: every row's receipt
@@ -17,7 +18,7 @@ prompt, directive, the tool call, its result, the workspace tool schemas):
   after every receipt of the run. Both are the error that remains where no exact count is available.
 
     .venv/bin/python bench/tokens.py                          # smollm2 and qwen, 6,000-char bodies
-    .venv/bin/python bench/tokens.py --models smollm2 --chars 2000 --no-verify
+    .venv/bin/python bench/tokens.py --models smollm2 --chars 2000 --verify-chars 0   # nothing sent
 """
 
 from __future__ import annotations
@@ -184,7 +185,7 @@ class Row:
     request_chars: int
     exact: int
     body_tokens: int  # exact minus the same request with an empty body
-    usage: int | None  # the server's prompt_tokens for the same request (None: not sent)
+    usage: tuple[int, int] | None  # (exact count, server's prompt_tokens) of the sent small request
     planned_at: float = 0.0  # the profile's tokens per char when this step was planned (earlier receipts)
     calibrated: float = 0.0  # the profile's tokens per char after every receipt of the run
 
@@ -201,24 +202,36 @@ class Row:
         return math.ceil(self.request_chars * tokens_per_char) / self.exact
 
 
-async def measure(model: str, provider: OpenAICompatProvider, *, chars: int, verify: bool) -> list[Row]:
-    """One row per shape plus the mixed row; the profile is calibrated from each row's receipt in turn."""
+def mixed(n: int) -> str:
+    """A slice of every shape: a step that carries several results."""
+    return "\n\n".join(m(n)[: n // len(SHAPES)] for m in SHAPES.values())
+
+
+async def measure(model: str, provider: OpenAICompatProvider, *, chars: int, verify_chars: int) -> list[Row]:
+    """One row per shape plus the mixed row; the profile is calibrated from each row's receipt in turn.
+
+    With ``verify_chars`` > 0 the same step with a body of that many chars is also sent (``max_tokens``
+    1), and the server's ``usage.prompt_tokens`` is compared with the exact count of that request (a
+    small body keeps the prefill affordable on a loaded machine; the count does not depend on size).
+    The receipts that calibrate the profile carry the exact count of each row's full-size request.
+    """
     counter = LlamaCppTokenCounter(provider)
-    empty = {shape: await counter.count(step_request(model, shape, "")) for shape in SHAPES}
-    bodies = {shape: make(chars) for shape, make in SHAPES.items()}
     rows: list[Row] = []
     profile = CapacityProfile(ProfileKey("llama.cpp", model), 8192, Horizon(8192, 0.5, 0.0), Ewma(PRIORS[0], 0), 256)
-    for shape, body in [*bodies.items(), ("mixed", "\n\n".join(b[: chars // 6] for b in bodies.values()))]:
-        request = step_request(model, "json" if shape == "mixed" else shape, body)
+    for shape in [*SHAPES, "mixed"]:
+        make = SHAPES.get(shape, mixed)
+        call = "json" if shape == "mixed" else shape
+        body = make(chars)
+        request = step_request(model, call, body)
         exact = await counter.count(request)
-        usage: int | None = None
-        if verify:
-            usage = (await provider.complete(request)).usage.prompt_tokens
-        base = empty["json" if shape == "mixed" else shape]
+        base = await counter.count(step_request(model, call, ""))
+        usage: tuple[int, int] | None = None
+        if verify_chars > 0:
+            small = step_request(model, call, make(verify_chars))
+            usage = (await counter.count(small), (await provider.complete(small)).usage.prompt_tokens)
         rows.append(Row(model, shape, len(body), request_chars(request), exact, exact - base, usage,
                         planned_at=profile.tokens_per_char.value))
-        billed = usage if usage is not None else exact
-        profile = apply_feedback(profile, TurnFeedback(usage=Usage(input_tokens=billed),
+        profile = apply_feedback(profile, TurnFeedback(usage=Usage(input_tokens=exact),
                                                        chars_sent=request_chars(request)), now=time.time())
     if counter.exact is not True:
         raise SystemExit(f"{model}: the server has no tokenizer endpoint, so there is no exact count to compare")
@@ -227,7 +240,7 @@ async def measure(model: str, provider: OpenAICompatProvider, *, chars: int, ver
     return rows
 
 
-async def run_model(model: str, *, chars: int, verify: bool, threads: int) -> list[Row]:
+async def run_model(model: str, *, chars: int, verify_chars: int, threads: int) -> list[Row]:
     from providers.localserver import LocalModelServer
 
     n_ctx = max(4096, 2 ** math.ceil(math.log2(chars * 0.6 + 1500)))
@@ -235,7 +248,7 @@ async def run_model(model: str, *, chars: int, verify: bool, threads: int) -> li
         async with httpx.AsyncClient(trust_env=False) as client:
             provider = OpenAICompatProvider(client, base_url=server.base_url, api_key=server.api_key,
                                             retry=RetryPolicy(attempts=2), timeout_s=900.0)
-            return await measure(model, provider, chars=chars, verify=verify)
+            return await measure(model, provider, chars=chars, verify_chars=verify_chars)
 
 
 def table(rows: list[Row]) -> str:
@@ -244,7 +257,7 @@ def table(rows: list[Row]) -> str:
             + f" {'@prev':>13} {'@calib':>13}")
     lines = [head, "-" * len(head)]
     for r in rows:
-        usage = "-" if r.usage is None else ("=" if r.usage == r.exact else str(r.usage))
+        usage = "-" if r.usage is None else ("=" if r.usage[0] == r.usage[1] else f"{r.usage[0]}/{r.usage[1]}")
         lines.append(
             f"{r.model:<10} {r.shape:<8} {r.body_chars:>6} {r.request_chars:>7} {r.exact:>6} {usage:>6} "
             f"{r.request_tpc:>8.3f} {r.body_tpc:>8.3f} " + " ".join(f"{r.ratio(p):>6.2f}" for p in PRIORS)
@@ -257,18 +270,19 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=["smollm2", "qwen"])
     parser.add_argument("--chars", type=int, default=6000, help="chars per result body")
-    parser.add_argument("--no-verify", dest="verify", action="store_false",
-                        help="do not send the requests (no usage.prompt_tokens check; no prefill cost)")
+    parser.add_argument("--verify-chars", type=int, default=400,
+                        help="body chars of the request sent to check usage.prompt_tokens (0: send nothing)")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     rows: list[Row] = []
-    for model in args.models:
+    for model in args.models:  # each model's rows as soon as they are measured (a slow model may time out)
         start = time.perf_counter()
-        rows += asyncio.run(run_model(model, chars=args.chars, verify=args.verify, threads=args.threads))
-        print(f"# {model}: {time.perf_counter() - start:.0f} s", file=sys.stderr)
+        own = asyncio.run(run_model(model, chars=args.chars, verify_chars=args.verify_chars, threads=args.threads))
+        print(table(own), f"\n# {model}: {time.perf_counter() - start:.0f} s\n", flush=True)
+        rows += own
     print(table(rows))
     print("\nratio columns: estimate (ceil(request chars x tokens per char)) / exact count; under 1.00 undercounts.")
-    print("usage '=': the server's usage.prompt_tokens for the same request equals the exact count.")
+    print("usage '=': the server's usage.prompt_tokens equals the exact count for the same (sent) request.")
     for model in args.models:
         own = [r for r in rows if r.model == model and r.shape != "mixed"]
         worst = max(own, key=lambda r: abs(r.ratio(r.calibrated) - 1))

@@ -299,10 +299,10 @@ async def test_the_token_bench_measures_every_shape_against_the_exact_count() ->
     server = FakeLlamaServer(chars_per_token=2)
     async with httpx.AsyncClient(transport=httpx.MockTransport(server.handle)) as client:
         provider = OpenAICompatProvider(client, base_url=f"{ROOT}/v1", api_key=KEY, retry=RetryPolicy(attempts=1))
-        rows = await bench.measure("m", provider, chars=1500, verify=True)
+        rows = await bench.measure("m", provider, chars=1500, verify_chars=300)
     assert [r.shape for r in rows] == [*bench.SHAPES, "mixed"]
     for row in rows:
-        assert 750 <= row.body_chars <= 1550 and row.usage == row.exact  # mixed: six slices and separators
+        assert 750 <= row.body_chars <= 1550 and row.usage is not None and row.usage[0] == row.usage[1]
         assert 0.45 <= row.body_tpc <= 0.55
         assert row.calibrated > 0.3
     assert rows[0].planned_at == 0.25 and rows[1].planned_at > 0.3
