@@ -19,17 +19,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from actors.ledger_client import LedgerClient
-from agent.request import (
-    Prepared,
-    SessionView,
-    Summarise,
-    current_turn_messages,
-    prepare,
-    project,
-    record_plan,
-    request_tokens,
-)
-from context.assemble import cache_breakpoints, prefix_digest
+from agent.request import Prepared, SessionView, Summarise, prepare, record_plan
+from context.assemble import cache_breakpoints, current_turn_messages, prefix_digest, project, request_tokens
 from context.capacity import CapacityProfile, request_chars
 from context.messages import ChatRequest, ToolSpec
 from context.planner import Plan

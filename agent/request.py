@@ -1,15 +1,12 @@
-"""From a plan to a ChatRequest, and the over-length recovery around sending it (spec §4, §6).
+"""The session as the planner sees it, preparing a request, and the over-length recovery (spec §4, §6).
 
 * ``SessionView``: a session's TurnIndex kept entry by entry, with what planning needs beside it:
   each evidence body's digest (from the entry's blob), each closed turn's measured size
   (``context.planner.measure_turn``, cached: a closed record never changes), a BM25 index over the
   cards, and the last planner state of each model (read back from recorded ``plan`` entries, so a
   restarted actor resumes where it was). Pure: entries in, state out.
-* ``project``: the request a plan asks for (pure). Stable prefix (system + tools), then the handoff
-  of the reset the plan starts after, retrieved older turns whole, the packet inside
-  ``<context_summary>``, the working-set turns (Full through ``context.render``, cards through
-  ``render_card``), and the current turn with the tail block before the directive's own words, its
-  steps as the plan's ``current_turn`` carries them (step packet, digests, as carried).
+* The projection itself (``project``: stable prefix, handoff, retrieved turns, packet, working set,
+  current turn with the tail before the directive's words) is pure and lives in ``context.assemble``.
 * ``prepare``: plan, write what the plan needs first (the packet's summary through
   ``agent.summarise``, or this model's reset-with-handoff of a rescue), plan again, project. A
   current turn that cannot fit even at its most compact raises ``RequestTooLarge``: nothing is sent.
@@ -21,39 +18,25 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from context.assemble import prefix_tokens, project, text_tokens
 from context.capacity import CapacityProfile, Ewma, request_chars
 from context.currentturn import TurnCosts, turn_costs
 from context.messages import (
-    CacheHints,
     ChatRequest,
     ChatResult,
-    Message,
-    Part,
-    TextPart,
-    ToolResultPart,
     ToolSpec,
-)
-from context.packets import (
-    covered_evidence,
-    evidence_count,
-    render_handoff,
-    render_packet,
-    render_step_packet,
-    render_stored,
-    step_items,
 )
 from context.planner import Plan, PlannerState, plan
 from context.relevance import PositionBm25, TurnScores
-from context.render import EvidenceInfo, evidence_info, render_turn
+from context.render import EvidenceInfo, evidence_info
 from context.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
 from context.turnsizes import (
     TurnSize,
     TurnTable,
-    card_text,
     measure_turn,
     turn_document,
 )
@@ -191,138 +174,6 @@ class SessionView:
             turn = self.index.turn(ordinal)
             self._costs = (key, turn_costs(self.index, turn, self.turn_infos(turn)))
         return self._costs[1]
-
-
-def text_tokens(profile: CapacityProfile, text: str) -> int:
-    return math.ceil(len(text) * profile.tokens_per_char.value)
-
-
-def prefix_tokens(profile: CapacityProfile, system: str, tools: Sequence[ToolSpec] = ()) -> int:
-    """The stable prefix's size: system prompt and tool schemas, counted as a request counts them."""
-    return math.ceil(request_chars(ChatRequest(model="", system=system, tools=tuple(tools))) * profile.tokens_per_char.value)
-
-
-# ------------------------------------------------------------------ the projection
-
-
-def packet_text(index: TurnIndex, p: Plan) -> str | None:
-    """The packet a plan renders, or None when it has none. Raises when the summary is still to write."""
-    pk = p.packet
-    if pk is None:
-        return None
-    if pk.level == "pointer":
-        return render_packet(
-            pk.first_ordinal, pk.last_ordinal, level="pointer",
-            total_evidence=evidence_count(index, pk.first_ordinal, pk.last_ordinal),
-        )
-    if pk.level == "list":
-        items = covered_evidence(index, pk.first_ordinal, pk.last_ordinal)
-        return render_packet(pk.first_ordinal, pk.last_ordinal, level="list", evidence=items)
-    if pk.stored_id is None:
-        raise InvalidInput(
-            f"the plan wants a summary of turns {pk.first_ordinal}–{pk.last_ordinal} that is not written yet: "
-            "write it with agent.summarise.write_packet, then plan again"
-        )
-    stored = next((s for s in index.summaries if s.id == pk.stored_id), None)
-    if stored is None:
-        raise InvalidInput(f"stored packet {pk.stored_id} is not in this index; plan against the same index")
-    return render_stored(index, stored)
-
-
-def project(
-    index: TurnIndex,
-    p: Plan,
-    *,
-    model: str,
-    infos: Mapping[str, EvidenceInfo],
-    system: str = "",
-    tools: Sequence[ToolSpec] = (),
-    tail: str = "",
-    max_tokens: int = 1024,
-    temperature: float | None = None,
-    cache: CacheHints | None = None,
-) -> ChatRequest:
-    """The ChatRequest ``p`` asks for. ``infos`` digests the evidence of the turns shown at Full and of
-    the current turn's steps the plan digests."""
-    messages: list[Message] = []
-    if p.reset is not None:  # the reset this model's plan starts after: its handoff comes first
-        mark = next((r for r in index.reset_marks if r.id == p.reset.entry_id), None)
-        if mark is None:
-            raise InvalidInput(f"reset {p.reset.entry_id} is not in this index; plan against the same index")
-        _append(messages, Message(role="user", content=(TextPart(text=render_handoff(mark.turns, mark.handoff)),)))
-    turns = [(index.turn(t.ordinal), t) for t in p.shown()]
-    for turn, pt in turns:  # retrieved older turns come first, whole
-        if pt.retrieved:
-            _extend(messages, render_turn(turn, infos))
-    text = packet_text(index, p)
-    if text is not None:
-        _append(messages, Message(role="user", content=(TextPart(text=text),)))
-    for turn, pt in turns:
-        if pt.retrieved:
-            continue
-        if pt.fidelity == "full":
-            _extend(messages, render_turn(turn, infos))
-        else:
-            _append(messages, Message(role="user", content=(TextPart(text=card_text(index, turn, infos)),)))
-    if p.current_ordinal is not None:
-        current = current_turn_messages(index, p, infos)
-        first = current[0]
-        if tail.strip():  # providers refuse blank text parts
-            first = Message(role="user", content=(TextPart(text=tail), *first.content))
-        _extend(messages, [first, *current[1:]])
-    else:
-        parts: tuple[Part, ...] = (TextPart(text=tail),) if tail.strip() else ()
-        _append(messages, Message(role="user", content=(*parts, TextPart(text=p.directive))))
-    return ChatRequest(
-        model=model,
-        system=system,
-        messages=tuple(messages),
-        tools=tuple(tools),
-        max_tokens=max_tokens,
-        temperature=temperature,
-        cache=cache or CacheHints(),
-    )
-
-
-def current_turn_messages(index: TurnIndex, p: Plan, infos: Mapping[str, EvidenceInfo]) -> list[Message]:
-    """The current turn's messages as its plan carries them (before the tail joins the first one): steps in a stored or step packet left out whole (the
-    step packet, naming their evidence, follows the directive), then digested steps, then the rest
-    with their results as the request carried them."""
-    turn = index.turn(p.current_ordinal or 0)
-    ct = p.current_turn
-    if ct is None or ct.digest_through == 0:  # nothing left out, nothing digested
-        return render_turn(turn, {})
-    lead: tuple[Part, ...] = ()
-    if ct.packet_through > ct.covered:
-        items = [item for step in step_items(index, turn)[ct.covered : ct.packet_through] for item in step]
-        lead = (TextPart(text=render_step_packet(turn.ordinal, ct.covered + 1, ct.packet_through,
-                                                 level="ids" if ct.level == "ids" else "list", items=items)),)
-    return render_turn(turn, infos, first_step=ct.packet_through, digest_until=ct.digest_through, lead=lead)
-
-
-def _extend(messages: list[Message], more: Iterable[Message]) -> None:
-    for m in more:
-        _append(messages, m)
-
-
-def _append(messages: list[Message], msg: Message) -> None:
-    """Consecutive messages of one role merge (providers want roles to alternate); tool results lead."""
-    if messages and messages[-1].role == msg.role:
-        prev = messages[-1]
-        results = tuple(p for p in msg.content if isinstance(p, ToolResultPart))
-        if msg.role == "user" and results:
-            rest = tuple(p for p in msg.content if not isinstance(p, ToolResultPart))
-            lead = tuple(p for p in prev.content if isinstance(p, ToolResultPart))
-            other = tuple(p for p in prev.content if not isinstance(p, ToolResultPart))
-            messages[-1] = Message(role="user", content=lead + results + other + rest)
-        else:
-            messages[-1] = Message(role=msg.role, content=prev.content + msg.content)
-        return
-    messages.append(msg)
-
-
-def request_tokens(profile: CapacityProfile, request: ChatRequest) -> int:
-    return math.ceil(request_chars(request) * profile.tokens_per_char.value)
 
 
 def plan_record(p: Plan, head: str | None) -> PlanRecord:

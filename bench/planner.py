@@ -38,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 
-from agent.request import SessionView, prefix_tokens, project, request_tokens
+from agent.request import SessionView
+from context.assemble import prefix_tokens, project, request_tokens
 from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
 from context.messages import ChatRequest
 from context.packets import compaction_payload

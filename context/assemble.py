@@ -10,18 +10,36 @@
   structure, never "the last user message"), after any leading tool results and before the directive's
   own words, so the last thing the model reads there is the user's text.
 * :func:`cache_breakpoints`: after the prefix, after the previous turn, on the current step.
+* :func:`project`: the ChatRequest a plan asks for: stable prefix (system + tools), the reset's handoff,
+  retrieved older turns whole, the packet, the working-set turns (Full or card), and the current turn
+  (as its plan carries it) with the tail before the directive's own words.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import blake3
 
-from context.messages import CacheHints, Message, TextPart, ToolResultPart, ToolSpec
+from context.capacity import CapacityProfile, request_chars
+from context.messages import CacheHints, ChatRequest, Message, Part, TextPart, ToolResultPart, ToolSpec
+from context.packets import (
+    covered_evidence,
+    evidence_count,
+    render_handoff,
+    render_packet,
+    render_step_packet,
+    render_stored,
+    step_items,
+)
+from context.planner import Plan
+from context.render import EvidenceInfo, render_turn
+from context.turns import TurnIndex
+from context.turnsizes import card_text
 from events.canonical import encode
 from vak.errors import InvalidInput
 
@@ -130,3 +148,137 @@ def cache_breakpoints(n_messages: int, directive_index: int | None, session_key:
     if n_messages:
         points.append(n_messages - 1)
     return CacheHints(session_key=session_key, prefix=True, breakpoints=tuple(sorted(set(points))))
+
+
+# ------------------------------------------------------------------ the projection (moved from agent/request.py)
+
+
+def text_tokens(profile: CapacityProfile, text: str) -> int:
+    return math.ceil(len(text) * profile.tokens_per_char.value)
+
+
+def prefix_tokens(profile: CapacityProfile, system: str, tools: Sequence[ToolSpec] = ()) -> int:
+    """The stable prefix's size: system prompt and tool schemas, counted as a request counts them."""
+    return math.ceil(request_chars(ChatRequest(model="", system=system, tools=tuple(tools))) * profile.tokens_per_char.value)
+
+
+def packet_text(index: TurnIndex, p: Plan) -> str | None:
+    """The packet a plan renders, or None when it has none. Raises when the summary is still to write."""
+    pk = p.packet
+    if pk is None:
+        return None
+    if pk.level == "pointer":
+        return render_packet(
+            pk.first_ordinal, pk.last_ordinal, level="pointer",
+            total_evidence=evidence_count(index, pk.first_ordinal, pk.last_ordinal),
+        )
+    if pk.level == "list":
+        items = covered_evidence(index, pk.first_ordinal, pk.last_ordinal)
+        return render_packet(pk.first_ordinal, pk.last_ordinal, level="list", evidence=items)
+    if pk.stored_id is None:
+        raise InvalidInput(
+            f"the plan wants a summary of turns {pk.first_ordinal}–{pk.last_ordinal} that is not written yet: "
+            "write it with agent.summarise.write_packet, then plan again"
+        )
+    stored = next((s for s in index.summaries if s.id == pk.stored_id), None)
+    if stored is None:
+        raise InvalidInput(f"stored packet {pk.stored_id} is not in this index; plan against the same index")
+    return render_stored(index, stored)
+
+
+def project(
+    index: TurnIndex,
+    p: Plan,
+    *,
+    model: str,
+    infos: Mapping[str, EvidenceInfo],
+    system: str = "",
+    tools: Sequence[ToolSpec] = (),
+    tail: str = "",
+    max_tokens: int = 1024,
+    temperature: float | None = None,
+    cache: CacheHints | None = None,
+) -> ChatRequest:
+    """The ChatRequest ``p`` asks for. ``infos`` digests the evidence of the turns shown at Full and of
+    the current turn's steps the plan digests."""
+    messages: list[Message] = []
+    if p.reset is not None:  # the reset this model's plan starts after: its handoff comes first
+        mark = next((r for r in index.reset_marks if r.id == p.reset.entry_id), None)
+        if mark is None:
+            raise InvalidInput(f"reset {p.reset.entry_id} is not in this index; plan against the same index")
+        _append(messages, Message(role="user", content=(TextPart(text=render_handoff(mark.turns, mark.handoff)),)))
+    turns = [(index.turn(t.ordinal), t) for t in p.shown()]
+    for turn, pt in turns:  # retrieved older turns come first, whole
+        if pt.retrieved:
+            _extend(messages, render_turn(turn, infos))
+    text = packet_text(index, p)
+    if text is not None:
+        _append(messages, Message(role="user", content=(TextPart(text=text),)))
+    for turn, pt in turns:
+        if pt.retrieved:
+            continue
+        if pt.fidelity == "full":
+            _extend(messages, render_turn(turn, infos))
+        else:
+            _append(messages, Message(role="user", content=(TextPart(text=card_text(index, turn, infos)),)))
+    if p.current_ordinal is not None:
+        current = current_turn_messages(index, p, infos)
+        first = current[0]
+        if tail.strip():  # providers refuse blank text parts
+            first = Message(role="user", content=(TextPart(text=tail), *first.content))
+        _extend(messages, [first, *current[1:]])
+    else:
+        parts: tuple[Part, ...] = (TextPart(text=tail),) if tail.strip() else ()
+        _append(messages, Message(role="user", content=(*parts, TextPart(text=p.directive))))
+    return ChatRequest(
+        model=model,
+        system=system,
+        messages=tuple(messages),
+        tools=tuple(tools),
+        max_tokens=max_tokens,
+        temperature=temperature,
+        cache=cache or CacheHints(),
+    )
+
+
+def current_turn_messages(index: TurnIndex, p: Plan, infos: Mapping[str, EvidenceInfo]) -> list[Message]:
+    """The current turn's messages as its plan carries them (before the tail joins the first one): steps in a stored or step packet left out whole (the
+    step packet, naming their evidence, follows the directive), then digested steps, then the rest
+    with their results as the request carried them."""
+    turn = index.turn(p.current_ordinal or 0)
+    ct = p.current_turn
+    if ct is None or ct.digest_through == 0:  # nothing left out, nothing digested
+        return render_turn(turn, {})
+    lead: tuple[Part, ...] = ()
+    if ct.packet_through > ct.covered:
+        items = [item for step in step_items(index, turn)[ct.covered : ct.packet_through] for item in step]
+        lead = (TextPart(text=render_step_packet(turn.ordinal, ct.covered + 1, ct.packet_through,
+                                                 level="ids" if ct.level == "ids" else "list", items=items)),)
+    return render_turn(turn, infos, first_step=ct.packet_through, digest_until=ct.digest_through, lead=lead)
+
+
+def _extend(messages: list[Message], more: Iterable[Message]) -> None:
+    for m in more:
+        _append(messages, m)
+
+
+def _append(messages: list[Message], msg: Message) -> None:
+    """Consecutive messages of one role merge (providers want roles to alternate); tool results lead."""
+    if messages and messages[-1].role == msg.role:
+        prev = messages[-1]
+        results = tuple(p for p in msg.content if isinstance(p, ToolResultPart))
+        if msg.role == "user" and results:
+            rest = tuple(p for p in msg.content if not isinstance(p, ToolResultPart))
+            lead = tuple(p for p in prev.content if isinstance(p, ToolResultPart))
+            other = tuple(p for p in prev.content if not isinstance(p, ToolResultPart))
+            messages[-1] = Message(role="user", content=lead + results + other + rest)
+        else:
+            messages[-1] = Message(role=msg.role, content=prev.content + msg.content)
+        return
+    messages.append(msg)
+
+
+def request_tokens(profile: CapacityProfile, request: ChatRequest) -> int:
+    return math.ceil(request_chars(request) * profile.tokens_per_char.value)
+
+

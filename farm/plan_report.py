@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from agent.request import SessionView, prefix_tokens, text_tokens
+from agent.request import SessionView
+from context.assemble import prefix_tokens, text_tokens
 from context.capacity import CapacityProfile
 from context.messages import ToolSpec
 from context.planner import Plan, PlannedTurn

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from agent.request import SessionView, prefix_tokens, prepare, project, request_tokens
+from agent.request import SessionView, prepare
+from context.assemble import prefix_tokens, project, request_tokens
 from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
 from context.messages import ChatRequest, ToolResultPart, ToolUsePart
 from context.packets import render_step_packet, step_items, step_packet_chars

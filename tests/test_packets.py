@@ -15,8 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from agent.request import SessionView, project
+from agent.request import SessionView
 from agent.summarise import Summariser, write_packet
+from context.assemble import project
 from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
 from context.packets import (
     SUMMARISER_SYSTEM,

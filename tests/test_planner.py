@@ -10,7 +10,8 @@ from dataclasses import replace
 import pytest
 from pydantic import BaseModel
 
-from agent.request import SessionView, prefix_tokens, project, request_tokens
+from agent.request import SessionView
+from context.assemble import prefix_tokens, project, request_tokens
 from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
 from context.packets import PACKET_BATCH_TURNS
 from context.planner import Plan, PlannerState, plan, refers_back

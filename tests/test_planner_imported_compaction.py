@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.request import SessionView, prefix_tokens, project, request_tokens
+from agent.request import SessionView
+from context.assemble import prefix_tokens, project, request_tokens
 from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
 from context.messages import ChatRequest, TextPart, ToolUsePart
 from context.packets import seed_packet

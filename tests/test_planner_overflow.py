@@ -13,16 +13,9 @@ import httpx
 from pydantic import BaseModel
 
 from actors.evidence import EvidenceActor
-from agent.request import (
-    Completed,
-    Prepared,
-    SessionView,
-    after_overflow,
-    complete_planned,
-    prepare,
-    request_tokens,
-)
+from agent.request import Completed, Prepared, SessionView, after_overflow, complete_planned, prepare
 from agent.summarise import Summariser, write_packet
+from context.assemble import request_tokens
 from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
 from context.messages import ChatRequest
 from context.packets import SUMMARISER_SYSTEM

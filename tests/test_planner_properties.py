@@ -9,7 +9,7 @@ import math
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from agent.request import prefix_tokens, project, request_tokens, text_tokens
+from context.assemble import prefix_tokens, project, request_tokens, text_tokens
 from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
 from context.messages import ToolResultPart, ToolUsePart
 from context.packets import compaction_payload

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent.request import Prepared, SessionView, prefix_tokens, prepare, project, record_plan, request_tokens
+from agent.request import Prepared, SessionView, prepare, record_plan
+from context.assemble import prefix_tokens, project, request_tokens
 from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
 from context.packets import compaction_payload
 from context.planner import Plan

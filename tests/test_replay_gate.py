@@ -17,8 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent.request import Prepared, SessionView, prepare, record_plan, request_tokens
+from agent.request import Prepared, SessionView, prepare, record_plan
 from agent.summarise import Summariser, write_packet
+from context.assemble import request_tokens
 from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
 from context.planner import Plan
 from context.render import api_problems
@@ -148,7 +149,7 @@ def test_typical_shape_31_turns_on_a_small_profile_carry_under_3k_tokens_of_hist
     """Spec §10: a 31-turn session on a small model carries under 3k tokens of history, no turn lost."""
     store, system = import_tau(trajectories, tmp_path / "ledger")
     view = SessionView.build(store.chain_to_root(_head(store)))
-    from agent.request import prefix_tokens
+    from context.assemble import prefix_tokens
 
     local = profile("smollm2", LOCAL_MODEL_N_CTX, LOCAL_MODEL_N_CTX, 512)  # the local model's 8k window
     p = view.plan(local, FOLLOW_UP, prefix_tokens=prefix_tokens(local, system), tail_tokens=20)
