@@ -250,23 +250,24 @@ def digest_window_benchmark(*, quick: bool, repeat: int, trajectories: bool) -> 
 
 
 def adversarial_case(kind: str, size: int) -> dict[str, float | str]:
-    """Detect and digest one adversarial body once, the way ``context.render.evidence_info`` does
-    (``detect_shape``, then ``digest`` with that shape): wall and CPU milliseconds, digest length."""
+    """Detect and digest one adversarial body once, the way ``context.render.evidence_info`` does:
+    ``shaped_digest``, or where the code predates it, ``detect_shape`` then ``digest`` with that
+    shape. Wall and CPU milliseconds, and the digest's length."""
+    from context import evidence
     from tests.adversarial_bodies import adversarial
 
     case = adversarial(kind, size)
+    args: dict[str, Any] = {
+        "tool_name": case.tool_name,
+        "is_error": case.is_error,
+        "tool_input": case.tool_input,
+    }
     start, cpu = time.perf_counter(), time.process_time()
-    shape = detect_shape(
-        case.body, tool_name=case.tool_name, is_error=case.is_error, tool_input=case.tool_input
-    )
-    text = digest(
-        case.body,
-        EID[:12],
-        tool_name=case.tool_name,
-        is_error=case.is_error,
-        tool_input=case.tool_input,
-        shape=shape,
-    )
+    if hasattr(evidence, "shaped_digest"):
+        shape, text = evidence.shaped_digest(case.body, EID[:12], **args)
+    else:
+        shape = detect_shape(case.body, **args)
+        text = digest(case.body, EID[:12], shape=shape, **args)
     return {
         "shape": shape,
         "mb": len(case.body) / MB,
