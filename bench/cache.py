@@ -6,8 +6,8 @@ smollm2`` for a fast one), one session driven by the real :class:`agent.loop.Tur
 1. A workspace of small modules is written to a temp folder. The session is seeded with earlier
    turns (a directive, a ``read_file`` call and its real result, an answer, a closed TurnCard: the
    entries the loop itself writes) up to about ``--session-tokens`` of history.
-2. ``--turns`` live turns run through the loop. Each directive asks for three files, one per step,
-   so a turn has several steps; the model decides its own calls, and only turns with two steps or
+2. ``--turns`` live turns run through the loop. Each directive asks for two files, one per step, as
+   the seeded turns did, so a turn has several steps; the model decides its own calls, and only turns with two steps or
    more give P4 pairs. Every request and the server's usage and ``timings`` are recorded.
 3. **P4, within a turn**: for each step pair, ``min(cached(k+1), prompt(k)) / prompt(k)`` (the share of
    step k's prompt that step k+1 found in the cache; cached tokens past ``prompt(k)`` are the step's
@@ -26,9 +26,9 @@ smollm2`` for a fast one), one session driven by the real :class:`agent.loop.Tur
    twice after the same warm-up: with the found schema only in the result (the chosen design, the
    request's ``tools`` unchanged) and with the schema also appended to ``tools``.
 
-    .venv/bin/python bench/cache.py                    # Qwen, n_ctx 16384, ~8k-token session, 3 turns
-    .venv/bin/python bench/cache.py --model smollm2    # SmolLM2 (n_ctx 8192, ~5k-token session)
-    .venv/bin/python bench/cache.py --quick            # the smoke test's size: SmolLM2, ~1.5k tokens, 2 turns
+    .venv/bin/python bench/cache.py                    # Qwen, n_ctx 16384, ~8k tokens of history, 3 turns
+    .venv/bin/python bench/cache.py --model smollm2    # SmolLM2 (n_ctx 8192, ~4k tokens of history)
+    .venv/bin/python bench/cache.py --quick            # the smoke test's size: SmolLM2, one seeded turn, 2 turns
 """
 
 from __future__ import annotations
@@ -215,19 +215,26 @@ def write_workspace(root: Path, files: int) -> list[str]:
     return names
 
 
+def directive(a: str, b: str) -> str:
+    return f"What do {a} and {b} define? Read each with read_file, one file per step, then answer."
+
+
 async def seed_history(services: InProcessServices, workspace: Workspace, names: Sequence[str], turns: int,
                        model: str) -> None:
-    """Earlier turns, written as the loop writes them: directive, read_file call, result, answer, card."""
+    """Earlier turns, written as the loop writes them: the directive, two read_file steps with their
+    real results, the answer, the TurnCard. The live directives read the same way, so even a small
+    model has the pattern in front of it."""
     for i in range(turns):
-        name = names[i % len(names)]
-        await services.append([Directive(text=f"What does {name} define?")])
-        call_id = f"seed_{i}"
-        await services.append([AssistantStep(blocks=(ToolUseBlock(id=call_id, name="read_file",
-                                                                  input={"path": name}),),
-                                             model=model, provider="local", stop_reason="tool_calls")])
-        await services.store_result(call_id, "read_file", workspace.call("read_file", {"path": name}), False)
+        a, b = names[(2 * i) % len(names)], names[(2 * i + 1) % len(names)]
+        await services.append([Directive(text=directive(a, b))])
+        for k, name in enumerate((a, b)):
+            call_id = f"seed_{i}_{k}"
+            await services.append([AssistantStep(blocks=(ToolUseBlock(id=call_id, name="read_file",
+                                                                      input={"path": name}),),
+                                                 model=model, provider="local", stop_reason="tool_calls")])
+            await services.store_result(call_id, "read_file", workspace.call("read_file", {"path": name}), False)
         await services.append([AssistantStep(blocks=(TextBlock(
-            text=f"{name} defines CODE_WORD and six stage functions that scale and filter lists."),),
+            text=f"{a} and {b} each define a CODE_WORD and six stage functions that scale and filter lists."),),
             model=model, provider="local", stop_reason="stop")])
         await services.close_turn("completed")
 
@@ -270,6 +277,7 @@ class Run:
     prefix_tokens: int = 0
     tail_tokens: int = 0
     not_prefix: list[str] = field(default_factory=list)
+    across: list[str] = field(default_factory=list)  # where each new turn's rendered prompt leaves the last
     stable: list[Sent] = field(default_factory=list)
     base: list[Sent] = field(default_factory=list)
     promotion: dict[str, Sent] = field(default_factory=dict)
@@ -306,7 +314,7 @@ async def run_bench(model: str, n_ctx: int, session_tokens: int, turns: int, max
         store = stack.enter_context(LedgerStore(Path(tmp) / "ledger"))
         root = Path(tmp) / "ws"
         root.mkdir()
-        names = write_workspace(root, 12)
+        names = write_workspace(root, 16)
         workspace = Workspace(root)
         async with httpx.AsyncClient(trust_env=False, timeout=900.0) as client:
             inner = OpenAICompatProvider(client, base_url=server.base_url, api_key=server.api_key,
@@ -315,8 +323,9 @@ async def run_bench(model: str, n_ctx: int, session_tokens: int, turns: int, max
             surface = default_surface()
             system = system_prompt(surface.catalogue())
             services = InProcessServices(store, "bench")
-            # A seeded turn renders to about 600 tokens (the result's digest and the exchange around it).
-            await seed_history(services, workspace, names, max(1, round(session_tokens / 600)), model)
+            # A seeded turn renders to about 700 tokens (two results and the exchange around them).
+            seeded = max(1, round(session_tokens / 700))
+            await seed_history(services, workspace, names, seeded, model)
             profile = CapacityProfile(ProfileKey("local", model, ""), n_ctx,
                                       Horizon(n_ctx - max_tokens - 256, 0.9, time.time()), Ewma(0.30, 1), max_tokens)
             config = TurnConfig(model=model, provider="local", system=system, surface=surface, max_steps=5,
@@ -326,10 +335,8 @@ async def run_bench(model: str, n_ctx: int, session_tokens: int, turns: int, max
             for t in range(turns):
                 recorder.next_turn()
                 note(f"turn {t + 1}")
-                a, b, c = (names[(3 * t + k) % len(names)] for k in range(3))
-                report = await loop.run(
-                    f"Read {a}, then {b}, then {c} with read_file, one file per step, and then tell me the "
-                    "CODE_WORD of each.")
+                a, b = (names[(2 * (seeded + t) + k) % len(names)] for k in range(2))
+                report = await loop.run(directive(a, b))
                 run.answers.append(f"turn {t + 1}: {len(report.steps)} steps, {report.outcome}")
             run.sent = list(recorder.sent)
             headers = server.auth_headers()
@@ -337,7 +344,7 @@ async def run_bench(model: str, n_ctx: int, session_tokens: int, turns: int, max
             tok = await client.post(f"{server.root_url}/tokenize", json={"content": tail}, headers=headers)
             run.tail_tokens = len(tok.json().get("tokens", []))
             note("checking rendered prompts")
-            run.not_prefix = await byte_prefix_failures(client, server, inner, run.sent)
+            run.not_prefix, run.across = await byte_prefix_failures(client, server, inner, run.sent)
             note("P5: replaying as sent")
             run.stable = await replay(inner, run.sent)
             note("P5: replaying with the tail in the system prompt")
@@ -346,30 +353,33 @@ async def run_bench(model: str, n_ctx: int, session_tokens: int, turns: int, max
             note("promotion")
             last = run.sent[-1].request.model_copy(update={"max_tokens": 1})
             for label, in_tools in (("in the result", False), ("in tools", True)):
-                await inner.complete(last)  # the same warm cache before each variant
+                warm = sent_of(0, 0, last, await inner.complete(last))  # the same warm cache before each
+                run.promotion.setdefault("before", warm)
                 request = promoted(last, PROMOTED, in_tools=in_tools)
                 run.promotion[label] = sent_of(0, 0, request, await inner.complete(request))
-            run.promotion["before"] = sent_of(0, 0, last, await inner.complete(last))
     return run
 
 
 async def byte_prefix_failures(client: httpx.AsyncClient, server: LocalModelServer, provider: OpenAICompatProvider,
-                               sent: Sequence[Sent]) -> list[str]:
-    """Each step's prompt as the server renders it (``/apply-template``) must be a prefix of the next's."""
+                               sent: Sequence[Sent]) -> tuple[list[str], list[str]]:
+    """Each step's prompt as the server renders it (``/apply-template``) must be a prefix of the next's
+    within a turn: (those that are not, and where each new turn's prompt leaves the previous one)."""
     prompts = []
     for s in sent:
         r = await client.post(f"{server.root_url}/apply-template", json=provider.render(s.request),
                               headers=server.auth_headers())
         prompts.append(str(r.json().get("prompt", "")))
-    out = []
+    out, across = [], []
     for (a, pa), (b, pb) in pairwise(zip(sent, prompts, strict=True)):
-        if a.turn != b.turn:
-            continue
         at = first_difference(pa, pb)
-        if at is not None:
-            out.append(f"turn {a.turn} step {a.step + 1}→{a.step + 2}: differs at char {at}: "
+        if a.turn != b.turn:
+            kept = len(pa) if at is None else at
+            across.append(f"turn {a.turn}->{b.turn}: keeps {kept} of {len(pa)} chars of the last step's prompt"
+                          + ("" if at is None else f"; then {pa[at:at + 50]!r} became {pb[at:at + 50]!r}"))
+        elif at is not None:
+            out.append(f"turn {a.turn} step {a.step + 1}->{a.step + 2}: differs at char {at}: "
                        f"{pa[at:at + 60]!r} vs {pb[at:at + 60]!r}")
-    return out
+    return out, across
 
 
 # ---------------------------------------------------------------------- report
@@ -401,6 +411,8 @@ def report(run: Run) -> dict[str, Any]:
     for v in run.not_prefix:
         print(f"    {v}")
     a, b = per_turn(run.stable), per_turn(run.base)
+    for line in run.across:
+        print(f"  {line}")
     print(f"P5 across turns: baseline / stable-prefix prefill = "
           f"{'n/a' if p5_ms is None else f'{p5_ms:.1f}x'} by timings.prompt_ms, "
           f"{'n/a' if p5_tok is None else f'{p5_tok:.1f}x'} by tokens prefilled (goal >= {P5_GOAL:.0f}x; "
@@ -433,7 +445,7 @@ def main(argv: list[str] | None = None, server: LocalModelServer | None = None) 
     model = server.model if server else args.model or ("smollm2" if args.quick else "qwen")
     small = canonical_model(model) == "smollm2"
     n_ctx = server.n_ctx if server else args.n_ctx or (8192 if small else 16384)
-    session = args.session_tokens or (600 if args.quick else 5000 if small else 8000)
+    session = args.session_tokens or (600 if args.quick else 4000 if small else 8000)
     turns = args.turns or (2 if args.quick else 3)
     max_tokens = 64 if args.quick and args.max_tokens == 160 else args.max_tokens
     started = time.monotonic()
