@@ -1,7 +1,7 @@
 """A small live ladder against the real local model (SmolLM2 on llama.cpp, the shared server).
 
 Kept to about a minute on 2 cores: the ladder is probed as if the window were 2048 tokens, with
-majority-of-3 and one control per rung. What the 135M model does with the instruction is the
+at most 3 samples and one control per rung. What the 135M model does with the instruction is the
 measurement, so nothing here asserts that it follows; only that the probe measured what it says.
 """
 
@@ -41,7 +41,8 @@ async def test_a_small_live_ladder_measures_what_it_reports(local_model: LocalMo
         for sample in rest:
             assert sample.prompt_tokens == first.prompt_tokens
             assert sample.cached_tokens >= first.prompt_tokens - 2
-        assert all(len(s.text) < 400 for s in rung.samples)  # max_tokens 32 held
+        # max_tokens 32 held (a reply cut inside a call is continued, with 64 more, at most twice).
+        assert all(len(s.text) < 400 * (1 + 2 * s.extended) for s in rung.samples)
     # The cache rung: an identical repeat reports cached tokens on this server.
     assert report.cache is not None and report.cache.cached_tokens > 0
     assert profile.cache is CacheBehaviour.PREFIX_STABLE
@@ -51,8 +52,8 @@ async def test_a_small_live_ladder_measures_what_it_reports(local_model: LocalMo
     passed = [o for o in report.ladder.outcomes if o.passed]
     assert profile.provenance.passed_any == bool(passed)
     assert (profile.instruction_horizon.tokens > 0) == bool(passed)
-    if passed:
-        assert profile.instruction_horizon.tokens == max(passed, key=lambda o: o.target).prompt_tokens
+    if passed:  # the billed size of the largest pooled pass below the smallest fail
+        assert profile.instruction_horizon.tokens == report.ladder.bracket[0]
     with LedgerStore(ledger_dir) as store:
         ids = store.append("capacity", report.ledger_payloads())
         activity, record = store.payload(ids[0]), store.payload(ids[1])
