@@ -667,7 +667,9 @@ class LocalProbe:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-QUICK = ProbeSettings(samples=3, controls=1, first_rung=1024, max_sizes=4)
+# The main job's quick ladder (a few minutes on 2 cores): four sizes, majority of three stopping when
+# two agree, no second look. A full `vak probe` uses the defaults (docs/CAPACITY.md "Noise").
+QUICK = ProbeSettings(samples=3, lead=2, second_look=False, controls=1, first_rung=1024, max_sizes=4)
 # SmolLM2 is served with the project's tool template; Gemma keeps its own, which has no tools.
 # Qwen2.5-Coder keeps its own template: asked plainly it writes its call in a ```json fence in the text.
 LOCAL_PROTOCOL: dict[str, Protocol] = {"smollm2": "native", "gemma3-270m": "inline_fence",
@@ -694,7 +696,8 @@ async def probe_local(
     from providers.openai_compat import OpenAICompatProvider
 
     chosen = settings or ProbeSettings(
-        samples=QUICK.samples, controls=QUICK.controls, first_rung=QUICK.first_rung, max_sizes=QUICK.max_sizes,
+        samples=QUICK.samples, lead=QUICK.lead, second_look=QUICK.second_look, controls=QUICK.controls,
+        first_rung=QUICK.first_rung, max_sizes=QUICK.max_sizes,
         protocol=LOCAL_PROTOCOL.get(model, "native"),
     )
     key = ProfileKey("local", model, LOCAL_QUANTISATION.get(model, ""))
