@@ -498,6 +498,7 @@ class ProbeRunner:
         """
         aim = self.aim.get(target, target)
         best: tuple[int, int, ChatRequest, SampleOutcome] | None = None  # (|miss|, aim, request, shot)
+        tried: list[tuple[int, int]] = []  # (aim, billed)
         for attempt in range(SIZING_SHOTS):
             request = self._request(target, "instruction", aim=aim)
             shot = await self._sample(request.model_copy(update={"max_tokens": 1}), "instruction", target,
@@ -509,11 +510,12 @@ class ProbeRunner:
             self.on_progress({"stage": "sizing", "target": target, "billed": shot.prompt_tokens,
                               "attempt": attempt + 1, "elapsed_s": round(time.perf_counter() - started, 1)})
             miss = target - shot.prompt_tokens
+            tried.append((aim, shot.prompt_tokens))
             if best is None or abs(miss) < best[0]:
                 best = (abs(miss), aim, request, shot)
             if abs(miss) <= self.tolerance:
                 break
-            aim += miss
+            aim = _next_aim(tried, target)
         assert best is not None
         _, self.aim[target], request, shot = best
         return request, shot
@@ -638,6 +640,22 @@ class ProbeRunner:
         verdict = judge_cache(first, second)
         self.on_progress({"stage": "cache", "behaviour": verdict.behaviour.value, "signal": verdict.signal})
         return verdict
+
+
+def _next_aim(tried: Sequence[tuple[int, int]], target: int) -> int:
+    """The next size to ask the history builder for: a Newton step from the closest shot so far;
+    once shots landed on both sides of the target, kept strictly between the closest two (a turn
+    boundary makes billing jump, and a plain Newton step would bounce across it)."""
+    aim, billed = min(tried, key=lambda t: abs(target - t[1]))
+    step = aim + (target - billed)
+    below = [t for t in tried if t[1] < target]
+    above = [t for t in tried if t[1] > target]
+    if below and above:
+        a_lo, a_hi = max(below, key=lambda t: t[1])[0], min(above, key=lambda t: t[1])[0]
+        low, high = min(a_lo, a_hi), max(a_lo, a_hi)
+        if not low < step < high or any(step == a for a, _ in tried):
+            step = (low + high) // 2
+    return step
 
 
 def _timing(result: ChatResult, name: str) -> float | None:

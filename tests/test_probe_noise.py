@@ -16,17 +16,18 @@ from tests.test_probe_search import outcome
 STEP = 64
 
 
-async def test_the_default_policy_lands_within_one_step_in_18_of_20_seeded_runs_at_20_percent_noise() -> None:
+async def test_the_default_policy_lands_within_one_step_in_16_of_20_seeded_runs_at_20_percent_noise() -> None:
     """The bench's 20%-noise cell for the default policy (seeds 0-19, thresholds drawn from
-    2,000-28,000, skewed billing): the horizon is within one step below T in at least 18 of 20 runs.
-    Majority of three stopping when two agree managed 7 of 20 on the same runs."""
+    2,000-28,000, skewed billing): the horizon is within one step below T in at least 16 of 20 runs
+    (the stated rate, 80%; the bench measured 90%). Majority of three stopping when two agree
+    managed 7 of 20 on the same runs."""
     assert (DEFAULT_CAP, DEFAULT_LEAD) == (7, 3)
     within = []
     for run in range(20):
         threshold = random.Random(f"noise-0.2-{run}").randint(2000, 28_000)
         ok, _requests, _gap = await one_run(threshold, 0.2, run, settings_for(DEFAULT_CAP, DEFAULT_LEAD, True))
         within.append(ok)
-    assert sum(within) >= 18, within
+    assert sum(within) >= 16, within
 
 
 def test_a_second_look_that_flips_an_end_reopens_the_bracket() -> None:

@@ -111,7 +111,9 @@ class ThresholdModel:
         last = body["messages"][-2 if continuing else -1]["content"]
         asked = "probe_ack" in last and CONTROL_MARK not in last
         follows = prompt < self.threshold
-        if self.noise and self.rng.random() < self.noise:
+        # Noise flips answers only: a max_tokens=1 request (the probe's sizing shot) draws nothing,
+        # so how many shots a rung takes does not move the seeded sequence of flips.
+        if self.noise and body.get("max_tokens", 0) > 1 and self.rng.random() < self.noise:
             follows = not follows
         call = self.always_calls or (asked and follows)
         found = NONCE.search(last)
