@@ -323,7 +323,7 @@ class LadderSearch:
         lo, hi = self.lo, self.hi
         if hi is None:  # still climbing: the next rung above everything that passed
             above = [r for r in self.rungs if r not in self.verdicts and (lo is None or r > lo)]
-            return above[0] if above else None
+            return above[0] if above else self._relook()  # the top passed: look at it again
         if lo is None:  # the first rung failed: try the smallest history once
             if 0 < self.floor < hi and self.floor not in self.verdicts:
                 return self.floor
@@ -337,7 +337,8 @@ class LadderSearch:
         return self._relook()
 
     def _relook(self) -> int | None:
-        """The second look at the bracket's ends, each once (an over-length end needs none)."""
+        """The second look at the bracket's ends, each once (an over-length end needs none); when every
+        rung passed, the top rung is the only end."""
         if not self.second_look:
             return None
         for end in (self._pass(), self._fail()):

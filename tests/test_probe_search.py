@@ -149,11 +149,13 @@ def test_a_model_that_never_follows_passes_no_rung() -> None:
 
 
 def test_a_model_that_always_follows_tops_out_at_090_of_the_window() -> None:
+    """Every rung passes: the horizon is the top rung, looked at twice, and the bracket is open above."""
     search = LadderSearch(plan_rungs(32_768), floor=300)
     while (target := search.next_target()) is not None:
         search.record(outcome(target, 3))
-    assert search.result().horizon_target == int(32_768 * 0.9)
-    assert search.hi is None
+    top = int(32_768 * 0.9)
+    assert search.result().horizon_target == top and search.looks[top] == 2
+    assert search.hi is None and search.result().bracket == (top, None)
 
 
 def test_max_sizes_caps_the_requests() -> None:
