@@ -17,7 +17,10 @@ from typing import Any
 
 import httpx
 
+from actors.assembler import AssemblerActor
 from agent.loop import InProcessServices, StepReport, TurnConfig, TurnLoop, TurnReport, TurnServices
+from agent.request import SessionView
+from agent.summarise import Summariser, write_packet
 from agent.workspace import TOOLS as WORKSPACE_TOOLS
 from agent.workspace import Workspace
 from context.assemble import system_prompt
@@ -25,9 +28,11 @@ from context.capacity import CapacityProfile, ProfileKey, describe, from_record,
 from context.cards import card_tools
 from context.evidence import RECALL_TOOL
 from context.messages import ModelContext
+from context.planner import Plan
 from context.surface import Surface, ToolDecl
 from events.envelope import Mapper
 from events.payloads import CapacityProfileRecord
+from providers.tokencount import token_counter
 from storage.ledger import LedgerStore
 
 DEFAULT_MODEL = "qwen"
@@ -35,12 +40,21 @@ DEFAULT_N_CTX = 16384
 PROFILE_SESSION = "capacity"  # where probes and profiles are recorded (ProbeActor's default session)
 
 
-def default_surface() -> Surface:
-    """recall, find_tools, the workspace tools and the card tools, always loaded, in that order."""
+def default_surface(*, cards_loaded: bool = False) -> Surface:
+    """recall, find_tools and the workspace tools, always loaded, in that order; the card tools loaded
+    too, or (the default) listed in the catalogue for find_tools. Their schemas are about 2,000 tokens:
+    a fifth of a small model's measured horizon, spent on every request, for tools it rarely needs."""
     core = [ToolDecl(RECALL_TOOL, always_loaded=True)]
     core += [ToolDecl(t.spec, always_loaded=True, observes=t.observes) for t in WORKSPACE_TOOLS]
-    core += [ToolDecl(spec, always_loaded=True) for spec in card_tools()]
+    core += [ToolDecl(spec, always_loaded=cards_loaded) for spec in card_tools()]
     return Surface.build(core)
+
+
+def local_key(model: str) -> ProfileKey:
+    """The profile key a bundled local model is probed and bound under (``agent.probe`` names it)."""
+    from agent.probe import LOCAL_QUANTISATION
+
+    return ProfileKey("local", model, LOCAL_QUANTISATION.get(model, ""))
 
 
 def recorded_profile(store: LedgerStore, key: ProfileKey) -> CapacityProfile | None:
@@ -85,6 +99,8 @@ class LiveSession:
     max_steps: int = 6
     max_tokens: int = 384
     timezone: str = "UTC"  # an IANA name: the tail's local time
+    base_url: str | None = None  # a running local server (else one is started for the session)
+    api_key: str | None = None  # that server's key
 
     async def __aenter__(self) -> LiveSession:
         from providers.localserver import LocalModelServer, canonical_model
@@ -92,18 +108,21 @@ class LiveSession:
 
         self._stack = AsyncExitStack()
         self.model = canonical_model(self.model)
-        server = LocalModelServer(self.model, n_ctx=self.n_ctx)
-        self._stack.enter_context(server)
+        base_url, api_key = self.base_url, self.api_key
+        if base_url is None:
+            server = self._stack.enter_context(LocalModelServer(self.model, n_ctx=self.n_ctx))
+            base_url, api_key = server.base_url, server.api_key
         client = await self._stack.enter_async_context(httpx.AsyncClient(trust_env=False, timeout=900.0))
-        provider = OpenAICompatProvider(client, base_url=server.base_url, api_key=server.api_key, timeout_s=900.0)
+        provider = OpenAICompatProvider(client, base_url=base_url, api_key=api_key, timeout_s=900.0)
         self.store: LedgerStore | None = None
         if self.services_factory is None:
             self.store = self._stack.enter_context(LedgerStore(self.ledger))
-            services: TurnServices = InProcessServices(self.store, self.session)
+            services: TurnServices = InProcessServices(self.store, self.session,
+                                                       assembler=self._assembler(self.store, provider))
         else:
             services = self.services_factory(None)
-        key = ProfileKey("local", self.model, "")
-        profile = self.profile or self._bound_profile(key, server.n_ctx)
+        key = local_key(self.model)
+        profile = self.profile or self._bound_profile(key, self.n_ctx)
         surface = default_surface()
         config = TurnConfig(model=self.model, provider="local", system=system_prompt(surface.catalogue()),
                             surface=surface, max_steps=self.max_steps, max_tokens=self.max_tokens,
@@ -112,6 +131,19 @@ class LiveSession:
         self.loop = TurnLoop(services, provider, profile, config, workspace=Workspace(self.workspace),
                              on_step=self.on_step)
         return self
+
+    def _assembler(self, store: LedgerStore, provider: Any) -> AssemblerActor:
+        """In-process: requests sized exactly by the server's own tokenizer, packets summarised by the
+        same model (a side call with its own prompt, never the turn's history)."""
+        counter = token_counter(provider, lambda: self.loop.profile.tokens_per_char.value)
+        summariser = Summariser(provider, self.model, window_tokens=self.n_ctx, max_summary_tokens=256)
+        assembler: AssemblerActor
+
+        async def summarise(view: SessionView, plan: Plan) -> list[str]:
+            return await write_packet(assembler.ledger, self.session, view, plan, summariser)
+
+        assembler = AssemblerActor(str(store.root), store, summarise=summarise, count=counter.count)
+        return assembler
 
     def _bound_profile(self, key: ProfileKey, n_ctx: int) -> CapacityProfile:
         if self.store is not None:

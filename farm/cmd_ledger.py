@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.cli_checks import bounded_int
-from farm.mainjob import DEFAULT_LEDGER, MAX_SEED, MAX_TURNS
+from farm.mainjob import DEFAULT_LEDGER, DEFAULT_MODEL, MAX_SEED, MAX_TURNS
 
 
 def register(sub: Any) -> None:
@@ -19,6 +19,10 @@ def register(sub: Any) -> None:
                    help=f"turns in the generated session, 1-{MAX_TURNS} (default 12)")
     p.add_argument("--seed", type=bounded_int(0, MAX_SEED), default=7,
                    help="seed of the session generator (default 7)")
+    p.add_argument("--model", default=DEFAULT_MODEL,
+                   help="the local model for the probe and the live turns (default qwen: Qwen2.5-Coder-0.5B)")
+    p.add_argument("--workspace", type=Path, default=Path("."),
+                   help="the folder the live turns' tools may read (default: the current folder)")
     p.set_defaults(func=_run)
 
     p = sub.add_parser("verify", help="check every hash link of a ledger folder; names the first bad entry")
@@ -35,9 +39,14 @@ def register(sub: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     from farm.cli_checks import check_ledger_folder
     from farm.mainjob import run_main_job
+    from providers.localserver import resolve_model
+    from vak.errors import InvalidInput
 
     check_ledger_folder(args.ledger, "--ledger")  # here too, so the message names the option
-    run_main_job(args.ledger, turns=args.turns, seed=args.seed)
+    if not args.workspace.is_dir():
+        raise InvalidInput(f"the workspace {str(args.workspace)!r} is not a folder: pass --workspace DIR")
+    resolve_model(args.model)  # an unknown or missing model is said now, not after Ray started
+    run_main_job(args.ledger, turns=args.turns, seed=args.seed, local_model=args.model, workspace=args.workspace)
     return 0
 
 

