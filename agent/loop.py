@@ -11,6 +11,11 @@
    evidence body and what the request carries as its tool result); a step with no call ends the turn;
 4. the TurnCard closes the turn; ``turn_finished`` lets the probe run in the idle time.
 
+The turn rules (:mod:`agent.turnrules` over :mod:`context.drift`) run at three points: card calls are
+gated before they run (freshness, topic mismatch), a step's results and acks are folded in after (an
+observation, repeated cards), and a step with no call is judged (empty step, model drift, freshness of
+a prose answer): it is the answer, gets one redo nudge, or the turn closes with a system-authored outcome.
+
 The same code runs in-process or on Ray: everything stateful goes through :class:`TurnServices`
 (``InProcessServices`` here, ``actors.turn_services.RayServices`` through the actors). Tool calls are
 read by the one parser (``context.toolcalls``) whether they came back native or inline in the text.
@@ -28,14 +33,25 @@ from actors.assembler import Assembled, AssemblerActor, StepRequest
 from actors.evidence import EvidenceActor
 from actors.probe import ProbeActor, ProbeTarget
 from agent.request import Complete, after_overflow
+from agent.turnrules import TurnRules, ack_id
 from agent.workspace import Workspace
 from context.assemble import Tail, prefix_change, render_tail
 from context.capacity import CapacityProfile, TurnFeedback, apply_feedback, request_chars, to_record
 from context.cards import default_library
+from context.drift import PriorTurn, Verdict
 from context.messages import ChatRequest, ChatResult, Message, ToolSpec
 from context.surface import Surface, find_tools_result, parse_find_tools_args
 from context.toolcalls import ParsedCall, ends_inside_call, native_calls, parse_tool_calls
-from events.payloads import Activity, AssistantStep, Directive, Receipt, StepBlock, TextBlock, ToolUseBlock
+from events.payloads import (
+    Activity,
+    AssistantStep,
+    Directive,
+    Receipt,
+    StepBlock,
+    TextBlock,
+    ToolUseBlock,
+    Usage,
+)
 from storage.ledger import LedgerStore
 from vak.errors import ContextOverflow, RequestTooLarge, ToolFailure
 
@@ -151,8 +167,9 @@ class TurnLoop:
 
     def __init__(self, services: TurnServices, provider: Complete, profile: CapacityProfile, config: TurnConfig,
                  *, workspace: Workspace | None = None, clock: Callable[[], float] = time.time,
-                 on_step: Callable[[StepReport], None] | None = None) -> None:
+                 on_step: Callable[[StepReport], None] | None = None, history: Sequence[PriorTurn] = ()) -> None:
         self.services, self.provider, self.profile, self.config = services, provider, profile, config
+        self.rules = TurnRules(services, history)  # ``history``: the session's earlier turns, oldest first
         self.workspace, self.clock, self.on_step = workspace, clock, on_step
         self.last_prefix: tuple[str, tuple[ToolSpec, ...], str] | None = None  # system, tools, digest
         self.promoted: set[str] = set()  # deferred tools a find_tools call returned this turn
@@ -169,12 +186,13 @@ class TurnLoop:
         directive_id = (await self.services.append([Directive(text=directive)]))[0]
         self.promoted = set()
         # The tail is computed once per turn: the directive message it sits in must not change between steps.
-        tail = render_tail(Tail(now=self.clock(), timezone=cfg.timezone))
+        paused = self.rules.begin(directive)
+        tail = render_tail(Tail(now=self.clock(), timezone=cfg.timezone, paused=paused))
         step_request = StepRequest(model=cfg.model, system=cfg.system, tools=cfg.surface.schemas, tail=tail,
                                    max_tokens=cfg.max_tokens, temperature=cfg.temperature,
                                    session_key=cfg.session_key)
         steps: list[StepReport] = []
-        answer, outcome = "", "degraded"
+        answer, outcome, prose = "", "degraded", ""
         for index in range(cfg.max_steps):
             try:
                 assembled, result, overflows = await self._send(step_request)
@@ -200,10 +218,15 @@ class TurnLoop:
             steps.append(report)
             if self.on_step is not None:
                 self.on_step(report)
-            if not calls:
-                answer, outcome = result.text, "completed"
+            verdict = (await self.rules.on_reply(result.text) if not calls
+                       else await self._run_calls(step_id, calls, call_ids))
+            if verdict.lower_horizon:
+                await self._lower_horizon(result, assembled)
+            if verdict.action in ("answer", "close"):
+                answer, outcome = verdict.text, verdict.outcome
+                prose = result.text if verdict.action == "answer" and not verdict.tag else ""
                 break
-            await self._run_calls(step_id, calls, call_ids)
+        self.rules.finish(directive, prose, self.clock())
         card_id = await self.services.close_turn(outcome)
         return TurnReport(directive_id, answer, outcome, card_id, self.profile, steps)
 
@@ -280,6 +303,14 @@ class TurnLoop:
         await self.services.append([receipt, to_record(self.profile), *extra])
         return step_id
 
+    async def _lower_horizon(self, result: ChatResult, assembled: Assembled) -> None:
+        """Model drift is a failed instruction: the feedback rules lower the horizon's confidence when the
+        request was near it (a request well inside the horizon leaves it alone)."""
+        size = result.usage.prompt_tokens or assembled.estimated_tokens
+        self.profile = apply_feedback(self.profile, TurnFeedback(
+            usage=Usage(), chars_sent=0, request_tokens=size, followed_instruction=False), now=self.clock())
+        await self.services.append([to_record(self.profile)])
+
     async def _note_prefix(self, digest: str) -> None:
         """A prefix that differs from the previous step's is a cache break: an activity says what changed."""
         cfg = self.config
@@ -292,26 +323,36 @@ class TurnLoop:
 
     # ------------------------------------------------------------ tool calls
 
-    async def _run_calls(self, step_id: str, calls: Sequence[ParsedCall], ids: Sequence[str]) -> None:
-        """World tools run concurrently; results are stored in call order; card calls go through present."""
+    async def _run_calls(self, step_id: str, calls: Sequence[ParsedCall], ids: Sequence[str]) -> Verdict:
+        """World tools run concurrently; results are stored in call order; card calls go through present
+        (those the rules intercept are answered with their error instead)."""
+        cards = [(i, ids[i], c.name or "", c.arguments or {}) for i, c in enumerate(calls) if _is_card(c.name or "")]
+        intercepted, verdict = await self.rules.gate(step_id, cards)
         bodies = await asyncio.gather(*(self._execute(c) for c in calls))
         deferred = {t.name for t in self.config.surface.deferred}
         misread = [c.name for c in calls if c.name in deferred and c.name not in self.promoted]
         if misread:  # every admitted tool is callable; one the surface did not predict is the measured misread
             await self.services.append([Activity(activity="surface.misread", detail={
                 "step_id": step_id, "tools": sorted(set(misread))})])
-        cards_done = False
+        cards_done, acked, seen = bool(intercepted), [], []  # type: bool, list[tuple[str, Any]], list[tuple[bool, bool, str]]
         for tool_use_id, call, outcome in zip(ids, calls, bodies, strict=True):
             name = call.name or ""
             if name == "recall":
                 await self.services.recall(call.arguments or {}, tool_use_id)
             elif _is_card(name):
                 if not cards_done:  # present writes every card call of the step, in call order
-                    await self.services.present(step_id)
+                    acks = await self.services.present(step_id)
+                    args = {t: a for _, t, _, a in cards}
+                    acked = [(pid, args.get(str(r.get("tool_use_id")), {})) for r in acks
+                             if (pid := ack_id(r)) is not None]
                     cards_done = True
             else:
                 body, is_error = outcome
                 await self.services.store_result(tool_use_id, name, body, is_error)
+                seen.append((self.config.surface.observes(name), is_error, body))
+        if verdict.action == "close":
+            return verdict
+        return await self.rules.after_calls(seen, acked, only_cards=len(cards) == len(calls))
 
     async def _execute(self, call: ParsedCall) -> tuple[str, bool]:
         """(body, is_error) of a world tool; recall and card calls are answered by the services."""

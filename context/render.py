@@ -154,11 +154,14 @@ def render_turn(
     directive_parts += [ImagePart(ref=i.ref, media_type=i.media_type) for i in turn.directive.images]
     messages: list[Message] = [Message(role="user", content=(*directive_parts, *lead))]
     for k, (assistant, results) in enumerate(_step_messages(turn, evidence, digest_until)):
-        if k < first_step or assistant is None:
-            continue  # left out whole, or a thinking-only step: nothing model-visible
-        _append(messages, assistant)
-        if results is not None:
-            _append(messages, results)
+        if k < first_step:
+            continue  # left out whole
+        if assistant is not None:  # a thinking-only step has nothing model-visible
+            _append(messages, assistant)
+            if results is not None:
+                _append(messages, results)
+        for text in (t for after, t in turn.nudges if after == k + 1):  # a runtime redo nudge, verbatim
+            _append(messages, Message.user(text))
     return messages
 
 

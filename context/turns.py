@@ -93,6 +93,7 @@ class Turn:
     presentation_payloads: dict[str, Presentation] = field(default_factory=dict)
     orphan_results: list[str] = field(default_factory=list)  # tool_result ids with no matching tool_use
     controls: list[str] = field(default_factory=list)  # control entries that fell inside the turn
+    nudges: list[tuple[int, str]] = field(default_factory=list)  # (steps before it, text): runtime redo nudges
     entry_ids: list[str] = field(default_factory=list)  # every entry from the directive to the turn's end
     card_id: str | None = None
     card: TurnCard | None = None
@@ -250,6 +251,8 @@ class TurnIndex:
             self.controls.append(Control(entry_id, str(kind), turn.ordinal if turn else None, tag))
             if turn is not None:
                 turn.controls.append(entry_id)
+                if kind == "nudge":  # model-visible: rendered as a user message after the steps before it
+                    turn.nudges.append((len(turn.steps), str(getattr(payload, "text", ""))))
         # activity, capacity_profile and presentation feedback/selection are not part of any turn's
         # content; they stay in entry_ids so the turn's span is complete.
 

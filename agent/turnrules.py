@@ -1,0 +1,111 @@
+"""The turn rules on the live loop: :mod:`context.drift`'s pure checks, with their ledger facts.
+
+:class:`TurnRules` holds one turn's :class:`~context.drift.RuleState` and the session's earlier turns
+(what the drift and freshness checks compare against), and writes every check that fires as a ledger
+entry, so a replay shows why a turn ended as it did:
+
+* a redo is a ``Nudge`` (its tag: ``empty-step``, ``freshness-check``, ``steering-drift``), which the
+  projection renders verbatim as a user message after the step it answers;
+* an intercepted card call gets an error ``tool_result`` (the text the model repairs from) and a
+  ``rule.intercept`` activity;
+* a repeated-card batch is a ``rule.repeated_cards`` activity; a card taken as the answer of an empty
+  step is ``rule.card_is_answer``; a closing rule is ``rule.close`` with the system-authored statement
+  and the outcome the TurnCard then carries.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from context import drift
+from context.drift import PriorTurn, Verdict
+from context.freshness import RecordedFigure, figure_of
+from context.turncard import narration_of
+from events.payloads import Activity, Nudge
+
+
+class RuleServices(Protocol):
+    async def append(self, payloads: Sequence[Any]) -> list[str]: ...
+
+    async def store_result(self, tool_use_id: str, tool_name: str, body: str, is_error: bool) -> dict[str, Any]: ...
+
+
+class TurnRules:
+    """The rules of one session's turns; ``history`` is the session's earlier turns, oldest first."""
+
+    def __init__(self, services: RuleServices, history: Sequence[PriorTurn] = ()) -> None:
+        self.services = services
+        self.history: list[PriorTurn] = list(history)
+        self.state = drift.start("")
+        self.cards: list[dict[str, Any]] = []  # payloads of the cards acknowledged this turn
+
+    def begin(self, directive: str) -> tuple[str, ...]:
+        """A new turn: fresh state; the earlier directives a change of subject leaves paused."""
+        self.state, self.cards = drift.start(directive), []
+        return drift.paused_directives(directive, self.history)
+
+    async def gate(self, step_id: str, cards: Sequence[tuple[int, str, str, Mapping[str, Any]]]) -> tuple[set[int], Verdict]:
+        """Card calls ``(position, tool_use_id, name, arguments)`` before they run: the positions
+        intercepted (each already answered with its error result) and the verdict."""
+        figures = [p.figure for p in self.history if p.figure is not None]
+        self.state, errors, verdict = drift.gate_cards(self.state, [(i, a) for i, _, _, a in cards], figures)
+        for i, tool_use_id, name, _args in cards:
+            if i in errors:
+                await self.services.store_result(tool_use_id, name, errors[i], True)
+        if errors:
+            tag = errors[min(errors)].split("]", 1)[0].lstrip("[")
+            await self.services.append([Activity(activity="rule.intercept", detail={
+                "rule": tag, "step_id": step_id, "calls": [t for i, t, _, _ in cards if i in errors]})])
+        await self._closing(verdict)
+        return set(errors), verdict
+
+    async def after_calls(self, results: Sequence[tuple[bool, bool, str]], acked: Sequence[tuple[str, Mapping[str, Any]]],
+                          only_cards: bool) -> Verdict:
+        """After a step's calls ran: world results ``(observes, is_error, body)`` and the cards acknowledged
+        ``(presentation id, payload)``."""
+        self.state = drift.note_results(drift.stepped(self.state), results)
+        for pid, payload in acked:
+            if pid not in self.state.shown:
+                self.cards.append(dict(payload))
+        self.state, verdict = drift.after_cards(self.state, [pid for pid, _ in acked], only_cards)
+        if self.state.repeat_batches:
+            await self.services.append([Activity(activity="rule.repeated_cards", detail={
+                "presentation": self.state.last_card, "consecutive": self.state.repeat_batches})])
+        await self._closing(verdict)
+        return verdict
+
+    async def on_reply(self, text: str) -> Verdict:
+        """A step with no tool call: the answer, a redo (its nudge written) or the close."""
+        self.state, verdict = drift.after_reply(self.state, text, self.history)
+        if verdict.action == "redo":
+            await self.services.append([Nudge(tag=verdict.tag, text=verdict.text)])
+        elif verdict.action == "answer" and verdict.tag:
+            await self.services.append([Activity(activity="rule.card_is_answer", detail={
+                "rule": verdict.tag, "presentation": self.state.last_card})])
+        await self._closing(verdict)
+        return verdict
+
+    def finish(self, directive: str, prose: str, at: float) -> None:
+        """Remember the closed turn for the next ones' checks: ``prose`` is the model's own final answer
+        ("" when the turn ended on a card or a system-authored statement, which records no new figure)."""
+        figure = figure_of(prose, self.cards)
+        recorded = RecordedFigure(figure, len(self.history) + 1, at) if figure else None
+        self.history.append(PriorTurn(directive, narration_of(prose) if prose.strip() else "", recorded))
+
+    async def _closing(self, verdict: Verdict) -> None:
+        if verdict.action == "close":
+            await self.services.append([Activity(activity="rule.close", detail={
+                "rule": verdict.tag, "outcome": verdict.outcome, "statement": verdict.text})])
+
+
+def ack_id(result: Mapping[str, Any]) -> str | None:
+    """The presentation id a card call's result acknowledges; None for an error."""
+    if result.get("is_error"):
+        return None
+    try:
+        pid = json.loads(str(result.get("content", ""))).get("presentation")
+    except (ValueError, AttributeError):
+        return None
+    return pid if isinstance(pid, str) else None
