@@ -22,7 +22,7 @@ from actors.ledger_client import LedgerClient
 from agent.request import Prepared, SessionView, Summarise, prepare, record_plan
 from context.assemble import cache_breakpoints, current_turn_messages, prefix_digest, project, request_tokens
 from context.capacity import CapacityProfile, request_chars
-from context.messages import ChatRequest, ToolSpec
+from context.messages import ChatRequest, Message, ToolSpec
 from context.planner import Plan
 from context.turns import DEFAULT_TOKENS_PER_CHAR
 from events.envelope import Mapper
@@ -89,6 +89,7 @@ class AssemblerActor:
         self._views: dict[str, tuple[SessionView, int]] = {}
         self._frozen: dict[tuple[str, str], tuple[str, Plan]] = {}  # (session, model) -> (turn id, plan)
         self._lock = threading.RLock()
+        self._prefix: dict[str, int] = {}  # prefix digest -> tokens, as the server's tokenizer counts them
 
     def view(self, session: str) -> SessionView:
         """The session's view, brought up to date with every entry appended since the last call."""
@@ -163,8 +164,21 @@ class AssemblerActor:
         return await prepare(
             view, profile, "", ledger=self.ledger, session=session, summarise=self.summarise or no_summariser,
             model=step.model, system=step.system, tools=step.tools, tail=step.tail, current=ordinal,
-            max_tokens=step.max_tokens,
+            max_tokens=step.max_tokens, prefix=await self._prefix_tokens(step),
         )
+
+    async def _prefix_tokens(self, step: StepRequest) -> int | None:
+        """The stable prefix (system + tools) as the server counts it, measured once per prefix digest;
+        None (the chars estimate) without a counter. Counted with one blank user message, the least a
+        chat template renders, so the figure errs by a few tokens on the safe side."""
+        if self.count is None:
+            return None
+        digest = prefix_digest(step.system, step.tools)
+        if digest not in self._prefix:
+            probe = ChatRequest(model=step.model, system=step.system, tools=step.tools,
+                                messages=(Message.user(" "),), max_tokens=1)
+            self._prefix[digest] = await self.count(probe)
+        return self._prefix[digest]
 
     def _project(self, view: SessionView, p: Plan, step: StepRequest) -> ChatRequest:
         request = project(view.index, p, model=step.model, infos=view.infos, system=step.system, tools=step.tools,

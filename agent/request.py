@@ -242,10 +242,12 @@ async def prepare(
     current: int | None = None,
     reading_terms: Sequence[str] = (),
     max_tokens: int = 1024,
+    prefix: int | None = None,
 ) -> Prepared:
     """Plan; write the packet summary or the reset the plan needs; plan again; project."""
     written: list[str] = []
-    pre = prefix_tokens(profile, system, tools)
+    # The stable prefix as measured (the server's own count, when the caller has one), else estimated.
+    pre = prefix if prefix is not None else prefix_tokens(profile, system, tools)
     tail_n = text_tokens(profile, tail)
     for _ in range(3):  # a summary written can change the packet's cost once; a reset empties history
         p = view.plan(
