@@ -37,7 +37,7 @@ _LOCAL = re.compile(
     r"checkout|build|migration|schema|draft|document)\b"
 )
 _TIME = re.compile(
-    r"\b(?:time|date|day|year|month|hour|timezone|time zone|clock|weekday)\b(?:\s+is\s+it)?"
+    r"(?<!-)(?<!to )(?<!real )\b(?:time|date|day|year|month|hour|timezone|time zone|clock|weekday)\b"
     r"|\bwhat\s+(?:time|day|date)\b"
 )
 _AGENT = re.compile(r"\byour\b|\b(?:are|were)\s+you\b|\byou(?:'re|\s+are)\b")
