@@ -173,17 +173,29 @@ class TurnLoop:
         self.workspace, self.clock, self.on_step = workspace, clock, on_step
         self.last_prefix: tuple[str, tuple[ToolSpec, ...], str] | None = None  # system, tools, digest
         self.promoted: set[str] = set()  # deferred tools a find_tools call returned this turn
+        self.turn_open = False  # the directive is written and its card is not
 
     async def run(self, directive: str) -> TurnReport:
         await self.services.turn_started()
+        self.turn_open = False
         try:
             return await self._run(directive)
+        except asyncio.CancelledError:
+            if self.turn_open:  # the card records why the turn has no answer; shielded from the cancel itself
+                await asyncio.shield(self._close_cancelled(directive))
+            raise
         finally:
             await self.services.turn_finished()
+
+    async def _close_cancelled(self, directive: str) -> None:
+        await self.services.append([Activity(activity="turn.cancelled", detail={})])
+        self.rules.finish(directive, "", self.clock())
+        await self.services.close_turn("cancelled")
 
     async def _run(self, directive: str) -> TurnReport:
         cfg = self.config
         directive_id = (await self.services.append([Directive(text=directive)]))[0]
+        self.turn_open = True
         self.promoted = set()
         # The tail is computed once per turn: the directive message it sits in must not change between steps.
         paused = self.rules.begin(directive)
@@ -228,6 +240,7 @@ class TurnLoop:
                 break
         self.rules.finish(directive, prose, self.clock())
         card_id = await self.services.close_turn(outcome)
+        self.turn_open = False
         return TurnReport(directive_id, answer, outcome, card_id, self.profile, steps)
 
     # ------------------------------------------------------------ one model call

@@ -5,6 +5,7 @@ copied from an older turn; and the thread's paused directives after a change of 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -336,3 +337,31 @@ async def test_a_change_of_subject_lists_the_earlier_directive_as_paused(tmp_pat
     second, third = json.dumps(script.bodies[1]), json.dumps(script.bodies[2])
     assert "(earlier, now paused) What do the notes say?" in second
     assert "earlier, now paused" not in third.split("capital of France in 1800")[0].split("Paris.")[-1]
+
+
+# ------------------------------------------------------------------ outcomes
+
+
+async def test_a_cancelled_turn_closes_with_a_cancelled_card(tmp_path: Path, workspace: Workspace) -> None:
+    """A turn cancelled while the model is answering still gets its TurnCard, with outcome "cancelled",
+    and a turn.cancelled activity; the cancellation reaches the caller."""
+    asked, never = asyncio.Event(), asyncio.Event()
+
+    async def hang(_request: httpx.Request) -> httpx.Response:
+        asked.set()
+        await never.wait()
+        raise AssertionError("unreachable: the turn is cancelled first")
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(hang))
+    provider = OpenAICompatProvider(client, base_url="http://127.0.0.1:9/v1", retry=RetryPolicy(attempts=1))
+    with LedgerStore(tmp_path / "ledger") as store:
+        loop = _loop(store, Scripted([]), workspace)
+        loop.provider = provider
+        task = asyncio.create_task(loop.run("What do the notes say?"))
+        await asked.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        cards = _payloads(store, "turn_card")
+        cancelled = _activities(store, "turn.cancelled")
+    assert [c.outcome for c in cards] == ["cancelled"] and len(cancelled) == 1
