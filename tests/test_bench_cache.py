@@ -58,6 +58,18 @@ def test_pairs_stay_within_a_turn_and_cached_past_the_previous_prompt_counts_as_
     assert cache.p4_ratio([]) is None
 
 
+def test_a_pair_whose_next_step_was_compacted_is_flagged_and_left_out_of_p4() -> None:
+    """A step the assembler planned again mid-turn (the turn outgrew its budget) marks its pair as
+    compacted; P4 pools the other pairs only."""
+    sent = [_sent(1, 0, 1000, 0), _sent(1, 1, 1100, 999), _sent(1, 2, 5000, 300)]
+    sent[2] = cache.replace(sent[2], replanned=True)
+    pairs = cache.step_pairs(sent)
+    assert [p.compacted for p in pairs] == [False, True]
+    assert cache.p4_ratio([p for p in pairs if not p.compacted]) == pytest.approx(0.999)
+    assert cache.harness_violations(sent, 20, 0) == [
+        "turn 1 step 3: cached 300 < prompt(k) 1100 - tail 20 (the turn outgrew its budget: compacted at this step)"]
+
+
 def test_harness_assertions_flag_a_short_step_and_a_turn_start_below_the_prefix() -> None:
     """Within a turn cached(k+1) >= prompt(k) - tail; each turn's first step has cached >= prefix."""
     sent = [_sent(1, 0, 1000, 500), _sent(1, 1, 1100, 990), _sent(1, 2, 1200, 1000), _sent(2, 0, 1300, 400)]
