@@ -33,7 +33,7 @@ from actors.assembler import Assembled, AssemblerActor, StepRequest
 from actors.evidence import EvidenceActor
 from actors.probe import ProbeActor, ProbeTarget
 from agent.request import Complete, after_overflow
-from agent.turnrules import TurnRules, ack_id
+from agent.turnrules import TurnRules, ack_id, prior_turns_of
 from agent.workspace import Workspace
 from context.assemble import Tail, prefix_change, render_tail
 from context.capacity import CapacityProfile, TurnFeedback, apply_feedback, request_chars, to_record
@@ -108,6 +108,10 @@ class InProcessServices:
     async def present(self, step_id: str) -> list[dict[str, Any]]:
         return await asyncio.to_thread(self.evidence.present, self.session, step_id)
 
+    async def prior_turns(self) -> list[PriorTurn]:
+        """The session's earlier turns as the turn rules compare against them, read from the ledger."""
+        return await asyncio.to_thread(lambda: prior_turns_of(self.store.entries(self.session)))
+
     async def close_turn(self, outcome: str) -> str:
         return await asyncio.to_thread(self.evidence.close_turn, self.session, None, outcome)  # type: ignore[arg-type]
 
@@ -170,6 +174,7 @@ class TurnLoop:
                  on_step: Callable[[StepReport], None] | None = None, history: Sequence[PriorTurn] = ()) -> None:
         self.services, self.provider, self.profile, self.config = services, provider, profile, config
         self.rules = TurnRules(services, history)  # ``history``: the session's earlier turns, oldest first
+        self.seeded = bool(history)  # else the first turn reads them from services that can (``prior_turns``)
         self.workspace, self.clock, self.on_step = workspace, clock, on_step
         self.last_prefix: tuple[str, tuple[ToolSpec, ...], str] | None = None  # system, tools, digest
         self.promoted: set[str] = set()  # deferred tools a find_tools call returned this turn
@@ -198,6 +203,9 @@ class TurnLoop:
         self.turn_open = True
         self.promoted = set()
         # The tail is computed once per turn: the directive message it sits in must not change between steps.
+        if not self.seeded and hasattr(self.services, "prior_turns"):
+            self.rules.history = await self.services.prior_turns()
+        self.seeded = True
         paused = self.rules.begin(directive)
         tail = render_tail(Tail(now=self.clock(), timezone=cfg.timezone, paused=paused))
         step_request = StepRequest(model=cfg.model, system=cfg.system, tools=cfg.surface.schemas, tail=tail,

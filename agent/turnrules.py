@@ -16,14 +16,15 @@ entry, so a replay shows why a turn ended as it did:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from context import drift
 from context.drift import PriorTurn, Verdict
 from context.freshness import RecordedFigure, figure_of
 from context.turncard import narration_of
-from events.payloads import Activity, Nudge
+from events.envelope import Mapper, StoredEntry
+from events.payloads import Activity, Directive, Nudge, Presentation, TurnCard
 
 
 class RuleServices(Protocol):
@@ -98,6 +99,29 @@ class TurnRules:
         if verdict.action == "close":
             await self.services.append([Activity(activity="rule.close", detail={
                 "rule": verdict.tag, "outcome": verdict.outcome, "statement": verdict.text})])
+
+
+def prior_turns_of(entries: Iterable[StoredEntry]) -> list[PriorTurn]:
+    """The earlier turns of a session as the rules see them, read back from its ledger entries (in chain
+    order): each closed turn's directive, its TurnCard narration and the figure it recorded, at the card's
+    time. A turn that did not complete (a system-authored or missing answer) records no narration or figure."""
+    mapper, out = Mapper(), []  # type: Mapper, list[PriorTurn]
+    directive, cards, ordinal = "", [], 0  # type: str, list[dict[str, Any]], int
+    for entry in entries:
+        if entry.kind not in ("directive", "presentation", "turn_card"):
+            continue
+        payload = mapper.payload_of(entry)
+        if isinstance(payload, Directive):
+            directive, cards, ordinal = payload.text, [], ordinal + 1
+        elif isinstance(payload, Presentation):
+            cards.append(dict(payload.payload))
+        elif isinstance(payload, TurnCard):
+            done = payload.outcome == "completed"
+            narration = payload.answered.narration if done else ""
+            figure = figure_of(narration, cards) if done else ""
+            at = entry.time_us / 1e6
+            out.append(PriorTurn(directive, narration, RecordedFigure(figure, ordinal, at) if figure else None))
+    return out
 
 
 def ack_id(result: Mapping[str, Any]) -> str | None:

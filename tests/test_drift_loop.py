@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -365,3 +366,16 @@ async def test_a_cancelled_turn_closes_with_a_cancelled_card(tmp_path: Path, wor
         cards = _payloads(store, "turn_card")
         cancelled = _activities(store, "turn.cancelled")
     assert [c.outcome for c in cards] == ["cancelled"] and len(cancelled) == 1
+
+
+async def test_a_new_loop_reads_the_earlier_turns_from_the_ledger(tmp_path: Path, workspace: Workspace) -> None:
+    """A loop started over a session that already has turns (a restarted chat) compares against them: its
+    stale card fails closed naming the figure the earlier loop's turn recorded, at that card's time."""
+    script = Scripted([*WEATHER_REPLIES, completion(calls=[card(NOIDA)]), completion(calls=[card(NOIDA)])])
+    with LedgerStore(tmp_path / "ledger") as store:
+        await _weather_turn(_loop(store, script, workspace))
+        report = await _loop(store, script, workspace).run("What is the current temperature in Noida?")
+        first_card = next(e for e in store.entries("s1") if e.kind == "turn_card")
+    when = datetime.fromtimestamp(first_card.time_us / 1e6, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    assert report.outcome == "degraded"
+    assert f'"Temperature in Noida: 28 °C" (turn 1, {when})' in report.answer
