@@ -171,7 +171,10 @@ def after_reply(state: RuleState, text: str, prior: Sequence[PriorTurn]) -> tupl
                 f"now; otherwise answer: {state.directive!r}"))
         return state, Verdict("close", "empty-step", "", "degraded")
     repeated = narration_of(text)
-    if any(p.narration and p.narration == repeated for p in prior):
+    asked = words(state.directive)
+    # A re-asked question may rightly get the same words back: only a repeat of a turn on another subject
+    # (no content word shared with its directive) is drift.
+    if any(p.narration and p.narration == repeated and not asked & words(p.directive) for p in prior):
         events = state.drift_events + 1
         state = replace(state, drift_events=events)
         if events >= DRIFT_EVENTS:

@@ -48,3 +48,15 @@ def test_a_change_of_subject_pauses_the_previous_subjects_directives() -> None:
         "Summarise the release notes", "Which bugs did the parser fix?", "List the parser changes")
     assert drift.paused_directives("And the parser's open bugs?", prior) == ()
     assert drift.paused_directives("Anything else?", []) == ()
+
+
+def test_a_verbatim_repeat_is_drift_only_for_a_turn_on_another_subject() -> None:
+    """The same words as an earlier answer are drift when that turn asked about something else, and the
+    answer when the question is asked again (the two directives share a content word)."""
+    prior = [PriorTurn("Read notes.md and tell me what the project is called.", "The project is called Vak.")]
+    state = drift.start("What is the project called again?")
+    _, verdict = drift.after_reply(state, "The project is called Vak.", prior)
+    assert verdict.action == "answer"
+    state = drift.start("Rename beta to delta in the plan")
+    _, verdict = drift.after_reply(state, "The project is called Vak.", prior)
+    assert verdict.action == "redo" and verdict.tag == "steering-drift"
