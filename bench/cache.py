@@ -16,6 +16,8 @@ smollm2`` for a fast one), one session driven by the real :class:`agent.loop.Tur
    turn's first step (``prefix_tokens``: the cached count of a second usage-only request that shares
    only system + tools with the first; ``tail_tokens``: the server's ``/tokenize`` of the tail).
    Each pair's rendered prompt (``/apply-template``) is checked to be a byte prefix of the next one.
+   A pair whose next step the assembler planned again (the turn outgrew its budget: the step
+   compaction the spec allows mid-turn) is shown apart and left out of the P4 figure.
 4. **P5, across turns**: the recorded requests are replayed twice in order (``max_tokens: 1``, so
    only prefill differs): as sent (the tail in the directive message) and as the baseline, the same
    requests with the tail block moved to the end of the system prompt. Per turn, the server's
