@@ -46,12 +46,6 @@ _SEARCH_WORDS = frozenset(
         "crawl",
         "crawler",
         "serp",
-        "google",
-        "bing",
-        "tavily",
-        "brave",
-        "duckduckgo",
-        "ddg",
     }
 )
 _EXIT_AT_START = (

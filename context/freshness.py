@@ -26,7 +26,7 @@ _DEIXIS = re.compile(
     r"|\bnow\b(?=\s*[?.!]?\s*$)"  # "now" closing the request ("what is it trading at now?")
     r"|\b(?:the|a|any|some|get|show|fetch|check|with)\s+live\b"  # "the live score": the adjective
     r"|\blive\s+(?:score|scores|price|prices|data|feed|results?|updates?|rates?|values?|stats|odds|"
-    r"standings|traffic|weather|coverage|numbers?|count|quotes?)\b"
+    r"standings|traffic|conditions|coverage|numbers?|count|quotes?)\b"
 )
 # Deixis beside these is local or about time, not the world's current state.
 _LOCAL = re.compile(

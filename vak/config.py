@@ -87,3 +87,15 @@ def parse_config(data: Mapping[str, Any], *, path: Path | None = None) -> VakCon
             "probe ladder on hosted models (it costs tokens), or \"off\" for metadata-only profiles."
         )
     return VakConfig(probe=ProbeConfig(hosted=hosted), path=path, raw=dict(data))
+
+
+def mcp_server_names(config: VakConfig) -> tuple[str, ...]:
+    """The MCP server names the operator admitted: ``[mcp.servers.<name>]`` tables, or ``[mcp] servers =
+    ["name", ...]``. They are vendor names: no production code may route on them (spec §9)."""
+    mcp = config.raw.get("mcp")
+    servers = mcp.get("servers") if isinstance(mcp, Mapping) else None
+    if isinstance(servers, Mapping):
+        return tuple(sorted(str(k) for k in servers))
+    if isinstance(servers, list):
+        return tuple(sorted(str(s) for s in servers))
+    return ()
