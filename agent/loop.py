@@ -270,8 +270,10 @@ class TurnLoop:
 
     async def _extend(self, request: ChatRequest, result: ChatResult) -> ChatResult:
         """A completion cut by max_tokens inside an inline call is continued (the reply so far sent back as
-        the start of the assistant's turn), at most MAX_EXTENSIONS times; never failed for being cut."""
-        text, output = result.text, result.usage.output_tokens
+        the start of the assistant's turn), at most MAX_EXTENSIONS times; never failed for being cut. The
+        step keeps its own request's figures (prompt, cached, timings): a continuation's prompt also holds
+        the reply so far, which is not what the step sent. Output tokens add up."""
+        first, text, output = result, result.text, result.usage.output_tokens
         for _ in range(MAX_EXTENSIONS):
             if result.tool_calls or result.stop_reason not in ("length", "max_tokens"):
                 break
@@ -283,10 +285,10 @@ class TurnLoop:
             # llama.cpp returns the prefilled start with the continuation; other servers only the new text.
             text = result.text if result.text.startswith(text) else text + result.text
             output += result.usage.output_tokens
-        if text == result.text and output == result.usage.output_tokens:
-            return result
-        return result.model_copy(update={"text": text, "usage": result.usage.model_copy(
-            update={"output_tokens": output})})
+        if result is first:
+            return first
+        return first.model_copy(update={"text": text, "stop_reason": result.stop_reason,
+                                        "usage": first.usage.model_copy(update={"output_tokens": output})})
 
     def _tool_names(self) -> set[str]:
         return {t.name for t in self.config.surface.core} | {t.name for t in self.config.surface.deferred}

@@ -308,7 +308,7 @@ async def test_a_call_cut_by_max_tokens_is_continued_not_failed(tmp_path: Path, 
     whole = start + 'th": "notes.txt"}}\n```'
     cut = completion(start)
     cut["choices"][0]["finish_reason"] = "length"
-    script = Scripted([fixed(cut), fixed(completion(whole)), fixed(completion("alpha"))])
+    script = Scripted([fixed(cut), fixed(completion(whole, prompt=999)), fixed(completion("alpha"))])
     with LedgerStore(tmp_path / "ledger") as store:
         report = await _loop(store, script, workspace).run("read the notes")
         results = _payloads(store, "tool_result")
@@ -316,3 +316,5 @@ async def test_a_call_cut_by_max_tokens_is_continued_not_failed(tmp_path: Path, 
     assert script.bodies[1]["max_tokens"] == 2 * script.bodies[0]["max_tokens"]
     assert results[0].tool_name == "read_file" and "alpha" in results[0].content
     assert report.outcome == "completed"
+    # the step's receipt keeps its own request's prompt size, not the continuation's
+    assert report.steps[0].prompt_tokens == 100
