@@ -17,7 +17,7 @@ from actors.assembler import Assembled, StepRequest
 from actors.factory import assembler_actor, evidence_actor, ledger_actor
 from actors.probe import ProbeTarget
 from context.capacity import CapacityProfile
-from vak.errors import ActorError
+from vak.errors import ActorError, VakError
 
 T = TypeVar("T")
 
@@ -26,6 +26,9 @@ async def _call(what: str, ref: Awaitable[T]) -> T:
     try:
         return await ref
     except RayError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, VakError):  # the actor's own typed error: the caller handles it as in-process
+            raise cause from exc
         raise ActorError(f"the {what} call failed on Ray ({type(exc).__name__}: {exc}); check `ray status` and the "
                          "actor's log, then run the turn again (acknowledged entries are in the ledger)") from exc
 

@@ -56,6 +56,9 @@ from storage.ledger import LedgerStore
 from vak.errors import ContextOverflow, RequestTooLarge, ToolFailure
 
 MAX_EXTENSIONS = 2  # continuations of a reply cut inside a call
+# Calls run per step; the rest get a short error result. A small model can emit dozens of identical calls in
+# one step, and every result (even digested) then rides in each later request of the turn.
+MAX_CALLS_PER_STEP = 8
 
 
 class TurnServices(Protocol):
@@ -351,7 +354,8 @@ class TurnLoop:
         (those the rules intercept are answered with their error instead)."""
         cards = [(i, ids[i], c.name or "", c.arguments or {}) for i, c in enumerate(calls) if _is_card(c.name or "")]
         intercepted, verdict = await self.rules.gate(step_id, cards)
-        bodies = await asyncio.gather(*(self._execute(c) for c in calls))
+        bodies = await asyncio.gather(*(self._execute(c) if i < MAX_CALLS_PER_STEP else _not_run(c)
+                                        for i, c in enumerate(calls)))
         deferred = {t.name for t in self.config.surface.deferred}
         misread = [c.name for c in calls if c.name in deferred and c.name not in self.promoted]
         if misread:  # every admitted tool is callable; one the surface did not predict is the measured misread
@@ -360,7 +364,7 @@ class TurnLoop:
         cards_done, acked, seen = bool(intercepted), [], []  # type: bool, list[tuple[str, Any]], list[tuple[bool, bool, str]]
         for tool_use_id, call, outcome in zip(ids, calls, bodies, strict=True):
             name = call.name or ""
-            if name == "recall":
+            if name == "recall" and not outcome[1]:
                 await self.services.recall(call.arguments or {}, tool_use_id)
             elif _is_card(name):
                 if not cards_done:  # present writes every card call of the step, in call order
@@ -400,6 +404,11 @@ class TurnLoop:
             except ToolFailure as exc:
                 return str(exc), True
         return f"{name} is declared but this runtime has no executor for it", True
+
+
+async def _not_run(call: ParsedCall) -> tuple[str, bool]:
+    return (f"{call.name}: not run: at most {MAX_CALLS_PER_STEP} calls run in one step; "
+            "make the calls you still need in the next step", True)
 
 
 def _is_card(name: str) -> bool:

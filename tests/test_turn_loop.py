@@ -318,3 +318,50 @@ async def test_a_call_cut_by_max_tokens_is_continued_not_failed(tmp_path: Path, 
     assert report.outcome == "completed"
     # the step's receipt keeps its own request's prompt size, not the continuation's
     assert report.steps[0].prompt_tokens == 100
+
+
+async def test_calls_past_the_per_step_limit_get_an_error_result_not_a_run(tmp_path: Path,
+                                                                           workspace: Workspace) -> None:
+    """A step with more calls than MAX_CALLS_PER_STEP runs the first ones; every other call still gets its
+    (short, error) result, so each tool_use keeps its tool_result."""
+    from agent.loop import MAX_CALLS_PER_STEP
+
+    n = MAX_CALLS_PER_STEP + 3
+    script = Scripted([fixed(completion(calls=[("read_file", {"path": "notes.txt"})] * n)), fixed(completion("ok"))])
+    with LedgerStore(tmp_path / "ledger") as store:
+        await _loop(store, script, workspace).run("read the notes many times")
+        results = _payloads(store, "tool_result")
+    assert len(results) == n
+    assert [r.is_error for r in results] == [False] * MAX_CALLS_PER_STEP + [True] * 3
+    assert all("not run" in r.content for r in results[MAX_CALLS_PER_STEP:])
+
+
+def test_a_typed_error_survives_pickling_as_ray_ships_it() -> None:
+    """Errors with keyword-only fields cross process boundaries (Ray actors) as themselves."""
+    import pickle
+
+    from vak.errors import RequestTooLarge
+
+    error = pickle.loads(pickle.dumps(RequestTooLarge("does not fit", needed=9, available=4)))
+    assert isinstance(error, RequestTooLarge) and str(error) == "does not fit"
+    assert (error.needed, error.available) == (9, 4)
+
+
+@pytest.mark.ray
+async def test_a_turn_that_cannot_fit_fails_closed_on_ray_too(ray_cluster: Any, tmp_path: Path,
+                                                              workspace: Workspace) -> None:
+    """RequestTooLarge raised inside the AssemblerActor reaches the loop as itself (not a Ray error): the
+    turn closes as failed with the reason and nothing is sent."""
+    from actors.turn_services import RayServices
+
+    tiny = CapacityProfile(ProfileKey("openai-compat", "scripted"), 32_768, Horizon(300, 0.9, 0.0), Ewma(0.25, 3), 64)
+    script = Scripted([])
+    surface = _surface()
+    with serve(script) as base_url:
+        async with httpx.AsyncClient() as client:
+            provider = OpenAICompatProvider(client, base_url=base_url, retry=RetryPolicy(attempts=1))
+            config = TurnConfig(model="scripted", provider="openai-compat", system=system_prompt(surface.catalogue()),
+                                surface=surface, max_steps=2, max_tokens=64)
+            report = await TurnLoop(RayServices(tmp_path / "ledger", "s2"), provider, tiny, config,
+                                    workspace=workspace).run("hello")
+    assert report.outcome == "failed" and "cannot fit" in report.answer and script.bodies == []

@@ -46,6 +46,18 @@ from typing import Any
 class VakError(Exception):
     """Base of every error vak-context raises on purpose."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Subclasses take their own arguments (often keyword-only), so the default pickling, which calls
+        # ``cls(*args)``, cannot rebuild them. Errors cross processes (Ray actors), so rebuild from state.
+        return (_restore, (type(self), self.args, self.__dict__))
+
+
+def _restore(cls: type[VakError], args: tuple[Any, ...], state: dict[str, Any]) -> VakError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 # ---------------------------------------------------------------- bad input
 
