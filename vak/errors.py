@@ -16,8 +16,9 @@ says what went wrong and what to do next.
     │   ├── InvalidPayload            a payload that fails its schema
     │   ├── UnknownCardType           a card type or emit_*_card tool the card library does not define
     │   ├── InvalidCardDefinition     a card-definition schema that is malformed
-    │   └── InvalidRecording          a recorded session file that cannot be imported (broken JSON line, ...)
-    │       └── UnknownRecordingFormat  a file in none of the formats `vak import` reads
+    │   ├── InvalidRecording          a recorded session file that cannot be imported (broken JSON line, ...)
+    │   │   └── UnknownRecordingFormat  a file in none of the formats `vak import` reads
+    │   └── FarmSpecError             a farm spec (TOML) that is wrong: names the file, line and key
     ├── LedgerError                   the ledger store
     │   ├── UnknownParent             a parent id that is not in the session
     │   ├── UnknownEntry              an entry id (or seq range) that is not in the ledger
@@ -137,6 +138,16 @@ class UnknownRecordingFormat(InvalidRecording):
             "results array, OpenHands output.jsonl, a mini-swe-agent .traj.json or a SWE-agent .traj.",
             path=path,
         )
+
+
+class FarmSpecError(InvalidInput):
+    """A farm spec that cannot be run. ``path``, ``line`` and ``key`` say where; the message says the fix."""
+
+    def __init__(self, message: str, *, path: str = "", line: int | None = None, key: str = "") -> None:
+        self.path, self.line, self.key = path, line, key
+        where = f"{path}:{line}: " if path and line is not None else f"{path}: " if path else ""
+        at = f"{key}: " if key else ""
+        super().__init__(f"{where}{at}{message}")
 
 
 # ---------------------------------------------------------------- ledger
