@@ -17,6 +17,7 @@ from __future__ import annotations
 import _thread
 import asyncio
 import fcntl
+import itertools
 import os
 import threading
 import time
@@ -29,11 +30,12 @@ from typing import Any
 import pyarrow as pa
 from pydantic import BaseModel
 
-from events.envelope import CURRENT_VERSION, LedgerLimits, Mapper, StoredEntry, blob_meta, compute_id
+from events.envelope import CURRENT_VERSION, LedgerLimits, Mapper, StoredEntry, blob_meta, chain_ids
 from events.payloads import Activity
 from storage.segments import (
     SegmentWriter,
     batch_offsets,
+    encode_message,
     from_batch,
     list_segments,
     mkdir_durable,
@@ -43,7 +45,6 @@ from storage.segments import (
     scan_segment,
     sealed_name,
     stale_tails,
-    to_batch,
     unlink_durable,
 )
 from storage.verify import VerifyReport, verify_session
@@ -88,12 +89,24 @@ class _BatchLoc:
 
 
 class _Group:
-    """Entries that go to disk together: one record batch, one fsync."""
+    """Entries that go to disk together: one record batch, one fsync.
 
-    __slots__ = ("appends", "entries", "error", "futures", "waiters")
+    Held as columns, the shape the batch is written in: no per-entry object is made on the way
+    to disk (ids, parents and seqs are all the index needs afterwards).
+    """
 
-    def __init__(self) -> None:
-        self.entries: list[StoredEntry] = []
+    __slots__ = ("appends", "blobs", "error", "first_seq", "futures", "ids", "kinds", "parents", "payloads",
+                 "times", "vs", "waiters")
+
+    def __init__(self, first_seq: int) -> None:
+        self.first_seq = first_seq
+        self.ids: list[str] = []
+        self.parents: list[str | None] = []
+        self.times: list[int] = []
+        self.kinds: list[str] = []
+        self.vs: list[int] = []
+        self.payloads: list[bytes] = []
+        self.blobs: list[bytes | None] = []
         self.error: BaseException | None = None
         self.appends = 0  # how many append calls share this group
         # A held lock per blocked thread, released by finish(): each waiter wakes on its own lock
@@ -408,7 +421,7 @@ class LedgerStore:
             if group.error is None:
                 raise
             raise LedgerError(f"append to {s.name!r} was not made durable: {group.error}") from group.error
-        return [e.id for e in new]
+        return new
 
     def append_one(self, session: str, payload: Payload, *, parent: str | None = None, blob: bytes | None = None) -> str:
         return self.append(session, [payload], parent=parent, blobs=[blob])[0]
@@ -422,21 +435,30 @@ class LedgerStore:
         lock.acquire()  # released by the committer once the group is durable (or failed)
         if group.error is not None:
             raise LedgerError(f"append to {s.name!r} was not made durable: {group.error}") from group.error
-        return [e.id for e in new]
+        return new
 
     def _enqueue(
         self, s: _Session, payloads: Sequence[Payload], parent: str | None, blobs: Sequence[bytes | None] | None,
         fut: asyncio.Future[None] | None,
-    ) -> tuple[_Group, list[StoredEntry], Any]:
+    ) -> tuple[_Group, list[str], Any]:
         """Give the entries their seq, parent and id, and queue them for the next commit.
 
-        Returns the group, the new entries, and (for a thread caller, ``fut`` None) the lock the
+        Returns the group, the new ids, and (for a thread caller, ``fut`` None) the lock the
         caller blocks on until the group is durable.
         """
-        # Encoding and blob hashing happen outside the lock; only seq, parent and the id are serial.
-        encoded = [self.mapper.encode_payload(p) for p in payloads]
+        # Validation, encoding and blob hashing happen outside the lock; only seq, parent and the
+        # id are serial.
+        n = len(payloads)
+        kinds: list[str] = []
+        datas: list[bytes] = []
+        encode = self.mapper.encode_payload
+        for p in payloads:
+            kind, data = encode(p)
+            kinds.append(kind)
+            datas.append(data)
+        vs = [CURRENT_VERSION.get(k, 1) for k in kinds]
         if blobs is None:
-            blob_list: list[bytes | None] = [None] * len(payloads)
+            blob_list: list[bytes | None] = [None] * n
             metas: list[dict[str, Any] | None] = blob_list  # type: ignore[assignment]  # all None
         else:
             blob_list = list(blobs)
@@ -450,27 +472,28 @@ class LedgerStore:
             prev = parent if parent is not None else s.head
             if parent is not None and parent not in s.ids and parent not in s.pending_ids:
                 raise UnknownParent(parent, s.name)
-            new: list[StoredEntry] = []
+            if not n:
+                return _Group(s.next_seq), [], None
             now = self.clock()
-            for (kind, data), blob, meta in zip(encoded, blob_list, metas, strict=True):
-                v = CURRENT_VERSION.get(kind, 1)
-                eid = compute_id(prev, s.name, s.next_seq, now, kind, v, data, meta)
-                new.append(StoredEntry(eid, prev, s.name, s.next_seq, now, kind, v, data, blob))
-                s.next_seq += 1
-                prev = eid
-            if not new:
-                return _Group(), [], None
+            new = chain_ids(prev, s.name, s.next_seq, now, kinds, vs, datas, metas)
             group = s.open_group
             if group is None:
-                group = s.open_group = _Group()
-            group.entries.extend(new)
+                group = s.open_group = _Group(s.next_seq)
+            s.next_seq += n
+            group.ids += new
+            group.parents.append(prev)
+            group.parents += new[:-1]
+            group.times += [now] * n
+            group.kinds += kinds
+            group.vs += vs
+            group.payloads += datas
+            group.blobs += blob_list
             group.appends += 1
             s.inflight += 1
             if s.inflight > s.peak_inflight:
                 s.peak_inflight = float(s.inflight)
-            for e in new:
-                s.pending_ids.add(e.id)
-            s.head = new[-1].id
+            s.pending_ids.update(new)
+            s.head = new[-1]
             if s.committer is None:
                 s.committer = threading.Thread(target=self._commit_loop, args=(s,), daemon=True,
                                                name=f"vak-commit-{s.name}")
@@ -515,13 +538,15 @@ class LedgerStore:
             loc: tuple[int, int] | None = None
             try:
                 writer = self._writer(s)
-                offset = writer.write(to_batch(group.entries))
+                offset = writer.write_message(encode_message(
+                    group.ids, group.parents, s.name, group.first_seq, group.times, group.kinds, group.vs,
+                    group.payloads, group.blobs))
                 loc = (writer.number, offset)
             except BaseException as exc:  # an I/O error poisons the session: what is on disk is unknown
                 error = exc
             with s.cond:
                 if error is None and loc is not None:
-                    self._index_committed(s, group.entries, loc)
+                    self._index_committed(s, group, loc)
                     if s.writer is not None and s.writer.size >= self.max_segment_bytes:
                         try:  # roll over; appends queued meanwhile wait for the seal
                             self._seal_writer(s)
@@ -546,15 +571,16 @@ class LedgerStore:
                 s.cond.notify_all()
             group.finish()
 
-    def _index_committed(self, s: _Session, entries: list[StoredEntry], loc: tuple[int, int]) -> None:
+    def _index_committed(self, s: _Session, group: _Group, loc: tuple[int, int]) -> None:
         bi = len(s.batches)
-        s.batches.append(_BatchLoc(loc[0], loc[1], entries[0].seq, len(entries)))
-        for i, e in enumerate(entries):
-            s.rows.append(_Row(e.id, e.parent, e.kind, e.time_us, bi, i))
-            s.ids[e.id] = e.seq
-            s.pending_ids.discard(e.id)
-            self._where[e.id] = s.name
-        s.durable_seq = entries[-1].seq
+        n = len(group.ids)
+        first = group.first_seq
+        s.batches.append(_BatchLoc(loc[0], loc[1], first, n))
+        s.rows += map(_Row, group.ids, group.parents, group.kinds, group.times, itertools.repeat(bi, n), range(n))
+        s.ids.update(zip(group.ids, range(first, first + n), strict=True))
+        s.pending_ids.difference_update(group.ids)
+        self._where.update(dict.fromkeys(group.ids, s.name))
+        s.durable_seq = first + n - 1
         s.commits += 1
 
     def _seal_writer(self, s: _Session) -> None:

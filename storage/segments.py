@@ -18,6 +18,7 @@ import array
 import itertools
 import os
 import re
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,6 +122,174 @@ def to_batch(entries: list[StoredEntry]) -> pa.RecordBatch:
 
 
 _TIME = pa.timestamp("us", tz="UTC")
+
+
+# ------------------------------------------------------------------ a commit's IPC message, from columns
+#
+# Building a RecordBatch costs about 45 us whatever its length (two dozen pyarrow calls), and its
+# serialize() another 5 us: for a one-entry commit that is most of the work outside the sync. The
+# message's flatbuffer header has the same shape for every batch of this schema (nine nodes and
+# 24 buffers; no field that pyarrow would omit takes its default, since a commit has at least
+# one row), so ``encode_message`` patches the numbers of a template header that pyarrow
+# serialized and appends the body buffers (each padded to 8 bytes, as pyarrow writes them).
+# It is checked against pyarrow once at import, and a property test checks it byte for byte
+# (tests/test_ledger_perf_message.py); where it does not apply it falls back to pyarrow.
+
+@dataclass(frozen=True)
+class _Template:
+    head: bytes  # continuation marker, metadata length, flatbuffer header, padding
+    body_length_at: int  # Message.bodyLength (int64)
+    length_at: int  # RecordBatch.length (int64)
+    nodes_at: int  # first FieldNode {length, null_count}
+    buffers_at: int  # first Buffer {offset, length}
+
+
+def _fb_field(data: bytes, table: int, index: int) -> int:
+    """Absolute position of field ``index`` of the flatbuffer table at ``table`` (0: absent)."""
+    vtable = table - int.from_bytes(data[table:table + 4], "little", signed=True)
+    vt_size = int.from_bytes(data[vtable:vtable + 2], "little")
+    slot = 4 + 2 * index
+    if slot + 2 > vt_size:
+        return 0
+    rel = int.from_bytes(data[vtable + slot:vtable + slot + 2], "little")
+    return table + rel if rel else 0
+
+
+def _deref(data: bytes, pos: int) -> int:
+    return pos + int.from_bytes(data[pos:pos + 4], "little")
+
+
+def _make_template() -> _Template | None:
+    sample = pa.RecordBatch.from_arrays(
+        [pa.array(["a"], pa.string()), pa.array([None], pa.string()), pa.array(["s"], pa.string()),
+         pa.array([1], pa.int64()), pa.array([1], _TIME), pa.array(["k"], pa.string()),
+         pa.array([1], pa.int16()), pa.array(["{}"], pa.large_string()), pa.array([None], pa.large_binary())],
+        schema=SCHEMA,
+    )
+    msg = sample.serialize().to_pybytes()
+    meta_len = int.from_bytes(msg[4:8], "little")
+    fb = msg[8:8 + meta_len]
+    message = _deref(fb, 0)
+    header, body_length = _fb_field(fb, message, 2), _fb_field(fb, message, 3)
+    if not header or not body_length:
+        return None
+    rb = _deref(fb, header)
+    length, nodes, buffers = _fb_field(fb, rb, 0), _fb_field(fb, rb, 1), _fb_field(fb, rb, 2)
+    if not (length and nodes and buffers) or _fb_field(fb, rb, 3) or _fb_field(fb, rb, 4):
+        return None  # compression or variadic counts: not the layout this writer knows
+    nodes_vec, buffers_vec = _deref(fb, nodes), _deref(fb, buffers)
+    if (int.from_bytes(fb[nodes_vec:nodes_vec + 4], "little") != len(SCHEMA)
+            or int.from_bytes(fb[buffers_vec:buffers_vec + 4], "little") != _N_BUFFERS):
+        return None
+    return _Template(msg[:8 + meta_len], 8 + body_length, 8 + length, 8 + nodes_vec + 4, 8 + buffers_vec + 4)
+
+
+# string, string?, string, int64, timestamp, string, int16, large_string, large_binary?
+_N_BUFFERS = 3 + 3 + 3 + 2 + 2 + 3 + 2 + 3 + 3
+_NODES = struct.Struct("<" + "qq" * 9)
+_BUFFERS = struct.Struct("<" + "qq" * _N_BUFFERS)
+_PAD = bytes(8)
+
+
+def _validity(values: list[Any]) -> tuple[int, bytes]:
+    """(null count, bitmap) of a nullable column; an empty bitmap when nothing is null."""
+    nulls = values.count(None)
+    if not nulls:
+        return 0, b""
+    bits = 0
+    for i, v in enumerate(values):
+        if v is not None:
+            bits |= 1 << i
+    return nulls, bits.to_bytes((len(values) + 7) // 8, "little")
+
+
+def _str_data(values: list[str]) -> tuple[list[int], bytes]:
+    data = "".join(values).encode()
+    lengths = list(map(len, values))
+    if len(data) != sum(lengths):  # not all ASCII: offsets count bytes, not characters
+        encoded = [v.encode() for v in values]
+        lengths = list(map(len, encoded))
+    return lengths, data
+
+
+def encode_message(
+    ids: list[str], parents: list[str | None], session: str, first_seq: int, times: list[int],
+    kinds: list[str], vs: list[int], payloads: list[bytes], blobs: list[bytes | None],
+) -> bytes:
+    """The encapsulated IPC message of one commit: equal, byte for byte, to
+    ``to_batch(entries).serialize()`` for the same rows (seqs run from ``first_seq``)."""
+    n = len(ids)
+    tpl = _TEMPLATE
+    if tpl is None or n == 0:
+        return _message_via_pyarrow(ids, parents, session, first_seq, times, kinds, vs, payloads, blobs)
+    try:
+        parent_nulls, parent_bitmap = _validity(parents)
+        blob_nulls, blob_bitmap = _validity(blobs)
+        id_len, id_data = _str_data(ids)
+        par_len, par_data = _str_data([p for p in parents if p is not None] if parent_nulls else parents)
+        if parent_nulls:  # offsets run through the nulls with zero length
+            it = iter(par_len)
+            par_len = [0 if p is None else next(it) for p in parents]
+        ses_len, ses_data = _str_data([session] * n)
+        kind_len, kind_data = _str_data(kinds)
+        blob_vals = [b"" if b is None else b for b in blobs]
+        columns = [
+            b"", array.array("i", [0, *itertools.accumulate(id_len)]).tobytes(), id_data,
+            parent_bitmap, array.array("i", [0, *itertools.accumulate(par_len)]).tobytes(), par_data,
+            b"", array.array("i", [0, *itertools.accumulate(ses_len)]).tobytes(), ses_data,
+            b"", array.array("q", range(first_seq, first_seq + n)).tobytes(),
+            b"", array.array("q", times).tobytes(),
+            b"", array.array("i", [0, *itertools.accumulate(kind_len)]).tobytes(), kind_data,
+            b"", array.array("h", vs).tobytes(),
+            b"", array.array("q", [0, *itertools.accumulate(map(len, payloads))]).tobytes(), b"".join(payloads),
+            blob_bitmap, array.array("q", [0, *itertools.accumulate(map(len, blob_vals))]).tobytes(),
+            b"".join(blob_vals),
+        ]
+    except (OverflowError, TypeError, UnicodeEncodeError, AttributeError):
+        return _message_via_pyarrow(ids, parents, session, first_seq, times, kinds, vs, payloads, blobs)
+    body: list[bytes] = []
+    spans: list[int] = []
+    pos = 0
+    for buf in columns:
+        size = len(buf)
+        spans += (pos, size)
+        pad = -size % 8
+        body.append(buf)
+        if pad:
+            body.append(_PAD[:pad])
+        pos += size + pad
+    head = bytearray(tpl.head)
+    struct.pack_into("<q", head, tpl.body_length_at, pos)
+    struct.pack_into("<q", head, tpl.length_at, n)
+    _NODES.pack_into(head, tpl.nodes_at, n, 0, n, parent_nulls, n, 0, n, 0, n, 0, n, 0, n, 0, n, 0, n, blob_nulls)
+    _BUFFERS.pack_into(head, tpl.buffers_at, *spans)
+    body.insert(0, head)
+    return b"".join(body)
+
+
+def _message_via_pyarrow(
+    ids: list[str], parents: list[str | None], session: str, first_seq: int, times: list[int],
+    kinds: list[str], vs: list[int], payloads: list[bytes], blobs: list[bytes | None],
+) -> bytes:
+    entries = [StoredEntry(ids[i], parents[i], session, first_seq + i, times[i], kinds[i], vs[i], payloads[i],
+                           blobs[i]) for i in range(len(ids))]
+    return to_batch(entries).serialize().to_pybytes()
+
+
+def _template_checked() -> _Template | None:
+    """The template, if messages made from it equal pyarrow's for a sample of awkward rows."""
+    global _TEMPLATE
+    _TEMPLATE = _make_template()
+    if _TEMPLATE is None:
+        return None
+    rows = ([f"{i:064x}" for i in range(11)], [None, *(f"{i:064x}" for i in range(9)), None], "s\u00e9",
+            7, list(range(11)), ["nudge", "t\u00e9"] * 5 + ["k"], list(range(11)),
+            [b'{"a":1}' * i for i in range(11)], [None, b"x", b""] * 3 + [None, b"\xff" * 9])
+    ref = _message_via_pyarrow(*rows)  # type: ignore[arg-type]
+    return _TEMPLATE if encode_message(*rows) == ref else None  # type: ignore[arg-type]
+
+
+_TEMPLATE: _Template | None = None
 
 
 def _utf8_column(values: list[Any], type_: pa.DataType, offset_code: str) -> pa.Array:
@@ -247,8 +416,12 @@ class SegmentWriter:
 
     def write(self, batch: pa.RecordBatch) -> int:
         """Write and sync one batch; returns the byte offset of its IPC message."""
-        msg = batch.serialize()  # the encapsulated IPC message, uncompressed: marker, length, metadata, body
-        offset, size = self._end, msg.size
+        return self.write_message(batch.serialize().to_pybytes())
+
+    def write_message(self, message: bytes) -> int:
+        """Write and sync one encapsulated IPC message (uncompressed: marker, length, metadata, body)."""
+        msg = memoryview(message)
+        offset, size = self._end, len(msg)
         if offset + size > self._zeroed:
             # Keep a zero-filled stretch ahead; the message itself needs no fill, it is written whole.
             grow = min(max(self._zeroed, ZERO_FILL_MIN), ZERO_FILL_MAX)
@@ -435,3 +608,6 @@ def _first_batch_offset(path: Path) -> int:
         f.seek(len(MAGIC))
         ipc.read_message(f)
         return int(f.tell())
+
+
+_TEMPLATE = _template_checked()  # after to_batch and its helpers are defined
