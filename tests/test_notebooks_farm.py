@@ -1,0 +1,79 @@
+"""The farm's notebooks run top to bottom (nbclient) against real parts and show what they claim.
+
+``live.ipynb`` connects to the session's running local Ray (``VAK_RAY_ADDRESS``) and asks the named actors
+this test started for a ledger folder (``VAK_LEDGER``); its answers are compared with the same questions
+asked here. ``farm.ipynb`` reads a run's Parquet table written by a real (small) farm run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO / "notebooks"
+
+
+def run_notebook(name: str, cwd: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> str:
+    """Execute notebooks/<name> in ``cwd`` with ``env`` added; return the text of every cell's output."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+
+
+def field_of(outputs: str, label: str) -> list[str]:
+    """The words after ``label`` on the first output line that starts with it."""
+    match = re.search(rf"^{re.escape(label)} (.+)$", outputs, re.MULTILINE)
+    assert match, f"no line starting with {label!r} in the notebook's output"
+    return match.group(1).split()
+
+
+@pytest.mark.ray
+def test_live_notebook_queries_the_named_actors_of_a_running_cluster(
+        ray_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """live.ipynb, pointed at this session's running Ray and a ledger whose LedgerActor, PlannerActor and
+    EvidenceActor this test started, lists those actors by name (it joined this cluster, not one of its own),
+    prints the ledger's head as the LedgerActor reports it, the same plan digest the PlannerActor gives this
+    test for the same inputs, and the same recall text as the EvidenceActor gives here; it writes nothing."""
+    import ray
+
+    from actors.factory import evidence_actor, ledger_actor, ledger_actor_name, planner_actor
+    from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+    from farm.sessiongen import generate_session
+
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    lg = ledger_actor(ledger)
+    planner = planner_actor(ledger, ledger=lg)
+    evidence = evidence_actor(ledger, ledger=lg)
+    try:
+        generate_session(seed=11, turns=6, append=lambda p, b: ray.get(lg.append.remote("nb", [p], None, [b]))[0])
+        head = ray.get(lg.head.remote("nb"))
+        profile = CapacityProfile(ProfileKey("local", "small-8k"), 8192, Horizon(6000, 0.9, 0.0), Ewma(0.25, 3), 512)
+        expected_plan = ray.get(planner.plan.remote("nb", profile, "What did we find so far?", prefix_tokens=800,
+                                                    tail_tokens=50, record=False))
+        expected_recall = ray.get(evidence.recall.remote("nb", {"turn": 1}))
+
+        outputs = run_notebook("live.ipynb", tmp_path, {
+            "VAK_RAY_ADDRESS": ray.get_runtime_context().gcs_address, "VAK_LEDGER": str(ledger)}, monkeypatch)
+
+        assert "connected to the running cluster" in outputs
+        listed = set(re.findall(r"^actor vak/(\S+)$", outputs, re.MULTILINE))
+        suffix = ledger_actor_name(ledger).removeprefix("ledger-")
+        assert {f"ledger-{suffix}", f"planner-{suffix}", f"evidence-{suffix}"} <= listed
+        assert field_of(outputs, "head nb") == [head]
+        assert field_of(outputs, "plan") == [expected_plan["digest"]]
+        assert not expected_recall["is_error"] and expected_recall["content"][:800] in outputs
+        assert ray.get(lg.head.remote("nb")) == head  # the notebook only asked
+    finally:
+        for actor in (evidence, planner, lg):
+            ray.kill(actor, no_restart=True)
