@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "farm.cmd_probe",
     "farm.cmd_import",
     "farm.cmd_chat",
+    "farm.cmd_farm",
 ]
 
 

@@ -158,7 +158,7 @@ class ProbeTask:
     max_sizes: int | None = None
     samples: int = 3
     controls: int = 1
-    protocol: Literal["native", "inline_fence"] = "native"
+    protocol: Literal["native", "inline_fence"] | None = None  # None: the model's usual one (agent.probe)
     cache_rung: bool = False
     max_tokens: int = 32
 
@@ -483,8 +483,8 @@ class _Parser:
                                        "samples", "controls", "protocol", "cache_rung", "max_tokens"})
             quick = self.get(t, tn, i, "quick", bool, False)
             base: Mapping[str, Any] = QUICK_PROBE if quick else {}
-            protocol = self.get(t, tn, i, "protocol", str, "native")
-            if protocol not in ("native", "inline_fence"):
+            protocol = self.get(t, tn, i, "protocol", str, "") or None
+            if protocol not in (None, "native", "inline_fence"):
                 raise self.fail(f"{protocol!r} is not native or inline_fence.", tn, i, "protocol")
             window = self.optional_int(t, tn, i, "window", 256, 10_000_000)
             max_sizes = self.optional_int(t, tn, i, "max_sizes", 1, 100)

@@ -1,0 +1,231 @@
+"""The farm as Ray work: one Ray task per unit, one model-server actor per (node, model), one ledger writer per session.
+
+* ``run_unit`` is a Ray task. Units that talk to a local model ask for a little of the model's custom
+  resource (``vak_model_node`` unless the spec names another), so they land only on nodes that serve
+  models; it is a system-failure retry (``max_retries``): a unit that dies with its node runs again elsewhere.
+* ``ModelServerActor``: llama.cpp's server for one model on one node, started on the first call of
+  ``endpoint()`` and reused by every unit on that node that needs the model. It is pinned to its node
+  (hard node affinity) and named ``farmmodel-<run>-<model>-<node>``, so any task on the node gets the
+  same one with ``get_if_exists``. A model that cannot start keeps its error and answers every call
+  with it: its units fail with that reason, and the rest of the farm goes on.
+* Each session's ledger has one writer, its LedgerActor (the name ``actors.factory`` gives the folder),
+  pinned to the driver's node; replays append their packets and resets through it.
+* ``FarmProgressActor`` hears each unit start (and on which node), for the driver's progress line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from actors.factory import NAMESPACE, ledger_actor_name
+from actors.ledger import LedgerActor
+from farm.farm_model_units import Endpoint, endpoint_of, live_unit, probe_unit
+from farm.farm_rows import UnitKey, failed_unit_table, rows_table
+from farm.farmspec import LiveTask, ModelEntry, ProbeTask, ReplayTask, Task
+from vak.errors import ActorError, ModelServerError, VakError
+
+MODEL_ACTOR_PREFIX = "farmmodel-"
+UNIT_RESOURCE_SHARE = 0.01  # a unit asks this much of a model node's resource: a placement marker, not a limit
+
+
+def model_actor_name(run_id: str, model: str, node_id: str) -> str:
+    return f"{MODEL_ACTOR_PREFIX}{run_id}-{model}-{node_id[:12]}"
+
+
+class ModelServerActor:
+    """One local model's llama.cpp server on this node (see the module docstring)."""
+
+    def __init__(self, model: ModelEntry) -> None:
+        self.entry = model
+        self.server: Any = None
+        self.error: ModelServerError | None = None
+        self.started_at: float | None = None
+
+    def endpoint(self) -> Endpoint:
+        if self.error is not None:
+            raise self.error
+        if self.server is None or not self.server.running():
+            from providers.localserver import LocalModelServer, canonical_model
+
+            try:
+                self.server = LocalModelServer(self.entry.model, n_ctx=self.entry.n_ctx,
+                                               n_parallel=self.entry.n_parallel, threads=self.entry.threads).start()
+            except ModelServerError as exc:
+                self.error = ModelServerError(f"model {self.entry.name!r} cannot be served on this node: {exc}")
+                raise self.error from exc
+            self.started_at = time.time()
+            name = canonical_model(self.entry.model)
+            self.local = name if not name.endswith(".gguf") else Path(name).stem
+        return Endpoint(f"openai-compat:{self.local}", self.server.base_url, self.server.api_key, self.entry.n_ctx,
+                        local_model=self.local)
+
+    def pid(self) -> int | None:
+        return None if self.server is None else self.server.pid
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+
+class FarmProgressActor:
+    """Which units started, where, and how many times (a retried unit starts again)."""
+
+    def __init__(self) -> None:
+        self.starts: dict[str, list[str]] = {}
+
+    def started(self, unit: str, node: str) -> None:
+        self.starts.setdefault(unit, []).append(node)
+
+    def snapshot(self) -> dict[str, list[str]]:
+        return self.starts
+
+
+def model_endpoint(run_id: str, model: ModelEntry) -> Endpoint:
+    """This node's server for ``model`` (started now if it is not running), or the spec's address."""
+    if model.kind != "local":
+        return endpoint_of(model)
+    node = ray.get_runtime_context().get_node_id()
+    actor = ray.remote(ModelServerActor).options(
+        name=model_actor_name(run_id, model.name, node), namespace=NAMESPACE, lifetime="detached",
+        get_if_exists=True, num_cpus=0, max_restarts=0,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+    ).remote(model)
+    try:
+        endpoint: Endpoint = ray.get(actor.endpoint.remote())
+    except ray.exceptions.RayTaskError as exc:  # the actor's own ModelServerError: re-raise it as itself
+        cause = exc.cause
+        if isinstance(cause, VakError):
+            raise cause from None
+        raise ModelServerError(f"the server actor for {model.name!r} failed: {cause}") from exc
+    except ray.exceptions.RayActorError as exc:
+        raise ModelServerError(f"the server actor for {model.name!r} on node {node[:12]} died: {exc}. "
+                               "The unit is retried on another node if one serves the model.") from exc
+    return endpoint
+
+
+def session_ledger_actor(root: Path, node_id: str) -> Any:
+    """The session ledger's one writer, pinned to ``node_id`` (the driver's), under the name
+    ``actors.factory`` gives the folder, so every unit reaches the same one."""
+    return ray.remote(LedgerActor).options(
+        name=ledger_actor_name(root), namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+        max_restarts=-1, max_task_retries=0, num_cpus=0, max_concurrency=256,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=True),
+    ).remote(str(root.resolve()))
+
+
+@dataclass(frozen=True)
+class UnitJob:
+    """Everything one unit needs, shipped to the Ray task (no key inside: endpoints are looked up there)."""
+
+    key: UnitKey
+    run_id: str
+    task: Task
+    model: ModelEntry
+    session_root: Path | None = None
+    source_head: str = ""
+    system: str = ""
+    summariser: ModelEntry | None = None  # the local model that writes replay packets
+    summary_tokens: int = 64
+    work: Path | None = None  # live: where its forks go
+
+    @property
+    def kind(self) -> str:
+        return self.task.kind
+
+
+def execute_unit(job: UnitJob, progress: Any = None) -> pa.Table:
+    """Run one unit here; a unit that cannot run is one failed row with the reason."""
+    node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+    if progress is not None:
+        progress.started.remote(str(job.key), node)
+    try:
+        rows = asyncio.run(_run(job, node))
+    except VakError as exc:
+        return failed_unit_table(job.key, job.kind, job.run_id, f"{type(exc).__name__}: {exc}", node)
+    return rows_table(rows)
+
+
+async def _run(job: UnitJob, node: str) -> list[dict[str, Any]]:
+    task = job.task
+    if isinstance(task, ReplayTask):
+        return await _replay(job, node)
+    endpoint = await asyncio.to_thread(model_endpoint, job.run_id, job.model)
+    if isinstance(task, ProbeTask):
+        return await probe_unit(job.key, job.run_id, node, job.model, task, endpoint)
+    assert isinstance(task, LiveTask) and job.session_root is not None and job.work is not None
+    return await live_unit(job.key, job.run_id, node, job.model, task, endpoint, source_root=job.session_root,
+                           source_head=job.source_head, work=job.work)
+
+
+async def _replay(job: UnitJob, node: str) -> list[dict[str, Any]]:
+    import httpx
+
+    from actors.ledger_client import LedgerClient
+    from agent.request import SessionView
+    from agent.summarise import Summariser, write_packet
+    from context.planner import Plan
+    from farm.farm_model_units import provider_for
+    from farm.farm_replay import replay_session
+    from storage.ledger import LedgerStore
+
+    assert job.session_root is not None
+    with LedgerStore(job.session_root, readonly=True) as reader:
+        chain = reader.chain_to_root(job.source_head)
+    try:
+        handle = ray.get_actor(ledger_actor_name(job.session_root), namespace=NAMESPACE)
+    except ValueError as exc:
+        raise ActorError(f"no ledger writer for session {job.key.session!r}: the driver starts it before the "
+                         "units; run the farm through run_farm.") from exc
+    ledger = LedgerClient(str(job.session_root), handle)
+    async with httpx.AsyncClient(trust_env=False) as client:
+        summariser: list[Summariser] = []
+
+        async def summarise(view: SessionView, plan: Plan) -> list[str]:
+            if job.summariser is None:
+                raise ModelServerError("this plan needs a packet summary and the farm has no local model to write "
+                                       "it: add a local model to the spec's [[models]].")
+            if not summariser:  # the server starts only when a plan first needs a summary
+                endpoint = await asyncio.to_thread(model_endpoint, job.run_id, job.summariser)
+                summariser.append(Summariser(provider_for(endpoint, client), endpoint.local_model,
+                                             window_tokens=job.summariser.n_ctx,
+                                             max_summary_tokens=job.summary_tokens))
+            return await write_packet(ledger, job.key.session, view, plan, summariser[0])
+
+        return await replay_session(job.key, job.run_id, node, job.model, chain, ledger=ledger, system=job.system,
+                                    summarise=summarise)
+
+
+@ray.remote
+def run_unit(job: UnitJob, progress: Any = None) -> pa.Table:
+    """``execute_unit`` as a Ray task; its table travels to the driver through the object store."""
+    return execute_unit(job, progress)
+
+
+def kill_run_actors(run_id: str) -> int:
+    """Stop this run's model servers (each is detached); returns how many."""
+    stopped = 0
+    for info in ray.util.list_named_actors(all_namespaces=True):
+        name = info["name"] if isinstance(info, dict) else info
+        namespace = info.get("namespace", NAMESPACE) if isinstance(info, dict) else NAMESPACE
+        if not name.startswith(f"{MODEL_ACTOR_PREFIX}{run_id}-"):
+            continue
+        try:
+            actor = ray.get_actor(name, namespace=namespace)
+            ray.get(actor.stop.remote(), timeout=30)
+        except (ray.exceptions.RayError, ValueError):
+            pass  # a server that died with its node is gone already
+        try:
+            ray.kill(actor)
+        except (ray.exceptions.RayError, ValueError, UnboundLocalError):
+            pass
+        stopped += 1
+    return stopped

@@ -1,0 +1,180 @@
+"""Replay one session under one model's profile: every recorded request planned, projected and checked.
+
+The session's original chain (up to its ``source_head``) is walked entry by entry into a SessionView.
+Each ``assistant_step`` is the answer to one model request, so just before it is added the request
+that produced it is prepared again (``agent.request.prepare``: plan, write the packet or reset the plan
+needs, plan again, project) under the model's profile, with that turn as the current one. Each
+request is then checked:
+
+* no turn split: the messages pass ``context.render.api_problems`` (every tool result follows its call);
+* no request over the budget: its tokens plus the output reserve fit the plan's horizon;
+* no cut: every tool result of the turns up to it is verbatim, a window naming its recall calls, a
+  digest or card naming its evidence id, or named in the packet (or behind this model's reset);
+* the two-model gate: the same request prepared under a contrasting profile and then under this
+  model's again comes back byte-identical, and writes nothing the second time.
+
+Packets and resets go to the session's ledger through its single writer (the LedgerActor), as they
+do in a live session; packet summaries come from ``summarise`` (a local model), when a plan needs one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agent.request import Ledger, Prepared, SessionView, prepare
+from context.assemble import request_tokens
+from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from context.messages import ToolResultPart
+from context.planner import Plan
+from context.render import SHORT_ID, api_problems
+from events.envelope import StoredEntry
+from farm.farm_rows import UnitKey, make_row
+from farm.farmspec import ModelEntry
+from vak.errors import VakError
+
+Summarise = Callable[[SessionView, Plan], Awaitable[list[str]]]
+GATE_LARGE = 200_000
+GATE_SMALL = 16_384
+
+
+def model_profile(model: ModelEntry) -> CapacityProfile:
+    """The profile replay projects under: the spec's horizon, else the declared window (metadata only)."""
+    return CapacityProfile(
+        key=ProfileKey(model.provider, model.name),
+        declared_window=model.declared_window,
+        instruction_horizon=Horizon(model.replay_horizon, 0.9, 0.0),
+        tokens_per_char=Ewma(model.tokens_per_char, 5),
+        output_reserve=model.output_reserve,
+    )
+
+
+def gate_partner(profile: CapacityProfile) -> CapacityProfile:
+    """The contrasting profile of the two-model gate: a frontier-sized window for a small model, a
+    small one for a large model."""
+    size = GATE_SMALL if profile.instruction_horizon.tokens >= GATE_LARGE // 2 else GATE_LARGE
+    return CapacityProfile(
+        key=ProfileKey("farm-gate", f"window-{size}"),
+        declared_window=size,
+        instruction_horizon=Horizon(size, 0.9, 0.0),
+        tokens_per_char=profile.tokens_per_char,
+        output_reserve=min(profile.output_reserve, size // 8),
+    )
+
+
+def request_bytes(prep: Prepared) -> bytes:
+    return json.dumps(prep.request.model_dump(mode="json"), sort_keys=True, ensure_ascii=False).encode()
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    n = min(len(a), len(b))
+    lo, hi = 0, n  # binary search on slices: fast in C, unlike a byte loop
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def result_fidelity(view: SessionView, plan: Plan, prep: Prepared, text: str) -> dict[str, int]:
+    """How each tool result of the planned turns is carried by the request (see the module docstring)."""
+    counts = dict.fromkeys(("verbatim", "windowed", "digested", "packeted", "reset", "missing"), 0)
+    shown = {p.tool_use_id: p.content for m in prep.request.messages for p in m.content
+             if isinstance(p, ToolResultPart)}
+    current = plan.current_ordinal
+    for pt in plan.turns:
+        turn = view.index.turn(pt.ordinal)
+        for ex in turn.exchanges:
+            eid = ex.evidence_id
+            if eid is None or ex.result is None:
+                continue
+            named = eid[:SHORT_ID] in text
+            if pt.fidelity == "behind_reset":
+                counts["reset"] += 1
+            elif pt.ordinal == current and shown.get(ex.tool_use_id) == ex.result.content:
+                ok = not ex.result.windowed or eid in ex.result.content  # a window names its recall calls
+                counts["windowed" if ex.result.windowed and ok else "verbatim" if ok else "missing"] += 1
+            elif not named:
+                counts["missing"] += 1
+            elif pt.fidelity == "packet":
+                counts["packeted"] += 1
+            else:  # a digest (a closed turn at Full, a digested current step) or a card naming the id
+                counts["digested"] += 1
+    return counts
+
+
+async def replay_session(
+    unit: UnitKey, run_id: str, node: str, model: ModelEntry, chain: list[StoredEntry], *, ledger: Ledger,
+    system: str, summarise: Summarise, on_request: Callable[[int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """One row per recorded request of ``chain`` (the session's original entries, root first)."""
+    profile = model_profile(model)
+    partner = gate_partner(profile)
+    view = SessionView(model.tokens_per_char)
+    rows: list[dict[str, Any]] = []
+    previous = b""
+
+    async def prep(prof: CapacityProfile, current: int) -> Prepared:
+        return await prepare(view, prof, "", ledger=ledger, session=unit.session, summarise=summarise,
+                             model=prof.key.model, system=system, current=current)
+
+    for entry in chain:
+        if entry.kind == "assistant_step" and view.index.turns:
+            current = view.index.turns[-1].ordinal
+            n = len(rows)
+            started = time.perf_counter()
+            try:
+                first = await prep(profile, current)
+                await prep(partner, current)
+                again = await prep(profile, current)
+            except VakError as exc:
+                rows.append(make_row(unit, "replay", run_id, n, passed=False, node=node,
+                                     reason=f"{type(exc).__name__}: {exc}",
+                                     wall_ms=(time.perf_counter() - started) * 1000, detail={"turn": current}))
+            else:
+                rows.append(_check(unit, run_id, node, n, view, profile, first, again, previous, current,
+                                   (time.perf_counter() - started) * 1000))
+                previous = request_bytes(first)
+            if on_request is not None:
+                on_request(n)
+        view.add(entry)
+    return rows
+
+
+def _check(unit: UnitKey, run_id: str, node: str, n: int, view: SessionView, profile: CapacityProfile,
+           first: Prepared, again: Prepared, previous: bytes, current: int, wall_ms: float) -> dict[str, Any]:
+    plan = first.plan
+    body = request_bytes(first)
+    text = body.decode()
+    tokens = request_tokens(profile, first.request)
+    budget = plan.budget.horizon - plan.budget.output_reserve
+    counts = result_fidelity(view, plan, first, text)
+    problems: list[str] = []
+    if split := api_problems(first.request.messages):
+        problems.append(f"turn split: {split[0]}")
+    if tokens > budget:
+        problems.append(f"over budget: {tokens} tokens > {budget}")
+    if counts["missing"]:
+        problems.append(f"{counts['missing']} tool result(s) in no form (no-cut violation)")
+    if request_bytes(again) != body:
+        problems.append("gate: re-projection after the other model's is not byte-identical")
+    elif again.written:
+        problems.append("gate: re-projection wrote entries again")
+    fid = {f: len(plan.with_fidelity(f)) for f in ("full", "card", "packet", "behind_reset")}
+    packet = plan.packet_range
+    return make_row(
+        unit, "replay", run_id, n, passed=not problems, reason="; ".join(problems), node=node,
+        horizon=profile.instruction_horizon.tokens, window=profile.declared_window, budget=budget,
+        request_tokens=tokens, turns=len(plan.turns),
+        full_turns=fid["full"], card_turns=fid["card"], packet_turns=fid["packet"], reset_turns=fid["behind_reset"],
+        verbatim_results=counts["verbatim"], windowed_results=counts["windowed"],
+        digested_results=counts["digested"], packeted_results=counts["packeted"], reset_results=counts["reset"],
+        missing_results=counts["missing"], packet_first=packet[0] if packet else None,
+        packet_last=packet[1] if packet else None,
+        cache_tokens=int(_common_prefix(previous, body) * profile.tokens_per_char.value) if previous else 0,
+        wall_ms=wall_ms, detail={"turn": current, "plan": plan.digest[:16], "written": len(first.written)},
+    )
