@@ -33,6 +33,9 @@ def register(sub: Any) -> None:
     report = fsub.add_parser("report", help="write report.md and the PNGs of a farm run")
     report.add_argument("run", type=Path, help="a run folder (<out>/<run id>) holding results.parquet")
     report.set_defaults(func=_report)
+    from farm import cmd_farm_submit  # `vak farm submit` (Ray Jobs) lives in its own module
+
+    cmd_farm_submit.register(fsub)
     farm.set_defaults(func=lambda _args: farm.print_help() or 2)
 
 
