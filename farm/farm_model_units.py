@@ -30,6 +30,7 @@ class Endpoint:
     api_key: str | None = None
     n_ctx: int | None = None
     local_model: str = ""  # the llama.cpp model name, for a local model
+    server_pid: int | None = None  # the llama.cpp server's process (units sharing a server show the same)
 
     def __repr__(self) -> str:  # never the key
         return f"Endpoint({self.spec!r}, {self.base_url!r})"
@@ -95,7 +96,7 @@ async def probe_unit(unit: UnitKey, run_id: str, node: str, model: ModelEntry, t
             detail={"target": o.target, "followed": o.followed, "asked": len(o.instructions),
                     "control_calls": o.control_calls, "controls": len(o.controls), "protocol": protocol,
                     "confidence": profile.instruction_horizon.confidence, "probe_ms": round(wall, 1),
-                    "requests": report.requests},
+                    "requests": report.requests, "server_pid": endpoint.server_pid},
         ))
     if not rows:
         rows.append(make_row(unit, "probe", run_id, 0, passed=False, node=node, reason="the ladder ran no rung",
@@ -154,7 +155,8 @@ async def live_unit(unit: UnitKey, run_id: str, node: str, model: ModelEntry, ta
                 cache_tokens=sum(s.cached_tokens for s in report.steps), wall_ms=wall,
                 detail={"directive": directive[:200], "turn": before_turn, "repeat": repeat, "expect": task.expect,
                         "outcome": report.outcome, "steps": len(report.steps),
-                        "calls": [c for s in report.steps for c in s.calls], "answer": report.answer[:200]},
+                        "calls": [c for s in report.steps for c in s.calls], "answer": report.answer[:200],
+                        "server_pid": endpoint.server_pid},
             ))
             n += 1
     return rows

@@ -65,7 +65,7 @@ class ModelServerActor:
             name = canonical_model(self.entry.model)
             self.local = name if not name.endswith(".gguf") else Path(name).stem
         return Endpoint(f"openai-compat:{self.local}", self.server.base_url, self.server.api_key, self.entry.n_ctx,
-                        local_model=self.local)
+                        local_model=self.local, server_pid=self.server.pid)
 
     def pid(self) -> int | None:
         return None if self.server is None else self.server.pid

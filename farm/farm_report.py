@@ -7,7 +7,8 @@
 * ``horizon_curves.png``: for each model, the share of probe samples that followed the instruction
   against prompt tokens, with the measured horizon marked ("curves for any model, one command").
 * ``session_<name>.png``: one session under each model, side by side: request size per request (with
-  each model's budget), and the mix of turn fidelities (full, card, packet, reset) per model.
+  each model's budget), and the fidelity mix per model: how its requests carried the session's tool
+  results (verbatim, windowed, digested, packeted, behind a reset, missing).
 """
 
 from __future__ import annotations
@@ -183,15 +184,15 @@ def _plots(run_dir: Path, rows: list[dict[str, Any]]) -> list[Path]:
         left.set_title(f"{session}: request size per model")
         left.legend(fontsize=8)
         bottom = [0.0] * len(models)
-        for f in FIDELITIES:
+        for f in RESULT_FORMS:
             shares = []
             for model in models:
                 mine = [r for r in rs if r["model"] == model]
-                total = sum(sum(r[g] or 0 for g in FIDELITIES) for r in mine) or 1
+                total = sum(sum(r[g] or 0 for g in RESULT_FORMS) for r in mine) or 1
                 shares.append(sum(r[f] or 0 for r in mine) / total)
-            right.bar(models, shares, bottom=bottom, label=f.removesuffix("_turns"))
+            right.bar(models, shares, bottom=bottom, label=f.removesuffix("_results"))
             bottom = [b + s for b, s in zip(bottom, shares, strict=True)]
-        right.set_ylabel("share of planned turns")
+        right.set_ylabel("share of tool results, over all requests")
         right.set_title(f"{session}: fidelity mix per model")
         right.legend(fontsize=8)
         fig.tight_layout()

@@ -67,6 +67,7 @@ class FarmProgress:
     models: dict[str, ModelProgress]
     event: str = ""  # what just happened, e.g. "done replay/smollm2/tau9"
     nodes: int = 0  # nodes that have run a unit so far
+    starts: dict[str, list[str]] = field(default_factory=dict)  # unit -> the nodes it started on, in order
 
     def line(self) -> str:
         parts = [f"{m}: {p.done + p.skipped}/{p.total} done, {p.running} running, {p.failed} failed"
@@ -222,7 +223,7 @@ class _Driver:
         running = running or {}
         models = {m: ModelProgress(total=c["total"], done=c["done"], running=running.get(m, 0), failed=c["failed"],
                                    skipped=c["skipped"]) for m, c in self.counts.items()}
-        self.report(FarmProgress(self.run_id, models, event, len(self.nodes)))
+        self.report(FarmProgress(self.run_id, models, event, len(self.nodes), dict(self.starts)))
 
     def run(self, units: list[UnitPlan], pending: list[UnitPlan]) -> None:
         for u in units:
@@ -320,8 +321,8 @@ class _Driver:
     def _collect(self, refs: dict[Any, UnitPlan], progress_actor: Any) -> None:
         import ray
 
-        finished: set[str] = set()
         last_running: dict[str, int] = {}
+        last_starts: dict[str, list[str]] = {}
         while refs:
             ready, _ = ray.wait(list(refs), num_returns=1, timeout=POLL_S)
             for ref in ready:
@@ -335,14 +336,15 @@ class _Driver:
                     table = failed_unit_table(unit.key, unit.task.kind, self.run_id,
                                               f"lost after {self.max_retries} retries: {type(exc).__name__}: {exc}")
                 failed = table.num_rows == 1 and table.column("request")[0].as_py() == UNIT_FAILED
-                finished.add(str(unit.key))
                 self._finish(unit, table, failed=failed)
             self.starts = ray.get(progress_actor.snapshot.remote())
             running: dict[str, int] = {}
             for unit in refs.values():
                 if str(unit.key) in self.starts:
                     running[unit.key.model] = running.get(unit.key.model, 0) + 1
-            if running != last_running:
+            if running != last_running or len(self.starts) != len(last_starts) or any(
+                    len(v) != len(last_starts.get(k, ())) for k, v in self.starts.items()):
+                last_starts = {k: list(v) for k, v in self.starts.items()}
                 last_running = running
                 self.emit(f"{sum(running.values())} running", running)
         self.starts = ray.get(progress_actor.snapshot.remote())

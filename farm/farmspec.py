@@ -249,7 +249,8 @@ def parse_farm_spec(text: str, *, path: Path | None = None, base_dir: Path | Non
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        line = getattr(exc, "lineno", None)
+        found = re.search(r"at line (\d+)", str(exc))  # tomllib says where only in its message before 3.14
+        line = int(found.group(1)) if found else None
         raise FarmSpecError(f"not valid TOML ({exc}). Fix the line it names.", path=where, line=line) from exc
     base = base_dir if base_dir is not None else (path.resolve().parent if path else Path.cwd())
     return _Parser(data, text, where, base).spec(path)
