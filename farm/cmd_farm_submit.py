@@ -33,6 +33,9 @@ def register(farm_subparsers: Any) -> None:
     p.add_argument("--shared", default=None,
                    help="the shared data folder as the cluster's nodes see it (`shared:` paths in the spec); "
                    "default $VAK_SHARED, else this machine's ../shared")
+    p.add_argument("--out", default=None,
+                   help="the run folder's parent as the head sees it (a shared filesystem on a cluster); "
+                   "default $HOME/vak-data/farm-runs on the head")
     p.add_argument("--run-id", default=None, help="passed to `vak farm run --run-id` (default: the spec's own)")
     p.add_argument("--wait", action="store_true", help="follow the job to the end; exit 1 unless it succeeded")
     p.add_argument("--timeout", type=bounded_int(1, 7 * 24 * 3600), default=24 * 3600,
@@ -59,11 +62,10 @@ def shared_folder(given: str | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     address = job_address(args.address)
-    run_args = ("--run-id", args.run_id) if args.run_id else ()
     shared = shared_folder(args.shared)
     print(f"vak: submitting {args.spec} to {address} (working dir: this project; VAK_SHARED={shared}) ...",
           flush=True)
-    job = submit_farm(args.spec, address, run_args=run_args, shared=shared)
+    job = submit_farm(args.spec, address, out=args.out, run_id=args.run_id, shared=shared)
     print(f"job id   {job.job_id}")
     print(f"command  {job.entrypoint}")
     print(f"logs     {job.follow_command()}")

@@ -38,6 +38,7 @@ WORKING_DIR_EXCLUDES = (
     ".git", ".venv", "vak-data", "**/__pycache__", "*.egg-info", ".mypy_cache", ".ruff_cache", ".pytest_cache",
     ".hypothesis", "build", "dist", "*.gguf", "*.bin", "*.parquet", "*.arrow", "**/.ipynb_checkpoints", "farm-runs",
 )
+DEFAULT_JOB_OUT = '"$HOME"/vak-data/farm-runs'  # expanded by the shell that runs the entrypoint
 FINAL_STATES = ("SUCCEEDED", "FAILED", "STOPPED")
 RAY_CLI = Path(sys.executable).with_name("ray")
 
@@ -67,12 +68,21 @@ def spec_in_project(spec: Path, root: Path = REPO) -> str:
         ) from exc
 
 
-def farm_entrypoint(spec_rel: str, run_args: tuple[str, ...] = ()) -> str:
+def farm_entrypoint(spec_rel: str, out: str | None = None, run_id: str | None = None) -> str:
     """The job's command: ``vak farm run`` from the uploaded working dir (``python -m`` imports that copy,
-    not whatever the node has installed)."""
+    not whatever the node has installed).
+
+    The job's current folder is the unpacked working dir under Ray's temp folder, removed with the job's
+    session, so results go to ``out`` (a folder as the head sees it; on a cluster a shared filesystem) or,
+    by default, ``$HOME/vak-data/farm-runs`` on the node that runs the driver (the head).
+    """
     import shlex
 
-    return " ".join(shlex.quote(p) for p in ("python", "-m", "farm.cli", "farm", "run", spec_rel, *run_args))
+    words = ["python", "-m", "farm.cli", "farm", "run", shlex.quote(spec_rel),
+             "--out", shlex.quote(out) if out else DEFAULT_JOB_OUT]
+    if run_id:
+        words += ["--run-id", shlex.quote(run_id)]
+    return " ".join(words)
 
 
 def job_runtime_env(root: Path = REPO, shared: str | None = None) -> dict[str, Any]:
@@ -104,13 +114,13 @@ def job_client(address: str) -> Any:
         ) from exc
 
 
-def submit_farm(spec: Path, address: str, *, run_args: tuple[str, ...] = (), shared: str | None = None,
-                root: Path = REPO, submission_id: str | None = None) -> SubmittedJob:
+def submit_farm(spec: Path, address: str, *, out: str | None = None, run_id: str | None = None,
+                shared: str | None = None, root: Path = REPO, submission_id: str | None = None) -> SubmittedJob:
     """Submit ``vak farm run SPEC`` as a Ray job; return its id (the job runs on; nothing waits here)."""
     from farm.farmspec import load_farm_spec
 
     load_farm_spec(spec)  # a spec that cannot run fails here, not minutes later on the cluster
-    entrypoint = farm_entrypoint(spec_in_project(spec, root), run_args)
+    entrypoint = farm_entrypoint(spec_in_project(spec, root), out, run_id)
     client = job_client(address)
     try:
         job_id = client.submit_job(entrypoint=entrypoint, runtime_env=job_runtime_env(root, shared),
@@ -157,6 +167,8 @@ def head_env() -> dict[str, str]:
     """The environment a head (and every process it starts) must see: loopback only, no telemetry."""
     env = dict(os.environ)
     env.pop("RAY_ADDRESS", None)
+    # Jobs run their entrypoint through the shell: `python`, `vak` and `ray` are this interpreter's.
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     env.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")
     return env
 
@@ -174,6 +186,7 @@ class LocalHead:
     process: subprocess.Popen[str] | None = None
     root: Path | None = None
     log: deque[str] = field(default_factory=lambda: deque(maxlen=200))
+    _drainer: threading.Thread | None = field(default=None, repr=False)
 
     @property
     def address(self) -> str:
@@ -210,7 +223,8 @@ class LocalHead:
         self.process = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                         env=head_env(), cwd=self.root, start_new_session=True)
         started = threading.Event()
-        threading.Thread(target=self._drain, args=(started,), daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, args=(started,), daemon=True)
+        self._drainer.start()
         deadline = time.monotonic() + timeout_s
         if not started.wait(timeout_s) or self.process.poll() is not None:
             self.stop()
@@ -259,6 +273,10 @@ class LocalHead:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+        if self.process is not None and self.process.stdout is not None:
+            if self._drainer is not None:
+                self._drainer.join(10)  # it reads to the end of the pipe, which closes with the process
+            self.process.stdout.close()
         if self.root is not None:
             made = self.temp_dir is None
             shutil.rmtree(self.root if made else self.root / RAY_SUBDIR, ignore_errors=True)

@@ -1,0 +1,147 @@
+"""A farm runs as a Ray job: `vak farm submit` and `ray job submit -- vak farm run` on a real local head.
+
+The head is ``farm.farm_jobs.LocalHead`` (``ray start --head``: GCS, raylet, dashboard and Jobs API on
+127.0.0.1, in a private temp folder). Each job runs a small replay farm (tests/farm_jobs.toml: generated
+sessions, no model server) and the test waits on the job's status, then reads the run's results table.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from farm.farm_jobs import (
+    RAY_CLI,
+    REPO,
+    LocalHead,
+    farm_entrypoint,
+    job_client,
+    job_runtime_env,
+    process_tree,
+    spec_in_project,
+    wait_for_job,
+)
+from vak.errors import InvalidInput
+
+SPEC = REPO / "tests" / "farm_jobs.toml"
+JOB_TIMEOUT_S = 600  # a bound on a loaded 2-core box, not an expectation
+
+
+def test_a_spec_outside_the_project_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
+    """The job receives only the project folder, so a spec outside it is refused with the fix named."""
+    outside = tmp_path / "x.toml"
+    outside.write_text("")
+    with pytest.raises(InvalidInput, match="outside the project folder"):
+        spec_in_project(outside)
+    assert spec_in_project(SPEC) == "tests/farm_jobs.toml"
+
+
+def test_the_job_runs_vak_farm_run_from_its_working_dir_and_writes_outside_it() -> None:
+    """The entrypoint runs the uploaded copy (python -m farm.cli farm run SPEC), quotes what it is given,
+    and sends results to --out (default $HOME/vak-data/farm-runs, expanded by the job's shell), because the
+    working dir is removed with the job."""
+    assert shlex.split(farm_entrypoint("a b.toml", "/data/runs", "r1")) == \
+        ["python", "-m", "farm.cli", "farm", "run", "a b.toml", "--out", "/data/runs", "--run-id", "r1"]
+    default = farm_entrypoint("s.toml")
+    assert default.endswith('--out "$HOME"/vak-data/farm-runs')
+    out = subprocess.run(["bash", "-c", f"printf '%s\\n' {default.split('--out ', 1)[1]}"],
+                         capture_output=True, text=True, env={"HOME": "/home/u"}, check=True).stdout
+    assert out.strip() == "/home/u/vak-data/farm-runs"
+
+
+def test_the_working_dir_leaves_out_venv_ledgers_caches_and_model_files() -> None:
+    """runtime_env: the project folder as working_dir, minus .venv, vak-data, .git, caches and big model or
+    table files; VAK_SHARED set for `shared:` paths; no pip (the nodes' environment is the project's)."""
+    env = job_runtime_env(shared="/mnt/shared")
+    assert env["working_dir"] == str(REPO)
+    assert {".git", ".venv", "vak-data", "**/__pycache__", "*.gguf", "*.parquet"} <= set(env["excludes"])
+    assert env["env_vars"]["VAK_SHARED"] == "/mnt/shared"
+    assert "pip" not in env and "uv" not in env
+
+
+def test_submit_needs_a_job_server_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --address or an http RAY_ADDRESS, `vak farm submit` says which URL to pass (exit 1)."""
+    from farm.cli import main
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert main(["farm", "submit", str(SPEC)]) == 1
+
+
+# ------------------------------------------------------------------ real jobs on a local head
+
+
+@pytest.fixture(scope="module")
+def head() -> Iterator[LocalHead]:
+    with LocalHead(num_cpus=2, object_store_mb=128) as h:
+        yield h
+
+
+def listening_addresses(head: LocalHead) -> set[tuple[str, str]]:
+    from tests.test_loopback import bound_sockets
+
+    assert head.process is not None
+    return {(s.address, s.process.rsplit("/", 1)[-1])
+            for s in bound_sockets(process_tree(head.process.pid), head.process.pid)}
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_vak_farm_submit_runs_a_farm_as_a_job_on_a_loopback_head(
+        head: LocalHead, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`vak farm submit SPEC --address URL` prints the job id and the `ray job logs --follow` command; the job
+    (polled until final) SUCCEEDS and writes the run's results table under --out with a passing row per
+    replayed request; the working dir Ray unpacked holds the project without .venv, .git or vak-data; every
+    socket of the head's process tree (GCS, raylet, dashboard, agents, workers) listens on loopback."""
+    from farm.cli import main
+
+    out = tmp_path / "runs"
+    assert main(["farm", "submit", str(SPEC), "--address", head.dashboard_url, "--out", str(out),
+                 "--run-id", "submitted"]) == 0
+    printed = capsys.readouterr().out
+    job_id = next(line.split()[-1] for line in printed.splitlines() if line.startswith("job id"))
+    assert f"ray job logs --follow {job_id} --address {head.dashboard_url}" in printed
+
+    client = job_client(head.dashboard_url)
+    status = wait_for_job(client, job_id, timeout_s=JOB_TIMEOUT_S)
+    assert status == "SUCCEEDED", client.get_job_logs(job_id)[-3000:]
+    table = pq.read_table(out / "submitted" / "results.parquet")
+    assert table.num_rows > 0 and all(table.column("passed").to_pylist())
+    assert set(table.column("session").to_pylist()) == {"gen-a", "gen-b"}
+
+    assert head.root is not None
+    packages = [p for p in (head.root / "ray").glob("session_*/runtime_resources/working_dir_files/_ray_pkg_*")
+                if p.is_dir()]
+    assert packages, "the job's working dir was not found under the head's temp folder"
+    shipped = {p.name for p in packages[0].iterdir()}
+    assert {"farm", "tests", "pyproject.toml"} <= shipped and not {".venv", ".git", "vak-data"} & shipped
+    size = sum(f.stat().st_size for f in packages[0].rglob("*") if f.is_file())
+    assert size < 20 * 1024 * 1024, f"the job's working dir is {size / 1e6:.1f} MB"
+
+    sockets = listening_addresses(head)
+    assert {"gcs_server", "raylet"} <= {name for _, name in sockets}
+    from tests.test_loopback import _is_loopback
+
+    assert [s for s in sockets if not _is_loopback(s[0])] == []
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_ray_job_submit_runs_vak_farm_run_the_same_way(head: LocalHead, tmp_path: Path) -> None:
+    """`ray job submit --working-dir . -- vak farm run SPEC --out DIR` (Ray's own CLI, waiting for the job)
+    exits 0 and leaves the same results table as `vak farm submit` does."""
+    out = tmp_path / "runs"
+    env = {**os.environ, "RAY_ADDRESS": head.dashboard_url}
+    done = subprocess.run(
+        [str(RAY_CLI), "job", "submit",
+         "--working-dir", ".", "--", "vak", "farm", "run", "tests/farm_jobs.toml", "--out", str(out),
+         "--run-id", "raycli"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    table = pq.read_table(out / "raycli" / "results.parquet")
+    assert table.num_rows > 0 and all(table.column("passed").to_pylist())
