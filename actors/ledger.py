@@ -30,6 +30,13 @@ class LedgerActor:
     ) -> list[str]:
         return await self.store.append_async(session, payloads, parent=parent, blobs=blobs)
 
+    async def append_batch(
+        self, session: str, requests: list[tuple[list[Payload], list[bytes | None] | None]],
+    ) -> list[list[str] | BaseException]:
+        """Appends a caller-side client coalesced (actors.ledger_client): one call, one commit;
+        each request's ids, or its own error, in order."""
+        return await self.store.append_many_async(session, requests)
+
     async def head(self, session: str) -> str | None:
         return await asyncio.to_thread(self.store.head, session)
 

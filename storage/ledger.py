@@ -62,6 +62,7 @@ from vak.names import check_name
 
 Payload = BaseModel | dict[str, Any]
 DEFAULT_MAX_SEGMENT_BYTES = 64 * 1024 * 1024  # a tail this big is sealed (zstd compaction: ~0.2 s)
+_INLINE = object()  # _enqueue's answer to a writer that commits its own group
 COMMIT_GATHER_S = 0.002  # the longest a commit waits for writers that were recently active
 PEAK_DECAY = 0.9  # per commit: a writer that left stops being waited for within a few dozen commits
 
@@ -423,6 +424,43 @@ class LedgerStore:
             raise LedgerError(f"append to {s.name!r} was not made durable: {group.error}") from group.error
         return new
 
+    async def append_many_async(
+        self, session: str, requests: Sequence[tuple[Sequence[Payload], Sequence[bytes | None] | None]],
+    ) -> list[list[str] | BaseException]:
+        """Several appends to one session's head, in order, under one commit: what a caller-side
+        client coalesced into one call. Each request is its own chain link run, as if appended
+        alone; a request that fails (an invalid payload) gets its error and the others go on."""
+        if self.readonly:
+            raise LedgerError("this LedgerStore is read-only; open it with readonly=False to append")
+        s = self._session(session, create=True)
+        loop = asyncio.get_running_loop()
+        queued: list[tuple[asyncio.Future[None], _Group, list[str]] | BaseException] = []
+        with s.cond:  # reentrant: the committer takes all of them or none
+            for payloads, blobs in requests:
+                try:
+                    if blobs is not None and len(blobs) != len(payloads):
+                        raise ValueError("blobs must have one item per payload")
+                    fut: asyncio.Future[None] = loop.create_future()
+                    group, new, _ = self._enqueue(s, payloads, None, blobs, fut)
+                    if not new:
+                        fut.set_result(None)
+                    queued.append((fut, group, new))
+                except Exception as exc:  # handed back to that request's caller
+                    queued.append(exc)
+        results: list[list[str] | BaseException] = []
+        for item in queued:
+            if isinstance(item, BaseException):
+                results.append(item)
+                continue
+            fut, group, new = item
+            try:
+                await fut
+                results.append(new)
+            except Exception as exc:
+                results.append(LedgerError(f"append to {s.name!r} was not made durable: {group.error}")
+                               if group.error is not None else exc)
+        return results
+
     def append_one(self, session: str, payload: Payload, *, parent: str | None = None, blob: bytes | None = None) -> str:
         return self.append(session, [payload], parent=parent, blobs=[blob])[0]
 
@@ -432,7 +470,10 @@ class LedgerStore:
         group, new, lock = self._enqueue(s, payloads, parent, blobs, None)
         if not new:
             return []
-        lock.acquire()  # released by the committer once the group is durable (or failed)
+        if lock is _INLINE:
+            self._commit(s, group, inline=True)
+        else:
+            lock.acquire()  # released by the committer once the group is durable (or failed)
         if group.error is not None:
             raise LedgerError(f"append to {s.name!r} was not made durable: {group.error}") from group.error
         return new
@@ -494,6 +535,14 @@ class LedgerStore:
                 s.peak_inflight = float(s.inflight)
             s.pending_ids.update(new)
             s.head = new[-1]
+            if (fut is None and group.appends == 1 and not s.flushing and s.peak_inflight < 2
+                    and (s.committer is None or s.committer_idle)):
+                # A writer alone (no commit in flight, none recently concurrent) commits its own
+                # group in its own thread: two thread hand-offs (to the committer and back) cost
+                # about as much as a small commit. Marked flushing, so the committer waits for it.
+                s.open_group = None
+                s.flushing = True
+                return group, new, _INLINE
             if s.committer is None:
                 s.committer = threading.Thread(target=self._commit_loop, args=(s,), daemon=True,
                                                name=f"vak-commit-{s.name}")
@@ -527,6 +576,8 @@ class LedgerStore:
                     while (s.open_group.appends < int(s.peak_inflight) and not s.stopping
                            and (left := deadline - time.monotonic()) > 0):
                         s.cond.wait(left)
+                while s.flushing:  # a writer committing its own group inline: batches go out in order
+                    s.cond.wait()
                 group = s.open_group
                 if group is None:  # stopping, nothing queued
                     s.committer = None
@@ -534,42 +585,50 @@ class LedgerStore:
                     return
                 s.open_group = None
                 s.flushing = True
-            error: BaseException | None = None
-            loc: tuple[int, int] | None = None
-            try:
-                writer = self._writer(s)
-                offset = writer.write_message(encode_message(
-                    group.ids, group.parents, s.name, group.first_seq, group.times, group.kinds, group.vs,
-                    group.payloads, group.blobs))
-                loc = (writer.number, offset)
-            except BaseException as exc:  # an I/O error poisons the session: what is on disk is unknown
-                error = exc
-            with s.cond:
-                if error is None and loc is not None:
-                    self._index_committed(s, group, loc)
-                    if s.writer is not None and s.writer.size >= self.max_segment_bytes:
-                        try:  # roll over; appends queued meanwhile wait for the seal
-                            self._seal_writer(s)
-                        except BaseException as exc:
-                            error = exc
-                s.flushing = False
-                if error is not None or loc is None:
-                    s.broken = error or LedgerError("commit failed")
-                    if s.writer is not None:
-                        s.writer.abandon()
-                        s.writer = None
-                    for g in (group, s.open_group):
-                        if g is not None:
-                            g.finish(s.broken)
-                    s.open_group = None
+            if not self._commit(s, group, inline=False):
+                return
+
+    def _commit(self, s: _Session, group: _Group, *, inline: bool) -> bool:
+        """Write and sync a group taken from the queue (``s.flushing`` set), index it, wake its
+        waiters. False when it failed: the session is then broken, and every queued append fails."""
+        error: BaseException | None = None
+        loc: tuple[int, int] | None = None
+        try:
+            writer = self._writer(s)
+            offset = writer.write_message(encode_message(
+                group.ids, group.parents, s.name, group.first_seq, group.times, group.kinds, group.vs,
+                group.payloads, group.blobs))
+            loc = (writer.number, offset)
+        except BaseException as exc:  # an I/O error poisons the session: what is on disk is unknown
+            error = exc
+        with s.cond:
+            if error is None and loc is not None:
+                self._index_committed(s, group, loc)
+                if s.writer is not None and s.writer.size >= self.max_segment_bytes:
+                    try:  # roll over; appends queued meanwhile wait for the seal
+                        self._seal_writer(s)
+                    except BaseException as exc:
+                        error = exc
+            s.flushing = False
+            if error is not None or loc is None:
+                s.broken = error or LedgerError("commit failed")
+                if s.writer is not None:
+                    s.writer.abandon()
+                    s.writer = None
+                for g in (group, s.open_group):
+                    if g is not None:
+                        g.finish(s.broken)
+                s.open_group = None
+                if not inline:  # the committer thread ends
                     s.committer = None
-                    s.cond.notify_all()
-                    return
-                s.inflight -= group.appends
-                # decay the peak so a writer that left stops being waited for
-                s.peak_inflight = max(float(s.inflight), s.peak_inflight * PEAK_DECAY)
                 s.cond.notify_all()
-            group.finish()
+                return False
+            s.inflight -= group.appends
+            # decay the peak so a writer that left stops being waited for
+            s.peak_inflight = max(float(s.inflight), s.peak_inflight * PEAK_DECAY)
+            s.cond.notify_all()
+        group.finish()
+        return True
 
     def _index_committed(self, s: _Session, group: _Group, loc: tuple[int, int]) -> None:
         bi = len(s.batches)

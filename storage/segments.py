@@ -212,6 +212,12 @@ def _str_data(values: list[str]) -> tuple[list[int], bytes]:
     return lengths, data
 
 
+def _offsets(code: str, lengths: Any) -> bytes:
+    """An offsets buffer: 0, then the running sum of ``lengths`` (int32 ``i`` or int64 ``q``)."""
+    run = [0, *itertools.accumulate(lengths)]
+    return struct.pack(f"<{len(run)}{code}", *run)
+
+
 def encode_message(
     ids: list[str], parents: list[str | None], session: str, first_seq: int, times: list[int],
     kinds: list[str], vs: list[int], payloads: list[bytes], blobs: list[bytes | None],
@@ -233,19 +239,19 @@ def encode_message(
         ses_len, ses_data = _str_data([session] * n)
         kind_len, kind_data = _str_data(kinds)
         blob_vals = [b"" if b is None else b for b in blobs]
+        pack = struct.pack
         columns = [
-            b"", array.array("i", [0, *itertools.accumulate(id_len)]).tobytes(), id_data,
-            parent_bitmap, array.array("i", [0, *itertools.accumulate(par_len)]).tobytes(), par_data,
-            b"", array.array("i", [0, *itertools.accumulate(ses_len)]).tobytes(), ses_data,
-            b"", array.array("q", range(first_seq, first_seq + n)).tobytes(),
-            b"", array.array("q", times).tobytes(),
-            b"", array.array("i", [0, *itertools.accumulate(kind_len)]).tobytes(), kind_data,
-            b"", array.array("h", vs).tobytes(),
-            b"", array.array("q", [0, *itertools.accumulate(map(len, payloads))]).tobytes(), b"".join(payloads),
-            blob_bitmap, array.array("q", [0, *itertools.accumulate(map(len, blob_vals))]).tobytes(),
-            b"".join(blob_vals),
+            b"", _offsets("i", id_len), id_data,
+            parent_bitmap, _offsets("i", par_len), par_data,
+            b"", _offsets("i", ses_len), ses_data,
+            b"", pack(f"<{n}q", *range(first_seq, first_seq + n)),
+            b"", pack(f"<{n}q", *times),
+            b"", _offsets("i", kind_len), kind_data,
+            b"", pack(f"<{n}h", *vs),
+            b"", _offsets("q", map(len, payloads)), b"".join(payloads),
+            blob_bitmap, _offsets("q", map(len, blob_vals)), b"".join(blob_vals),
         ]
-    except (OverflowError, TypeError, UnicodeEncodeError, AttributeError):
+    except (OverflowError, TypeError, UnicodeEncodeError, AttributeError, struct.error):
         return _message_via_pyarrow(ids, parents, session, first_seq, times, kinds, vs, payloads, blobs)
     body: list[bytes] = []
     spans: list[int] = []
