@@ -77,3 +77,71 @@ def test_live_notebook_queries_the_named_actors_of_a_running_cluster(
     finally:
         for actor in (evidence, planner, lg):
             ray.kill(actor, no_restart=True)
+
+
+FARM_SPEC = """
+[farm]
+name = "nbfarm"
+[[models]]
+name = "small"
+kind = "local"
+model = "smollm2"
+n_ctx = 8192
+horizon = 2500
+[[models]]
+name = "wide"
+kind = "local"
+model = "smollm2"
+n_ctx = 32768
+[[sessions]]
+name = "gen"
+kind = "generated"
+seed = 5
+turns = 6
+[[tasks]]
+name = "replay"
+kind = "replay"
+[[tasks]]
+name = "ladder"
+kind = "probe"
+models = ["small"]
+quick = true
+"""
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_farm_notebook_reads_a_runs_table_and_draws_the_reports_plots(
+        ray_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """farm.ipynb, given a real farm run (a quick probe ladder on SmolLM2 and a replay of a generated
+    session under two profiles, run here with run_farm on the session's Ray), prints the table's row count,
+    one replay line per (model, session) from DuckDB whose requests / failed / biggest request / missing
+    results equal what pyarrow computes here from the same file, and writes the horizon-curve PNG and the
+    session's side-by-side PNG."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from farm.farmrun import run_farm
+    from farm.farmspec import load_farm_spec
+
+    spec_path = tmp_path / "nb.toml"
+    spec_path.write_text(FARM_SPEC)
+    result = run_farm(load_farm_spec(spec_path), out_dir=tmp_path / "runs")
+    table = pq.read_table(result.table_path)
+    replay = table.filter(pc.and_(pc.equal(table["kind"], "replay"), pc.greater_equal(table["request"], 0)))
+    assert set(replay.column("model").to_pylist()) == {"small", "wide"}
+
+    outputs = run_notebook("farm.ipynb", tmp_path, {"VAK_FARM_RUN": str(result.run_dir)}, monkeypatch)
+
+    assert field_of(outputs, "rows") == [str(table.num_rows)]
+    assert "(DuckDB)" in outputs  # duckdb is a test dependency, so the DuckDB path is the one shown
+    for model in ("small", "wide"):
+        rows = [r for r in replay.to_pylist() if r["model"] == model]
+        words = field_of(outputs, f"replay {model} gen")
+        shown = dict(zip(words[::2], words[1::2], strict=True))
+        assert shown["requests"] == str(len(rows))
+        assert shown["failed"] == str(sum(not r["passed"] for r in rows))
+        assert shown["biggest"] == str(max(r["request_tokens"] for r in rows))
+        assert shown["missing"] == str(sum(r["missing_results"] or 0 for r in rows))
+    for png in ("farm-horizon-curves.png", "farm-session-gen.png"):
+        assert (tmp_path / png).stat().st_size > 1000, png
