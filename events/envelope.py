@@ -14,12 +14,14 @@ breaks every child's parent link.
 from __future__ import annotations
 
 import re
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import blake3
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, PlainSerializer, RootModel, ValidationError, WrapSerializer
+from pydantic.fields import FieldInfo
 
 from events import canonical
 from events.payloads import KINDS, PAYLOAD_ADAPTER, PAYLOAD_TYPES
@@ -222,8 +224,15 @@ class Mapper:
     def encode_payload(self, payload: BaseModel | dict[str, Any]) -> tuple[str, bytes]:
         model = self.validate(payload)
         kind: str = model.kind  # type: ignore[attr-defined]
-        # JSON-mode dumps have string keys only, so the fast canonical path applies.
-        data = canonical.encode_str_keyed(model.model_dump(mode="json"))
+        cls = type(model)
+        keys = _FLAT_KEYS[cls] if cls in _FLAT_KEYS else _FLAT_KEYS.setdefault(cls, flat_keys(cls))
+        data = None
+        if keys is not None:  # a flat model: its field values are its JSON-mode dump
+            values = model.__dict__
+            data = canonical.encode_plain_object({k: values[k] for k in keys})
+        if data is None:
+            # JSON-mode dumps have string keys only, so the fast canonical path applies.
+            data = canonical.encode_str_keyed(model.model_dump(mode="json"))
         if len(data) > self.limits.max_payload_bytes:
             raise OversizeEntry("payload", len(data), self.limits.max_payload_bytes)
         return kind, data
@@ -262,6 +271,52 @@ class Mapper:
             return PAYLOAD_ADAPTER.validate_python(raw)
         except ValidationError as exc:
             raise InvalidPayload(f"entry {entry.id} ({entry.kind}) does not validate: {_first_error(exc)}") from exc
+
+
+_FLAT_KEYS: dict[type, tuple[str, ...] | None] = {}
+
+
+def flat_keys(cls: type) -> tuple[str, ...] | None:
+    """The sorted field names of a payload model whose JSON-mode dump is its ``__dict__`` as is:
+    every field a str, int, bool, None, a Literal of those or a tuple/list of str, with no
+    serializer, alias, exclusion, computed field or extra field to change the dump. None otherwise.
+    (Values are checked again at each call: a model made with ``model_construct`` can hold anything.)
+    """
+    if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or issubclass(cls, RootModel):
+        return None
+    decorators = cls.__pydantic_decorators__
+    config = cls.model_config
+    if (decorators.field_serializers or decorators.model_serializers or cls.model_computed_fields
+            or config.get("extra") == "allow" or config.get("serialize_by_alias")):
+        return None
+    for field in cls.model_fields.values():
+        if field.exclude or field.serialization_alias is not None or not _flat_annotation(field.annotation):
+            return None
+        if any(isinstance(m, PlainSerializer | WrapSerializer) for m in field.metadata):
+            return None
+    return tuple(sorted(cls.model_fields))
+
+
+def _flat_annotation(ann: Any, *, str_only: bool = False) -> bool:
+    if ann is str:
+        return True
+    if str_only:
+        origin = get_origin(ann)
+        return origin is Annotated and _flat_annotation(get_args(ann)[0], str_only=True) and all(
+            isinstance(m, FieldInfo) for m in get_args(ann)[1:])
+    if ann in (int, bool, type(None)):
+        return True
+    origin, args = get_origin(ann), get_args(ann)
+    if origin is Literal:
+        return all(type(a) in (str, int, bool) or a is None for a in args)
+    if origin is Union or origin is types.UnionType:
+        return all(_flat_annotation(a) for a in args)
+    if origin is Annotated:
+        return _flat_annotation(args[0]) and all(isinstance(m, FieldInfo) for m in args[1:])
+    if origin in (tuple, list):
+        items = args[:1] if origin is list or (len(args) == 2 and args[1] is Ellipsis) else args
+        return bool(items) and all(_flat_annotation(a, str_only=True) for a in items)
+    return False
 
 
 def _with_id(draft: StoredEntry) -> StoredEntry:
