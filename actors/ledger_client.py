@@ -44,9 +44,11 @@ class AppendCoalescer:
     the results out and makes the oldest append that queued meanwhile the sender of the next call.
     """
 
-    def __init__(self, handle: Any) -> None:
+    def __init__(self, handle: Any, get: Any = None) -> None:
+        """``get`` waits for a call's result (``ray.get``, the default)."""
         self.handle = handle
-        self._lock = threading.Lock()
+        self._get = get
+        self._lock = threading.Condition(threading.Lock())  # notified whenever an append queues
         self._queued: dict[str, list[_Request]] = {}
         self._busy: set[str] = set()
         self.calls = 0  # actor calls made: fewer than appends when they were coalesced
@@ -57,6 +59,7 @@ class AppendCoalescer:
             self._queued.setdefault(session, []).append(req)
             lead = session not in self._busy
             self._busy.add(session)
+            self._lock.notify_all()
         if not lead:
             req.done.wait()
             if not req.lead:
@@ -64,14 +67,27 @@ class AppendCoalescer:
         self._send(session)
         return req.result()
 
-    def _send(self, session: str) -> None:
-        import ray  # only with an actor handle
+    def queued(self, session: str) -> int:
+        """Appends waiting for the next call to ``session``."""
+        with self._lock:
+            return len(self._queued.get(session, ()))
 
+    def wait_queued(self, session: str, count: int, timeout: float | None = None) -> bool:
+        """Block until ``count`` appends wait for the next call to ``session`` (tests synchronise on it)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: len(self._queued.get(session, ())) >= count, timeout)
+
+    def _send(self, session: str) -> None:
+        get = self._get
+        if get is None:
+            import ray  # only with an actor handle
+
+            get = ray.get
         with self._lock:
             batch = self._queued.pop(session, [])
         try:
             self.calls += 1
-            results = ray.get(self.handle.append_batch.remote(session, [(r.payloads, r.blobs) for r in batch]))
+            results = get(self.handle.append_batch.remote(session, [(r.payloads, r.blobs) for r in batch]))
         except BaseException as exc:  # the call itself failed: every append in it failed
             results = [exc] * len(batch)
         for r, res in zip(batch, results, strict=True):
