@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from actors.ledger_client import LedgerClient
+from agent.endpoint import EndpointTools, ModelEndpoint, build_tools
 from agent.request import Prepared, SessionView, Summarise, prepare, record_plan
 from context.assemble import cache_breakpoints, current_turn_messages, prefix_digest, project, request_tokens
 from context.capacity import CapacityProfile, request_chars
@@ -27,6 +28,8 @@ from context.planner import Plan
 from context.turns import DEFAULT_TOKENS_PER_CHAR
 from events.envelope import Mapper
 from vak.errors import InvalidInput
+
+Count = Callable[[ChatRequest], Awaitable[int]]
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,9 @@ class StepRequest:
     max_tokens: int = 512
     temperature: float | None = None
     session_key: str | None = None
+    # The bound model's server, for an assembler that has no counter or summariser of its own (on Ray):
+    # it builds them from this, once per endpoint (agent.endpoint).
+    endpoint: ModelEndpoint | None = None
 
 
 @dataclass
@@ -89,7 +95,19 @@ class AssemblerActor:
         self._views: dict[str, tuple[SessionView, int]] = {}
         self._frozen: dict[tuple[str, str], tuple[str, Plan]] = {}  # (session, model) -> (turn id, plan)
         self._lock = threading.RLock()
-        self._prefix: dict[str, int] = {}  # prefix digest -> tokens, as the server's tokenizer counts them
+        self._prefix: dict[tuple[str, str], int] = {}  # (model, prefix digest) -> tokens, as its server counts them
+        self._endpoints: dict[tuple[str, str], EndpointTools] = {}
+        self._rate = tokens_per_char  # the bound profile's tokens per char: an endpoint counter's fallback
+
+    def _hooks(self, session: str, step: StepRequest) -> tuple[Count | None, Summarise | None]:
+        """The counter and summariser for this step: the ones given at construction, else those built
+        from the step's endpoint (kept for every later step that names the same server and model)."""
+        if step.endpoint is None or (self.count is not None and self.summarise is not None):
+            return self.count, self.summarise
+        tools = self._endpoints.get(step.endpoint.ident)
+        if tools is None:
+            tools = self._endpoints[step.endpoint.ident] = build_tools(step.endpoint, lambda: self._rate)
+        return self.count or tools.count, self.summarise or tools.summarise_for(self.ledger, session)
 
     def view(self, session: str) -> SessionView:
         """The session's view, brought up to date with every entry appended since the last call."""
@@ -104,6 +122,8 @@ class AssemblerActor:
     async def assemble(self, session: str, profile: CapacityProfile, step: StepRequest) -> Assembled:
         """The request for the open turn's next step (see the module docstring for when it plans)."""
         view = self.view(session)
+        self._rate = profile.tokens_per_char.value
+        count, summarise = self._hooks(session, step)
         turn = view.index.current
         if turn is None:
             raise InvalidInput(f"session {session!r} has no open turn; append the directive first")
@@ -118,19 +138,19 @@ class AssemblerActor:
         if frozen is not None and frozen[0] == turn.id:
             p = frozen[1]
             request = self._project(view, p, step)
-            size = await self._size(profile, request)
+            size = await self._size(profile, request, count)
             if size > budget:
                 request = None  # the turn outgrew the frozen plan: plan again at this step boundary
         if request is None:
-            prepared = await self._prepare(session, view, profile, step, turn.ordinal)
-            size = await self._size(profile, prepared.request)
-            if self.count is not None and size > budget:
+            prepared = await self._prepare(session, view, profile, step, turn.ordinal, count, summarise)
+            size = await self._size(profile, prepared.request, count)
+            if count is not None and size > budget:
                 # The plan's chars × tokens_per_char undercounted: plan again at the rate just measured.
                 rate = replace(profile.tokens_per_char, value=size / max(1, request_chars(prepared.request)))
                 written = prepared.written  # a packet or reset the first plan wrote stays written
                 prepared = await self._prepare(session, view, replace(profile, tokens_per_char=rate), step,
-                                               turn.ordinal)
-                size = await self._size(profile, prepared.request)
+                                               turn.ordinal, count, summarise)
+                size = await self._size(profile, prepared.request, count)
             p, request, written = prepared.plan, prepared.request, [*written, *prepared.written]
             request = self._with_cache(request, view, p, step)
             plan_id = record_plan(self.ledger, session, view, p)
@@ -149,12 +169,13 @@ class AssemblerActor:
             written=written,
         )
 
-    async def _size(self, profile: CapacityProfile, request: ChatRequest) -> int:
+    @staticmethod
+    async def _size(profile: CapacityProfile, request: ChatRequest, count: Count | None) -> int:
         """The request's tokens: exact when a counter is wired, else the plan's chars × tokens_per_char."""
-        return await self.count(request) if self.count is not None else request_tokens(profile, request)
+        return await count(request) if count is not None else request_tokens(profile, request)
 
     async def _prepare(self, session: str, view: SessionView, profile: CapacityProfile, step: StepRequest,
-                       ordinal: int) -> Prepared:
+                       ordinal: int, count: Count | None, summarise: Summarise | None) -> Prepared:
         async def no_summariser(_view: SessionView, _plan: Plan) -> list[str]:
             raise InvalidInput(
                 "the plan needs a packet summary and this assembler has no summariser; "
@@ -162,23 +183,23 @@ class AssemblerActor:
             )
 
         return await prepare(
-            view, profile, "", ledger=self.ledger, session=session, summarise=self.summarise or no_summariser,
+            view, profile, "", ledger=self.ledger, session=session, summarise=summarise or no_summariser,
             model=step.model, system=step.system, tools=step.tools, tail=step.tail, current=ordinal,
-            max_tokens=step.max_tokens, prefix=await self._prefix_tokens(step),
+            max_tokens=step.max_tokens, prefix=await self._prefix_tokens(step, count),
         )
 
-    async def _prefix_tokens(self, step: StepRequest) -> int | None:
+    async def _prefix_tokens(self, step: StepRequest, count: Count | None) -> int | None:
         """The stable prefix (system + tools) as the server counts it, measured once per prefix digest;
         None (the chars estimate) without a counter. Counted with one blank user message, the least a
         chat template renders, so the figure errs by a few tokens on the safe side."""
-        if self.count is None:
+        if count is None:
             return None
-        digest = prefix_digest(step.system, step.tools)
-        if digest not in self._prefix:
+        key = (step.model, prefix_digest(step.system, step.tools))
+        if key not in self._prefix:
             probe = ChatRequest(model=step.model, system=step.system, tools=step.tools,
                                 messages=(Message.user(" "),), max_tokens=1)
-            self._prefix[digest] = await self.count(probe)
-        return self._prefix[digest]
+            self._prefix[key] = await count(probe)
+        return self._prefix[key]
 
     def _project(self, view: SessionView, p: Plan, step: StepRequest) -> ChatRequest:
         request = project(view.index, p, model=step.model, infos=view.infos, system=step.system, tools=step.tools,

@@ -16,7 +16,9 @@ from ray.exceptions import RayError
 from actors.assembler import Assembled, StepRequest
 from actors.factory import assembler_actor, evidence_actor, ledger_actor
 from actors.probe import ProbeTarget
+from agent.turnrules import prior_turns_of
 from context.capacity import CapacityProfile
+from context.drift import PriorTurn
 from vak.errors import ActorError, VakError
 
 T = TypeVar("T")
@@ -60,6 +62,11 @@ class RayServices:
     async def present(self, step_id: str) -> list[dict[str, Any]]:
         return await _call("present", self.evidence.present.remote(self.session, step_id))
 
+    async def prior_turns(self) -> list[PriorTurn]:
+        """The session's earlier turns as the turn rules compare against them, read through the LedgerActor."""
+        entries = await _call("ledger entries", self.ledger.entries.remote(self.session))
+        return prior_turns_of(entries)
+
     async def close_turn(self, outcome: str) -> str:
         return await _call("close_turn", self.evidence.close_turn.remote(self.session, None, outcome))
 
@@ -70,6 +77,3 @@ class RayServices:
     async def turn_finished(self) -> None:
         if self.probe is not None and self.probe_target is not None:
             await _call("probe turn_finished", self.probe.turn_finished.remote(self.probe_target))
-
-
-

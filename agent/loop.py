@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from actors.assembler import Assembled, AssemblerActor, StepRequest
 from actors.evidence import EvidenceActor
 from actors.probe import ProbeActor, ProbeTarget
+from agent.endpoint import ModelEndpoint
 from agent.request import Complete, after_overflow
 from agent.turnrules import TurnRules, ack_id, prior_turns_of
 from agent.workspace import Workspace
@@ -140,6 +141,7 @@ class TurnConfig:
     temperature: float | None = 0.0
     timezone: str = "UTC"
     session_key: str | None = None
+    endpoint: ModelEndpoint | None = None  # for an assembler that calls the server itself (on Ray)
 
 
 @dataclass
@@ -213,7 +215,7 @@ class TurnLoop:
         tail = render_tail(Tail(now=self.clock(), timezone=cfg.timezone, paused=paused))
         step_request = StepRequest(model=cfg.model, system=cfg.system, tools=cfg.surface.schemas, tail=tail,
                                    max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                                   session_key=cfg.session_key)
+                                   session_key=cfg.session_key, endpoint=cfg.endpoint)
         steps: list[StepReport] = []
         answer, outcome, prose = "", "degraded", ""
         for index in range(cfg.max_steps):

@@ -73,6 +73,7 @@ from context.probe import (
 from context.toolcalls import ends_inside_call, native_calls, parse_tool_calls
 from events.payloads import Activity, CapacityProfileRecord
 from providers.base import Provider
+from providers.tokencount import TokenCounter
 from vak.errors import ContextOverflow, InvalidInput, ProviderError, ProviderRequestError
 
 Progress = Callable[[dict[str, Any]], None]
@@ -351,8 +352,12 @@ class ProbeRunner:
         on_progress: Progress | None = None,
         clock: Callable[[], float] = time.time,
         salt: str | None = None,
+        counter: TokenCounter | None = None,
     ) -> None:
         self.provider = provider
+        # An exact counter (the server's own template and tokenizer) sizes each rung without sending it;
+        # the quick ladder uses one. Without it a rung is sized by billed max_tokens=1 shots.
+        self.counter = counter
         self.key = key
         self.settings = settings or ProbeSettings()
         self.on_progress = on_progress or (lambda _event: None)
@@ -496,6 +501,9 @@ class ProbeRunner:
         Up to ``SIZING_SHOTS`` shots; when none lands (a turn boundary: the next turn's messages
         cost template tokens of their own, so some sizes cannot be built), the closest one is used.
         """
+        counted = await self._counted(target, started) if self.counter is not None else None
+        if counted is not None:
+            return counted
         aim = self.aim.get(target, target)
         best: tuple[int, int, ChatRequest, SampleOutcome] | None = None  # (|miss|, aim, request, shot)
         tried: list[tuple[int, int]] = []  # (aim, billed)
@@ -519,6 +527,31 @@ class ProbeRunner:
         assert best is not None
         _, self.aim[target], request, shot = best
         return request, shot
+
+    async def _counted(self, target: int, started: float) -> tuple[ChatRequest, SampleOutcome] | None:
+        """``_sized`` through the exact counter: the same Newton steps on the server's own count, with
+        nothing sent to the model (no prefill), so more shots are affordable. None once the counter has
+        fallen back to an estimate (a server without the endpoints): billed shots size the rung then."""
+        assert self.counter is not None
+        aim = self.aim.get(target, target)
+        best: tuple[int, int, ChatRequest, int] | None = None  # (|miss|, aim, request, tokens)
+        tried: list[tuple[int, int]] = []
+        for attempt in range(2 * SIZING_SHOTS):
+            request = self._request(target, "instruction", aim=aim)
+            tokens = await self.counter.count(request)
+            if getattr(self.counter, "exact", True) is False:
+                return None
+            self.on_progress({"stage": "sizing", "target": target, "billed": tokens, "counted": True,
+                              "attempt": attempt + 1, "elapsed_s": round(time.perf_counter() - started, 1)})
+            tried.append((aim, tokens))
+            if best is None or abs(target - tokens) < best[0]:
+                best = (abs(target - tokens), aim, request, tokens)
+            if abs(target - tokens) <= self.tolerance:
+                break
+            aim = _next_aim(tried, target)
+        assert best is not None
+        _, self.aim[target], request, tokens = best
+        return request, SampleOutcome("instruction", target, tokens)
 
     def _estimate_s(self, request: ChatRequest, judge: bool) -> float | None:
         """Seconds this request should take: its uncached prompt at the measured prefill rate, plus
@@ -712,6 +745,7 @@ async def probe_local(
 
     from providers.localserver import LocalModelServer
     from providers.openai_compat import OpenAICompatProvider
+    from providers.tokencount import CharRatioCounter, LlamaCppTokenCounter
 
     chosen = settings or ProbeSettings(
         samples=QUICK.samples, lead=QUICK.lead, second_look=QUICK.second_look, controls=QUICK.controls,
@@ -723,7 +757,11 @@ async def probe_local(
     async def run(url: str, url_key: str | None) -> ProbeReport:
         async with httpx.AsyncClient(trust_env=False, timeout=600.0) as client:
             provider = OpenAICompatProvider(client, base_url=url, api_key=url_key, timeout_s=600.0)
-            return await ProbeRunner(provider, key, settings=chosen, on_progress=on_progress).run()
+            # The local server counts tokens itself: rungs are sized without a prefill each (the quick
+            # ladder's largest saving); a server without the endpoints falls back to billed shots' rate.
+            counter = LlamaCppTokenCounter(provider, fallback=CharRatioCounter())
+            return await ProbeRunner(provider, key, settings=chosen, on_progress=on_progress,
+                                     counter=counter).run()
 
     if base_url is not None:
         return await run(base_url, api_key or os.environ.get("OPENAI_COMPAT_API_KEY"))

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from actors.assembler import AssemblerActor
+from agent.endpoint import ModelEndpoint
 from agent.loop import InProcessServices, StepReport, TurnConfig, TurnLoop, TurnReport, TurnServices
 from agent.request import SessionView
 from agent.summarise import Summariser, write_packet
@@ -126,8 +127,10 @@ class LiveSession:
         surface = default_surface()
         config = TurnConfig(model=self.model, provider="local", system=system_prompt(surface.catalogue()),
                             surface=surface, max_steps=self.max_steps, max_tokens=self.max_tokens,
-                            timezone=self.timezone,
-                            session_key=self.session)
+                            timezone=self.timezone, session_key=self.session,
+                            # On Ray the assembler builds its exact counter and summariser from this.
+                            endpoint=None if self.store is not None else ModelEndpoint(
+                                base_url=base_url, model=self.model, window_tokens=self.n_ctx, api_key=api_key))
         self.loop = TurnLoop(services, provider, profile, config, workspace=Workspace(self.workspace),
                              on_step=self.on_step)
         return self

@@ -7,11 +7,18 @@ far from the prior. It follows iff the billed prompt is under T.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import httpx
 import pytest
 
-from agent.probe import ProbeSettings
+from agent.probe import ProbeRunner, ProbeSettings
+from context.messages import ChatRequest
+from providers.base import RetryPolicy
+from providers.openai_compat import OpenAICompatProvider
 from tests.test_probe_scripted import ThresholdModel
-from tests.test_probe_search import run_probe
+from tests.test_probe_search import KEY, run_probe
 
 STEP = 64
 THRESHOLDS = tuple(range(1_900, 28_000, 1_337))  # 20 thresholds, none on a rung
@@ -53,3 +60,43 @@ async def test_the_profile_reports_the_billed_bracket() -> None:
     assert lo == report.profile.instruction_horizon.tokens
     assert any(f"bracket {lo}..{hi} billed tokens" in s for s in report.profile.provenance.signals)
     assert report.activity().detail["verdict"]["bracket"] == [lo, hi]
+
+
+class ModelsOwnCount:
+    """An exact counter for the scripted model: its own billing of the body the adapter would send."""
+
+    exact = True
+
+    def __init__(self, model: ThresholdModel, provider: OpenAICompatProvider) -> None:
+        self.model, self.provider, self.counts = model, provider, 0
+
+    async def count(self, request: ChatRequest) -> int:
+        self.counts += 1
+        return self.model.prompt_tokens(self.provider.render(request))
+
+
+async def test_an_exact_counter_sizes_rungs_without_sending_them() -> None:
+    """With the server's own count (the quick ladder's sizing), no rung sends a max_tokens=1 shot: the
+    only such chat calls are the cache rung's two and the floor's one. Every rung still lands within half
+    a step of its billed target, and the horizon is within one step below the threshold."""
+    model = skewed(9_000)
+    sizes: list[int] = []
+    async with httpx.AsyncClient(transport=model.transport()) as client:
+        provider = OpenAICompatProvider(client, base_url="http://scripted.test/v1", retry=RetryPolicy(attempts=1))
+        original = model.respond
+
+        def respond(path: str, content: bytes) -> tuple[int, dict[str, Any]]:
+            if path.endswith("/chat/completions"):
+                sizes.append(json.loads(content).get("max_tokens", 0))
+            return original(path, content)
+
+        model.respond = respond  # type: ignore[method-assign]
+        counter = ModelsOwnCount(model, provider)
+        report = await ProbeRunner(provider, KEY, settings=ProbeSettings(resolution=STEP), counter=counter,
+                                   clock=lambda: 1_800_000_000.0).run()
+    assert counter.counts >= len(report.ladder.outcomes)
+    assert sizes.count(1) == 3
+    for rung in report.ladder.outcomes:
+        billed = {s.prompt_tokens for s in rung.instructions}
+        assert len(billed) == 1 and abs(billed.pop() - rung.target) <= STEP // 2  # type: ignore[operator]
+    assert 0 < 9_000 - report.ladder.horizon_tokens <= STEP
