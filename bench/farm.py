@@ -1,0 +1,176 @@
+"""The farm's overhead: the same replay workload (sessions x profiles) in-process and as a farm on one node.
+
+Workload: the recorded sessions of ../shared/data/trajectories (or ``--generated N`` generated ones)
+replayed under model profiles (32k, 8k with a 6k horizon, 200k, ...): every recorded request planned,
+projected, checked and re-projected for the two-model gate (``farm.farm_replay.replay_session``). The
+models are OpenAI-compatible endpoints that replay never calls, so no model server runs and no packet
+summary is written (a plan that needs one records a failed row, the same in both runs).
+
+* in-process (the baseline): materialise the sessions into ledgers, then ``replay_session`` for every
+  (profile, session) one after another in this process, each ledger written through its own LedgerStore;
+* farm: ``run_farm`` on a local Ray with ``--cpus`` CPUs (default 1: units run one at a time, as the
+  baseline does, so the difference is the farm's own cost): the driver materialises the sessions, starts a
+  LedgerActor per session, runs each unit as a Ray task, ships its rows back as an Arrow table through the
+  object store and keeps it as Parquet, then writes the run's table. Run twice: "cold" (the first run
+  starts Ray's worker processes, which import the engine) and "warm" (new run ids on the same Ray).
+
+Each is measured at two sizes, the same sessions under 1 profile and under ``--profiles`` profiles, so
+the farm's cost splits into a part per run (a LedgerActor per session, the progress actor, the results
+table: paid once, whatever the number of units) and a part per unit (a Ray task, its Arrow table through
+the object store, a Parquet file): per unit = ((farm2 - farm1) - (in-process2 - in-process1)) / (units2 -
+units1). Printed: both walls at both sizes, the ratio farm / in-process at the larger size (goal: <= 1.2x),
+the overhead per unit in ms and per run in s. Ray's own start (``ray.init``) is timed apart.
+
+Default workload: the recorded sessions in ../shared/data/trajectories (their real sizes), 3 profiles.
+Run: ``.venv/bin/python bench/farm.py`` (``--quick``: 3 small generated sessions x 2 profiles, once;
+``--generated N``: generated sessions instead; ``--cpus 2``: a parallel farm).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+PROFILES = (  # (name, window, horizon or None for the window)
+    ("w32k", 32768, None),
+    ("w8k", 8192, 6000),
+    ("w200k", 200_000, None),
+    ("w16k", 16384, 12000),
+)
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "trajectories"
+
+
+def spec_text(sessions: list[str], profiles: int, generated: int = 0, turns: int = 8) -> str:
+    """A replay-only spec: the recorded ``sessions`` (file names under shared:data/trajectories) and
+    ``generated`` generated ones, under the first ``profiles`` profiles."""
+    lines = ["[farm]", 'name = "bench"']
+    for name, window, horizon in PROFILES[:profiles]:
+        lines += ["[[models]]", f'name = "{name}"', 'kind = "endpoint"', 'base_url = "http://127.0.0.1:9/v1"',
+                  f'model = "{name}"', f"window = {window}"] + ([f"horizon = {horizon}"] if horizon else [])
+    for i, file in enumerate(sessions):
+        lines += ["[[sessions]]", f'name = "rec{i}"', 'kind = "recording"', f'path = "shared:data/trajectories/{file}"']
+    for i in range(generated):
+        lines += ["[[sessions]]", f'name = "gen{i}"', 'kind = "generated"', f"seed = {i}", f"turns = {turns}"]
+    lines += ["[[tasks]]", 'name = "replay"', 'kind = "replay"']
+    return "\n".join(lines) + "\n"
+
+
+def in_process(spec: Any, work: Path) -> tuple[float, int, float]:
+    """(wall s, rows, replay work in ms) of the workload run here, one unit after another."""
+    from actors.ledger_client import LedgerClient
+    from farm.farm_replay import replay_session
+    from farm.farm_rows import UnitKey
+    from farm.farm_sessions import materialise
+    from storage.ledger import LedgerStore
+    from vak.errors import ModelServerError
+
+    async def no_summary(_view: Any, _plan: Any) -> list[str]:
+        raise ModelServerError("no summariser in this benchmark")  # the farm's runs have none either
+
+    started = time.perf_counter()
+    made = {s.name: materialise(s, work / "ledgers") for s in spec.sessions}
+    rows: list[dict[str, Any]] = []
+    for name, mat in made.items():
+        with LedgerStore(mat.root, readonly=True) as reader:
+            chain = reader.chain_to_root(mat.source_head)
+        ledger = LedgerClient(str(mat.root))  # this folder's one writer, in this process
+        try:
+            for model in spec.models:
+                rows += asyncio.run(replay_session(UnitKey("replay", model.name, name), "inproc", "", model, chain,
+                                                   ledger=ledger, system=mat.system, summarise=no_summary))
+        finally:
+            if ledger.store is not None:
+                ledger.store.close()
+    return time.perf_counter() - started, len(rows), sum(r["wall_ms"] or 0.0 for r in rows)
+
+
+def as_farm(spec: Any, out: Path, run_id: str) -> tuple[float, int, float, int]:
+    """(wall s, rows, replay work in ms, units) of run_farm on the Ray this process joined."""
+    import pyarrow.compute as pc
+
+    from farm.farmrun import run_farm
+
+    started = time.perf_counter()
+    result = run_farm(spec, out_dir=out, run_id=run_id)
+    wall = time.perf_counter() - started
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(result.table_path)
+    work = pc.sum(table["wall_ms"]).as_py() or 0.0
+    if result.failed_units:
+        raise SystemExit(f"bench: units failed: {result.failed_units}")
+    return wall, table.num_rows, work, result.units
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--generated", type=int, default=0, help="generated sessions instead of the recorded ones")
+    ap.add_argument("--turns", type=int, default=8, help="turns per generated session")
+    ap.add_argument("--profiles", type=int, default=3, choices=range(2, len(PROFILES) + 1))
+    ap.add_argument("--cpus", type=int, default=1, help="CPUs of the one-node farm (default 1: one unit at a time)")
+    ap.add_argument("--repeat", type=int, default=2, help="runs of each measurement; the fastest counts (default 2)")
+    ap.add_argument("--quick", action="store_true", help="3 generated sessions of 4 turns, 2 profiles, 1 run each")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.generated, args.turns, args.profiles, args.repeat = 3, 4, 2, 1
+    recorded = [] if args.generated else sorted(p.name for p in SHARED.iterdir() if p.name != "README.md")
+    if not recorded and not args.generated:
+        raise SystemExit(f"bench: no recorded sessions in {SHARED}; pass --generated N")
+
+    from farm.farmspec import parse_farm_spec
+    from farm.localray import start_local_ray, stop_local_ray
+
+    work = Path(tempfile.mkdtemp(prefix="vak-bench-farm-"))
+    try:
+        small = parse_farm_spec(spec_text(recorded, 1, args.generated, args.turns), base_dir=work)
+        big = parse_farm_spec(spec_text(recorded, args.profiles, args.generated, args.turns), base_dir=work)
+        n_sessions = len(big.sessions)
+        u1, u2 = n_sessions, n_sessions * args.profiles
+        what = f"{len(recorded)} recorded" if recorded else f"{args.generated} generated ({args.turns} turns)"
+        print(f"workload: {what} sessions x 1 and x {args.profiles} profiles = {u1} and {u2} replay units; "
+              f"the farm on one node with {args.cpus} CPU(s)", flush=True)
+
+        # The fastest of --repeat runs counts: the machine's other load only ever adds time.
+        i1 = min(in_process(small, work / f"inproc1-{r}") for r in range(args.repeat))
+        i2 = min(in_process(big, work / f"inproc2-{r}") for r in range(args.repeat))
+        print(f"in-process   {u1:>3} units {i1[0]:8.2f} s   {u2:>3} units {i2[0]:8.2f} s   ({i2[1]} rows)", flush=True)
+        t0 = time.perf_counter()
+        start_local_ray(num_cpus=args.cpus)
+        ray_s = time.perf_counter() - t0
+        try:
+            cold = as_farm(big, work / "farm", "cold")
+            f1 = min(as_farm(small, work / "farm", f"warm1-{r}") for r in range(args.repeat))
+            f2 = min(as_farm(big, work / "farm", f"warm2-{r}") for r in range(args.repeat))
+        finally:
+            stop_local_ray()
+        print(f"farm (warm)  {u1:>3} units {f1[0]:8.2f} s   {u2:>3} units {f2[0]:8.2f} s   ({f2[1]} rows)")
+        print(f"farm (cold)              {'':>14} {u2:>3} units {cold[0]:8.2f} s   (its workers start and import)")
+        print(f"ray.init     {ray_s:8.2f} s (once per cluster; in no figure above)", flush=True)
+        if (f1[1], f2[1]) != (i1[1], i2[1]):
+            raise SystemExit(f"bench: the farm wrote {f1[1]}/{f2[1]} rows, in-process {i1[1]}/{i2[1]}: not the same work")
+        per_unit_ms = ((f2[0] - f1[0]) - (i2[0] - i1[0])) * 1000 / (u2 - u1)
+        fixed_s = (f1[0] - i1[0]) - per_unit_ms * u1 / 1000
+        unit_ms = i2[0] * 1000 / u2
+        figures = {"units": u2, "in_process_s": i2[0], "farm_s": f2[0], "cold_s": cold[0], "ratio": f2[0] / i2[0],
+                   "ratio_cold": cold[0] / i2[0], "per_unit_overhead_ms": per_unit_ms, "per_run_overhead_s": fixed_s,
+                   "unit_ms": unit_ms, "ray_init_s": ray_s, "marginal_ratio": 1 + per_unit_ms / unit_ms}
+        print(f"\nratio farm / in-process at {u2} units: {figures['ratio']:.2f}x warm, {figures['ratio_cold']:.2f}x "
+              f"cold (goal: <= 1.2x)")
+        print(f"farm overhead per unit: {per_unit_ms:.0f} ms (slope from {u1} to {u2} units; a unit's own work "
+              f"averages {unit_ms:.0f} ms, so each further unit costs {figures['marginal_ratio']:.2f}x)")
+        print(f"farm overhead per run:  {fixed_s:.2f} s (session ledger actors, progress actor, results table)")
+        return figures
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
