@@ -94,7 +94,7 @@ def model_endpoint(run_id: str, model: ModelEntry) -> Endpoint:
     if model.kind != "local":
         return endpoint_of(model)
     node = ray.get_runtime_context().get_node_id()
-    actor = ray.remote(ModelServerActor).options(
+    actor: Any = ray.remote(ModelServerActor).options(
         name=model_actor_name(run_id, model.name, node), namespace=NAMESPACE, lifetime="detached",
         get_if_exists=True, num_cpus=0, max_restarts=0,
         scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),

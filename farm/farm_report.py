@@ -35,7 +35,8 @@ def load_rows(run_dir: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise InvalidInput(f"no results.parquet in {run_dir}: give a run folder (<out>/<run id>) that "
                            "`vak farm run` wrote, or run the farm first.")
-    return pq.read_table(path, schema=RESULTS_SCHEMA).to_pylist()  # type: ignore[no-any-return]
+    rows: list[dict[str, Any]] = pq.read_table(path, schema=RESULTS_SCHEMA).to_pylist()
+    return rows
 
 
 def _spec_tasks(run_dir: Path) -> dict[str, dict[str, Any]]:

@@ -240,7 +240,7 @@ class _Driver:
         from farm.farm_ray import FarmProgressActor, kill_run_actors, run_unit, session_ledger_actor
 
         driver_node = ray.get_runtime_context().get_node_id()
-        progress_actor = ray.remote(FarmProgressActor).options(
+        progress_actor: Any = ray.remote(FarmProgressActor).options(
             num_cpus=0, max_restarts=-1,
             scheduling_strategy=ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(driver_node, soft=True),
         ).remote()

@@ -79,7 +79,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from vak.errors import FarmSpecError, InvalidName
 from vak.names import check_name
@@ -304,9 +304,10 @@ class _Parser:
             value, ok = float(value), True
         if not ok:
             raise self.fail(f"must be a {kind.__name__}, got {value!r}.", tname, i, key)
-        if (low is not None and value < low) or (high is not None and value > high):  # type: ignore[operator]
+        number: Any = value
+        if (low is not None and number < low) or (high is not None and number > high):
             raise self.fail(f"{value!r} is out of range: use a value from {low} to {high}.", tname, i, key)
-        return value  # type: ignore[no-any-return]
+        return cast(T, number)
 
     def optional_int(self, table: dict[str, Any], tname: str, i: int, key: str, low: int, high: int) -> int | None:
         if key not in table:
@@ -370,12 +371,14 @@ class _Parser:
         name = self.name(farm, "farm", None, "farm") if farm else "farm"
         models = tuple(self.model(t, i) for i, t in enumerate(self.tables("models")))
         sessions = tuple(self.session(t, i) for i, t in enumerate(self.tables("sessions")))
-        for label, items in (("models", models), ("sessions", sessions)):
+        named: tuple[tuple[str, list[str]], ...] = (
+            ("models", [m.name for m in models]), ("sessions", [s.name for s in sessions]))
+        for label, names in named:
             seen: set[str] = set()
-            for i, item in enumerate(items):
-                if item.name in seen:
-                    raise self.fail(f"{item.name!r} is defined twice; names must be unique.", label, i, "name")
-                seen.add(item.name)
+            for i, item in enumerate(names):
+                if item in seen:
+                    raise self.fail(f"{item!r} is defined twice; names must be unique.", label, i, "name")
+                seen.add(item)
         if not models:
             raise FarmSpecError("the spec defines no [[models]]; add at least one.", path=self.where, key="models")
         mnames = [m.name for m in models]
