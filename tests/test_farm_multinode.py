@@ -24,6 +24,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 MODEL_RESOURCE = "vak_model_node"
 SESSIONS = {"swe": "SWE-agent__pydicom__pydicom-1458.traj", "spotter": "spotter__subagent.jsonl"}
@@ -124,6 +126,8 @@ def _namespace_prefix() -> list[str]:
     return ["unshare", "-rn", "sh", "-c", 'ip link set lo up 2>/dev/null; exec "$@"', "sh"]
 
 
+@pytest.mark.live
+@pytest.mark.slow
 def test_three_nodes_two_models_and_a_lost_worker(trajectories: Path, tmp_path: Path) -> None:
     """Units run on both workers; the one running when its node died ran again elsewhere; every unit's rows
     are there exactly once (no lost, no duplicated result); no node listened beyond loopback."""

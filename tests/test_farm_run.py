@@ -86,6 +86,9 @@ def named_farm_actors() -> list[str]:
     return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith("farmmodel-")]
 
 
+@pytest.mark.ray
+@pytest.mark.live
+@pytest.mark.slow
 def test_a_farm_run_on_local_ray(ray_cluster: Any, trajectories: Path, tmp_path: Path) -> None:
     """Rows, checks, schema, server reuse, a failing model, cleanup and resume (see the module docstring)."""
     spec = load_farm_spec(write_spec(tmp_path, trajectories))
@@ -219,3 +222,40 @@ def test_a_fork_stops_before_the_turn_it_reruns(tmp_path: Path) -> None:
     assert [t.directive.text for t in copied.turns] == [t.directive.text for t in index.turns[:2]]
     with LedgerStore(mat.root, readonly=True) as again:
         assert again.head("gen") == mat.source_head
+
+
+@pytest.mark.live
+@pytest.mark.slow
+def test_an_openai_compatible_endpoint_is_probed_with_the_key_its_variable_names(
+    local_model: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model of kind ``endpoint`` is reached at its base_url with the key read, on the node that runs the
+    unit, from the variable ``api_key_env`` names: unset, the unit fails saying which variable; set, the probe
+    runs; the key is in no row."""
+    from farm.farm_ray import UnitJob, execute_unit
+    from farm.farmrun import plan_units
+    from farm.farmspec import parse_farm_spec
+
+    spec = parse_farm_spec(f"""
+[[models]]
+name = "ep"
+kind = "endpoint"
+base_url = "{local_model.base_url}"
+model = "smollm2"
+api_key_env = "FARM_TEST_KEY"
+[[tasks]]
+name = "ladder"
+kind = "probe"
+quick = true
+max_sizes = 1
+""")
+    (unit,), _notes = plan_units(spec)
+    job = UnitJob(key=unit.key, run_id="t", task=unit.task, model=unit.model)
+    monkeypatch.delenv("FARM_TEST_KEY", raising=False)
+    (failed,) = execute_unit(job).to_pylist()
+    assert failed["request"] == UNIT_FAILED and "ConfigError" in failed["reason"] and "$FARM_TEST_KEY" in failed["reason"]
+    monkeypatch.setenv("FARM_TEST_KEY", local_model.api_key)
+    rows = execute_unit(job).to_pylist()
+    assert rows and all(r["request"] >= 0 and r["kind"] == "probe" and r["model"] == "ep" for r in rows)
+    assert rows[0]["window"] == 8192 and rows[0]["request_tokens"] > 0  # the server's own n_ctx, read by the probe
+    assert local_model.api_key not in json.dumps(rows)
