@@ -52,7 +52,7 @@ def _run(args: argparse.Namespace) -> int:
     result = run_farm(spec, out_dir=args.out, run_id=args.run_id, progress=show, address=args.address,
                       max_retries=max(0, args.retries))
     print(f"run {result.run_id}: {result.units} units ({result.ran} run now, {result.skipped} done before), "
-          f"{result.rows} rows, {len(result.nodes)} node(s)")
+          f"{result.rows} rows; {len(result.nodes)} node(s) ran units this time")
     print(f"table: {result.table_path}")
     for unit, reason in result.failed_units:
         print(f"FAILED {unit}: {reason}")
