@@ -176,11 +176,13 @@ class TurnLoop:
 
     def __init__(self, services: TurnServices, provider: Complete, profile: CapacityProfile, config: TurnConfig,
                  *, workspace: Workspace | None = None, clock: Callable[[], float] = time.time,
-                 on_step: Callable[[StepReport], None] | None = None, history: Sequence[PriorTurn] = ()) -> None:
+                 on_step: Callable[[StepReport], None] | None = None, history: Sequence[PriorTurn] = (),
+                 on_text: Callable[[str], None] | None = None) -> None:
         self.services, self.provider, self.profile, self.config = services, provider, profile, config
         self.rules = TurnRules(services, history)  # ``history``: the session's earlier turns, oldest first
         self.seeded = bool(history)  # else the first turn reads them from services that can (``prior_turns``)
         self.workspace, self.clock, self.on_step = workspace, clock, on_step
+        self.on_text = on_text  # streams each step's text as it arrives (the CLI), when the adapter can
         self.last_prefix: tuple[str, tuple[ToolSpec, ...], str] | None = None  # system, tools, digest
         self.promoted: set[str] = set()  # deferred tools a find_tools call returned this turn
         self.turn_open = False  # the directive is written and its card is not
@@ -264,7 +266,11 @@ class TurnLoop:
         for _attempt in range(2):
             assembled = await self.services.assemble(self.profile, step)
             try:
-                result = await self.provider.complete(assembled.request)
+                stream = getattr(self.provider, "complete_streaming", None) if self.on_text else None
+                if stream is not None:
+                    result = await stream(assembled.request, self.on_text)
+                else:
+                    result = await self.provider.complete(assembled.request)
                 return assembled, await self._extend(assembled.request, result), overflows
             except ContextOverflow as exc:
                 overflows += 1

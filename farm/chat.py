@@ -95,6 +95,7 @@ class LiveSession:
     model: str = DEFAULT_MODEL
     n_ctx: int = DEFAULT_N_CTX
     on_step: Callable[[StepReport], None] | None = None
+    on_text: Callable[[str], None] | None = None  # each step's text as it streams
     services_factory: Callable[[LedgerStore | None], TurnServices] | None = None  # None: in-process
     profile: CapacityProfile | None = None
     max_steps: int = 6
@@ -132,7 +133,7 @@ class LiveSession:
                             endpoint=None if self.store is not None else ModelEndpoint(
                                 base_url=base_url, model=self.model, window_tokens=self.n_ctx, api_key=api_key))
         self.loop = TurnLoop(services, provider, profile, config, workspace=Workspace(self.workspace),
-                             on_step=self.on_step)
+                             on_step=self.on_step, on_text=self.on_text)
         return self
 
     def _assembler(self, store: LedgerStore, provider: Any) -> AssemblerActor:

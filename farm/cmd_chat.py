@@ -1,7 +1,8 @@
 """`vak chat` (an interactive session) and `vak turn "…"` (one turn), live on a local model.
 
-Each step prints the plan (turns full / card / packet), prompt and cached tokens and the prefix digest;
-the answer is printed when the turn ends. Everything goes to the ledger (``--ledger``).
+Each step's text streams as the model writes it, then the step's line: the plan (turns full / card / packet),
+prompt and cached tokens and the prefix digest. When the turn ends its outcome is printed (and the answer,
+when it is not the text just streamed: a system-authored outcome). Everything goes to the ledger (``--ledger``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,28 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-ctx", type=bounded_int(1024, MAX_TOKENS), default=16384,
                    help="the local server's context size (default 16384)")
     p.add_argument("--max-steps", type=bounded_int(1, 64), default=6, help="model calls per turn, 1-64 (default 6)")
+    p.add_argument("--no-stream", action="store_true", help="print each answer when it is done, not as it streams")
+
+
+class Streamer:
+    """Prints each step's text as it streams, and remembers it to tell the answer was already shown."""
+
+    def __init__(self) -> None:
+        self.step_text = ""  # the current step's text, as shown
+
+    def text(self, delta: str) -> None:
+        if not self.step_text:
+            print("\n  model> ", end="", flush=True)
+        self.step_text += delta
+        print(delta, end="", flush=True)
+
+    def step(self, line: str) -> None:
+        if self.step_text:
+            print(flush=True)
+        print(line, flush=True)
+        self.last, self.step_text = self.step_text, ""
+
+    last = ""
 
 
 def register(subparsers: Any) -> None:
@@ -55,15 +78,19 @@ def _checked(args: argparse.Namespace) -> tuple[Path, str, Path]:
     return args.ledger, session, workspace
 
 
-def _live(args: argparse.Namespace, ledger: Path, session: str, workspace: Path) -> Any:
+def _live(args: argparse.Namespace, ledger: Path, session: str, workspace: Path, streamer: Streamer) -> Any:
     from farm.chat import LiveSession, step_line
 
     return LiveSession(ledger=ledger, session=session, workspace=workspace, model=args.model, n_ctx=args.n_ctx,
-                       max_steps=args.max_steps, on_step=lambda s: print(step_line(s), flush=True))
+                       max_steps=args.max_steps, on_step=lambda s: streamer.step(step_line(s)),
+                       on_text=None if args.no_stream else streamer.text)
 
 
-def _print_answer(report: Any) -> None:
-    print(f"\n{report.answer.strip() or '(no answer)'}\n[{report.outcome}; card {report.card_id[:12]}]\n", flush=True)
+def _print_answer(report: Any, streamer: Streamer) -> None:
+    answer = report.answer.strip() or "(no answer)"
+    shown = streamer.last.strip() and streamer.last.strip() == report.answer.strip()
+    print(f"\n{'' if shown else answer + chr(10)}[{report.outcome}; card {report.card_id[:12]}]\n", flush=True)
+    streamer.last = ""
 
 
 def run_turn(args: argparse.Namespace) -> int:
@@ -71,9 +98,10 @@ def run_turn(args: argparse.Namespace) -> int:
 
     async def go() -> int:
         print(f"vak: starting {args.model} on 127.0.0.1 (n_ctx {args.n_ctx}); session {session!r}", flush=True)
-        async with _live(args, ledger, session, workspace) as live:
+        streamer = Streamer()
+        async with _live(args, ledger, session, workspace, streamer) as live:
             report = await live.turn(args.directive)
-        _print_answer(report)
+        _print_answer(report, streamer)
         return 0 if report.outcome == "completed" else 1
 
     return asyncio.run(go())
@@ -85,7 +113,8 @@ def run_chat(args: argparse.Namespace) -> int:
     async def go() -> int:
         print(f"vak: starting {args.model} on 127.0.0.1 (n_ctx {args.n_ctx}); session {session!r}; "
               f"ledger {ledger}; Ctrl-D or /quit ends", flush=True)
-        async with _live(args, ledger, session, workspace) as live:
+        streamer = Streamer()
+        async with _live(args, ledger, session, workspace, streamer) as live:
             print(live.describe_profile(), flush=True)
             while True:
                 try:
@@ -97,6 +126,6 @@ def run_chat(args: argparse.Namespace) -> int:
                     return 0
                 if not line.strip():
                     continue
-                _print_answer(await live.turn(line))
+                _print_answer(await live.turn(line), streamer)
 
     return asyncio.run(go())

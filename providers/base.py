@@ -335,6 +335,14 @@ class Provider(ABC):
             result = result.model_copy(update={"model": request.model})
         return self._redact_result(result)
 
+    async def complete_streaming(self, request: ChatRequest, on_text: Callable[[str], None]) -> ChatResult:
+        """``complete``, showing the answer's text through ``on_text`` as it arrives. Adapters that cannot
+        stream show it whole when it is done; the result is the same either way."""
+        result = await self.complete(request)
+        if result.text:
+            on_text(result.text)
+        return result
+
     async def request_json(self, method: str, url: str, *, json_body: Any = None) -> Any:
         """One call with retries. Returns the decoded JSON body of a 2xx reply; raises a ProviderError."""
         attempt = 0

@@ -15,6 +15,7 @@ Usage: ``prompt_tokens`` counts cached tokens too, so ``input_tokens = prompt_to
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -38,11 +39,14 @@ from providers.base import (
     error_message,
     first_int,
     int_or_none,
+    load_images,
     overflow_error,
     parse_json_arguments,
+    parse_retry_after,
     require_loaded_image,
 )
-from vak.errors import ContextOverflow
+from providers.streaming import ShownText, StreamAssembler
+from vak.errors import ContextOverflow, RetryableProviderError
 
 OPENAI_PUBLISHES_NO_WINDOW = (
     "none: OpenAI publishes no context length in its API (its /models entries carry only id, created and "
@@ -191,6 +195,72 @@ class OpenAICompatProvider(Provider):
             out["tool_calls"] = calls
         # Thinking parts are dropped on purpose: chat completions has no request field for them.
         return out
+
+    # ------------------------------------------------------------- streaming
+
+    async def complete_streaming(self, request: ChatRequest, on_text: Callable[[str], None]) -> ChatResult:
+        """The request with ``"stream": true``: text deltas go to ``on_text`` (key-scrubbed, see
+        ``providers.streaming``) and the assembled reply is parsed as a plain one, usage and timings
+        included. A failure before the first delta is retried as ``complete`` retries; after it, not
+        (part of the answer was shown)."""
+        request = load_images(request)
+        body = {**self.render(request), "stream": True, "stream_options": {"include_usage": True}}
+        attempt = 0
+        while True:
+            shown = ShownText(self._redactor)
+            try:
+                start = time.perf_counter()
+                assembled = await self._stream_once(self.chat_url(request), body, shown, on_text)
+                break
+            except RetryableProviderError as exc:
+                wait = self.retry.delay(attempt, exc.retry_after)
+                if shown.received or wait is None:
+                    raise
+                await self.retry.sleep(wait)
+                attempt += 1
+        rest = shown.finish()
+        if rest:
+            on_text(rest)
+        result = self.parse(self._redactor.value(assembled.body()), latency_ms=(time.perf_counter() - start) * 1000)
+        if not result.model:
+            result = result.model_copy(update={"model": request.model})
+        return self._redact_result(result)
+
+    async def _stream_once(self, url: str, body: dict[str, Any], shown: ShownText,
+                           on_text: Callable[[str], None]) -> StreamAssembler:
+        assembled = StreamAssembler(self.name)
+        try:
+            async with self.client.stream("POST", url, json=body, headers=self.headers(),
+                                          timeout=self.timeout_s) as response:
+                if not response.is_success:
+                    text = (await response.aread()).decode("utf-8", "replace")
+                    error = self._decode(text)
+                    raise self.map_error(response.status_code,
+                                         error if error is not None else {"error": {"message": self._redact(text)[:500]}},
+                                         retry_after=parse_retry_after(response.headers))
+                async for line in response.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue  # comments, event names and keep-alives
+                    delta = assembled.feed(line[5:].strip())
+                    if delta:
+                        safe = shown.add(delta)
+                        if safe:
+                            on_text(safe)
+                    if assembled.done:
+                        break
+        except httpx.TimeoutException as exc:
+            raise RetryableProviderError(
+                f"{self.name}: {type(exc).__name__} after {self.timeout_s:g}s while streaming. Retried with "
+                "backoff when nothing was shown yet; raise timeout_s for long prompts on slow models.",
+                provider=self.name,
+            ) from exc
+        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            raise RetryableProviderError(
+                f"{self.name}: the stream broke ({type(exc).__name__}). Check that the server at "
+                f"{self.base_url} is running; the turn can be run again.",
+                provider=self.name,
+            ) from exc
+        return assembled
 
     # ------------------------------------------------------------- parse
 

@@ -107,3 +107,28 @@ async def test_over_length_is_context_overflow_with_the_served_sizes(local_model
     assert info.value.limit_tokens == local_model.n_ctx == ctx.declared_window
     assert info.value.prompt_tokens is not None and info.value.prompt_tokens > local_model.n_ctx
     assert info.value.status == 400
+
+
+async def test_a_streamed_completion_equals_the_plain_one_with_usage_and_timings(
+    local_model: LocalModelServer,
+) -> None:
+    """On the real server, ``complete_streaming`` shows the text in more than one delta, the deltas join to
+    the result's text, and the result (text, usage, llama.cpp timings) is what the plain call returns for
+    the same request at temperature 0."""
+    request = ChatRequest(
+        model="smollm2",
+        system="You are helpful.",
+        messages=(Message.user("streaming live check: list three colours, one per line."),),
+        max_tokens=24,
+        temperature=0.0,
+    )
+    deltas: list[str] = []
+    async with httpx.AsyncClient(trust_env=False) as client:
+        provider = adapter(client, local_model)
+        plain = await provider.complete(request)
+        streamed = await provider.complete_streaming(request, deltas.append)
+    assert len(deltas) > 1 and "".join(deltas) == streamed.text
+    assert streamed.text == plain.text and streamed.stop_reason == plain.stop_reason
+    assert streamed.usage.prompt_tokens == plain.usage.prompt_tokens
+    assert streamed.usage.output_tokens == plain.usage.output_tokens > 0
+    assert streamed.timings.get("predicted_n") == plain.timings.get("predicted_n")
