@@ -46,6 +46,7 @@ class StepRequest:
     # The bound model's server, for an assembler that has no counter or summariser of its own (on Ray):
     # it builds them from this, once per endpoint (agent.endpoint).
     endpoint: ModelEndpoint | None = None
+    deferred: tuple[ToolSpec, ...] = ()  # the admitted deferred tools (ChatRequest.deferred_tools)
 
 
 @dataclass
@@ -210,7 +211,8 @@ class AssemblerActor:
     def _with_cache(request: ChatRequest, view: SessionView, p: Plan, step: StepRequest) -> ChatRequest:
         directive_index = _directive_index(request, view, p)
         hints = cache_breakpoints(len(request.messages), directive_index, step.session_key)
-        return request.model_copy(update={"cache": hints, "temperature": step.temperature})
+        return request.model_copy(update={"cache": hints, "temperature": step.temperature,
+                                          "deferred_tools": step.deferred})
 
     def forget(self, session: str) -> None:
         """Drop a session's cached view and frozen plans (a test, or a ledger replaced on disk)."""

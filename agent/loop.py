@@ -217,7 +217,8 @@ class TurnLoop:
         tail = render_tail(Tail(now=self.clock(), timezone=cfg.timezone, paused=paused))
         step_request = StepRequest(model=cfg.model, system=cfg.system, tools=cfg.surface.schemas, tail=tail,
                                    max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                                   session_key=cfg.session_key, endpoint=cfg.endpoint)
+                                   session_key=cfg.session_key, endpoint=cfg.endpoint,
+                                   deferred=tuple(t.spec for t in cfg.surface.deferred))
         steps: list[StepReport] = []
         answer, outcome, prose = "", "degraded", ""
         for index in range(cfg.max_steps):

@@ -47,6 +47,9 @@ class ToolResultPart(_Frozen):
     tool_use_id: str
     content: str
     is_error: bool = False
+    # The deferred tools this result loads (a ``find_tools`` result): an adapter with native deferred
+    # loading (Anthropic) sends them as tool references, the others send ``content`` (their schemas).
+    loads: tuple[str, ...] = ()
 
 
 Part = Annotated[TextPart | ImagePart | ThinkingPart | ToolUsePart | ToolResultPart, Field(discriminator="type")]
@@ -93,6 +96,9 @@ class ChatRequest(_Frozen):
     system: str = ""
     messages: tuple[Message, ...] = ()
     tools: tuple[ToolSpec, ...] = ()
+    # The admitted tools the model loads on demand (``find_tools``): the same on every step. Adapters with
+    # native deferred loading (Anthropic ``defer_loading``) declare them; the others leave them out.
+    deferred_tools: tuple[ToolSpec, ...] = ()
     tool_choice: Literal["auto", "none", "required"] | None = None
     max_tokens: int = 1024
     temperature: float | None = None

@@ -27,6 +27,7 @@ from typing import Any
 from context.cards import card_ack, payload_digest
 from context.evidence import body_text, shaped_digest
 from context.messages import ImagePart, Message, Part, TextPart, ToolResultPart, ToolUsePart
+from context.toolrefs import FIND_TOOLS_NAME, tools_loaded_by
 from context.turns import Exchange, Step, Turn
 from events.payloads import EvidenceBody, Presentation, TextBlock, ToolUseBlock
 from vak.errors import VakError
@@ -234,7 +235,8 @@ def _result_part(
         return ToolResultPart(tool_use_id=ex.tool_use_id, content=NO_RESULT, is_error=True)
     info = evidence.get(ex.result.evidence_id) if ex.result.evidence_id else None
     content = info.digest if info is not None else ex.result.content
-    return ToolResultPart(tool_use_id=ex.tool_use_id, content=content, is_error=ex.result.is_error)
+    loads = tools_loaded_by(content) if ex.result.tool_name == FIND_TOOLS_NAME and not ex.result.is_error else ()
+    return ToolResultPart(tool_use_id=ex.tool_use_id, content=content, is_error=ex.result.is_error, loads=loads)
 
 
 def _append(messages: list[Message], msg: Message) -> None:

@@ -26,13 +26,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from context.messages import ToolSpec
+from context.toolrefs import FIND_TOOLS_NAME, LOADED_MARK
 from context.turnsizes import Bm25Index
 from vak.errors import InvalidInput
 
 FIND_TOOLS_LIMIT = 5
 
 FIND_TOOLS = ToolSpec(
-    name="find_tools",
+    name=FIND_TOOLS_NAME,
     description=(
         "Find more tools. The system prompt lists them under 'More tools'. find_tools({\"query\": \"...\"}) "
         "returns the full schemas of the best matches; each one returned can be called by name for the "
@@ -136,7 +137,7 @@ def find_tools_result(found: Sequence[ToolDecl], query: str) -> str:
     """What ``find_tools`` returns to the model: each match's full schema, as JSON, one per line."""
     if not found:
         return f"no tool matches {query!r}; the 'More tools' list in the system prompt names every tool"
-    lines = [f"{len(found)} tool(s) loaded for the rest of this turn; call them by name:"]
+    lines = [f"{len(found)} tool(s) {LOADED_MARK}; call them by name:"]
     for t in found:
         lines.append(json.dumps({"name": t.name, "description": t.spec.description,
                                  "parameters": t.spec.input_schema}, ensure_ascii=False, sort_keys=True))

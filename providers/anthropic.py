@@ -42,6 +42,8 @@ from providers.base import (
 from vak.errors import ContextOverflow, InvalidInput
 
 ANTHROPIC_VERSION = "2023-06-01"
+# The beta that deferred tools (``defer_loading``) and ``tool_reference`` blocks need.
+DEFERRED_TOOLS_BETA = "advanced-tool-use-2025-11-20"
 MAX_CACHE_BREAKPOINTS = 4  # the API rejects a request with more cache_control blocks
 EPHEMERAL = {"type": "ephemeral"}
 _TOOL_CHOICE = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
@@ -72,6 +74,12 @@ class AnthropicProvider(Provider):
             out["x-api-key"] = self._api_key
         return out
 
+    def body_headers(self, body: dict[str, Any]) -> dict[str, str]:
+        """Deferred tools are a beta feature: a body that declares any names its beta."""
+        if any(t.get("defer_loading") for t in body.get("tools") or ()):
+            return {"anthropic-beta": DEFERRED_TOOLS_BETA}
+        return {}
+
     # ------------------------------------------------------------- render
 
     def render(self, request: ChatRequest) -> dict[str, Any]:
@@ -93,11 +101,19 @@ class AnthropicProvider(Provider):
         if hints.prefix and (system or tools):
             (system or tools)[-1]["cache_control"] = dict(EPHEMERAL)
             budget -= 1
+        # Deferred tools are declared with defer_loading: the API keeps them out of the prompt (and of the
+        # cached prefix) until a tool_reference in a find_tools result loads one, so the tool list, and
+        # with it the prefix, stays byte-identical for the whole session.
+        loaded = {t.name for t in request.tools}
+        deferred = [t for t in request.deferred_tools if t.name not in loaded]
+        tools += [{"name": t.name, "description": t.description, "input_schema": t.input_schema,
+                   "defer_loading": True} for t in deferred]
         if system:
             body["system"] = system
         if tools:
             body["tools"] = tools
-        messages = [self.render_message(m) for m in request.messages]
+        referable = {t.name for t in deferred}
+        messages = [self.render_message(m, referable) for m in request.messages]
         # The latest breakpoints save the most; earlier ones only help when a later one misses.
         for index in sorted(set(hints.breakpoints), reverse=True)[:budget]:
             cacheable = [
@@ -113,7 +129,7 @@ class AnthropicProvider(Provider):
         body.update(request.extra)
         return body
 
-    def render_message(self, message: Message) -> dict[str, Any]:
+    def render_message(self, message: Message, referable: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
         blocks: list[dict[str, Any]] = []
         for part in message.content:
             if isinstance(part, TextPart):
@@ -135,6 +151,9 @@ class AnthropicProvider(Provider):
                     "tool_use_id": part.tool_use_id,
                     "content": part.content,
                 }
+                if part.loads and set(part.loads) <= referable:
+                    # A find_tools result of deferred tools: references the API expands into their schemas.
+                    block["content"] = [{"type": "tool_reference", "tool_name": n} for n in part.loads]
                 if part.is_error:
                     block["is_error"] = True
                 blocks.append(block)

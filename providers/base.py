@@ -322,7 +322,8 @@ class Provider(ABC):
         request = load_images(request)
         body = self.render(request)
         start = time.perf_counter()
-        reply = await self.request_json("POST", self.chat_url(request), json_body=body)
+        reply = await self.request_json("POST", self.chat_url(request), json_body=body,
+                                        headers=self.body_headers(body))
         latency_ms = (time.perf_counter() - start) * 1000.0
         if not isinstance(reply, dict):
             raise ProviderRequestError(
@@ -343,12 +344,17 @@ class Provider(ABC):
             on_text(result.text)
         return result
 
-    async def request_json(self, method: str, url: str, *, json_body: Any = None) -> Any:
+    def body_headers(self, body: dict[str, Any]) -> dict[str, str]:
+        """Headers a particular body needs beyond ``headers()`` (a beta feature it uses). Default: none."""
+        return {}
+
+    async def request_json(self, method: str, url: str, *, json_body: Any = None,
+                           headers: Mapping[str, str] | None = None) -> Any:
         """One call with retries. Returns the decoded JSON body of a 2xx reply; raises a ProviderError."""
         attempt = 0
         while True:
             try:
-                return await self._request_once(method, url, json_body)
+                return await self._request_once(method, url, json_body, headers)
             except RetryableProviderError as exc:
                 wait = self.retry.delay(attempt, exc.retry_after)
                 if wait is None:
@@ -356,10 +362,11 @@ class Provider(ABC):
                 await self.retry.sleep(wait)
                 attempt += 1
 
-    async def _request_once(self, method: str, url: str, json_body: Any) -> Any:
+    async def _request_once(self, method: str, url: str, json_body: Any,
+                            headers: Mapping[str, str] | None = None) -> Any:
         try:
             response = await self.client.request(
-                method, url, json=json_body, headers=self.headers(), timeout=self.timeout_s
+                method, url, json=json_body, headers={**self.headers(), **(headers or {})}, timeout=self.timeout_s
             )
         except httpx.TimeoutException as exc:
             raise RetryableProviderError(

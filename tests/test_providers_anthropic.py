@@ -229,3 +229,48 @@ async def test_model_context_from_the_models_endpoint() -> None:
     assert str(wire.requests[0].url) == "https://api.anthropic.com/v1/models/claude-sonnet-4-5-20250929"
     assert (ctx.declared_window, ctx.output_limit) == (200000, 64000)
     assert "max_input_tokens" in ctx.source
+
+
+DEFERRED = (ToolSpec(name="sql_query", description="Run SQL."), ToolSpec(name="send_mail", description="Mail."))
+
+
+def _loaded_result(*names: str) -> str:
+    from context.surface import ToolDecl, find_tools_result
+
+    return find_tools_result([ToolDecl(t) for t in DEFERRED if t.name in names], "sql")
+
+
+async def test_deferred_tools_go_with_defer_loading_and_the_beta_header() -> None:
+    """Deferred tools follow the loaded ones with ``defer_loading: true`` (never a cache breakpoint), and the
+    request names the deferred-tools beta; a request without deferred tools names no beta."""
+    wire = Wire((200, body("anthropic", "message")), (200, body("anthropic", "message")))
+    request = ChatRequest(model="m", system="S", messages=turn(0), tools=TOOLS, deferred_tools=DEFERRED,
+                          cache=CacheHints(prefix=True))
+    async with wire.client() as client:
+        p = AnthropicProvider(client, api_key=KEY)
+        await p.complete(request)
+        await p.complete(request.model_copy(update={"deferred_tools": ()}))
+    import json
+
+    sent = json.loads(wire.requests[0].content)
+    assert [(t["name"], t.get("defer_loading", False)) for t in sent["tools"]] == [
+        ("get_weather", False), ("probe_ack", False), ("sql_query", True), ("send_mail", True)]
+    assert not any("cache_control" in t for t in sent["tools"] if t.get("defer_loading"))
+    assert wire.requests[0].headers["anthropic-beta"] == "advanced-tool-use-2025-11-20"
+    assert "anthropic-beta" not in wire.requests[1].headers
+
+
+def test_a_find_tools_result_of_deferred_tools_becomes_tool_references() -> None:
+    """The projection marks what a find_tools result loaded; Anthropic sends it as tool_reference blocks
+    when every loaded tool is deferred in the request, else as the schemas' text (as every other adapter)."""
+    from context.toolrefs import tools_loaded_by
+
+    text = _loaded_result("sql_query")
+    assert tools_loaded_by(text) == ("sql_query",) and tools_loaded_by("no tool matches 'x'") == ()
+    result = Message(role="user", content=(ToolResultPart(tool_use_id="t1", content=text, loads=("sql_query",)),))
+    call = Message(role="assistant", content=(ToolUsePart(id="t1", name="find_tools", input={"query": "sql"}),))
+    base = ChatRequest(model="m", messages=(Message.user("q"), call, result), tools=TOOLS)
+    with_refs = provider().render(base.model_copy(update={"deferred_tools": DEFERRED}))
+    assert with_refs["messages"][2]["content"][0]["content"] == [{"type": "tool_reference", "tool_name": "sql_query"}]
+    plain = provider().render(base)
+    assert plain["messages"][2]["content"][0]["content"] == text

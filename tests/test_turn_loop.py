@@ -365,3 +365,38 @@ async def test_a_turn_that_cannot_fit_fails_closed_on_ray_too(ray_cluster: Any, 
             report = await TurnLoop(RayServices(tmp_path / "ledger", "s2"), provider, tiny, config,
                                     workspace=workspace).run("hello")
     assert report.outcome == "failed" and "cannot fit" in report.answer and script.bodies == []
+
+
+async def test_on_anthropic_find_tools_loads_deferred_tools_by_reference(tmp_path: Path,
+                                                                        workspace: Workspace) -> None:
+    """On Anthropic the deferred tool is declared with defer_loading from the first step; find_tools' result
+    goes back as a tool_reference to it; the tools array is byte-identical on both steps (the cache holds)."""
+    from providers.anthropic import AnthropicProvider
+
+    def message(content: list[dict[str, Any]], stop: str) -> dict[str, Any]:
+        return {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude", "content": content,
+                "stop_reason": stop, "usage": {"input_tokens": 100, "output_tokens": 9}}
+
+    bodies: list[dict[str, Any]] = []
+    replies = [message([{"type": "tool_use", "id": "tu1", "name": "find_tools",
+                         "input": {"query": "search the web"}}], "tool_use"),
+               message([{"type": "text", "text": "web_search is loaded"}], "end_turn")]
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        return httpx.Response(200, json=replies[len(bodies) - 1])
+
+    deferred = ToolDecl(ToolSpec(name="web_search", description="Search the web for pages. Returns titles."))
+    surface = _surface([deferred])
+    config = TurnConfig(model="claude", provider="anthropic", system=system_prompt(surface.catalogue()),
+                        surface=surface, max_steps=4, max_tokens=128)
+    with LedgerStore(tmp_path / "ledger") as store:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handle)) as client:
+            provider = AnthropicProvider(client, api_key="sk-ant-test-0123456789", retry=RetryPolicy(attempts=1))
+            report = await TurnLoop(InProcessServices(store, "s1"), provider, PROFILE, config,
+                                    workspace=workspace).run("find a web tool")
+    assert report.outcome == "completed"
+    assert bodies[0]["tools"] == bodies[1]["tools"]
+    assert {"name": "web_search", "defer_loading": True}.items() <= bodies[0]["tools"][-1].items()
+    result = next(b for m in bodies[1]["messages"] for b in m["content"] if b.get("type") == "tool_result")
+    assert result["content"] == [{"type": "tool_reference", "tool_name": "web_search"}]
