@@ -178,7 +178,8 @@ def bench_ledger_async(root: Path, writers: int, batch: int, seconds: float) -> 
         store.close()
 
 
-def bench_actor(root: Path, writers: int, batch: int, seconds: float, *, coalesce: bool = True) -> float:
+def bench_actor(root: Path, writers: int, batch: int, seconds: float, *, coalesce: bool = True,
+                in_flight: int = 2) -> float:
     import ray
 
     from actors.factory import ledger_actor
@@ -186,7 +187,7 @@ def bench_actor(root: Path, writers: int, batch: int, seconds: float, *, coalesc
 
     actor = ledger_actor(root)
     ray.get(actor.sessions.remote())  # started and ready before the clock runs
-    client = LedgerClient(str(root), actor, coalesce=coalesce)
+    client = LedgerClient(str(root), actor, coalesce=coalesce, max_in_flight=in_flight)
     # Passed by value, as a caller would: Ray inlines small arguments and puts large ones in its
     # object store itself.
     pre = [_payloads(batch, w) for w in range(writers)]
@@ -219,10 +220,23 @@ def bench_sqlite(path: Path, writers: int, batch: int, seconds: float) -> float:
     return _run_writers(writers, seconds, batch, step)
 
 
+def run_system(name: str, path: Path, writers: int, batch: int, seconds: float, in_flight: int) -> float:
+    if name == "threads":
+        return bench_ledger(path, writers, batch, seconds)
+    if name == "asyncio":
+        return bench_ledger_async(path, writers, batch, seconds)
+    if name == "actor":
+        return bench_actor(path, writers, batch, seconds, in_flight=in_flight)
+    if name == "actor_raw":
+        return bench_actor(path, writers, batch, seconds, coalesce=False)
+    return bench_sqlite(path, writers, batch, seconds)
+
+
 CONFIGS = [(1, 1), (16, 1), (1, 16), (16, 16), (1, 256), (16, 256)]
 
 
-def run_table(tmp: Path, seconds: float, rounds: int, actor: bool, raw_actor: bool) -> list[dict[str, Any]]:
+def run_table(tmp: Path, seconds: float, rounds: int, actor: bool, raw_actor: bool,
+              in_flight: int = 2) -> list[dict[str, Any]]:
     added = int(os.environ.get(LATENCY_ENV, "0") or 0)
     med_us, p90_us = time_fsync(tmp)
     regime = f"with {added / 1000:g} ms added to every sync" if added else "as the disk is"
@@ -241,13 +255,12 @@ def run_table(tmp: Path, seconds: float, rounds: int, actor: bool, raw_actor: bo
         # contention hits every column alike instead of whichever ran at that moment.
         runs: dict[str, list[float]] = {n: [] for n in names}
         for r in range(rounds):
-            runs["threads"].append(bench_ledger(tmp / f"l{k}-{r}", writers, batch, seconds))
-            runs["asyncio"].append(bench_ledger_async(tmp / f"y{k}-{r}", writers, batch, seconds))
-            if actor:
-                runs["actor"].append(bench_actor(tmp / f"a{k}-{r}", writers, batch, seconds))
-            if raw_actor:
-                runs["actor_raw"].append(bench_actor(tmp / f"b{k}-{r}", writers, batch, seconds, coalesce=False))
-            runs["sqlite"].append(bench_sqlite(tmp / f"s{k}-{r}.db", writers, batch, seconds))
+            # The order turns round by round, and the page cache is written back before each run:
+            # otherwise whoever runs right after a system that closed (a seal, a checkpoint) pays
+            # for its writeback.
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                os.sync()
+                runs[name].append(run_system(name, tmp / f"{name}-{k}-{r}", writers, batch, seconds, in_flight))
         med = {name: statistics.median(v) for name, v in runs.items()}
         sql = med["sqlite"]
         results.append({"writers": writers, "batch": batch, "fsync_us": med_us, "added_us": added, **med})
@@ -275,6 +288,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--no-actor", action="store_true", help="skip the LedgerActor column (no Ray)")
     ap.add_argument("--raw-actor", action="store_true",
                     help="add a column of plain actor calls, one per append (no coalescing)")
+    ap.add_argument("--in-flight", type=int, default=2, help="actor calls in flight per session (the client's)")
     ap.add_argument("--dir", type=Path, default=None, help="where the ledgers and databases go (default: a temp dir)")
     ap.add_argument("--latency-ms", type=float, default=2.0, help="sync latency added in the second table")
     ap.add_argument("--tables", choices=["both", "as-is", "latency"], default=None,
@@ -298,7 +312,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     try:
         results: list[dict[str, Any]] = []
         if child or tables != "latency":
-            results = run_table(tmp, seconds, rounds, not args.no_actor, args.raw_actor)
+            results = run_table(tmp, seconds, rounds, not args.no_actor, args.raw_actor, args.in_flight)
         if child or tables == "as-is":
             if not child:
                 print("\n(the table with added sync latency is skipped: --tables both runs it)")

@@ -207,6 +207,8 @@ def check_ledger_path(root: Path, *, create: bool) -> None:
 class LedgerStore:
     """One ledger folder. Thread-safe; one writer per session, enforced with a file lock."""
 
+    inline_commits = True  # a writer alone commits in its own thread (False: always the committer)
+
     def __init__(
         self,
         root: str | os.PathLike[str],
@@ -535,7 +537,7 @@ class LedgerStore:
                 s.peak_inflight = float(s.inflight)
             s.pending_ids.update(new)
             s.head = new[-1]
-            if (fut is None and group.appends == 1 and not s.flushing and s.peak_inflight < 2
+            if (fut is None and self.inline_commits and group.appends == 1 and not s.flushing and s.peak_inflight < 2
                     and (s.committer is None or s.committer_idle)):
                 # A writer alone (no commit in flight, none recently concurrent) commits its own
                 # group in its own thread: two thread hand-offs (to the committer and back) cost
