@@ -174,34 +174,36 @@ async def _replay(job: UnitJob, node: str) -> list[dict[str, Any]]:
     from agent.summarise import Summariser, write_packet
     from context.planner import Plan
     from farm.farm_model_units import provider_for
-    from farm.farm_replay import replay_session
+    from farm.farm_replay import replay_name, replay_session
     from storage.ledger import LedgerStore
 
     assert job.session_root is not None
     with LedgerStore(job.session_root, readonly=True) as reader:
         chain = reader.chain_to_root(job.source_head)
-    try:
-        handle = ray.get_actor(ledger_actor_name(job.session_root), namespace=NAMESPACE)
-    except ValueError as exc:
-        raise ActorError(f"no ledger writer for session {job.key.session!r}: the driver starts it before the "
-                         "units; run the farm through run_farm.") from exc
-    ledger = LedgerClient(str(job.session_root), handle)
-    async with httpx.AsyncClient(trust_env=False) as client:
-        summariser: list[Summariser] = []
+        decode = reader.mapper.payload_of
+        try:
+            handle = ray.get_actor(ledger_actor_name(job.session_root), namespace=NAMESPACE)
+        except ValueError as exc:
+            raise ActorError(f"no ledger writer for session {job.key.session!r}: the driver starts it before the "
+                             "units; run the farm through run_farm.") from exc
+        target = replay_name(job.key.session, job.model.name, ray.get(handle.sessions.remote()))
+        ledger = LedgerClient(str(job.session_root), handle)
+        async with httpx.AsyncClient(trust_env=False) as client:
+            summariser: list[Summariser] = []
 
-        async def summarise(view: SessionView, plan: Plan) -> list[str]:
-            if job.summariser is None:
-                raise ModelServerError("this plan needs a packet summary and the farm has no local model to write "
-                                       "it: add a local model to the spec's [[models]].")
-            if not summariser:  # the server starts only when a plan first needs a summary
-                endpoint = await asyncio.to_thread(model_endpoint, job.run_id, job.summariser)
-                summariser.append(Summariser(provider_for(endpoint, client), endpoint.local_model,
-                                             window_tokens=job.summariser.n_ctx,
-                                             max_summary_tokens=job.summary_tokens))
-            return await write_packet(ledger, job.key.session, view, plan, summariser[0])
+            async def summarise(view: SessionView, plan: Plan) -> list[str]:
+                if job.summariser is None:
+                    raise ModelServerError("this plan needs a packet summary and the farm has no local model to "
+                                           "write it: add a local model to the spec's [[models]].")
+                if not summariser:  # the server starts only when a plan first needs a summary
+                    endpoint = await asyncio.to_thread(model_endpoint, job.run_id, job.summariser)
+                    summariser.append(Summariser(provider_for(endpoint, client), endpoint.local_model,
+                                                 window_tokens=job.summariser.n_ctx,
+                                                 max_summary_tokens=job.summary_tokens))
+                return await write_packet(ledger, target, view, plan, summariser[0])
 
-        return await replay_session(job.key, job.run_id, node, job.model, chain, ledger=ledger, system=job.system,
-                                    summarise=summarise)
+            return await replay_session(job.key, job.run_id, node, job.model, chain, ledger=ledger, decode=decode,
+                                        target=target, system=job.system, summarise=summarise)
 
 
 @ray.remote

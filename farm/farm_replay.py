@@ -13,18 +13,21 @@ request is then checked:
 * the two-model gate: the same request prepared under a contrasting profile and then under this
   model's again comes back byte-identical, and writes nothing the second time.
 
-Packets and resets go to the session's ledger through its single writer (the LedgerActor), as they
-do in a live session; packet summaries come from ``summarise`` (a local model), when a plan needs one.
+The replay is written to the session's ledger through its single writer (the LedgerActor) as a session
+of its own (``<session>.<model>.<k>``): the original entries again, with this model's plans, packets and
+resets between them, as a live run under this model would have written them. Packet summaries come
+from ``summarise`` (a local model), when a plan needs one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
 
-from agent.request import Ledger, Prepared, SessionView, prepare
+from agent.request import Ledger, Prepared, SessionView, prepare, record_plan
 from context.assemble import request_tokens
 from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
 from context.messages import ToolResultPart
@@ -32,10 +35,18 @@ from context.planner import Plan
 from context.render import SHORT_ID, api_problems
 from events.envelope import StoredEntry
 from farm.farm_rows import UnitKey, make_row
+from farm.farm_sessions import IdRemap, copy_entries
 from farm.farmspec import ModelEntry
 from vak.errors import VakError
 
 Summarise = Callable[[SessionView, Plan], Awaitable[list[str]]]
+
+
+class ReplayLedger(Ledger, Protocol):
+    """Where a replay writes: a LedgerStore in process, or a LedgerClient over the session's LedgerActor."""
+
+    def append(self, session: str, payloads: Sequence[Any], *,
+               blobs: Sequence[bytes | None] | None = None) -> list[str]: ...
 GATE_LARGE = 200_000
 GATE_SMALL = 16_384
 
@@ -107,20 +118,45 @@ def result_fidelity(view: SessionView, plan: Plan, prep: Prepared, text: str) ->
     return counts
 
 
+def replay_name(session: str, model: str, taken: Sequence[str]) -> str:
+    """The ledger session a replay writes: ``<session>.<model>.<k>``, k the first number not taken (a retried
+    unit starts a fresh one); a digest when that would be over the 128-character name limit."""
+    stem = f"{session}.{model}"
+    if len(stem) > 120:
+        stem = "replay-" + hashlib.sha256(stem.encode()).hexdigest()[:24]
+    k = 0
+    while f"{stem}.{k}" in taken:
+        k += 1
+    return f"{stem}.{k}"
+
+
 async def replay_session(
-    unit: UnitKey, run_id: str, node: str, model: ModelEntry, chain: list[StoredEntry], *, ledger: Ledger,
-    system: str, summarise: Summarise, on_request: Callable[[int], None] | None = None,
+    unit: UnitKey, run_id: str, node: str, model: ModelEntry, chain: list[StoredEntry], *, ledger: ReplayLedger,
+    decode: Callable[[StoredEntry], Any], target: str, system: str, summarise: Summarise,
 ) -> list[dict[str, Any]]:
-    """One row per recorded request of ``chain`` (the session's original entries, root first)."""
+    """One row per recorded request of ``chain`` (the session's original entries, root first).
+
+    The replay is written as it would have run under this model: the original entries are appended again
+    to the session ``target`` of the same ledger, with this model's plans, packets and resets between
+    them where its requests asked for them (a view is one hash chain, so they cannot go to the original).
+    """
     profile = model_profile(model)
     partner = gate_partner(profile)
     view = SessionView(model.tokens_per_char)
     rows: list[dict[str, Any]] = []
     previous = b""
+    remap = IdRemap()
 
     async def prep(prof: CapacityProfile, current: int) -> Prepared:
-        return await prepare(view, prof, "", ledger=ledger, session=unit.session, summarise=summarise,
-                             model=prof.key.model, system=system, current=current)
+        prepared = await prepare(view, prof, "", ledger=ledger, session=target, summarise=summarise,
+                                 model=prof.key.model, system=system, current=current)
+        record_plan(ledger, target, view, prepared.plan)  # as the PlannerActor does: the next plan starts from it
+        return prepared
+
+    def copy(session: str, payload: Any, blob: bytes | None) -> str:
+        (entry_id,) = ledger.append(session, [payload], blobs=[blob])
+        view.add(ledger.get(entry_id))
+        return entry_id
 
     for entry in chain:
         if entry.kind == "assistant_step" and view.index.turns:
@@ -139,9 +175,7 @@ async def replay_session(
                 rows.append(_check(unit, run_id, node, n, view, profile, first, again, previous, current,
                                    (time.perf_counter() - started) * 1000))
                 previous = request_bytes(first)
-            if on_request is not None:
-                on_request(n)
-        view.add(entry)
+        copy_entries([entry], decode, target, copy, remap)  # the recorded step, after the request that made it
     return rows
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -164,7 +165,7 @@ def test_replay_rows_and_the_checks_that_fail_them(tmp_path: Path, monkeypatch: 
     import dataclasses
 
     from context.messages import ChatRequest
-    from farm.farm_replay import _check, replay_session
+    from farm.farm_replay import _check, replay_name, replay_session
     from farm.farm_rows import UnitKey
     from farm.farmspec import ModelEntry
 
@@ -182,11 +183,21 @@ def test_replay_rows_and_the_checks_that_fail_them(tmp_path: Path, monkeypatch: 
         return _check(*args)
 
     monkeypatch.setattr("farm.farm_replay._check", keep)
+    target = replay_name("gen", "big", store.sessions())
     rows = asyncio.run(replay_session(UnitKey("r", "big", "gen"), "run", "node", model, chain, ledger=store,
-                                      system=mat.system, summarise=no_summary))
+                                      decode=store.mapper.payload_of, target=target, system=mat.system,
+                                      summarise=no_summary))
     steps = sum(e.kind == "assistant_step" for e in chain)
-    assert [r["request"] for r in rows] == list(range(steps)) and all(r["passed"] for r in rows), rows
+    assert [r["request"] for r in rows] == list(range(steps)) and all(r["passed"] for r in rows), [r["reason"] for r in rows]
     assert sum(r["digested_results"] for r in rows) > 0 and sum(r["verbatim_results"] for r in rows) > 0
+    # the replay is its own session in the same ledger: the originals again, with a plan per projection
+    assert target == "gen.big.0" and replay_name("gen", "big", store.sessions()) == "gen.big.1"
+    replayed = store.chain_to_root(store.head(target) or "")
+    assert [e.kind for e in replayed if e.kind != "plan"] == [e.kind for e in chain]
+    originals = {e.id for e in chain}  # a copy has new ids, and names the copies, never the originals
+    named = {m for e in replayed for m in re.findall(r"[0-9a-f]{64}", e.payload.decode())}
+    assert named and not named & originals and named & {e.id for e in replayed}
+    assert sum(e.kind == "plan" for e in replayed) == 3 * steps  # this model's, the gate partner's, this model's
 
     unit, run, node, n, view, profile, first, _again, previous, current, wall = seen[-1]
     digested = [m for m in first.request.messages if "[evidence:" in json.dumps(m.model_dump(mode="json"))]
