@@ -18,21 +18,27 @@ Each is measured at two sizes, the same sessions under 1 profile and under ``--p
 the farm's cost splits into a part per run (a LedgerActor per session, the progress actor, the results
 table: paid once, whatever the number of units) and a part per unit (a Ray task, its Arrow table through
 the object store, a Parquet file): per unit = ((farm2 - farm1) - (in-process2 - in-process1)) / (units2 -
-units1). Printed: both walls at both sizes, the ratio farm / in-process at the larger size (goal: <= 1.2x),
-the overhead per unit in ms and per run in s. Ray's own start (``ray.init``) is timed apart.
+units1). Both wall time and CPU time are measured; CPU time is the sum over this process and every process
+of the local Ray (GCS, raylet, workers, actors), so it counts everything the farm burns and, unlike wall
+time on a shared machine, hardly moves with other load. Printed per measure: the ratio farm / in-process at
+the larger size (goal: <= 1.2x) and the overhead per unit in ms and per run in s. Ray's own start
+(``ray.init``) is timed apart.
 
 Default workload: the recorded sessions in ../shared/data/trajectories (their real sizes), 3 profiles.
 Run: ``.venv/bin/python bench/farm.py`` (``--quick``: 3 small generated sessions x 2 profiles, once;
-``--generated N``: generated sessions instead; ``--cpus 2``: a parallel farm).
+``--generated N``: generated sessions instead; ``--cpus 2``: a parallel farm; ``--repeat 3``: the fastest
+of three runs of each measurement).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -45,6 +51,7 @@ PROFILES = (  # (name, window, horizon or None for the window)
     ("w200k", 200_000, None),
     ("w16k", 16384, 12000),
 )
+TICK = os.sysconf("SC_CLK_TCK")
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "trajectories"
 
 
@@ -63,10 +70,67 @@ def spec_text(sessions: list[str], profiles: int, generated: int = 0, turns: int
     return "\n".join(lines) + "\n"
 
 
+class CpuMeter:
+    """CPU seconds used by this process and every process under it (Ray's GCS, raylet, workers and actors
+    are its descendants) while it runs. A thread samples each process's utime + stime every ``every_s``, so
+    a worker or actor that exits during the run still counts up to its last sample; the sampler's own CPU
+    time is left out."""
+
+    def __init__(self, every_s: float = 0.2) -> None:
+        self.every_s = every_s
+        self.base: dict[tuple[int, int], float] = {}  # (pid, start time) -> CPU s when first seen
+        self.last: dict[tuple[int, int], float] = {}
+        self.stop_event = threading.Event()
+        self.own = 0.0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self, first: bool) -> None:
+        from farm.farm_jobs import process_tree
+
+        for pid in process_tree(os.getpid()):
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                start = int(fields[19])  # start time: a reused pid is another process
+            except (OSError, IndexError, ValueError):
+                continue
+            used = (int(fields[11]) + int(fields[12])) / TICK
+            key = (pid, start)
+            self.base.setdefault(key, used if first else 0.0)
+            self.last[key] = used
+
+    def _run(self) -> None:
+        t0 = time.thread_time()
+        while not self.stop_event.wait(self.every_s):
+            self._sample(False)
+        self.own = time.thread_time() - t0
+
+    def __enter__(self) -> CpuMeter:
+        self._sample(True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_event.set()
+        self.thread.join()
+        self._sample(False)
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.last[k] - self.base[k] for k in self.last) - self.own
+
+
 def in_process(spec: Any, work: Path) -> tuple[float, int, float]:
-    """(wall s, rows, replay work in ms) of the workload run here, one unit after another."""
+    """(wall s, rows, CPU s) of the workload run here, one unit after another."""
+    with CpuMeter() as meter:
+        started = time.perf_counter()
+        rows = _in_process(spec, work)
+        wall = time.perf_counter() - started
+    return wall, len(rows), meter.seconds
+
+
+def _in_process(spec: Any, work: Path) -> list[dict[str, Any]]:
     from actors.ledger_client import LedgerClient
-    from farm.farm_replay import replay_session
+    from farm.farm_replay import replay_name, replay_session
     from farm.farm_rows import UnitKey
     from farm.farm_sessions import materialise
     from storage.ledger import LedgerStore
@@ -75,39 +139,37 @@ def in_process(spec: Any, work: Path) -> tuple[float, int, float]:
     async def no_summary(_view: Any, _plan: Any) -> list[str]:
         raise ModelServerError("no summariser in this benchmark")  # the farm's runs have none either
 
-    started = time.perf_counter()
     made = {s.name: materialise(s, work / "ledgers") for s in spec.sessions}
     rows: list[dict[str, Any]] = []
     for name, mat in made.items():
-        with LedgerStore(mat.root, readonly=True) as reader:
-            chain = reader.chain_to_root(mat.source_head)
         ledger = LedgerClient(str(mat.root))  # this folder's one writer, in this process
+        assert ledger.store is not None
         try:
-            for model in spec.models:
-                rows += asyncio.run(replay_session(UnitKey("replay", model.name, name), "inproc", "", model, chain,
-                                                   ledger=ledger, system=mat.system, summarise=no_summary))
+            with LedgerStore(mat.root, readonly=True) as reader:  # as a farm unit reads it
+                chain = reader.chain_to_root(mat.source_head)
+                for model in spec.models:
+                    target = replay_name(name, model.name, ledger.store.sessions())
+                    rows += asyncio.run(replay_session(
+                        UnitKey("replay", model.name, name), "inproc", "", model, chain, ledger=ledger,
+                        decode=reader.mapper.payload_of, target=target, system=mat.system, summarise=no_summary))
         finally:
-            if ledger.store is not None:
-                ledger.store.close()
-    return time.perf_counter() - started, len(rows), sum(r["wall_ms"] or 0.0 for r in rows)
+            ledger.store.close()
+    return rows
 
 
-def as_farm(spec: Any, out: Path, run_id: str) -> tuple[float, int, float, int]:
-    """(wall s, rows, replay work in ms, units) of run_farm on the Ray this process joined."""
-    import pyarrow.compute as pc
+def as_farm(spec: Any, out: Path, run_id: str) -> tuple[float, int, float]:
+    """(wall s, rows, CPU s of every process of the local Ray) of run_farm on the Ray this process started."""
+    import pyarrow.parquet as pq
 
     from farm.farmrun import run_farm
 
-    started = time.perf_counter()
-    result = run_farm(spec, out_dir=out, run_id=run_id)
-    wall = time.perf_counter() - started
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(result.table_path)
-    work = pc.sum(table["wall_ms"]).as_py() or 0.0
+    with CpuMeter() as meter:
+        started = time.perf_counter()
+        result = run_farm(spec, out_dir=out, run_id=run_id)
+        wall = time.perf_counter() - started
     if result.failed_units:
         raise SystemExit(f"bench: units failed: {result.failed_units}")
-    return wall, table.num_rows, work, result.units
+    return wall, pq.read_table(result.table_path).num_rows, meter.seconds
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
@@ -116,7 +178,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     ap.add_argument("--turns", type=int, default=8, help="turns per generated session")
     ap.add_argument("--profiles", type=int, default=3, choices=range(2, len(PROFILES) + 1))
     ap.add_argument("--cpus", type=int, default=1, help="CPUs of the one-node farm (default 1: one unit at a time)")
-    ap.add_argument("--repeat", type=int, default=2, help="runs of each measurement; the fastest counts (default 2)")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each measurement; the fastest counts (default 1)")
     ap.add_argument("--quick", action="store_true", help="3 generated sessions of 4 turns, 2 profiles, 1 run each")
     args = ap.parse_args(argv)
     if args.quick:
@@ -141,7 +203,6 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         # The fastest of --repeat runs counts: the machine's other load only ever adds time.
         i1 = min(in_process(small, work / f"inproc1-{r}") for r in range(args.repeat))
         i2 = min(in_process(big, work / f"inproc2-{r}") for r in range(args.repeat))
-        print(f"in-process   {u1:>3} units {i1[0]:8.2f} s   {u2:>3} units {i2[0]:8.2f} s   ({i2[1]} rows)", flush=True)
         t0 = time.perf_counter()
         start_local_ray(num_cpus=args.cpus)
         ray_s = time.perf_counter() - t0
@@ -151,22 +212,27 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             f2 = min(as_farm(big, work / "farm", f"warm2-{r}") for r in range(args.repeat))
         finally:
             stop_local_ray()
-        print(f"farm (warm)  {u1:>3} units {f1[0]:8.2f} s   {u2:>3} units {f2[0]:8.2f} s   ({f2[1]} rows)")
-        print(f"farm (cold)              {'':>14} {u2:>3} units {cold[0]:8.2f} s   (its workers start and import)")
-        print(f"ray.init     {ray_s:8.2f} s (once per cluster; in no figure above)", flush=True)
         if (f1[1], f2[1]) != (i1[1], i2[1]):
             raise SystemExit(f"bench: the farm wrote {f1[1]}/{f2[1]} rows, in-process {i1[1]}/{i2[1]}: not the same work")
-        per_unit_ms = ((f2[0] - f1[0]) - (i2[0] - i1[0])) * 1000 / (u2 - u1)
-        fixed_s = (f1[0] - i1[0]) - per_unit_ms * u1 / 1000
-        unit_ms = i2[0] * 1000 / u2
-        figures = {"units": u2, "in_process_s": i2[0], "farm_s": f2[0], "cold_s": cold[0], "ratio": f2[0] / i2[0],
-                   "ratio_cold": cold[0] / i2[0], "per_unit_overhead_ms": per_unit_ms, "per_run_overhead_s": fixed_s,
-                   "unit_ms": unit_ms, "ray_init_s": ray_s, "marginal_ratio": 1 + per_unit_ms / unit_ms}
-        print(f"\nratio farm / in-process at {u2} units: {figures['ratio']:.2f}x warm, {figures['ratio_cold']:.2f}x "
-              f"cold (goal: <= 1.2x)")
-        print(f"farm overhead per unit: {per_unit_ms:.0f} ms (slope from {u1} to {u2} units; a unit's own work "
-              f"averages {unit_ms:.0f} ms, so each further unit costs {figures['marginal_ratio']:.2f}x)")
-        print(f"farm overhead per run:  {fixed_s:.2f} s (session ledger actors, progress actor, results table)")
+        print(f"{'':12} {'units':>5} {'wall s':>8} {'CPU s':>8}   {'units':>5} {'wall s':>8} {'CPU s':>8}   rows")
+        print(f"{'in-process':12} {u1:>5} {i1[0]:8.2f} {i1[2]:8.2f}   {u2:>5} {i2[0]:8.2f} {i2[2]:8.2f}   {i2[1]}")
+        print(f"{'farm (warm)':12} {u1:>5} {f1[0]:8.2f} {f1[2]:8.2f}   {u2:>5} {f2[0]:8.2f} {f2[2]:8.2f}   {f2[1]}")
+        print(f"{'farm (cold)':12} {'':>5} {'':>8} {'':>8}   {u2:>5} {cold[0]:8.2f} {cold[2]:8.2f}   "
+              "(the first run: Ray's workers start and import the engine)")
+        print(f"ray.init {ray_s:.2f} s (once per cluster; in no figure above)", flush=True)
+        figures: dict[str, float] = {"units": u2, "ray_init_s": ray_s}
+        for label, k in (("wall", 0), ("CPU", 2)):
+            per_unit_ms = ((f2[k] - f1[k]) - (i2[k] - i1[k])) * 1000 / (u2 - u1)
+            per_run_s = (f1[k] - i1[k]) - per_unit_ms * u1 / 1000
+            unit_ms = i2[k] * 1000 / u2
+            figures |= {f"{label}_ratio": f2[k] / i2[k], f"{label}_ratio_cold": cold[k] / i2[k],
+                        f"{label}_per_unit_ms": per_unit_ms, f"{label}_per_run_s": per_run_s,
+                        f"{label}_unit_ms": unit_ms}
+            print(f"\n{label}: farm / in-process at {u2} units {f2[k] / i2[k]:.2f}x warm, {cold[k] / i2[k]:.2f}x "
+                  f"cold (goal: <= 1.2x)")
+            print(f"{label}: overhead per unit {per_unit_ms:.0f} ms (slope from {u1} to {u2} units; a unit's own "
+                  f"work {unit_ms:.0f} ms), per run {per_run_s:.2f} s (session ledger actors, progress actor, "
+                  "results table)")
         return figures
     finally:
         shutil.rmtree(work, ignore_errors=True)
