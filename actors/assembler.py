@@ -87,9 +87,13 @@ class AssemblerActor:
 
     def __init__(self, root: str, ledger: Any = None, summarise: Summarise | None = None,
                  tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
-                 count: Callable[[ChatRequest], Awaitable[int]] | None = None) -> None:
+                 count: Callable[[ChatRequest], Awaitable[int]] | None = None,
+                 count_prefix: Callable[[ChatRequest], Awaitable[int]] | None = None) -> None:
         self.ledger = LedgerClient(root, ledger)
         self.count = count
+        # Sizes the stable prefix once per digest where no per-request counter is wired (a hosted provider):
+        # ``providers.tokencount.UsageCounter``, a usage-only request (max_tokens 1).
+        self.count_prefix = count_prefix
         self.summarise = summarise
         self.tokens_per_char = tokens_per_char
         self.mapper = Mapper()
@@ -193,13 +197,14 @@ class AssemblerActor:
         """The stable prefix (system + tools) as the server counts it, measured once per prefix digest;
         None (the chars estimate) without a counter. Counted with one blank user message, the least a
         chat template renders, so the figure errs by a few tokens on the safe side."""
-        if count is None:
+        counter = count or self.count_prefix
+        if counter is None:
             return None
         key = (step.model, prefix_digest(step.system, step.tools))
         if key not in self._prefix:
             probe = ChatRequest(model=step.model, system=step.system, tools=step.tools,
                                 messages=(Message.user(" "),), max_tokens=1)
-            self._prefix[key] = await count(probe)
+            self._prefix[key] = await counter(probe)
         return self._prefix[key]
 
     def _project(self, view: SessionView, p: Plan, step: StepRequest) -> ChatRequest:

@@ -70,6 +70,26 @@ class CharRatioCounter:
         return math.ceil(request_chars(request) * self.tokens_per_char)
 
 
+class UsageCounter:
+    """The prompt size the provider bills, from a usage-only request (the same request with
+    ``max_tokens: 1``): exact for any provider, at the price of one call. For what is counted once and
+    reused, such as the stable prefix (system + tools) per digest; never for every step."""
+
+    exact = True
+
+    def __init__(self, provider: Any) -> None:
+        self.provider = provider
+        self.calls = 0
+
+    def __repr__(self) -> str:
+        return f"UsageCounter({self.provider!r}, calls={self.calls})"
+
+    async def count(self, request: ChatRequest) -> int:
+        self.calls += 1
+        result = await self.provider.complete(request.model_copy(update={"max_tokens": 1}))
+        return int(result.usage.prompt_tokens)
+
+
 class LlamaCppTokenCounter:
     """The exact prompt size from a llama.cpp server's ``/apply-template`` and ``/tokenize``.
 

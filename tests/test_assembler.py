@@ -37,3 +37,37 @@ async def test_the_prefix_is_counted_once_and_planned_with(tmp_path: Path) -> No
     assert plans[0].inputs["prefix_tokens"] == request_chars(prefix_probes[0]) // 2
     assert first.replanned and not second.replanned and len(plans) == 1
     assert second.request.messages[: len(first.request.messages)] == first.request.messages
+
+
+async def test_without_a_counter_the_prefix_is_measured_by_one_usage_only_request(tmp_path: Path) -> None:
+    """A hosted provider has no tokenizer endpoint: the prefix is measured once per digest with a usage-only
+    request (max_tokens 1) through ``UsageCounter``, and the plan uses the billed figure; steps themselves
+    are not sent for counting."""
+    import httpx
+
+    from providers.base import RetryPolicy
+    from providers.openai_compat import OpenAICompatProvider
+    from providers.tokencount import UsageCounter
+
+    sent: list[dict[str, object]] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        import json
+
+        sent.append(json.loads(request.content))
+        return httpx.Response(200, json={"choices": [{"index": 0, "message": {"role": "assistant", "content": "."},
+                                                      "finish_reason": "length"}],
+                                         "usage": {"prompt_tokens": 777, "completion_tokens": 1}})
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handle)) as client:
+        counter = UsageCounter(OpenAICompatProvider(client, base_url="http://127.0.0.1:9/v1",
+                                                    retry=RetryPolicy(attempts=1)))
+        with LedgerStore(tmp_path / "ledger") as store:
+            store.append("s", [Directive(text="find the parser")])
+            assembler = AssemblerActor(str(store.root), store, count_prefix=counter.count)
+            await assembler.assemble("s", PROFILE, STEP)
+            store.append("s", [AssistantStep(blocks=(TextBlock(text="looking"),))])
+            await assembler.assemble("s", PROFILE, STEP)
+            plans = [Mapper().payload_of(e) for e in store.entries("s") if e.kind == "plan"]
+    assert len(sent) == 1 and sent[0]["max_tokens"] == 1 and counter.calls == 1
+    assert plans[0].inputs["prefix_tokens"] == 777
