@@ -130,7 +130,10 @@ class _Group:
         for lock in self.waiters:
             lock.release()
         for loop, futs in self.futures.items():  # one wake-up per event loop, not per waiter
-            loop.call_soon_threadsafe(_settle, futs, error)
+            try:
+                loop.call_soon_threadsafe(_settle, futs, error)
+            except RuntimeError:  # that loop was closed: nobody waits there, and the committer must go on
+                pass
 
 
 def _settle(futs: list[asyncio.Future[None]], error: BaseException | None) -> None:
@@ -207,7 +210,12 @@ def check_ledger_path(root: Path, *, create: bool) -> None:
 class LedgerStore:
     """One ledger folder. Thread-safe; one writer per session, enforced with a file lock."""
 
-    inline_commits = True  # a writer alone commits in its own thread (False: always the committer)
+    # A writer alone may commit its own group in its own thread, saving two thread hand-offs (about
+    # 80 µs a commit on a quiet machine). Off: on a loaded machine the busy writer thread waits far
+    # longer for the CPU after its fsync returns than the committer thread, which mostly sleeps and
+    # so is scheduled at once (measured here: fsync 5-8 ms from the writer, 0.5-1.4 ms from the
+    # committer, one writer, batch 16; docs/PERFORMANCE.md).
+    inline_commits = False
 
     def __init__(
         self,

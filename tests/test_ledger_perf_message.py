@@ -100,11 +100,13 @@ def test_a_ledger_is_byte_for_byte_what_the_earlier_code_wrote(tmp_path: Path) -
 
 
 def test_inline_and_committer_commits_interleave_into_one_chain(tmp_path: Path) -> None:
-    """A writer alone commits inline; when 8 more join, the committer thread takes over; the
-    result is one verified chain with every acknowledged id in it, in each writer's order."""
+    """With inline commits on, a writer alone commits inline (no committer thread starts); when 8
+    more join, the committer thread takes over; the result is one verified chain with every
+    acknowledged id in it, in each writer's order."""
     with LedgerStore(tmp_path) as store:
+        store.inline_commits = True  # off by default (docs/PERFORMANCE.md); the path must stay correct
         alone = [store.append_one("c", Nudge(tag="alone", text=str(i))) for i in range(30)]
-        assert store.commits("c") == 30
+        assert store.commits("c") == 30 and store._sessions["c"].committer is None
         got: dict[int, list[str]] = {}
         start = threading.Barrier(8)
 
