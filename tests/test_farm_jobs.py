@@ -92,56 +92,50 @@ def listening_addresses(head: LocalHead) -> set[tuple[str, str]]:
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_vak_farm_submit_runs_a_farm_as_a_job_on_a_loopback_head(
+def test_a_farm_runs_as_a_job_through_vak_farm_submit_and_ray_job_submit(
         head: LocalHead, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`vak farm submit SPEC --address URL` prints the job id and the `ray job logs --follow` command; the job
-    (polled until final) SUCCEEDS and writes the run's results table under --out with a passing row per
-    replayed request; the working dir Ray unpacked holds the project without .venv, .git or vak-data; every
-    socket of the head's process tree (GCS, raylet, dashboard, agents, workers) listens on loopback."""
+    """Both at once on one loopback head: `ray job submit --working-dir . -- vak farm run SPEC --out DIR`
+    (Ray's own CLI, which waits for its job) exits 0, and `vak farm submit SPEC --address URL` prints the job
+    id and the `ray job logs --follow` command, and its job (polled until final) SUCCEEDS. Each leaves the
+    run's results table under its --out, every replayed request passing. The working dir Ray unpacked for
+    `vak farm submit` holds the project without .venv, .git or vak-data, under 20 MB; every socket of the
+    head's process tree (GCS, raylet, dashboard, agents, workers) listens on loopback."""
     from farm.cli import main
+    from tests.test_loopback import _is_loopback
 
-    out = tmp_path / "runs"
-    assert main(["farm", "submit", str(SPEC), "--address", head.dashboard_url, "--out", str(out),
-                 "--run-id", "submitted"]) == 0
-    printed = capsys.readouterr().out
-    job_id = next(line.split()[-1] for line in printed.splitlines() if line.startswith("job id"))
-    assert f"ray job logs --follow {job_id} --address {head.dashboard_url}" in printed
-
-    client = job_client(head.dashboard_url)
-    status = wait_for_job(client, job_id, timeout_s=JOB_TIMEOUT_S)
-    assert status == "SUCCEEDED", client.get_job_logs(job_id)[-3000:]
-    table = pq.read_table(out / "submitted" / "results.parquet")
-    assert table.num_rows > 0 and all(table.column("passed").to_pylist())
-    assert set(table.column("session").to_pylist()) == {"gen-a", "gen-b"}
+    env = {**os.environ, "RAY_ADDRESS": head.dashboard_url}
+    ray_cli = subprocess.Popen(
+        [str(RAY_CLI), "job", "submit", "--working-dir", ".", "--", "vak", "farm", "run", "tests/farm_jobs.toml",
+         "--out", str(tmp_path / "ray-cli"), "--run-id", "raycli", "--no-report"],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert main(["farm", "submit", str(SPEC), "--address", head.dashboard_url, "--out", str(tmp_path / "vak"),
+                     "--run-id", "submitted"]) == 0
+        printed = capsys.readouterr().out
+        job_id = next(line.split()[-1] for line in printed.splitlines() if line.startswith("job id"))
+        assert f"ray job logs --follow {job_id} --address {head.dashboard_url}" in printed
+        client = job_client(head.dashboard_url)
+        status = wait_for_job(client, job_id, timeout_s=JOB_TIMEOUT_S)
+        assert status == "SUCCEEDED", client.get_job_logs(job_id)[-3000:]
+        cli_out, _ = ray_cli.communicate(timeout=JOB_TIMEOUT_S)
+    finally:
+        if ray_cli.poll() is None:
+            ray_cli.kill()
+            ray_cli.communicate()
+    assert ray_cli.returncode == 0, cli_out[-3000:]
+    for run in (tmp_path / "vak" / "submitted", tmp_path / "ray-cli" / "raycli"):
+        table = pq.read_table(run / "results.parquet")
+        assert table.num_rows > 0 and all(table.column("passed").to_pylist()), run
+        assert set(table.column("session").to_pylist()) == {"gen"}
 
     assert head.root is not None
-    packages = [p for p in (head.root / "ray").glob("session_*/runtime_resources/working_dir_files/_ray_pkg_*")
-                if p.is_dir()]
-    assert packages, "the job's working dir was not found under the head's temp folder"
-    shipped = {p.name for p in packages[0].iterdir()}
+    uri = client.get_job_info(job_id).runtime_env["working_dir"]  # gcs://_ray_pkg_<hash>.zip
+    package = next((head.root / "ray").glob(f"session_*/runtime_resources/working_dir_files/{Path(uri).stem}"))
+    shipped = {p.name for p in package.iterdir()}
     assert {"farm", "tests", "pyproject.toml"} <= shipped and not {".venv", ".git", "vak-data"} & shipped
-    size = sum(f.stat().st_size for f in packages[0].rglob("*") if f.is_file())
+    size = sum(f.stat().st_size for f in package.rglob("*") if f.is_file())
     assert size < 20 * 1024 * 1024, f"the job's working dir is {size / 1e6:.1f} MB"
 
     sockets = listening_addresses(head)
     assert {"gcs_server", "raylet"} <= {name for _, name in sockets}
-    from tests.test_loopback import _is_loopback
-
     assert [s for s in sockets if not _is_loopback(s[0])] == []
-
-
-@pytest.mark.ray
-@pytest.mark.slow
-def test_ray_job_submit_runs_vak_farm_run_the_same_way(head: LocalHead, tmp_path: Path) -> None:
-    """`ray job submit --working-dir . -- vak farm run SPEC --out DIR` (Ray's own CLI, waiting for the job)
-    exits 0 and leaves the same results table as `vak farm submit` does."""
-    out = tmp_path / "runs"
-    env = {**os.environ, "RAY_ADDRESS": head.dashboard_url}
-    done = subprocess.run(
-        [str(RAY_CLI), "job", "submit",
-         "--working-dir", ".", "--", "vak", "farm", "run", "tests/farm_jobs.toml", "--out", str(out),
-         "--run-id", "raycli"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    table = pq.read_table(out / "raycli" / "results.parquet")
-    assert table.num_rows > 0 and all(table.column("passed").to_pylist())
