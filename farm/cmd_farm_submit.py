@@ -34,8 +34,8 @@ def register(farm_subparsers: Any) -> None:
                    help="the shared data folder as the cluster's nodes see it (`shared:` paths in the spec); "
                    "default $VAK_SHARED, else this machine's ../shared")
     p.add_argument("--out", default=None,
-                   help="the run folder's parent as the head sees it (a shared filesystem on a cluster); "
-                   "default $HOME/vak-data/farm-runs on the head")
+                   help="the run folder's parent, absolute, as the head sees it (a shared filesystem on a "
+                   "cluster); default ~/vak-data/farm-runs on the head")
     p.add_argument("--run-id", default=None, help="passed to `vak farm run --run-id` (default: the spec's own)")
     p.add_argument("--wait", action="store_true", help="follow the job to the end; exit 1 unless it succeeded")
     p.add_argument("--timeout", type=bounded_int(1, 7 * 24 * 3600), default=24 * 3600,

@@ -78,8 +78,17 @@ def farm_entrypoint(spec_rel: str, out: str | None = None, run_id: str | None = 
     """
     import shlex
 
-    words = ["python", "-m", "farm.cli", "farm", "run", shlex.quote(spec_rel),
-             "--out", shlex.quote(out) if out else DEFAULT_JOB_OUT]
+    if out is None:
+        out_word = DEFAULT_JOB_OUT
+    elif out == "~" or out.startswith("~/"):
+        out_word = '"$HOME"' + shlex.quote(out[1:]) if out != "~" else '"$HOME"'
+    elif out.startswith("/"):
+        out_word = shlex.quote(out)
+    else:
+        raise InvalidInput(f"--out {out!r} is relative, and a job runs in a temporary copy of the project that Ray "
+                           "removes: give an absolute folder as the head sees it (on a cluster, a shared one), "
+                           "e.g. --out /mnt/vak/farm-runs or --out ~/vak-data/farm-runs.")
+    words = ["python", "-m", "farm.cli", "farm", "run", shlex.quote(spec_rel), "--out", out_word]
     if run_id:
         words += ["--run-id", shlex.quote(run_id)]
     return " ".join(words)

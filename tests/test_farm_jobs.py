@@ -44,15 +44,19 @@ def test_a_spec_outside_the_project_is_refused_before_anything_is_sent(tmp_path:
 
 def test_the_job_runs_vak_farm_run_from_its_working_dir_and_writes_outside_it() -> None:
     """The entrypoint runs the uploaded copy (python -m farm.cli farm run SPEC), quotes what it is given,
-    and sends results to --out (default $HOME/vak-data/farm-runs, expanded by the job's shell), because the
-    working dir is removed with the job."""
+    and sends results to --out (default $HOME/vak-data/farm-runs, and ~ too, expanded by the job's shell),
+    because the working dir is removed with the job; a relative --out is refused for that reason."""
     assert shlex.split(farm_entrypoint("a b.toml", "/data/runs", "r1")) == \
         ["python", "-m", "farm.cli", "farm", "run", "a b.toml", "--out", "/data/runs", "--run-id", "r1"]
     default = farm_entrypoint("s.toml")
     assert default.endswith('--out "$HOME"/vak-data/farm-runs')
-    out = subprocess.run(["bash", "-c", f"printf '%s\\n' {default.split('--out ', 1)[1]}"],
-                         capture_output=True, text=True, env={"HOME": "/home/u"}, check=True).stdout
-    assert out.strip() == "/home/u/vak-data/farm-runs"
+    home = farm_entrypoint("s.toml", "~/runs")
+    for entrypoint, expanded in ((default, "/home/u/vak-data/farm-runs"), (home, "/home/u/runs")):
+        out = subprocess.run(["bash", "-c", f"printf '%s\\n' {entrypoint.split('--out ', 1)[1]}"],
+                             capture_output=True, text=True, env={"HOME": "/home/u"}, check=True).stdout
+        assert out.strip() == expanded
+    with pytest.raises(InvalidInput, match="relative"):
+        farm_entrypoint("s.toml", "vak-farm")
 
 
 def test_the_working_dir_leaves_out_venv_ledgers_caches_and_model_files() -> None:
@@ -65,12 +69,14 @@ def test_the_working_dir_leaves_out_venv_ledgers_caches_and_model_files() -> Non
     assert "pip" not in env and "uv" not in env
 
 
-def test_submit_needs_a_job_server_address(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without --address or an http RAY_ADDRESS, `vak farm submit` says which URL to pass (exit 1)."""
+def test_submit_needs_a_job_server_address(monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --address or an http RAY_ADDRESS, `vak farm submit` exits 1 and says which URL to pass."""
     from farm.cli import main
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert main(["farm", "submit", str(SPEC)]) == 1
+    assert "--address http://" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ real jobs on a local head
