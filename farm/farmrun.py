@@ -237,7 +237,13 @@ class _Driver:
             return
         import ray
 
-        from farm.farm_ray import FarmProgressActor, kill_run_actors, run_unit, session_ledger_actor
+        from farm.farm_ray import (
+            UNIT_RESOURCE_SHARE,
+            FarmProgressActor,
+            kill_run_actors,
+            run_unit,
+            session_ledger_actor,
+        )
 
         driver_node = ray.get_runtime_context().get_node_id()
         progress_actor: Any = ray.remote(FarmProgressActor).options(
@@ -256,9 +262,11 @@ class _Driver:
                 resources = {}
                 needs = job.model if unit.task.kind != "replay" else job.summariser
                 if needs is not None and needs.kind == "local" and needs.resource in advertised:
-                    resources[needs.resource] = 0.01
+                    resources[needs.resource] = UNIT_RESOURCE_SHARE
+                # Retried: the unit's node died (a system failure), or an actor it calls (the session's ledger
+                # writer) was lost with its node and is coming back. Any other error is the unit's result.
                 ref = run_unit.options(num_cpus=1, resources=resources, max_retries=self.max_retries,
-                                       retry_exceptions=False).remote(job, progress_actor)
+                                       retry_exceptions=[ray.exceptions.RayActorError]).remote(job, progress_actor)
                 refs[ref] = unit
             self.emit(f"submitted {len(refs)} units")
             self._collect(refs, progress_actor)
@@ -270,7 +278,10 @@ class _Driver:
                     ray.kill(handle)
                 except ray.exceptions.RayError:
                     pass
-            ray.kill(progress_actor)
+            try:
+                ray.kill(progress_actor)
+            except ray.exceptions.RayError:
+                pass
 
     def _jobs(self, pending: list[UnitPlan], driver_node: str, ledgers: list[Any],
               ledger_actor: Callable[[Path, str], Any]) -> list[tuple[UnitPlan, Any]]:
@@ -337,7 +348,7 @@ class _Driver:
                                               f"lost after {self.max_retries} retries: {type(exc).__name__}: {exc}")
                 failed = table.num_rows == 1 and table.column("request")[0].as_py() == UNIT_FAILED
                 self._finish(unit, table, failed=failed)
-            self.starts = ray.get(progress_actor.snapshot.remote())
+            self.starts = self._snapshot(progress_actor)
             running: dict[str, int] = {}
             for unit in refs.values():
                 if str(unit.key) in self.starts:
@@ -347,4 +358,15 @@ class _Driver:
                 last_starts = {k: list(v) for k, v in self.starts.items()}
                 last_running = running
                 self.emit(f"{sum(running.values())} running", running)
-        self.starts = ray.get(progress_actor.snapshot.remote())
+        self.starts = self._snapshot(progress_actor)
+
+    def _snapshot(self, progress_actor: Any) -> dict[str, list[str]]:
+        """The units' starts; the last ones known while the progress actor restarts (it lost its node)."""
+        import ray
+
+        try:
+            starts: dict[str, list[str]] = ray.get(progress_actor.snapshot.remote(), timeout=30)
+        except ray.exceptions.RayError:
+            return self.starts
+        # a restarted actor knows only what it heard since: keep what the driver saw before
+        return {**self.starts, **{k: v for k, v in starts.items() if len(v) >= len(self.starts.get(k, ()))}}

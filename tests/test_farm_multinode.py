@@ -166,7 +166,9 @@ def test_three_nodes_two_models_and_a_lost_worker(trajectories: Path, tmp_path: 
     for r in rows:
         if r["task"] == "ladder":
             assert r["node"] != removed  # the rows of a retried unit come from where it finished
-    assert len({r["node"] for r in rows}) >= 2
+    started_on = {node for nodes in summary["starts"].values() for node in nodes}
+    assert started_on == set(summary["workers"])  # units ran on both model nodes, never on the head
+    assert {r["node"] for r in rows} <= started_on
     assert summary["listening"] == [] or not _namespace_prefix()
 
 
