@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-DEFAULT_OUT = Path("vak-farm")
+DEFAULT_OUT = Path("vak-data") / "farm"  # next to the default ledger, ignored by git
 
 
 def register(sub: Any) -> None:

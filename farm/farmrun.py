@@ -6,7 +6,7 @@ API (for the CLI, ``vak farm submit``, notebooks and benchmarks)::
     from farm.farmrun import run_farm, RESULTS_SCHEMA, FarmRunResult, FarmProgress, RESULTS_FILE
 
     spec = load_farm_spec("farm/examples/small.toml")
-    result = run_farm(spec, out_dir=Path("vak-farm"), run_id=None, progress=print_line, address=None)
+    result = run_farm(spec, out_dir=Path("vak-data/farm"), run_id=None, progress=print_line, address=None)
     result.run_dir         # out_dir / run_id: spec.json, units/, failed/, ledgers/, live/, results.parquet
     result.table_path      # run_dir / RESULTS_FILE: the run's table, schema RESULTS_SCHEMA
     result.failed_units    # [(unit, reason)] of units that could not run (a rerun tries them again)
