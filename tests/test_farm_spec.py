@@ -153,3 +153,15 @@ def test_paths_resolve_against_the_spec_folder_and_shared(tmp_path: Path, monkey
     assert spec.session("a").path == tmp_path / "rec.json"
     assert spec.session("b").path == shared / "d" / "s.jsonl"
     assert spec.model("g").model == str(tmp_path / "w" / "m.gguf")
+
+
+def test_vak_farm_run_reports_a_bad_spec_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`vak farm run` on a broken spec exits 1 with the file, line and key, before any Ray or model starts."""
+    from farm.cli import main
+
+    bad = tmp_path / "farm.toml"
+    bad.write_text('[[models]]\nname = "m"\n[[tasks]]\nname = "p"\nkind = "probe"\nmodels = ["x"]\n', encoding="utf-8")
+    assert main(["farm", "run", str(bad), "--out", str(tmp_path / "runs")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"vak: {bad}:6: tasks[0].models: ") and "not defined" in err
+    assert not (tmp_path / "runs").exists()
