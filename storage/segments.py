@@ -232,7 +232,7 @@ def encode_message(
         parent_nulls, parent_bitmap = _validity(parents)
         blob_nulls, blob_bitmap = _validity(blobs)
         id_len, id_data = _str_data(ids)
-        par_len, par_data = _str_data([p for p in parents if p is not None] if parent_nulls else parents)
+        par_len, par_data = _str_data([p for p in parents if p is not None])
         if parent_nulls:  # offsets run through the nulls with zero length
             it = iter(par_len)
             par_len = [0 if p is None else next(it) for p in parents]
@@ -253,7 +253,7 @@ def encode_message(
         ]
     except (OverflowError, TypeError, UnicodeEncodeError, AttributeError, struct.error):
         return _message_via_pyarrow(ids, parents, session, first_seq, times, kinds, vs, payloads, blobs)
-    body: list[bytes] = []
+    body: list[bytes | bytearray] = []
     spans: list[int] = []
     pos = 0
     for buf in columns:
@@ -291,8 +291,8 @@ def _template_checked() -> _Template | None:
     rows = ([f"{i:064x}" for i in range(11)], [None, *(f"{i:064x}" for i in range(9)), None], "s\u00e9",
             7, list(range(11)), ["nudge", "t\u00e9"] * 5 + ["k"], list(range(11)),
             [b'{"a":1}' * i for i in range(11)], [None, b"x", b""] * 3 + [None, b"\xff" * 9])
-    ref = _message_via_pyarrow(*rows)  # type: ignore[arg-type]
-    return _TEMPLATE if encode_message(*rows) == ref else None  # type: ignore[arg-type]
+    ref = _message_via_pyarrow(*rows)
+    return _TEMPLATE if encode_message(*rows) == ref else None
 
 
 _TEMPLATE: _Template | None = None
