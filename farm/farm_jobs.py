@@ -3,7 +3,7 @@
 ``submit_farm`` hands ``vak farm run SPEC`` to a cluster's job server through
 ``ray.job_submission.JobSubmissionClient``, with the project folder as the job's working directory
 (``runtime_env.working_dir``, without the virtualenv, ledgers, caches or model files, so the upload is
-a few hundred KB), and returns the job id. ``wait_for_job`` follows the job's status until it is final.
+about 2 MB), and returns the job id. ``wait_for_job`` follows the job's status until it is final.
 
 ``LocalHead`` is ``ray start --head --block`` in a child process: GCS, raylet, dashboard and Jobs API on
 127.0.0.1, every port chosen free (so it lives beside other engineers' clusters), temp files in a private
