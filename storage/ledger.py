@@ -63,6 +63,7 @@ from vak.names import check_name
 Payload = BaseModel | dict[str, Any]
 DEFAULT_MAX_SEGMENT_BYTES = 64 * 1024 * 1024  # a tail this big is sealed (zstd compaction: ~0.2 s)
 _INLINE = object()  # _enqueue's answer to a writer that commits its own group
+INLINE_MAX_WRITE_S = 0.0002  # a sync this fast does not block long enough to cost the writer its CPU
 COMMIT_GATHER_S = 0.002  # the longest a commit waits for writers that were recently active
 PEAK_DECAY = 0.9  # per commit: a writer that left stops being waited for within a few dozen commits
 
@@ -172,6 +173,7 @@ class _Session:
     broken: BaseException | None = None
     commits: int = 0
     committer_idle: bool = False  # waiting for a first append, with no deadline
+    last_write_s: float = float("inf")  # wall time of the last commit's write and sync
 
 
 def _batch_intact(batch: pa.RecordBatch | None) -> bool:
@@ -210,12 +212,13 @@ def check_ledger_path(root: Path, *, create: bool) -> None:
 class LedgerStore:
     """One ledger folder. Thread-safe; one writer per session, enforced with a file lock."""
 
-    # A writer alone may commit its own group in its own thread, saving two thread hand-offs (about
-    # 80 µs a commit on a quiet machine). Off: on a loaded machine the busy writer thread waits far
-    # longer for the CPU after its fsync returns than the committer thread, which mostly sleeps and
-    # so is scheduled at once (measured here: fsync 5-8 ms from the writer, 0.5-1.4 ms from the
-    # committer, one writer, batch 16; docs/PERFORMANCE.md).
-    inline_commits = False
+    # A writer alone may commit its own group in its own thread, saving two thread hand-offs (20-35%
+    # of a one-entry commit when the sync is cheap). But when the sync blocks, on a loaded machine the
+    # busy writer thread waits far longer for the CPU after its fsync returns than the committer
+    # thread, which mostly sleeps and so is scheduled at once (measured here: fsync 5-8 ms from the
+    # writer, 0.5-1.4 ms from the committer; docs/PERFORMANCE.md). None: inline while the last
+    # commit's write and sync took under INLINE_MAX_WRITE_S; True: always; False: never.
+    inline_commits: bool | None = None
 
     def __init__(
         self,
@@ -545,7 +548,10 @@ class LedgerStore:
                 s.peak_inflight = float(s.inflight)
             s.pending_ids.update(new)
             s.head = new[-1]
-            if (fut is None and self.inline_commits and group.appends == 1 and not s.flushing and s.peak_inflight < 2
+            inline = self.inline_commits
+            if inline is None:
+                inline = s.last_write_s < INLINE_MAX_WRITE_S
+            if (fut is None and inline and group.appends == 1 and not s.flushing and s.peak_inflight < 2
                     and (s.committer is None or s.committer_idle)):
                 # A writer alone (no commit in flight, none recently concurrent) commits its own
                 # group in its own thread: two thread hand-offs (to the committer and back) cost
@@ -605,9 +611,11 @@ class LedgerStore:
         loc: tuple[int, int] | None = None
         try:
             writer = self._writer(s)
-            offset = writer.write_message(encode_message(
-                group.ids, group.parents, s.name, group.first_seq, group.times, group.kinds, group.vs,
-                group.payloads, group.blobs))
+            message = encode_message(group.ids, group.parents, s.name, group.first_seq, group.times, group.kinds,
+                                     group.vs, group.payloads, group.blobs)
+            t0 = time.perf_counter()
+            offset = writer.write_message(message)
+            s.last_write_s = time.perf_counter() - t0
             loc = (writer.number, offset)
         except BaseException as exc:  # an I/O error poisons the session: what is on disk is unknown
             error = exc
