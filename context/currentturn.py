@@ -44,8 +44,8 @@ class TurnCosts:
 
     ordinal: int
     directive: int
-    verbatim: list[int]  # the step with its results as the request carried them
-    digest: list[int]  # the step with its evidence results as their digests
+    verbatim: list[int]  # the step with its results as the request carried them, and the nudges after it
+    digest: list[int]  # the step with its evidence results as their digests, and the nudges after it
     line_chars: list[int]  # its lines in a list-level step packet
     id_chars: list[int]  # its short ids in an ids-level step packet
     items: list[int]  # how many evidence ids it got
@@ -55,16 +55,29 @@ class TurnCosts:
 def turn_costs(index: TurnIndex, turn: Turn, infos: Mapping[str, EvidenceInfo] | None) -> TurnCosts:
     per_step = step_chars(turn, infos or {})
     items = step_items(index, turn)
+    nudges = nudge_chars(turn)  # sent after their step, and left out with it
+    verbatim = [v + n for (v, _), n in zip(per_step, nudges, strict=True)]
     return TurnCosts(
         turn.ordinal,
         len(turn.directive.text),
-        [v for v, _ in per_step],
-        [d for _, d in per_step] if infos else [v for v, _ in per_step],
+        verbatim,
+        [d + n for (_, d), n in zip(per_step, nudges, strict=True)] if infos else verbatim,
         [sum(len(line) for _, line in it) for it in items],
         [sum(len(short_id(e)) for e, _ in it) for it in items],
         [len(it) for it in items],
         bool(infos),
     )
+
+
+def nudge_chars(turn: Turn) -> list[int]:
+    """Per step, the characters of the runtime redo nudges ``context.render.render_turn`` sends after
+    it (verbatim, as a user text part). They leave with their step when a packet covers it, so a step's
+    cost carries them: without them a turn with a nudge rendered longer than its plan."""
+    out = [0] * len(turn.steps)
+    for after, text in turn.nudges:
+        if 1 <= after <= len(out):  # render_turn sends a nudge only after a step of the turn
+            out[after - 1] += len(text)
+    return out
 
 
 def current_reserve(ewma: float, directive: int, verbatim: int, minimum: int, available: int) -> int:
