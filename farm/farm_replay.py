@@ -9,7 +9,8 @@ request is then checked:
 * no turn split: the messages pass ``context.render.api_problems`` (every tool result follows its call);
 * no request over the budget: its tokens plus the output reserve fit the plan's horizon;
 * no cut: every tool result of the turns up to it is verbatim, a window naming its recall calls, a
-  digest or card naming its evidence id, or named in the packet (or behind this model's reset);
+  digest or card naming its evidence id, or named in the packet (by id, or by its turn range in a
+  pointer-level packet) or behind this model's reset;
 * the two-model gate: the same request prepared under a contrasting profile and then under this
   model's again comes back byte-identical, and writes nothing the second time.
 
@@ -28,9 +29,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from agent.request import Ledger, Prepared, SessionView, prepare, record_plan
-from context.assemble import request_tokens
+from context.assemble import packet_text, request_tokens
 from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from context.messages import ToolResultPart
+from context.messages import TextPart, ToolResultPart
 from context.planner import Plan
 from context.render import SHORT_ID, api_problems
 from events.envelope import StoredEntry
@@ -97,6 +98,7 @@ def result_fidelity(view: SessionView, plan: Plan, prep: Prepared, text: str) ->
     shown = {p.tool_use_id: p.content for m in prep.request.messages for p in m.content
              if isinstance(p, ToolResultPart)}
     current = plan.current_ordinal
+    pointed = _pointed(view, plan, prep)
     for pt in plan.turns:
         turn = view.index.turn(pt.ordinal)
         for ex in turn.exchanges:
@@ -109,13 +111,25 @@ def result_fidelity(view: SessionView, plan: Plan, prep: Prepared, text: str) ->
             elif pt.ordinal == current and shown.get(ex.tool_use_id) == ex.result.content:
                 ok = not ex.result.windowed or eid in ex.result.content  # a window names its recall calls
                 counts["windowed" if ex.result.windowed and ok else "verbatim" if ok else "missing"] += 1
-            elif not named:
+            elif not named and pt.ordinal not in pointed:
                 counts["missing"] += 1
             elif pt.fidelity == "packet":
                 counts["packeted"] += 1
             else:  # a digest (a closed turn at Full, a digested current step) or a card naming the id
                 counts["digested"] += 1
     return counts
+
+
+def _pointed(view: SessionView, plan: Plan, prep: Prepared) -> range:
+    """The turns a pointer-level packet in the request names by their range, not their ids (docs/PLANNER.md:
+    when no list of ids fits, the packet says how many results the turns hold and how to recall them)."""
+    pk = plan.packet
+    if pk is None or pk.level != "pointer":
+        return range(0)
+    text = packet_text(view.index, plan)
+    if not any(isinstance(p, TextPart) and p.text == text for m in prep.request.messages for p in m.content):
+        return range(0)  # a pointer the request does not carry covers nothing
+    return range(pk.first_ordinal, pk.last_ordinal + 1)
 
 
 def replay_name(session: str, model: str, taken: Sequence[str]) -> str:
