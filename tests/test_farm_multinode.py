@@ -85,11 +85,17 @@ def run_cluster_farm(out: Path, trajectories: Path) -> dict[str, Any]:
     removed: list[str] = []
     lost = threading.Event()
 
+    finished: set[str] = set()
+
     def on_progress(p: FarmProgress) -> None:
+        # A ladder may start and finish between two of the driver's polls: its start then shows up after its
+        # "done" event, and killing its node would kill nothing. Only a ladder not yet finished is a target.
+        if p.event.startswith(("done ", "FAILED ")):
+            finished.add(p.event.split(" ", 1)[1].split(":", 1)[0])
         if removed:
             return
         for unit, nodes in p.starts.items():
-            if unit.startswith("ladder/") and nodes[-1] in by_id:  # a probe is running on a worker: kill it
+            if unit.startswith("ladder/") and unit not in finished and nodes[-1] in by_id:  # running: kill it
                 removed.append(nodes[-1])
                 cluster.remove_node(by_id[nodes[-1]], allow_graceful=False)
                 lost.set()
