@@ -24,6 +24,7 @@ read by the one parser (``context.toolcalls``) whether they came back native or 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -289,7 +290,10 @@ class TurnLoop:
         for _ in range(MAX_EXTENSIONS):
             if result.tool_calls or result.stop_reason not in ("length", "max_tokens"):
                 break
-            if not ends_inside_call(parse_tool_calls(text, self._tool_names())):
+            so_far = parse_tool_calls(text, self._tool_names())
+            # Only a reply cut before its first whole call is continued: one that already holds whole
+            # calls runs those (a small model repeating one call until max_tokens must not run on).
+            if not ends_inside_call(so_far) or any(c.complete and c.name for c in so_far):
                 break
             more = request.model_copy(update={"messages": (*request.messages, Message.assistant(text)),
                                               "max_tokens": 2 * request.max_tokens})
@@ -306,10 +310,13 @@ class TurnLoop:
         return {t.name for t in self.config.surface.core} | {t.name for t in self.config.surface.deferred}
 
     def _calls(self, result: ChatResult) -> list[ParsedCall]:
-        """The step's calls: native ones when the provider parsed any, else the ones inline in the text."""
+        """The step's calls: native ones when the provider parsed any, else the ones inline in the text;
+        a call repeated with the same arguments in one step runs once (``distinct_calls``)."""
         if result.tool_calls:
-            return [c for c in native_calls((tc.name, tc.arguments) for tc in result.tool_calls)]
-        return [c for c in parse_tool_calls(result.text, self._tool_names()) if c.name and c.complete]
+            calls = list(native_calls((tc.name, tc.arguments) for tc in result.tool_calls))
+        else:
+            calls = [c for c in parse_tool_calls(result.text, self._tool_names()) if c.name and c.complete]
+        return distinct_calls(calls)
 
     async def _record_step(self, result: ChatResult, calls: Sequence[ParsedCall], call_ids: Sequence[str],
                            assembled: Assembled) -> str:
@@ -435,3 +442,16 @@ def _prefill_ms(result: ChatResult) -> float | None:
     value = result.timings.get("prompt_ms") if result.timings else None
     return float(value) if isinstance(value, int | float) else result.first_token_ms
 
+
+def distinct_calls(calls: Sequence[ParsedCall]) -> list[ParsedCall]:
+    """The calls in order, each (name, arguments) once. A step that repeats one call (a small model looping
+    on ``list_dir(".")`` 85 times until max_tokens, seen in the main job) would get the same result each time
+    and fill the turn with copies; the ledger keeps the completion as written (``step.inline_calls``)."""
+    seen: set[str] = set()
+    out: list[ParsedCall] = []
+    for call in calls:
+        key = json.dumps([call.name, call.arguments], sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            out.append(call)
+    return out

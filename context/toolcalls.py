@@ -8,7 +8,10 @@ for ``arguments``, arguments sent as a JSON string, and the OpenAI shape
 * ``<tool_call>{…}</tool_call>`` (Hermes templates);
 * a fenced block: ```` ```tool_call ````, ```` ```json ```` or a bare ```` ``` ```` fence;
 * a bare JSON object in the text;
-* a list of such objects, or ``{"tool_calls": [...]}``.
+* a list of such objects, or ``{"tool_calls": [...]}``;
+* an offered tool's name followed by its arguments object, ``probe_ack {"ack": "…"}`` or
+  ``probe_ack({"ack": "…"})`` (``named_json``): small models write this shape, and it binds the
+  arguments to the name as plainly as the JSON shape does. Only names the request offered count.
 
 A completion that ends inside a call (an open wrapper, or an object that never closes, as when
 ``max_tokens`` cuts it) yields a call with ``complete=False``: the caller can continue generation
@@ -27,7 +30,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Wrapping = Literal["native", "tool_call_tag", "tool_call_fence", "json_fence", "fence", "bare_json"]
+Wrapping = Literal["native", "tool_call_tag", "tool_call_fence", "json_fence", "fence", "bare_json", "named_json"]
 
 # Work per character of a segment (scanning and failed decodes), plus a floor for short texts:
 # linear time on adversarial input (deep nesting, a thousand unclosed braces).
@@ -40,6 +43,9 @@ _SPECIAL = re.compile(r'[{}\[\]"\\]')
 _TAG = re.compile(r"<tool_call>(.*?)(</tool_call>|\Z)", re.DOTALL)
 _FENCE = re.compile(r"```[ \t]*([A-Za-z_]*)[ \t]*\n?(.*?)(```|\Z)", re.DOTALL)
 _NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
+# A tool name right before an arguments object: `name {` or `name({` (the name starts a word).
+_NAMED = re.compile(r"(?<![\w.-])([A-Za-z_][\w.-]{0,63})[ \t]*\(?[ \t]*$")
+NAMED_LOOKBACK = 80  # characters before an object searched for the tool name
 _FENCE_WRAPPING: dict[str, Wrapping] = {"tool_call": "tool_call_fence", "json": "json_fence", "": "fence"}
 
 
@@ -165,7 +171,11 @@ def _calls_in(segment: str, wrapping: Wrapping, known: frozenset[str], *, at_end
             if stop != end:  # the decoder and the span disagree about where it ends: not one value
                 continue
             decoded_until = end  # its inner spans are part of this value
-            found.extend((start, c) for c in _calls_from_value(value, wrapping, known, 0))
+            calls = list(_calls_from_value(value, wrapping, known, 0))
+            if not calls and isinstance(value, dict) and known:
+                named = _named_call(segment, start, value, known)
+                calls = [named] if named is not None else []
+            found.extend((start, c) for c in calls)
         if open_at is None:
             break
         match = _NAME.search(depth_one)
@@ -225,6 +235,18 @@ def _spans(s: str, offset: int = 0) -> tuple[list[tuple[int, int]], int | None, 
         tail.append(s[mark:])
     spans.sort(key=lambda span: (span[0], -span[1]))
     return spans, (stack[0][0] if stack else None), "".join(tail)
+
+
+def _named_call(segment: str, start: int, value: dict[str, Any], known: frozenset[str]) -> ParsedCall | None:
+    """``name {…}`` / ``name({…})``: an offered tool's name just before the object (bounded look-back)."""
+    begin = max(0, start - NAMED_LOOKBACK)
+    match = _NAMED.search(segment, begin, start)
+    if match is None or match.group(1) not in known:
+        return None
+    at = match.start(1)
+    if at > 0 and (segment[at - 1].isalnum() or segment[at - 1] in "_.-"):
+        return None  # the look-back began inside a longer word
+    return ParsedCall(match.group(1), value, "named_json")
 
 
 def _unescape(raw: str) -> str:

@@ -112,3 +112,29 @@ def test_adversarial_bodies_stay_linear() -> None:
                  '[{"a": "}"}' * 10_000, "\n" * 100_000, "```json\n" + "{" * 10_000):
         calls = parse_tool_calls(text)
         assert all(not c.complete for c in calls)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=NAMES, args=ARGS, before=PROSE, after=PROSE, paren=st.booleans(), gap=st.sampled_from(["", " ", "\t"]))
+def test_an_offered_tools_name_before_its_arguments_object_is_a_call(
+    name: str, args: dict[str, Any], before: str, after: str, paren: bool, gap: str,
+) -> None:
+    """``name {…}`` and ``name({…})`` are a call with exactly those arguments when the name was offered,
+    whatever prose surrounds them; the same text with the name not offered, or the name glued to a
+    longer word, is no named call."""
+    call = f"{name}{gap}({json.dumps(args)})" if paren else f"{name}{gap}{json.dumps(args)}"
+    text = before + " " + call + " " + after
+    assert ParsedCall(name, args, "named_json") in parse_tool_calls(text, [name])
+    assert not any(c.wrapping == "named_json" for c in parse_tool_calls(text, ["other_tool"]))
+    glued = before + " x" + call + " " + after
+    assert not any(c.wrapping == "named_json" and c.name == name for c in parse_tool_calls(glued, [name]))
+
+
+def test_what_the_demo_saw() -> None:
+    """Qwen at 1,062 tokens of a quick ladder answered ``probe_ack {"ack": "353af5"}``: the nonce is bound
+    to the offered tool, so it is a followed call; a name pushed past the look-back by a long word is not."""
+    (call,) = parse_tool_calls('probe_ack {"ack": "353af5"}', ["probe_ack"])
+    assert call == ParsedCall("probe_ack", {"ack": "353af5"}, "named_json") and call.has_argument_value("353af5")
+    assert parse_tool_calls("a" * 200 + 'probe_ack {"ack": "353af5"}', ["probe_ack"]) == ()
+    assert parse_tool_calls('probe_ack {"name": "probe_ack", "arguments": {"ack": "1"}}', ["probe_ack"]) == (
+        ParsedCall("probe_ack", {"ack": "1"}, "bare_json"),)  # a JSON-shaped call keeps its own reading

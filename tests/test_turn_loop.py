@@ -327,13 +327,46 @@ async def test_calls_past_the_per_step_limit_get_an_error_result_not_a_run(tmp_p
     from agent.loop import MAX_CALLS_PER_STEP
 
     n = MAX_CALLS_PER_STEP + 3
-    script = Scripted([fixed(completion(calls=[("read_file", {"path": "notes.txt"})] * n)), fixed(completion("ok"))])
+    calls = [("read_file", {"path": "notes.txt", "offset": i}) for i in range(n)]
+    script = Scripted([fixed(completion(calls=calls)), fixed(completion("ok"))])
     with LedgerStore(tmp_path / "ledger") as store:
         await _loop(store, script, workspace).run("read the notes many times")
         results = _payloads(store, "tool_result")
     assert len(results) == n
     assert [r.is_error for r in results] == [False] * MAX_CALLS_PER_STEP + [True] * 3
     assert all("not run" in r.content for r in results[MAX_CALLS_PER_STEP:])
+
+
+@pytest.mark.parametrize("native", [True, False])
+async def test_a_call_repeated_in_one_step_runs_once(tmp_path: Path, workspace: Workspace, native: bool) -> None:
+    """A step that repeats one call (the main job saw Qwen write ``list_dir(".")`` 85 times) runs it once and
+    stores one result; a different call in the same step still runs; the ledger keeps the text as written."""
+    same, other = ("list_dir", {"path": "."}), ("read_file", {"path": "notes.txt"})
+    calls = [same] * 20 + [other, same]
+    fence = "".join(f'```json\n{{"name": "{n}", "arguments": {json.dumps(a)}}}\n```\n' for n, a in calls)
+    first = completion(calls=calls) if native else completion(fence)
+    script = Scripted([fixed(first), fixed(completion("done"))])
+    with LedgerStore(tmp_path / "ledger") as store:
+        report = await _loop(store, script, workspace).run("list the files")
+        results = _payloads(store, "tool_result")
+        kept = [a.detail["text"] for a in _payloads(store, "activity") if a.activity == "step.inline_calls"]
+    assert [r.tool_name for r in results] == ["list_dir", "read_file"]
+    assert report.steps[0].calls == ["list_dir", "read_file"] and report.outcome == "completed"
+    assert kept == ([] if native else [fence])
+
+
+async def test_a_reply_cut_after_whole_calls_is_not_continued(tmp_path: Path, workspace: Workspace) -> None:
+    """A reply cut by max_tokens inside a call, after whole calls, runs the whole ones and is not continued:
+    only a reply with no whole call yet is worth a continuation."""
+    whole = '```json\n{"name": "read_file", "arguments": {"path": "notes.txt"}}\n```\n'
+    cut = completion(whole + '```json\n{"name": "read_file", "argu')
+    cut["choices"][0]["finish_reason"] = "length"
+    script = Scripted([fixed(cut), fixed(completion("alpha"))])
+    with LedgerStore(tmp_path / "ledger") as store:
+        report = await _loop(store, script, workspace).run("read the notes")
+        results = _payloads(store, "tool_result")
+    assert len(script.bodies) == 2 and script.bodies[1]["messages"][-1]["role"] != "assistant"
+    assert [r.tool_name for r in results] == ["read_file"] and report.outcome == "completed"
 
 
 def test_a_typed_error_survives_pickling_as_ray_ships_it() -> None:
