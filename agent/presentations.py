@@ -20,8 +20,6 @@ only exists once the presentation is appended::
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,7 +27,6 @@ from context.cards import (
     CardLibrary,
     card_ack,
     default_library,
-    fence_presentation_record,
     presentation_record,
 )
 from context.turns import Step, Turn
@@ -39,9 +36,9 @@ from vak.errors import InvalidPayload, UnknownCardType
 
 @dataclass(frozen=True)
 class CardPlan:
-    """What one card call (or ```vak fence) leads to."""
+    """What one card call leads to."""
 
-    tool_use_id: str  # "" for a fence
+    tool_use_id: str
     tool_name: str
     presentation: Presentation | None = None  # to be written
     duplicate_of: str | None = None  # the presentation already written in this turn with the same payload
@@ -80,32 +77,6 @@ def plan_cards(turn: Turn, step: Step, *, library: CardLibrary | None = None) ->
     return plans
 
 
-def plan_fence_cards(turn: Turn, step: Step, *, library: CardLibrary | None = None) -> list[CardPlan]:
-    """Cards a model without tool calling wrote as ```vak fences: ``{"card": "<type>", "payload": {...}}``.
-
-    A fence that parses and validates becomes a presentation with a fence source; one that repeats a
-    card of the turn is not written (and ``context.render`` drops it from the projection).
-    """
-    lib = library or default_library()
-    written = {p.payload_digest: pid for pid, p in turn.presentation_payloads.items()}
-    derived = _evidence_before(turn, step)
-    planned: dict[str, int] = {}
-    plans: list[CardPlan] = []
-    for m in re.finditer(r"```vak[^\n]*\n(.*?)\n?```", step.text, re.DOTALL):
-        try:
-            fence = json.loads(m.group(1))
-            kind = fence.get("card") or fence.get("type") or fence.get("semantic_type")
-            payload = fence.get("payload")
-            if not isinstance(kind, str) or not isinstance(payload, dict):
-                raise InvalidPayload('a vak fence holds {"card": "<type>", "payload": {...}}')
-            record = fence_presentation_record(turn.id, step.id, kind, payload, derived, library=lib)
-        except (ValueError, AttributeError, InvalidPayload, UnknownCardType) as exc:
-            plans.append(CardPlan("", "vak-fence", error=str(exc)))
-            continue
-        plans.append(_dedupe("", "vak-fence", record, written, planned, len(plans)))
-    return plans
-
-
 def _dedupe(
     call_id: str,
     name: str,
@@ -124,7 +95,7 @@ def _dedupe(
 
 def card_results(plans: Sequence[CardPlan], written_ids: Sequence[str]) -> list[ToolResult]:
     """The tool results of the card calls, in call order, once ``written_ids`` (one per plan with a
-    presentation, in order) are known. Fence plans get no tool result."""
+    presentation, in order) are known."""
     it = iter(written_ids)
     by_position: dict[int, str] = {}
     for i, plan in enumerate(plans):

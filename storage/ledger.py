@@ -719,9 +719,6 @@ class LedgerStore:
         s = self._sessions[name]
         return s, s.ids[entry_id]
 
-    def session_of(self, entry_id: str) -> str:
-        return self._locate(entry_id)[0].name
-
     def get(self, entry_id: str) -> StoredEntry:
         s, seq = self._locate(entry_id)
         return self._read(s, seq)
