@@ -1,7 +1,7 @@
 """The farm on a three-node Ray cluster (``ray.cluster_utils.Cluster``, 127.0.0.1 only), losing a node mid-run.
 
-A head without models and two workers that advertise ``vak_model_node``; two local models (SmolLM2 under
-two windows) and two recorded sessions from ``../shared/data/trajectories``: a replay of each session under
+A head without models and two workers that advertise ``vak_model_node``; two local models (SmolLM2 and
+Qwen2.5-Coder-0.5B, the bundled ones) and two recorded sessions from ``../shared/data/trajectories``: a replay of each session under
 each model and a quick probe of each model, six units. When the first probe reports that it started on a
 worker, that worker is removed (its raylet, its workers and the model server on it die). The farm must
 still finish: the probe that died with its node runs again on the other worker, every unit's rows are
@@ -38,13 +38,13 @@ def spec_text(trajectories: Path) -> str:
 [farm]
 name = "multinode"
 [[models]]
-name = "smol-4k"
+name = "smol"
 model = "smollm2"
 n_ctx = 4096
 [[models]]
-name = "smol-8k"
-model = "smollm2"
-n_ctx = 8192
+name = "qwen"
+model = "qwen"
+n_ctx = 4096
 {sessions}
 [[tasks]]
 name = "replay"
@@ -160,7 +160,7 @@ def test_three_nodes_two_models_and_a_lost_worker(trajectories: Path, tmp_path: 
     keys = [(r["task"], r["model"], r["session"], r["request"]) for r in rows]
     assert len(keys) == len(set(keys))  # nothing duplicated
     units = {(r["task"], r["model"], r["session"]) for r in rows}
-    models = ("smol-4k", "smol-8k")
+    models = ("smol", "qwen")
     assert units == {("replay", m, s) for m in models for s in SESSIONS} | {("ladder", m, "") for m in models}
     run_dir = Path(summary["run_dir"])
     for session in SESSIONS:  # nothing lost: one row per recorded request, under each model
