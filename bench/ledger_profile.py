@@ -65,8 +65,9 @@ class StageTimer:
 def install(timer: StageTimer) -> None:
     import events.canonical as canonical
     import events.envelope as envelope
-    import storage.ledger as ledger
-    import storage.segments as segments
+    import storage.group_commit as ledger  # the write path: ids, the commit message, indexing
+    import storage.segment_writer as segments
+    import storage.session_state as session_state
 
     timer.wrap(envelope.Mapper, "validate", "validation")
     # encode_payload = validation + model_dump + canonical bytes; validation is subtracted below.
@@ -76,8 +77,8 @@ def install(timer: StageTimer) -> None:
     timer.wrap(ledger, "encode_message", "batch build") or timer.wrap(ledger, "to_batch", "batch build")
     timer.wrap(segments.os, "pwrite", "write", cpu=False)
     timer.wrap(segments.os, "fsync", "sync", cpu=False)
-    timer.wrap(ledger.LedgerStore, "_index_committed", "index")
-    group = ledger._Group
+    timer.wrap(ledger.GroupCommit, "_index_committed", "index")
+    group = session_state.Group
     real_finish = group.__dict__["finish"]
 
     def finish(self: Any, error: BaseException | None = None) -> None:

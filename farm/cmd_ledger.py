@@ -73,7 +73,7 @@ def _inspect(args: argparse.Namespace) -> int:
 
     with LedgerStore(args.ledger, readonly=True) as store:
         report = store.verify()
-        stats = store.stats()
+        stats = store.stats().as_dict()
     stats["verify"] = report.as_dict()
     print(json.dumps(stats, indent=2))
     if not report.ok:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from events.envelope import StoredEntry
 from events.payloads import Nudge
 from storage.ledger import LedgerStore
-from storage.segments import MAGIC, _to_batch_checked, to_batch
+from storage.segment_schema import MAGIC, _to_batch_checked, to_batch
 
 ZSTD_FRAME = b"\x28\xb5\x2f\xfd"  # the magic number every zstd frame starts with
 

@@ -1,0 +1,363 @@
+"""The ledger's write path: appends queue into groups, and each group is one record batch, one fsync.
+
+Durability: ``append`` returns only after the entries' record batch is synced to the session's tail.
+Appends that arrive while a commit is in flight queue up and go out together in the next batch,
+under one sync (group commit), written by the session's committer thread, or (a writer alone, when
+syncs are cheap) by the writer's own thread. ``GroupCommit`` is the write half of ``LedgerStore``;
+the store provides the sessions it writes to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from events.envelope import CURRENT_VERSION, Mapper, blob_meta, chain_ids
+from storage.contract import Payload
+from storage.ipc_message import encode_message
+from storage.segment_writer import SegmentWriter
+from storage.session_state import Group, SessionState, index_group, relocate
+from vak.errors import InvalidInput, LedgerClosed, LedgerError, UnknownParent
+
+_INLINE = object()  # _enqueue's answer to a writer that commits its own group
+INLINE_MAX_WRITE_S = 0.0002  # a sync this fast does not block long enough to cost the writer its CPU
+COMMIT_GATHER_S = 0.002  # the longest a commit waits for writers that were recently active
+PEAK_DECAY = 0.9  # per commit: a writer that left stops being waited for within a few dozen commits
+
+
+@dataclass(slots=True)
+class _Encoded:
+    """One append's entries, validated and encoded (outside the session lock)."""
+
+    kinds: list[str]
+    payloads: list[bytes]
+    vs: list[int]
+    blobs: list[bytes | None]
+    metas: list[dict[str, Any] | None]
+
+
+def _check_blobs(payloads: Sequence[Payload], blobs: Sequence[bytes | None] | None) -> None:
+    if blobs is not None and len(blobs) != len(payloads):
+        raise InvalidInput(f"{len(blobs)} blobs for {len(payloads)} payloads: pass one blob (or None) per payload")
+
+
+def _not_durable(s: SessionState, group: Group) -> LedgerError:
+    return LedgerError(f"append to {s.name!r} was not made durable: {group.error}; reopen the ledger and "
+                       "check the disk (the append may or may not be on it)")
+
+
+class GroupCommit:
+    """Appending, for ``LedgerStore``: public ``append*`` calls, the queue, the committer, sealing."""
+
+    # A writer alone may commit its own group in its own thread, saving two thread hand-offs (20-35%
+    # of a one-entry commit when the sync is cheap). But when the sync blocks, on a loaded machine the
+    # busy writer thread waits far longer for the CPU after its fsync returns than the committer
+    # thread, which mostly sleeps and so is scheduled at once (measured here: fsync 5-8 ms from the
+    # writer, 0.5-1.4 ms from the committer; docs/PERFORMANCE.md). None: inline while the last
+    # commit's write and sync took under INLINE_MAX_WRITE_S; True: always; False: never.
+    inline_commits: bool | None = None
+
+    # set by LedgerStore.__init__
+    readonly: bool
+    mapper: Mapper
+    clock: Callable[[], int]
+    max_segment_bytes: int
+    _closed: bool
+    _where: dict[str, str]
+
+    def _session(self, name: str, *, create: bool = False) -> SessionState:
+        raise NotImplementedError  # LedgerStore opens sessions
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LedgerClosed()
+
+    def _check_writable(self) -> None:
+        if self.readonly:
+            raise LedgerError("this LedgerStore is read-only; open it with readonly=False to append")
+
+    # ------------------------------------------------------------------ the public calls
+
+    def append(
+        self,
+        session: str,
+        payloads: Sequence[Payload],
+        *,
+        parent: str | None = None,
+        blobs: Sequence[bytes | None] | None = None,
+    ) -> list[str]:
+        """Append entries as one chain (each the parent of the next); return their ids once durable.
+
+        ``parent`` defaults to the session head. ``blobs[i]`` is the raw body of entry ``i``.
+        """
+        self._check_writable()
+        _check_blobs(payloads, blobs)
+        s = self._session(session, create=True)
+        return self._append_locked_session(s, payloads, parent, blobs)
+
+    async def append_async(
+        self,
+        session: str,
+        payloads: Sequence[Payload],
+        *,
+        parent: str | None = None,
+        blobs: Sequence[bytes | None] | None = None,
+    ) -> list[str]:
+        """``append`` for asyncio callers: many coroutines share commits without a thread each."""
+        self._check_writable()
+        _check_blobs(payloads, blobs)
+        s = self._session(session, create=True)
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        group, new, _ = self._enqueue(s, payloads, parent, blobs, fut)
+        if not new:
+            return []
+        try:
+            await fut
+        except BaseException:
+            if group.error is None:
+                raise
+            raise _not_durable(s, group) from group.error
+        return new
+
+    async def append_many_async(
+        self, session: str, requests: Sequence[tuple[Sequence[Payload], Sequence[bytes | None] | None]],
+    ) -> list[list[str] | BaseException]:
+        """Several appends to one session's head, in order, under one commit: what a caller-side
+        client coalesced into one call. Each request is its own chain link run, as if appended
+        alone; a request that fails (an invalid payload) gets its error and the others go on."""
+        self._check_writable()
+        s = self._session(session, create=True)
+        loop = asyncio.get_running_loop()
+        queued: list[tuple[asyncio.Future[None], Group, list[str]] | BaseException] = []
+        with s.cond:  # reentrant: the committer takes all of them or none
+            for payloads, blobs in requests:
+                try:
+                    _check_blobs(payloads, blobs)
+                    fut: asyncio.Future[None] = loop.create_future()
+                    group, new, _ = self._enqueue(s, payloads, None, blobs, fut)
+                    if not new:
+                        fut.set_result(None)
+                    queued.append((fut, group, new))
+                except Exception as exc:  # handed back to that request's caller
+                    queued.append(exc)
+        results: list[list[str] | BaseException] = []
+        for item in queued:
+            if isinstance(item, BaseException):
+                results.append(item)
+                continue
+            fut, group, new = item
+            try:
+                await fut
+                results.append(new)
+            except Exception as exc:
+                results.append(_not_durable(s, group) if group.error is not None else exc)
+        return results
+
+    def append_one(self, session: str, payload: Payload, *, parent: str | None = None, blob: bytes | None = None) -> str:
+        return self.append(session, [payload], parent=parent, blobs=[blob])[0]
+
+    def _append_locked_session(
+        self, s: SessionState, payloads: Sequence[Payload], parent: str | None, blobs: Sequence[bytes | None] | None
+    ) -> list[str]:
+        group, new, lock = self._enqueue(s, payloads, parent, blobs, None)
+        if not new:
+            return []
+        if lock is _INLINE:
+            self._commit(s, group, inline=True)
+        else:
+            lock.acquire()  # released by the committer once the group is durable (or failed)
+        if group.error is not None:
+            raise _not_durable(s, group) from group.error
+        return new
+
+    # ------------------------------------------------------------------ the queue
+
+    def _encode(self, payloads: Sequence[Payload], blobs: Sequence[bytes | None] | None) -> _Encoded:
+        """Validate and encode one append's payloads, and hash its blobs."""
+        kinds: list[str] = []
+        datas: list[bytes] = []
+        encode = self.mapper.encode_payload
+        for p in payloads:
+            kind, data = encode(p)
+            kinds.append(kind)
+            datas.append(data)
+        vs = [CURRENT_VERSION.get(k, 1) for k in kinds]
+        if blobs is None:
+            blob_list: list[bytes | None] = [None] * len(payloads)
+            metas: list[dict[str, Any] | None] = blob_list  # type: ignore[assignment]  # all None
+        else:
+            blob_list = list(blobs)
+            for b in blob_list:
+                self.mapper.check_blob(b)
+            metas = [blob_meta(b) for b in blob_list]
+        return _Encoded(kinds, datas, vs, blob_list, metas)
+
+    def _enqueue(
+        self, s: SessionState, payloads: Sequence[Payload], parent: str | None,
+        blobs: Sequence[bytes | None] | None, fut: asyncio.Future[None] | None,
+    ) -> tuple[Group, list[str], Any]:
+        """Give the entries their seq, parent and id, and queue them for the next commit.
+
+        Returns the group, the new ids, and (for a thread caller, ``fut`` None) the lock the
+        caller blocks on until the group is durable, or ``_INLINE`` when it commits the group itself.
+        """
+        # Validation, encoding and blob hashing happen outside the lock; only seq, parent and the
+        # id are serial.
+        enc = self._encode(payloads, blobs)
+        with s.cond:
+            self._check_open()
+            if s.broken is not None:
+                raise LedgerError(f"session {s.name!r} writer failed earlier ({s.broken}); reopen the ledger")
+            prev = parent if parent is not None else s.head
+            if parent is not None and parent not in s.ids and parent not in s.pending_ids:
+                raise UnknownParent(parent, s.name)
+            if not enc.kinds:
+                return Group(s.next_seq), [], None
+            now = self.clock()
+            new = chain_ids(prev, s.name, s.next_seq, now, enc.kinds, enc.vs, enc.payloads, enc.metas)
+            group = s.open_group
+            if group is None:
+                group = s.open_group = Group(s.next_seq)
+            s.next_seq += len(new)
+            group.add(new, prev, now, enc.kinds, enc.vs, enc.payloads, enc.blobs)
+            s.inflight += 1
+            if s.inflight > s.peak_inflight:
+                s.peak_inflight = float(s.inflight)
+            s.pending_ids.update(new)
+            s.head = new[-1]
+            return group, new, self._hand_off(s, group, fut)
+
+    def _hand_off(self, s: SessionState, group: Group, fut: asyncio.Future[None] | None) -> Any:
+        """Who commits the group (``s.cond`` held): ``_INLINE`` (the caller), else the committer, and
+        the lock (None for ``fut`` callers) the caller waits on."""
+        inline = self.inline_commits
+        if inline is None:
+            inline = s.last_write_s < INLINE_MAX_WRITE_S
+        if (fut is None and inline and group.appends == 1 and not s.flushing and s.peak_inflight < 2
+                and (s.committer is None or s.committer_idle)):
+            # A writer alone (no commit in flight, none recently concurrent) commits its own
+            # group in its own thread: two thread hand-offs (to the committer and back) cost
+            # about as much as a small commit. Marked flushing, so the committer waits for it.
+            s.open_group = None
+            s.flushing = True
+            return _INLINE
+        if s.committer is None:
+            s.committer = threading.Thread(target=self._commit_loop, args=(s,), daemon=True,
+                                           name=f"vak-commit-{s.name}")
+            s.committer.start()
+        lock = group.add_waiter(fut)
+        # Wake the committer only when it has something to decide: a full group, or a first
+        # append while it sleeps without a deadline (right after a commit it waits for the
+        # returning writers with one, and needs no wake-up for the first of them).
+        if group.appends >= int(s.peak_inflight) or (group.appends == 1 and s.committer_idle):
+            s.cond.notify_all()
+        return lock
+
+    # ------------------------------------------------------------------ the commit
+
+    def _commit_loop(self, s: SessionState) -> None:
+        """The session's committer: whatever queued while the last fsync ran goes out as the next batch.
+
+        One thread per session, so waiters are woken once per commit and never contend to lead.
+        When more writers have recently been active than have queued yet, it waits a moment (at
+        most COMMIT_GATHER_S) for them, so all concurrent writers share one fsync instead of
+        splitting into two half-size groups that alternate.
+        """
+        while True:
+            with s.cond:
+                if s.open_group is None and not s.stopping and s.peak_inflight >= 2:
+                    s.cond.wait(COMMIT_GATHER_S)  # concurrent writers were just acknowledged: they come back
+                while s.open_group is None and not s.stopping:
+                    s.committer_idle = True
+                    s.cond.wait()
+                    s.committer_idle = False
+                if s.open_group is not None and not s.stopping:
+                    deadline = time.monotonic() + COMMIT_GATHER_S
+                    while (s.open_group.appends < int(s.peak_inflight) and not s.stopping
+                           and (left := deadline - time.monotonic()) > 0):
+                        s.cond.wait(left)
+                while s.flushing:  # a writer committing its own group inline: batches go out in order
+                    s.cond.wait()
+                group = s.open_group
+                if group is None:  # stopping, nothing queued
+                    s.committer = None
+                    s.cond.notify_all()
+                    return
+                s.open_group = None
+                s.flushing = True
+            if not self._commit(s, group, inline=False):
+                return
+
+    def _commit(self, s: SessionState, group: Group, *, inline: bool) -> bool:
+        """Write and sync a group taken from the queue (``s.flushing`` set), index it, wake its
+        waiters. False when it failed: the session is then broken, and every queued append fails."""
+        error: BaseException | None = None
+        loc: tuple[int, int] | None = None
+        try:
+            writer = self._writer(s)
+            message = encode_message(group.ids, group.parents, s.name, group.first_seq, group.times, group.kinds,
+                                     group.vs, group.payloads, group.blobs)
+            t0 = time.perf_counter()
+            offset = writer.write_message(message)
+            s.last_write_s = time.perf_counter() - t0
+            loc = (writer.number, offset)
+        except BaseException as exc:  # an I/O error poisons the session: what is on disk is unknown
+            error = exc
+        with s.cond:
+            if error is None and loc is not None:
+                self._index_committed(s, group, loc)
+                if s.writer is not None and s.writer.size >= self.max_segment_bytes:
+                    try:  # roll over; appends queued meanwhile wait for the seal
+                        self._seal_writer(s)
+                    except BaseException as exc:
+                        error = exc
+            s.flushing = False
+            if error is not None or loc is None:
+                s.broken = error or LedgerError("commit failed")
+                if s.writer is not None:
+                    s.writer.abandon()
+                    s.writer = None
+                for g in (group, s.open_group):
+                    if g is not None:
+                        g.finish(s.broken)
+                s.open_group = None
+                if not inline:  # the committer thread ends
+                    s.committer = None
+                s.cond.notify_all()
+                return False
+            s.inflight -= group.appends
+            # decay the peak so a writer that left stops being waited for
+            s.peak_inflight = max(float(s.inflight), s.peak_inflight * PEAK_DECAY)
+            s.cond.notify_all()
+        group.finish()
+        return True
+
+
+    def _index_committed(self, s: SessionState, group: Group, loc: tuple[int, int]) -> None:
+        index_group(s, group, loc)
+        self._where.update(dict.fromkeys(group.ids, s.name))
+
+    def _seal_writer(self, s: SessionState) -> None:
+        """Compact the session's tail into its sealed segment and point the index at it.
+
+        Called with ``s.cond`` held. The tail is removed last, so a reader that picked a tail
+        offset before the index moved still finds the file (or retries, see _batch_entries).
+        """
+        writer = s.writer
+        assert writer is not None
+        offsets = writer.seal()
+        relocate(s, writer.number, offsets)
+        s.sealed.add(writer.number)
+        s.writer = None
+        writer.remove_tail()
+
+    def _writer(self, s: SessionState) -> SegmentWriter:
+        if s.writer is None:
+            s.writer = SegmentWriter(s.dir, s.next_segment)
+            s.next_segment += 1
+        return s.writer
+

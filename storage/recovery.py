@@ -1,0 +1,84 @@
+"""Opening a session: index its segments and seal what a crashed writer left open.
+
+A writer that opens a session removes a tail whose sealed copy is complete (an interrupted seal),
+and seals a tail a crash left open, truncating a torn write: the last message cut off, or whose
+marker reached the disk before the rest of it. Those were never acknowledged (their sync never
+returned). A complete batch that does not decode is damage, not a torn write: it is kept for
+inspection and reported by ``verify()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from storage.segment_schema import from_batch
+from storage.segment_writer import rewrite_sealed, unlink_durable
+from storage.segments import ScannedSegment, list_segments, scan_segment, sealed_name, stale_tails
+from storage.session_state import SessionState, index_batch
+
+
+def batch_intact(batch: pa.RecordBatch | None) -> bool:
+    return batch is not None and all(e.compute_id() == e.id for e in from_batch(batch))
+
+
+def load_session(s: SessionState, *, readonly: bool) -> list[dict[str, Any]]:
+    """Index every segment of ``s`` (sealing crash leftovers unless ``readonly``); the recoveries made.
+
+    A recovery that dropped bytes is a torn tail: the caller records it in the ledger.
+    """
+    recoveries: list[dict[str, Any]] = []
+    if not readonly:
+        for tail in stale_tails(s.dir):  # an interrupted seal: the sealed copy is complete
+            unlink_durable(tail)
+    for number, path, sealed in list_segments(s.dir):
+        scanned = scan_segment(path, number, sealed)
+        if not sealed and not readonly:
+            report = seal_leftover(s, scanned)
+            if report is not None:
+                recoveries.append(report)
+                scanned = scan_segment(s.dir / sealed_name(number), number, True)
+                sealed = True
+        if sealed:
+            s.sealed.add(number)
+        s.next_segment = max(s.next_segment, number + 1)
+        for bi, sb in enumerate(scanned.batches):
+            if sb.batch is None:
+                s.damaged.append({"segment": path.name, "batch": bi, "offset": sb.offset, "error": sb.error})
+                continue
+            index_batch(s, number, sb.offset, sb.batch)
+    last = next((r for r in reversed(s.rows) if r is not None), None)
+    s.head = last.id if last else None
+    s.next_seq = len(s.rows)
+    s.durable_seq = s.next_seq - 1
+    return recoveries
+
+
+def seal_leftover(s: SessionState, scanned: ScannedSegment) -> dict[str, Any] | None:
+    """Seal a segment a crashed writer left open, dropping an incomplete tail."""
+    if scanned.bad_header and not scanned.torn:
+        s.damaged.append({"segment": scanned.path.name, "error": scanned.bad_header})
+        return None
+    batches = list(scanned.batches)
+    dropped = scanned.dropped  # zero fill not counted
+    reason = scanned.torn
+    if batches and not batch_intact(batches[-1].batch):
+        # The last message is there but its rows do not decode or hash: its marker reached the
+        # disk before the rest of it (a power cut inside the zero fill). Its sync never
+        # returned, so it was never acknowledged: a torn write, like a cut-off message.
+        last = batches.pop()
+        dropped += last.end - last.offset
+        reason = reason or f"the last record batch, at byte {last.offset}, was not completely written"
+    if any(b.batch is None for b in batches):
+        # A complete but undecodable batch is damage, not a torn write: keep the bytes for inspection.
+        return None
+    rewrite_sealed(s.dir, scanned.number, [b.batch for b in batches])
+    unlink_durable(scanned.path)
+    return {
+        "session": s.name,
+        "segment": sealed_name(scanned.number),
+        "bytes_dropped": dropped,
+        "batches_kept": len(batches),
+        "reason": reason or "segment left open by a crash",
+    }

@@ -1,0 +1,182 @@
+"""What a LedgerStore keeps per session: the row index, batch locations, and the writer's state
+(the group of appends waiting for the next commit, the committer thread, the open tail)."""
+
+from __future__ import annotations
+
+import _thread
+import asyncio
+import itertools
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from storage.segment_writer import SegmentWriter
+from storage.segments import sealed_name
+from vak.errors import LedgerCorrupt
+
+
+@dataclass(slots=True)
+class Row:
+    id: str
+    parent: str | None
+    kind: str
+    time_us: int
+    batch: int  # index into SessionState.batches
+    row: int
+
+
+@dataclass(slots=True)
+class BatchLoc:
+    number: int  # segment number
+    offset: int
+    first_seq: int
+    rows: int
+
+
+class Group:
+    """Entries that go to disk together: one record batch, one fsync.
+
+    Held as columns, the shape the batch is written in: no per-entry object is made on the way
+    to disk (ids, parents and seqs are all the index needs afterwards).
+    """
+
+    __slots__ = ("appends", "blobs", "error", "first_seq", "futures", "ids", "kinds", "parents", "payloads",
+                 "times", "vs", "waiters")
+
+    def __init__(self, first_seq: int) -> None:
+        self.first_seq = first_seq
+        self.ids: list[str] = []
+        self.parents: list[str | None] = []
+        self.times: list[int] = []
+        self.kinds: list[str] = []
+        self.vs: list[int] = []
+        self.payloads: list[bytes] = []
+        self.blobs: list[bytes | None] = []
+        self.error: BaseException | None = None
+        self.appends = 0  # how many append calls share this group
+        # A held lock per blocked thread, released by finish(): each waiter wakes on its own lock
+        # instead of all of them re-acquiring one condition's lock in turn.
+        self.waiters: list[Any] = []
+        self.futures: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+
+    def add(self, ids: list[str], first_parent: str | None, now: int, kinds: list[str], vs: list[int],
+            payloads: list[bytes], blobs: list[bytes | None]) -> None:
+        """Add one append's entries, a chain run from ``first_parent`` (each the parent of the next)."""
+        n = len(ids)
+        self.ids += ids
+        self.parents.append(first_parent)
+        self.parents += ids[:-1]
+        self.times += [now] * n
+        self.kinds += kinds
+        self.vs += vs
+        self.payloads += payloads
+        self.blobs += blobs
+        self.appends += 1
+
+    def add_waiter(self, fut: asyncio.Future[None] | None) -> Any:
+        """Register the caller (under the session lock, before the committer can take the group)."""
+        if fut is not None:
+            self.futures.setdefault(fut.get_loop(), []).append(fut)
+            return None
+        lock = _thread.allocate_lock()
+        lock.acquire()
+        self.waiters.append(lock)
+        return lock
+
+    def finish(self, error: BaseException | None = None) -> None:
+        self.error = error
+        for lock in self.waiters:
+            lock.release()
+        for loop, futs in self.futures.items():  # one wake-up per event loop, not per waiter
+            try:
+                loop.call_soon_threadsafe(settle, futs, error)
+            except RuntimeError:  # that loop was closed: nobody waits there, and the committer must go on
+                pass
+
+
+def settle(futs: list[asyncio.Future[None]], error: BaseException | None) -> None:
+    for fut in futs:
+        if not fut.done():
+            if error is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(error)
+
+
+@dataclass
+class SessionState:
+    name: str
+    dir: Path
+    rows: list[Row | None] = field(default_factory=list)  # index = seq; None = in a damaged batch
+    ids: dict[str, int] = field(default_factory=dict)
+    batches: list[BatchLoc] = field(default_factory=list)
+    damaged: list[dict[str, Any]] = field(default_factory=list)
+    sealed: set[int] = field(default_factory=set)  # segment numbers already sealed
+    next_segment: int = 1
+    # writer state
+    lock_fd: int | None = None
+    writer: SegmentWriter | None = None
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    open_group: Group | None = None  # appends waiting for the next commit
+    pending_ids: set[str] = field(default_factory=set)
+    committer: threading.Thread | None = None
+    stopping: bool = False
+    inflight: int = 0  # append calls queued or being written
+    peak_inflight: float = 0.0  # recent peak of inflight: how many writers are really concurrent
+    next_seq: int = 0
+    head: str | None = None
+    durable_seq: int = -1
+    flushing: bool = False
+    broken: BaseException | None = None
+    commits: int = 0
+    committer_idle: bool = False  # waiting for a first append, with no deadline
+    last_write_s: float = float("inf")  # wall time of the last commit's write and sync
+
+
+def index_batch(s: SessionState, number: int, offset: int, batch: pa.RecordBatch) -> None:
+    """Index a record batch read from disk (segment ``number``, message at ``offset``)."""
+    seqs = batch.column("seq").to_pylist()
+    ids = batch.column("id").to_pylist()
+    parents = batch.column("parent").to_pylist()
+    kinds = batch.column("kind").to_pylist()
+    times = batch.column("time").cast(pa.int64()).to_pylist()
+    bi = len(s.batches)
+    s.batches.append(BatchLoc(number, offset, seqs[0] if seqs else len(s.rows), len(seqs)))
+    for i, seq in enumerate(seqs):
+        while len(s.rows) < seq:
+            s.rows.append(None)
+        row = Row(ids[i], parents[i], kinds[i], times[i], bi, i)
+        if seq == len(s.rows):
+            s.rows.append(row)
+        else:  # out of order seq: keep the first, verify() reports the rest
+            continue
+        s.ids[ids[i]] = seq
+
+
+def index_group(s: SessionState, group: Group, loc: tuple[int, int]) -> None:
+    """Index a group just written at ``loc`` (segment number, offset): rows, ids, durable seq."""
+    bi = len(s.batches)
+    n = len(group.ids)
+    first = group.first_seq
+    s.batches.append(BatchLoc(loc[0], loc[1], first, n))
+    s.rows += map(Row, group.ids, group.parents, group.kinds, group.times, itertools.repeat(bi, n), range(n))
+    s.ids.update(zip(group.ids, range(first, first + n), strict=True))
+    s.pending_ids.difference_update(group.ids)
+    s.durable_seq = first + n - 1
+    s.commits += 1
+
+
+def relocate(s: SessionState, number: int, offsets: list[int]) -> None:
+    """Point the session's batches in segment ``number`` at their offsets in its sealed copy."""
+    locs = [b for b in s.batches if b.number == number]
+    if len(locs) != len(offsets):
+        raise LedgerCorrupt(
+            f"sealed segment {sealed_name(number)} of session {s.name!r} has {len(offsets)} record "
+            f"batches where its tail had {len(locs)}; run verify() on the ledger",
+            {"session": s.name, "segment": sealed_name(number)},
+        )
+    for loc, offset in zip(locs, offsets, strict=True):
+        loc.offset = offset
