@@ -7,57 +7,35 @@ each adapter in ``providers/`` renders it to its wire format and parses the repl
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from events.blocks import (
+    Frozen,
+    ImageBlock,
+    MessageBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    text_of,
+)
 from events.payloads import Usage
 
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class TextPart(_Frozen):
-    type: Literal["text"] = "text"
-    text: str
-
-
-class ImagePart(_Frozen):
-    type: Literal["image"] = "image"
-    ref: str  # URL, data: URL, or path
-    media_type: str = "image/png"
+# The request side's names for the content blocks: the same classes the ledger stores (``events.blocks``),
+# so an assistant step read back from the ledger goes into a request unchanged.
+TextPart = TextBlock
+ImagePart = ImageBlock
+ThinkingPart = ThinkingBlock
+ToolUsePart = ToolUseBlock
+ToolResultPart = ToolResultBlock
+Part = MessageBlock
 
 
-class ThinkingPart(_Frozen):
-    type: Literal["thinking"] = "thinking"
-    thinking: str
-    signature: str | None = None
-
-
-class ToolUsePart(_Frozen):
-    type: Literal["tool_use"] = "tool_use"
-    id: str
-    name: str
-    input: dict[str, Any] = Field(default_factory=dict)
-
-
-class ToolResultPart(_Frozen):
-    type: Literal["tool_result"] = "tool_result"
-    tool_use_id: str
-    content: str
-    is_error: bool = False
-    # The deferred tools this result loads (a ``find_tools`` result): an adapter with native deferred
-    # loading (Anthropic) sends them as tool references, the others send ``content`` (their schemas).
-    loads: tuple[str, ...] = ()
-
-
-Part = Annotated[TextPart | ImagePart | ThinkingPart | ToolUsePart | ToolResultPart, Field(discriminator="type")]
-
-
-class Message(_Frozen):
+class Message(Frozen):
     role: Literal["user", "assistant"]
-    content: tuple[Part, ...]
+    content: tuple[MessageBlock, ...]
 
     @classmethod
     def user(cls, text: str) -> Message:
@@ -69,16 +47,16 @@ class Message(_Frozen):
 
     @property
     def text(self) -> str:
-        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+        return text_of(self.content)
 
 
-class ToolSpec(_Frozen):
+class ToolSpec(Frozen):
     name: str
     description: str
     input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
 
 
-class CacheHints(_Frozen):
+class CacheHints(Frozen):
     """Where the engine wants the provider to cache: a session key and message-index breakpoints.
 
     ``breakpoints`` are indices into ``ChatRequest.messages``; a breakpoint at ``i`` means
@@ -91,7 +69,7 @@ class CacheHints(_Frozen):
     breakpoints: tuple[int, ...] = ()
 
 
-class ChatRequest(_Frozen):
+class ChatRequest(Frozen):
     model: str
     system: str = ""
     messages: tuple[Message, ...] = ()
@@ -106,14 +84,14 @@ class ChatRequest(_Frozen):
     extra: dict[str, Any] = Field(default_factory=dict)  # provider-specific options, passed through
 
 
-class ToolCall(_Frozen):
+class ToolCall(Frozen):
     id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
     raw_arguments: str = ""  # as the provider sent them, when they were a string
 
 
-class ChatResult(_Frozen):
+class ChatResult(Frozen):
     provider: str
     model: str
     text: str = ""
@@ -127,7 +105,7 @@ class ChatResult(_Frozen):
     raw: dict[str, Any] = Field(default_factory=dict)  # the parsed response body, for receipts
 
 
-class ModelContext(_Frozen):
+class ModelContext(Frozen):
     """What a provider's catalogue says about a model (the metadata rung)."""
 
     provider: str

@@ -8,61 +8,48 @@ in the entry's blob, hashed separately.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, Field, PlainSerializer, TypeAdapter
 
-JsonValue = Any  # a value canonical JSON encodes (checked by events.canonical)
+from events.blocks import (
+    Frozen,
+    ImageBlock,
+    JsonValue,
+    StepBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+    text_of,
+    tool_uses_of,
+)
+
 EntryId = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+ImageRef = ImageBlock  # the name the ledger's API has always used for a directive's image
 
 
-# ------------------------------------------------------------------ content blocks
+def _stored_image(image: ImageBlock) -> dict[str, str]:
+    # A directive's images were stored before blocks had one model, as {ref, media_type} with no tag: the
+    # field says what they are. Writing the tag now would change every such entry's id.
+    return {"ref": image.ref, "media_type": image.media_type}
 
 
-class ImageRef(_Frozen):
-    """An image the directive carried: a reference (URL, path or evidence id), never bytes."""
-
-    ref: str
-    media_type: str = "image/png"
-
-
-class TextBlock(_Frozen):
-    type: Literal["text"] = "text"
-    text: str
-
-
-class ThinkingBlock(_Frozen):
-    type: Literal["thinking"] = "thinking"
-    thinking: str
-    signature: str | None = None
-
-
-class ToolUseBlock(_Frozen):
-    type: Literal["tool_use"] = "tool_use"
-    id: str
-    name: str
-    input: dict[str, JsonValue] = Field(default_factory=dict)
-
-
-StepBlock = Annotated[TextBlock | ThinkingBlock | ToolUseBlock, Field(discriminator="type")]
+StoredImage = Annotated[ImageBlock, PlainSerializer(_stored_image)]
 
 
 # ------------------------------------------------------------------ the turn itself
 
 
-class Directive(_Frozen):
+class Directive(Frozen):
     """A user directive: the start of a turn."""
 
     kind: Literal["directive"] = "directive"
     text: str
-    images: tuple[ImageRef, ...] = ()
+    images: tuple[StoredImage, ...] = ()
 
 
-class AssistantStep(_Frozen):
+class AssistantStep(Frozen):
     """One assistant response: text, thinking blocks and tool_use calls, in order."""
 
     kind: Literal["assistant_step"] = "assistant_step"
@@ -73,14 +60,14 @@ class AssistantStep(_Frozen):
 
     @property
     def tool_uses(self) -> tuple[ToolUseBlock, ...]:
-        return tuple(b for b in self.blocks if isinstance(b, ToolUseBlock))
+        return tool_uses_of(self.blocks)
 
     @property
     def text(self) -> str:
-        return "".join(b.text for b in self.blocks if isinstance(b, TextBlock))
+        return text_of(self.blocks)
 
 
-class ToolResult(_Frozen):
+class ToolResult(Frozen):
     """What the request carried for one tool_use: verbatim, or a window of the evidence body."""
 
     kind: Literal["tool_result"] = "tool_result"
@@ -92,7 +79,7 @@ class ToolResult(_Frozen):
     windowed: bool = False
 
 
-class EvidenceBody(_Frozen):
+class EvidenceBody(Frozen):
     """The whole result of a tool call. The bytes are the entry's blob; this is their description."""
 
     kind: Literal["evidence_body"] = "evidence_body"
@@ -105,7 +92,7 @@ class EvidenceBody(_Frozen):
     is_error: bool = False
 
 
-class Usage(_Frozen):
+class Usage(Frozen):
     """Token usage with every cache tier the providers report."""
 
     input_tokens: int = 0  # uncached prompt tokens billed at the full rate
@@ -120,7 +107,7 @@ class Usage(_Frozen):
         return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
 
 
-class Receipt(_Frozen):
+class Receipt(Frozen):
     """What one model call cost and how it was served."""
 
     kind: Literal["receipt"] = "receipt"
@@ -134,13 +121,13 @@ class Receipt(_Frozen):
     step_id: EntryId | None = None
 
 
-class PresentationSource(_Frozen):
+class PresentationSource(Frozen):
     type: Literal["tool_call", "fence"]
     tool_use_id: str | None = None
     message_entry_id: EntryId | None = None
 
 
-class Presentation(_Frozen):
+class Presentation(Frozen):
     """A card the user saw, written when its emit_*_card call validated (spec §10)."""
 
     kind: Literal["presentation"] = "presentation"
@@ -157,14 +144,14 @@ class Presentation(_Frozen):
     identity_digest: str = ""
 
 
-class TraceLine(_Frozen):
+class TraceLine(Frozen):
     tool: str
     args_digest: str
     evidence_id: EntryId | None = None
     shape: str = ""
 
 
-class PresentationRef(_Frozen):
+class PresentationRef(Frozen):
     id: EntryId
     semantic_type: str
     title: str
@@ -172,19 +159,19 @@ class PresentationRef(_Frozen):
     derived_from: tuple[EntryId, ...] = ()
 
 
-class Answer(_Frozen):
+class Answer(Frozen):
     presentations: tuple[PresentationRef, ...] = ()
     narration: str = ""
 
 
-class ReadingKey(_Frozen):
+class ReadingKey(Frozen):
     act: str = ""
     domains: tuple[str, ...] = ()
     entities: tuple[str, ...] = ()
     modalities: tuple[str, ...] = ()
 
 
-class TurnCard(_Frozen):
+class TurnCard(Frozen):
     """The deterministic record of a closed turn (spec §10)."""
 
     kind: Literal["turn_card"] = "turn_card"
@@ -198,12 +185,12 @@ class TurnCard(_Frozen):
     tokens_card: int = 0
 
 
-class CoveredEvidence(_Frozen):
+class CoveredEvidence(Frozen):
     id: EntryId
     description: str
 
 
-class Compaction(_Frozen):
+class Compaction(Frozen):
     """A compaction packet, keyed by the inclusive turn range it summarises (spec §4)."""
 
     kind: Literal["compaction"] = "compaction"
@@ -215,7 +202,7 @@ class Compaction(_Frozen):
     seeded_from: EntryId | None = None  # the shorter packet this one grew from
 
 
-class Activity(_Frozen):
+class Activity(Frozen):
     """Something the runtime did that no model sees: probes, repairs, cache breaks."""
 
     kind: Literal["activity"] = "activity"
@@ -223,18 +210,18 @@ class Activity(_Frozen):
     detail: dict[str, JsonValue] = Field(default_factory=dict)
 
 
-class HorizonRecord(_Frozen):
+class HorizonRecord(Frozen):
     tokens: int = Field(ge=0)
     confidence: float = Field(ge=0.0, le=1.0)
     last_confirmed: float  # unix seconds
 
 
-class EwmaRecord(_Frozen):
+class EwmaRecord(Frozen):
     value: float
     samples: int = 0
 
 
-class CapacityProfileRecord(_Frozen):
+class CapacityProfileRecord(Frozen):
     """A measured CapacityProfile (spec §1), keyed by (provider, model, quantisation)."""
 
     kind: Literal["capacity_profile"] = "capacity_profile"
@@ -251,7 +238,7 @@ class CapacityProfileRecord(_Frozen):
     provenance: dict[str, JsonValue] = Field(default_factory=dict)
 
 
-class ResetWithHandoff(_Frozen):
+class ResetWithHandoff(Frozen):
     """The one true boundary: turns before it are never planned again (spec §4)."""
 
     kind: Literal["reset_handoff"] = "reset_handoff"
@@ -262,7 +249,7 @@ class ResetWithHandoff(_Frozen):
     model: str | None = None  # the model whose rescue wrote it (only its plans start after it); None: every model
 
 
-class PlanRecord(_Frozen):
+class PlanRecord(Frozen):
     """A working-set plan (spec §4) with its inputs and digest, so any request can be explained later."""
 
     kind: Literal["plan"] = "plan"
@@ -277,36 +264,36 @@ class PlanRecord(_Frozen):
 # ------------------------------------------------------------------ control messages (not turns)
 
 
-class Nudge(_Frozen):
+class Nudge(Frozen):
     kind: Literal["nudge"] = "nudge"
     tag: str  # e.g. "empty-step", "freshness-check", "steering-drift"
     text: str
 
 
-class IntentNote(_Frozen):
+class IntentNote(Frozen):
     kind: Literal["intent_note"] = "intent_note"
     text: str
 
 
-class Thread(_Frozen):
+class Thread(Frozen):
     kind: Literal["thread"] = "thread"
     items: tuple[str, ...] = ()
 
 
-class WorkContract(_Frozen):
+class WorkContract(Frozen):
     kind: Literal["work_contract"] = "work_contract"
     text: str
     active: bool = True
 
 
-class PresentationFeedback(_Frozen):
+class PresentationFeedback(Frozen):
     kind: Literal["presentation_feedback"] = "presentation_feedback"
     presentation_id: EntryId
     action: Literal["dismissed", "pinned", "helpful", "not_helpful", "corrected"]
     note: str = ""
 
 
-class PresentationSelection(_Frozen):
+class PresentationSelection(Frozen):
     kind: Literal["presentation_selection"] = "presentation_selection"
     presentation_ids: tuple[EntryId, ...]
     turn_id: EntryId | None = None
@@ -336,28 +323,18 @@ EntryPayload = Annotated[
 
 PAYLOAD_ADAPTER: TypeAdapter[Any] = TypeAdapter(EntryPayload)
 
+# Every kind, read off the union itself (Annotated's first argument), so a new payload is added in one place.
 PAYLOAD_TYPES: dict[str, type[BaseModel]] = {
-    cls.model_fields["kind"].default: cls
-    for cls in (
-        Directive,
-        AssistantStep,
-        ToolResult,
-        EvidenceBody,
-        Receipt,
-        Presentation,
-        TurnCard,
-        Compaction,
-        Activity,
-        CapacityProfileRecord,
-        ResetWithHandoff,
-        PlanRecord,
-        Nudge,
-        IntentNote,
-        Thread,
-        WorkContract,
-        PresentationFeedback,
-        PresentationSelection,
-    )
+    cls.model_fields["kind"].default: cls for cls in get_args(get_args(EntryPayload)[0])
 }
 KINDS: tuple[str, ...] = tuple(sorted(PAYLOAD_TYPES))
 CONTROL_KINDS = frozenset({"nudge", "intent_note", "thread", "work_contract"})
+
+__all__ = [
+    "CONTROL_KINDS", "KINDS", "PAYLOAD_ADAPTER", "PAYLOAD_TYPES", "Activity", "Answer", "AssistantStep",
+    "CapacityProfileRecord", "Compaction", "CoveredEvidence", "Directive", "EntryId", "EntryPayload",
+    "EvidenceBody", "EwmaRecord", "HorizonRecord", "ImageBlock", "ImageRef", "IntentNote", "JsonValue", "Nudge",
+    "PlanRecord", "Presentation", "PresentationFeedback", "PresentationRef", "PresentationSelection",
+    "PresentationSource", "ReadingKey", "Receipt", "ResetWithHandoff", "StepBlock", "StoredImage", "TextBlock",
+    "ThinkingBlock", "Thread", "ToolResult", "ToolUseBlock", "TraceLine", "TurnCard", "Usage", "WorkContract",
+]
