@@ -151,8 +151,8 @@ def render_turn(
     (the step packet that names them), and only steps before ``digest_until`` show evidence results as
     their digests; later ones show the result as the request carried it. Default: every step, digests.
     """
-    directive_parts: list[Part] = [TextPart(text=turn.directive.text)]
-    directive_parts += [ImagePart(ref=i.ref, media_type=i.media_type) for i in turn.directive.images]
+    # The ledger's image blocks are the request's: they go in as they are.
+    directive_parts: tuple[Part, ...] = (TextPart(text=turn.directive.text), *turn.directive.images)
     messages: list[Message] = [Message(role="user", content=(*directive_parts, *lead))]
     for k, (assistant, results) in enumerate(_step_messages(turn, evidence, digest_until)):
         if k < first_step:
@@ -222,7 +222,7 @@ def _assistant_parts(step: Step, turn: Turn, shown: set[str]) -> list[Part]:
             if text.strip():  # providers refuse empty or whitespace-only text blocks
                 parts.append(TextPart(text=text))
         elif isinstance(block, ToolUseBlock):
-            parts.append(ToolUsePart(id=block.id, name=block.name, input=dict(block.input)))
+            parts.append(block)  # the stored block is the request's block
     return parts
 
 
