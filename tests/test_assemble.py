@@ -66,7 +66,7 @@ def test_attach_tail_goes_into_the_directive_not_the_last_message() -> None:
     """The tail lands after the directive's leading tool results and before its words; nothing else moves."""
     msgs = _turn()
     out = attach_tail(msgs, "<tail/>", 2)
-    assert [type(p).__name__ for p in out[2].content] == ["ToolResultPart", "TextPart", "TextPart"]
+    assert [type(p) for p in out[2].content] == [ToolResultPart, TextPart, TextPart]
     assert out[2].content[1] == TextPart(text="<tail/>") and out[2].content[2] == TextPart(text="new directive")
     assert out[:2] == tuple(msgs[:2]) and out[3:] == tuple(msgs[3:])
     assert attach_tail(msgs, "  ", 2) == tuple(msgs)
