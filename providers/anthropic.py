@@ -59,7 +59,7 @@ class AnthropicProvider(Provider):
         self,
         client: httpx.AsyncClient,
         *,
-        base_url: str = "https://api.anthropic.com/v1",
+        base_url: str | None = None,  # default_base_url
         api_key: str | None = None,
         retry: RetryPolicy | None = None,
         timeout_s: float = 120.0,

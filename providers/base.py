@@ -224,7 +224,8 @@ class Provider(ABC):
     chat_path: ClassVar[str]
     # Where to get a key, said in auth errors (an env var name); never the key itself.
     key_hint: ClassVar[str] = "the provider's API key"
-    # The hosted endpoint, used by the registry when no base_url is given; None for self-hosted servers.
+    # The API root used when no base_url is given: the hosted endpoint, or a local server's usual address
+    # (Ollama); written only here, never again as a constructor default. None: the caller must say.
     default_base_url: ClassVar[str | None] = None
 
     def __init__(

@@ -55,12 +55,13 @@ class OllamaProvider(Provider):
     name: ClassVar[str] = "ollama"
     chat_path: ClassVar[str] = "/api/chat"
     key_hint: ClassVar[str] = "OLLAMA_API_KEY (only a proxied or cloud Ollama needs one)"
+    default_base_url: ClassVar[str | None] = "http://127.0.0.1:11434"  # a local Ollama's own default
 
     def __init__(
         self,
         client: httpx.AsyncClient,
         *,
-        base_url: str = "http://127.0.0.1:11434",
+        base_url: str | None = None,  # default_base_url
         api_key: str | None = None,
         retry: RetryPolicy | None = None,
         timeout_s: float = 300.0,

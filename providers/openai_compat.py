@@ -48,6 +48,7 @@ from providers.base import (
 from providers.streaming import ShownText, StreamAssembler
 from vak.errors import ContextOverflow, RetryableProviderError
 
+OPENAI_BASE_URL = "https://api.openai.com/v1"  # OpenAI's own API root (chat completions and Responses)
 OPENAI_PUBLISHES_NO_WINDOW = (
     "none: OpenAI publishes no context length in its API (its /models entries carry only id, created and "
     "owned_by); the probe ladder and turn feedback measure the window"
@@ -110,7 +111,7 @@ class OpenAICompatProvider(Provider):
         self,
         client: httpx.AsyncClient,
         *,
-        base_url: str,
+        base_url: str | None = None,  # required: a self-hosted server has no default (Provider says so)
         api_key: str | None = None,
         retry: RetryPolicy | None = None,
         timeout_s: float = 120.0,
@@ -391,13 +392,13 @@ class OpenAIChatProvider(OpenAICompatProvider):
     name: ClassVar[str] = "openai"
     key_hint: ClassVar[str] = "OPENAI_API_KEY"
     max_tokens_field: ClassVar[str] = "max_completion_tokens"
-    default_base_url: ClassVar[str | None] = "https://api.openai.com/v1"
+    default_base_url: ClassVar[str | None] = OPENAI_BASE_URL
 
     def __init__(
         self,
         client: httpx.AsyncClient,
         *,
-        base_url: str = "https://api.openai.com/v1",
+        base_url: str | None = None,  # default_base_url
         api_key: str | None = None,
         retry: RetryPolicy | None = None,
         timeout_s: float = 120.0,

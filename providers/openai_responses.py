@@ -33,7 +33,7 @@ from context.messages import (
 )
 from events.payloads import Usage
 from providers.base import Provider, RetryPolicy, int_or_none, parse_json_arguments, require_loaded_image
-from providers.openai_compat import OPENAI_PUBLISHES_NO_WINDOW, openai_overflow
+from providers.openai_compat import OPENAI_BASE_URL, OPENAI_PUBLISHES_NO_WINDOW, openai_overflow
 from vak.errors import ContextOverflow
 
 
@@ -41,13 +41,13 @@ class OpenAIResponsesProvider(Provider):
     name: ClassVar[str] = "openai-responses"
     chat_path: ClassVar[str] = "/responses"
     key_hint: ClassVar[str] = "OPENAI_API_KEY"
-    default_base_url: ClassVar[str | None] = "https://api.openai.com/v1"
+    default_base_url: ClassVar[str | None] = OPENAI_BASE_URL
 
     def __init__(
         self,
         client: httpx.AsyncClient,
         *,
-        base_url: str = "https://api.openai.com/v1",
+        base_url: str | None = None,  # default_base_url
         api_key: str | None = None,
         retry: RetryPolicy | None = None,
         timeout_s: float = 120.0,

@@ -27,7 +27,7 @@ class OpenRouterProvider(OpenAICompatProvider):
         self,
         client: httpx.AsyncClient,
         *,
-        base_url: str = "https://openrouter.ai/api/v1",
+        base_url: str | None = None,  # default_base_url
         api_key: str | None = None,
         retry: RetryPolicy | None = None,
         timeout_s: float = 120.0,

@@ -26,7 +26,6 @@ from providers.openrouter import OpenRouterProvider
 from vak.errors import ConfigError, InvalidInput
 
 LLAMA_CPP_DEFAULT = "http://127.0.0.1:8080/v1"
-OLLAMA_DEFAULT = "http://127.0.0.1:11434"
 
 
 @dataclass(frozen=True)
@@ -140,6 +139,6 @@ def _default_base_url(name: str, env: Mapping[str, str]) -> str | None:
     if name == "ollama":
         host = env.get("OLLAMA_HOST")
         if not host:
-            return OLLAMA_DEFAULT
+            return OllamaProvider.default_base_url
         return host if host.startswith(("http://", "https://")) else f"http://{host}"
     return None  # hosted adapters carry their own default; bedrock derives it from the region
