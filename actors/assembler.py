@@ -27,6 +27,7 @@ from context.messages import ChatRequest, Message, ToolSpec
 from context.planner import Plan
 from context.turns import DEFAULT_TOKENS_PER_CHAR
 from events.envelope import Mapper
+from storage.ledger import LedgerStore
 from vak.errors import InvalidInput
 
 Count = Callable[[ChatRequest], Awaitable[int]]
@@ -79,13 +80,13 @@ def request_budget(profile: CapacityProfile) -> int:
 
 
 class AssemblerActor:
-    """``ledger``: the folder's LedgerActor handle, a LedgerStore this process already holds, or None.
+    """``ledger``: the folder's LedgerActor handle, or a LedgerStore this process holds as its writer.
     ``summarise`` writes a packet summary when a plan needs one (``agent.summarise.write_packet``
     bound to a summariser); without it a plan that needs a new summary is an error.
     ``count`` sizes a request exactly (``providers.tokencount``: the server's own template and
     tokenizer); without it the budget check uses ``chars × tokens_per_char``."""
 
-    def __init__(self, root: str, ledger: Any = None, summarise: Summarise | None = None,
+    def __init__(self, root: str, ledger: LedgerStore | Any, summarise: Summarise | None = None,
                  tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
                  count: Callable[[ChatRequest], Awaitable[int]] | None = None,
                  count_prefix: Callable[[ChatRequest], Awaitable[int]] | None = None) -> None:

@@ -2,8 +2,8 @@
 
 A plain class (``actors.factory.evidence_actor`` wraps it with ``ray.remote``). Thin: each method
 loads state from the ledger, calls the pure functions of ``context/`` and appends what they return.
-It writes through a LedgerActor handle when given one (the one writer of the folder), else through
-its own LedgerStore. The session's TurnIndex is kept current incrementally from the entries
+It reads and writes through ``LedgerClient``: the folder's LedgerActor handle (its one writer), or a
+LedgerStore the caller opened as the writer. The session's TurnIndex is kept current incrementally from the entries
 appended since it was built; the card index (``storage.cardindex``) gets each turn as it closes.
 
 Recall never raises on a bad argument: the model gets a tool error that says how to call it.
@@ -24,19 +24,20 @@ from context.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
 from events.envelope import Mapper
 from events.payloads import EvidenceBody, ReadingKey, ToolResult
 from storage.cardindex import CardIndex, card_doc, embedder_from_config
+from storage.ledger import LedgerStore
 from vak.config import VakConfig
 from vak.errors import InvalidInput, VakError
 
 
 class EvidenceActor:
-    """``ledger``: the folder's LedgerActor handle, a LedgerStore this process already holds, or None
-    to open the folder here. ``tokens_per_char`` is the bound model's, for turn and card sizes.
+    """``ledger``: the folder's LedgerActor handle, or a LedgerStore this process holds as the folder's
+    writer (``actors.ledger_client``: there is no default, so no second writer is opened by accident). ``tokens_per_char`` is the bound model's, for turn and card sizes.
     ``config`` (default: the operator's file) says whether the card index adds embeddings."""
 
     def __init__(
         self,
         root: str,
-        ledger: Any = None,
+        ledger: LedgerStore | Any,
         tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
         config: VakConfig | None = None,
     ) -> None:
@@ -133,7 +134,7 @@ class EvidenceActor:
             is_error=is_error,
         )
         with self._lock:
-            evidence_id = self.ledger.append(session, [meta], [blob])[0]
+            evidence_id = self.ledger.append(session, [meta], blobs=[blob])[0]
             carried = window(text, evidence_id)
             result = ToolResult(
                 tool_use_id=tool_use_id,

@@ -13,6 +13,7 @@ import blake3
 import ray
 
 from actors.ledger import LedgerActor
+from vak.errors import ActorError
 
 NAMESPACE = "vak"
 
@@ -45,8 +46,12 @@ def ledger_actor(root: str | os.PathLike[str], *, namespace: str = NAMESPACE) ->
 
 
 def get_ledger_actor(root: str | os.PathLike[str], *, namespace: str = NAMESPACE) -> Any:
-    """The existing LedgerActor for ``root`` (raises ValueError if none is running)."""
-    return ray.get_actor(ledger_actor_name(root), namespace=namespace)
+    """The existing LedgerActor for ``root`` (``ActorError`` if none is running)."""
+    try:
+        return ray.get_actor(ledger_actor_name(root), namespace=namespace)
+    except ValueError as exc:  # Ray's answer for "no actor of that name"
+        raise ActorError(f"no LedgerActor is running for {root} in namespace {namespace!r}: start it with "
+                         "actors.factory.ledger_actor(root), on a Ray cluster this process is connected to") from exc
 
 
 def evidence_actor_name(root: str | os.PathLike[str]) -> str:
@@ -59,13 +64,14 @@ def evidence_actor(
 ) -> Any:
     """Get or create the detached EvidenceActor for ``root``.
 
-    ``ledger`` is the folder's LedgerActor handle (the one writer); without it the actor opens the
-    folder itself, so use that only where no LedgerActor owns it. Calls run one at a time: each
-    reads the session's TurnIndex and appends after it, and the card index has one writer.
+    ``ledger`` is the folder's LedgerActor handle (the one writer); None gets or creates it. Calls run
+    one at a time: each reads the session's TurnIndex and appends after it, and the card index has one
+    writer.
     """
     from actors.evidence import EvidenceActor  # imported here: it pulls in the pure engine and whoosh
 
     root = os.path.realpath(os.fspath(root))
+    ledger = ledger if ledger is not None else ledger_actor(root, namespace=namespace)
     return _detached(EvidenceActor, evidence_actor_name(root), namespace).remote(root, ledger, tokens_per_char)
 
 
@@ -87,7 +93,7 @@ def probe_actor(
     root = os.path.realpath(os.fspath(root))
     # A restart loses only in-flight probes; profiles are reread from the ledger.
     return _detached(ProbeActor, probe_actor_name(root), namespace, max_concurrency=64).remote(
-        ledger_root=root, session=session, config=config
+        ledger_actor(root, namespace=namespace), session=session, config=config
     )
 
 
@@ -101,13 +107,13 @@ def planner_actor(
 ) -> Any:
     """Get or create the detached PlannerActor for ``root``.
 
-    ``ledger`` is the folder's LedgerActor handle (the one writer); without it the actor opens the
-    folder itself. Calls run one at a time: each brings the session's view up to date and appends
-    its plan after it.
+    ``ledger`` is the folder's LedgerActor handle (the one writer); None gets or creates it. Calls run
+    one at a time: each brings the session's view up to date and appends its plan after it.
     """
     from actors.planner import PlannerActor  # imported here: it pulls in the pure engine
 
     root = os.path.realpath(os.fspath(root))
+    ledger = ledger if ledger is not None else ledger_actor(root, namespace=namespace)
     return _detached(PlannerActor, planner_actor_name(root), namespace).remote(root, ledger, tokens_per_char)
 
 
@@ -120,10 +126,12 @@ def assembler_actor(
     root: str | os.PathLike[str], *, ledger: Any = None, tokens_per_char: float = 0.25, namespace: str = NAMESPACE
 ) -> Any:
     """Get or create the detached AssemblerActor for ``root`` (an async actor: ``assemble`` awaits a
-    summariser when a plan needs a packet). ``ledger`` is the folder's LedgerActor handle."""
+    summariser when a plan needs a packet). ``ledger`` is the folder's LedgerActor handle (None: get or
+    create it)."""
     from actors.assembler import AssemblerActor  # imported here: it pulls in the pure engine
 
     root = os.path.realpath(os.fspath(root))
+    ledger = ledger if ledger is not None else ledger_actor(root, namespace=namespace)
     return _detached(AssemblerActor, assembler_actor_name(root), namespace).remote(
         root, ledger, None, tokens_per_char
     )

@@ -1,4 +1,7 @@
-"""LedgerActor: the one writer of a ledger folder, as a plain class (wrapped by actors.factory)."""
+"""LedgerActor: the one writer of a ledger folder, as a plain class (wrapped by actors.factory).
+
+It offers the calls of ``storage.contract.Ledger`` as coroutines, with the same result types
+(``VerifyReport``, ``LedgerStats``); callers reach it through ``actors.ledger_client.LedgerClient``."""
 
 from __future__ import annotations
 
@@ -8,7 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from events.envelope import StoredEntry
-from storage.ledger import LedgerStore, Payload
+from storage.contract import LedgerStats, Payload, VerifyReport
+from storage.ledger import LedgerStore
 
 
 class LedgerActor:
@@ -55,11 +59,10 @@ class LedgerActor:
     async def sessions(self) -> list[str]:
         return self.store.sessions()
 
-    async def verify(self, session: str | None = None) -> dict[str, Any]:
-        report = await asyncio.to_thread(self.store.verify, session)
-        return report.as_dict()
+    async def verify(self, session: str | None = None) -> VerifyReport:
+        return await asyncio.to_thread(self.store.verify, session)
 
-    async def stats(self) -> dict[str, Any]:
+    async def stats(self) -> LedgerStats:
         return await asyncio.to_thread(self.store.stats)
 
     async def recoveries(self) -> list[dict[str, Any]]:

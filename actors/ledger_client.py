@@ -1,197 +1,97 @@
-"""One way for an actor to reach a ledger: a LedgerStore in this process, or the LedgerActor on Ray.
+"""The one way callers reach a ledger: a LedgerStore this process holds, or the LedgerActor on Ray.
 
-The Evidence and Planner actors read and append through this, so their code is the same whether the
-folder's single writer is a store they hold or the LedgerActor that owns it.
+``LedgerClient`` implements ``storage.contract.Ledger`` over either, so the Evidence, Planner,
+Assembler and Probe actors, the turn loop's Ray wiring and the main job read and append the same
+way whether the folder's single writer is a store they hold or the LedgerActor that owns it.
+Through the actor, each call is one actor call with Ray's errors translated (``actors.ledger_remote``)
+and concurrent appends are coalesced (``actors.append_coalescer``).
 
-Through the actor, appends are coalesced on the caller's side: an actor call costs about a
-millisecond or two, more than the commit it waits for, so while calls are in flight (two per
-session at most) the appends of other threads queue here and go out together as the next call
-(``append_batch``), which the actor commits under one sync. Each caller still gets its own ids,
-or its own error.
+There is no default: a client never opens a folder by itself, since that would make a second writer
+beside the folder's LedgerActor. Being the writer is an explicit choice: pass ``LedgerStore(root)``.
 """
 
 from __future__ import annotations
 
-import threading
+import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from events.envelope import StoredEntry
+from storage.contract import Ledger, LedgerStats, Payload, VerifyReport
 from storage.ledger import LedgerStore
+from vak.errors import InvalidInput
 
-GATHER_S = 0.002  # the longest a call waits for writers that were recently active
-PEAK_DECAY = 0.9  # per call: a writer that left stops being waited for within a few dozen calls
-
-
-class _Request:
-    __slots__ = ("blobs", "error", "finished", "ids", "lead", "payloads", "wake")
-
-    def __init__(self, payloads: list[Any], blobs: list[bytes | None] | None) -> None:
-        self.payloads = payloads
-        self.blobs = blobs
-        self.wake = threading.Event()  # set when finished, or when made a sender
-        self.finished = False
-        self.lead = False  # this request's thread holds a call slot: it sends the next call
-        self.ids: list[str] = []
-        self.error: BaseException | None = None
-
-    def result(self) -> list[str]:
-        if self.error is not None:
-            raise self.error
-        return self.ids
-
-
-class AppendCoalescer:
-    """Turns concurrent ``append`` calls from this process's threads into few actor calls per session.
-
-    At most ``max_in_flight`` calls per session are in flight. A thread whose append finds a free
-    slot sends every append queued for that session so far, its own included. When a call returns
-    its sender hands the results out, frees its slot and gives free slots to the oldest appends
-    still queued, whose threads send the next calls. Two slots let one call's commit overlap the
-    next call's trip to the actor; each call still carries everything that queued meanwhile.
-    """
-
-    def __init__(self, handle: Any, get: Any = None, *, max_in_flight: int = 2) -> None:
-        """``get`` waits for a call's result (``ray.get``, the default)."""
-        self.handle = handle
-        self._get = get
-        self.max_in_flight = max_in_flight
-        self._lock = threading.Condition(threading.Lock())  # notified whenever an append queues
-        self._queued: dict[str, list[_Request]] = {}
-        self._inflight: dict[str, int] = {}
-        self._carried: dict[str, int] = {}  # appends inside calls in flight
-        self._outstanding: dict[str, int] = {}  # appends not yet returned to their callers
-        self._peak: dict[str, float] = {}  # recent peak of outstanding: how many writers are really concurrent
-        self.calls = 0  # actor calls made: fewer than appends when they were coalesced
-
-    def append(self, session: str, payloads: Sequence[Any], blobs: Sequence[bytes | None] | None) -> list[str]:
-        req = _Request(list(payloads), list(blobs) if blobs is not None else None)
-        with self._lock:
-            self._queued.setdefault(session, []).append(req)
-            out = self._outstanding[session] = self._outstanding.get(session, 0) + 1
-            if out > self._peak.get(session, 0.0):
-                self._peak[session] = float(out)
-            self._lock.notify_all()
-            if self._inflight.get(session, 0) < self.max_in_flight:
-                self._inflight[session] = self._inflight.get(session, 0) + 1
-                req.lead = True
-        while True:
-            with self._lock:
-                lead, req.lead = req.lead, False
-                if req.finished:
-                    if lead:  # made a sender, but another call already carried this append
-                        self._release(session)
-                    break
-                if not lead:
-                    req.wake.clear()
-            if lead:
-                self._send(session)
-            else:
-                req.wake.wait()
-        with self._lock:
-            self._outstanding[session] -= 1
-        return req.result()
-
-    def queued(self, session: str) -> int:
-        """Appends waiting for the next call to ``session``."""
-        with self._lock:
-            return len(self._queued.get(session, ()))
-
-    def wait_queued(self, session: str, count: int, timeout: float | None = None) -> bool:
-        """Block until ``count`` appends wait for the next call to ``session`` (tests synchronise on it)."""
-        with self._lock:
-            return self._lock.wait_for(lambda: len(self._queued.get(session, ())) >= count, timeout)
-
-    def _send(self, session: str) -> None:
-        """Send what is queued for ``session`` as one call (holding a slot), answer it, free the slot."""
-        get = self._get
-        if get is None:
-            import ray  # only with an actor handle
-
-            get = ray.get
-        with self._lock:
-            # Writers that were just answered come straight back: wait a moment (at most
-            # GATHER_S) for as many as were recently concurrent, so they share this call instead
-            # of splitting into small calls that alternate (the store's committer does the same).
-            want = int(self._peak.get(session, 1.0)) - self._carried.get(session, 0)
-            if want > 1:
-                self._lock.wait_for(lambda: len(self._queued.get(session, ())) >= want, GATHER_S)
-            batch = self._queued.pop(session, [])
-            self._carried[session] = self._carried.get(session, 0) + len(batch)
-            self._peak[session] = max(float(self._outstanding.get(session, 0)),
-                                      self._peak.get(session, 0.0) * PEAK_DECAY)
-        try:
-            if batch:
-                self.calls += 1
-                try:
-                    results = get(self.handle.append_batch.remote(session, [(r.payloads, r.blobs) for r in batch]))
-                except BaseException as exc:  # the call itself failed: every append in it failed
-                    results = [exc] * len(batch)
-                for r, res in zip(batch, results, strict=True):
-                    if isinstance(res, BaseException):
-                        r.error = res
-                    else:
-                        r.ids = list(res)
-        finally:
-            with self._lock:
-                self._carried[session] -= len(batch)
-                for r in batch:
-                    r.finished = True
-                    r.wake.set()
-                self._release(session)
-
-    def _release(self, session: str) -> None:
-        """Free a call slot (lock held) and give free slots to the oldest queued appends."""
-        n = self._inflight.get(session, 1) - 1
-        for r in self._queued.get(session, ()):
-            if n >= self.max_in_flight:
-                break
-            if not r.lead:
-                r.lead = True
-                r.wake.set()
-                n += 1
-        if n:
-            self._inflight[session] = n
-        else:
-            self._inflight.pop(session, None)
+if TYPE_CHECKING:
+    from actors.ledger_remote import RemoteLedger
 
 
 class LedgerClient:
-    """``handle``: a LedgerActor handle, a LedgerStore this process already holds (the folder's
-    writer, used as is), or None to open the folder here."""
+    """``ledger``: the folder's LedgerActor handle (``actors.factory.ledger_actor(root)``), or a
+    LedgerStore this process holds as the folder's writer (used as is; the caller closes it)."""
 
-    def __init__(self, root: str, handle: Any = None, *, coalesce: bool = True, max_in_flight: int = 2) -> None:
-        self.handle = None if isinstance(handle, LedgerStore) else handle
-        self.store: LedgerStore | None = (
-            handle if isinstance(handle, LedgerStore) else LedgerStore(root) if handle is None else None
-        )
-        self.coalescer = (AppendCoalescer(self.handle, max_in_flight=max_in_flight)
-                          if self.handle is not None and coalesce else None)
-
-    def _call(self, name: str, *args: Any) -> Any:
+    def __init__(self, root: str, ledger: LedgerStore | Any, *, coalesce: bool = True, max_in_flight: int = 2) -> None:
+        if ledger is None:
+            raise InvalidInput(
+                f"no ledger given for {root}: pass the folder's LedgerActor handle "
+                "(actors.factory.ledger_actor(root)), or LedgerStore(root) to make this process the folder's "
+                "one writer (only where no LedgerActor owns it)"
+            )
+        self.root = root
+        self.store: LedgerStore | None = ledger if isinstance(ledger, LedgerStore) else None
+        self._remote: RemoteLedger | None = None
         if self.store is not None:
-            return getattr(self.store, name)(*args)
-        import ray  # only when an actor handle was given
+            self._ledger: Ledger = self.store
+        else:
+            # Imported here, not at the top: only a client over an actor handle needs Ray, and an
+            # in-process session (`vak chat` without Ray) should not pay for importing it.
+            from actors.ledger_remote import RemoteLedger
 
-        return ray.get(getattr(self.handle, name).remote(*args))
+            self._remote = RemoteLedger(ledger, coalesce=coalesce, max_in_flight=max_in_flight)
+            self._ledger = self._remote
 
-    def append(self, session: str, payloads: Sequence[Any], blobs: Sequence[bytes | None] | None = None) -> list[str]:
-        if self.store is not None:
-            return self.store.append(session, payloads, blobs=blobs)
-        if self.coalescer is not None:
-            return self.coalescer.append(session, payloads, blobs)
-        return list(self._call("append", session, list(payloads), None, list(blobs) if blobs else None))
+    # ------------------------------------------------------------------ the contract
+
+    def append(
+        self, session: str, payloads: Sequence[Payload], *, parent: str | None = None,
+        blobs: Sequence[bytes | None] | None = None,
+    ) -> list[str]:
+        return self._ledger.append(session, payloads, parent=parent, blobs=blobs)
 
     def head(self, session: str) -> str | None:
-        result: str | None = self._call("head", session)
-        return result
+        return self._ledger.head(session)
 
     def get(self, entry_id: str) -> StoredEntry:
-        result: StoredEntry = self._call("get", entry_id)
-        return result
+        return self._ledger.get(entry_id)
 
-    def entries(self, session: str, start: int) -> list[StoredEntry]:
-        return list(self._call("entries", session, start, None))
+    def entries(self, session: str, start: int = 0, stop: int | None = None) -> list[StoredEntry]:
+        return self._ledger.entries(session, start, stop)
 
     def chain_to_root(self, entry_id: str) -> list[StoredEntry]:
-        return list(self._call("chain_to_root", entry_id))
+        return self._ledger.chain_to_root(entry_id)
+
+    def sessions(self) -> list[str]:
+        return self._ledger.sessions()
+
+    def verify(self, session: str | None = None) -> VerifyReport:
+        return self._ledger.verify(session)
+
+    def stats(self) -> LedgerStats:
+        return self._ledger.stats()
+
+    def checkpoint(self) -> None:
+        self._ledger.checkpoint()
+
+    # ------------------------------------------------------------------ for asyncio callers (actors)
+
+    async def append_async(self, session: str, payloads: Sequence[Payload]) -> list[str]:
+        """``append`` without blocking the event loop: many coroutines share one commit."""
+        if self.store is not None:
+            return await self.store.append_async(session, payloads)
+        assert self._remote is not None
+        return await self._remote.append_async(session, payloads)
+
+    async def entries_async(self, session: str, start: int = 0, stop: int | None = None) -> list[StoredEntry]:
+        if self.store is not None:
+            return await asyncio.to_thread(self.store.entries, session, start, stop)
+        assert self._remote is not None
+        return await self._remote.entries_async(session, start, stop)

@@ -24,6 +24,7 @@ from context.planner import PlannerState
 from context.turns import DEFAULT_TOKENS_PER_CHAR
 from events.envelope import Mapper
 from events.payloads import CapacityProfileRecord, PlanRecord
+from storage.ledger import LedgerStore
 from vak.errors import InvalidInput
 
 
@@ -39,7 +40,9 @@ def as_profile(profile: CapacityProfile | CapacityProfileRecord | Mapping[str, A
 
 
 class PlannerActor:
-    def __init__(self, root: str, ledger: Any = None, tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR) -> None:
+    """``ledger``: the folder's LedgerActor handle, or a LedgerStore this process holds as its writer."""
+
+    def __init__(self, root: str, ledger: LedgerStore | Any, tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR) -> None:
         self.root = root
         self.ledger = LedgerClient(root, ledger)
         self.tokens_per_char = tokens_per_char

@@ -10,7 +10,8 @@ coroutines, so on Ray it is an async actor and a probe is a task on its event lo
   probe for the model's compute.
 * Every probe writes to the ledger: the ``capacity.probe`` activity (rungs, samples, verdicts) and
   the ``capacity_profile`` record; a cancelled or failed probe writes an activity saying so.
-  The ledger is a ``LedgerStore`` in-process, or the ``LedgerActor`` handle on Ray.
+  The ledger is a ``LedgerStore`` in-process, or the ``LedgerActor`` handle on Ray (the factory
+  passes it), reached through ``actors.ledger_client.LedgerClient`` either way.
 
 Provider keys never travel through here: the adapter is built inside the actor by
 ``providers.registry.make_provider``, which reads them from the environment.
@@ -27,8 +28,9 @@ from urllib.parse import urlparse
 
 import httpx
 
+from actors.ledger_client import LedgerClient
 from agent.probe import ProbeRunner, ProbeSettings
-from context.capacity import CapacityProfile, ProfileKey, from_record, probe_reason
+from context.capacity import CapacityProfile, ProfileKey, from_record, probe_reason, to_record
 from events.envelope import Mapper
 from events.payloads import Activity, CapacityProfileRecord
 from storage.ledger import LedgerStore
@@ -69,17 +71,19 @@ class ProbeTarget:
 
 
 class ProbeActor:
+    """``ledger``: the LedgerActor handle of the folder probes are written to, or a LedgerStore this
+    process holds as its writer. ``config`` None loads the operator's file."""
+
     def __init__(
         self,
-        ledger: Any = None,
+        ledger: LedgerStore | Any,
         *,
-        ledger_root: str | None = None,
         session: str = DEFAULT_SESSION,
         config: VakConfig | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._ledger = ledger
-        self._ledger_root = ledger_root
+        # Appends go out one at a time from this actor's event loop: nothing to coalesce.
+        self.ledger = LedgerClient("the probe's ledger", ledger, coalesce=False)
         self.session = session
         self.config = config if config is not None else load_config()
         self.clock = clock
@@ -92,29 +96,13 @@ class ProbeActor:
 
     # ------------------------------------------------------------------ the ledger
 
-    def _sink(self) -> Any:
-        if self._ledger is None:
-            if self._ledger_root is None:
-                raise VakError("ProbeActor needs a ledger: pass a LedgerStore, a LedgerActor handle or ledger_root.")
-            from actors.factory import ledger_actor  # here, not at import: the factory imports this module
-
-            self._ledger = ledger_actor(self._ledger_root)
-        return self._ledger
-
     async def _append(self, payloads: list[Activity | CapacityProfileRecord]) -> list[str]:
-        sink = self._sink()
-        if isinstance(sink, LedgerStore):
-            return await sink.append_async(self.session, payloads)
-        return list(await sink.append.remote(self.session, payloads))
+        return await self.ledger.append_async(self.session, payloads)
 
     async def _recorded(self, key: ProfileKey) -> CapacityProfile | None:
         """The newest capacity_profile record for ``key`` in the probe session (read once per key)."""
-        sink = self._sink()
         try:
-            if isinstance(sink, LedgerStore):
-                entries = await asyncio.to_thread(sink.entries, self.session)
-            else:
-                entries = await sink.entries.remote(self.session)
+            entries = await self.ledger.entries_async(self.session)
         except UnknownSession:
             return None
         best: CapacityProfile | None = None
@@ -188,8 +176,6 @@ class ProbeActor:
 
     async def profile(self, key: ProfileKey) -> CapacityProfileRecord | None:
         """The process cache's profile for ``key`` as its ledger record (what bind-time reads)."""
-        from context.capacity import to_record
-
         cached = self.cache.get(key)
         return to_record(cached) if cached is not None else None
 

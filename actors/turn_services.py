@@ -11,28 +11,21 @@ import os
 from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
-from ray.exceptions import RayError
-
 from actors.assembler import Assembled, StepRequest
 from actors.factory import assembler_actor, evidence_actor, ledger_actor
+from actors.ledger_client import LedgerClient
 from actors.probe import ProbeTarget
+from actors.ray_errors import map_ray_errors
 from agent.turnrules import prior_turns_of
 from context.capacity import CapacityProfile
 from context.drift import PriorTurn
-from vak.errors import ActorError, VakError
 
 T = TypeVar("T")
 
 
 async def _call(what: str, ref: Awaitable[T]) -> T:
-    try:
+    with map_ray_errors(what):
         return await ref
-    except RayError as exc:
-        cause = getattr(exc, "cause", None)
-        if isinstance(cause, VakError):  # the actor's own typed error: the caller handles it as in-process
-            raise cause from exc
-        raise ActorError(f"the {what} call failed on Ray ({type(exc).__name__}: {exc}); check `ray status` and the "
-                         "actor's log, then run the turn again (acknowledged entries are in the ledger)") from exc
 
 
 class RayServices:
@@ -41,13 +34,14 @@ class RayServices:
     def __init__(self, root: str | os.PathLike[str], session: str, *, probe: Any = None,
                  probe_target: ProbeTarget | None = None) -> None:
         self.session = session
-        self.ledger = ledger_actor(root)
-        self.evidence = evidence_actor(root, ledger=self.ledger)
-        self.assembler = assembler_actor(root, ledger=self.ledger)
+        handle = ledger_actor(root)
+        self.ledger = LedgerClient(os.fspath(root), handle, coalesce=False)  # appends come from one event loop
+        self.evidence = evidence_actor(root, ledger=handle)
+        self.assembler = assembler_actor(root, ledger=handle)
         self.probe, self.probe_target = probe, probe_target
 
     async def append(self, payloads: Sequence[Any]) -> list[str]:
-        return list(await _call("ledger append", self.ledger.append.remote(self.session, list(payloads))))
+        return await self.ledger.append_async(self.session, payloads)
 
     async def assemble(self, profile: CapacityProfile, step: StepRequest) -> Assembled:
         return await _call("assemble", self.assembler.assemble.remote(self.session, profile, step))
@@ -64,7 +58,7 @@ class RayServices:
 
     async def prior_turns(self) -> list[PriorTurn]:
         """The session's earlier turns as the turn rules compare against them, read through the LedgerActor."""
-        entries = await _call("ledger entries", self.ledger.entries.remote(self.session))
+        entries = await self.ledger.entries_async(self.session)
         return prior_turns_of(entries)
 
     async def close_turn(self, outcome: str) -> str:

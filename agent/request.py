@@ -42,16 +42,8 @@ from context.turnsizes import (
 )
 from events.envelope import Mapper, StoredEntry
 from events.payloads import EvidenceBody, PlanRecord, ResetWithHandoff, TurnCard
+from storage.contract import Ledger
 from vak.errors import ContextOverflow, InvalidInput, RequestTooLarge
-
-
-class Ledger(Protocol):
-    """The ledger calls the agent makes: a LedgerStore, or a wrapper around a LedgerActor handle."""
-
-    def append(self, session: str, payloads: Sequence[Any]) -> list[str]: ...
-
-    def get(self, entry_id: str) -> StoredEntry: ...
-
 
 # ------------------------------------------------------------------ the session as the planner sees it
 

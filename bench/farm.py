@@ -142,7 +142,7 @@ def _in_process(spec: Any, work: Path) -> list[dict[str, Any]]:
     made = {s.name: materialise(s, work / "ledgers") for s in spec.sessions}
     rows: list[dict[str, Any]] = []
     for name, mat in made.items():
-        ledger = LedgerClient(str(mat.root))  # this folder's one writer, in this process
+        ledger = LedgerClient(str(mat.root), LedgerStore(mat.root))  # this folder's one writer, in this process
         assert ledger.store is not None
         try:
             with LedgerStore(mat.root, readonly=True) as reader:  # as a farm unit reads it

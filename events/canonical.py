@@ -35,7 +35,7 @@ _encoder = json.JSONEncoder(
 
 
 def _reject(value: Any) -> Any:
-    raise TypeError(f"{type(value).__name__} is not JSON")
+    raise NonCanonicalValue(f"{type(value).__name__} is not JSON")
 
 
 # The C scanner behind json.dumps, built once: JSONEncoder.encode builds a new one per call, which
@@ -97,7 +97,7 @@ def encode_str_keyed(value: Any) -> bytes:
         else:
             text = _encoder.encode(value)
         data = text.encode("utf-8")
-    except (ValueError, TypeError, UnicodeEncodeError):
+    except (NonCanonicalValue, ValueError, TypeError, UnicodeEncodeError):  # the checked path says why
         return encode(value)
     if b"-0.0" in data:
         return encode(value)

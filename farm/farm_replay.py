@@ -44,10 +44,9 @@ Summarise = Callable[[SessionView, Plan], Awaitable[list[str]]]
 
 
 class ReplayLedger(Ledger, Protocol):
-    """Where a replay writes: a LedgerStore in process, or a LedgerClient over the session's LedgerActor."""
+    """Where a replay writes: a LedgerStore in process, or a LedgerClient over the session's LedgerActor
+    (the one contract, ``storage.contract.Ledger``, blobs included)."""
 
-    def append(self, session: str, payloads: Sequence[Any], *,
-               blobs: Sequence[bytes | None] | None = None) -> list[str]: ...
 GATE_LARGE = 200_000
 GATE_SMALL = 16_384
 

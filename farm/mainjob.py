@@ -66,20 +66,19 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
     t0 = time.perf_counter()
     out("vak: starting a local Ray on 127.0.0.1 ...")
     start_local_ray()
-    import ray
-
     from actors.factory import ledger_actor
+    from actors.ledger_client import LedgerClient
     from farm.sessiongen import generate_session
 
     ledger.mkdir(parents=True, exist_ok=True)
-    actor = ledger_actor(ledger)
+    client = LedgerClient(str(ledger), ledger_actor(ledger))
     session = session or time.strftime("demo-%Y%m%d-%H%M%S")
     out(f"vak: ledger at {ledger.resolve()}; writing session {session!r} ({turns} turns) through the LedgerActor")
 
     written: list[str] = []
 
     def append(payload: Any, blob: bytes | None) -> str:
-        written.append(str(ray.get(actor.append.remote(session, [payload], None, [blob]))[0]))
+        written.append(client.append(session, [payload], blobs=[blob])[0])
         return written[-1]
 
     with _local_server(local_model, local_base_url) as (base_url, api_key):
@@ -87,9 +86,9 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
         live = run_live_turns(ledger, f"{session}-live", local_model, base_url, api_key, profile,
                               workspace or Path.cwd(), live_turns, out) if local_model and live_turns else []
     gen = generate_session(seed=seed, turns=turns, append=append)
-    report = ray.get(actor.verify.remote())
-    ray.get(actor.checkpoint.remote())  # seal segments so plain Arrow readers see everything
-    stats = ray.get(actor.stats.remote())
+    report = client.verify().as_dict()
+    client.checkpoint()  # seal segments so plain Arrow readers see everything
+    stats = client.stats().as_dict()
     summary = {
         "ledger": str(ledger.resolve()),
         "session": session,

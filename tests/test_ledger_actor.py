@@ -28,7 +28,7 @@ async def test_plain_class_works_without_ray(ledger_dir: Path) -> None:
     ids = await asyncio.gather(*[actor.append("s", [Directive(text=f"no ray needed {i}")]) for i in range(20)])
     chain = await actor.chain_to_root(await actor.head("s") or "")
     assert {i for (i,) in ids} == {e.id for e in chain}
-    assert (await actor.verify())["ok"]
+    assert (await actor.verify()).ok
     await actor.close()
 
 
@@ -75,7 +75,7 @@ def test_concurrent_appends_through_the_actor(ray_cluster: Any, ledger_dir: Path
     ids = [i for r in ray.get(refs) for i in r]
     assert len(set(ids)) == 200
     report = ray.get(a.verify.remote("c"))
-    assert report["ok"] and report["entries"] == 200
+    assert report.ok and report.entries == 200
     ray.kill(a, no_restart=True)
 
 
@@ -100,7 +100,7 @@ def test_killed_actor_restarts_and_chains_onto_last_acknowledged(ray_cluster: An
     (nxt,) = ray.get(a.append.remote("k", [Nudge(tag="t", text="after restart")]))
     chain = [e.id for e in ray.get(a.chain_to_root.remote(nxt))]
     assert chain == [*acked, nxt]
-    assert ray.get(a.verify.remote())["ok"]
+    assert ray.get(a.verify.remote()).ok
     ray.kill(a, no_restart=True)
 
 
@@ -163,5 +163,5 @@ def test_kill_during_inflight_appends_loses_nothing_acknowledged(
     chain = [e.id for e in ray.get(a.chain_to_root.remote(nxt))]
     assert set(acked) <= set(chain)
     assert chain[-1] == nxt
-    assert ray.get(a.verify.remote())["ok"]
+    assert ray.get(a.verify.remote()).ok
     ray.kill(a, no_restart=True)

@@ -33,7 +33,7 @@ def test_plans_are_recorded_with_inputs_and_digest_and_explained_later(ledger_di
     writer = LedgerStore(ledger_dir)
     build_session(20, tools_per_turn=1, sink=_store_sink(writer, "s"))
     writer.close()
-    actor = PlannerActor(str(ledger_dir))  # without a LedgerActor handle it is the folder's one writer
+    actor = PlannerActor(str(ledger_dir), LedgerStore(ledger_dir))  # this process is the folder's one writer
     store = actor.ledger.store
     assert store is not None
     out = actor.plan("s", SMALL, "What is the copper price trend?", prefix_tokens=300, tail_tokens=20)

@@ -180,7 +180,7 @@ async def test_no_usable_horizon_writes_the_reset_with_handoff_and_sends_the_cur
     assert again.written == [] and len(view.index.resets) == 1 and again.plan.reset is not None
     store.close()
     # behind the reset, never planned, but recall({turn}) still reaches a turn's full record
-    evidence = EvidenceActor(str(tmp_path / "ledger"))
+    evidence = EvidenceActor(str(tmp_path / "ledger"), LedgerStore(tmp_path / "ledger"))  # the folder's writer
     record = evidence.recall("s", {"turn": 2})
     assert not record["is_error"] and "What is the copper price trend this quarter? (turn 2)" in record["content"]
     assert evidence.ledger.store is not None

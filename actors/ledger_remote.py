@@ -1,0 +1,83 @@
+"""The ledger contract over a LedgerActor handle: each call is one actor call, Ray's errors translated.
+
+Used through ``actors.ledger_client.LedgerClient``, which picks it when it is given an actor handle.
+Every ``ray.get`` (and every await) on the LedgerActor runs inside ``map_ray_errors``, so a caller sees
+the actor's own typed errors as if in-process, and ``ActorError`` for anything Ray itself reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import ray
+
+from actors.append_coalescer import AppendCoalescer
+from actors.ray_errors import map_ray_errors
+from events.envelope import StoredEntry
+from storage.contract import LedgerStats, Payload, VerifyReport
+
+
+def _get(what: str, ref: Any) -> Any:
+    with map_ray_errors(what):
+        return ray.get(ref)
+
+
+def _get_append(ref: Any) -> Any:
+    return _get("ledger append", ref)
+
+
+class RemoteLedger:
+    """``handle``: the folder's LedgerActor. Concurrent appends from this process's threads are
+    coalesced into few actor calls (``AppendCoalescer``) unless ``coalesce`` is false."""
+
+    def __init__(self, handle: Any, *, coalesce: bool = True, max_in_flight: int = 2) -> None:
+        self.handle = handle
+        self.coalescer = AppendCoalescer(handle, get=_get_append, max_in_flight=max_in_flight) if coalesce else None
+
+    def append(
+        self, session: str, payloads: Sequence[Payload], *, parent: str | None = None,
+        blobs: Sequence[bytes | None] | None = None,
+    ) -> list[str]:
+        if self.coalescer is not None and parent is None:  # a coalesced call appends at the head
+            return self.coalescer.append(session, payloads, blobs)
+        ref = self.handle.append.remote(session, list(payloads), parent, list(blobs) if blobs is not None else None)
+        return list(_get("ledger append", ref))
+
+    def head(self, session: str) -> str | None:
+        head: str | None = _get("ledger head", self.handle.head.remote(session))
+        return head
+
+    def get(self, entry_id: str) -> StoredEntry:
+        entry: StoredEntry = _get("ledger get", self.handle.get.remote(entry_id))
+        return entry
+
+    def entries(self, session: str, start: int = 0, stop: int | None = None) -> list[StoredEntry]:
+        return list(_get("ledger entries", self.handle.entries.remote(session, start, stop)))
+
+    def chain_to_root(self, entry_id: str) -> list[StoredEntry]:
+        return list(_get("ledger chain_to_root", self.handle.chain_to_root.remote(entry_id)))
+
+    def sessions(self) -> list[str]:
+        return list(_get("ledger sessions", self.handle.sessions.remote()))
+
+    def verify(self, session: str | None = None) -> VerifyReport:
+        report: VerifyReport = _get("ledger verify", self.handle.verify.remote(session))
+        return report
+
+    def stats(self) -> LedgerStats:
+        stats: LedgerStats = _get("ledger stats", self.handle.stats.remote())
+        return stats
+
+    def checkpoint(self) -> None:
+        _get("ledger checkpoint", self.handle.checkpoint.remote())
+
+    # ------------------------------------------------------------------ for asyncio callers (actors)
+
+    async def append_async(self, session: str, payloads: Sequence[Payload]) -> list[str]:
+        with map_ray_errors("ledger append"):
+            return list(await self.handle.append.remote(session, list(payloads)))
+
+    async def entries_async(self, session: str, start: int = 0, stop: int | None = None) -> list[StoredEntry]:
+        with map_ray_errors("ledger entries"):
+            return list(await self.handle.entries.remote(session, start, stop))
