@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from context import digests
+from context import digest_shapes as digests
 from context.evidence import DIGEST_CHARS, SHAPES, body_text, detect_shape, digest, evidence_tag
 from tests.adversarial_bodies import ADVERSARIAL, Case, adversarial
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from context.digests import DIGEST_LINE_WIDTHS
+from context.digest_shapes import DIGEST_LINE_WIDTHS
 from context.evidence import (
     DIGEST_CHARS,
     LINE_CHARS,
@@ -394,18 +394,18 @@ def test_digests_of_a_64_mib_result_stay_small() -> None:
 def test_a_closed_turns_json_result_is_parsed_once_not_twice(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 9 item 2: ``context.render.evidence_info`` (every closed-turn result) detects the shape and
     digests in one pass, so a large JSON body goes through the JSON parser once, not twice."""
-    from context import digests
+    from context.digest_shapes import jsonscan
     from context.render import evidence_info
     from events.payloads import EvidenceBody
 
     parsed: list[int] = []
-    real = digests._parse_json
+    real = jsonscan.parse_json
 
     def counting(body: str) -> object:
         parsed.append(len(body))
         return real(body)
 
-    monkeypatch.setattr(digests, "_parse_json", counting)
+    monkeypatch.setattr(jsonscan, "parse_json", counting)
     blob = json.dumps({"rows": [[i, str(i)] for i in range(50_000)], "note": "x"}).encode()
     meta = EvidenceBody(tool_use_id="t", tool_name="get_rows", chars=len(blob), bytes=len(blob))
     info = evidence_info("ab" * 32, meta, blob)
