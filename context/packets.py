@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from context.tokens import estimate_tokens
 from context.turncard import args_digest, short_id
 from context.turns import EvidenceMeta, Summary, Turn, TurnIndex
 from events.payloads import Compaction, CoveredEvidence
@@ -133,7 +134,7 @@ def render_packet(
 
 def tokens_of(text: str, tokens_per_char: float) -> int:
     """Tokens the plan charges for ``text``: characters times the bound model's measured ratio, rounded up."""
-    return math.ceil(len(text) * tokens_per_char)
+    return estimate_tokens(len(text), tokens_per_char)
 
 
 def item_line(item: CoveredItem) -> str:
@@ -182,7 +183,7 @@ def packet_room(
     cost (a summary gets at most ``SUMMARY_COMPRESSION`` of that); ``item_chars`` and ``items`` the
     summed ``item_line`` lengths and the number of evidence bodies in the range."""
     pointer = tokens_of(render_packet(first_ordinal, last_ordinal, level="pointer", total_evidence=items), tokens_per_char)
-    listed = math.ceil(list_chars(first_ordinal, last_ordinal, item_chars, items) * tokens_per_char)
+    listed = estimate_tokens(list_chars(first_ordinal, last_ordinal, item_chars, items), tokens_per_char)
     # "\nSummary:\n" plus the summary's text: the summary level costs the list level plus this.
     overhead = tokens_of("\nSummary:\n", tokens_per_char) + 1
     room = min(share - listed - overhead, math.floor(card_tokens * SUMMARY_COMPRESSION))
