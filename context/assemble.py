@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,6 +37,7 @@ from context.packets import (
 )
 from context.planner import Plan
 from context.render import EvidenceInfo, render_turn
+from context.tokens import estimate_tokens
 from context.turns import TurnIndex
 from context.turnsizes import card_text
 from events.canonical import encode
@@ -154,12 +154,12 @@ def cache_breakpoints(n_messages: int, directive_index: int | None, session_key:
 
 
 def text_tokens(profile: CapacityProfile, text: str) -> int:
-    return math.ceil(len(text) * profile.tokens_per_char.value)
+    return estimate_tokens(len(text), profile.tokens_per_char.value)
 
 
 def prefix_tokens(profile: CapacityProfile, system: str, tools: Sequence[ToolSpec] = ()) -> int:
     """The stable prefix's size: system prompt and tool schemas, counted as a request counts them."""
-    return math.ceil(request_chars(ChatRequest(model="", system=system, tools=tuple(tools))) * profile.tokens_per_char.value)
+    return estimate_tokens(request_chars(ChatRequest(model="", system=system, tools=tuple(tools))), profile.tokens_per_char.value)
 
 
 def packet_text(index: TurnIndex, p: Plan) -> str | None:
@@ -279,6 +279,6 @@ def _append(messages: list[Message], msg: Message) -> None:
 
 
 def request_tokens(profile: CapacityProfile, request: ChatRequest) -> int:
-    return math.ceil(request_chars(request) * profile.tokens_per_char.value)
+    return estimate_tokens(request_chars(request), profile.tokens_per_char.value)
 
 
