@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from context.tokens import estimate_tokens
 from events import canonical
 from events.envelope import Mapper, StoredEntry
 from events.payloads import (
@@ -421,7 +422,7 @@ class TurnIndex:
         turn.tokens_source = "estimate"
 
     def _estimate(self, chars: int) -> int:
-        return math.ceil(chars * self.tokens_per_char)
+        return estimate_tokens(chars, self.tokens_per_char)
 
     # ------------------------------------------------------------------ reading
 
