@@ -19,13 +19,13 @@ every evidence id, so the model can go one level deeper with ``recall({"id": ...
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from context.render import SHORT_ID, EvidenceInfo, is_card_tool, record_chars, render_turn, strip_card_fences
+from context.tokens import estimate_tokens
 from context.turns import Exchange, Turn, TurnIndex
 from events.payloads import Answer, PresentationRef, ReadingKey, TraceLine, TurnCard
 
@@ -99,7 +99,7 @@ def asked_of(text: str, tokens_per_char: float, token_limit: int = ASKED_TOKENS)
     the directive stays whole in the full record (recall({turn})).
     """
     stripped = text.strip()
-    if math.ceil(len(stripped) * tokens_per_char) <= token_limit:
+    if estimate_tokens(len(stripped), tokens_per_char) <= token_limit:
         return stripped
     first = leading_sentence(stripped)
     budget_words = max(8, int(token_limit * 2 / 1.3))  # at most about twice the budget, in words
@@ -200,7 +200,7 @@ def build_card(
         last = turn.steps[-1]
         prose = strip_card_fences(last.text, last.id, turn.presentation_payloads, set())
         narration = narration_of(prose)
-    full = math.ceil(record_chars(render_turn(turn, evidence)) * tpc)
+    full = estimate_tokens(record_chars(render_turn(turn, evidence)), tpc)
     card = TurnCard(
         turn_id=turn.id,
         asked=asked_of(turn.directive.text, tpc),
@@ -211,7 +211,7 @@ def build_card(
         tokens_full=full,
         tokens_card=0,
     )
-    return card.model_copy(update={"tokens_card": math.ceil(len(render_card(card, turn.ordinal)) * tpc)})
+    return card.model_copy(update={"tokens_card": estimate_tokens(len(render_card(card, turn.ordinal)), tpc)})
 
 
 def render_card(card: TurnCard, ordinal: int | None = None) -> str:
