@@ -26,6 +26,7 @@ from itertools import accumulate
 from context.packets import StepLevel, step_items, step_packet_chars
 from context.plan import CurrentTurnPlan
 from context.render import EvidenceInfo, step_chars
+from context.tokens import estimate_tokens
 from context.turncard import short_id
 from context.turns import Turn, TurnIndex
 
@@ -112,7 +113,7 @@ class _Fold:
         return c.directive + packet + (self.g[d] - self.g[p]) + (self.v[m] - self.v[d])
 
     def tokens(self, p: int, d: int, m: int, level: StepLevel) -> int:
-        return math.ceil(self.chars(p, d, m, level) * self.tpc)
+        return estimate_tokens(self.chars(p, d, m, level), self.tpc)
 
     def smallest(self, m: int) -> tuple[int, int, StepLevel]:
         """The most compact form after step m: every earlier step in the ids packet, step m digested
@@ -175,7 +176,7 @@ def fit(c: TurnCosts, tpc: float, room: int, covered: int = 0) -> CurrentTurnPla
 
 def verbatim_tokens(c: TurnCosts, tpc: float) -> int:
     """The whole turn as the request carried it."""
-    return math.ceil((c.directive + sum(c.verbatim)) * tpc)
+    return estimate_tokens(c.directive + sum(c.verbatim), tpc)
 
 
 def minimum_tokens(c: TurnCosts, tpc: float, covered: int = 0) -> int:
