@@ -30,6 +30,7 @@ from context.packets import (
 )
 from context.planner import Plan
 from context.render import record_text, render_turn
+from context.tokens import estimate_tokens
 from context.turnsizes import card_text
 from events.payloads import Activity
 from vak.errors import InvalidInput
@@ -55,7 +56,7 @@ class Summariser:
     results: list[ChatResult] = field(default_factory=list)
 
     def tokens(self, text: str) -> int:
-        return math.ceil(len(text) * self.tokens_per_char)
+        return estimate_tokens(len(text), self.tokens_per_char)
 
     async def summarise(self, prompt: str, max_tokens: int) -> ChatResult:
         request = ChatRequest(
