@@ -24,12 +24,12 @@ and the ``on_fallback`` callback, which the turn loop can turn into an activity)
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from context.capacity import PRIOR_TOKENS_PER_CHAR, request_chars
 from context.messages import ChatRequest
+from context.tokens import estimate_tokens
 from providers.base import load_images
 from providers.openai_compat import OpenAICompatProvider
 from vak.errors import ProviderRequestError, TokenCountError
@@ -67,7 +67,7 @@ class CharRatioCounter:
         return float(value() if callable(value) else value)
 
     async def count(self, request: ChatRequest) -> int:
-        return math.ceil(request_chars(request) * self.tokens_per_char)
+        return estimate_tokens(request_chars(request), self.tokens_per_char)
 
 
 class UsageCounter:
