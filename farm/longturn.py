@@ -10,6 +10,7 @@ after the directive (0) and after each step (1..steps), so a caller can plan eve
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterator
 
@@ -17,6 +18,7 @@ from pydantic import BaseModel
 
 from agent.request import SessionView
 from context.evidence import window
+from context.tokens import estimate_tokens
 from events.envelope import Mapper, StoredEntry
 from events.payloads import (
     AssistantStep,
@@ -81,7 +83,7 @@ class LongTurn:
             self.add(ToolResult(tool_use_id=call, tool_name=name, content=carried.text, is_error=is_error,
                                 evidence_id=ev, windowed=carried.windowed))
             self.evidence.append(ev)
-            prompt += out + len(carried.text) // 4
+            prompt += out + estimate_tokens(len(carried.text), 0.25, rounding=math.floor)  # len // 4, as before
             yield k
 
 
