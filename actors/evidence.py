@@ -16,6 +16,7 @@ import threading
 from typing import Any
 
 from actors.ledger_client import LedgerClient
+from agent.carddocs import card_doc, docs_from_ledger
 from agent.presentations import card_results, plan_cards
 from context.evidence import RecallError, body_text, parse_recall_args, select, window
 from context.render import EvidenceInfo, evidence_info, record_text, render_turn
@@ -23,7 +24,7 @@ from context.turncard import Outcome, build_card, render_card
 from context.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
 from events.envelope import Mapper
 from events.payloads import EvidenceBody, ReadingKey, ToolResult
-from storage.cardindex import CardIndex, card_doc, embedder_from_config
+from storage.cardindex import CardIndex, embedder_from_config
 from storage.ledger import LedgerStore
 from vak.config import VakConfig
 from vak.errors import InvalidInput, VakError
@@ -296,12 +297,11 @@ class EvidenceActor:
 
     def rebuild_index(self, session: str) -> int:
         if self.ledger.store is not None:
-            return self.cards.rebuild(self.ledger.store, session)
+            return self.cards.rebuild(session, docs_from_ledger(self.ledger.store, session))
         index = self.index(session)
         docs = [
             card_doc(t.card_id, t.card, t.presentation_payloads)
             for t in index.turns
             if t.card_id is not None and t.card is not None
         ]
-        self.cards.delete(session)
-        return self.cards.add(session, docs)
+        return self.cards.rebuild(session, docs)

@@ -93,7 +93,6 @@ from context.relevance import (
 from context.render import EvidenceInfo
 from context.turns import ResetMark, Summary, Turn, TurnIndex
 from context.turnsizes import (
-    Bm25Index,
     TurnSize,
     TurnTable,
     estimate_size,
@@ -102,6 +101,7 @@ from context.turnsizes import (
     sizes_digest,
     turn_document,
 )
+from vak.bm25 import Bm25Index
 from vak.errors import InvalidInput, RequestTooLarge
 
 __all__ = [

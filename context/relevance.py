@@ -6,15 +6,15 @@ a term with a handful of vector operations over its postings instead of a Python
 and hands the planner sorted positions and raw scores (``TurnScores``) it can normalise, digest and
 rank as arrays.
 
-Every float equals the one ``context.turnsizes.Bm25Index.scores`` computes: the same IEEE operations
-in the same order per posting (``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avg))``), and
-per document the terms added in the same (sorted) order into an accumulator that starts at 0.0 (as
-``0.0 + g == g``, the first term's gain is kept as is, as the dictionary path does).
+It is the project's one BM25 (``vak.bm25``: its tokeniser, k1, b, idf and common-term rule, through
+``Bm25Index.weighted_terms``), and every float equals the one ``vak.bm25.Bm25Index.scores`` computes:
+the same IEEE operations in the same order per posting (``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b *
+length / avg))``), and per document the terms added in the same (sorted) order into an accumulator that
+starts at 0.0 (as ``0.0 + g == g``, the first term's gain is kept as is, as the dictionary path does).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
@@ -23,7 +23,7 @@ from operator import neg, sub, truediv
 import numpy as np
 import numpy.typing as npt
 
-from context.turnsizes import Bm25Index, terms
+from vak.bm25 import Bm25Index, query_terms
 
 Positions = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
@@ -133,28 +133,21 @@ class PositionBm25(Bm25Index[int]):
     def columns(self, query: str) -> tuple[Positions, Floats] | tuple[list[int], list[float]]:
         """The positions that score above 0 (ascending) and their raw BM25 scores: ``scores`` as
         columns, numpy arrays when the query's postings are many, else Python lists (equal values)."""
-        n = len(self.lengths)
-        if not n:
+        if not self.lengths:
             return [], []
-        query_terms = sorted(set(terms(query)))
-        postings = sum(len(self.postings.get(t, ())) for t in query_terms)
+        wanted = query_terms(query)
+        postings = sum(len(self.postings.get(t, ())) for t in wanted)
         if postings < self.VECTOR_POSTINGS:
-            by_position = self.term_scores(query_terms)
+            by_position = self.term_scores(wanted)
             ordered = sorted(by_position)
             return ordered, list(map(by_position.__getitem__, ordered))
         if self._columns is None:
             self._columns = {}
             for doc_id in self.lengths:
                 self._add_columns(doc_id)
-        avg = self.total / n or 1.0
-        k1, b = self.K1, self.B
+        avg, k1, b = self.average_length(), self.K1, self.B
         total: Floats | None = None
-        for t in query_terms:
-            docs = self.postings.get(t)
-            # As ``Bm25Index.scores``: a term in more than half the documents is skipped.
-            if not docs or (n > 8 and len(docs) * 2 > n):
-                continue
-            idf = math.log(1.0 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
+        for t, idf in self.weighted_terms(wanted):  # as ``Bm25Index.scores``: common terms skipped
             at, tf = self._columns[t].flush()
             damping = k1 * (1 - b + b * self._lengths[at] / avg)
             gain = idf * tf * (k1 + 1) / (tf + damping)

@@ -4,9 +4,10 @@
   card tools), in one fixed order. Their schemas are the request's ``tools`` on every turn.
 * **Catalogue**: one line per admitted tool that is not always loaded (``name — first sentence``),
   sorted by name. It depends on the admitted set only, so it sits in the stable prefix and never moves.
-* **find_tools({query})** ranks the deferred tools with the engine's own BM25 (the one the planner ranks
-  turns with: one tokeniser for both), returns their full schemas *in its own result*, and loads them
-  for the rest of the turn: a call to a promoted tool is accepted by name.
+* **find_tools({query})** ranks the deferred tools with the project's one BM25 (``vak.bm25``: the one
+  the planner and the card index rank turns with, one tokeniser for all three), returns their full
+  schemas *in its own result*, and loads them for the rest of the turn: a call to a promoted tool is
+  accepted by name.
 
 Why the schema rides in the result instead of the request's ``tools``: llama.cpp and most local chat
 templates render tool schemas into the system prompt, so a schema added mid-turn changes the first
@@ -27,7 +28,7 @@ from typing import Any
 
 from context.messages import ToolSpec
 from context.toolrefs import FIND_TOOLS_NAME, LOADED_MARK
-from context.turnsizes import Bm25Index
+from vak.bm25 import Bm25Index, best_first
 from vak.errors import InvalidInput
 
 FIND_TOOLS_LIMIT = 5
@@ -125,12 +126,15 @@ class Surface:
             return ()
         index: Bm25Index[int] = Bm25Index()
         for i, t in enumerate(self.deferred):
-            index.add(i, f"{t.name} {t.name.replace('_', ' ')} {t.spec.description}")
-        scores = index.scores(query)
+            index.add(i, tool_document(t))
         exact = [i for i, t in enumerate(self.deferred) if t.name == query.strip()]
-        ranked = sorted(scores, key=lambda i: (-scores[i], i))
-        order = exact + [i for i in ranked if i not in exact and scores[i] > 0]
+        order = exact + [i for i, score in best_first(index.search(query)) if i not in exact and score > 0]
         return tuple(self.deferred[i] for i in order[:limit])
+
+
+def tool_document(tool: ToolDecl) -> str:
+    """What ``find_tools`` searches for a tool: its name, the name's words, and its description."""
+    return f"{tool.name} {tool.name.replace('_', ' ')} {tool.spec.description}"
 
 
 def find_tools_result(found: Sequence[ToolDecl], query: str) -> str:

@@ -5,21 +5,19 @@
   a packet's evidence list, counted exactly as ``context.capacity.request_chars`` counts a request.
   ``measure_turn`` needs the evidence digests; ``estimate_size`` reads the stored card's own count.
   ``TurnTable`` keeps them as columns in turn order, so a plan slices instead of looking up.
-* Relevance (``Bm25Index``): BM25 over one document per turn (the card's index text, spec §10),
-  kept incrementally; scoring walks only the postings of the query's terms. ``context.relevance``
-  keeps the same index by turn position with numpy columns (``SessionView``'s).
+* Relevance: each turn's document (``turn_document``: the card's index text, spec §10), which the
+  project's one BM25 (``vak.bm25``) ranks; ``context.relevance`` keeps that index by turn position
+  with numpy columns (``SessionView``'s).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, repeat
-from operator import add, truediv
-from typing import Any, Generic, TypeVar
+from itertools import accumulate
+from typing import Any
 
 import blake3
 
@@ -79,90 +77,7 @@ def estimate_size(index: TurnIndex, turn: Turn) -> TurnSize:
     return TurnSize(full, len(render_card(turn.card, turn.ordinal)), *lines)
 
 
-# ------------------------------------------------------------------ relevance (BM25, pure)
-
-Doc = TypeVar("Doc", str, int)  # a document key: a turn id, or a turn position
-
-_TERM = re.compile(r"[a-z0-9][a-z0-9_]*")
-_STOP = frozenset(
-    "a an and are as at be by can could did do does for from had has have how i if in is it its me my no not of "
-    "on or our please so than that the their them then there these they this to was we were what when where "
-    "which who will with would you your".split()
-)
-
-
-def terms(text: str) -> list[str]:
-    return [t for t in _TERM.findall(text.lower()) if len(t) > 1 and t not in _STOP]
-
-
-class Bm25Index(Generic[Doc]):
-    """BM25 (k1 1.2, b 0.75) over one document per turn, kept incrementally; scoring touches only the
-    postings of the query's terms: it grows with the turns that share a term with the query (at most
-    half the session, as a term in more is skipped), not with every turn. Documents are keyed by
-    turn id, or by turn position (``SessionView``: the planner then looks nothing up per score)."""
-
-    K1 = 1.2
-    B = 0.75
-
-    def __init__(self) -> None:
-        self.postings: dict[str, dict[Doc, int]] = {}
-        self.lengths: dict[Doc, int] = {}
-        self.total = 0
-        self._terms: dict[Doc, tuple[str, ...]] = {}  # each document's distinct terms, to re-index it
-
-    def add(self, doc_id: Doc, text: str) -> None:
-        """Index (or re-index) one document."""
-        if doc_id in self.lengths:
-            self.remove(doc_id)
-        counts: dict[str, int] = {}
-        for t in terms(text):
-            counts[t] = counts.get(t, 0) + 1
-        for t, n in counts.items():
-            self.postings.setdefault(t, {})[doc_id] = n
-        self.lengths[doc_id] = sum(counts.values())
-        self.total += self.lengths[doc_id]
-        self._terms[doc_id] = tuple(counts)
-
-    def remove(self, doc_id: Doc) -> None:
-        self.total -= self.lengths.pop(doc_id, 0)
-        for t in self._terms.pop(doc_id, ()):
-            del self.postings[t][doc_id]
-            if not self.postings[t]:
-                del self.postings[t]
-
-    def scores(self, query: str) -> dict[Doc, float]:
-        return self.term_scores(sorted(set(terms(query))))
-
-    def term_scores(self, query_terms: Sequence[str]) -> dict[Doc, float]:
-        """``scores`` of a query already split into its distinct terms, sorted."""
-        n = len(self.lengths)
-        if not n:
-            return {}
-        avg = self.total / n or 1.0
-        k1, b = self.K1, self.B
-        out: dict[Doc, float] = {}
-        damping: dict[int, float] = {}  # k1 * (1 - b + b * length / avg), by document length
-        for t in query_terms:
-            docs = self.postings.get(t)
-            # A term in more than half the documents tells them apart by almost nothing (its idf is
-            # below ln 2) and would make scoring walk the whole session: it is skipped.
-            if not docs or (n > 8 and len(docs) * 2 > n):
-                continue
-            idf = math.log(1.0 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
-            # Each posting scores idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avg)). A frequent
-            # term has thousands of postings but few distinct lengths and counts: those parts are
-            # computed once each (operation for operation, so the same floats), the rest as C-level maps.
-            ids, counts = list(docs), list(docs.values())
-            lengths = list(map(self.lengths.__getitem__, ids))
-            for length in set(lengths).difference(damping):
-                damping[length] = k1 * (1 - b + b * length / avg)
-            boost = {tf: idf * tf * (k1 + 1) for tf in set(counts)}
-            gain = map(truediv, map(boost.__getitem__, counts), map(add, counts, map(damping.__getitem__, lengths)))
-            if out:  # out.get(doc, 0.0) + gain: each doc occurs once per term, read before written
-                out.update(zip(ids, map(add, map(out.get, ids, repeat(0.0)), gain), strict=True))
-            else:
-                out = dict(zip(ids, gain, strict=True))
-        return out
+# ------------------------------------------------------------------ relevance
 
 
 def turn_document(turn: Turn) -> str:

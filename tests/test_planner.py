@@ -17,7 +17,6 @@ from context.packets import PACKET_BATCH_TURNS
 from context.planner import Plan, PlannerState, plan, refers_back
 from context.render import api_problems
 from context.turncard import build_card
-from context.turnsizes import Bm25Index
 from events.envelope import Mapper, StoredEntry
 from events.payloads import (
     AssistantStep,
@@ -29,6 +28,7 @@ from events.payloads import (
     ToolResult,
     ToolUseBlock,
 )
+from vak.bm25 import Bm25Index
 from vak.errors import InvalidInput
 
 Tool = tuple[str, Mapping[str, object], str, bool]  # name, input, result body, is_error

@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 
 from context.planner import _history_codes, _promote, _Work, plan
 from context.relevance import PositionBm25, TurnScores
-from context.turnsizes import Bm25Index, TurnSize, TurnTable, running_totals, sizes_digest, terms
+from context.turnsizes import TurnSize, TurnTable, running_totals, sizes_digest
 from tests.test_planner import SessionBuilder, profile
 from tests.test_planner_properties import WORDS
+from vak.bm25 import Bm25Index, terms
 
 texts = st.lists(st.sampled_from([*WORDS, "alpha", "beta", "x1"]), max_size=30).map(" ".join)
 

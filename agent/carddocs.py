@@ -1,0 +1,49 @@
+"""The card index's documents (spec §10), made from turn cards: the engine's index text of each card,
+read from a turn or from the ledger alone (so the card index can be deleted and rebuilt).
+
+It sits here, above both, because ``storage.cardindex`` keeps and ranks documents without importing
+the engine (``context``), and the engine does not import storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from context.turncard import index_text
+from events.payloads import Presentation, TurnCard
+from storage.cardindex import CardDoc
+from storage.ledger import LedgerStore
+
+
+def card_doc(
+    card_id: str, card: TurnCard, presentations: Mapping[str, Presentation | Mapping[str, Any]]
+) -> CardDoc:
+    """The index document of one turn card; ``presentations`` maps presentation ids to their entries."""
+    payloads = {pid: (p.payload if isinstance(p, Presentation) else p) for pid, p in presentations.items()}
+    return CardDoc(card.turn_id, card_id, index_text(card, payloads))
+
+
+def docs_from_ledger(store: LedgerStore, session: str) -> list[CardDoc]:
+    """Every turn's index document, read from the session's turn_card and presentation entries."""
+    wanted = [
+        (seq, eid, kind)
+        for seq, eid, _parent, kind, _t in store.iter_metadata(session)
+        if kind in ("turn_card", "presentation")
+    ]
+    presentations: dict[str, Presentation] = {}
+    cards: dict[str, tuple[str, TurnCard]] = {}
+    for _seq, eid, kind in wanted:
+        payload = store.payload(eid)
+        if kind == "presentation":
+            presentations[eid] = payload
+        elif payload.turn_id not in cards:  # written once, never rewritten: the first card stands
+            cards[payload.turn_id] = (eid, payload)
+    return [
+        card_doc(
+            cid,
+            card,
+            {p: presentations[p] for p in (r.id for r in card.answered.presentations) if p in presentations},
+        )
+        for cid, card in cards.values()
+    ]
