@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -33,6 +32,7 @@ from context.messages import (
 from context.planner import Plan, PlannerState, plan
 from context.relevance import PositionBm25, TurnScores
 from context.render import EvidenceInfo, evidence_info
+from context.tokens import estimate_tokens
 from context.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
 from context.turnsizes import (
     TurnSize,
@@ -270,7 +270,7 @@ def after_overflow(
     stated limit, when smaller), and the rejected prompt's real token count, when the provider said
     it, is a tokens-per-char measurement like any other."""
     tpc = profile.tokens_per_char
-    estimated = math.ceil(request_chars_sent * tpc.value)
+    estimated = estimate_tokens(request_chars_sent, tpc.value)
     rejected = exc.prompt_tokens if exc.prompt_tokens else estimated
     if exc.prompt_tokens and request_chars_sent > 0:
         tpc = tpc.update(exc.prompt_tokens / request_chars_sent)
@@ -278,7 +278,7 @@ def after_overflow(
     if profile.verified_window is not None:
         window = min(window, profile.verified_window)
     # In the plan's own units the window must shrink below what was sent, or the same plan comes back.
-    window = min(window, max(0, math.ceil(request_chars_sent * tpc.value) - 1))
+    window = min(window, max(0, estimate_tokens(request_chars_sent, tpc.value) - 1))
     signal = f"verified_window: {window} tokens after the provider rejected a {rejected}-token request"
     provenance = replace(
         profile.provenance,
