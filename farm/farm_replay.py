@@ -34,6 +34,7 @@ from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
 from context.messages import TextPart, ToolResultPart
 from context.planner import Plan
 from context.render import SHORT_ID, api_problems
+from context.tokens import estimate_tokens
 from events.envelope import StoredEntry
 from farm.farm_rows import UnitKey, make_row
 from farm.farm_sessions import IdRemap, copy_entries
@@ -222,6 +223,7 @@ def _check(unit: UnitKey, run_id: str, node: str, n: int, view: SessionView, pro
         digested_results=counts["digested"], packeted_results=counts["packeted"], reset_results=counts["reset"],
         missing_results=counts["missing"], packet_first=packet[0] if packet else None,
         packet_last=packet[1] if packet else None,
-        cache_tokens=int(_common_prefix(previous, body) * profile.tokens_per_char.value) if previous else 0,
+        cache_tokens=(estimate_tokens(_common_prefix(previous, body), profile.tokens_per_char.value, rounding=int)
+                      if previous else 0),
         wall_ms=wall_ms, detail={"turn": current, "plan": plan.digest[:16], "written": len(first.written)},
     )
