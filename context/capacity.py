@@ -139,9 +139,6 @@ class CapacityProfile:
         limit = self.verified_window if self.verified_window is not None else self.declared_window
         return max(0, min(self.instruction_horizon.tokens, limit - self.output_reserve))
 
-    def estimate_tokens(self, chars: int) -> int:
-        return round(chars * self.tokens_per_char.value)
-
 
 # ---------------------------------------------------------------------- metadata
 
