@@ -91,6 +91,7 @@ from context.relevance import (
     ranked_lists,
 )
 from context.render import EvidenceInfo
+from context.tokens import estimate_tokens
 from context.turns import ResetMark, Summary, Turn, TurnIndex
 from context.turnsizes import (
     TurnSize,
@@ -248,13 +249,13 @@ def plan(
     if cur is not None:
         costs = current_costs if current_costs is not None and current_costs.ordinal == cur.ordinal \
             and len(current_costs.verbatim) == len(cur.steps) else turn_costs(index, cur, infos)
-    directive_tokens = math.ceil(len(directive) * tpc)
+    directive_tokens = estimate_tokens(len(directive), tpc)
     whole = verbatim_tokens(costs, tpc) if costs is not None else directive_tokens
     minimum = minimum_tokens(costs, tpc) if costs is not None else directive_tokens
 
     new_state = state_in
     for t in index.turns[new_state.observed_through : end]:  # ordinal k sits at position k − 1
-        seen = t.tokens if t.tokens_source == "receipt" else math.ceil(t.chars * tpc)
+        seen = t.tokens if t.tokens_source == "receipt" else estimate_tokens(t.chars, tpc)
         new_state = new_state.observe(seen, t.ordinal)
 
     h = profile.instruction_horizon.tokens
@@ -269,7 +270,7 @@ def plan(
     start, mark = _reset_start(index, end, key)
     reset = None
     if mark is not None and mark.turns:
-        reset = ResetPlan(mark.id, mark.turns, math.ceil(len(render_handoff(mark.turns, mark.handoff)) * tpc))
+        reset = ResetPlan(mark.id, mark.turns, estimate_tokens(len(render_handoff(mark.turns, mark.handoff)), tpc))
     available = horizon - prefix - tail - out - (reset.tokens if reset else 0)
     if minimum > available:
         raise RequestTooLarge(_too_large(key, horizon, prefix, tail, out, reset, minimum, costs), needed=minimum,
@@ -397,7 +398,7 @@ def _midturn(index: TurnIndex, w: _Work, cur: Turn, costs: TurnCosts, tpc: float
     stored = midturn_packet(index, first.id, cur.ordinal, len(cur.steps))
     if stored is None or stored.through_step is None:
         return None
-    cost = math.ceil(len(render_stored(index, stored)) * tpc)  # not kept: its header changes as the turn grows
+    cost = estimate_tokens(len(render_stored(index, stored)), tpc)  # not kept: its header changes as the turn grows
     if cost >= available:
         return None
     rest = fit(costs, tpc, available - cost, covered=stored.through_step)
@@ -479,8 +480,8 @@ def _work(
         w.totals, w.base = table.sums(tpc), start
         return w
     full_c, card_c, ev_chars, ev_items = _size_rows(index, turns, sizes)
-    full = [math.ceil(c * tpc) for c in full_c]
-    card = [math.ceil(c * tpc) for c in card_c]
+    full = [estimate_tokens(c, tpc) for c in full_c]
+    card = [estimate_tokens(c, tpc) for c in card_c]
     cheap = list(map(min, full, card))
     w = _Work(turns, full, card, cheap, ev_chars, ev_items, {}, None, ["p"] * len(turns), set(), None)
     w.totals = (running_totals(cheap), running_totals(card), running_totals(ev_chars), running_totals(ev_items))
@@ -639,7 +640,7 @@ def _packet(index: TurnIndex, w: _Work, last_pos: int, room: PacketRoom, reserve
         return PacketPlan(*span, "list", room.list_tokens, reserved, 0)
     stored = stored_packet(index, first.id, last.id)
     if stored is not None:
-        cost = math.ceil(_stored_chars(index, stored, w.table) * tpc)  # tokens_of its rendering
+        cost = estimate_tokens(_stored_chars(index, stored, w.table), tpc)  # tokens_of its rendering
         if cost <= reserved:
             return PacketPlan(*span, "summary", cost, reserved, 0, stored.id)
         # A stored summary too large for this model's room: the evidence list stands in, no new call.
@@ -667,4 +668,4 @@ def _behind(
         full_c, card_c = table.full_chars[:start], table.card_chars[:start]
     else:
         full_c, card_c, _, _ = _size_rows(index, index.turns[:start], sizes)
-    return [math.ceil(f * tpc) for f in full_c], [math.ceil(c * tpc) for c in card_c]
+    return [estimate_tokens(f, tpc) for f in full_c], [estimate_tokens(c, tpc) for c in card_c]
