@@ -25,6 +25,7 @@ from context.capacity import request_chars
 from context.messages import ChatRequest
 from context.packets import CoveredItem, describe_evidence, item_line
 from context.render import EvidenceInfo, render_turn
+from context.tokens import estimate_tokens
 from context.turncard import build_card, index_text, render_card
 from context.turns import Turn, TurnIndex
 from vak.errors import InvalidInput
@@ -251,13 +252,13 @@ class TokenColumns:
 
     @classmethod
     def of(cls, tpc: float, full_chars: list[int], card_chars: list[int]) -> TokenColumns:
-        full = [math.ceil(c * tpc) for c in full_chars]
-        card = [math.ceil(c * tpc) for c in card_chars]
+        full = [estimate_tokens(c, tpc) for c in full_chars]
+        card = [estimate_tokens(c, tpc) for c in card_chars]
         cheap = list(map(min, full, card))
         return cls(tpc, full, card, cheap, running_totals(cheap), running_totals(card))
 
     def set(self, position: int, full_chars: int, card_chars: int) -> None:
-        full, card = math.ceil(full_chars * self.tpc), math.ceil(card_chars * self.tpc)
+        full, card = estimate_tokens(full_chars, self.tpc), estimate_tokens(card_chars, self.tpc)
         if position == len(self.full):
             self.full.append(full)
             self.card.append(card)
