@@ -1,0 +1,201 @@
+"""One ledger contract (``storage.contract.Ledger``), one test class run against every way to reach a ledger.
+
+``LedgerContract`` holds the tests and a ``create_ledger()`` hook (the abstract test case pattern of
+eventsourcing's ``tests/persistence.py``); each subclass makes the ledger its own way: a
+``LedgerStore``, the ``LedgerActor`` class in this process (no Ray), a ``LedgerClient`` over a store,
+and a ``LedgerClient`` over the LedgerActor on the real local Ray. The same calls give the same
+results, of the same types (``VerifyReport``, ``LedgerStats``), and the same typed errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pyarrow.dataset as ds
+import pytest
+import ray
+
+from actors.factory import ledger_actor
+from actors.ledger import LedgerActor
+from actors.ledger_client import LedgerClient
+from events.envelope import StoredEntry
+from events.payloads import Directive, EvidenceBody, Nudge
+from storage.contract import Ledger, LedgerStats, Payload, VerifyReport
+from storage.ledger import LedgerStore
+from vak.errors import InvalidName, UnknownEntry, UnknownSession
+
+T = TypeVar("T")
+
+
+class ActorInProcess:
+    """The LedgerActor class without Ray: each of its coroutines run to completion on one event loop,
+    so the plain class is held to the same (synchronous) contract as the others."""
+
+    def __init__(self, root: Path) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.actor = LedgerActor(str(root))
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coro)
+
+    def append(self, session: str, payloads: Sequence[Payload], *, parent: str | None = None,
+               blobs: Sequence[bytes | None] | None = None) -> list[str]:
+        return self._run(self.actor.append(session, payloads, parent, blobs))
+
+    def head(self, session: str) -> str | None:
+        return self._run(self.actor.head(session))
+
+    def get(self, entry_id: str) -> StoredEntry:
+        return self._run(self.actor.get(entry_id))
+
+    def entries(self, session: str, start: int = 0, stop: int | None = None) -> list[StoredEntry]:
+        return self._run(self.actor.entries(session, start, stop))
+
+    def chain_to_root(self, entry_id: str) -> list[StoredEntry]:
+        return self._run(self.actor.chain_to_root(entry_id))
+
+    def sessions(self) -> list[str]:
+        return self._run(self.actor.sessions())
+
+    def verify(self, session: str | None = None) -> VerifyReport:
+        return self._run(self.actor.verify(session))
+
+    def stats(self) -> LedgerStats:
+        return self._run(self.actor.stats())
+
+    def checkpoint(self) -> None:
+        self._run(self.actor.checkpoint())
+
+    def close(self) -> None:
+        self._run(self.actor.close())
+        self.loop.close()
+
+
+def _is_a_ledger(ledger: Ledger) -> Ledger:
+    """Type-checked: each implementation is a ``Ledger`` (mypy checks the calls below)."""
+    return ledger
+
+
+class LedgerContract:
+    """The tests every ledger passes. Not collected itself (no ``Test`` prefix); subclasses are."""
+
+    def create_ledger(self, root: Path) -> Ledger:
+        raise NotImplementedError
+
+    def close_ledger(self, ledger: Ledger) -> None:
+        raise NotImplementedError
+
+    @pytest.fixture()
+    def ledger(self, ledger_dir: Path) -> Iterator[Ledger]:
+        made = _is_a_ledger(self.create_ledger(ledger_dir))
+        yield made
+        self.close_ledger(made)
+
+    def test_append_returns_durable_ids_that_read_back_as_one_chain(self, ledger: Ledger) -> None:
+        """Two appends make one chain: ids in order, the head is the last, each entry's parent is the
+        one before, entries() and chain_to_root() give the same entries, sessions() lists the session."""
+        a, b = ledger.append("s", [Directive(text="one"), Nudge(tag="t", text="two")])
+        (c,) = ledger.append("s", [Nudge(tag="t", text="three")])
+        assert ledger.head("s") == c
+        assert ledger.get(b).parent == a and ledger.get(c).parent == b
+        assert [e.id for e in ledger.entries("s")] == [a, b, c]
+        assert [e.id for e in ledger.chain_to_root(c)] == [a, b, c]
+        assert [e.seq for e in ledger.entries("s", 1, 3)] == [1, 2]
+        assert "s" in ledger.sessions()
+
+    def test_blobs_and_an_explicit_parent(self, ledger: Ledger) -> None:
+        """A blob is stored whole with its entry; an explicit parent starts a branch that
+        chain_to_root follows, and the branch becomes the head."""
+        body = b"\x00\xffraw tool output"
+        (a,) = ledger.append("s", [Directive(text="root")])
+        (e,) = ledger.append("s", [EvidenceBody(tool_use_id="t1", tool_name="cat", encoding="binary",
+                                                chars=len(body), bytes=len(body))], blobs=[body])
+        assert ledger.get(e).blob == body
+        (d,) = ledger.append("s", [Nudge(tag="t", text="branch")], parent=a)
+        assert [x.id for x in ledger.chain_to_root(d)] == [a, d]
+        assert ledger.head("s") == d
+
+    def test_verify_returns_a_verify_report(self, ledger: Ledger) -> None:
+        """verify() gives a VerifyReport (not a dict) that counts every session and entry."""
+        ledger.append("s", [Directive(text="one"), Nudge(tag="t", text="two")])
+        ledger.append("r", [Directive(text="other")])
+        report = ledger.verify()
+        assert isinstance(report, VerifyReport)
+        assert report.ok and report.first_bad is None and (report.sessions, report.entries) == (2, 3)
+        one = ledger.verify("r")
+        assert isinstance(one, VerifyReport) and (one.sessions, one.entries) == (1, 1)
+
+    def test_stats_returns_ledger_stats(self, ledger: Ledger) -> None:
+        """stats() gives LedgerStats: sessions, entries by kind, heads, and bytes on disk."""
+        ids = ledger.append("s", [Directive(text="one"), Nudge(tag="t", text="two"), Nudge(tag="t", text="3")])
+        stats = ledger.stats()
+        assert isinstance(stats, LedgerStats)
+        assert (stats.sessions, stats.entries) == (1, 3)
+        assert stats.by_kind == {"directive": 1, "nudge": 2} and stats.heads == {"s": ids[-1]}
+        assert stats.bytes > 0 and stats.as_dict()["heads"] == {"s": ids[-1]}
+
+    def test_checkpoint_lets_plain_arrow_read_every_entry(self, ledger: Ledger, ledger_dir: Path) -> None:
+        """After checkpoint(), pyarrow's dataset reader (which sees sealed segments only) reads every entry."""
+        ids = ledger.append("s", [Directive(text="one"), Nudge(tag="t", text="two")])
+        ledger.checkpoint()
+        table = ds.dataset(ledger_dir / "sessions", format="arrow").to_table(columns=["id"])
+        assert table.column("id").to_pylist() == ids
+
+    def test_documented_failures_raise_the_same_typed_errors(self, ledger: Ledger) -> None:
+        """A bad session name is InvalidName, an unknown session UnknownSession, an unknown id
+        UnknownEntry, the same for every implementation."""
+        ledger.append("s", [Directive(text="one")])
+        with pytest.raises(InvalidName):
+            ledger.append("../escape", [Directive(text="x")])
+        with pytest.raises(UnknownSession):
+            ledger.entries("never-written")
+        with pytest.raises(UnknownEntry):
+            ledger.get("0" * 64)
+        with pytest.raises(UnknownEntry):
+            ledger.chain_to_root("f" * 64)
+
+
+class TestLedgerStore(LedgerContract):
+    def create_ledger(self, root: Path) -> Ledger:
+        return LedgerStore(root)
+
+    def close_ledger(self, ledger: Ledger) -> None:
+        assert isinstance(ledger, LedgerStore)
+        ledger.close()
+
+
+class TestLedgerActorInProcess(LedgerContract):
+    def create_ledger(self, root: Path) -> Ledger:
+        return ActorInProcess(root)
+
+    def close_ledger(self, ledger: Ledger) -> None:
+        assert isinstance(ledger, ActorInProcess)
+        ledger.close()
+
+
+class TestLedgerClientOverAStore(LedgerContract):
+    def create_ledger(self, root: Path) -> Ledger:
+        return LedgerClient(str(root), LedgerStore(root))
+
+    def close_ledger(self, ledger: Ledger) -> None:
+        assert isinstance(ledger, LedgerClient) and ledger.store is not None
+        ledger.store.close()
+
+
+@pytest.mark.ray
+class TestLedgerClientOverRay(LedgerContract):
+    @pytest.fixture(autouse=True)
+    def _ray(self, ray_cluster: Any) -> None:
+        """Every test here needs the shared local Ray."""
+
+    def create_ledger(self, root: Path) -> Ledger:
+        return LedgerClient(str(root), ledger_actor(root))
+
+    def close_ledger(self, ledger: Ledger) -> None:
+        assert isinstance(ledger, LedgerClient)
+        handle = ledger_actor(ledger.root)
+        ray.get(handle.close.remote())
+        ray.kill(handle, no_restart=True)
