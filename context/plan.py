@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from functools import cached_property
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import blake3
 
@@ -19,7 +20,29 @@ from context.capacity import ALPHA
 from context.packets import Level
 from vak.errors import InvalidInput
 
-Fidelity = Literal["full", "card", "packet", "behind_reset", "current"]
+
+class Fidelity(StrEnum):
+    """How a turn is carried. The value is what plan JSON and ``plan`` entries store; ``code`` is its
+    one letter in ``Rows.codes`` (and so in the plan's digest): neither may change."""
+
+    FULL = "full"
+    CARD = "card"
+    PACKET = "packet"
+    BEHIND_RESET = "behind_reset"
+    CURRENT = "current"
+
+    @property
+    def code(self) -> str:
+        return _CODES[self]
+
+    @classmethod
+    def of_code(cls, code: str) -> Fidelity:
+        return _BY_CODE[code]
+
+
+_CODES = {Fidelity.FULL: "F", Fidelity.CARD: "c", Fidelity.PACKET: "p", Fidelity.BEHIND_RESET: "x",
+          Fidelity.CURRENT: "*"}
+_BY_CODE = {code: fidelity for fidelity, code in _CODES.items()}
 
 
 @dataclass(frozen=True)
@@ -141,12 +164,10 @@ class Budget:
 
 @dataclass(frozen=True, eq=False)
 class Rows:
-    """The plan's turns as columns: one fidelity code per turn (``F`` full, ``c`` card, ``p`` packet,
-    ``x`` behind a reset, ``*`` current), in ordinal order from turn 1. ``Plan.turns`` reads them.
-
-    ``ids`` (one per code), ``full`` and ``card`` (one per turn before the current) may be the view's
-    ``TurnTable`` columns themselves, not copies (``TurnTable.lend``): longer once the table grows, and
-    copied by the table before it changes a row in place. Only their first entries are the plan's."""
+    """The plan's turns as columns: one fidelity code per turn (``Fidelity.code``: ``F`` full, ``c``
+    card, ``p`` packet, ``x`` behind a reset, ``*`` current), in ordinal order from turn 1.
+    ``Plan.turns`` reads them. ``ids`` has one entry per code, ``full`` and ``card`` one per turn
+    before the current; they are the plan's own tuples, never a caller's columns."""
 
     ids: Sequence[str]
     codes: str
@@ -170,7 +191,9 @@ class Rows:
     __hash__ = None  # type: ignore[assignment]  # equal by value, like the dict it carries
 
 
-_FIDELITY: dict[str, Fidelity] = {"F": "full", "c": "card", "p": "packet", "x": "behind_reset", "*": "current"}
+# The codes as the rows hold them (``Fidelity.code``).
+FULL, CARD, PACKET, BEHIND, CURRENT = (f.code for f in Fidelity)
+SHOWN = FULL + CARD  # the history the request carries
 
 
 @dataclass(frozen=True)
@@ -197,7 +220,8 @@ class Plan:
 
     @property
     def fidelities(self) -> str:
-        """One code per turn, turn 1 first: F full, c card, p packet, x behind a reset, * current."""
+        """One code per turn (``Fidelity.code``), turn 1 first: F full, c card, p packet, x behind a reset,
+        * current."""
         return self.rows.codes
 
     @cached_property
@@ -208,30 +232,30 @@ class Plan:
     def _turn(self, i: int) -> PlannedTurn:
         r = self.rows
         code = r.codes[i]
-        if code == "*":
-            return PlannedTurn(i + 1, r.ids[i], "current", r.current_tokens, 0, 0)
+        if code == CURRENT:
+            return PlannedTurn(i + 1, r.ids[i], Fidelity.CURRENT, r.current_tokens, 0, 0)
         f, c = r.full[i], r.card[i]
-        cost = f if code == "F" else c if code == "c" else 0
-        if i < r.history_start or code == "x":
-            return PlannedTurn(i + 1, r.ids[i], "behind_reset", 0, f, c)
+        cost = f if code == FULL else c if code == CARD else 0
+        if i < r.history_start or code == BEHIND:
+            return PlannedTurn(i + 1, r.ids[i], Fidelity.BEHIND_RESET, 0, f, c)
         recency = 1.0 / (r.history_end - i)
         rel = r.relevance.get(i, 0.0)
         a = 1.0 if i == r.anaphora else 0.0
-        return PlannedTurn(i + 1, r.ids[i], _FIDELITY[code], cost, f, c, max(recency, rel, a), recency, rel, a,
+        return PlannedTurn(i + 1, r.ids[i], Fidelity.of_code(code), cost, f, c, max(recency, rel, a), recency, rel, a,
                            i in r.retrieved)
 
     def fidelity(self, ordinal: int) -> Fidelity:
         if not 1 <= ordinal <= len(self.rows.codes):
             raise InvalidInput(f"turn {ordinal} is not in this plan (it plans turns 1..{len(self.rows.codes)})")
-        return _FIDELITY[self.rows.codes[ordinal - 1]]
+        return Fidelity.of_code(self.rows.codes[ordinal - 1])
 
-    def with_fidelity(self, fidelity: Fidelity) -> list[PlannedTurn]:
-        code = next(k for k, v in _FIDELITY.items() if v == fidelity)
+    def with_fidelity(self, fidelity: Fidelity | str) -> list[PlannedTurn]:
+        code = Fidelity(fidelity).code
         return [self._turn(i) for i, c in enumerate(self.rows.codes) if c == code]
 
     def shown(self) -> list[PlannedTurn]:
         """The turns the request carries from history (Full or card), oldest first."""
-        return [self._turn(i) for i, c in enumerate(self.rows.codes) if c in "Fc"]
+        return [self._turn(i) for i, c in enumerate(self.rows.codes) if c in SHOWN]
 
     def to_json(self, *, turns: bool = True) -> dict[str, Any]:
         out = {
