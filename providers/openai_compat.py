@@ -106,6 +106,8 @@ class OpenAICompatProvider(Provider):
     key_hint: ClassVar[str] = "the API key (OPENAI_API_KEY, or the server's --api-key)"
     # OpenAI's newer models want max_completion_tokens; llama.cpp, vLLM and gateways take max_tokens.
     max_tokens_field: ClassVar[str] = "max_tokens"
+    # Only OpenAI (and gateways that forward it) know prompt_cache_key; strict servers may reject it.
+    prompt_cache_key_default: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -115,11 +117,10 @@ class OpenAICompatProvider(Provider):
         api_key: str | None = None,
         retry: RetryPolicy | None = None,
         timeout_s: float = 120.0,
-        prompt_cache_key: bool = False,
+        prompt_cache_key: bool | None = None,  # None: the adapter's prompt_cache_key_default
     ) -> None:
         super().__init__(client, base_url=base_url, api_key=api_key, retry=retry, timeout_s=timeout_s)
-        # Only OpenAI (and gateways that forward it) know prompt_cache_key; strict servers may reject it.
-        self.prompt_cache_key = prompt_cache_key
+        self.prompt_cache_key = self.prompt_cache_key_default if prompt_cache_key is None else prompt_cache_key
 
     # ------------------------------------------------------------- render
 
@@ -393,25 +394,7 @@ class OpenAIChatProvider(OpenAICompatProvider):
     key_hint: ClassVar[str] = "OPENAI_API_KEY"
     max_tokens_field: ClassVar[str] = "max_completion_tokens"
     default_base_url: ClassVar[str | None] = OPENAI_BASE_URL
-
-    def __init__(
-        self,
-        client: httpx.AsyncClient,
-        *,
-        base_url: str | None = None,  # default_base_url
-        api_key: str | None = None,
-        retry: RetryPolicy | None = None,
-        timeout_s: float = 120.0,
-        prompt_cache_key: bool = True,
-    ) -> None:
-        super().__init__(
-            client,
-            base_url=base_url,
-            api_key=api_key,
-            retry=retry,
-            timeout_s=timeout_s,
-            prompt_cache_key=prompt_cache_key,
-        )
+    prompt_cache_key_default: ClassVar[bool] = True
 
     async def model_context(self, model: str) -> ModelContext:
         return ModelContext(

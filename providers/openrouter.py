@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import httpx
-
 from context.messages import ChatRequest, ModelContext
-from providers.base import RetryPolicy, int_or_none
+from providers.base import int_or_none
 from providers.openai_compat import OpenAICompatProvider
 
 
@@ -22,25 +20,7 @@ class OpenRouterProvider(OpenAICompatProvider):
     name: ClassVar[str] = "openrouter"
     key_hint: ClassVar[str] = "OPENROUTER_API_KEY"
     default_base_url: ClassVar[str | None] = "https://openrouter.ai/api/v1"
-
-    def __init__(
-        self,
-        client: httpx.AsyncClient,
-        *,
-        base_url: str | None = None,  # default_base_url
-        api_key: str | None = None,
-        retry: RetryPolicy | None = None,
-        timeout_s: float = 120.0,
-        prompt_cache_key: bool = True,
-    ) -> None:
-        super().__init__(
-            client,
-            base_url=base_url,
-            api_key=api_key,
-            retry=retry,
-            timeout_s=timeout_s,
-            prompt_cache_key=prompt_cache_key,
-        )
+    prompt_cache_key_default: ClassVar[bool] = True
 
     def render(self, request: ChatRequest) -> dict[str, Any]:
         # OpenRouter compresses the middle of over-long prompts on small-context endpoints unless told not to;

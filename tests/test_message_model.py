@@ -26,7 +26,7 @@ from providers.anthropic import AnthropicProvider
 from providers.base import Provider
 from providers.gemini import GeminiProvider
 from providers.ollama import OllamaProvider
-from providers.openai_compat import OpenAIChatProvider
+from providers.openai_compat import OpenAIChatProvider, OpenAICompatProvider
 from providers.openai_responses import OpenAIResponsesProvider
 from providers.openrouter import OpenRouterProvider
 from providers.registry import make_provider
@@ -233,3 +233,13 @@ def test_no_inline_chars_to_tokens_conversion_is_left() -> None:
             if lines:
                 found[str(path.relative_to(ROOT))] = lines
     assert found == {}
+
+
+def test_prompt_cache_key_defaults_live_on_the_class() -> None:
+    """OpenAI and OpenRouter send prompt_cache_key unless told not to; a plain compatible server does not."""
+    client = httpx.AsyncClient(transport=httpx.MockTransport(lambda request: httpx.Response(500)))
+    assert OpenAIChatProvider(client).prompt_cache_key is True
+    assert OpenRouterProvider(client).prompt_cache_key is True
+    assert OpenAICompatProvider(client, base_url="http://127.0.0.1:8080/v1").prompt_cache_key is False
+    assert OpenAIChatProvider(client, prompt_cache_key=False).prompt_cache_key is False
+    assert OpenAICompatProvider(client, base_url="http://127.0.0.1:8080/v1", prompt_cache_key=True).prompt_cache_key
