@@ -13,21 +13,28 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from actors.ledger_client import LedgerClient
+from actors.session_fold import FoldedSessions
 from agent.carddocs import card_doc, docs_from_ledger
 from agent.presentations import card_results, plan_cards
 from context.evidence import RecallError, body_text, parse_recall_args, select, window
 from context.render import EvidenceInfo, evidence_info, record_text, render_turn
 from context.turncard import Outcome, build_card, render_card
 from context.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
-from events.envelope import Mapper
+from events.envelope import Mapper, StoredEntry
 from events.payloads import EvidenceBody, ReadingKey, ToolResult
 from storage.cardindex import CardIndex, embedder_from_config
 from storage.ledger import LedgerStore
 from vak.config import VakConfig
 from vak.errors import InvalidInput, VakError
+
+
+def _add_entries(index: TurnIndex, entries: Sequence[StoredEntry]) -> None:
+    for entry in entries:
+        index.add(entry)
 
 
 class EvidenceActor:
@@ -47,33 +54,16 @@ class EvidenceActor:
         self.cards = CardIndex(root, embedder=embedder_from_config(config))
         self.tokens_per_char = tokens_per_char
         self.mapper = Mapper()
-        self._indexes: dict[str, tuple[TurnIndex, int]] = {}  # session -> (index, entries folded in)
         self._lock = threading.RLock()
+        self._indexes = FoldedSessions(
+            self.ledger, lambda chain: TurnIndex.build(chain, self.tokens_per_char, mapper=self.mapper),
+            _add_entries, self._lock)
 
     # ------------------------------------------------------------------ state
 
     def index(self, session: str) -> TurnIndex:
         """The session's TurnIndex, brought up to date with what was appended since last time."""
-        with self._lock:
-            cached = self._indexes.get(session)
-            if cached is None:
-                return self._rebuild(session)
-            index, seen = cached
-            new = self.ledger.entries(session, seen)
-            try:
-                for entry in new:
-                    index.add(entry)
-            except InvalidInput:  # the chain branched: start over from the head
-                return self._rebuild(session)
-            self._indexes[session] = (index, seen + len(new))
-            return index
-
-    def _rebuild(self, session: str) -> TurnIndex:
-        head = self.ledger.head(session)
-        chain = self.ledger.chain_to_root(head) if head else []
-        index = TurnIndex.build(chain, self.tokens_per_char, mapper=self.mapper)
-        self._indexes[session] = (index, chain[-1].seq + 1 if chain else 0)
-        return index
+        return self._indexes.get(session)
 
     def _body(self, evidence_id: str) -> tuple[EvidenceBody, bytes]:
         entry = self.ledger.get(evidence_id)

@@ -32,10 +32,20 @@ def _detached(cls: type, name: str, namespace: str, **options: Any) -> Any:
     )
 
 
+def _folder_key(root: str | os.PathLike[str]) -> str:
+    """Each ledger folder's actors are named after its resolved path: one of each per folder."""
+    real = os.path.realpath(os.fspath(root))
+    return blake3.blake3(real.encode()).hexdigest()[:16]
+
+
+def _writer(root: str, ledger: Any, namespace: str) -> Any:
+    """The folder's LedgerActor handle: the one given, else the one that owns ``root`` (got or created)."""
+    return ledger if ledger is not None else ledger_actor(root, namespace=namespace)
+
+
 def ledger_actor_name(root: str | os.PathLike[str]) -> str:
     """One LedgerActor per ledger folder, named after the folder's resolved path."""
-    real = os.path.realpath(os.fspath(root))
-    return "ledger-" + blake3.blake3(real.encode()).hexdigest()[:16]
+    return "ledger-" + _folder_key(root)
 
 
 def ledger_actor(root: str | os.PathLike[str], *, namespace: str = NAMESPACE) -> Any:
@@ -56,7 +66,7 @@ def get_ledger_actor(root: str | os.PathLike[str], *, namespace: str = NAMESPACE
 
 def evidence_actor_name(root: str | os.PathLike[str]) -> str:
     """One EvidenceActor per ledger folder."""
-    return "evidence-" + ledger_actor_name(root).removeprefix("ledger-")
+    return "evidence-" + _folder_key(root)
 
 
 def evidence_actor(
@@ -71,13 +81,13 @@ def evidence_actor(
     from actors.evidence import EvidenceActor  # imported here: it pulls in the pure engine and whoosh
 
     root = os.path.realpath(os.fspath(root))
-    ledger = ledger if ledger is not None else ledger_actor(root, namespace=namespace)
+    ledger = _writer(root, ledger, namespace)
     return _detached(EvidenceActor, evidence_actor_name(root), namespace).remote(root, ledger, tokens_per_char)
 
 
 def probe_actor_name(root: str | os.PathLike[str]) -> str:
     """One ProbeActor per ledger folder (it writes its probes to that ledger)."""
-    return "probe-" + ledger_actor_name(root).removeprefix("ledger-")
+    return "probe-" + _folder_key(root)
 
 
 def probe_actor(
@@ -99,7 +109,7 @@ def probe_actor(
 
 def planner_actor_name(root: str | os.PathLike[str]) -> str:
     """One PlannerActor per ledger folder."""
-    return "planner-" + ledger_actor_name(root).removeprefix("ledger-")
+    return "planner-" + _folder_key(root)
 
 
 def planner_actor(
@@ -113,13 +123,13 @@ def planner_actor(
     from actors.planner import PlannerActor  # imported here: it pulls in the pure engine
 
     root = os.path.realpath(os.fspath(root))
-    ledger = ledger if ledger is not None else ledger_actor(root, namespace=namespace)
+    ledger = _writer(root, ledger, namespace)
     return _detached(PlannerActor, planner_actor_name(root), namespace).remote(root, ledger, tokens_per_char)
 
 
 def assembler_actor_name(root: str | os.PathLike[str]) -> str:
     """One AssemblerActor per ledger folder."""
-    return "assembler-" + ledger_actor_name(root).removeprefix("ledger-")
+    return "assembler-" + _folder_key(root)
 
 
 def assembler_actor(
@@ -131,7 +141,7 @@ def assembler_actor(
     from actors.assembler import AssemblerActor  # imported here: it pulls in the pure engine
 
     root = os.path.realpath(os.fspath(root))
-    ledger = ledger if ledger is not None else ledger_actor(root, namespace=namespace)
+    ledger = _writer(root, ledger, namespace)
     return _detached(AssemblerActor, assembler_actor_name(root), namespace).remote(
         root, ledger, None, tokens_per_char
     )

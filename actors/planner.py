@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from actors.ledger_client import LedgerClient
+from actors.session_fold import FoldedSessions
 from agent.request import SessionView, plan_record
 from context.capacity import CapacityProfile, from_record
 from context.planner import PlannerState
@@ -47,30 +48,13 @@ class PlannerActor:
         self.ledger = LedgerClient(root, ledger)
         self.tokens_per_char = tokens_per_char
         self.mapper = Mapper()
-        self._views: dict[str, tuple[SessionView, int]] = {}  # session -> (view, entries folded in)
         self._lock = threading.RLock()
+        self._views = FoldedSessions(self.ledger, lambda chain: SessionView.build(chain, self.tokens_per_char),
+                                     SessionView.add_all, self._lock)
 
     def view(self, session: str) -> SessionView:
         """The session's view, brought up to date with what was appended since last time."""
-        with self._lock:
-            cached = self._views.get(session)
-            if cached is None:
-                return self._rebuild(session)
-            view, seen = cached
-            new = self.ledger.entries(session, seen)
-            try:
-                view.add_all(new)
-            except InvalidInput:  # the chain branched: start over from the head
-                return self._rebuild(session)
-            self._views[session] = (view, seen + len(new))
-            return view
-
-    def _rebuild(self, session: str) -> SessionView:
-        head = self.ledger.head(session)
-        chain = self.ledger.chain_to_root(head) if head else []
-        view = SessionView.build(chain, self.tokens_per_char)
-        self._views[session] = (view, chain[-1].seq + 1 if chain else 0)
-        return view
+        return self._views.get(session)
 
     def plan(
         self,

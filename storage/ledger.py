@@ -206,6 +206,8 @@ class LedgerStore(GroupCommit):
         """Entries with ``start <= seq < stop``, in seq order."""
         s = self._session(session)
         n = len(s.rows)
+        if not isinstance(start, int) or not isinstance(stop, int | None):
+            raise UnknownEntry(f"seq range {start!r}..{stop!r} of session {session!r}: seqs are integers")
         stop = n if stop is None else min(stop, n)
         if start < 0 or start > stop:
             raise UnknownEntry(f"seq range {start}..{stop} of session {session!r} (it has {n} entries)")

@@ -1,15 +1,10 @@
-"""Arrow IPC segment files: the on-disk unit of the ledger (docs/LEDGER_FORMAT.md).
+"""Arrow IPC segment files, the on-disk unit of the ledger (docs/LEDGER_FORMAT.md): naming and reading.
 
-A segment is an Arrow IPC *file* (``ARROW1`` magic, the schema, one record batch per commit, then
-the footer). While a writer has it open it is named ``_seg-NNNNNN.arrow`` (the leading ``_`` keeps
-it out of ``pyarrow.dataset`` discovery, which cannot read a file without its footer) and works as
-the write-ahead tail: each commit appends its batch *uncompressed*, because zstd costs about 14 µs
-per column buffer whatever its size, which is more than half of a small commit. Sealing compacts
-the tail into ``seg-NNNNNN.arrow``: the same batches, one per commit, zstd-compressed, with the
-footer (written to a temporary file, fsynced, renamed over, then the tail is removed).
-
-Batches are located by the byte offset of their IPC message, so an unsealed segment (a live one, or
-one left by a crash) reads the same way as a sealed one.
+Each session folder holds sealed segments ``seg-NNNNNN.arrow`` (zstd Arrow IPC files with a footer)
+and at most one open tail ``_seg-NNNNNN.arrow`` (how a writer appends and seals one:
+``storage/segment_writer.py``). Batches are located by the byte offset of their IPC message, so an
+unsealed segment (a live one, or one left by a crash) reads the same way as a sealed one;
+``scan_segment`` reads every message of a segment and notes where the complete ones end.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ says what went wrong and what to do next.
     ├── ModelServerError              the local llama.cpp server cannot start or is not reachable
     ├── RequestTooLarge               even the most compact request for the current turn is over the budget
     ├── ConfigError                   the operator's TOML config is wrong
-    ├── ActorError                    a Ray actor cannot be reached or started
+    ├── ActorError                    a Ray actor cannot be reached, started or answer (map_ray_errors)
     └── ToolFailure                   a tool call that cannot run; returned to the model as an error result
 """
 
@@ -279,7 +279,11 @@ class ConfigError(VakError):
 
 
 class ActorError(VakError):
-    """A Ray actor could not be reached or started."""
+    """A Ray actor could not be reached or started, or Ray failed a call to it.
+
+    Raised by ``actors.ray_errors.map_ray_errors`` wherever the project waits on one of its actors
+    (the message names the call and what to do); an actor's own ``VakError`` passes through as itself.
+    """
 
 
 class ToolFailure(VakError):
