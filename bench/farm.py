@@ -130,7 +130,8 @@ def in_process(spec: Any, work: Path) -> tuple[float, int, float]:
 
 def _in_process(spec: Any, work: Path) -> list[dict[str, Any]]:
     from actors.ledger_client import LedgerClient
-    from farm.farm_replay import replay_name, replay_session
+    from farm.farm_ray import claim_replay_folder
+    from farm.farm_replay import replay_session
     from farm.farm_rows import UnitKey
     from farm.farm_sessions import materialise
     from storage.ledger import LedgerStore
@@ -142,18 +143,16 @@ def _in_process(spec: Any, work: Path) -> list[dict[str, Any]]:
     made = {s.name: materialise(s, work / "ledgers") for s in spec.sessions}
     rows: list[dict[str, Any]] = []
     for name, mat in made.items():
-        ledger = LedgerClient(str(mat.root), LedgerStore(mat.root))  # this folder's one writer, in this process
-        assert ledger.store is not None
-        try:
-            with LedgerStore(mat.root, readonly=True) as reader:  # as a farm unit reads it
-                chain = reader.chain_to_root(mat.source_head)
-                for model in spec.models:
-                    target = replay_name(name, model.name, ledger.store.sessions())
+        with LedgerStore(mat.root, readonly=True) as reader:  # as a farm unit reads it
+            chain = reader.chain_to_root(mat.source_head)
+            for model in spec.models:
+                # the same writes as a farm unit: the replay into a ledger of its own, this process its writer
+                folder = claim_replay_folder(work / "replays", name, model.name)
+                with LedgerStore(folder) as store:
                     rows += asyncio.run(replay_session(
-                        UnitKey("replay", model.name, name), "inproc", "", model, chain, ledger=ledger,
-                        decode=reader.mapper.payload_of, target=target, system=mat.system, summarise=no_summary))
-        finally:
-            ledger.store.close()
+                        UnitKey("replay", model.name, name), "inproc", "", model, chain,
+                        ledger=LedgerClient(str(folder), store), decode=reader.mapper.payload_of,
+                        target=folder.name, system=mat.system, summarise=no_summary))
     return rows
 
 

@@ -8,8 +8,13 @@
   (hard node affinity) and named ``farmmodel-<run>-<model>-<node>``, so any task on the node gets the
   same one with ``get_if_exists``. A model that cannot start keeps its error and answers every call
   with it: its units fail with that reason, and the rest of the farm goes on.
-* Each session's ledger has one writer, its LedgerActor (the name ``actors.factory`` gives the folder),
-  pinned to the driver's node; replays append their packets and resets through it.
+* Every ledger has one writer. A session's ledger (``<run>/ledgers/<session>``) is written once, by the
+  driver, before any unit runs, and only read after. A replay writes what it replays (the session's
+  entries again, with this model's plans, packets and resets) into a ledger of its own,
+  ``<run>/replays/<session>.<model>.<k>``, whose one writer is the unit itself, in its own process:
+  nothing else reads it while the unit runs, and a retried unit starts a fresh one (the next ``k``).
+  Through a LedgerActor every append was an actor call, and a replay makes about three per request
+  (docs/FARM.md "Benchmark").
 * ``FarmProgressActor`` hears each unit start (and on which node), for the driver's progress line.
 """
 
@@ -25,12 +30,11 @@ import pyarrow as pa
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors.factory import NAMESPACE, ledger_actor_name
-from actors.ledger import LedgerActor
+from actors.factory import NAMESPACE
 from farm.farm_model_units import Endpoint, endpoint_of, live_unit, probe_unit
 from farm.farm_rows import UnitKey, failed_unit_table, rows_table
 from farm.farmspec import LiveTask, ModelEntry, ProbeTask, ReplayTask, Task
-from vak.errors import ActorError, ModelServerError, VakError
+from vak.errors import ModelServerError, VakError
 
 MODEL_ACTOR_PREFIX = "farmmodel-"
 UNIT_RESOURCE_SHARE = 0.01  # a unit asks this much of a model node's resource: a placement marker, not a limit
@@ -112,16 +116,6 @@ def model_endpoint(run_id: str, model: ModelEntry) -> Endpoint:
     return endpoint
 
 
-def session_ledger_actor(root: Path, node_id: str) -> Any:
-    """The session ledger's one writer, pinned to ``node_id`` (the driver's), under the name
-    ``actors.factory`` gives the folder, so every unit reaches the same one."""
-    return ray.remote(LedgerActor).options(
-        name=ledger_actor_name(root), namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
-        max_restarts=-1, max_task_retries=0, num_cpus=0, max_concurrency=256,
-        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=True),
-    ).remote(str(root.resolve()))
-
-
 @dataclass(frozen=True)
 class UnitJob:
     """Everything one unit needs, shipped to the Ray task (no key inside: endpoints are looked up there)."""
@@ -132,6 +126,7 @@ class UnitJob:
     model: ModelEntry
     session_root: Path | None = None
     source_head: str = ""
+    replays: Path | None = None  # replay: the folder its own ledger goes in (``<run>/replays``)
     system: str = ""
     summariser: ModelEntry | None = None  # the local model that writes replay packets
     summary_tokens: int = 64
@@ -174,20 +169,15 @@ async def _replay(job: UnitJob, node: str) -> list[dict[str, Any]]:
     from agent.summarise import Summariser, write_packet
     from context.planner import Plan
     from farm.farm_model_units import provider_for
-    from farm.farm_replay import replay_name, replay_session
+    from farm.farm_replay import replay_session
     from storage.ledger import LedgerStore
 
-    assert job.session_root is not None
-    with LedgerStore(job.session_root, readonly=True) as reader:
+    assert job.session_root is not None and job.replays is not None
+    folder = claim_replay_folder(job.replays, job.key.session, job.model.name)
+    target = folder.name
+    with LedgerStore(job.session_root, readonly=True) as reader, LedgerStore(folder) as store:
         chain = reader.chain_to_root(job.source_head)
-        decode = reader.mapper.payload_of
-        try:
-            handle = ray.get_actor(ledger_actor_name(job.session_root), namespace=NAMESPACE)
-        except ValueError as exc:
-            raise ActorError(f"no ledger writer for session {job.key.session!r}: the driver starts it before the "
-                             "units; run the farm through run_farm.") from exc
-        target = replay_name(job.key.session, job.model.name, ray.get(handle.sessions.remote()))
-        ledger = LedgerClient(str(job.session_root), handle)
+        ledger = LedgerClient(str(folder), store)  # this unit is the replay ledger's one writer
         async with httpx.AsyncClient(trust_env=False) as client:
             summariser: list[Summariser] = []
 
@@ -202,8 +192,24 @@ async def _replay(job: UnitJob, node: str) -> list[dict[str, Any]]:
                                                  max_summary_tokens=job.summary_tokens))
                 return await write_packet(ledger, target, view, plan, summariser[0])
 
-            return await replay_session(job.key, job.run_id, node, job.model, chain, ledger=ledger, decode=decode,
-                                        target=target, system=job.system, summarise=summarise)
+            return await replay_session(job.key, job.run_id, node, job.model, chain, ledger=ledger,
+                                        decode=reader.mapper.payload_of, target=target, system=job.system,
+                                        summarise=summarise)
+
+
+def claim_replay_folder(replays: Path, session: str, model: str) -> Path:
+    """A new folder ``<session>.<model>.<k>`` under ``replays``, k the first number no attempt has taken
+    (``mkdir`` is the claim: two attempts of one unit never share a folder)."""
+    from farm.farm_replay import replay_name
+
+    replays.mkdir(parents=True, exist_ok=True)
+    while True:
+        folder = replays / replay_name(session, model, [p.name for p in replays.iterdir()])
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue  # another attempt took it between the listing and the claim
+        return folder
 
 
 @ray.remote

@@ -14,10 +14,11 @@ request is then checked:
 * the two-model gate: the same request prepared under a contrasting profile and then under this
   model's again comes back byte-identical, and writes nothing the second time.
 
-The replay is written to the session's ledger through its single writer (the LedgerActor) as a session
-of its own (``<session>.<model>.<k>``): the original entries again, with this model's plans, packets and
-resets between them, as a live run under this model would have written them. Packet summaries come
-from ``summarise`` (a local model), when a plan needs one.
+The replay is written as a session of its own (``<session>.<model>.<k>``), in a ledger the caller gives:
+the original entries again, with this model's plans, packets and resets between them, as a live run under
+this model would have written them. The farm gives each unit a ledger of its own, written by the unit alone
+(``farm.farm_ray.claim_replay_folder``). Packet summaries come from ``summarise`` (a local model), when a
+plan needs one.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ API (for the CLI, ``vak farm submit``, notebooks and benchmarks)::
 
     spec = load_farm_spec("farm/examples/small.toml")
     result = run_farm(spec, out_dir=Path("vak-data/farm"), run_id=None, progress=print_line, address=None)
-    result.run_dir         # out_dir / run_id: spec.json, units/, failed/, ledgers/, live/, results.parquet
+    result.run_dir         # out_dir / run_id: spec.json, units/, failed/, ledgers/, replays/, live/, results.parquet
     result.table_path      # run_dir / RESULTS_FILE: the run's table, schema RESULTS_SCHEMA
     result.failed_units    # [(unit, reason)] of units that could not run (a rerun tries them again)
 
@@ -48,6 +48,7 @@ __all__ = ["RESULTS_FILE", "RESULTS_SCHEMA", "FarmProgress", "FarmRunResult", "M
 
 RESULTS_FILE = "results.parquet"
 UNITS_DIR, FAILED_DIR = "units", "failed"
+REPLAYS_DIR = "replays"  # each replay unit's own ledger (farm.farm_ray.claim_replay_folder)
 DEFAULT_RETRIES = 3  # a unit that dies with its node runs again elsewhere, up to this many times
 POLL_S = 0.5  # how often the driver refreshes "running" while it waits for units
 
@@ -242,7 +243,6 @@ class _Driver:
             FarmProgressActor,
             kill_run_actors,
             run_unit,
-            session_ledger_actor,
         )
 
         driver_node = ray.get_runtime_context().get_node_id()
@@ -251,10 +251,9 @@ class _Driver:
             scheduling_strategy=ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(driver_node, soft=True),
         ).remote()
         advertised = {r for node in ray.nodes() if node.get("Alive") for r in node.get("Resources", {})}
-        ledgers: list[Any] = []
         refs: dict[Any, UnitPlan] = {}
         try:
-            jobs = self._jobs(pending, driver_node, ledgers, session_ledger_actor)
+            jobs = self._jobs(pending)
             for unit, job in jobs:
                 if isinstance(job, str):  # a session that could not be made: its units fail with the reason
                     self._finish(unit, failed_unit_table(unit.key, unit.task.kind, self.run_id, job), failed=True)
@@ -272,19 +271,12 @@ class _Driver:
             self._collect(refs, progress_actor)
         finally:
             kill_run_actors(self.run_id)
-            for handle in ledgers:
-                try:
-                    ray.get(handle.close.remote(), timeout=60)
-                    ray.kill(handle)
-                except ray.exceptions.RayError:
-                    pass
             try:
                 ray.kill(progress_actor)
             except ray.exceptions.RayError:
                 pass
 
-    def _jobs(self, pending: list[UnitPlan], driver_node: str, ledgers: list[Any],
-              ledger_actor: Callable[[Path, str], Any]) -> list[tuple[UnitPlan, Any]]:
+    def _jobs(self, pending: list[UnitPlan]) -> list[tuple[UnitPlan, Any]]:
         from farm.farm_ray import UnitJob
         from farm.farm_sessions import materialise
 
@@ -298,9 +290,6 @@ class _Driver:
                     made[name] = materialise(self.spec.session(name), self.run_dir / "ledgers")
                 except VakError as exc:
                     made[name] = f"session {name!r} could not be made: {type(exc).__name__}: {exc}"
-                else:
-                    if any(u.key.session == name and isinstance(u.task, ReplayTask) for u in pending):
-                        ledgers.append(ledger_actor(made[name].root, driver_node))
             mat = made.get(name)
             if isinstance(mat, str):
                 out.append((unit, mat))
@@ -310,6 +299,7 @@ class _Driver:
                 key=unit.key, run_id=self.run_id, task=unit.task, model=unit.model,
                 session_root=mat.root if mat else None, source_head=mat.source_head if mat else "",
                 system=mat.system if mat else "", summariser=summariser if isinstance(unit.task, ReplayTask) else None,
+                replays=self.run_dir / REPLAYS_DIR if isinstance(unit.task, ReplayTask) else None,
                 work=self.run_dir / "live" / unit.key.file_name if isinstance(unit.task, LiveTask) else None,
             )))
         return out
