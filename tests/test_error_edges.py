@@ -190,3 +190,11 @@ def test_canonical_json_raises_only_its_own_errors() -> None:
     ]
     for call, expected in cases:
         assert isinstance(raised(call), expected)
+
+
+def test_a_client_without_a_ledger_is_refused_and_opens_no_writer(ledger_dir: Path) -> None:
+    """LedgerClient never opens a folder by itself (that would be a second writer beside the LedgerActor):
+    without a ledger it raises InvalidInput saying what to pass, and nothing is created on disk."""
+    error = raised(lambda: LedgerClient(str(ledger_dir), None))
+    assert isinstance(error, InvalidInput) and "ledger_actor(root)" in str(error) and "LedgerStore(root)" in str(error)
+    assert not ledger_dir.exists()

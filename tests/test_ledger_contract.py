@@ -9,6 +9,7 @@ results, of the same types (``VerifyReport``, ``LedgerStats``), and the same typ
 
 from __future__ import annotations
 
+import ast
 import asyncio
 from collections.abc import Coroutine, Iterator, Sequence
 from pathlib import Path
@@ -199,3 +200,31 @@ class TestLedgerClientOverRay(LedgerContract):
         handle = ledger_actor(ledger.root)
         ray.get(handle.close.remote())
         ray.kill(handle, no_restart=True)
+
+
+def _actor_imports(path: Path) -> set[str]:
+    """The actors.* modules a file imports, anywhere in it (function-local imports included)."""
+    tree = ast.parse(path.read_text())
+    names = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    return {n for n in names if n.startswith("actors.")}
+
+
+def test_only_the_factory_applies_ray_remote_and_nothing_it_imports_imports_it_back() -> None:
+    """``ray.remote`` is called in actors/factory.py alone, and no actor module the factory reaches
+    (directly or through others) imports the factory: no cycle, hidden by a local import or not."""
+    actors = Path(__file__).resolve().parent.parent / "actors"
+    for path in sorted(actors.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        applies = any(isinstance(n, ast.Attribute) and n.attr == "remote" and isinstance(n.value, ast.Name)
+                      and n.value.id == "ray" for n in ast.walk(tree))
+        assert applies == (path.name == "factory.py"), path.name
+    reached: set[str] = set()
+    todo = list(_actor_imports(actors / "factory.py"))
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo += _actor_imports(actors / (module.removeprefix("actors.") + ".py"))
+    assert {"actors.probe", "actors.evidence", "actors.ledger"} <= reached
+    assert "actors.factory" not in reached
