@@ -78,7 +78,7 @@ def evidence_actor(
     one at a time: each reads the session's TurnIndex and appends after it, and the card index has one
     writer.
     """
-    from actors.evidence import EvidenceActor  # imported here: it pulls in the pure engine and whoosh
+    from actors.evidence import EvidenceActor  # imported here: it pulls in the pure engine
 
     root = os.path.realpath(os.fspath(root))
     ledger = _writer(root, ledger, namespace)

@@ -77,7 +77,7 @@ def test_cards_folder_stays_out_of_arrow_dataset_discovery(tmp_path: Path, traje
     assert (folder / CARDS_DIR).is_dir() and any((folder / CARDS_DIR).iterdir())
     table = ds.dataset(folder, format="ipc").to_table()  # the default discovery skips _-prefixed paths
     assert table.num_rows == count == report.sessions[0].entries
-    with pytest.raises((pa.ArrowInvalid, OSError)):  # without the underscore rule, whoosh's files break it
+    with pytest.raises((pa.ArrowInvalid, OSError)):  # without the underscore rule, the index's files break it
         ds.dataset(folder, format="ipc", ignore_prefixes=[]).to_table()
     with LedgerStore(root, readonly=True) as store:
         assert store.sessions() == ["s"]

@@ -36,14 +36,16 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from itertools import repeat
+from itertools import filterfalse, repeat
 from operator import add, truediv
 from typing import Generic, TypeVar
 
 Doc = TypeVar("Doc", str, int)  # a document key: a turn id, or a position (a turn's, a tool's)
 
-_TERM = re.compile(r"[a-z0-9][a-z0-9_]*")
+# Two characters or more: a one-character run is no term (the same runs as [a-z0-9][a-z0-9_]* of length > 1).
+_TERM = re.compile(r"[a-z0-9][a-z0-9_]+")
 _STOP = frozenset(
     "a an and are as at be by can could did do does for from had has have how i if in is it its me my no not of "
     "on or our please so than that the their them then there these they this to was we were what when where "
@@ -57,7 +59,7 @@ COMMON_ABOVE = 8  # documents an index holds before a term in more than half of 
 
 def terms(text: str) -> list[str]:
     """The text's terms, in order, repeats kept (see the module docstring)."""
-    return [t for t in _TERM.findall(text.lower()) if len(t) > 1 and t not in _STOP]
+    return list(filterfalse(_STOP.__contains__, _TERM.findall(text.lower())))
 
 
 def query_terms(query: str) -> list[str]:
@@ -98,12 +100,11 @@ class Bm25Index(Generic[Doc]):
         """Index (or re-index) one document."""
         if doc_id in self.lengths:
             self.remove(doc_id)
-        counts: dict[str, int] = {}
-        for t in terms(text):
-            counts[t] = counts.get(t, 0) + 1
+        found = terms(text)
+        counts = Counter(found)  # terms in first-seen order, as the postings are filled
         for t, n in counts.items():
             self.postings.setdefault(t, {})[doc_id] = n
-        self.lengths[doc_id] = sum(counts.values())
+        self.lengths[doc_id] = len(found)
         self.total += self.lengths[doc_id]
         self._terms[doc_id] = tuple(counts)
 
