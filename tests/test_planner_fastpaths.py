@@ -16,7 +16,10 @@ import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from context.planner import _history_codes, _promote, _Work, plan
+from context.planner import plan, scores_by_id
+from context.planner_fill import history_codes as _history_codes
+from context.planner_fill import promote as _promote
+from context.planner_history import HistoryColumns as _Work
 from context.relevance import PositionBm25, TurnScores
 from context.turnsizes import TurnSize, TurnTable, running_totals, sizes_digest
 from tests.test_planner import SessionBuilder, profile
@@ -202,7 +205,8 @@ def test_relevance_by_position_plans_as_relevance_by_turn_id(turns: int, query: 
     text = "" if at is not None else query
     by_position = view.plan(profile(horizon), text, prefix_tokens=0, tail_tokens=0, current=at)
     by_id = plan(view.index, profile(horizon), text, prefix_tokens=0, tail_tokens=0, current=at,
-                 sizes=view.sizes(), relevance=view.relevance(view.index.turn(at).directive.text if at else query))
+                 sizes=view.sizes(),
+                 relevance=scores_by_id(view.index, view.relevance(view.index.turn(at).directive.text if at else query)))
     assert by_position.digest == by_id.digest and by_position.inputs_digest == by_id.inputs_digest
     assert by_position.fidelities == by_id.fidelities
 

@@ -129,7 +129,7 @@ def _bench_session(turns: int) -> _Walk:
     """``bench/planner.py``'s session, grown turn by turn, with the summaries and the reset its plans ask for."""
     sys.path.insert(0, str(ROOT / "bench"))
     try:
-        from planner import Session  # type: ignore[import-not-found]  # bench/planner.py
+        from planner import Session  # bench/planner.py
     finally:
         sys.path.remove(str(ROOT / "bench"))
     w = _Walk("bench")
