@@ -29,7 +29,7 @@ from context.messages import (
     ChatResult,
     ToolSpec,
 )
-from context.planner import Plan, PlannerState, plan
+from context.planner import Plan, PlanCache, PlannerState, plan
 from context.relevance import PositionBm25, TurnScores
 from context.render import EvidenceInfo, evidence_info
 from context.tokens import estimate_tokens
@@ -62,6 +62,7 @@ class SessionView:
         self._unsized: dict[str, Turn] = {}
         self._unindexed: dict[str, Turn] = {}
         self._costs: tuple[tuple[int, str | None], TurnCosts] | None = None
+        self.plan_cache = PlanCache()  # what the planner keeps between this session's plans
 
     @classmethod
     def build(cls, entries: Iterable[StoredEntry], tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR) -> SessionView:
@@ -156,6 +157,7 @@ class SessionView:
             current=current,
             infos=self.turn_infos(self.index.turn(current)) if current is not None else None,
             current_costs=self.current_costs(current) if current is not None else None,
+            cache=self.plan_cache,
         )
 
     def current_costs(self, ordinal: int) -> TurnCosts:
