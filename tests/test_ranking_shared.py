@@ -21,7 +21,7 @@ from agent.request import SessionView
 from context.messages import ToolSpec
 from context.surface import Surface, ToolDecl, tool_document
 from events.payloads import AssistantStep, Directive, TextBlock, TurnCard
-from storage.cardindex import CardDoc, CardIndex
+from storage.cardindex import CARDS_FILE, CardDoc, CardIndex
 from storage.ledger import LedgerStore
 from vak.bm25 import Bm25Index, best_first, terms
 
@@ -185,3 +185,19 @@ def test_card_index_on_disk_gives_the_in_memory_scores_and_picks_up_appends(tmp_
     assert reader.count("s") == len(CATALOGUE)
     writer.rebuild("s", docs[:2])
     assert reader.count("s") == 2 and reader.search("s", "Lisbon", 5) == []
+
+
+def test_a_line_torn_by_a_crash_loses_only_its_turn(tmp_path: Path) -> None:
+    """A document line cut before its newline (a writer killed mid-append) is not indexed while it is
+    the last line, and once the next append starts a new line after it, it is skipped: every other turn
+    is found, the torn one is not."""
+    index = CardIndex(tmp_path)
+    index.add("s", [CardDoc("t1", "c1", "copper price trend")])
+    cards = index.path("s") / CARDS_FILE
+    with cards.open("ab") as fh:
+        fh.write(b'{"turn_id": "t2", "card_id": "c2", "text": "copper min')  # torn: no closing, no newline
+    assert [t for t, _ in CardIndex(tmp_path).search("s", "copper", 5)] == ["t1"]
+    index.add("s", [CardDoc("t3", "c3", "copper mine output")])
+    fresh = CardIndex(tmp_path)
+    assert sorted(t for t, _ in fresh.search("s", "copper", 5)) == ["t1", "t3"]
+    assert fresh.count("s") == 2 and [t for t, _ in index.search("s", "mine", 5)] == ["t3"]
