@@ -36,6 +36,7 @@ from context.messages import (
     ToolResultPart,
     ToolUsePart,
 )
+from context.tokens import PRIOR_TOKENS_PER_CHAR  # re-exported: callers import it from here too
 from events.canonical import encode
 from events.payloads import CapacityProfileRecord, EwmaRecord, HorizonRecord, Usage
 from vak.errors import InvalidInput
@@ -47,9 +48,6 @@ METADATA_CONFIDENCE = 0.3  # a horizon nobody measured: the declared window, bel
 PROBED_CONFIDENCE = 0.9  # majority-of-three at every rung; feedback can only lower it
 LOCAL_TTL_S = 24 * 3600.0
 HOSTED_TTL_S = 7 * 24 * 3600.0
-# Before any usage is seen: about four characters per token, the usual figure for English text
-# on BPE tokenizers. It is a prior (samples=0), replaced outright by the first measurement.
-PRIOR_TOKENS_PER_CHAR = 0.25
 # A provider that publishes no window (OpenAI) still needs one to plan against until probed.
 UNKNOWN_WINDOW = 8192
 DEFAULT_OUTPUT_RESERVE = 1024

@@ -11,6 +11,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+# Before any usage is seen: about four characters per token, the usual figure for English text
+# on BPE tokenizers. It is a prior (samples=0), replaced outright by the first measurement.
+PRIOR_TOKENS_PER_CHAR = 0.25
+
 
 def estimate_tokens(chars: int, tokens_per_char: float, *, rounding: Callable[[float], int] = math.ceil) -> int:
     """``rounding(chars × tokens_per_char)``: ``math.ceil`` unless the caller says otherwise."""
