@@ -30,7 +30,7 @@ from context.packets import (
 )
 from context.planner import Plan
 from context.render import record_text, render_turn
-from context.tokens import estimate_tokens
+from context.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
 from context.turnsizes import card_text
 from events.payloads import Activity
 from vak.errors import InvalidInput
@@ -49,7 +49,7 @@ class Summariser:
     provider: Complete
     model: str
     window_tokens: int
-    tokens_per_char: float = 0.25
+    tokens_per_char: float = PRIOR_TOKENS_PER_CHAR
     temperature: float | None = 0.0
     max_summary_tokens: int | None = None  # the operator's cap on one summary (a slow local model)
     calls: int = 0

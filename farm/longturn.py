@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from agent.request import SessionView
 from context.evidence import window
-from context.tokens import estimate_tokens
+from context.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
 from events.envelope import Mapper, StoredEntry
 from events.payloads import (
     AssistantStep,
@@ -43,7 +43,7 @@ class LongTurn:
     """A session kept in memory (entries chained as a ledger chains them) and its ``SessionView``."""
 
     def __init__(self, *, seed: int = 0, prior_turns: int = 4, steps: int = 140,
-                 tokens_per_char: float = 0.25) -> None:
+                 tokens_per_char: float = PRIOR_TOKENS_PER_CHAR) -> None:
         self.seed, self.prior_turns, self.n_steps = seed, prior_turns, steps
         self.mapper = Mapper()
         self.entries: list[StoredEntry] = []
@@ -83,7 +83,7 @@ class LongTurn:
             self.add(ToolResult(tool_use_id=call, tool_name=name, content=carried.text, is_error=is_error,
                                 evidence_id=ev, windowed=carried.windowed))
             self.evidence.append(ev)
-            prompt += out + estimate_tokens(len(carried.text), 0.25, rounding=math.floor)  # len // 4, as before
+            prompt += out + estimate_tokens(len(carried.text), PRIOR_TOKENS_PER_CHAR, rounding=math.floor)  # len // 4, as before
             yield k
 
 
