@@ -33,7 +33,7 @@ import blake3
 import jsonschema
 import pydantic
 
-from context.messages import ToolCall, ToolSpec, ToolUsePart
+from context.messages import ToolCall, ToolSpec
 from events import canonical
 from events.payloads import Presentation, PresentationSource, ToolUseBlock
 from vak.errors import InvalidCardDefinition, InvalidPayload, UnknownCardType
@@ -295,7 +295,7 @@ def is_duplicate(digest: str, seen_in_turn: Collection[str]) -> bool:
 
 def presentation_record(
     turn_id: str,
-    tool_use: ToolUseBlock | ToolUsePart | ToolCall,
+    tool_use: ToolUseBlock | ToolCall,  # a stored or requested tool_use (one class), or a parsed call
     derived_from: Sequence[str],
     *,
     library: CardLibrary | None = None,
