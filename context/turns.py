@@ -15,13 +15,25 @@ whole index, so an incrementally kept index can be checked against a rebuild.
 from __future__ import annotations
 
 import itertools
-import json
 import math
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import Any
 
 from context.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
+from context.turn_records import (
+    Control,
+    EvidenceMeta,
+    Exchange,
+    ResetMark,
+    Step,
+    Summary,
+    Turn,
+    behind,
+    dump_turn,
+)
+from context.turn_records import (
+    step_chars as chars_of_step,
+)
 from events import canonical
 from events.envelope import Mapper, StoredEntry
 from events.payloads import (
@@ -33,138 +45,22 @@ from events.payloads import (
     Presentation,
     Receipt,
     ResetWithHandoff,
-    TextBlock,
-    ThinkingBlock,
     ToolResult,
     ToolUseBlock,
     TurnCard,
-    Usage,
 )
 from vak.errors import InvalidInput
+
+__all__ = [
+    "DEFAULT_TOKENS_PER_CHAR", "Control", "EntryLike", "EvidenceMeta", "Exchange", "ResetMark", "Step", "Summary",
+    "Turn", "TurnIndex",
+]
 
 # What an index accepts: a stored entry (decoded here), or an (entry, payload) / (id, payload) pair
 # when the caller already holds the decoded payload (the importer and the EvidenceActor do).
 EntryLike = StoredEntry | tuple[StoredEntry, Any] | tuple[str, Any]
 
 DEFAULT_TOKENS_PER_CHAR = PRIOR_TOKENS_PER_CHAR  # only a starting point: callers pass the profile's measured value
-
-
-@dataclass
-class Exchange:
-    """One tool_use of a step and the tool_result that answered it (if one was recorded)."""
-
-    tool_use_id: str
-    tool_name: str
-    input: dict[str, Any]
-    result_id: str | None = None
-    result: ToolResult | None = None
-
-    @property
-    def evidence_id(self) -> str | None:
-        return self.result.evidence_id if self.result is not None else None
-
-
-@dataclass
-class Step:
-    """One assistant response, its tool exchanges in call order, and the receipt that priced it."""
-
-    id: str
-    payload: AssistantStep
-    exchanges: list[Exchange] = field(default_factory=list)
-    receipt_id: str | None = None
-    usage: Usage | None = None
-
-    @property
-    def text(self) -> str:
-        return self.payload.text
-
-    @property
-    def has_tool_calls(self) -> bool:
-        return bool(self.exchanges)
-
-
-@dataclass
-class Turn:
-    ordinal: int  # 1-based turn number in the chain: recall({turn: ordinal})
-    id: str  # the directive entry id
-    directive: Directive
-    steps: list[Step] = field(default_factory=list)
-    evidence: list[str] = field(default_factory=list)  # evidence_body ids captured in this turn
-    presentations: list[str] = field(default_factory=list)  # presentation entry ids, in emit order
-    presentation_payloads: dict[str, Presentation] = field(default_factory=dict)
-    orphan_results: list[str] = field(default_factory=list)  # tool_result ids with no matching tool_use
-    controls: list[str] = field(default_factory=list)  # control entries that fell inside the turn
-    nudges: list[tuple[int, str]] = field(default_factory=list)  # (steps before it, text): runtime redo nudges
-    entry_ids: list[str] = field(default_factory=list)  # every entry from the directive to the turn's end
-    card_id: str | None = None
-    card: TurnCard | None = None
-    closed: bool = False  # a turn card closed it, or the next directive began
-    behind_reset: bool = False
-    chars: int = 0
-    tokens: int = 0
-    tokens_source: Literal["estimate", "receipt"] = "estimate"
-
-    @property
-    def final_answer(self) -> Step | None:
-        """The last step, when it made no tool call and said something: the turn's answer."""
-        if self.steps and not self.steps[-1].has_tool_calls and self.steps[-1].text.strip():
-            return self.steps[-1]
-        return None
-
-    @property
-    def exchanges(self) -> Iterator[Exchange]:
-        for step in self.steps:
-            yield from step.exchanges
-
-
-@dataclass(frozen=True)
-class Summary:
-    """A compaction packet over an inclusive range of turns (spec §2: Turn::Summary)."""
-
-    id: str
-    first_turn_id: str
-    last_turn_id: str
-    first_ordinal: int | None
-    last_ordinal: int | None
-    summary: str
-    covered_evidence: tuple[str, ...]
-    model: str
-    behind_reset: bool = False
-    # Steps of the last turn it covers, when that turn was still open as it was written (a recorded
-    # mid-turn compaction); None covers the whole last turn.
-    through_step: int | None = None
-
-
-@dataclass(frozen=True)
-class ResetMark:
-    """A reset-with-handoff: the turns it puts behind it (1..turns) and for which model (None: every model)."""
-
-    id: str
-    model: str | None
-    turns: int
-    handoff: str
-
-
-@dataclass(frozen=True)
-class EvidenceMeta:
-    """What the index knows of an evidence body without reading its bytes."""
-
-    tool_use_id: str
-    tool_name: str
-    chars: int
-    bytes: int
-    is_error: bool
-    media_type: str
-    encoding: str
-    turn: int | None  # ordinal of the turn it was captured in; None before the first directive
-
-
-@dataclass(frozen=True)
-class Control:
-    id: str
-    kind: str
-    turn: int | None  # the turn it fell inside, None before the first directive
-    tag: str = ""
 
 
 class TurnIndex:
@@ -387,7 +283,7 @@ class TurnIndex:
         self.reset_marks.append(ResetMark(entry_id, None, len(self.turns), reset.handoff))
         for turn in self.turns:
             turn.behind_reset = True
-        self.summaries = [_behind(s) for s in self.summaries]
+        self.summaries = [behind(s) for s in self.summaries]
 
     # ------------------------------------------------------------------ tokens
 
@@ -400,7 +296,7 @@ class TurnIndex:
         turn (a compaction mid-turn) makes the deltas meaningless, so that turn falls back to chars.
         """
         directive_chars = len(turn.directive.text)
-        step_chars = sum(_step_chars(s) for s in turn.steps)
+        step_chars = sum(chars_of_step(s) for s in turn.steps)
         result_chars = sum(len(ex.result.content) for ex in turn.exchanges if ex.result is not None)
         turn.chars = directive_chars + step_chars + result_chars
         usages = [s.usage for s in turn.steps]
@@ -460,7 +356,7 @@ class TurnIndex:
             "head": self.head,
             "count": self.count,
             "preamble": list(self.preamble),
-            "turns": [_dump_turn(t) for t in self.turns],
+            "turns": [dump_turn(t) for t in self.turns],
             "summaries": [vars(s) | {"covered_evidence": list(s.covered_evidence)} for s in self.summaries],
             "controls": [vars(c) for c in self.controls],
             "resets": list(self.resets),
@@ -482,66 +378,3 @@ class TurnIndex:
 
 _NO_PARENT: Any = object()  # an (id, payload) pair carries no parent to check
 
-
-def _behind(s: Summary) -> Summary:
-    return Summary(
-        s.id,
-        s.first_turn_id,
-        s.last_turn_id,
-        s.first_ordinal,
-        s.last_ordinal,
-        s.summary,
-        s.covered_evidence,
-        s.model,
-        behind_reset=True,
-        through_step=s.through_step,
-    )
-
-
-def _step_chars(step: Step) -> int:
-    n = 0
-    for b in step.payload.blocks:
-        if isinstance(b, TextBlock):
-            n += len(b.text)
-        elif isinstance(b, ThinkingBlock):
-            n += len(b.thinking)
-        elif isinstance(b, ToolUseBlock):
-            n += len(b.name) + len(json.dumps(b.input, ensure_ascii=False, separators=(",", ":")))
-    return n
-
-
-def _dump_turn(t: Turn) -> dict[str, Any]:
-    return {
-        "ordinal": t.ordinal,
-        "id": t.id,
-        "directive": t.directive.model_dump(mode="json"),
-        "steps": [
-            {
-                "id": s.id,
-                "receipt_id": s.receipt_id,
-                "usage": s.usage.model_dump(mode="json") if s.usage else None,
-                "exchanges": [
-                    {
-                        "tool_use_id": e.tool_use_id,
-                        "tool_name": e.tool_name,
-                        "result_id": e.result_id,
-                        "evidence_id": e.evidence_id,
-                    }
-                    for e in s.exchanges
-                ],
-            }
-            for s in t.steps
-        ],
-        "evidence": list(t.evidence),
-        "presentations": list(t.presentations),
-        "orphan_results": list(t.orphan_results),
-        "controls": list(t.controls),
-        "entry_ids": list(t.entry_ids),
-        "card_id": t.card_id,
-        "closed": t.closed,
-        "behind_reset": t.behind_reset,
-        "chars": t.chars,
-        "tokens": t.tokens,
-        "tokens_source": t.tokens_source,
-        "final_answer": t.final_answer.id if t.final_answer else None,
-    }
