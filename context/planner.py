@@ -34,8 +34,9 @@ caller writes the reset-with-handoff for this model.
 
 ``plan`` is a composition of named steps, each a pure function of what the ones before it decided
 (``request_of``, ``_apply_observations``, ``room_of``, ``_apply_history``, ``_apply_fill``,
-``_apply_current_turn``, ``_apply_record``). It takes the caller's size table and scores as they are
-and changes neither; what is worth keeping between plans is the caller's ``PlanCache``.
+``_apply_current_turn``, ``_apply_record``). It takes the caller's size table and scores as they are,
+changes neither and keeps no reference to either; what is worth keeping between plans is the
+caller's: the table's own memoised columns, and a ``PlanCache``.
 """
 
 
@@ -109,7 +110,9 @@ def plan(
     new. ``sizes`` is the caller's ``TurnTable`` of each turn's ``measure_turn`` result (None, or a
     table not in step with the index: sizes are estimated from the cards); ``relevance`` the raw BM25
     scores by turn position (None: computed here over the cards; ``scores_by_id`` converts scores by
-    turn id). Neither is changed. ``infos`` digests the current turn's evidence (without them its
+    turn id). Neither is changed: the plan keeps no reference to them, and the token columns, running
+    totals and sizes digest it reads are ones the table derives from its rows and memoises itself (the
+    caller's cache, like ``cache``). ``infos`` digests the current turn's evidence (without them its
     steps go from as carried to the step packet); ``current_costs`` is
     ``context.currentturn.turn_costs`` of the current turn, when the caller keeps it; ``cache`` is the
     caller's ``PlanCache`` (None: nothing is kept; the plan is the same).
