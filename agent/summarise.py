@@ -28,7 +28,7 @@ from context.packets import (
     seed_packet,
     summariser_prompt,
 )
-from context.planner import Plan
+from context.planner import PacketPlan, Plan
 from context.render import record_text, render_turn
 from context.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
 from context.turnsizes import card_text
@@ -76,74 +76,107 @@ async def write_packet(
     ledger: Ledger, session: str, view: SessionView, plan: Plan, summariser: Summariser
 ) -> list[str]:
     """Write the summary the plan's packet needs; returns the new entry ids (activity, compaction)."""
-    pk = plan.packet
-    if pk is None or not pk.needs_summary:
-        raise InvalidInput("this plan needs no new packet summary (its packet is stored, a list or a pointer)")
-    index = view.index
-    if index.turn(pk.first_ordinal).id != pk.first_turn_id or index.turn(pk.last_ordinal).id != pk.last_turn_id:
-        raise InvalidInput("the plan was made against another chain; plan again on this session's view")
-    seed = seed_packet(index, pk.first_turn_id, pk.last_ordinal)
+    pk = _packet_to_write(view, plan)
+    seed = seed_packet(view.index, pk.first_turn_id, pk.last_ordinal)
     start = seed.last_ordinal + 1 if seed is not None and seed.last_ordinal is not None else pk.first_ordinal
-    max_tokens = max(16, math.floor(pk.summary_tokens * SUMMARY_HEADROOM))
-    if summariser.max_summary_tokens is not None:
-        max_tokens = min(max_tokens, summariser.max_summary_tokens)
-    words = max(12, int(max_tokens * WORDS_PER_TOKEN))
-    room = summariser.window_tokens - max_tokens - summariser.tokens(SUMMARISER_SYSTEM) - 64
-
-    records: list[tuple[int, str]] = []
-    for ordinal in range(start, pk.last_ordinal + 1):
-        turn = index.turn(ordinal)
-        full = record_text(render_turn(turn, view.turn_infos(turn)))
-        records.append((ordinal, full if summariser.tokens(full) <= room // 2 else card_text(index, turn)))
-
-    running = seed.summary if seed is not None else None
-    calls: list[dict[str, Any]] = []
-    while records:
-        chunk: list[tuple[int, str]] = []
-        used = summariser.tokens(running or "")
-        while records and (not chunk or used + summariser.tokens(records[0][1]) <= room):
-            used += summariser.tokens(records[0][1])
-            chunk.append(records.pop(0))
-        last = chunk[-1][0] if records else pk.last_ordinal
-        prompt = summariser_prompt(running, chunk, pk.first_ordinal, last, words)
-        result = await summariser.summarise(prompt, max_tokens)
-        text = result.text.strip()
-        if not text:  # a model that answered nothing: the turns' own requests stand in
-            text = "\n".join(
-                filter(None, [running, fallback_summary([(o, _asked(view, o)) for o, _ in chunk])])
-            )
-        running = text
-        calls.append(
-            {
-                "turns": [chunk[0][0], chunk[-1][0]],
-                "prompt_chars": len(prompt),
-                "max_tokens": max_tokens,
-                "usage": result.usage.model_dump(mode="json"),
-                "latency_ms": round(result.latency_ms, 1),
-                "stop_reason": result.stop_reason,
-                "empty": not result.text.strip(),
-            }
-        )
-    assert running is not None
+    budget = _budget(pk, summariser)
+    records = _records(view, range(start, pk.last_ordinal + 1), budget, summariser)
+    running, calls = await _summarise(view, pk, records, seed.summary if seed is not None else None,
+                                      budget, summariser)
+    seeded_from = seed.id if seed is not None else None
     activity = Activity(
         activity="packet.summarise",
         detail={
             "model": summariser.model,
             "for_model": plan.model,
             "range": [pk.first_ordinal, pk.last_ordinal],
-            "seeded_from": seed.id if seed is not None else None,
+            "seeded_from": seeded_from,
             "new_turns": [start, pk.last_ordinal],
             "calls": calls,
         },
     )
     packet = compaction_payload(
-        index, pk.first_ordinal, pk.last_ordinal, running, model=plan.model,
-        seeded_from=seed.id if seed is not None else None,
+        view.index, pk.first_ordinal, pk.last_ordinal, running, model=plan.model, seeded_from=seeded_from,
     )
     ids = ledger.append(session, [activity, packet])
     for entry_id in ids:
         view.add(ledger.get(entry_id))
     return ids
+
+
+def _packet_to_write(view: SessionView, plan: Plan) -> PacketPlan:
+    """The plan's packet, once it is known to need a summary and to name this view's turns."""
+    pk = plan.packet
+    if pk is None or not pk.needs_summary:
+        raise InvalidInput("this plan needs no new packet summary (its packet is stored, a list or a pointer)")
+    index = view.index
+    if index.turn(pk.first_ordinal).id != pk.first_turn_id or index.turn(pk.last_ordinal).id != pk.last_turn_id:
+        raise InvalidInput("the plan was made against another chain; plan again on this session's view")
+    return pk
+
+
+@dataclass(frozen=True)
+class _Budget:
+    max_tokens: int  # one summary's output
+    words: int  # what the prompt asks the summary to stay under
+    room: int  # prompt tokens left for the previous packet and the turns of one call
+
+
+def _budget(pk: PacketPlan, summariser: Summariser) -> _Budget:
+    max_tokens = max(16, math.floor(pk.summary_tokens * SUMMARY_HEADROOM))
+    if summariser.max_summary_tokens is not None:
+        max_tokens = min(max_tokens, summariser.max_summary_tokens)
+    words = max(12, int(max_tokens * WORDS_PER_TOKEN))
+    room = summariser.window_tokens - max_tokens - summariser.tokens(SUMMARISER_SYSTEM) - 64
+    return _Budget(max_tokens, words, room)
+
+
+def _records(view: SessionView, ordinals: range, budget: _Budget, summariser: Summariser) -> list[tuple[int, str]]:
+    """Each newly covered turn as its full record, or as its card when the record takes over half the room."""
+    records: list[tuple[int, str]] = []
+    for ordinal in ordinals:
+        turn = view.index.turn(ordinal)
+        full = record_text(render_turn(turn, view.turn_infos(turn)))
+        fits = summariser.tokens(full) <= budget.room // 2
+        records.append((ordinal, full if fits else card_text(view.index, turn)))
+    return records
+
+
+async def _summarise(view: SessionView, pk: PacketPlan, records: list[tuple[int, str]], running: str | None,
+                     budget: _Budget, summariser: Summariser) -> tuple[str, list[dict[str, Any]]]:
+    """The summary over ``records`` in as few calls as fit, each growing the previous one; with each
+    call's figures for the activity entry."""
+    calls: list[dict[str, Any]] = []
+    while records:
+        chunk: list[tuple[int, str]] = []
+        used = summariser.tokens(running or "")
+        while records and (not chunk or used + summariser.tokens(records[0][1]) <= budget.room):
+            used += summariser.tokens(records[0][1])
+            chunk.append(records.pop(0))
+        last = chunk[-1][0] if records else pk.last_ordinal
+        prompt = summariser_prompt(running, chunk, pk.first_ordinal, last, budget.words)
+        result = await summariser.summarise(prompt, budget.max_tokens)
+        text = result.text.strip()
+        if not text:  # a model that answered nothing: the turns' own requests stand in
+            text = "\n".join(
+                filter(None, [running, fallback_summary([(o, _asked(view, o)) for o, _ in chunk])])
+            )
+        running = text
+        calls.append(_call_detail(chunk, prompt, budget.max_tokens, result))
+    assert running is not None
+    return running, calls
+
+
+def _call_detail(chunk: list[tuple[int, str]], prompt: str, max_tokens: int, result: ChatResult) -> dict[str, Any]:
+    return {
+        "turns": [chunk[0][0], chunk[-1][0]],
+        "prompt_chars": len(prompt),
+        "max_tokens": max_tokens,
+        "usage": result.usage.model_dump(mode="json"),
+        "latency_ms": round(result.latency_ms, 1),
+        "stop_reason": result.stop_reason,
+        "empty": not result.text.strip(),
+    }
 
 
 def _asked(view: SessionView, ordinal: int) -> str:
