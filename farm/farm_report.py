@@ -148,57 +148,65 @@ def _plots(run_dir: Path, rows: list[dict[str, Any]]) -> list[Path]:
     paths: list[Path] = []
     probes = [r for r in rows if r["kind"] == "probe"]
     if probes:
-        fig, ax = plt.subplots(figsize=(7, 4))
-        for model in sorted({r["model"] for r in probes}):
-            rs = sorted((r for r in probes if r["model"] == model), key=lambda r: r["request_tokens"] or 0)
-            shares = []
-            for r in rs:
-                d = json.loads(r["detail"] or "{}")
-                shares.append(d.get("followed", 0) / d["asked"] if d.get("asked") else float(r["passed"]))
-            line = ax.plot([r["request_tokens"] for r in rs], shares, "o-", label=model)[0]
-            if rs[0]["horizon"]:
-                ax.axvline(rs[0]["horizon"], color=line.get_color(), linestyle=":", linewidth=1)
-        ax.set_xlabel("prompt tokens")
-        ax.set_ylabel("instruction followed (share of samples)")
-        ax.set_ylim(-0.05, 1.1)
-        ax.set_title("horizon curves per model (dotted: measured horizon)")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = run_dir / HORIZON_PNG
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(_horizon_plot(plt, run_dir, probes))
     replays = [r for r in rows if r["kind"] == "replay"]
     for session in sorted({r["session"] for r in replays}):
-        rs = [r for r in replays if r["session"] == session]
-        models = sorted({r["model"] for r in rs})
-        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-        for model in models:
-            mine = sorted((r for r in rs if r["model"] == model), key=lambda r: r["request"])
-            line = left.plot([r["request"] for r in mine], [r["request_tokens"] or 0 for r in mine], ".-",
-                             label=model)[0]
-            budgets = [r["budget"] for r in mine if r["budget"]]
-            if budgets:
-                left.axhline(max(budgets), color=line.get_color(), linestyle=":", linewidth=1)
-        left.set_xlabel("recorded request")
-        left.set_ylabel("request tokens (dotted: budget)")
-        left.set_title(f"{session}: request size per model")
-        left.legend(fontsize=8)
-        bottom = [0.0] * len(models)
-        for f in RESULT_FORMS:
-            shares = []
-            for model in models:
-                mine = [r for r in rs if r["model"] == model]
-                total = sum(sum(r[g] or 0 for g in RESULT_FORMS) for r in mine) or 1
-                shares.append(sum(r[f] or 0 for r in mine) / total)
-            right.bar(models, shares, bottom=bottom, label=f.removesuffix("_results"))
-            bottom = [b + s for b, s in zip(bottom, shares, strict=True)]
-        right.set_ylabel("share of tool results, over all requests")
-        right.set_title(f"{session}: fidelity mix per model")
-        right.legend(fontsize=8)
-        fig.tight_layout()
-        path = run_dir / f"session_{session}.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(_session_plot(plt, run_dir, session, [r for r in replays if r["session"] == session]))
     return paths
+
+
+def _horizon_plot(plt: Any, run_dir: Path, probes: list[dict[str, Any]]) -> Path:
+    """Each model's share of samples that followed the instruction against prompt tokens."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for model in sorted({r["model"] for r in probes}):
+        rs = sorted((r for r in probes if r["model"] == model), key=lambda r: r["request_tokens"] or 0)
+        shares = []
+        for r in rs:
+            d = json.loads(r["detail"] or "{}")
+            shares.append(d.get("followed", 0) / d["asked"] if d.get("asked") else float(r["passed"]))
+        line = ax.plot([r["request_tokens"] for r in rs], shares, "o-", label=model)[0]
+        if rs[0]["horizon"]:
+            ax.axvline(rs[0]["horizon"], color=line.get_color(), linestyle=":", linewidth=1)
+    ax.set_xlabel("prompt tokens")
+    ax.set_ylabel("instruction followed (share of samples)")
+    ax.set_ylim(-0.05, 1.1)
+    ax.set_title("horizon curves per model (dotted: measured horizon)")
+    ax.legend(fontsize=8)
+    return _save(plt, fig, run_dir / HORIZON_PNG)
+
+
+def _session_plot(plt: Any, run_dir: Path, session: str, rs: list[dict[str, Any]]) -> Path:
+    """One session's replays side by side: request sizes (left) and the fidelity mix (right) per model."""
+    models = sorted({r["model"] for r in rs})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for model in models:
+        mine = sorted((r for r in rs if r["model"] == model), key=lambda r: r["request"])
+        line = left.plot([r["request"] for r in mine], [r["request_tokens"] or 0 for r in mine], ".-",
+                         label=model)[0]
+        budgets = [r["budget"] for r in mine if r["budget"]]
+        if budgets:
+            left.axhline(max(budgets), color=line.get_color(), linestyle=":", linewidth=1)
+    left.set_xlabel("recorded request")
+    left.set_ylabel("request tokens (dotted: budget)")
+    left.set_title(f"{session}: request size per model")
+    left.legend(fontsize=8)
+    bottom = [0.0] * len(models)
+    for f in RESULT_FORMS:
+        shares = []
+        for model in models:
+            mine = [r for r in rs if r["model"] == model]
+            total = sum(sum(r[g] or 0 for g in RESULT_FORMS) for r in mine) or 1
+            shares.append(sum(r[f] or 0 for r in mine) / total)
+        right.bar(models, shares, bottom=bottom, label=f.removesuffix("_results"))
+        bottom = [b + s for b, s in zip(bottom, shares, strict=True)]
+    right.set_ylabel("share of tool results, over all requests")
+    right.set_title(f"{session}: fidelity mix per model")
+    right.legend(fontsize=8)
+    return _save(plt, fig, run_dir / f"session_{session}.png")
+
+
+def _save(plt: Any, fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
