@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from events.envelope import StoredEntry, blob_meta, chain_ids, compute_id
 from events.payloads import Directive, EvidenceBody, Nudge
-from storage.ledger import LedgerStore
 from storage.ipc_message import _TEMPLATE, encode_message
+from storage.ledger import LedgerStore
 from storage.segment_schema import to_batch
 
 names = st.text(min_size=1, max_size=12)
