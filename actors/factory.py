@@ -7,6 +7,7 @@ reach the same one with ``get_if_exists``.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import blake3
@@ -16,6 +17,17 @@ from actors.ledger import LedgerActor
 from vak.errors import ActorError
 
 NAMESPACE = "vak"
+
+
+def remote_class(cls: type) -> Any:
+    """``ray.remote(cls)``, for actors of layers above this one (the farm's model servers and progress
+    actor): their classes stay plain and testable without Ray, and Ray is applied here alone."""
+    return ray.remote(cls)
+
+
+def remote_function(fn: Callable[..., Any]) -> Any:
+    """``ray.remote(fn)``: a Ray task of a layer above this one (the farm's units)."""
+    return ray.remote(fn)
 
 
 def _detached(cls: type, name: str, namespace: str, **options: Any) -> Any:

@@ -30,7 +30,7 @@ import pyarrow as pa
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors.factory import NAMESPACE
+from actors.factory import NAMESPACE, remote_class, remote_function
 from farm.farm_model_units import Endpoint, endpoint_of, live_unit, probe_unit
 from farm.farm_rows import UnitKey, failed_unit_table, rows_table
 from farm.farmspec import LiveTask, ModelEntry, ProbeTask, ReplayTask, Task
@@ -98,7 +98,7 @@ def model_endpoint(run_id: str, model: ModelEntry) -> Endpoint:
     if model.kind != "local":
         return endpoint_of(model)
     node = ray.get_runtime_context().get_node_id()
-    actor: Any = ray.remote(ModelServerActor).options(
+    actor: Any = remote_class(ModelServerActor).options(
         name=model_actor_name(run_id, model.name, node), namespace=NAMESPACE, lifetime="detached",
         get_if_exists=True, num_cpus=0, max_restarts=0,
         scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
@@ -212,10 +212,8 @@ def claim_replay_folder(replays: Path, session: str, model: str) -> Path:
         return folder
 
 
-@ray.remote
-def run_unit(job: UnitJob, progress: Any = None) -> pa.Table:
-    """``execute_unit`` as a Ray task; its table travels to the driver through the object store."""
-    return execute_unit(job, progress)
+# ``execute_unit`` as a Ray task; its table travels to the driver through the object store.
+run_unit: Any = remote_function(execute_unit)
 
 
 def kill_run_actors(run_id: str) -> int:

@@ -238,6 +238,7 @@ class _Driver:
             return
         import ray
 
+        from actors.factory import remote_class
         from farm.farm_ray import (
             UNIT_RESOURCE_SHARE,
             FarmProgressActor,
@@ -246,7 +247,7 @@ class _Driver:
         )
 
         driver_node = ray.get_runtime_context().get_node_id()
-        progress_actor: Any = ray.remote(FarmProgressActor).options(
+        progress_actor: Any = remote_class(FarmProgressActor).options(
             num_cpus=0, max_restarts=-1,
             scheduling_strategy=ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(driver_node, soft=True),
         ).remote()

@@ -211,14 +211,17 @@ def _actor_imports(path: Path) -> set[str]:
 
 
 def test_only_the_factory_applies_ray_remote_and_nothing_it_imports_imports_it_back() -> None:
-    """``ray.remote`` is called in actors/factory.py alone, and no actor module the factory reaches
-    (directly or through others) imports the factory: no cycle, hidden by a local import or not."""
-    actors = Path(__file__).resolve().parent.parent / "actors"
-    for path in sorted(actors.glob("*.py")):
+    """``ray.remote`` is called in actors/factory.py alone, in every package of the project (the farm's
+    tasks and actors included), and no actor module the factory reaches (directly or through others)
+    imports the factory: no cycle, hidden by a local import or not."""
+    repo = Path(__file__).resolve().parent.parent
+    actors = repo / "actors"
+    packages = ("actors", "agent", "context", "events", "farm", "providers", "storage", "vak")
+    for path in sorted(p for package in packages for p in (repo / package).rglob("*.py")):
         tree = ast.parse(path.read_text())
         applies = any(isinstance(n, ast.Attribute) and n.attr == "remote" and isinstance(n.value, ast.Name)
                       and n.value.id == "ray" for n in ast.walk(tree))
-        assert applies == (path.name == "factory.py"), path.name
+        assert applies == (path == actors / "factory.py"), path
     reached: set[str] = set()
     todo = list(_actor_imports(actors / "factory.py"))
     while todo:
