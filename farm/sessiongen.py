@@ -148,6 +148,27 @@ def generate_session(seed: int = 0, turns: int = 12, append: AppendFn | None = N
     rng = random.Random(seed)
     out = GeneratedSession()
     put = _Writer(append or standalone_append(), out)
+    _preamble(put)
+    turn_ids: list[str] = []
+    turn_evidence: list[list[str]] = []
+    for t in range(turns):
+        topic, domain, question = _TOPICS[(seed + t) % len(_TOPICS)]
+        turn_id = put(Directive(text=question))
+        turn_ids.append(turn_id)
+        kinds = rng.sample(["search", "read", "command", "json", "error"], k=rng.randint(1, 3))
+        evidence, trace = _tool_steps(put, rng, t, kinds, topic, model)
+        turn_evidence.append(evidence)
+        refs: list[PresentationRef] = []
+        if t % 2 == 0:
+            refs.append(_emit_card(put, rng, t, turn_id, topic, evidence, model))
+        _answer(put, rng, turn_id, question, domain, topic, trace, refs, degraded="error" in kinds, model=model)
+        _controls(put, rng, t, turns, question, refs, turn_ids, turn_evidence, model)
+        out.turns += 1
+    return out
+
+
+def _preamble(put: _Writer) -> None:
+    """What a session holds before its first turn: intent, work contract and a capacity profile."""
     put(IntentNote(text="Help the user with research and code tasks; prefer cards for answers."))
     put(WorkContract(text="Answer each directive with evidence; cite sources."))
     put(CapacityProfileRecord(
@@ -156,64 +177,69 @@ def generate_session(seed: int = 0, turns: int = 12, append: AppendFn | None = N
         tokens_per_char=EwmaRecord(value=0.29, samples=3), prefill_tps=EwmaRecord(value=180.0, samples=2),
         cache="prefix_stable", output_reserve=512, provenance={"source": "generated"},
     ))
-    turn_ids: list[str] = []
-    turn_evidence: list[list[str]] = []
-    for t in range(turns):
-        topic, domain, question = _TOPICS[(seed + t) % len(_TOPICS)]
-        turn_id = put(Directive(text=question))
-        turn_ids.append(turn_id)
-        evidence: list[str] = []
-        turn_evidence.append(evidence)
-        trace: list[TraceLine] = []
-        kinds = rng.sample(["search", "read", "command", "json", "error"], k=rng.randint(1, 3))
-        for k, kind in enumerate(kinds):
-            call_id = f"call_{t}_{k}"
-            name, args, body, is_error = _tool_call(rng, kind, topic)
-            step = put(AssistantStep(blocks=(ThinkingBlock(thinking=_sentence(rng, 15)),
-                                             ToolUseBlock(id=call_id, name=name, input=args)),
-                                     model=model, provider="local", stop_reason="tool_use"))
-            put(_receipt(rng, model, step))
-            data = body.encode()
-            ev = put(EvidenceBody(tool_use_id=call_id, tool_name=name, chars=len(body), bytes=len(data),
-                                  is_error=is_error, media_type="application/json" if kind in {"json", "search"}
-                                  else "text/plain"), data)
-            carried = window(body, ev)  # as the EvidenceActor carries it: no blind cut (issue 9 item 1)
-            put(ToolResult(tool_use_id=call_id, tool_name=name, content=carried.text, is_error=is_error,
-                           evidence_id=ev, windowed=carried.windowed))
-            evidence.append(ev)
-            trace.append(TraceLine(tool=name, args_digest=canonical.encode(args).decode()[:80], evidence_id=ev,
-                                   shape=kind))
-        refs: list[PresentationRef] = []
-        if t % 2 == 0:
-            refs.append(_emit_card(put, rng, t, turn_id, topic, evidence, model))
-        narration = " ".join(_sentence(rng, rng.randint(8, 20)) for _ in range(rng.randint(1, 5)))
-        final = put(AssistantStep(blocks=(TextBlock(text=narration),), model=model, provider="local",
-                                  stop_reason="end_turn"))
-        put(_receipt(rng, model, final))
-        put(TurnCard(turn_id=turn_id, asked=question, did=tuple(trace),
-                     answered=Answer(presentations=tuple(refs), narration=narration),
-                     outcome="completed" if "error" not in kinds else "degraded",
-                     reading=ReadingKey(act="answer", domains=(domain,), entities=(topic,)),
-                     tokens_full=rng.randint(800, 9000), tokens_card=rng.randint(40, 120)))
-        if refs and t % 4 == 0:
-            put(PresentationFeedback(presentation_id=refs[0].id, action="helpful"))
-            put(PresentationSelection(presentation_ids=(refs[0].id,), turn_id=turn_id))
-        if t == 2:
-            put(Nudge(tag="presentation-check", text="A card type fits this answer; use emit_metric_card."))
-            put(Thread(items=(question,)))
-        if t == 0 and turns >= 6:
-            # A reset early on: turn 1 stays behind it (recallable, never planned), the rest plan normally.
-            put(ResetWithHandoff(handoff="Context reset: " + _sentence(rng, 20), last_turn_id=turn_ids[-1],
-                                 reason="no usable horizon"))
-        if t == turns // 2 and turns >= 4:
-            put(Compaction(first_turn_id=turn_ids[1], last_turn_id=turn_ids[2],
-                           summary="Turns 2-3: " + _sentence(rng, 25),
-                           covered_evidence=tuple(CoveredEvidence(id=e, description=f"a result of turn {n + 2}")
-                                                  for n, ids in enumerate(turn_evidence[1:3]) for e in ids),
-                           model=model))
-            put(Activity(activity="capacity.probe", detail={"rungs": [1024, 2048, 4096], "verdicts": [1, 1, 0]}))
-        out.turns += 1
-    return out
+
+
+def _tool_steps(put: _Writer, rng: random.Random, t: int, kinds: list[str], topic: str,
+                model: str) -> tuple[list[str], list[TraceLine]]:
+    """One tool call per kind: the step, its receipt, the evidence body and the result the model reads.
+    Returns the turn's evidence ids and its trace lines."""
+    evidence: list[str] = []
+    trace: list[TraceLine] = []
+    for k, kind in enumerate(kinds):
+        call_id = f"call_{t}_{k}"
+        name, args, body, is_error = _tool_call(rng, kind, topic)
+        step = put(AssistantStep(blocks=(ThinkingBlock(thinking=_sentence(rng, 15)),
+                                         ToolUseBlock(id=call_id, name=name, input=args)),
+                                 model=model, provider="local", stop_reason="tool_use"))
+        put(_receipt(rng, model, step))
+        data = body.encode()
+        ev = put(EvidenceBody(tool_use_id=call_id, tool_name=name, chars=len(body), bytes=len(data),
+                              is_error=is_error, media_type="application/json" if kind in {"json", "search"}
+                              else "text/plain"), data)
+        carried = window(body, ev)  # as the EvidenceActor carries it: no blind cut (issue 9 item 1)
+        put(ToolResult(tool_use_id=call_id, tool_name=name, content=carried.text, is_error=is_error,
+                       evidence_id=ev, windowed=carried.windowed))
+        evidence.append(ev)
+        trace.append(TraceLine(tool=name, args_digest=canonical.encode(args).decode()[:80], evidence_id=ev,
+                               shape=kind))
+    return evidence, trace
+
+
+def _answer(put: _Writer, rng: random.Random, turn_id: str, question: str, domain: str, topic: str,
+            trace: list[TraceLine], refs: list[PresentationRef], *, degraded: bool, model: str) -> None:
+    """The turn's final step (narration), its receipt and its turn card."""
+    narration = " ".join(_sentence(rng, rng.randint(8, 20)) for _ in range(rng.randint(1, 5)))
+    final = put(AssistantStep(blocks=(TextBlock(text=narration),), model=model, provider="local",
+                              stop_reason="end_turn"))
+    put(_receipt(rng, model, final))
+    put(TurnCard(turn_id=turn_id, asked=question, did=tuple(trace),
+                 answered=Answer(presentations=tuple(refs), narration=narration),
+                 outcome="degraded" if degraded else "completed",
+                 reading=ReadingKey(act="answer", domains=(domain,), entities=(topic,)),
+                 tokens_full=rng.randint(800, 9000), tokens_card=rng.randint(40, 120)))
+
+
+def _controls(put: _Writer, rng: random.Random, t: int, turns: int, question: str, refs: list[PresentationRef],
+              turn_ids: list[str], turn_evidence: list[list[str]], model: str) -> None:
+    """After some turns, the other entry kinds: feedback, a nudge and a thread, a reset, a compaction."""
+    turn_id = turn_ids[-1]
+    if refs and t % 4 == 0:
+        put(PresentationFeedback(presentation_id=refs[0].id, action="helpful"))
+        put(PresentationSelection(presentation_ids=(refs[0].id,), turn_id=turn_id))
+    if t == 2:
+        put(Nudge(tag="presentation-check", text="A card type fits this answer; use emit_metric_card."))
+        put(Thread(items=(question,)))
+    if t == 0 and turns >= 6:
+        # A reset early on: turn 1 stays behind it (recallable, never planned), the rest plan normally.
+        put(ResetWithHandoff(handoff="Context reset: " + _sentence(rng, 20), last_turn_id=turn_id,
+                             reason="no usable horizon"))
+    if t == turns // 2 and turns >= 4:
+        put(Compaction(first_turn_id=turn_ids[1], last_turn_id=turn_ids[2],
+                       summary="Turns 2-3: " + _sentence(rng, 25),
+                       covered_evidence=tuple(CoveredEvidence(id=e, description=f"a result of turn {n + 2}")
+                                              for n, ids in enumerate(turn_evidence[1:3]) for e in ids),
+                       model=model))
+        put(Activity(activity="capacity.probe", detail={"rungs": [1024, 2048, 4096], "verdicts": [1, 1, 0]}))
 
 
 def _tool_call(rng: random.Random, kind: str, topic: str) -> tuple[str, dict[str, object], str, bool]:
