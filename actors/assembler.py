@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from actors.ledger_client import LedgerClient
-from agent.endpoint import EndpointTools, ModelEndpoint, build_tools
+from agent.endpoint import EndpointTools, build_tools
 from agent.request import Prepared, SessionView, Summarise, prepare, record_plan
+from agent.steps import Assembled, StepRequest
 from context.assemble import cache_breakpoints, current_turn_messages, prefix_digest, project, request_tokens
 from context.capacity import CapacityProfile, request_chars
-from context.messages import ChatRequest, Message, ToolSpec
+from context.messages import ChatRequest, Message
 from context.planner import Plan
 from context.turns import DEFAULT_TOKENS_PER_CHAR
 from events.envelope import Mapper
@@ -31,38 +32,6 @@ from storage.ledger import LedgerStore
 from vak.errors import InvalidInput
 
 Count = Callable[[ChatRequest], Awaitable[int]]
-
-
-@dataclass(frozen=True)
-class StepRequest:
-    """What the loop asks the assembler for: one step's request of the open turn."""
-
-    model: str  # the model name the request carries
-    system: str
-    tools: tuple[ToolSpec, ...]
-    tail: str
-    max_tokens: int = 512
-    temperature: float | None = None
-    session_key: str | None = None
-    # The bound model's server, for an assembler that has no counter or summariser of its own (on Ray):
-    # it builds them from this, once per endpoint (agent.endpoint).
-    endpoint: ModelEndpoint | None = None
-    deferred: tuple[ToolSpec, ...] = ()  # the admitted deferred tools (ChatRequest.deferred_tools)
-
-
-@dataclass
-class Assembled:
-    """One step's request and how it was made."""
-
-    request: ChatRequest
-    plan_digest: str
-    plan_id: str | None  # the plan entry, written when the step planned (None when the plan was kept)
-    replanned: bool  # True at a turn's first step, and when the turn outgrew the frozen plan
-    fidelity: dict[str, int]  # turns shown full / card / packet / behind a reset
-    prefix_digest: str
-    estimated_tokens: int
-    budget_tokens: int
-    written: list[str] = field(default_factory=list)  # packet or reset entries written on the way
 
 
 def fidelity_counts(p: Plan) -> dict[str, int]:
@@ -219,13 +188,6 @@ class AssemblerActor:
         hints = cache_breakpoints(len(request.messages), directive_index, step.session_key)
         return request.model_copy(update={"cache": hints, "temperature": step.temperature,
                                           "deferred_tools": step.deferred})
-
-    def forget(self, session: str) -> None:
-        """Drop a session's cached view and frozen plans (a test, or a ledger replaced on disk)."""
-        with self._lock:
-            self._views.pop(session, None)
-            for key in [k for k in self._frozen if k[0] == session]:
-                del self._frozen[key]
 
 
 def _directive_index(request: ChatRequest, view: SessionView, p: Plan) -> int | None:

@@ -17,7 +17,7 @@ observation, repeated cards), and a step with no call is judged (empty step, mod
 a prose answer): it is the answer, gets one redo nudge, or the turn closes with a system-authored outcome.
 
 The same code runs in-process or on Ray: everything stateful goes through :class:`TurnServices`
-(``InProcessServices`` here, ``actors.turn_services.RayServices`` through the actors). Tool calls are
+(``actors.local_services.InProcessServices`` in this process, ``actors.turn_services.RayServices`` through the actors). Tool calls are
 read by the one parser (``context.toolcalls``) whether they came back native or inline in the text.
 """
 
@@ -30,12 +30,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from actors.assembler import Assembled, AssemblerActor, StepRequest
-from actors.evidence import EvidenceActor
-from actors.probe import ProbeActor, ProbeTarget
 from agent.endpoint import ModelEndpoint
 from agent.request import Complete, after_overflow
-from agent.turnrules import TurnRules, ack_id, prior_turns_of
+from agent.steps import Assembled, StepRequest
+from agent.turnrules import TurnRules, ack_id
 from agent.workspace import Workspace
 from context.assemble import Tail, prefix_change, render_tail
 from context.capacity import CapacityProfile, TurnFeedback, apply_feedback, request_chars, to_record
@@ -54,7 +52,6 @@ from events.payloads import (
     ToolUseBlock,
     Usage,
 )
-from storage.ledger import LedgerStore
 from vak.errors import ContextOverflow, RequestTooLarge, ToolFailure
 
 MAX_EXTENSIONS = 2  # continuations of a reply cut inside a call
@@ -83,50 +80,6 @@ class TurnServices(Protocol):
     async def turn_started(self) -> None: ...
 
     async def turn_finished(self) -> None: ...
-
-
-class InProcessServices:
-    """The services as plain objects in this process, sharing one LedgerStore (the folder's writer)."""
-
-    def __init__(self, store: LedgerStore, session: str, *, assembler: AssemblerActor | None = None,
-                 evidence: EvidenceActor | None = None, probe: ProbeActor | None = None,
-                 probe_target: ProbeTarget | None = None) -> None:
-        root = str(store.root)
-        self.store, self.session = store, session
-        self.assembler = assembler or AssemblerActor(root, store)
-        self.evidence = evidence or EvidenceActor(root, store)
-        self.probe, self.probe_target = probe, probe_target
-
-    async def append(self, payloads: Sequence[Any]) -> list[str]:
-        return await asyncio.to_thread(self.store.append, self.session, list(payloads))
-
-    async def assemble(self, profile: CapacityProfile, step: StepRequest) -> Assembled:
-        return await self.assembler.assemble(self.session, profile, step)
-
-    async def store_result(self, tool_use_id: str, tool_name: str, body: str, is_error: bool) -> dict[str, Any]:
-        return await asyncio.to_thread(self.evidence.store_result, self.session, tool_use_id, tool_name, body,
-                                       is_error=is_error)
-
-    async def recall(self, args: dict[str, Any], tool_use_id: str) -> dict[str, Any]:
-        return await asyncio.to_thread(self.evidence.recall, self.session, args, tool_use_id)
-
-    async def present(self, step_id: str) -> list[dict[str, Any]]:
-        return await asyncio.to_thread(self.evidence.present, self.session, step_id)
-
-    async def prior_turns(self) -> list[PriorTurn]:
-        """The session's earlier turns as the turn rules compare against them, read from the ledger."""
-        return await asyncio.to_thread(lambda: prior_turns_of(self.store.entries(self.session)))
-
-    async def close_turn(self, outcome: str) -> str:
-        return await asyncio.to_thread(self.evidence.close_turn, self.session, None, outcome)  # type: ignore[arg-type]
-
-    async def turn_started(self) -> None:
-        if self.probe is not None and self.probe_target is not None:
-            await self.probe.turn_started(self.probe_target.key)
-
-    async def turn_finished(self) -> None:
-        if self.probe is not None and self.probe_target is not None:
-            await self.probe.turn_finished(self.probe_target)
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.loop import InProcessServices, TurnConfig, TurnLoop
+from actors.local_services import InProcessServices
+from agent.loop import TurnConfig, TurnLoop
 from agent.workspace import Workspace
 from context.assemble import system_prompt
 from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey

@@ -23,11 +23,9 @@ import blake3
 from pydantic import BaseModel, PlainSerializer, RootModel, ValidationError, WrapSerializer
 from pydantic.fields import FieldInfo
 
-from events import canonical
+import events.canonical as canonical
 from events.payloads import KINDS, PAYLOAD_ADAPTER, PAYLOAD_TYPES
 from vak.errors import InvalidPayload, OversizeEntry, UnknownKind
-
-ID_HEX_LEN = 64
 
 
 @dataclass(frozen=True, slots=True)

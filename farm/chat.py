@@ -18,8 +18,9 @@ from typing import Any
 import httpx
 
 from actors.assembler import AssemblerActor
+from actors.local_services import InProcessServices
 from agent.endpoint import ModelEndpoint
-from agent.loop import InProcessServices, StepReport, TurnConfig, TurnLoop, TurnReport, TurnServices
+from agent.loop import StepReport, TurnConfig, TurnLoop, TurnReport, TurnServices
 from agent.request import SessionView
 from agent.summarise import Summariser, write_packet
 from agent.workspace import TOOLS as WORKSPACE_TOOLS
@@ -38,7 +39,6 @@ from storage.ledger import LedgerStore
 
 DEFAULT_MODEL = "qwen"
 DEFAULT_N_CTX = 16384
-PROFILE_SESSION = "capacity"  # where probes and profiles are recorded (ProbeActor's default session)
 
 
 def default_surface(*, cards_loaded: bool = False) -> Surface:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from actors.assembler import AssemblerActor, StepRequest
+from actors.assembler import AssemblerActor
+from agent.steps import StepRequest
 from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars
 from context.messages import ChatRequest, ToolSpec
 from events.envelope import Mapper

@@ -164,7 +164,8 @@ def test_the_assembler_survives_odd_chunks() -> None:
 async def test_a_turn_with_on_text_streams_each_step_and_keeps_the_receipts(tmp_path: Any) -> None:
     """TurnLoop with ``on_text``: a tool step and an answer step are both streamed; the shown text of the
     last step is the answer; each step's receipt carries the stream's usage (prompt 40, cached 30)."""
-    from agent.loop import InProcessServices, TurnConfig, TurnLoop
+    from actors.local_services import InProcessServices
+    from agent.loop import TurnConfig, TurnLoop
     from agent.workspace import Workspace
     from context.assemble import system_prompt
     from events.envelope import Mapper

@@ -18,8 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
-from actors.assembler import AssemblerActor, StepRequest, request_budget
-from agent.loop import InProcessServices, TurnConfig, TurnLoop
+from actors.assembler import AssemblerActor, request_budget
+from actors.local_services import InProcessServices
+from agent.loop import TurnConfig, TurnLoop
+from agent.steps import StepRequest
 from agent.workspace import TOOLS as WORKSPACE_TOOLS
 from context.assemble import Tail, render_tail, system_prompt
 from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars

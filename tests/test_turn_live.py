@@ -18,8 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
+from actors.local_services import InProcessServices
 from actors.probe import ProbeActor, ProbeTarget
-from agent.loop import InProcessServices, TurnConfig, TurnLoop
+from agent.loop import TurnConfig, TurnLoop
 from agent.probe import ProbeSettings
 from agent.workspace import Workspace
 from context.assemble import system_prompt

@@ -15,7 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from agent.loop import InProcessServices, TurnConfig, TurnLoop
+from actors.local_services import InProcessServices
+from agent.loop import TurnConfig, TurnLoop
 from agent.workspace import TOOLS as WORKSPACE_TOOLS
 from agent.workspace import Workspace
 from context.assemble import system_prompt

@@ -14,7 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from context.digest_shapes import binary, command, error, json_shape, search, text
+import context.digest_shapes.binary as binary
+import context.digest_shapes.command as command
+import context.digest_shapes.error as error
+import context.digest_shapes.json_shape as json_shape
+import context.digest_shapes.search as search
+import context.digest_shapes.text as text
 from context.digest_shapes.base import DIGEST_CHARS, SHAPES, Analysis, Claim, DigestShape, Shape
 from context.digest_shapes.quoting import DIGEST_LINE_WIDTHS, capped
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal, get_args
 
-from context.digest_shapes import jsonscan
+import context.digest_shapes.jsonscan as jsonscan
 
 Shape = Literal["json", "search", "text", "command", "error", "binary"]
 SHAPES: tuple[Shape, ...] = get_args(Shape)

@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from context.digest_shapes import text
+import context.digest_shapes.text as text
 from context.digest_shapes.base import Analysis, DigestShape
 from context.digest_shapes.jsonscan import DeepJson, scan_members
 from context.digest_shapes.quoting import clip, fit, more_note, plural

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
+import farm.importers.mini_swe_agent as mini_swe_agent
 from events.payloads import TextBlock, ThinkingBlock, ToolUseBlock
 from farm.import_json import RecordShapeError, Where, array, kind_of, nested, obj, record_at
-from farm.importers import mini_swe_agent
 from farm.importers.base import Document, ImportFormat
 from farm.importers.parts import RAW_ARGUMENTS, arguments, content_text, openai_usage
 from farm.importers.recording import ModelStep, Recording, SystemPrompt, ToolOutput, UserText

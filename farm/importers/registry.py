@@ -7,7 +7,12 @@ any format more general than it (``openai-chat`` stays last: any list of chat me
 
 from __future__ import annotations
 
-from farm.importers import claude_code, mini_swe_agent, openai_chat, openhands, swe_agent, tau_bench
+import farm.importers.claude_code as claude_code
+import farm.importers.mini_swe_agent as mini_swe_agent
+import farm.importers.openai_chat as openai_chat
+import farm.importers.openhands as openhands
+import farm.importers.swe_agent as swe_agent
+import farm.importers.tau_bench as tau_bench
 from farm.importers.base import Document, ImportFormat
 
 # Asked in this order; the first format whose sniff claims a file reads it. A file's records are

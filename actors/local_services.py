@@ -1,0 +1,64 @@
+"""The turn loop's services as plain objects in this process: the same calls as
+``actors.turn_services.RayServices``, without Ray (``vak chat``, tests, benches).
+
+The actor classes are used as plain classes sharing one LedgerStore, the folder's writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from actors.assembler import AssemblerActor
+from actors.evidence import EvidenceActor
+from actors.probe import ProbeActor, ProbeTarget
+from agent.steps import Assembled, StepRequest
+from agent.turnrules import prior_turns_of
+from context.capacity import CapacityProfile
+from context.drift import PriorTurn
+from storage.ledger import LedgerStore
+
+
+class InProcessServices:
+    """The services as plain objects in this process, sharing one LedgerStore (the folder's writer)."""
+
+    def __init__(self, store: LedgerStore, session: str, *, assembler: AssemblerActor | None = None,
+                 evidence: EvidenceActor | None = None, probe: ProbeActor | None = None,
+                 probe_target: ProbeTarget | None = None) -> None:
+        root = str(store.root)
+        self.store, self.session = store, session
+        self.assembler = assembler or AssemblerActor(root, store)
+        self.evidence = evidence or EvidenceActor(root, store)
+        self.probe, self.probe_target = probe, probe_target
+
+    async def append(self, payloads: Sequence[Any]) -> list[str]:
+        return await asyncio.to_thread(self.store.append, self.session, list(payloads))
+
+    async def assemble(self, profile: CapacityProfile, step: StepRequest) -> Assembled:
+        return await self.assembler.assemble(self.session, profile, step)
+
+    async def store_result(self, tool_use_id: str, tool_name: str, body: str, is_error: bool) -> dict[str, Any]:
+        return await asyncio.to_thread(self.evidence.store_result, self.session, tool_use_id, tool_name, body,
+                                       is_error=is_error)
+
+    async def recall(self, args: dict[str, Any], tool_use_id: str) -> dict[str, Any]:
+        return await asyncio.to_thread(self.evidence.recall, self.session, args, tool_use_id)
+
+    async def present(self, step_id: str) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self.evidence.present, self.session, step_id)
+
+    async def prior_turns(self) -> list[PriorTurn]:
+        """The session's earlier turns as the turn rules compare against them, read from the ledger."""
+        return await asyncio.to_thread(lambda: prior_turns_of(self.store.entries(self.session)))
+
+    async def close_turn(self, outcome: str) -> str:
+        return await asyncio.to_thread(self.evidence.close_turn, self.session, None, outcome)  # type: ignore[arg-type]
+
+    async def turn_started(self) -> None:
+        if self.probe is not None and self.probe_target is not None:
+            await self.probe.turn_started(self.probe_target.key)
+
+    async def turn_finished(self) -> None:
+        if self.probe is not None and self.probe_target is not None:
+            await self.probe.turn_finished(self.probe_target)

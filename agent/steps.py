@@ -1,0 +1,44 @@
+"""What the turn loop asks its assembler for (``StepRequest``) and gets back (``Assembled``).
+
+Plain data shared by the loop (``agent.loop``) and the AssemblerActor (``actors.assembler``), which
+builds one from the other; here, below both, so the loop never imports an actor module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent.endpoint import ModelEndpoint
+from context.messages import ChatRequest, ToolSpec
+
+
+@dataclass(frozen=True)
+class StepRequest:
+    """What the loop asks the assembler for: one step's request of the open turn."""
+
+    model: str  # the model name the request carries
+    system: str
+    tools: tuple[ToolSpec, ...]
+    tail: str
+    max_tokens: int = 512
+    temperature: float | None = None
+    session_key: str | None = None
+    # The bound model's server, for an assembler that has no counter or summariser of its own (on Ray):
+    # it builds them from this, once per endpoint (agent.endpoint).
+    endpoint: ModelEndpoint | None = None
+    deferred: tuple[ToolSpec, ...] = ()  # the admitted deferred tools (ChatRequest.deferred_tools)
+
+
+@dataclass
+class Assembled:
+    """One step's request and how it was made."""
+
+    request: ChatRequest
+    plan_digest: str
+    plan_id: str | None  # the plan entry, written when the step planned (None when the plan was kept)
+    replanned: bool  # True at a turn's first step, and when the turn outgrew the frozen plan
+    fidelity: dict[str, int]  # turns shown full / card / packet / behind a reset
+    prefix_digest: str
+    estimated_tokens: int
+    budget_tokens: int
+    written: list[str] = field(default_factory=list)  # packet or reset entries written on the way

@@ -1,0 +1,104 @@
+"""The package layering holds (issue 13 item 7): vak -> events -> context -> storage / providers -> agent ->
+actors -> farm, nothing imports a layer above its own (function-local imports included), storage and
+providers do not import each other, and no group of modules imports itself round in a cycle."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+LAYERS = ("vak", "events", "context", "storage", "providers", "agent", "actors", "farm")
+SIDE_BY_SIDE = {"storage", "providers"}  # one layer: neither imports the other
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for package in LAYERS:
+        for path in (REPO / package).rglob("*.py"):
+            name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+            out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def _graph(mods: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the project modules it imports anywhere in it (``from a import b`` names ``a.b`` when that
+    is a module, else ``a``)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in mods else node.module
+                           for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            graph[name] |= {t for t in targets if t in mods and t != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]], nodes: list[str]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+    for root in nodes:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    found.append(sorted(group))
+    return found
+
+
+def test_no_module_imports_a_layer_above_its_own_and_no_cycles() -> None:
+    """Every import edge goes down or sideways within a layer; storage and providers never import each
+    other; the module graph has no cycle."""
+    mods = _modules()
+    graph = _graph(mods)
+    rank = {p: i for i, p in enumerate(LAYERS)}
+    upward = []
+    for name, targets in graph.items():
+        for target in targets:
+            a, b = name.split(".")[0], target.split(".")[0]
+            if (rank[b] > rank[a] and {a, b} != SIDE_BY_SIDE) or (a != b and {a, b} == SIDE_BY_SIDE):
+                upward.append(f"{name} -> {target}")
+    assert upward == []
+    assert _cycles(graph, sorted(mods)) == []
+    assert len(mods) > 100 and graph["agent.loop"]  # the walk saw the tree
+
+
+def test_the_check_finds_a_cycle_and_an_upward_import() -> None:
+    """The cycle finder and the layer rule see what they are for, on a small graph."""
+    graph: dict[str, set[str]] = defaultdict(set, {"a.x": {"a.y"}, "a.y": {"a.z"}, "a.z": {"a.x"}, "b.q": set()})
+    assert _cycles(graph, ["a.x", "a.y", "a.z", "b.q"]) == [["a.x", "a.y", "a.z"]]
