@@ -167,12 +167,18 @@ class SpecParser:
                 raise self.fail(f"{item!r} is defined twice; {what} must be unique.", table, i, "name")
             seen.add(item)
 
+    def named_kind(self, t: dict[str, Any], tname: str, i: int, what: str, kinds: Sequence[str], default: str,
+                   *, label: str = "") -> tuple[str, str]:
+        """An entry's checked name and its kind, one of ``kinds`` (``default`` when it names none)."""
+        name = self.name(t, tname, i, what)
+        kind = self.get(t, tname, i, "kind", str, default)
+        if kind not in kinds:
+            raise self.fail(f"{label}{kind!r} is not one of {list(kinds)}.", tname, i, "kind")
+        return name, kind
+
     def model(self, t: dict[str, Any], i: int) -> ModelEntry:
         tn = "models"
-        name = self.name(t, tn, i, "model")
-        kind = self.get(t, tn, i, "kind", str, "local")
-        if kind not in MODEL_KINDS:
-            raise self.fail(f"{kind!r} is not one of {list(MODEL_KINDS)}.", tn, i, "kind")
+        name, kind = self.named_kind(t, tn, i, "model", MODEL_KINDS, "local")
         common = {"name", "kind", "window", "horizon", "output_reserve", "tokens_per_char"}
         per_kind = {"local": {"model", "n_ctx", "threads", "n_parallel", "resource"},
                     "endpoint": {"model", "base_url", "api_key_env"}, "hosted": {"spec"}}
@@ -222,10 +228,7 @@ class SpecParser:
 
     def session(self, t: dict[str, Any], i: int) -> SessionEntry:
         tn = "sessions"
-        name = self.name(t, tn, i, "session")
-        kind = self.get(t, tn, i, "kind", str, "recording")
-        if kind not in SESSION_KINDS:
-            raise self.fail(f"{kind!r} is not one of {list(SESSION_KINDS)}.", tn, i, "kind")
+        name, kind = self.named_kind(t, tn, i, "session", SESSION_KINDS, "recording")
         allowed = {"recording": {"path", "select"}, "ledger": {"path", "session"}, "generated": {"seed", "turns"}}
         self.check_keys(t, tn, i, {"name", "kind"} | allowed[kind])
         if kind == "generated":
@@ -250,10 +253,7 @@ class SpecParser:
 
     def task(self, t: dict[str, Any], i: int, models: list[str], sessions: list[str]) -> Task:
         tn = "tasks"
-        name = self.name(t, tn, i, "task")
-        kind = self.get(t, tn, i, "kind", str, "")
-        if kind not in TASK_KINDS:
-            raise self.fail(f"kind {kind!r} is not one of {list(TASK_KINDS)}.", tn, i, "kind")
+        name, kind = self.named_kind(t, tn, i, "task", TASK_KINDS, "", label="kind ")
         ms = self.names(t, tn, i, "models", models)
         if kind == "probe":
             return self.probe_task(t, i, name, ms)
