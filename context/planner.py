@@ -85,7 +85,7 @@ from context.turns import TurnIndex
 from context.turnsizes import TurnTable
 
 __all__ = [
-    "Budget", "Fidelity", "PacketPlan", "Plan", "PlanCache", "PlannedTurn", "PlannerState", "Rows", "budget_line",
+    "Budget", "Fidelity", "PacketPlan", "Plan", "PlanCache", "PlannedTurn", "PlannerState", "Rows",
     "plan", "refers_back", "scores_by_id",
 ]
 
@@ -242,14 +242,4 @@ def _rows(index: TurnIndex, req: Request, room: Room, w: HistoryColumns, sizes: 
         shifted_relevance(w, start),
         start + w.anaphora if w.anaphora is not None else None,
         frozenset(start + i for i in w.retrieved), current_tokens,
-    )
-
-
-def budget_line(p: Plan) -> str:
-    """The plan's arithmetic in one line, for logs and reports."""
-    b = p.budget
-    return (
-        f"budget {b.horizon} − {b.prefix} prefix − {b.tail} tail − {b.output_reserve} output − "
-        f"{b.current_turn_reserve} current turn = {b.budget}; history {b.history} "
-        f"(full {b.full}, cards {b.cards}, packet {b.packet})"
     )

@@ -96,7 +96,6 @@ from farm.farmspec_entries import (
     SessionEntry,
     SessionKind,
     Task,
-    TaskKind,
     shared_root,
 )
 from farm.farmspec_parse import SpecParser
@@ -105,7 +104,7 @@ from vak.errors import FarmSpecError
 __all__ = [
     "EXPECTS", "MODEL_KINDS", "QUICK_PROBE", "SESSION_KINDS", "SHARED_PREFIX", "TASK_KINDS", "Expect", "FarmSpec",
     "LiveTask", "ModelEntry", "ModelKind", "ProbeTask", "ReplayTask", "SessionEntry", "SessionKind", "Task",
-    "TaskKind", "load_farm_spec", "parse_farm_spec", "shared_root",
+    "load_farm_spec", "parse_farm_spec", "shared_root",
 ]
 
 

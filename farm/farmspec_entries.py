@@ -15,7 +15,6 @@ from typing import Literal
 
 ModelKind = Literal["local", "endpoint", "hosted"]
 SessionKind = Literal["recording", "ledger", "generated"]
-TaskKind = Literal["probe", "replay", "live"]
 Expect = Literal["card", "answer", "tool_call"]
 MODEL_KINDS: tuple[str, ...] = ("local", "endpoint", "hosted")
 SESSION_KINDS: tuple[str, ...] = ("recording", "ledger", "generated")
