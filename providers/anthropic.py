@@ -12,7 +12,7 @@ Usage: ``input_tokens`` is already the uncached part; ``cache_read_input_tokens`
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 import httpx
 
@@ -31,7 +31,7 @@ from context.messages import (
 from events.payloads import Usage
 from providers.base import (
     Provider,
-    RetryPolicy,
+    ProviderOptions,
     error_message,
     first_int,
     int_or_none,
@@ -59,13 +59,10 @@ class AnthropicProvider(Provider):
         self,
         client: httpx.AsyncClient,
         *,
-        base_url: str | None = None,  # default_base_url
-        api_key: str | None = None,
-        retry: RetryPolicy | None = None,
-        timeout_s: float = 120.0,
         anthropic_version: str = ANTHROPIC_VERSION,
+        **options: Unpack[ProviderOptions],
     ) -> None:
-        super().__init__(client, base_url=base_url, api_key=api_key, retry=retry, timeout_s=timeout_s)
+        super().__init__(client, **options)
         self.anthropic_version = anthropic_version
 
     def headers(self) -> dict[str, str]:

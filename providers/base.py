@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import inspect
 import json
 import mimetypes
 import random
@@ -27,14 +28,21 @@ import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict, TypeVar
 
 import httpx
 
 from context.messages import ChatRequest, ChatResult, ImagePart, Message, ModelContext
+from providers.httperrors import (
+    error_body,
+    error_message,
+    parse_retry_after,
+    status_error,
+    transport_errors,
+)
 from providers.redaction import MIN_SECRET_CHARS, REDACTED, Redactor, scrub_library_logs
 from vak.errors import (
     ContextOverflow,
@@ -45,8 +53,10 @@ from vak.errors import (
 )
 
 Sleep = Callable[[float], Awaitable[None]]
+T = TypeVar("T")
 
-__all__ = ["MIN_SECRET_CHARS", "REDACTED"]  # re-exported: callers import them from here
+# re-exported: callers import them from here
+__all__ = ["MIN_SECRET_CHARS", "REDACTED", "error_message", "parse_retry_after"]
 
 
 @dataclass(frozen=True)
@@ -81,48 +91,6 @@ class RetryPolicy:
             return None if retry_after > self.max_retry_after_s else max(0.0, retry_after)
         backoff = min(self.max_delay_s, self.base_delay_s * (2**attempt))
         return backoff * (1.0 + self.jitter * (2.0 * self.rng.random() - 1.0))
-
-
-def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """Seconds from ``retry-after-ms`` (OpenAI), ``Retry-After`` seconds, or ``Retry-After`` HTTP date."""
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError, IndexError):
-        return None
-    return max(0.0, when - (time.time() if now is None else now))
-
-
-def error_message(body: Any) -> str:
-    """The human message inside a provider error body, whatever its shape."""
-    if isinstance(body, list) and body:  # Gemini sometimes wraps the error in a list
-        body = body[0]
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict):
-            msg = err.get("message") or err.get("msg") or err.get("detail")
-            if isinstance(msg, str) and msg:
-                return msg
-            return json.dumps(err)[:500]
-        if isinstance(err, str):
-            return err
-        for key in ("message", "detail"):
-            if isinstance(body.get(key), str):
-                return str(body[key])
-        return json.dumps(body)[:500]
-    return str(body)[:500]
 
 
 def int_or_none(value: Any) -> int | None:
@@ -217,8 +185,21 @@ def load_images(request: ChatRequest) -> ChatRequest:
     return request.model_copy(update={"messages": tuple(messages)})
 
 
+class ProviderOptions(TypedDict, total=False):
+    """The keyword options every adapter takes (an adapter's own come before ``**options``)."""
+
+    base_url: str | None  # the API root; None: the adapter's default_base_url
+    api_key: str | None  # sent in headers only, scrubbed from everything that comes back
+    retry: RetryPolicy | None  # None: RetryPolicy()
+    timeout_s: float | None  # per request; None: the adapter's default_timeout_s
+
+
 class Provider(ABC):
-    """One wire protocol over an injected ``httpx.AsyncClient``. Subclasses set ``name`` and ``chat_path``."""
+    """One wire protocol over an injected ``httpx.AsyncClient``. Subclasses set ``name`` and ``chat_path``.
+
+    The one constructor: ``Adapter(client, **ProviderOptions)``; an adapter with options of its own takes
+    them as keywords before ``**options: Unpack[ProviderOptions]`` and passes the rest on.
+    """
 
     name: ClassVar[str]
     chat_path: ClassVar[str]
@@ -227,6 +208,7 @@ class Provider(ABC):
     # The API root used when no base_url is given: the hosted endpoint, or a local server's usual address
     # (Ollama); written only here, never again as a constructor default. None: the caller must say.
     default_base_url: ClassVar[str | None] = None
+    default_timeout_s: ClassVar[float] = 120.0
 
     def __init__(
         self,
@@ -235,7 +217,7 @@ class Provider(ABC):
         base_url: str | None = None,
         api_key: str | None = None,
         retry: RetryPolicy | None = None,
-        timeout_s: float = 120.0,
+        timeout_s: float | None = None,
     ) -> None:
         base_url = base_url or self.default_base_url
         if base_url is None:
@@ -250,7 +232,18 @@ class Provider(ABC):
         self._redactor = Redactor(self._api_key)
         scrub_library_logs(self._redactor)
         self.retry = retry or RetryPolicy()
-        self.timeout_s = timeout_s
+        self.timeout_s = self.default_timeout_s if timeout_s is None else timeout_s
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """An adapter's ``__init__(client, *, own..., **options)`` shows the options by name to ``inspect``
+        and ``help()``, as if it had written them out: its own keywords, then the shared ones."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+        own = [p for p in inspect.signature(init).parameters.values() if p.kind is not p.VAR_KEYWORD]
+        shared = [p for p in inspect.signature(Provider.__init__).parameters.values() if p.kind is p.KEYWORD_ONLY]
+        init.__signature__ = inspect.signature(init).replace(parameters=[*own, *shared])
 
     def __repr__(self) -> str:  # never the key
         key = "set" if self._api_key else "none"
@@ -286,25 +279,8 @@ class Provider(ABC):
         over = self.overflow(status, body)
         if over is not None:
             return over
-        msg = self._redact(error_message(body))
-        if status in (408, 429) or (status >= 500 and status != 501):
-            wait = f" (the provider asked to wait {retry_after:g}s)" if retry_after is not None else ""
-            return RetryableProviderError(
-                f"{self.name}: HTTP {status}: {msg}{wait}. Retried with backoff; if it persists, "
-                "slow down, check the provider's status page, or use another provider.",
-                provider=self.name,
-                status=status,
-                retry_after=retry_after,
-            )
-        if status in (401, 403):
-            step = f"check {self.key_hint} (is it set, valid, and allowed to use this model?)"
-        elif status == 404:
-            step = f"check the model name and base_url ({self.base_url}); list models with the provider's catalogue"
-        else:
-            step = "fix the request (see the provider's message above)"
-        return ProviderRequestError(
-            f"{self.name}: HTTP {status}: {msg}. Next step: {step}.", provider=self.name, status=status
-        )
+        return status_error(self.name, status, self._redact(error_message(body)), retry_after=retry_after,
+                            key_hint=self.key_hint, base_url=self.base_url)
 
     # ------------------------------------------------------------- I/O
 
@@ -352,55 +328,51 @@ class Provider(ABC):
     async def request_json(self, method: str, url: str, *, json_body: Any = None,
                            headers: Mapping[str, str] | None = None) -> Any:
         """One call with retries. Returns the decoded JSON body of a 2xx reply; raises a ProviderError."""
-        attempt = 0
+        return await self.with_retries(lambda: self._request_once(method, url, json_body, headers))
+
+    async def with_retries(self, attempt: Callable[[], Awaitable[T]], *,
+                           may_retry: Callable[[], bool] = lambda: True) -> T:
+        """``attempt()`` again after each ``RetryableProviderError`` while the policy allows and ``may_retry()``
+        (a stream may not once part of its answer was shown)."""
+        tried = 0
         while True:
             try:
-                return await self._request_once(method, url, json_body, headers)
+                return await attempt()
             except RetryableProviderError as exc:
-                wait = self.retry.delay(attempt, exc.retry_after)
-                if wait is None:
+                wait = self.retry.delay(tried, exc.retry_after)
+                if wait is None or not may_retry():
                     raise
                 await self.retry.sleep(wait)
-                attempt += 1
+                tried += 1
+
+    def transport_errors(self, method: str, url: str) -> AbstractContextManager[None]:
+        """Around an httpx call: its timeouts and connection failures as this project's typed errors."""
+        return transport_errors(self.name, f"{method} {self._path(url)}", base_url=self.base_url,
+                                timeout_s=self.timeout_s, redact=self._redact)
+
+    def response_error(self, response: httpx.Response) -> ProviderError:
+        """A non-2xx response (its body read) as the typed error, the key scrubbed from the body first."""
+        body = error_body(self._decode(response.text), response.text, self._redact)
+        return self.map_error(response.status_code, body, retry_after=parse_retry_after(response.headers))
 
     async def _request_once(self, method: str, url: str, json_body: Any,
                             headers: Mapping[str, str] | None = None) -> Any:
-        try:
+        with self.transport_errors(method, url):
             response = await self.client.request(
                 method, url, json=json_body, headers={**self.headers(), **(headers or {})}, timeout=self.timeout_s
             )
-        except httpx.TimeoutException as exc:
-            raise RetryableProviderError(
-                f"{self.name}: {type(exc).__name__} after {self.timeout_s:g}s on {method} {self._path(url)}. "
-                "Retried with backoff; raise timeout_s for long prompts on slow models.",
-                provider=self.name,
-            ) from exc
-        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-            raise RetryableProviderError(
-                f"{self.name}: connection failed on {method} {self._path(url)} ({type(exc).__name__}). "
-                f"Check that the server at {self.base_url} is running and reachable.",
-                provider=self.name,
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise ProviderRequestError(
-                f"{self.name}: {type(exc).__name__} on {method} {self._path(url)}: {self._redact(str(exc))}. "
-                "Check base_url.",
-                provider=self.name,
-            ) from exc
+        if not response.is_success:
+            raise self.response_error(response)
         body = self._decode(response.text)
         if body is None:  # not JSON: the text itself, scrubbed, is all there is to report
-            text = self._redact(response.text)
-            if response.is_success:
-                raise ProviderRequestError(
-                    f"{self.name}: {method} {self._path(url)} returned HTTP {response.status_code} "
-                    f"with a body that is not JSON: {text[:200]!r}. Check that base_url points at the API.",
-                    provider=self.name,
-                    status=response.status_code,
-                )
-            body = {"error": {"message": text[:500]}}
-        if response.is_success:
-            return body
-        raise self.map_error(response.status_code, body, retry_after=parse_retry_after(response.headers))
+            raise ProviderRequestError(
+                f"{self.name}: {method} {self._path(url)} returned HTTP {response.status_code} "
+                f"with a body that is not JSON: {self._redact(response.text)[:200]!r}. "
+                "Check that base_url points at the API.",
+                provider=self.name,
+                status=response.status_code,
+            )
+        return body
 
     def _decode(self, text: str) -> Any:
         r"""The body as JSON with the key scrubbed from every decoded string and object key; None if not JSON.

@@ -9,12 +9,12 @@ to the over-length detection. Bedrock publishes no context length through this A
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 import httpx
 
 from context.messages import ModelContext
-from providers.base import RetryPolicy, error_message, overflow_error
+from providers.base import ProviderOptions, error_message, overflow_error
 from providers.openai_compat import OpenAICompatProvider
 from vak.errors import ContextOverflow, InvalidInput
 
@@ -37,17 +37,14 @@ class BedrockProvider(OpenAICompatProvider):
         self,
         client: httpx.AsyncClient,
         *,
-        base_url: str | None = None,
         region: str | None = None,
-        api_key: str | None = None,
-        retry: RetryPolicy | None = None,
-        timeout_s: float = 120.0,
+        **options: Unpack[ProviderOptions],
     ) -> None:
-        if base_url is None:
+        if options.get("base_url") is None:
             if region is None:
                 raise InvalidInput("bedrock: pass region= (e.g. 'us-west-2') or base_url=.")
-            base_url = bedrock_base_url(region)
-        super().__init__(client, base_url=base_url, api_key=api_key, retry=retry, timeout_s=timeout_s)
+            options["base_url"] = bedrock_base_url(region)
+        super().__init__(client, **options)
 
     def overflow(self, status: int, body: Any) -> ContextOverflow | None:
         over = super().overflow(status, body)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 import httpx
 
@@ -35,7 +35,7 @@ from context.messages import (
 from events.payloads import Usage
 from providers.base import (
     Provider,
-    RetryPolicy,
+    ProviderOptions,
     error_message,
     first_int,
     int_or_none,
@@ -56,19 +56,17 @@ class OllamaProvider(Provider):
     chat_path: ClassVar[str] = "/api/chat"
     key_hint: ClassVar[str] = "OLLAMA_API_KEY (only a proxied or cloud Ollama needs one)"
     default_base_url: ClassVar[str | None] = "http://127.0.0.1:11434"  # a local Ollama's own default
+    default_timeout_s: ClassVar[float] = 300.0  # local models load on the first request
 
     def __init__(
         self,
         client: httpx.AsyncClient,
         *,
-        base_url: str | None = None,  # default_base_url
-        api_key: str | None = None,
-        retry: RetryPolicy | None = None,
-        timeout_s: float = 300.0,
         keep_alive: str | int | None = "30m",
         num_ctx: int | None = None,
+        **options: Unpack[ProviderOptions],
     ) -> None:
-        super().__init__(client, base_url=base_url, api_key=api_key, retry=retry, timeout_s=timeout_s)
+        super().__init__(client, **options)
         if num_ctx is not None and num_ctx < 1:
             raise InvalidInput(f"ollama: num_ctx must be a positive token count, got {num_ctx}")
         self.keep_alive = keep_alive

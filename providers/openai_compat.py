@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 import httpx
 
@@ -35,18 +35,17 @@ from context.messages import (
 from events.payloads import Usage
 from providers.base import (
     Provider,
-    RetryPolicy,
+    ProviderOptions,
     error_message,
     first_int,
     int_or_none,
     load_images,
     overflow_error,
     parse_json_arguments,
-    parse_retry_after,
     require_loaded_image,
 )
 from providers.streaming import ShownText, StreamAssembler
-from vak.errors import ContextOverflow, RetryableProviderError
+from vak.errors import ContextOverflow
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"  # OpenAI's own API root (chat completions and Responses)
 OPENAI_PUBLISHES_NO_WINDOW = (
@@ -113,13 +112,10 @@ class OpenAICompatProvider(Provider):
         self,
         client: httpx.AsyncClient,
         *,
-        base_url: str | None = None,  # required: a self-hosted server has no default (Provider says so)
-        api_key: str | None = None,
-        retry: RetryPolicy | None = None,
-        timeout_s: float = 120.0,
         prompt_cache_key: bool | None = None,  # None: the adapter's prompt_cache_key_default
+        **options: Unpack[ProviderOptions],  # base_url required: a self-hosted server has no default
     ) -> None:
-        super().__init__(client, base_url=base_url, api_key=api_key, retry=retry, timeout_s=timeout_s)
+        super().__init__(client, **options)
         self.prompt_cache_key = self.prompt_cache_key_default if prompt_cache_key is None else prompt_cache_key
 
     # ------------------------------------------------------------- render
@@ -207,19 +203,16 @@ class OpenAICompatProvider(Provider):
         (part of the answer was shown)."""
         request = load_images(request)
         body = {**self.render(request), "stream": True, "stream_options": {"include_usage": True}}
-        attempt = 0
-        while True:
-            shown = ShownText(self._redactor)
-            try:
-                start = time.perf_counter()
-                assembled = await self._stream_once(self.chat_url(request), body, shown, on_text)
-                break
-            except RetryableProviderError as exc:
-                wait = self.retry.delay(attempt, exc.retry_after)
-                if shown.received or wait is None:
-                    raise
-                await self.retry.sleep(wait)
-                attempt += 1
+        url = self.chat_url(request)
+        shown = ShownText(self._redactor)
+        start = time.perf_counter()
+
+        async def attempt() -> StreamAssembler:
+            nonlocal shown, start
+            shown, start = ShownText(self._redactor), time.perf_counter()
+            return await self._stream_once(url, body, shown, on_text)
+
+        assembled = await self.with_retries(attempt, may_retry=lambda: not shown.received)
         rest = shown.finish()
         if rest:
             on_text(rest)
@@ -231,15 +224,12 @@ class OpenAICompatProvider(Provider):
     async def _stream_once(self, url: str, body: dict[str, Any], shown: ShownText,
                            on_text: Callable[[str], None]) -> StreamAssembler:
         assembled = StreamAssembler(self.name)
-        try:
+        with self.transport_errors("POST", url):
             async with self.client.stream("POST", url, json=body, headers=self.headers(),
                                           timeout=self.timeout_s) as response:
                 if not response.is_success:
-                    text = (await response.aread()).decode("utf-8", "replace")
-                    error = self._decode(text)
-                    raise self.map_error(response.status_code,
-                                         error if error is not None else {"error": {"message": self._redact(text)[:500]}},
-                                         retry_after=parse_retry_after(response.headers))
+                    await response.aread()
+                    raise self.response_error(response)
                 async for line in response.aiter_lines():
                     if not line.startswith("data:"):
                         continue  # comments, event names and keep-alives
@@ -250,18 +240,6 @@ class OpenAICompatProvider(Provider):
                             on_text(safe)
                     if assembled.done:
                         break
-        except httpx.TimeoutException as exc:
-            raise RetryableProviderError(
-                f"{self.name}: {type(exc).__name__} after {self.timeout_s:g}s while streaming. Retried with "
-                "backoff when nothing was shown yet; raise timeout_s for long prompts on slow models.",
-                provider=self.name,
-            ) from exc
-        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-            raise RetryableProviderError(
-                f"{self.name}: the stream broke ({type(exc).__name__}). Check that the server at "
-                f"{self.base_url} is running; the turn can be run again.",
-                provider=self.name,
-            ) from exc
         return assembled
 
     # ------------------------------------------------------------- parse

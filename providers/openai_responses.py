@@ -16,7 +16,7 @@ The metadata rung is honest about OpenAI: its API publishes no context length.
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 import httpx
 
@@ -32,7 +32,7 @@ from context.messages import (
     ToolUsePart,
 )
 from events.payloads import Usage
-from providers.base import Provider, RetryPolicy, int_or_none, parse_json_arguments, require_loaded_image
+from providers.base import Provider, ProviderOptions, int_or_none, parse_json_arguments, require_loaded_image
 from providers.openai_compat import OPENAI_BASE_URL, OPENAI_PUBLISHES_NO_WINDOW, openai_overflow
 from vak.errors import ContextOverflow
 
@@ -47,13 +47,10 @@ class OpenAIResponsesProvider(Provider):
         self,
         client: httpx.AsyncClient,
         *,
-        base_url: str | None = None,  # default_base_url
-        api_key: str | None = None,
-        retry: RetryPolicy | None = None,
-        timeout_s: float = 120.0,
         prompt_cache_key: bool = True,
+        **options: Unpack[ProviderOptions],
     ) -> None:
-        super().__init__(client, base_url=base_url, api_key=api_key, retry=retry, timeout_s=timeout_s)
+        super().__init__(client, **options)
         self.prompt_cache_key = prompt_cache_key
 
     # ------------------------------------------------------------- render
