@@ -139,30 +139,27 @@ class LlamaCppTokenCounter:
     async def render_prompt(self, request: ChatRequest) -> str:
         """The prompt text the chat endpoint would evaluate for ``request``."""
         body = self.provider.render(load_images(request))
-        reply = await self.provider.request_json("POST", f"{self.root}{APPLY_TEMPLATE_PATH}", json_body=body)
-        prompt = reply.get("prompt") if isinstance(reply, dict) else None
-        if not isinstance(prompt, str):
-            raise TokenCountError(
-                f"{self.provider.name}: {APPLY_TEMPLATE_PATH} answered {_shape(reply)}, not an object with a "
-                f'"prompt" string. Check that {self.root} is a llama.cpp server, or size requests with '
-                "CharRatioCounter.",
-                provider=self.provider.name,
-            )
+        prompt: str = await self._answer_field(APPLY_TEMPLATE_PATH, body, "prompt", str, "string")
         return prompt
 
     async def tokenize(self, prompt: str) -> int:
         """How many tokens the server's tokenizer makes of ``prompt``, as the chat endpoint tokenizes it."""
         body = {"content": prompt, "add_special": True, "parse_special": True}
-        reply = await self.provider.request_json("POST", f"{self.root}{TOKENIZE_PATH}", json_body=body)
-        tokens = reply.get("tokens") if isinstance(reply, dict) else None
-        if not isinstance(tokens, list):
+        tokens: list[Any] = await self._answer_field(TOKENIZE_PATH, body, "tokens", list, "list")
+        return len(tokens)
+
+    async def _answer_field(self, path: str, body: dict[str, Any], field: str, kind: type, said: str) -> Any:
+        """``field`` of the server's answer to ``path``, which must be a ``kind``; else TokenCountError."""
+        reply = await self.provider.request_json("POST", f"{self.root}{path}", json_body=body)
+        value = reply.get(field) if isinstance(reply, dict) else None
+        if not isinstance(value, kind):
             raise TokenCountError(
-                f"{self.provider.name}: {TOKENIZE_PATH} answered {_shape(reply)}, not an object with a "
-                f'"tokens" list. Check that {self.root} is a llama.cpp server, or size requests with '
+                f"{self.provider.name}: {path} answered {_shape(reply)}, not an object with a "
+                f'"{field}" {said}. Check that {self.root} is a llama.cpp server, or size requests with '
                 "CharRatioCounter.",
                 provider=self.provider.name,
             )
-        return len(tokens)
+        return value
 
     def _fall_back(self, exc: ProviderRequestError) -> None:
         self.exact = False
