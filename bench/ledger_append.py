@@ -119,7 +119,7 @@ def build_shim(folder: Path) -> Path | None:
     return lib if done.returncode == 0 and lib.exists() else None
 
 
-def _run_writers(writers: int, seconds: float, batch: int, step: Callable[[int, int], None]) -> float:
+def _run_writers(writers: int, seconds: float, batch: int, step: Callable[[int, int], object]) -> float:
     """Run ``step(writer, round)`` in ``writers`` threads for ``seconds``; return entries per second."""
     counts = [0] * writers
     stop = time.perf_counter() + seconds
@@ -179,7 +179,7 @@ def bench_ledger_async(root: Path, writers: int, batch: int, seconds: float) -> 
 
 
 def bench_actor(root: Path, writers: int, batch: int, seconds: float, *, coalesce: bool = True,
-                in_flight: int = 2) -> float:
+                in_flight: int = 2, preencode: bool = True) -> float:
     import ray
 
     from actors.factory import ledger_actor
@@ -187,7 +187,7 @@ def bench_actor(root: Path, writers: int, batch: int, seconds: float, *, coalesc
 
     actor = ledger_actor(root)
     ray.get(actor.sessions.remote())  # started and ready before the clock runs
-    client = LedgerClient(str(root), actor, coalesce=coalesce, max_in_flight=in_flight)
+    client = LedgerClient(str(root), actor, coalesce=coalesce, max_in_flight=in_flight, preencode=preencode)
     # Passed by value, as a caller would: Ray inlines small arguments and puts large ones in its
     # object store itself.
     pre = [_payloads(batch, w) for w in range(writers)]
@@ -267,6 +267,8 @@ def run_system(name: str, path: Path, writers: int, batch: int, seconds: float, 
         return bench_ledger_async(path, writers, batch, seconds)
     if name == "actor":
         return bench_actor(path, writers, batch, seconds, in_flight=in_flight)
+    if name == "actor_models":  # the client as it was: models sent, encoded by the actor
+        return bench_actor(path, writers, batch, seconds, in_flight=in_flight, preencode=False)
     if name == "actor_raw":
         return bench_actor(path, writers, batch, seconds, coalesce=False)
     if name == "sqlite_ledger":
@@ -286,7 +288,7 @@ def run_table(tmp: Path, seconds: float, rounds: int, actor: bool, raw_actor: bo
           f"p90 {p90_us:,.0f} µs")
     print(f"durable appends per second: median of {rounds} interleaved rounds of {seconds:.1f} s "
           f"(entries of ~{len(TEXT) + 60} bytes)")
-    names = (["threads", "asyncio"] + (["actor"] if actor else []) + (["actor_raw"] if raw_actor else [])
+    names = (["threads", "asyncio"] + (["actor", "actor_models"] if actor else []) + (["actor_raw"] if raw_actor else [])
              + ["sqlite_ledger", "sqlite"])
     ours = names[:-2]
     head = (f"{'writers':>7} {'batch':>5} | " + " ".join(f"{n[:9]:>9}" for n in names) + " | "
