@@ -68,7 +68,7 @@ def test_through_the_actor_encoded_and_model_appends_store_the_same_bytes(ray_cl
     """The same appends through a client that encodes (the default) and one that sends models store the
     same kinds and payload bytes, and both ledgers verify; an invalid payload fails in the caller with
     its typed error."""
-    appends = [[Nudge(tag="t", text="é\u2028")], [ToolResult(tool_use_id="u", tool_name="n", content="c")],
+    appends: list[list[Any]] = [[Nudge(tag="t", text="é\u2028")], [ToolResult(tool_use_id="u", tool_name="n", content="c")],
                [Directive(text="d"), Nudge(tag="x", text="y")]]
     stored = []
     for name, preencode in (("encoded", True), ("models", False)):
