@@ -320,21 +320,24 @@ class TurnLoop:
 
     async def _run_calls(self, step_id: str, calls: Sequence[ParsedCall], ids: Sequence[str]) -> Verdict:
         """World tools run concurrently; results are stored in call order; card calls go through present
-        (those the rules intercept are answered with their error instead)."""
+        (those the rules intercept are answered with their error instead, as are read-only calls that
+        repeat an earlier step's: those are not run)."""
         cards = [(i, ids[i], c.name or "", c.arguments or {}) for i, c in enumerate(calls) if _is_card(c.name or "")]
         intercepted, verdict = await self.rules.gate(step_id, cards)
-        bodies = await asyncio.gather(*(self._execute(c) if i < MAX_CALLS_PER_STEP else _not_run(c)
-                                        for i, c in enumerate(calls)))
-        deferred = {t.name for t in self.config.surface.deferred}
-        misread = [c.name for c in calls if c.name in deferred and c.name not in self.promoted]
-        if misread:  # every admitted tool is callable; one the surface did not predict is the measured misread
-            await self.services.append([Activity(activity="surface.misread", detail={
-                "step_id": step_id, "tools": sorted(set(misread))})])
+        world = [(i, ids[i], c.name or "", c.arguments) for i, c in enumerate(calls) if not _is_card(c.name or "")]
+        repeats, repeated = await self.rules.gate_repeats(step_id, world)
+        bodies = await asyncio.gather(*(_answered() if i in repeats else self._execute(c) if i < MAX_CALLS_PER_STEP
+                                        else _not_run(c) for i, c in enumerate(calls)))
+        await self._note_misread(step_id, calls)
         cards_done, acked, seen = bool(intercepted), [], []  # type: bool, list[tuple[str, Any]], list[tuple[bool, bool, str]]
-        for tool_use_id, call, outcome in zip(ids, calls, bodies, strict=True):
+        ran: list[tuple[str, dict[str, Any] | None, str, str]] = []  # world calls run, for the repeat rule
+        for i, (tool_use_id, call, outcome) in enumerate(zip(ids, calls, bodies, strict=True)):
             name = call.name or ""
+            if i in repeats:
+                continue  # answered by the rule
             if name == "recall" and not outcome[1]:
-                await self.services.recall(call.arguments or {}, tool_use_id)
+                recalled = await self.services.recall(call.arguments or {}, tool_use_id)
+                ran.append((name, call.arguments, tool_use_id, str(recalled.get("content", ""))))
             elif _is_card(name):
                 if not cards_done:  # present writes every card call of the step, in call order
                     acks = await self.services.present(step_id)
@@ -346,9 +349,20 @@ class TurnLoop:
                 body, is_error = outcome
                 await self.services.store_result(tool_use_id, name, body, is_error)
                 seen.append((self.config.surface.observes(name), is_error, body))
-        if verdict.action == "close":
-            return verdict
+                if i < MAX_CALLS_PER_STEP:
+                    ran.append((name, call.arguments, tool_use_id, body))
+        self.rules.ran(ran)
+        for closing in (verdict, repeated):
+            if closing.action == "close":
+                return closing
         return await self.rules.after_calls(seen, acked, only_cards=len(cards) == len(calls))
+
+    async def _note_misread(self, step_id: str, calls: Sequence[ParsedCall]) -> None:
+        deferred = {t.name for t in self.config.surface.deferred}
+        misread = [c.name for c in calls if c.name in deferred and c.name not in self.promoted]
+        if misread:  # every admitted tool is callable; one the surface did not predict is the measured misread
+            await self.services.append([Activity(activity="surface.misread", detail={
+                "step_id": step_id, "tools": sorted(set(misread))})])
 
     async def _execute(self, call: ParsedCall) -> tuple[str, bool]:
         """(body, is_error) of a world tool; recall and card calls are answered by the services."""
@@ -373,6 +387,11 @@ class TurnLoop:
             except ToolFailure as exc:
                 return str(exc), True
         return f"{name} is declared but this runtime has no executor for it", True
+
+
+async def _answered() -> tuple[str, bool]:
+    """A call the turn rules already answered with its error result: nothing to run."""
+    return "", True
 
 
 async def _not_run(call: ParsedCall) -> tuple[str, bool]:

@@ -8,6 +8,8 @@ entry, so a replay shows why a turn ended as it did:
   projection renders verbatim as a user message after the step it answers;
 * an intercepted card call gets an error ``tool_result`` (the text the model repairs from) and a
   ``rule.intercept`` activity;
+* a read-only call repeated from an earlier step of the turn gets an error ``tool_result`` naming the
+  earlier call and a ``rule.repeated_call`` activity (it is not run);
 * a repeated-card batch is a ``rule.repeated_cards`` activity; a card taken as the answer of an empty
   step is ``rule.card_is_answer``; a closing rule is ``rule.close`` with the system-authored statement
   and the outcome the TurnCard then carries.
@@ -61,6 +63,27 @@ class TurnRules:
                 "rule": tag, "step_id": step_id, "calls": [t for i, t, _, _ in cards if i in errors]})])
         await self._closing(verdict)
         return set(errors), verdict
+
+    async def gate_repeats(self, step_id: str, calls: Sequence[tuple[int, str, str, Mapping[str, Any] | None]]
+                           ) -> tuple[set[int], Verdict]:
+        """World calls ``(position, tool_use_id, name, arguments)`` before they run: the positions that
+        repeat an earlier call of the turn (each already answered with its error result) and the verdict."""
+        self.state, errors, verdict = drift.gate_repeats(self.state, [(i, n, a) for i, _, n, a in calls])
+        for i, tool_use_id, name, _args in calls:
+            if i in errors:
+                await self.services.store_result(tool_use_id, name, errors[i], True)
+        if errors:
+            earlier = {c.key: c.tool_use_id for c in self.state.ran}
+            await self.services.append([Activity(activity="rule.repeated_call", detail={
+                "step_id": step_id, "strike": self.state.repeat_strikes,
+                "calls": [{"tool_use_id": t, "name": n, "earlier": earlier[drift.call_key(n, a)]}
+                          for i, t, n, a in calls if i in errors]})])
+        await self._closing(verdict)
+        return set(errors), verdict
+
+    def ran(self, calls: Sequence[tuple[str, Mapping[str, Any] | None, str, str]]) -> None:
+        """The world calls that ran this step ``(name, arguments, tool_use_id, body)``, for the repeat rule."""
+        self.state = drift.note_calls(self.state, calls)
 
     async def after_calls(self, results: Sequence[tuple[bool, bool, str]], acked: Sequence[tuple[str, Mapping[str, Any]]],
                           only_cards: bool) -> Verdict:

@@ -258,6 +258,8 @@ class Recorder:
     def mark(self, replanned: bool) -> None:
         """The loop's report of the step just sent: whether the assembler planned again for it."""
         self.sent[-1] = replace(self.sent[-1], replanned=replanned)
+        if replanned:
+            note("    (the assembler planned this step again: step compaction)")
 
     def next_turn(self) -> None:
         self.turn, self._step = self.turn + 1, 0
@@ -313,15 +315,17 @@ async def replay(provider: OpenAICompatProvider, sent: Sequence[Sent], change: A
 
 
 async def run_bench(model: str, n_ctx: int, session_tokens: int, turns: int, max_tokens: int,
-                    threads: int | None = None, server: LocalModelServer | None = None) -> Run:
-    """One run; ``server``: a running server to use (the smoke test's shared one), else one is started."""
+                    threads: int | None = None, server: LocalModelServer | None = None,
+                    ledger: Path | None = None) -> Run:
+    """One run; ``server``: a running server to use (the smoke test's shared one), else one is started;
+    ``ledger``: where to keep the session's ledger for reading afterwards (else a temp folder)."""
     model = canonical_model(model)
     run = Run(model)
     with ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="vak-cache-"))
         if server is None:
             server = stack.enter_context(LocalModelServer(model, n_ctx=n_ctx, threads=threads))
-        store = stack.enter_context(LedgerStore(Path(tmp) / "ledger"))
+        store = stack.enter_context(LedgerStore(ledger or Path(tmp) / "ledger"))
         root = Path(tmp) / "ws"
         root.mkdir()
         names = write_workspace(root, 16)
@@ -456,6 +460,7 @@ def main(argv: list[str] | None = None, server: LocalModelServer | None = None) 
     parser.add_argument("--max-tokens", type=int, default=160)
     parser.add_argument("--threads", type=int, default=None, help="server threads (1 holds up best on a loaded machine)")
     parser.add_argument("--quick", action="store_true", help="the smoke test's size (SmolLM2, small session)")
+    parser.add_argument("--ledger", type=Path, default=None, help="keep the session's ledger here (session 'bench')")
     args = parser.parse_args(argv)
     model = server.model if server else args.model or ("smollm2" if args.quick else "qwen")
     small = canonical_model(model) == "smollm2"
@@ -464,7 +469,8 @@ def main(argv: list[str] | None = None, server: LocalModelServer | None = None) 
     turns = args.turns or (2 if args.quick else 3)
     max_tokens = 64 if args.quick and args.max_tokens == 160 else args.max_tokens
     started = time.monotonic()
-    run = asyncio.run(run_bench(model, n_ctx, session, turns, max_tokens, args.threads, server))
+    run = asyncio.run(run_bench(model, n_ctx, session, turns, max_tokens, args.threads, server,
+                                   args.ledger))
     out = report(run)
     print(f"({time.monotonic() - started:.0f} s)")
     return out

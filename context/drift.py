@@ -12,6 +12,10 @@ next one with a :class:`Verdict` (no clock, no I/O: the loop writes what a verdi
   three consecutive such batches close the turn on that card.
 * :func:`after_reply` on a step with no tool call: empty step, model drift (a verbatim repeat of a prior
   turn's narration), freshness of a prose answer; otherwise the reply is the answer.
+* :func:`gate_repeats` before a step's world calls run: a read-only call whose (name, arguments) already
+  ran this turn, with no world-changing call since, is not run again; its error result names the earlier
+  call. A second such step closes the turn quoting the earlier result. :func:`note_calls` after the calls
+  remembers what ran (a world-changing call forgets it all: the world may have changed).
 * :func:`paused_directives`: thread drift, the earlier directives a change of subject leaves paused.
 """
 
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -34,6 +38,9 @@ from context.turncard import narration_of
 
 REPEAT_BATCHES = 3  # consecutive all-repeat card batches that close the turn on that card
 DRIFT_EVENTS = 3  # consecutive model-drift events that end the turn degraded
+# Tools whose result cannot change within a turn unless a world-changing call runs: the workspace is
+# read-only, recall reads earlier turns, find_tools ranks a fixed catalogue.
+READ_ONLY_TOOLS = frozenset({"read_file", "list_dir", "grep", "recall", "find_tools"})
 EVIDENCE_QUOTE_CHARS = 2_000  # the raw evidence a topic fail-close quotes: a bound on a message, not a cut of data
 
 Action = Literal["continue", "answer", "redo", "close"]
@@ -46,6 +53,16 @@ class PriorTurn:
     directive: str
     narration: str = ""
     figure: RecordedFigure | None = None
+
+
+@dataclass(frozen=True)
+class RanCall:
+    """A read-only call that ran this turn: its (name, arguments) key, its tool_use id and its result."""
+
+    key: str
+    name: str
+    tool_use_id: str
+    body: str
 
 
 @dataclass(frozen=True)
@@ -63,6 +80,8 @@ class RuleState:
     freshness_strikes: int = 0
     topic_strikes: int = 0
     drift_events: int = 0
+    ran: tuple[RanCall, ...] = ()  # read-only calls run since the turn began or the last world-changing call
+    repeat_strikes: int = 0  # steps that repeated a call from ``ran``
 
 
 @dataclass(frozen=True)
@@ -127,10 +146,72 @@ def freshness_nudge(directive: str) -> str:
 
 def evidence_statement(evidence: Sequence[str]) -> str:
     """The system-authored answer of a topic fail-close: this turn's raw results, quoted."""
-    raw = "\n\n".join(evidence)
-    quoted = raw if len(raw) <= EVIDENCE_QUOTE_CHARS else raw[:EVIDENCE_QUOTE_CHARS] + f"\n[… {len(raw)} chars in all]"
     return ("The model's cards did not match this turn's results, so none is shown. What the tools returned:\n"
-            + "\n".join(f"> {line}" for line in quoted.splitlines()))
+            + quote("\n\n".join(evidence)))
+
+
+def quote(raw: str) -> str:
+    """Raw tool output as a quoted block, bounded at EVIDENCE_QUOTE_CHARS."""
+    quoted = raw if len(raw) <= EVIDENCE_QUOTE_CHARS else raw[:EVIDENCE_QUOTE_CHARS] + f"\n[… {len(raw)} chars in all]"
+    return "\n".join(f"> {line}" for line in quoted.splitlines())
+
+
+# ------------------------------------------------------------------ repeated read-only calls
+
+
+def call_key(name: str, arguments: Mapping[str, Any] | None) -> str:
+    """What makes two calls the same call: the name and the arguments, key order aside."""
+    return json.dumps([name, arguments], sort_keys=True, default=str)
+
+
+def gate_repeats(state: RuleState, calls: Sequence[tuple[int, str, Mapping[str, Any] | None]],
+                 read_only: frozenset[str] = READ_ONLY_TOOLS) -> tuple[RuleState, dict[int, str], Verdict]:
+    """Checks a step's world calls (``(position, name, arguments)``, card calls left out) before they run:
+    the positions not to run, with the error result each gets, and a ``close`` verdict on the second step
+    that repeats. A step that also makes a world-changing call is not checked (its calls run concurrently,
+    so none is known to come before the change)."""
+    if not state.ran or any(name not in read_only for _, name, _ in calls):
+        return state, {}, CONTINUE
+    ran = {c.key: c for c in state.ran}
+    earlier = {i: ran[k] for i, name, args in calls if (k := call_key(name, args)) in ran}
+    if not earlier:
+        return state, {}, CONTINUE
+    errors = {i: repeat_error(c) for i, c in earlier.items()}
+    strikes = state.repeat_strikes + 1
+    state = replace(state, repeat_strikes=strikes)
+    if strikes >= 2:
+        return state, errors, Verdict("close", "repeated-call", repeat_statement(earlier.values()), "degraded")
+    return state, errors, CONTINUE
+
+
+def repeat_error(earlier: RanCall) -> str:
+    return (f"[repeated-call] not run again: this exact call already ran in this turn as {earlier.tool_use_id}, "
+            f"and its result is above, unchanged. Answer from that result, or call a different tool "
+            "(or the same tool with other arguments).")
+
+
+def repeat_statement(earlier: Iterable[RanCall]) -> str:
+    """The system-authored answer when the model repeats a call a second time: the earlier results, quoted."""
+    parts = [f"What {c.name}({json.dumps(json.loads(c.key)[1], ensure_ascii=False)}) returned ({c.tool_use_id}):\n"
+             f"{quote(c.body)}" for c in {c.key: c for c in earlier}.values()]
+    return ("The model asked again for a result it already had instead of answering, so the turn ends here.\n"
+            + "\n\n".join(parts))
+
+
+def note_calls(state: RuleState, calls: Sequence[tuple[str, Mapping[str, Any] | None, str, str]],
+               read_only: frozenset[str] = READ_ONLY_TOOLS) -> RuleState:
+    """Remembers a step's world calls that ran (``(name, arguments, tool_use_id, body)``, card calls and
+    calls not run left out). A world-changing call forgets every earlier one: their results may be stale."""
+    if any(name not in read_only for name, _, _, _ in calls):
+        return replace(state, ran=()) if state.ran else state
+    known = {c.key for c in state.ran}
+    new: list[RanCall] = []
+    for name, args, tool_use_id, body in calls:
+        key = call_key(name, args)
+        if args is not None and key not in known:
+            known.add(key)
+            new.append(RanCall(key, name, tool_use_id, body))
+    return replace(state, ran=(*state.ran, *new)) if new else state
 
 
 # ------------------------------------------------------------------ after the calls

@@ -434,3 +434,53 @@ async def test_on_anthropic_find_tools_loads_deferred_tools_by_reference(tmp_pat
     assert {"name": "web_search", "defer_loading": True}.items() <= bodies[0]["tools"][-1].items()
     result = next(b for m in bodies[1]["messages"] for b in m["content"] if b.get("type") == "tool_result")
     assert result["content"] == [{"type": "tool_reference", "tool_name": "web_search"}]
+
+
+def fence(*calls: tuple[str, dict[str, Any]]) -> str:
+    """Inline ```json calls as Qwen writes them (their ids come from the turn, step and position)."""
+    return "".join(f'```json\n{{"name": "{n}", "arguments": {json.dumps(a)}}}\n```\n' for n, a in calls)
+
+
+async def test_a_read_only_call_repeated_across_steps_is_not_run_and_a_second_repeat_closes(
+        tmp_path: Path, workspace: Workspace) -> None:
+    """The live demo's loop (list_dir(".") at every step): step 2's repeat is not run, its error result names
+    step 1's call and says the result is above; a ``rule.repeated_call`` activity is written; step 3's repeat
+    closes the turn "degraded" with an answer quoting the listing; every tool_use keeps one tool_result."""
+    from context.render import api_problems, render_turn
+    from context.turns import TurnIndex
+    from farm.report import evidence_infos
+
+    same = fence(("list_dir", {"path": "."}))
+    script = Scripted([fixed(completion(same)), fixed(completion(same)), fixed(completion(same))])
+    with LedgerStore(tmp_path / "ledger") as store:
+        report = await _loop(store, script, workspace).run("List the files in the workspace.")
+        results = _payloads(store, "tool_result")
+        rules = [a for a in _payloads(store, "activity") if a.activity.startswith("rule.")]
+        turn = TurnIndex.build(store.chain_to_root(store.head("s1") or "")).turn(1)
+        messages = render_turn(turn, evidence_infos(store, turn))
+    first = f"call_{report.directive_id[:8]}_0_0"
+    assert len(script.bodies) == 3 and [r.is_error for r in results] == [False, True, True]
+    assert "notes.txt" in results[0].content
+    assert f"already ran in this turn as {first}" in results[1].content and "above, unchanged" in results[1].content
+    assert any(m["role"] == "tool" and first in str(m["content"]) for m in script.bodies[2]["messages"])
+    assert [(a.activity, a.detail.get("strike")) for a in rules] == [
+        ("rule.repeated_call", 1), ("rule.repeated_call", 2), ("rule.close", None)]
+    assert rules[0].detail["calls"][0]["earlier"] == first
+    assert report.outcome == "degraded" and f'What list_dir({{"path": "."}}) returned ({first}):' in report.answer
+    assert "\n> notes.txt\t" in report.answer
+    assert api_problems(messages) == []
+
+
+async def test_a_repeat_after_a_world_changing_call_runs_again(tmp_path: Path, workspace: Workspace) -> None:
+    """A call with side effects (any tool outside the read-only set) makes earlier results stale: a repeat in
+    the same step or a later one runs again, and no repeated-call rule fires."""
+    writer = ToolDecl(ToolSpec(name="write_note", description="Write a note."), always_loaded=True)
+    listing = ("list_dir", {"path": "."})
+    script = Scripted([fixed(completion(fence(listing))),
+                       fixed(completion(fence(("write_note", {"text": "x"}), listing))),
+                       fixed(completion(fence(listing))), fixed(completion("done"))])
+    with LedgerStore(tmp_path / "ledger") as store:
+        report = await _loop(store, script, workspace, _surface([writer])).run("Note it, then list the files.")
+        listed = [r.is_error for r in _payloads(store, "tool_result") if r.tool_name == "list_dir"]
+        rules = [a.activity for a in _payloads(store, "activity") if a.activity.startswith("rule.")]
+    assert listed == [False, False, False] and rules == [] and report.outcome == "completed"

@@ -1,0 +1,36 @@
+"""The repeated-call rule of :mod:`context.drift`, pure: what counts as the same call, what forgets, what closes."""
+
+from __future__ import annotations
+
+from context import drift
+
+LISTING = "./ (2 entries)\nbig.log\t2 bytes\nnotes.txt\t6 bytes"
+
+
+def test_a_repeated_read_only_call_is_answered_with_an_error_then_the_second_repeat_closes_quoting_it() -> None:
+    """A read-only call with the same name and arguments (key order aside) as one that ran is not run: its
+    error names the earlier call; a different call in the same step runs; the second repeating step closes
+    "degraded" with the earlier result quoted line by line."""
+    state = drift.note_calls(drift.start("List the files"), [("list_dir", {"path": "."}, "c1", LISTING)])
+    state, errors, verdict = drift.gate_repeats(state, [(0, "list_dir", {"path": "."}), (1, "read_file", {"path": "a"})])
+    assert set(errors) == {0} and "as c1" in errors[0] and "above, unchanged" in errors[0]
+    assert verdict.action == "continue"
+    state = drift.note_calls(state, [("read_file", {"path": "a"}, "c3", "alpha")])
+    state, errors, verdict = drift.gate_repeats(state, [(0, "read_file", {"path": "a"}), (1, "list_dir", {"path": "."})])
+    assert set(errors) == {0, 1} and "as c3" in errors[0]
+    assert (verdict.action, verdict.tag, verdict.outcome) == ("close", "repeated-call", "degraded")
+    assert "> notes.txt\t6 bytes" in verdict.text and "> alpha" in verdict.text and "(c1)" in verdict.text
+
+
+def test_other_arguments_a_side_effect_or_a_call_with_one_in_its_step_are_not_repeats() -> None:
+    """Other arguments are another call; a tool outside the read-only set is never held back; a step that
+    makes a world-changing call is not checked, and after it ran every earlier result is forgotten."""
+    state = drift.note_calls(drift.start("x"), [("list_dir", {"path": "."}, "c1", LISTING)])
+    assert drift.gate_repeats(state, [(0, "list_dir", {"path": "src"})])[1] == {}
+    state = drift.note_calls(state, [("write_file", {"path": "n"}, "c2", "ok")])
+    assert state.ran == ()
+    mixed = drift.note_calls(drift.start("x"), [("list_dir", {"path": "."}, "c1", LISTING)])
+    same_step = drift.gate_repeats(mixed, [(0, "write_file", {"path": "n"}), (1, "list_dir", {"path": "."})])
+    assert same_step[1] == {} and same_step[0].repeat_strikes == 0
+    assert drift.gate_repeats(state, [(0, "list_dir", {"path": "."})])[1] == {}
+    assert drift.call_key("grep", {"a": 1, "b": 2}) == drift.call_key("grep", {"b": 2, "a": 1})
