@@ -15,13 +15,18 @@
   nothing else reads it while the unit runs, and a retried unit starts a fresh one (the next ``k``).
   Through a LedgerActor every append was an actor call, and a replay makes about three per request
   (docs/FARM.md "Benchmark").
-* ``FarmProgressActor`` hears each unit start (and on which node), for the driver's progress line.
+* ``farm.farm_progress.FarmProgressActor`` hears each unit start (and on which node), for the driver's
+  progress line.
+* A replay unit reads its session's chain through ``session_chain``, which keeps the last few chains read in
+  this worker process: a session is replayed under every model, and the chain is the same each time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +36,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.factory import NAMESPACE, remote_class, remote_function
+from events.envelope import StoredEntry
 from farm.farm_model_units import Endpoint, endpoint_of, live_unit, probe_unit
 from farm.farm_rows import UnitKey, failed_unit_table, rows_table
 from farm.farmspec import LiveTask, ModelEntry, ProbeTask, ReplayTask, Task
@@ -78,19 +84,6 @@ class ModelServerActor:
         if self.server is not None:
             self.server.stop()
             self.server = None
-
-
-class FarmProgressActor:
-    """Which units started, where, and how many times (a retried unit starts again)."""
-
-    def __init__(self) -> None:
-        self.starts: dict[str, list[str]] = {}
-
-    def started(self, unit: str, node: str) -> None:
-        self.starts.setdefault(unit, []).append(node)
-
-    def snapshot(self) -> dict[str, list[str]]:
-        return self.starts
 
 
 def model_endpoint(run_id: str, model: ModelEntry) -> Endpoint:
@@ -175,8 +168,8 @@ async def _replay(job: UnitJob, node: str) -> list[dict[str, Any]]:
     assert job.session_root is not None and job.replays is not None
     folder = claim_replay_folder(job.replays, job.key.session, job.model.name)
     target = folder.name
-    with LedgerStore(job.session_root, readonly=True) as reader, LedgerStore(folder) as store:
-        chain = reader.chain_to_root(job.source_head)
+    chain, decode = session_chain(job.session_root, job.source_head)
+    with LedgerStore(folder) as store:
         ledger = LedgerClient(str(folder), store)  # this unit is the replay ledger's one writer
         async with httpx.AsyncClient(trust_env=False) as client:
             summariser: list[Summariser] = []
@@ -193,8 +186,33 @@ async def _replay(job: UnitJob, node: str) -> list[dict[str, Any]]:
                 return await write_packet(ledger, target, view, plan, summariser[0])
 
             return await replay_session(job.key, job.run_id, node, job.model, chain, ledger=ledger,
-                                        decode=reader.mapper.payload_of, target=target, system=job.system,
+                                        decode=decode, target=target, system=job.system,
                                         summarise=summarise)
+
+
+def session_chain(root: Path, head: str) -> tuple[list[StoredEntry], Callable[[StoredEntry], Any]]:
+    """The entries of a session ledger from its root to ``head``, and the decoder of their payloads.
+
+    Kept per worker process (the last ``SESSION_CHAINS`` read): the driver writes a session's ledger once,
+    before any unit runs, and every model's unit of that session reads the same chain, which costs as much
+    as a tenth of the replay itself. An entry's id hashes its parent's, so a head names one chain only.
+    """
+    from storage.ledger import LedgerStore
+
+    key = (str(root), head)
+    if key in _chains:
+        _chains.move_to_end(key)
+        return _chains[key]
+    with LedgerStore(root, readonly=True) as reader:
+        found = (reader.chain_to_root(head), reader.mapper.payload_of)
+    _chains[key] = found
+    while len(_chains) > SESSION_CHAINS:
+        _chains.popitem(last=False)
+    return found
+
+
+SESSION_CHAINS = 8  # sessions whose chain a worker keeps; units are submitted session by session
+_chains: OrderedDict[tuple[str, str], tuple[list[StoredEntry], Callable[[StoredEntry], Any]]] = OrderedDict()
 
 
 def claim_replay_folder(replays: Path, session: str, model: str) -> Path:

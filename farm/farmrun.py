@@ -239,12 +239,8 @@ class _Driver:
         import ray
 
         from actors.factory import remote_class
-        from farm.farm_ray import (
-            UNIT_RESOURCE_SHARE,
-            FarmProgressActor,
-            kill_run_actors,
-            run_unit,
-        )
+        from farm.farm_progress import FarmProgressActor
+        from farm.farm_ray import UNIT_RESOURCE_SHARE, kill_run_actors, run_unit
 
         driver_node = ray.get_runtime_context().get_node_id()
         progress_actor: Any = remote_class(FarmProgressActor).options(
@@ -254,7 +250,8 @@ class _Driver:
         advertised = {r for node in ray.nodes() if node.get("Alive") for r in node.get("Resources", {})}
         refs: dict[Any, UnitPlan] = {}
         try:
-            jobs = self._jobs(pending)
+            # Session by session: a worker keeps the last few session chains it read (farm_ray.session_chain).
+            jobs = self._jobs(sorted(pending, key=lambda u: u.key.session or ""))
             for unit, job in jobs:
                 if isinstance(job, str):  # a session that could not be made: its units fail with the reason
                     self._finish(unit, failed_unit_table(unit.key, unit.task.kind, self.run_id, job), failed=True)
