@@ -258,7 +258,7 @@ class Recorder:
     def mark(self, replanned: bool) -> None:
         """The loop's report of the step just sent: whether the assembler planned again for it."""
         self.sent[-1] = replace(self.sent[-1], replanned=replanned)
-        if replanned:
+        if replanned and self._step > 1:  # a turn's first step is always planned
             note("    (the assembler planned this step again: step compaction)")
 
     def next_turn(self) -> None:
