@@ -7,7 +7,12 @@ append only once it is durable: the ledger after its group commit is synced to t
 The threads column runs one OS thread per writer; the asyncio column runs the writers as tasks on
 one event loop, as the LedgerActor does; the actor column runs one thread per writer through one
 ``LedgerClient``, which coalesces concurrent appends into one actor call (actors/ledger_client.py).
-All are measured side by side in one run, because these machines are noisy; read the ratios.
+``actor_models`` is the same client sending the models instead of (kind, bytes) pairs it encoded (the
+path before the client encoded). Two SQLite columns: ``sqlite`` inserts payload bytes encoded before
+the clock starts (the raw baseline); ``sqlite_ledger`` starts from the same event objects as the
+ledger and is charged for what a SQLite-based ledger would do: canonical encoding and the ledger's
+own chain ids (blake3, ``chain_ids``). All are measured side by side in one run, because these
+machines are noisy; read the ratios.
 
 The run says which regime it measured (docs/PERFORMANCE.md): it times an fsync on the disk it writes
 to and prints it, and runs the table twice, as the disk is and with a fixed 2 ms added to every
