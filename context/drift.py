@@ -180,14 +180,20 @@ def gate_repeats(state: RuleState, calls: Sequence[tuple[int, str, Mapping[str, 
     strikes = state.repeat_strikes + 1
     state = replace(state, repeat_strikes=strikes)
     if strikes >= 2:
-        return state, errors, Verdict("close", "repeated-call", repeat_statement(earlier.values()), "degraded")
+        # Quote what the turn found (its successful results), not only the calls repeated: a model that
+        # loops on failing calls (recalling an id that is not one) must not turn the answer into its errors.
+        found = set(state.evidence)
+        good = [c for c in state.ran if c.body in found]
+        return state, errors, Verdict("close", "repeated-call", repeat_statement(good or earlier.values()), "degraded")
     return state, errors, CONTINUE
 
 
 def repeat_error(earlier: RanCall) -> str:
-    return (f"[repeated-call] not run again: this exact call already ran in this turn as {earlier.tool_use_id}, "
-            f"and its result is above, unchanged. Answer from that result, or call a different tool "
-            "(or the same tool with other arguments).")
+    # No call id in the text: a small model read the id as something to recall and looped on recall instead
+    # (the live demo, Qwen2.5-Coder-0.5B). The ledger's rule.repeated_call activity names the earlier call.
+    return (f"[repeated-call] not run again: you already called {earlier.name} with these arguments in this turn, "
+            "and its result is above, unchanged. Do not call it again or recall it: answer the user from that "
+            "result now, or call a different tool (or the same tool with other arguments).")
 
 
 def repeat_statement(earlier: Iterable[RanCall]) -> str:

@@ -9,15 +9,17 @@ LISTING = "./ (2 entries)\nbig.log\t2 bytes\nnotes.txt\t6 bytes"
 
 def test_a_repeated_read_only_call_is_answered_with_an_error_then_the_second_repeat_closes_quoting_it() -> None:
     """A read-only call with the same name and arguments (key order aside) as one that ran is not run: its
-    error names the earlier call; a different call in the same step runs; the second repeating step closes
-    "degraded" with the earlier result quoted line by line."""
+    error names the tool (not the earlier call's id, which a small model then tries to recall); a different call
+    in the same step runs; the second repeating step closes "degraded" with the earlier result quoted line by
+    line."""
     state = drift.note_calls(drift.start("List the files"), [("list_dir", {"path": "."}, "c1", LISTING)])
     state, errors, verdict = drift.gate_repeats(state, [(0, "list_dir", {"path": "."}), (1, "read_file", {"path": "a"})])
-    assert set(errors) == {0} and "as c1" in errors[0] and "above, unchanged" in errors[0]
+    assert set(errors) == {0} and "called list_dir" in errors[0] and "above, unchanged" in errors[0]
+    assert "c1" not in errors[0]
     assert verdict.action == "continue"
     state = drift.note_calls(state, [("read_file", {"path": "a"}, "c3", "alpha")])
     state, errors, verdict = drift.gate_repeats(state, [(0, "read_file", {"path": "a"}), (1, "list_dir", {"path": "."})])
-    assert set(errors) == {0, 1} and "as c3" in errors[0]
+    assert set(errors) == {0, 1} and "called read_file" in errors[0]
     assert (verdict.action, verdict.tag, verdict.outcome) == ("close", "repeated-call", "degraded")
     assert "> notes.txt\t6 bytes" in verdict.text and "> alpha" in verdict.text and "(c1)" in verdict.text
 
@@ -34,3 +36,17 @@ def test_other_arguments_a_side_effect_or_a_call_with_one_in_its_step_are_not_re
     assert same_step[1] == {} and same_step[0].repeat_strikes == 0
     assert drift.gate_repeats(state, [(0, "list_dir", {"path": "."})])[1] == {}
     assert drift.call_key("grep", {"a": 1, "b": 2}) == drift.call_key("grep", {"b": 2, "a": 1})
+
+
+def test_the_close_quotes_what_the_turn_found_not_the_errors_it_looped_on() -> None:
+    """When the turn has successful results (``note_results``' evidence) and the model loops on calls that
+    failed (recall of an id that is not one), the close quotes the successful result, not the errors."""
+    state = drift.note_calls(drift.start("List the files"), [("list_dir", {"path": "."}, "c1", LISTING)])
+    state = drift.note_results(state, [(True, False, LISTING)])
+    bad = "no evidence 'c1' in this session."
+    state = drift.note_calls(state, [("recall", {"id": "c1"}, "c2", bad)])
+    state = drift.note_results(state, [(True, True, bad)])
+    state, _, verdict = drift.gate_repeats(state, [(0, "recall", {"id": "c1"})])
+    assert verdict.action == "continue"
+    state, _, verdict = drift.gate_repeats(state, [(0, "recall", {"id": "c1"})])
+    assert verdict.action == "close" and "> notes.txt\t6 bytes" in verdict.text and bad not in verdict.text

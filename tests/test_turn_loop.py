@@ -444,7 +444,7 @@ def fence(*calls: tuple[str, dict[str, Any]]) -> str:
 async def test_a_read_only_call_repeated_across_steps_is_not_run_and_a_second_repeat_closes(
         tmp_path: Path, workspace: Workspace) -> None:
     """The live demo's loop (list_dir(".") at every step): step 2's repeat is not run, its error result names
-    step 1's call and says the result is above; a ``rule.repeated_call`` activity is written; step 3's repeat
+    the tool and says the result is above (the earlier call's id is in the activity, not the text); a ``rule.repeated_call`` activity is written; step 3's repeat
     closes the turn "degraded" with an answer quoting the listing; every tool_use keeps one tool_result."""
     from context.render import api_problems, render_turn
     from context.turns import TurnIndex
@@ -461,8 +461,9 @@ async def test_a_read_only_call_repeated_across_steps_is_not_run_and_a_second_re
     first = f"call_{report.directive_id[:8]}_0_0"
     assert len(script.bodies) == 3 and [r.is_error for r in results] == [False, True, True]
     assert "notes.txt" in results[0].content
-    assert f"already ran in this turn as {first}" in results[1].content and "above, unchanged" in results[1].content
-    assert any(m["role"] == "tool" and first in str(m["content"]) for m in script.bodies[2]["messages"])
+    assert "already called list_dir" in results[1].content and "above, unchanged" in results[1].content
+    assert first not in results[1].content
+    assert any(m["role"] == "tool" and "[repeated-call]" in str(m["content"]) for m in script.bodies[2]["messages"])
     assert [(a.activity, a.detail.get("strike")) for a in rules] == [
         ("rule.repeated_call", 1), ("rule.repeated_call", 2), ("rule.close", None)]
     assert rules[0].detail["calls"][0]["earlier"] == first
