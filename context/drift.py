@@ -38,6 +38,8 @@ from context.turncard import narration_of
 
 REPEAT_BATCHES = 3  # consecutive all-repeat card batches that close the turn on that card
 DRIFT_EVENTS = 3  # consecutive model-drift events that end the turn degraded
+# The notes the rules write into the conversation; a reply that starts with one is the model copying it.
+RULE_NOTE = re.compile(r"\s*\[(empty-step|freshness-check|repeated-call|steering-drift|topic-mismatch|rule-echo)\]")
 # Tools whose result cannot change within a turn unless a world-changing call runs: the workspace is
 # read-only, recall reads earlier turns, find_tools ranks a fixed catalogue.
 READ_ONLY_TOOLS = frozenset({"read_file", "list_dir", "grep", "recall", "find_tools"})
@@ -77,6 +79,7 @@ class RuleState:
     last_card: str = ""
     repeat_batches: int = 0
     empty_redos: int = 0
+    echo_redos: int = 0
     freshness_strikes: int = 0
     topic_strikes: int = 0
     drift_events: int = 0
@@ -257,6 +260,14 @@ def after_reply(state: RuleState, text: str, prior: Sequence[PriorTurn]) -> tupl
                 "[empty-step] your reply had neither text nor a tool call. If you planned a tool call, make it "
                 f"now; otherwise answer: {state.directive!r}"))
         return state, Verdict("close", "empty-step", "", "degraded")
+    if RULE_NOTE.match(text):  # the live demo: Qwen answered a new turn with the previous turn's rule note
+        if state.echo_redos == 0:
+            return replace(state, echo_redos=1), Verdict("redo", "rule-echo", (
+                "[rule-echo] that reply copies a note the engine wrote, not an answer. Answer the current request "
+                f"in your own words, or call a tool: {state.directive!r}"))
+        return state, Verdict("close", "rule-echo", (
+            f"The model copied the engine's own notes instead of serving {state.directive!r}; "
+            "the turn ends without an answer."), "degraded")
     repeated = narration_of(text)
     asked = words(state.directive)
     # A re-asked question may rightly get the same words back: only a repeat of a turn on another subject
