@@ -50,6 +50,7 @@ from events.payloads import (
     StepBlock,
     TextBlock,
     ToolUseBlock,
+    TurnTail,
     Usage,
 )
 from vak.errors import ContextOverflow, RequestTooLarge, ToolFailure
@@ -169,6 +170,8 @@ class TurnLoop:
         self.seeded = True
         paused = self.rules.begin(directive)
         tail = render_tail(Tail(now=self.clock(), timezone=cfg.timezone, paused=paused))
+        # Recorded, so the closed turn's record carries the tail it was sent with (byte-stable across turns).
+        await self.services.append([TurnTail(text=tail)])
         step_request = StepRequest(model=cfg.model, system=cfg.system, tools=cfg.surface.schemas, tail=tail,
                                    max_tokens=cfg.max_tokens, temperature=cfg.temperature,
                                    session_key=cfg.session_key, endpoint=cfg.endpoint,

@@ -248,13 +248,14 @@ def current_turn_messages(index: TurnIndex, p: Plan, infos: Mapping[str, Evidenc
     turn = index.turn(p.current_ordinal or 0)
     ct = p.current_turn
     if ct is None or ct.digest_through == 0:  # nothing left out, nothing digested
-        return render_turn(turn, {})
+        return render_turn(turn, {}, with_tail=False)
     lead: tuple[Part, ...] = ()
     if ct.packet_through > ct.covered:
         items = [item for step in step_items(index, turn)[ct.covered : ct.packet_through] for item in step]
         lead = (TextPart(text=render_step_packet(turn.ordinal, ct.covered + 1, ct.packet_through,
                                                  level="ids" if ct.level == "ids" else "list", items=items)),)
-    return render_turn(turn, infos, first_step=ct.packet_through, digest_until=ct.digest_through, lead=lead)
+    return render_turn(turn, infos, first_step=ct.packet_through, digest_until=ct.digest_through, lead=lead,
+                       with_tail=False)
 
 
 def _extend(messages: list[Message], more: Iterable[Message]) -> None:

@@ -1,12 +1,17 @@
 """The full-record rendering of a closed turn (spec §10), as ``context.messages.Message`` objects.
 
-The record is the turn as recorded, with three changes and nothing else:
+The record is the turn as it was sent, with three changes and nothing else:
 
 * thinking is dropped;
-* every evidence result is replaced by its digest (``context.evidence.digest``, which ends with the
-  ``[evidence:<id> — <n> chars; call recall to expand]`` tag), and every ``emit_*_card`` result by
-  the short ack ``{"presentation": "<id>", "ok": true}``;
+* every evidence result longer than ``VERBATIM_CHARS`` is replaced by its digest
+  (``context.evidence.digest``, which ends with the ``[evidence:<id> — <n> chars; call recall to
+  expand]`` tag), and every ``emit_*_card`` result by the short ack ``{"presentation": "<id>", "ok": true}``;
 * a ```vak fence that duplicates a card already presented in the turn is dropped from the prose.
+
+So the directive keeps the tail block it was sent with (a ``turn_tail`` entry, when one was recorded),
+and a result no longer than a digest may be stays as the request carried it. A turn whose results
+are all that short renders closed exactly as its last step sent it, so the next turn's first request
+finds the whole previous turn in the provider's prefix cache (spec P5; ``docs/CACHE.md``).
 
 The real tool_use/tool_result pairs stay: every tool_use is answered by exactly one tool_result in
 the next user message, in call order, so the record is API-valid on every provider and byte-stable
@@ -25,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from context.cards import card_ack, payload_digest
-from context.evidence import body_text, shaped_digest
+from context.evidence import DIGEST_CHARS, body_text, shaped_digest
 from context.messages import ImagePart, Message, Part, TextPart, ToolResultPart, ToolUsePart
 from context.toolrefs import FIND_TOOLS_NAME, tools_loaded_by
 from context.turns import Exchange, Step, Turn
@@ -33,6 +38,9 @@ from events.payloads import EvidenceBody, Presentation, TextBlock, ToolUseBlock
 from vak.errors import VakError
 
 SHORT_ID = 12  # digests and cards name ids by their first 12 hex digits; recall resolves a unique prefix
+# A result this short is its own record: its digest could be as long (``DIGEST_CHARS`` is the longest a
+# digest gets), and keeping it as sent keeps the closed turn byte-identical to the requests that carried it.
+VERBATIM_CHARS = DIGEST_CHARS
 NO_RESULT = "[no result was recorded for this call: the recorded run ended or moved on before it returned]"
 
 _FENCE = re.compile(r"```vak[^\n]*\n(.*?)\n?```[ \t]*\n?", re.DOTALL)
@@ -143,18 +151,22 @@ def render_turn(
     first_step: int = 0,
     digest_until: int | None = None,
     lead: Sequence[Part] = (),
+    with_tail: bool = True,
 ) -> list[Message]:
-    """The full record of ``turn``: directive, then each step and its results, API-valid.
+    """The full record of ``turn``: its tail and directive, then each step and its results, API-valid.
 
     For the current turn (``context.planner``'s in-turn compaction): steps before ``first_step`` are
     left out whole (their calls and results both), ``lead`` parts follow the directive in its message
     (the step packet that names them), and only steps before ``digest_until`` show evidence results as
     their digests; later ones show the result as the request carried it. Default: every step, digests.
+    ``with_tail=False`` leaves the recorded tail out (the current turn's caller adds the tail it sends).
     """
-    # The ledger's image blocks are the request's: they go in as they are.
-    directive_parts: tuple[Part, ...] = (TextPart(text=turn.directive.text), *turn.directive.images)
+    # The ledger's image blocks are the request's: they go in as they are. The recorded tail goes where
+    # ``context.assemble.project`` put it while the turn was current: first in the directive's message.
+    tail: tuple[Part, ...] = (TextPart(text=turn.tail),) if with_tail and turn.tail.strip() else ()
+    directive_parts: tuple[Part, ...] = (*tail, TextPart(text=turn.directive.text), *turn.directive.images)
     messages: list[Message] = [Message(role="user", content=(*directive_parts, *lead))]
-    for k, (assistant, results) in enumerate(_step_messages(turn, evidence, digest_until)):
+    for k, (assistant, results) in enumerate(_step_messages(turn, evidence, digest_until, digest_until is None)):
         if k < first_step:
             continue  # left out whole
         if assistant is not None:  # a thinking-only step has nothing model-visible
@@ -170,7 +182,7 @@ def step_chars(turn: Turn, evidence: Mapping[str, EvidenceInfo]) -> list[tuple[i
     """Characters of each step of ``turn`` as sent (``record_chars`` counting, as a request counts them):
     with results as the request carried them, and with evidence results as their digests."""
     verbatim = _step_messages(turn, {}, None)
-    digested = _step_messages(turn, evidence, None)
+    digested = _step_messages(turn, evidence, None, keep_short=False)
     out = []
     for (a, r), (_, d) in zip(verbatim, digested, strict=True):
         out.append((_chars(a) + _chars(r), _chars(a) + _chars(d)))
@@ -192,9 +204,11 @@ def _chars(msg: Message | None) -> int:
 
 
 def _step_messages(
-    turn: Turn, evidence: Mapping[str, EvidenceInfo], digest_until: int | None
+    turn: Turn, evidence: Mapping[str, EvidenceInfo], digest_until: int | None, keep_short: bool = True
 ) -> list[tuple[Message | None, Message | None]]:
-    """Each step's assistant message and its results message (None where there is nothing to send)."""
+    """Each step's assistant message and its results message (None where there is nothing to send).
+    ``keep_short``: results of at most ``VERBATIM_CHARS`` stay as sent (the closed record); a compaction
+    of the current turn digests every evidence result, since it is there to make room."""
     acks = {
         p.source.tool_use_id: pid
         for pid, p in turn.presentation_payloads.items()
@@ -208,7 +222,7 @@ def _step_messages(
             out.append((None, None))
             continue
         infos = evidence if digest_until is None or k < digest_until else {}
-        results = tuple(_result_part(ex, infos, acks) for ex in step.exchanges)
+        results = tuple(_result_part(ex, infos, acks, keep_short) for ex in step.exchanges)
         out.append((Message(role="assistant", content=tuple(parts)),
                     Message(role="user", content=results) if results else None))
     return out
@@ -227,14 +241,15 @@ def _assistant_parts(step: Step, turn: Turn, shown: set[str]) -> list[Part]:
 
 
 def _result_part(
-    ex: Exchange, evidence: Mapping[str, EvidenceInfo], acks: Mapping[str, str]
+    ex: Exchange, evidence: Mapping[str, EvidenceInfo], acks: Mapping[str, str], keep_short: bool
 ) -> ToolResultPart:
     if ex.tool_use_id in acks:
         return ToolResultPart(tool_use_id=ex.tool_use_id, content=card_ack(acks[ex.tool_use_id]))
     if ex.result is None:
         return ToolResultPart(tool_use_id=ex.tool_use_id, content=NO_RESULT, is_error=True)
     info = evidence.get(ex.result.evidence_id) if ex.result.evidence_id else None
-    content = info.digest if info is not None else ex.result.content
+    short = keep_short and len(ex.result.content) <= VERBATIM_CHARS
+    content = info.digest if info is not None and not short else ex.result.content
     loads = tools_loaded_by(content) if ex.result.tool_name == FIND_TOOLS_NAME and not ex.result.is_error else ()
     return ToolResultPart(tool_use_id=ex.tool_use_id, content=content, is_error=ex.result.is_error, loads=loads)
 

@@ -48,6 +48,7 @@ from events.payloads import (
     ToolResult,
     ToolUseBlock,
     TurnCard,
+    TurnTail,
 )
 from vak.errors import InvalidInput
 
@@ -143,6 +144,8 @@ class TurnIndex:
             self._add_summary(entry_id, payload)
         elif isinstance(payload, ResetWithHandoff):
             self._add_reset(entry_id, payload)
+        elif isinstance(payload, TurnTail):
+            self._add_tail(turn, entry_id, payload)
         elif kind in CONTROL_KINDS:
             tag = getattr(payload, "tag", "")
             self.controls.append(Control(entry_id, str(kind), turn.ordinal if turn else None, tag))
@@ -177,6 +180,15 @@ class TurnIndex:
         pending = self._pending_cards.pop(entry_id, None)
         if pending is not None:  # a card can only follow its turn; kept for odd chains
             self._attach_card(turn, *pending)
+        self._retokenize(turn)
+
+    def _add_tail(self, turn: Turn | None, entry_id: str, tail: TurnTail) -> None:
+        """The tail is the directive's: only one, before the turn's first step, is part of its record."""
+        if turn is None or turn.steps or turn.tail:
+            where = "before any directive" if turn is None else f"in turn {turn.ordinal} after its first step or tail"
+            self.problems.append(f"turn tail {entry_id} comes {where}; it is not rendered")
+            return
+        turn.tail = tail.text
         self._retokenize(turn)
 
     def _add_step(self, turn: Turn | None, entry_id: str, step: AssistantStep) -> None:
@@ -295,7 +307,7 @@ class TurnIndex:
         directive (and results after the last step) are estimated. A prompt that shrank inside the
         turn (a compaction mid-turn) makes the deltas meaningless, so that turn falls back to chars.
         """
-        directive_chars = len(turn.directive.text)
+        directive_chars = len(turn.directive.text) + len(turn.tail)
         step_chars = sum(chars_of_step(s) for s in turn.steps)
         result_chars = sum(len(ex.result.content) for ex in turn.exchanges if ex.result is not None)
         turn.chars = directive_chars + step_chars + result_chars

@@ -34,6 +34,7 @@ from events.payloads import (
     ToolUseBlock,
     TraceLine,
     TurnCard,
+    TurnTail,
     Usage,
     WorkContract,
 )
@@ -44,5 +45,5 @@ __all__ = [
     "HorizonRecord", "ImageRef", "IntentNote", "LedgerLimits", "Mapper", "Nudge", "Presentation",
     "PresentationFeedback", "PresentationRef", "PresentationSelection", "PresentationSource", "ReadingKey",
     "Receipt", "ResetWithHandoff", "StoredEntry", "TextBlock", "ThinkingBlock", "Thread", "ToolResult",
-    "ToolUseBlock", "TraceLine", "TurnCard", "Usage", "WorkContract",
+    "ToolUseBlock", "TraceLine", "TurnCard", "TurnTail", "Usage", "WorkContract",
 ]

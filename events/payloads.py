@@ -270,6 +270,15 @@ class Nudge(Frozen):
     text: str
 
 
+class TurnTail(Frozen):
+    """The tail block a turn's directive was sent with (``context.assemble.render_tail``), written once
+    before the turn's first step. A closed turn's record shows it again before the directive, so the
+    request the next turn sends starts with the bytes the last one sent (the prefix cache holds)."""
+
+    kind: Literal["turn_tail"] = "turn_tail"
+    text: str
+
+
 class IntentNote(Frozen):
     kind: Literal["intent_note"] = "intent_note"
     text: str
@@ -313,6 +322,7 @@ EntryPayload = Annotated[
     | ResetWithHandoff
     | PlanRecord
     | Nudge
+    | TurnTail
     | IntentNote
     | Thread
     | WorkContract
@@ -336,5 +346,6 @@ __all__ = [
     "EvidenceBody", "EwmaRecord", "HorizonRecord", "ImageBlock", "ImageRef", "IntentNote", "JsonValue", "Nudge",
     "PlanRecord", "Presentation", "PresentationFeedback", "PresentationRef", "PresentationSelection",
     "PresentationSource", "ReadingKey", "Receipt", "ResetWithHandoff", "StepBlock", "StoredImage", "TextBlock",
-    "ThinkingBlock", "Thread", "ToolResult", "ToolUseBlock", "TraceLine", "TurnCard", "Usage", "WorkContract",
+    "ThinkingBlock", "Thread", "ToolResult", "ToolUseBlock", "TraceLine", "TurnCard", "TurnTail", "Usage",
+    "WorkContract",
 ]

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from actors.evidence import EvidenceActor
 from context.evidence import DIGEST_CHARS, LINE_CHARS, WINDOW_CHARS, body_text, evidence_tag
 from context.messages import ToolResultPart
-from context.render import SHORT_ID, render_turn
+from context.render import SHORT_ID, VERBATIM_CHARS, render_turn
 from context.turncard import render_card
 from context.turns import TurnIndex
 from events.payloads import (
@@ -234,9 +234,13 @@ def check_no_cut(
             text = body_text(blob, meta.encoding)
             assert meta.chars == (len(text) if meta.encoding == "utf-8" else len(blob))
             _check_window(ex.result, text, actor, session)
-            # closed turn: a digest ending with the tag that names this evidence
+            # closed turn: as sent when no longer than a digest may be, else a digest ending with the tag
+            # that names this evidence
             tag = evidence_tag(eid[:SHORT_ID], len(text))
-            assert record[ex.tool_use_id].endswith(tag), record[ex.tool_use_id][-200:]
+            if len(ex.result.content) <= VERBATIM_CHARS:
+                assert record[ex.tool_use_id] == ex.result.content
+            else:
+                assert record[ex.tool_use_id].endswith(tag), record[ex.tool_use_id][-200:]
             assert len(record[ex.tool_use_id]) <= DIGEST_CHARS  # a digest is bounded, whatever the body
             if infos[eid].shape == "error" and len(text) + len(tag) < DIGEST_CHARS:
                 assert text.strip() in record[ex.tool_use_id]  # errors that fit are shown verbatim

@@ -33,6 +33,7 @@ from context.packets import (
     summariser_prompt,
 )
 from context.planner import PacketPlan, Plan
+from context.render import VERBATIM_CHARS
 from context.turncard import short_id
 from events.payloads import Activity, Compaction, ResetWithHandoff
 from providers.base import RetryPolicy
@@ -172,8 +173,15 @@ async def test_growing_a_packet_seeds_the_summariser_and_adds_only_the_newly_cov
     assert isinstance(grown, Compaction) and grown.seeded_from == first_ids[-1] and grown.model == "local:small"
     assert (grown.first_turn_id, grown.last_turn_id) == (view.index.turn(1).id, view.index.turn(16).id)
     assert server.max_tokens == [90, 90]  # three quarters of the plan's room: the summariser's tokenizer differs
-    # the records carry each result as its digest with the evidence id, never cut
-    assert all(f"[evidence:{short_id(e)} — " in prompt for o in range(9, 17) for e in view.index.turn(o).evidence)
+    # the records carry each result as its digest with the evidence id, or whole when it is no longer
+    # than a digest may be: never cut
+    for o in range(9, 17):
+        for ex in view.index.turn(o).exchanges:
+            assert ex.result is not None and ex.result.evidence_id is not None
+            if len(ex.result.content) <= VERBATIM_CHARS:
+                assert ex.result.content in prompt
+            else:
+                assert f"[evidence:{short_id(ex.result.evidence_id)} — " in prompt
     # rendered only for exactly its range
     text = project(view.index, replace(plan, packet=replace(plan.packet, stored_id=grown_ids[-1])), model="m",
                    infos=view.infos).messages[0].text

@@ -433,10 +433,10 @@ def test_typical_shape_of_a_31_turn_session_on_a_small_model() -> None:
         results = "\n".join(
             f"{k}. {subject.title()}, analysis part {k} of {i} https://example.org/{i}/{k}\n"
             f"   A snippet about {subject} that runs for a little while, as snippets do."
-            for k in range(1, 11)
-        )
+            for k in range(1, 13)
+        )  # longer than VERBATIM_CHARS, as real search results are: a closed turn carries its digest
         b.turn(f"Look up {subject} (question {i + 1}).", [("web_search", {"query": subject}, results, False)],
-               f"I found ten sources on {subject}; the main point is that it changed this quarter.")
+               f"I found twelve sources on {subject}; the main point is that it changed this quarter.")
     small = profile(5_000, out=512)  # a small model's measured horizon, with a 1.5k-token prefix
     p = b.view.plan(small, "Tell me again what the copper prices were", prefix_tokens=1_500, tail_tokens=60)
     full = [t.ordinal for t in p.turns if t.fidelity == "full"]
