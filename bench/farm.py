@@ -37,12 +37,13 @@ import argparse
 import asyncio
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -82,6 +83,7 @@ class CpuMeter:
         self.base: dict[tuple[int, int], float] = {}  # (pid, start time) -> CPU s when first seen
         self.last: dict[tuple[int, int], float] = {}
         self.stop_event = threading.Event()
+        self.roles: dict[tuple[int, int], str] = {}
         self.own = 0.0
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -92,12 +94,14 @@ class CpuMeter:
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
                 start = int(fields[19])  # start time: a reused pid is another process
+                command = Path(f"/proc/{pid}/cmdline").read_bytes()
             except (OSError, IndexError, ValueError):
                 continue
             used = (int(fields[11]) + int(fields[12])) / TICK
             key = (pid, start)
             self.base.setdefault(key, used if first else 0.0)
             self.last[key] = used
+            self.roles[key] = role_of(pid, command)
 
     def _run(self) -> None:
         t0 = time.thread_time()
@@ -119,14 +123,42 @@ class CpuMeter:
     def seconds(self) -> float:
         return sum(self.last[k] - self.base[k] for k in self.last) - self.own
 
+    def by_role(self) -> dict[str, float]:
+        """CPU seconds per ROLES entry (this process's without the sampler's)."""
+        out = dict.fromkeys(ROLES, 0.0)
+        for k in self.last:
+            out[self.roles[k]] += self.last[k] - self.base[k]
+        out[ROLES[0]] -= self.own
+        return out
 
-def in_process(spec: Any, work: Path) -> tuple[float, int, float]:
-    """(wall s, rows, CPU s) of the workload run here, one unit after another."""
+
+ROLES = ("bench process", "Ray workers", "Ray daemons")
+
+
+def role_of(pid: int, command: bytes) -> str:
+    """Which of ROLES a process is: this one; a Ray worker (a unit's task, an actor, an idle worker: its
+    command line is ``ray::...`` or Ray's default_worker); else one of Ray's daemons (GCS, raylet, the
+    dashboard and runtime-env agents, the log monitor), which a worker also is for the moment after its
+    fork from the raylet and before it renames itself."""
+    if pid == os.getpid():
+        return ROLES[0]
+    return ROLES[1] if command.startswith(b"ray::") or b"default_worker.py" in command else ROLES[2]
+
+
+class Measure(NamedTuple):
+    wall: float  # s
+    rows: int
+    cpu: float  # s, summed over this process and every process of its local Ray
+    roles: dict[str, float]  # that CPU per CpuMeter role
+
+
+def in_process(spec: Any, work: Path) -> Measure:
+    """The workload run here, one unit after another, while the same local Ray as the farm's is up."""
     with CpuMeter() as meter:
         started = time.perf_counter()
         rows = _in_process(spec, work)
         wall = time.perf_counter() - started
-    return wall, len(rows), meter.seconds
+    return Measure(wall, len(rows), meter.seconds, meter.by_role())
 
 
 def _in_process(spec: Any, work: Path) -> list[dict[str, Any]]:
@@ -135,6 +167,7 @@ def _in_process(spec: Any, work: Path) -> list[dict[str, Any]]:
     from farm.farm_replay import replay_session
     from farm.farm_rows import UnitKey
     from farm.farm_sessions import materialise
+    from farm.farm_unit_profile import unit_profile
     from storage.ledger import LedgerStore
     from vak.errors import ModelServerError
 
@@ -149,7 +182,7 @@ def _in_process(spec: Any, work: Path) -> list[dict[str, Any]]:
             for model in spec.models:
                 # the same writes as a farm unit: the replay into a ledger of its own, this process its writer
                 folder = claim_replay_folder(work / "replays", name, model.name)
-                with LedgerStore(folder) as store:
+                with LedgerStore(folder) as store, unit_profile(f"replay/{model.name}/{name}"):
                     rows += asyncio.run(replay_session(
                         UnitKey("replay", model.name, name), "inproc", "", model, chain,
                         ledger=LedgerClient(str(folder), store), decode=reader.mapper.payload_of,
@@ -157,8 +190,8 @@ def _in_process(spec: Any, work: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def as_farm(spec: Any, out: Path, run_id: str) -> tuple[float, int, float]:
-    """(wall s, rows, CPU s of every process of the local Ray) of run_farm on the Ray this process started."""
+def as_farm(spec: Any, out: Path, run_id: str) -> Measure:
+    """run_farm on the local Ray this process started."""
     import pyarrow.parquet as pq
 
     from farm.farmrun import run_farm
@@ -169,7 +202,21 @@ def as_farm(spec: Any, out: Path, run_id: str) -> tuple[float, int, float]:
         wall = time.perf_counter() - started
     if result.failed_units:
         raise SystemExit(f"bench: units failed: {result.failed_units}")
-    return wall, pq.read_table(result.table_path).num_rows, meter.seconds
+    return Measure(wall, pq.read_table(result.table_path).num_rows, meter.seconds, meter.by_role())
+
+
+def median_of(runs: list[Measure]) -> Measure:
+    """The median of each figure over interleaved rounds (roles: the roles of the run with the median CPU)."""
+    by_cpu = sorted(runs, key=lambda m: m.cpu)
+    return Measure(statistics.median(m.wall for m in runs), runs[0].rows, statistics.median(m.cpu for m in runs),
+                   by_cpu[(len(runs) - 1) // 2].roles)
+
+
+def idle_ray_cpu(seconds: float = 5.0) -> float:
+    """CPU seconds per second that the local Ray and this process burn doing nothing."""
+    with CpuMeter() as meter:
+        time.sleep(seconds)
+    return meter.seconds / seconds
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
@@ -178,14 +225,20 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     ap.add_argument("--turns", type=int, default=8, help="turns per generated session")
     ap.add_argument("--profiles", type=int, default=3, choices=range(2, len(PROFILES) + 1))
     ap.add_argument("--cpus", type=int, default=1, help="CPUs of the one-node farm (default 1: one unit at a time)")
-    ap.add_argument("--repeat", type=int, default=1, help="runs of each measurement; the fastest counts (default 1)")
-    ap.add_argument("--quick", action="store_true", help="3 generated sessions of 4 turns, 2 profiles, 1 run each")
+    ap.add_argument("--repeat", type=int, default=1, help="interleaved rounds; medians count (default 1)")
+    ap.add_argument("--quick", action="store_true", help="3 generated sessions of 4 turns, 2 profiles, 1 round")
+    ap.add_argument("--profile", type=Path, help="write each unit's CPU and GC figures here (both sides; "
+                    "farm.farm_unit_profile) and compare the replay's own CPU in a farm unit and in-process")
     args = ap.parse_args(argv)
     if args.quick:
         args.generated, args.turns, args.profiles, args.repeat = 3, 4, 2, 1
     recorded = [] if args.generated else sorted(p.name for p in SHARED.iterdir() if p.name != "README.md")
     if not recorded and not args.generated:
         raise SystemExit(f"bench: no recorded sessions in {SHARED}; pass --generated N")
+    if args.profile:
+        from farm.farm_unit_profile import PROFILE_ENV
+
+        os.environ[PROFILE_ENV] = str(args.profile.resolve())  # before Ray starts: its workers inherit it
 
     from farm.farmspec import parse_farm_spec
     from farm.localray import start_local_ray, stop_local_ray
@@ -194,50 +247,80 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     try:
         small = parse_farm_spec(spec_text(recorded, 1, args.generated, args.turns), base_dir=work)
         big = parse_farm_spec(spec_text(recorded, args.profiles, args.generated, args.turns), base_dir=work)
-        n_sessions = len(big.sessions)
-        u1, u2 = n_sessions, n_sessions * args.profiles
+        u1, u2 = len(big.sessions), len(big.sessions) * args.profiles
         what = f"{len(recorded)} recorded" if recorded else f"{args.generated} generated ({args.turns} turns)"
         print(f"workload: {what} sessions x 1 and x {args.profiles} profiles = {u1} and {u2} replay units; "
-              f"the farm on one node with {args.cpus} CPU(s)", flush=True)
-
-        # Not counted: the engine's imports and first-call caches, which the farm's workers pay in its cold run.
-        in_process(small, work / "warmup")
-        # The fastest of --repeat runs counts: the machine's other load only ever adds time.
-        i1 = min(in_process(small, work / f"inproc1-{r}") for r in range(args.repeat))
-        i2 = min(in_process(big, work / f"inproc2-{r}") for r in range(args.repeat))
+              f"the farm on one node with {args.cpus} CPU(s); {args.repeat} interleaved round(s)", flush=True)
         t0 = time.perf_counter()
         start_local_ray(num_cpus=args.cpus)
         ray_s = time.perf_counter() - t0
         try:
+            idle = idle_ray_cpu()
+            # Not counted: the engine's imports and first-call caches, which the farm's workers pay in its cold run.
+            in_process(small, work / "warmup")
             cold = as_farm(big, work / "farm", "cold")
-            f1 = min(as_farm(small, work / "farm", f"warm1-{r}") for r in range(args.repeat))
-            f2 = min(as_farm(big, work / "farm", f"warm2-{r}") for r in range(args.repeat))
+            rounds: dict[str, list[Measure]] = {"i1": [], "i2": [], "f1": [], "f2": []}
+            for r in range(args.repeat):  # interleaved, so a change in the machine's load hits both sides
+                rounds["i1"].append(in_process(small, work / f"inproc1-{r}"))
+                rounds["f1"].append(as_farm(small, work / "farm", f"warm1-{r}"))
+                rounds["i2"].append(in_process(big, work / f"inproc2-{r}"))
+                rounds["f2"].append(as_farm(big, work / "farm", f"warm2-{r}"))
+                print(f"round {r + 1}: CPU s in-process {rounds['i1'][-1].cpu:.1f} / {rounds['i2'][-1].cpu:.1f}, "
+                      f"farm {rounds['f1'][-1].cpu:.1f} / {rounds['f2'][-1].cpu:.1f}", flush=True)
         finally:
             stop_local_ray()
-        if (f1[1], f2[1]) != (i1[1], i2[1]):
-            raise SystemExit(f"bench: the farm wrote {f1[1]}/{f2[1]} rows, in-process {i1[1]}/{i2[1]}: not the same work")
-        print(f"{'':12} {'units':>5} {'wall s':>8} {'CPU s':>8}   {'units':>5} {'wall s':>8} {'CPU s':>8}   rows")
-        print(f"{'in-process':12} {u1:>5} {i1[0]:8.2f} {i1[2]:8.2f}   {u2:>5} {i2[0]:8.2f} {i2[2]:8.2f}   {i2[1]}")
-        print(f"{'farm (warm)':12} {u1:>5} {f1[0]:8.2f} {f1[2]:8.2f}   {u2:>5} {f2[0]:8.2f} {f2[2]:8.2f}   {f2[1]}")
-        print(f"{'farm (cold)':12} {'':>5} {'':>8} {'':>8}   {u2:>5} {cold[0]:8.2f} {cold[2]:8.2f}   "
-              "(the first run: Ray's workers start and import the engine)")
-        print(f"ray.init {ray_s:.2f} s (once per cluster; in no figure above)", flush=True)
-        figures: dict[str, float] = {"units": u2, "ray_init_s": ray_s}
-        for label, k in (("wall", 0), ("CPU", 2)):
-            per_unit_ms = ((f2[k] - f1[k]) - (i2[k] - i1[k])) * 1000 / (u2 - u1)
-            per_run_s = (f1[k] - i1[k]) - per_unit_ms * u1 / 1000
-            unit_ms = i2[k] * 1000 / u2
-            figures |= {f"{label}_ratio": f2[k] / i2[k], f"{label}_ratio_cold": cold[k] / i2[k],
-                        f"{label}_per_unit_ms": per_unit_ms, f"{label}_per_run_s": per_run_s,
-                        f"{label}_unit_ms": unit_ms}
-            print(f"\n{label}: farm / in-process at {u2} units {f2[k] / i2[k]:.2f}x warm, {cold[k] / i2[k]:.2f}x "
-                  f"cold (goal: <= 1.2x)")
-            print(f"{label}: overhead per unit {per_unit_ms:.0f} ms (slope from {u1} to {u2} units; a unit's own "
-                  f"work {unit_ms:.0f} ms), per run {per_run_s:.2f} s (session ledger actors, progress actor, "
-                  "results table)")
-        return figures
+        i1, i2, f1, f2 = (median_of(rounds[k]) for k in ("i1", "i2", "f1", "f2"))
+        if (f1.rows, f2.rows) != (i1.rows, i2.rows):
+            raise SystemExit(f"bench: the farm wrote {f1.rows}/{f2.rows} rows, in-process {i1.rows}/{i2.rows}: "
+                             "not the same work")
+        figures = report(u1, u2, i1, i2, f1, f2, cold)
+        print(f"ray.init {ray_s:.2f} s (once per cluster; in no figure above); Ray idle (charged to both sides): "
+              f"{idle:.3f} s of CPU per s", flush=True)
+        if args.profile:
+            figures |= unit_cpu(args.profile, [s.name for s in big.sessions], [m.name for m in big.models])
+        return figures | {"ray_init_s": ray_s, "idle_cpu_per_s": idle}
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def report(u1: int, u2: int, i1: Measure, i2: Measure, f1: Measure, f2: Measure, cold: Measure) -> dict[str, float]:
+    """Print the table, the ratios, the per-unit and per-run overheads and the CPU per role; return the figures."""
+    print(f"{'':12} {'units':>5} {'wall s':>8} {'CPU s':>8}   {'units':>5} {'wall s':>8} {'CPU s':>8}   rows")
+    print(f"{'in-process':12} {u1:>5} {i1.wall:8.2f} {i1.cpu:8.2f}   {u2:>5} {i2.wall:8.2f} {i2.cpu:8.2f}   {i2.rows}")
+    print(f"{'farm (warm)':12} {u1:>5} {f1.wall:8.2f} {f1.cpu:8.2f}   {u2:>5} {f2.wall:8.2f} {f2.cpu:8.2f}   {f2.rows}")
+    print(f"{'farm (cold)':12} {'':>5} {'':>8} {'':>8}   {u2:>5} {cold.wall:8.2f} {cold.cpu:8.2f}   "
+          "(the first run: Ray starts the unit's worker, which imports the engine)")
+    figures: dict[str, float] = {"units": u2}
+    for label, k in (("wall", 0), ("CPU", 2)):
+        per_unit_ms = ((f2[k] - f1[k]) - (i2[k] - i1[k])) * 1000 / (u2 - u1)
+        per_run_s = (f1[k] - i1[k]) - per_unit_ms * u1 / 1000
+        unit_ms = i2[k] * 1000 / u2
+        figures |= {f"{label}_ratio": f2[k] / i2[k], f"{label}_ratio_cold": cold[k] / i2[k],
+                    f"{label}_per_unit_ms": per_unit_ms, f"{label}_per_run_s": per_run_s, f"{label}_unit_ms": unit_ms}
+        print(f"\n{label}: farm / in-process at {u2} units {f2[k] / i2[k]:.2f}x warm, {cold[k] / i2[k]:.2f}x "
+              f"cold (goal: <= 1.2x)")
+        print(f"{label}: overhead per unit {per_unit_ms:.0f} ms (slope from {u1} to {u2} units; a unit's own "
+              f"work {unit_ms:.0f} ms), per run {per_run_s:.2f} s (progress actor, results table)")
+    print(f"\nCPU s at {u2} units by process: " + "; ".join(
+        f"{role} {i2.roles[role]:.1f} in-process, {f2.roles[role]:.1f} farm" for role in ROLES))
+    return figures
+
+
+def unit_cpu(folder: Path, sessions: list[str], models: list[str]) -> dict[str, float]:
+    """The replay's own CPU, unit by unit, in-process (this process) and inside farm units (Ray workers):
+    the median over every run of each unit, summed over the larger workload's units."""
+    import json
+
+    seen: dict[tuple[bool, str], list[float]] = {}
+    for path in folder.glob("units.*.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            unit = json.loads(line)
+            seen.setdefault((unit["pid"] == os.getpid(), unit["unit"]), []).append(unit["cpu_s"])
+    keys = [f"replay/{m}/{s}" for s in sessions for m in models]
+    here, farm = (sum(statistics.median(seen.get((side, k), [0.0])) for k in keys) for side in (True, False))
+    print(f"the replay's own CPU over the {len(keys)} units (medians per unit, {folder}): in-process {here:.2f} s, "
+          f"in farm units {farm:.2f} s ({farm / here:.2f}x)")
+    return {"unit_cpu_inproc_s": here, "unit_cpu_farm_s": farm}
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from actors.factory import NAMESPACE, remote_class, remote_function
 from events.envelope import StoredEntry
 from farm.farm_model_units import Endpoint, endpoint_of, live_unit, probe_unit
 from farm.farm_rows import UnitKey, failed_unit_table, rows_table
+from farm.farm_unit_profile import unit_profile
 from farm.farmspec import LiveTask, ModelEntry, ProbeTask, ReplayTask, Task
 from vak.errors import ModelServerError, VakError
 
@@ -134,9 +135,10 @@ def execute_unit(job: UnitJob, progress: Any = None) -> pa.Table:
     """Run one unit here; a unit that cannot run is one failed row with the reason."""
     node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
     if progress is not None:
-        progress.started.remote(str(job.key), node)
+        progress.started.remote(job.run_id, str(job.key), node)
     try:
-        rows = asyncio.run(_run(job, node))
+        with unit_profile(str(job.key)):
+            rows = asyncio.run(_run(job, node))
     except VakError as exc:
         return failed_unit_table(job.key, job.kind, job.run_id, f"{type(exc).__name__}: {exc}", node)
     return rows_table(rows)
@@ -171,23 +173,29 @@ async def _replay(job: UnitJob, node: str) -> list[dict[str, Any]]:
     chain, decode = session_chain(job.session_root, job.source_head)
     with LedgerStore(folder) as store:
         ledger = LedgerClient(str(folder), store)  # this unit is the replay ledger's one writer
-        async with httpx.AsyncClient(trust_env=False) as client:
-            summariser: list[Summariser] = []
+        # Made only when a plan first needs a packet summary: an httpx client costs ~40 ms of CPU (its TLS
+        # context), and most replays never call a model.
+        summariser: list[Summariser] = []
+        clients: list[httpx.AsyncClient] = []
 
-            async def summarise(view: SessionView, plan: Plan) -> list[str]:
-                if job.summariser is None:
-                    raise ModelServerError("this plan needs a packet summary and the farm has no local model to "
-                                           "write it: add a local model to the spec's [[models]].")
-                if not summariser:  # the server starts only when a plan first needs a summary
-                    endpoint = await asyncio.to_thread(model_endpoint, job.run_id, job.summariser)
-                    summariser.append(Summariser(provider_for(endpoint, client), endpoint.local_model,
-                                                 window_tokens=job.summariser.n_ctx,
-                                                 max_summary_tokens=job.summary_tokens))
-                return await write_packet(ledger, target, view, plan, summariser[0])
+        async def summarise(view: SessionView, plan: Plan) -> list[str]:
+            if job.summariser is None:
+                raise ModelServerError("this plan needs a packet summary and the farm has no local model to "
+                                       "write it: add a local model to the spec's [[models]].")
+            if not summariser:  # the server starts only when a plan first needs a summary
+                endpoint = await asyncio.to_thread(model_endpoint, job.run_id, job.summariser)
+                clients.append(httpx.AsyncClient(trust_env=False))
+                summariser.append(Summariser(provider_for(endpoint, clients[0]), endpoint.local_model,
+                                             window_tokens=job.summariser.n_ctx,
+                                             max_summary_tokens=job.summary_tokens))
+            return await write_packet(ledger, target, view, plan, summariser[0])
 
-            return await replay_session(job.key, job.run_id, node, job.model, chain, ledger=ledger,
-                                        decode=decode, target=target, system=job.system,
-                                        summarise=summarise)
+        try:
+            return await replay_session(job.key, job.run_id, node, job.model, chain, ledger=ledger, decode=decode,
+                                        target=target, system=job.system, summarise=summarise)
+        finally:
+            for client in clients:
+                await client.aclose()
 
 
 def session_chain(root: Path, head: str) -> tuple[list[StoredEntry], Callable[[StoredEntry], Any]]:

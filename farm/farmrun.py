@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -238,15 +239,11 @@ class _Driver:
             return
         import ray
 
-        from actors.factory import remote_class
-        from farm.farm_progress import FarmProgressActor
+        from farm.farm_progress import StartsReader, asker, progress_actor
         from farm.farm_ray import UNIT_RESOURCE_SHARE, kill_run_actors, run_unit
 
-        driver_node = ray.get_runtime_context().get_node_id()
-        progress_actor: Any = remote_class(FarmProgressActor).options(
-            num_cpus=0, max_restarts=-1,
-            scheduling_strategy=ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(driver_node, soft=True),
-        ).remote()
+        actor = progress_actor(ray.get_runtime_context().get_node_id())
+        reader = StartsReader(self.run_id)
         advertised = {r for node in ray.nodes() if node.get("Alive") for r in node.get("Resources", {})}
         refs: dict[Any, UnitPlan] = {}
         try:
@@ -254,7 +251,7 @@ class _Driver:
             jobs = self._jobs(sorted(pending, key=lambda u: u.key.session or ""))
             for unit, job in jobs:
                 if isinstance(job, str):  # a session that could not be made: its units fail with the reason
-                    self._finish(unit, failed_unit_table(unit.key, unit.task.kind, self.run_id, job), failed=True)
+                    self._finish(unit, failed_unit_table(unit.key, unit.task.kind, self.run_id, job), True)
                     continue
                 resources = {}
                 needs = job.model if unit.task.kind != "replay" else job.summariser
@@ -263,16 +260,16 @@ class _Driver:
                 # Retried: the unit's node died (a system failure), or an actor it calls (the session's ledger
                 # writer) was lost with its node and is coming back. Any other error is the unit's result.
                 ref = run_unit.options(num_cpus=1, resources=resources, max_retries=self.max_retries,
-                                       retry_exceptions=[ray.exceptions.RayActorError]).remote(job, progress_actor)
+                                       retry_exceptions=[ray.exceptions.RayActorError]).remote(job, actor)
                 refs[ref] = unit
             self.emit(f"submitted {len(refs)} units")
-            self._collect(refs, progress_actor)
+            self._collect(refs, reader, asker(actor, self.run_id))
         finally:
             kill_run_actors(self.run_id)
-            try:
-                ray.kill(progress_actor)
+            try:  # the actor stays for the next run (farm.farm_progress); this run's log goes
+                ray.get(actor.forget.remote(self.run_id), timeout=30)
             except ray.exceptions.RayError:
-                pass
+                pass  # an actor that is down lost the log with it
 
     def _jobs(self, pending: list[UnitPlan]) -> list[tuple[UnitPlan, Any]]:
         from farm.farm_ray import UnitJob
@@ -302,7 +299,7 @@ class _Driver:
             )))
         return out
 
-    def _finish(self, unit: UnitPlan, table: pa.Table, *, failed: bool) -> None:
+    def _finish(self, unit: UnitPlan, table: pa.Table, failed: bool) -> None:
         name = unit.key.file_name
         if failed:
             _write_atomic(table, self.run_dir / FAILED_DIR / f"{name}.parquet")
@@ -317,44 +314,45 @@ class _Driver:
         self.counts[unit.key.model]["failed" if failed else "done"] += 1
         self.emit(f"{'FAILED' if failed else 'done'} {unit.key}" + (f": {self.failed[-1][1][:160]}" if failed else ""))
 
-    def _collect(self, refs: dict[Any, UnitPlan], progress_actor: Any) -> None:
+    def _collect(self, refs: dict[Any, UnitPlan], reader: Any, ask: Any) -> None:
+        """Keep every finished unit's table as it comes; ask the progress actor for starts at most every
+        ``POLL_S`` (each ask is an actor call, and the answer holds only the starts not read yet)."""
         import ray
 
         last_running: dict[str, int] = {}
-        last_starts: dict[str, list[str]] = {}
+        polled = float("-inf")
         while refs:
-            ready, _ = ray.wait(list(refs), num_returns=1, timeout=POLL_S)
+            new_starts = False
+            ready, rest = ray.wait(list(refs), num_returns=1, timeout=POLL_S)
+            if ready and rest:  # every other unit that is ready too, without waiting for it
+                ready += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
             for ref in ready:
                 unit = refs.pop(ref)
-                try:
-                    table = ray.get(ref)
-                except ray.exceptions.RayTaskError as exc:  # a bug inside the unit: record it, go on
-                    table = failed_unit_table(unit.key, unit.task.kind, self.run_id,
-                                              f"internal error: {type(exc.cause).__name__}: {exc.cause}")
-                except ray.exceptions.RayError as exc:  # died with its node more times than it may retry
-                    table = failed_unit_table(unit.key, unit.task.kind, self.run_id,
-                                              f"lost after {self.max_retries} retries: {type(exc).__name__}: {exc}")
-                failed = table.num_rows == 1 and table.column("request")[0].as_py() == UNIT_FAILED
-                self._finish(unit, table, failed=failed)
-            self.starts = self._snapshot(progress_actor)
+                self._finish(unit, *self._table(ref, unit))
+            if time.monotonic() - polled >= POLL_S:
+                polled = time.monotonic()
+                new_starts = reader.poll(ask)
+                self.starts = reader.starts
             running: dict[str, int] = {}
             for unit in refs.values():
                 if str(unit.key) in self.starts:
                     running[unit.key.model] = running.get(unit.key.model, 0) + 1
-            if running != last_running or len(self.starts) != len(last_starts) or any(
-                    len(v) != len(last_starts.get(k, ())) for k, v in self.starts.items()):
-                last_starts = {k: list(v) for k, v in self.starts.items()}
+            if running != last_running or new_starts:
                 last_running = running
                 self.emit(f"{sum(running.values())} running", running)
-        self.starts = self._snapshot(progress_actor)
+        reader.poll(ask)
+        self.starts = reader.starts
 
-    def _snapshot(self, progress_actor: Any) -> dict[str, list[str]]:
-        """The units' starts; the last ones known while the progress actor restarts (it lost its node)."""
+    def _table(self, ref: Any, unit: UnitPlan) -> tuple[pa.Table, bool]:
+        """A finished unit's table, and whether the unit failed."""
         import ray
 
         try:
-            starts: dict[str, list[str]] = ray.get(progress_actor.snapshot.remote(), timeout=30)
-        except ray.exceptions.RayError:
-            return self.starts
-        # a restarted actor knows only what it heard since: keep what the driver saw before
-        return {**self.starts, **{k: v for k, v in starts.items() if len(v) >= len(self.starts.get(k, ()))}}
+            table = ray.get(ref)
+        except ray.exceptions.RayTaskError as exc:  # a bug inside the unit: record it, go on
+            table = failed_unit_table(unit.key, unit.task.kind, self.run_id,
+                                      f"internal error: {type(exc.cause).__name__}: {exc.cause}")
+        except ray.exceptions.RayError as exc:  # died with its node more times than it may retry
+            table = failed_unit_table(unit.key, unit.task.kind, self.run_id,
+                                      f"lost after {self.max_retries} retries: {type(exc).__name__}: {exc}")
+        return table, table.num_rows == 1 and table.column("request")[0].as_py() == UNIT_FAILED
