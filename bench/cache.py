@@ -143,17 +143,16 @@ def is_tail(part: object) -> bool:
 
 
 def tail_of(request: ChatRequest) -> str:
-    """The tail block the request carries in its directive message ('' when none)."""
-    for message in request.messages:
-        for part in message.content:
-            if is_tail(part):
-                return part.text  # type: ignore[union-attr]
-    return ""
+    """The current turn's tail block: the last one the request carries ('' when none). Closed turns
+    carry the tails they were sent with (``turn_tail``), before their own directives."""
+    tails = [part.text for message in request.messages for part in message.content if is_tail(part)]
+    return tails[-1] if tails else ""  # type: ignore[union-attr]
 
 
 def baseline(request: ChatRequest) -> ChatRequest:
-    """The same request with the per-turn tail moved out of the directive message to the end of the
-    system prompt: the placement P5 compares against, nothing else changed."""
+    """The same request with the per-turn material in the system prompt: the current turn's tail moved
+    to its end, and no tail in any directive message (closed turns' included, since in that design no
+    turn carries one): the placement P5 compares against, nothing else changed."""
     tail = tail_of(request)
     if not tail:
         return request

@@ -136,3 +136,19 @@ def test_the_bench_runs_a_tiny_session_and_prints_p4_and_p5(local_model: LocalMo
     assert "P5 across turns:" in printed and "goal >= 10x" in printed
     assert "schema in the result (chosen)" in printed and "schema in tools" in printed
     assert set(out["promotion"]) == {"before", "in the result", "in tools"}
+
+
+def test_the_baseline_takes_the_current_turns_tail_and_drops_the_closed_turns_tails() -> None:
+    """With a closed turn carrying the tail it was sent with, the current tail is the last one: the
+    baseline's system prompt ends with it, and no directive message keeps a tail."""
+    old = TAIL.replace("<turn_context>", "<turn_context>earlier ", 1)
+    request = ChatRequest(model="m", system="static layers", messages=(
+        Message(role="user", content=(TextPart(text=old), TextPart(text="First."))),
+        Message.assistant("Done."),
+        Message(role="user", content=(TextPart(text=TAIL), TextPart(text="Second."))),
+    ))
+    assert cache.tail_of(request) == TAIL
+    moved = cache.baseline(request)
+    assert moved.system == "static layers\n\n" + TAIL.rstrip()
+    assert [[p.text for p in m.content if isinstance(p, TextPart)] for m in moved.messages] == [
+        ["First."], ["Done."], ["Second."]]
