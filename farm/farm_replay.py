@@ -8,9 +8,10 @@ request is then checked:
 
 * no turn split: the messages pass ``context.render.api_problems`` (every tool result follows its call);
 * no request over the budget: its tokens plus the output reserve fit the plan's horizon;
-* no cut: every tool result of the turns up to it is verbatim, a window naming its recall calls, a
-  digest or card naming its evidence id, or named in the packet (by id, or by its turn range in a
-  pointer-level packet) or behind this model's reset;
+* no cut: every tool result of the turns up to it is verbatim (the current turn's, and a closed turn's
+  results of at most ``context.render.VERBATIM_CHARS``, which are their own record), a window naming its
+  recall calls, a digest or card naming its evidence id, or named in the packet (by id, or by its turn
+  range in a pointer-level packet) or behind this model's reset;
 * the two-model gate: the same request prepared under a contrasting profile and then under this
   model's again comes back byte-identical, and writes nothing the second time.
 
@@ -98,7 +99,6 @@ def result_fidelity(view: SessionView, plan: Plan, prep: Prepared, text: str) ->
     counts = dict.fromkeys(("verbatim", "windowed", "digested", "packeted", "reset", "missing"), 0)
     shown = {p.tool_use_id: p.content for m in prep.request.messages for p in m.content
              if isinstance(p, ToolResultPart)}
-    current = plan.current_ordinal
     pointed = _pointed(view, plan, prep)
     for pt in plan.turns:
         turn = view.index.turn(pt.ordinal)
@@ -109,7 +109,8 @@ def result_fidelity(view: SessionView, plan: Plan, prep: Prepared, text: str) ->
             named = eid[:SHORT_ID] in text
             if pt.fidelity == "behind_reset":
                 counts["reset"] += 1
-            elif pt.ordinal == current and shown.get(ex.tool_use_id) == ex.result.content:
+            elif shown.get(ex.tool_use_id) == ex.result.content:  # as sent: the current turn's results, and
+                # a closed turn's short ones (at most context.render.VERBATIM_CHARS: their own record)
                 ok = not ex.result.windowed or eid in ex.result.content  # a window names its recall calls
                 counts["windowed" if ex.result.windowed and ok else "verbatim" if ok else "missing"] += 1
             elif not named and pt.ordinal not in pointed:

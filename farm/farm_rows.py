@@ -38,7 +38,7 @@ RESULTS_SCHEMA = pa.schema([
     pa.field("card_turns", pa.int32()),
     pa.field("packet_turns", pa.int32()),
     pa.field("reset_turns", pa.int32()),
-    pa.field("verbatim_results", pa.int32()),  # tool results shown whole (the current turn)
+    pa.field("verbatim_results", pa.int32()),  # shown whole: the current turn's, and a closed turn's short ones
     pa.field("windowed_results", pa.int32()),  # shown as a window that names its recall calls
     pa.field("digested_results", pa.int32()),  # a digest or a card that names the evidence id
     pa.field("packeted_results", pa.int32()),  # named in a compaction packet
