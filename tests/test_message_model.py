@@ -69,14 +69,15 @@ def test_a_stored_step_goes_into_a_request_unchanged() -> None:
 
 
 def test_payload_types_are_read_off_the_union() -> None:
-    """PAYLOAD_TYPES holds exactly the union's members, keyed by their kind, and the kinds did not change."""
+    """PAYLOAD_TYPES holds exactly the union's members, keyed by their kind, and the kinds are these
+    (``turn_tail`` joined them with the closed record that keeps its tail)."""
     members = get_args(get_args(payloads.EntryPayload)[0])
     assert list(payloads.PAYLOAD_TYPES.values()) == list(members)
     assert all(payloads.PAYLOAD_TYPES[cls.model_fields["kind"].default] is cls for cls in members)
     assert payloads.KINDS == (
         "activity", "assistant_step", "capacity_profile", "compaction", "directive", "evidence_body",
         "intent_note", "nudge", "plan", "presentation", "presentation_feedback", "presentation_selection",
-        "receipt", "reset_handoff", "thread", "tool_result", "turn_card", "work_contract",
+        "receipt", "reset_handoff", "thread", "tool_result", "turn_card", "turn_tail", "work_contract",
     )
 
 
