@@ -23,9 +23,15 @@ from typing import Any
 
 DEFAULT_LEDGER = Path("vak-data") / "ledger"
 DEFAULT_MODEL = "qwen"
-# The quick ladder and the live turns share one server. 8192 tokens keeps the ladder to a few minutes on
-# 2 cores; the model's full 16k ladder takes much longer (docs/CAPACITY.md).
-DEMO_N_CTX = 8192
+# The quick ladder and the live turns share one server. The ladder's cost is its top rung's prefill (90% of
+# the window; rungs share their prefix, so the fresh part is the top rung's last tokens, the slowest): at
+# 6144 it is about 2.5 minutes on 2 cores, at 8192 about 3 (the 7,372 rung alone ~90 s at ~65 tokens/s).
+# The model's full 16k ladder takes much longer (docs/CAPACITY.md).
+DEMO_N_CTX = 6144
+# The demo's directives ask for one sentence; a small model that loops on one call spends the whole
+# max_tokens decoding the loop (~19 tokens/s here), so the demo caps each step at 128 tokens. A call cut
+# inside its first object is still continued (agent.loop's _extend).
+DEMO_MAX_TOKENS = 128
 LIVE_DIRECTIVES = (
     "List the files in the workspace.",
     "Read README.md and say in one sentence what this project is.",
@@ -139,7 +145,7 @@ def run_live_turns(ledger: Path, session: str, model: str, base_url: str | None,
     async def go() -> list[dict[str, Any]]:
         done: list[dict[str, Any]] = []
         live = LiveSession(ledger=ledger, session=session, workspace=workspace, model=model, n_ctx=DEMO_N_CTX,
-                           base_url=base_url, api_key=api_key, profile=profile, max_steps=4, max_tokens=256,
+                           base_url=base_url, api_key=api_key, profile=profile, max_steps=4, max_tokens=DEMO_MAX_TOKENS,
                            on_step=lambda s: out(step_line(s)),
                            services_factory=lambda _store: RayServices(ledger, session))
         async with live:
