@@ -17,6 +17,7 @@ from actors.ledger import LedgerActor
 from vak.errors import ActorError
 
 NAMESPACE = "vak"
+LEDGER_THREADS = 64  # concurrent calls a LedgerActor runs; each waiting append holds one thread
 
 
 def remote_class(cls: type) -> Any:
@@ -63,8 +64,8 @@ def ledger_actor_name(root: str | os.PathLike[str]) -> str:
 def ledger_actor(root: str | os.PathLike[str], *, namespace: str = NAMESPACE) -> Any:
     """Get or create the detached LedgerActor that owns ``root``."""
     root = os.path.realpath(os.fspath(root))
-    # An async actor: concurrent appends are coroutines sharing group commits.
-    return _detached(LedgerActor, ledger_actor_name(root), namespace, max_concurrency=256).remote(root)
+    # A threaded actor: concurrent calls run in its threads, and appends share group commits.
+    return _detached(LedgerActor, ledger_actor_name(root), namespace, max_concurrency=LEDGER_THREADS).remote(root)
 
 
 def get_ledger_actor(root: str | os.PathLike[str], *, namespace: str = NAMESPACE) -> Any:

@@ -1,7 +1,7 @@
 """The one ledger contract: what every way of reaching a ledger offers, with one result type per call.
 
 Three things implement it: ``storage.ledger.LedgerStore`` (this process holds the folder),
-``actors.ledger.LedgerActor`` (the same calls as coroutines, the folder's one writer on Ray) and
+``actors.ledger.LedgerActor`` (the same calls, the folder's one writer on Ray: a threaded actor) and
 ``actors.ledger_client.LedgerClient`` (either of those behind one object; what callers hold).
 ``tests/test_ledger_contract.py`` runs one test class against all of them.
 
