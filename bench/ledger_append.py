@@ -5,10 +5,11 @@ append only once it is durable: the ledger after its group commit is synced to t
 (``fsync`` over zero-filled blocks, docs/LEDGER_FORMAT.md), SQLite in WAL mode with
 ``synchronous=FULL`` after ``COMMIT``. Batch sizes 1, 16 and 256; 1 and 16 concurrent writers.
 The threads column runs one OS thread per writer; the asyncio column runs the writers as tasks on
-one event loop, as the LedgerActor does; the actor column runs one thread per writer through one
+one event loop, as the async LedgerActor did; the actor column runs one thread per writer through one
 ``LedgerClient``, which coalesces concurrent appends into one actor call (actors/ledger_client.py).
-``actor_models`` is the same client sending the models instead of (kind, bytes) pairs it encoded (the
-path before the client encoded). Two SQLite columns: ``sqlite`` inserts payload bytes encoded before
+``actor_async`` is the same client against the LedgerActor as it was before it became a threaded
+actor (an async actor, ``bench/ledger_actor_async.py``): the path before, measured beside it.
+Two SQLite columns: ``sqlite`` inserts payload bytes encoded before
 the clock starts (the raw baseline); ``sqlite_ledger`` starts from the same event objects as the
 ledger and is charged for what a SQLite-based ledger would do: canonical encoding and the ledger's
 own chain ids (blake3, ``chain_ids``). All are measured side by side in one run, because these
@@ -184,13 +185,14 @@ def bench_ledger_async(root: Path, writers: int, batch: int, seconds: float) -> 
 
 
 def bench_actor(root: Path, writers: int, batch: int, seconds: float, *, coalesce: bool = True,
-                in_flight: int = 2, preencode: bool = True) -> float:
+                in_flight: int = 2, preencode: bool = True, async_actor: bool = False) -> float:
     import ray
 
     from actors.factory import ledger_actor
     from actors.ledger_client import LedgerClient
+    from bench.ledger_actor_async import async_ledger_actor
 
-    actor = ledger_actor(root)
+    actor = async_ledger_actor(root) if async_actor else ledger_actor(root)
     ray.get(actor.sessions.remote())  # started and ready before the clock runs
     client = LedgerClient(str(root), actor, coalesce=coalesce, max_in_flight=in_flight, preencode=preencode)
     # Passed by value, as a caller would: Ray inlines small arguments and puts large ones in its
@@ -274,6 +276,8 @@ def run_system(name: str, path: Path, writers: int, batch: int, seconds: float, 
         return bench_actor(path, writers, batch, seconds, in_flight=in_flight)
     if name == "actor_models":  # the client as it was: models sent, encoded by the actor
         return bench_actor(path, writers, batch, seconds, in_flight=in_flight, preencode=False)
+    if name == "actor_async":  # the LedgerActor as it was: an async actor
+        return bench_actor(path, writers, batch, seconds, in_flight=in_flight, async_actor=True)
     if name == "actor_raw":
         return bench_actor(path, writers, batch, seconds, coalesce=False)
     if name == "sqlite_ledger":
@@ -285,7 +289,7 @@ CONFIGS = [(1, 1), (16, 1), (1, 16), (16, 16), (1, 256), (16, 256)]
 
 
 def run_table(tmp: Path, seconds: float, rounds: int, actor: bool, raw_actor: bool,
-              in_flight: int = 2) -> list[dict[str, Any]]:
+              in_flight: int = 2, cells: list[tuple[int, int]] | None = None) -> list[dict[str, Any]]:
     added = int(os.environ.get(LATENCY_ENV, "0") or 0)
     med_us, p90_us = time_fsync(tmp)
     regime = f"with {added / 1000:g} ms added to every sync" if added else "as the disk is"
@@ -293,7 +297,7 @@ def run_table(tmp: Path, seconds: float, rounds: int, actor: bool, raw_actor: bo
           f"p90 {p90_us:,.0f} µs")
     print(f"durable appends per second: median of {rounds} interleaved rounds of {seconds:.1f} s "
           f"(entries of ~{len(TEXT) + 60} bytes)")
-    names = (["threads", "asyncio"] + (["actor", "actor_models"] if actor else []) + (["actor_raw"] if raw_actor else [])
+    names = (["threads", "asyncio"] + (["actor", "actor_async"] if actor else []) + (["actor_raw"] if raw_actor else [])
              + ["sqlite_ledger", "sqlite"])
     ours = names[:-2]
     head = (f"{'writers':>7} {'batch':>5} | " + " ".join(f"{n[:9]:>9}" for n in names) + " | "
@@ -302,7 +306,7 @@ def run_table(tmp: Path, seconds: float, rounds: int, actor: bool, raw_actor: bo
     print(head)
     print("-" * len(head))
     results = []
-    for k, (writers, batch) in enumerate(CONFIGS):
+    for k, (writers, batch) in enumerate(cells or CONFIGS):
         # Interleave the systems round by round and take medians, so a burst of disk or CPU
         # contention hits every column alike instead of whichever ran at that moment.
         runs: dict[str, list[float]] = {n: [] for n in names}
@@ -356,6 +360,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--tables", choices=["both", "as-is", "latency"], default=None,
                     help="which tables to run (default both; --quick: as-is)")
     ap.add_argument("--profile", action="store_true", help="profile one append stage by stage instead")
+    ap.add_argument("--cells", default=None,
+                    help="only these cells, as writers:batch pairs (e.g. 16:1,16:16); default all six")
     args = ap.parse_args(argv)
     if args.profile:
         from bench.ledger_profile import main as profile_main
@@ -374,7 +380,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     try:
         results: list[dict[str, Any]] = []
         if child or tables != "latency":
-            results = run_table(tmp, seconds, rounds, not args.no_actor, args.raw_actor, args.in_flight)
+            cells = [(int(w), int(b)) for w, b in (c.split(":") for c in args.cells.split(","))] if args.cells else None
+            results = run_table(tmp, seconds, rounds, not args.no_actor, args.raw_actor, args.in_flight, cells)
         if child or tables == "as-is":
             if not child:
                 print("\n(the table with added sync latency is skipped: --tables both runs it)")

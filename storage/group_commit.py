@@ -157,6 +157,49 @@ class GroupCommit:
                 results.append(_not_durable(s, group) if group.error is not None else exc)
         return results
 
+    def append_many(
+        self, session: str, requests: Sequence[tuple[Sequence[Payload], Sequence[bytes | None] | None]],
+    ) -> list[list[str] | BaseException]:
+        """``append_many_async`` for a thread caller (the LedgerActor's ``append_batch``).
+
+        Leader/follower: the calling thread writes the group itself when no commit is being
+        written, else waits for the one that is and then writes what is queued (its own appends
+        and any that joined them), unless another writer took them meanwhile. No hand-off to the
+        committer thread and back: the call already carries a whole group, so there is nobody to
+        wait for (measured in docs/PERFORMANCE.md, "The actor path").
+        """
+        self._check_writable()
+        s = self._session(session, create=True)
+        queued: list[tuple[Group, list[str]] | BaseException] = []
+        with s.cond:  # reentrant: the requests join one group in order
+            for payloads, blobs in requests:
+                try:
+                    _check_blobs(payloads, blobs)
+                    queued.append(self._queue_locked(s, self._encode(payloads, blobs), None))
+                except Exception as exc:  # handed back to that request's caller
+                    queued.append(exc)
+            group = self._lead_or_follow(s, [q[0] for q in queued if not isinstance(q, BaseException) and q[1]])
+        if group is not None:
+            self._commit(s, group, inline=True)
+        return [q if isinstance(q, BaseException) else _not_durable(s, q[0]) if q[0].error is not None else q[1]
+                for q in queued]
+
+    @staticmethod
+    def _lead_or_follow(s: SessionState, groups: list[Group]) -> Group | None:
+        """Wait (``s.cond`` held) until ``groups`` are durable or failed (None), or until no commit
+        is being written while the last of them is still queued: then take it (the caller writes it)."""
+        if not groups:
+            return None
+        last = groups[-1]
+        end = last.first_seq + len(last.ids) - 1  # its last entry's seq: durable once durable_seq reaches it
+        while s.durable_seq < end and last.error is None and s.broken is None:
+            if not s.flushing and s.open_group is last:
+                s.open_group = None
+                s.flushing = True
+                return last
+            s.cond.wait()
+        return None
+
     def append_one(self, session: str, payload: Payload, *, parent: str | None = None, blob: bytes | None = None) -> str:
         return self.append(session, [payload], parent=parent, blobs=[blob])[0]
 
@@ -209,27 +252,34 @@ class GroupCommit:
         # id are serial.
         enc = self._encode(payloads, blobs)
         with s.cond:
-            self._check_open()
-            if s.broken is not None:
-                raise LedgerError(f"session {s.name!r} writer failed earlier ({s.broken}); reopen the ledger")
-            prev = parent if parent is not None else s.head
-            if parent is not None and parent not in s.ids and parent not in s.pending_ids:
-                raise UnknownParent(parent, s.name)
-            if not enc.kinds:
-                return Group(s.next_seq), [], None
-            now = self.clock()
-            new = chain_ids(prev, s.name, s.next_seq, now, enc.kinds, enc.vs, enc.payloads, enc.metas)
-            group = s.open_group
-            if group is None:
-                group = s.open_group = Group(s.next_seq)
-            s.next_seq += len(new)
-            group.add(new, prev, now, enc.kinds, enc.vs, enc.payloads, enc.blobs)
-            s.inflight += 1
-            if s.inflight > s.peak_inflight:
-                s.peak_inflight = float(s.inflight)
-            s.pending_ids.update(new)
-            s.head = new[-1]
+            group, new = self._queue_locked(s, enc, parent)
+            if not new:
+                return group, [], None
             return group, new, self._hand_off(s, group, fut)
+
+    def _queue_locked(self, s: SessionState, enc: _Encoded, parent: str | None) -> tuple[Group, list[str]]:
+        """Give one append's entries seq, parent and id and add them to the open group (s.cond held)."""
+        self._check_open()
+        if s.broken is not None:
+            raise LedgerError(f"session {s.name!r} writer failed earlier ({s.broken}); reopen the ledger")
+        prev = parent if parent is not None else s.head
+        if parent is not None and parent not in s.ids and parent not in s.pending_ids:
+            raise UnknownParent(parent, s.name)
+        if not enc.kinds:
+            return Group(s.next_seq), []
+        now = self.clock()
+        new = chain_ids(prev, s.name, s.next_seq, now, enc.kinds, enc.vs, enc.payloads, enc.metas)
+        group = s.open_group
+        if group is None:
+            group = s.open_group = Group(s.next_seq)
+        s.next_seq += len(new)
+        group.add(new, prev, now, enc.kinds, enc.vs, enc.payloads, enc.blobs)
+        s.inflight += 1
+        if s.inflight > s.peak_inflight:
+            s.peak_inflight = float(s.inflight)
+        s.pending_ids.update(new)
+        s.head = new[-1]
+        return group, new
 
     def _hand_off(self, s: SessionState, group: Group, fut: asyncio.Future[None] | None) -> Any:
         """Who commits the group (``s.cond`` held): ``_INLINE`` (the caller), else the committer, and

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +23,14 @@ from storage.ledger import LedgerStore
 pytestmark = pytest.mark.ray
 
 
-async def test_plain_class_works_without_ray(ledger_dir: Path) -> None:
+def test_plain_class_works_without_ray(ledger_dir: Path) -> None:
     actor = LedgerActor(str(ledger_dir))
-    ids = await asyncio.gather(*[actor.append("s", [Directive(text=f"no ray needed {i}")]) for i in range(20)])
-    chain = await actor.chain_to_root(await actor.head("s") or "")
+    with ThreadPoolExecutor(8) as pool:  # concurrent appends, as the actor's threads make them
+        ids = list(pool.map(lambda i: actor.append("s", [Directive(text=f"no ray needed {i}")]), range(20)))
+    chain = actor.chain_to_root(actor.head("s") or "")
     assert {i for (i,) in ids} == {e.id for e in chain}
-    assert (await actor.verify()).ok
-    await actor.close()
+    assert actor.verify().ok
+    actor.close()
 
 
 def test_named_detached_actor_is_shared(ray_cluster: Any, ledger_dir: Path) -> None:
@@ -143,7 +144,9 @@ def test_kill_during_inflight_appends_loses_nothing_acknowledged(
     signalled: list[str] = []
     reader = threading.Thread(target=lambda: signalled.append(fifo.read_text()), daemon=True)
     reader.start()  # blocks in open() until the actor opens the fifo to write
-    pid = ray.get(a.__ray_call__.remote(_stall_a_commit, str(fifo), 10))
+    # The actor runs up to LEDGER_THREADS appends at once, so 300 make at least 300 / 64 commits:
+    # the fourth stalls.
+    pid = ray.get(a.__ray_call__.remote(_stall_a_commit, str(fifo), 3))
     refs = [a.append.remote("m", [Nudge(tag="t", text=f"{i} " + "p" * 2000)]) for i in range(300)]
     reader.join(120)
     assert signalled, "no commit reached its fsync within 120 s"

@@ -10,10 +10,9 @@ results, of the same types (``VerifyReport``, ``LedgerStats``), and the same typ
 from __future__ import annotations
 
 import ast
-import asyncio
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow.dataset as ds
 import pytest
@@ -28,51 +27,44 @@ from storage.contract import Ledger, LedgerStats, Payload, VerifyReport
 from storage.ledger import LedgerStore
 from vak.errors import InvalidName, UnknownEntry, UnknownSession
 
-T = TypeVar("T")
-
 
 class ActorInProcess:
-    """The LedgerActor class without Ray: each of its coroutines run to completion on one event loop,
-    so the plain class is held to the same (synchronous) contract as the others."""
+    """The LedgerActor class without Ray, its methods called in this process: the plain class is
+    held to the same (synchronous) contract as the others."""
 
     def __init__(self, root: Path) -> None:
-        self.loop = asyncio.new_event_loop()
         self.actor = LedgerActor(str(root))
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self.loop.run_until_complete(coro)
 
     def append(self, session: str, payloads: Sequence[Payload], *, parent: str | None = None,
                blobs: Sequence[bytes | None] | None = None) -> list[str]:
-        return self._run(self.actor.append(session, payloads, parent, blobs))
+        return self.actor.append(session, payloads, parent, blobs)
 
     def head(self, session: str) -> str | None:
-        return self._run(self.actor.head(session))
+        return self.actor.head(session)
 
     def get(self, entry_id: str) -> StoredEntry:
-        return self._run(self.actor.get(entry_id))
+        return self.actor.get(entry_id)
 
     def entries(self, session: str, start: int = 0, stop: int | None = None) -> list[StoredEntry]:
-        return self._run(self.actor.entries(session, start, stop))
+        return self.actor.entries(session, start, stop)
 
     def chain_to_root(self, entry_id: str) -> list[StoredEntry]:
-        return self._run(self.actor.chain_to_root(entry_id))
+        return self.actor.chain_to_root(entry_id)
 
     def sessions(self) -> list[str]:
-        return self._run(self.actor.sessions())
+        return self.actor.sessions()
 
     def verify(self, session: str | None = None) -> VerifyReport:
-        return self._run(self.actor.verify(session))
+        return self.actor.verify(session)
 
     def stats(self) -> LedgerStats:
-        return self._run(self.actor.stats())
+        return self.actor.stats()
 
     def checkpoint(self) -> None:
-        self._run(self.actor.checkpoint())
+        self.actor.checkpoint()
 
     def close(self) -> None:
-        self._run(self.actor.close())
-        self.loop.close()
+        self.actor.close()
 
 
 def _is_a_ledger(ledger: Ledger) -> Ledger:

@@ -1,0 +1,128 @@
+"""The LedgerActor's appends as a threaded actor: ``LedgerStore.append_many`` commits a call's group
+in the calling thread (leader/follower), with no committer thread in between (issue 14)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+
+from actors.factory import ledger_actor
+from events.envelope import Mapper
+from events.payloads import Nudge
+from storage.ledger import LedgerStore
+from vak.errors import UnknownKind
+
+
+def test_followers_queued_behind_a_commit_share_the_next_one(ledger_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While one call's commit is held inside its fsync, six more calls from six threads queue behind
+    it; once it returns, one of them writes all six groups' appends as one commit (two commits in all),
+    each call gets its own ids, and the ids chain in order of the seq each was given."""
+    store = LedgerStore(ledger_dir)
+    store.append_many("s", [([Nudge(tag="t", text="first")], None)])  # the session and its tail exist
+    commits_before = store.commits("s")
+    in_fsync, release = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def held_fsync(fd: int) -> None:
+        if not in_fsync.is_set():
+            in_fsync.set()
+            assert release.wait(60)
+        real_fsync(fd)
+
+    arrived, all_arrived = [0], threading.Event()
+    lead_or_follow = store._lead_or_follow
+
+    def counted(*args: Any) -> Any:  # called with the session lock held, before a call waits or leads
+        arrived[0] += 1
+        if arrived[0] == 7:
+            all_arrived.set()
+        return lead_or_follow(*args)
+
+    monkeypatch.setattr(os, "fsync", held_fsync)
+    monkeypatch.setattr(store, "_lead_or_follow", counted)
+    results: dict[int, Any] = {}
+
+    def call(k: int) -> None:
+        results[k] = store.append_many("s", [([Nudge(tag="t", text=f"{k}.{j}")], None) for j in range(2)])
+
+    leader = threading.Thread(target=call, args=(0,))
+    leader.start()
+    assert in_fsync.wait(60)
+    followers = [threading.Thread(target=call, args=(k,)) for k in range(1, 7)]
+    for t in followers:
+        t.start()
+    assert all_arrived.wait(60)
+    release.set()
+    for t in [leader, *followers]:
+        t.join(60)
+    assert store.commits("s") - commits_before == 2
+    ids = [i for k in range(7) for r in results[k] for i in r]
+    assert all(len(r) == 1 for k in range(7) for r in results[k]) and len(set(ids)) == 14
+    chain = [e.id for e in store.entries("s")][1:]
+    assert sorted(ids, key=chain.index) == chain and set(chain) == set(ids)
+    assert store.verify().ok
+    store.close()
+
+
+def test_a_bad_request_fails_alone(ledger_dir: Path) -> None:
+    """In one ``append_many`` call a request with an unknown kind gets its own error; the requests
+    before and after it are written, one after the other in the chain."""
+    pair = Mapper().encode_payload(Nudge(tag="t", text="ok"))
+    with LedgerStore(ledger_dir) as store:
+        first, bad, last = store.append_many("s", [([pair], None), ([("no_such_kind", b"{}")], None), ([pair], None)])
+        assert isinstance(bad, UnknownKind)
+        assert isinstance(first, list) and isinstance(last, list)
+        assert [e.id for e in store.entries("s")] == first + last
+        assert store.entries("s")[1].parent == first[0]
+
+
+@pytest.mark.ray
+def test_a_read_is_answered_while_an_append_waits_in_its_fsync(ray_cluster: Any, ledger_dir: Path,
+                                                               tmp_path: Path) -> None:
+    """The LedgerActor runs calls in several threads: with an ``append_batch`` held inside its fsync
+    (the actor says so through a fifo it writes from there), ``head`` and ``sessions`` are answered,
+    and the append completes once the fsync is let go."""
+    handle = ledger_actor(ledger_dir)
+    ray.get(handle.append_batch.remote("s", [([Nudge(tag="t", text="first")], None)]))
+    entered, release = tmp_path / "entered", tmp_path / "release"
+    os.mkfifo(entered)
+    os.mkfifo(release)
+    signalled: list[str] = []
+    reader = threading.Thread(target=lambda: signalled.append(entered.read_text()), daemon=True)
+    reader.start()  # blocks until the actor's fsync opens the fifo to write
+    ray.get(handle.__ray_call__.remote(_hold_next_fsync, str(entered), str(release)))
+    ref = handle.append_batch.remote("s", [([Nudge(tag="t", text="held")], None)])
+    reader.join(60)
+    assert signalled == ["in fsync"], "the append never reached its fsync"
+    head = ray.get(handle.head.remote("s"), timeout=60)  # answered while the append waits
+    assert ray.get(handle.sessions.remote(), timeout=60) == ["s"]
+    assert not ray.wait([ref], timeout=0)[0]
+    release.write_text("go")  # the held fsync reads it and goes on
+    ((new_id,),) = ray.get(ref, timeout=60)
+    assert head == new_id  # the head moves when the entry is queued; it is acknowledged once durable
+    ray.kill(handle, no_restart=True)
+
+
+def _hold_next_fsync(actor: Any, entered: str, release: str) -> None:
+    """Inside the actor (``__ray_call__``): the next fsync writes to the fifo ``entered``, then waits
+    until something is written to the fifo ``release``."""
+    import os
+
+    real = os.fsync
+    held = [False]
+
+    def fsync(fd: int) -> None:
+        if not held[0]:
+            held[0] = True
+            with open(entered, "w") as f:
+                f.write("in fsync")
+            with open(release) as f:
+                f.read()
+        real(fd)
+
+    os.fsync = fsync
