@@ -9,6 +9,9 @@ result, sent straight to the model's llama.cpp server (no planner, no tail, no c
   message), rendered by the model's own chat template (``<tool_call>`` / ``<tool_response>``);
 * ``inline``: the probe's shape (tools listed in the system prompt, the call as a fenced block in the
   assistant's text, the result as a user message ``Tool result (name): ...``);
+* ``native_then_ask`` / ``native_then_question``: the native shape followed by a user message "Do not
+  call any tool now", with a generic ask or with the question again;
+* ``in_question_with_tools``: the result pasted into the question, the tools still offered;
 * ``in_question``: no tool at all: the result pasted into the user's question (the floor: can the model
   answer from the text when no call is offered?).
 
@@ -84,6 +87,10 @@ def in_question(question: str, tool: str, args: dict[str, Any], result: str) -> 
                          {"role": "user", "content": f"{tool}({json.dumps(args)}) returned:\n{result}\n\n{question}"}]}
 
 
+def in_question_with_tools(question: str, tool: str, args: dict[str, Any], result: str) -> dict[str, Any]:
+    return {**in_question(question, tool, args, result), "tools": native(question, tool, args, result)["tools"]}
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="qwen")
@@ -92,7 +99,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     with LocalModelServer(canonical_model(args.model), n_ctx=4096) as server:
         headers = {"Authorization": f"Bearer {server.api_key}"}
         with httpx.Client(trust_env=False, timeout=600.0, headers=headers) as client:
-            for form in (native, inline, native_then_ask, native_then_question, in_question):
+            for form in (native, inline, native_then_ask, native_then_question, in_question_with_tools, in_question):
                 for question, tool, call_args, result in CASES:
                     body = {**form(question, tool, call_args, result), "max_tokens": 64, "temperature": 0}
                     reply = client.post(f"{server.base_url}/chat/completions", json=body).json()
@@ -106,7 +113,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     print(f"{form.__name__:12} {tool:10} {verdict:10} {text[:100]!r}", flush=True)
     recalls = sum(r["verdict"] == "re-call" for r in rows if r["form"] != "in_question")
     print(f"\nre-calls after a result: {recalls} of {sum(r['form'] != 'in_question' for r in rows)} "
-          f"(native and inline); answers with the result in the question: "
+          f"(every form that offers a tool); answers with the result in the question: "
           f"{sum(r['verdict'] == 'answer' for r in rows if r['form'] == 'in_question')} of {len(CASES)}")
     return rows
 
