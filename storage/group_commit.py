@@ -60,6 +60,7 @@ class GroupCommit:
     # writer, 0.5-1.4 ms from the committer; docs/PERFORMANCE.md). None: inline while the last
     # commit's write and sync took under INLINE_MAX_WRITE_S; True: always; False: never.
     inline_commits: bool | None = None
+    inline_max_write_s = INLINE_MAX_WRITE_S  # the adaptive mode's bound (a store may set its own)
 
     # set by LedgerStore.__init__
     readonly: bool
@@ -286,7 +287,7 @@ class GroupCommit:
         the lock (None for ``fut`` callers) the caller waits on."""
         inline = self.inline_commits
         if inline is None:
-            inline = s.last_write_s < INLINE_MAX_WRITE_S
+            inline = s.last_write_s < self.inline_max_write_s
         if (fut is None and inline and group.appends == 1 and not s.flushing and s.peak_inflight < 2
                 and (s.committer is None or s.committer_idle)):
             # A writer alone (no commit in flight, none recently concurrent) commits its own
