@@ -13,7 +13,12 @@ result, sent straight to the model's llama.cpp server (no planner, no tail, no c
   call any tool now", with a generic ask or with the question again;
 * ``in_question_with_tools``: the result pasted into the question, the tools still offered;
 * ``in_question``: no tool at all: the result pasted into the user's question (the floor: can the model
-  answer from the text when no call is offered?).
+  answer from the text when no call is offered?);
+* ``native_masked``: the native shape as it is, the tools still declared, with ``tool_choice: none`` and
+  a grammar without the characters a call opens with (``ANSWER_MASK``: a JSON object, a list, a fence,
+  Qwen's ``<tool_call>``): "mask, don't remove", the answer step a loop could force with the prompt
+  (and the server's cache of it) unchanged. ``tool_choice: none`` alone does not stop this model, and
+  llama.cpp refuses a grammar beside tools unless tool_choice is none (HTTP 400), so the two go together.: what the loop's forced answer step sends after the repeated-call rule's second strike.
 
 Each form is asked twice (listing a folder; reading a README), greedy (temperature 0), at most 64 tokens.
 A reply that parses as a call to the tool that already ran is a re-call. Run:
@@ -91,6 +96,13 @@ def in_question_with_tools(question: str, tool: str, args: dict[str, Any], resul
     return {**in_question(question, tool, args, result), "tools": native(question, tool, args, result)["tools"]}
 
 
+ANSWER_MASK = {"grammar": "root ::= [^{}<`\\[\\]]+"}
+
+
+def native_masked(question: str, tool: str, args: dict[str, Any], result: str) -> dict[str, Any]:
+    return {**native(question, tool, args, result), "tool_choice": "none", **ANSWER_MASK}
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="qwen")
@@ -99,7 +111,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     with LocalModelServer(canonical_model(args.model), n_ctx=4096) as server:
         headers = {"Authorization": f"Bearer {server.api_key}"}
         with httpx.Client(trust_env=False, timeout=600.0, headers=headers) as client:
-            for form in (native, inline, native_then_ask, native_then_question, in_question_with_tools, in_question):
+            for form in (native, inline, native_then_ask, native_then_question, in_question_with_tools, in_question,
+                         native_masked):
                 for question, tool, call_args, result in CASES:
                     body = {**form(question, tool, call_args, result), "max_tokens": 64, "temperature": 0}
                     reply = client.post(f"{server.base_url}/chat/completions", json=body).json()
@@ -111,10 +124,13 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     verdict = "re-call" if tool in names else ("other call" if names else ("answer" if text.strip() else "empty"))
                     rows.append({"form": form.__name__, "tool": tool, "verdict": verdict, "reply": text[:120]})
                     print(f"{form.__name__:12} {tool:10} {verdict:10} {text[:100]!r}", flush=True)
-    recalls = sum(r["verdict"] == "re-call" for r in rows if r["form"] != "in_question")
-    print(f"\nre-calls after a result: {recalls} of {sum(r['form'] != 'in_question' for r in rows)} "
+    offered = [r for r in rows if r["form"] not in ("in_question", "native_masked")]
+    recalls = sum(r["verdict"] == "re-call" for r in offered)
+    masked = [r for r in rows if r["form"] == "native_masked"]
+    print(f"\nre-calls after a result: {recalls} of {len(offered)} "
           f"(every form that offers a tool); answers with the result in the question: "
-          f"{sum(r['verdict'] == 'answer' for r in rows if r['form'] == 'in_question')} of {len(CASES)}")
+          f"{sum(r['verdict'] == 'answer' for r in rows if r['form'] == 'in_question')} of {len(CASES)}; "
+          f"answers with the tools declared and calls masked: {sum(r['verdict'] == 'answer' for r in masked)} of {len(masked)}")
     return rows
 
 
