@@ -201,10 +201,25 @@ def repeat_error(earlier: RanCall) -> str:
 
 def repeat_statement(earlier: Iterable[RanCall]) -> str:
     """The system-authored answer when the model repeats a call a second time: the earlier results, quoted."""
-    parts = [f"What {c.name}({json.dumps(json.loads(c.key)[1], ensure_ascii=False)}) returned ({c.tool_use_id}):\n"
-             f"{quote(c.body)}" for c in {c.key: c for c in earlier}.values()]
     return ("The model asked again for a result it already had instead of answering, so the turn ends here.\n"
-            + "\n\n".join(parts))
+            + quoted_results(earlier))
+
+
+def empty_statement(state: RuleState) -> str:
+    """The system-authored answer when the model replies with nothing twice: what the turn's calls found
+    (the successful observations), quoted, so the user still sees it; else that there is no answer."""
+    found = set(state.evidence)
+    good = [c for c in state.ran if c.body in found]
+    if not good:
+        return "The model replied with neither text nor a tool call twice; the turn ends without an answer."
+    return ("The model replied with neither text nor a tool call twice, so the turn ends here.\n"
+            + quoted_results(good))
+
+
+def quoted_results(calls: Iterable[RanCall]) -> str:
+    """Each distinct call's result as a quoted block under a line naming the call and its id."""
+    return "\n\n".join(f"What {c.name}({json.dumps(json.loads(c.key)[1], ensure_ascii=False)}) returned "
+                       f"({c.tool_use_id}):\n{quote(c.body)}" for c in {c.key: c for c in calls}.values())
 
 
 def note_calls(state: RuleState, calls: Sequence[tuple[str, Mapping[str, Any] | None, str, str]],
@@ -259,7 +274,7 @@ def after_reply(state: RuleState, text: str, prior: Sequence[PriorTurn]) -> tupl
             return replace(state, empty_redos=1), Verdict("redo", "empty-step", (
                 "[empty-step] your reply had neither text nor a tool call. If you planned a tool call, make it "
                 f"now; otherwise answer: {state.directive!r}"))
-        return state, Verdict("close", "empty-step", "", "degraded")
+        return state, Verdict("close", "empty-step", empty_statement(state), "degraded")
     if RULE_NOTE.match(text):  # the live demo: Qwen answered a new turn with the previous turn's rule note
         if state.echo_redos == 0:
             return replace(state, echo_redos=1), Verdict("redo", "rule-echo", (

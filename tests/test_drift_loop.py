@@ -155,13 +155,15 @@ async def test_a_thinking_only_completion_gets_one_empty_step_redo(tmp_path: Pat
 
 
 async def test_a_second_empty_step_ends_the_turn_degraded(tmp_path: Path, workspace: Workspace) -> None:
-    """The redo is given once: a second thinking-only step ends the turn degraded with a rule.close."""
+    """The redo is given once: a second thinking-only step ends the turn degraded with a rule.close whose
+    statement (the turn's answer) says there is no answer, since no call found anything."""
     script = Scripted([completion(thinking="plan"), completion(thinking="plan again")])
     with LedgerStore(tmp_path / "ledger") as store:
         report = await _loop(store, script, workspace).run("What do the notes say?")
         closes = _activities(store, "rule.close")
     assert len(script.bodies) == 2 and report.outcome == "degraded"
     assert [c["rule"] for c in closes] == ["empty-step"]
+    assert report.answer == closes[0]["statement"] and report.answer.endswith("the turn ends without an answer.")
 
 
 async def test_an_empty_step_after_a_card_takes_the_card_as_the_answer(tmp_path: Path, workspace: Workspace) -> None:

@@ -64,3 +64,19 @@ def test_a_reply_that_copies_a_rule_note_is_redone_once_then_closed() -> None:
     assert (verdict.action, verdict.tag, verdict.outcome) == ("close", "rule-echo", "degraded")
     _, verdict = drift.after_reply(drift.start("What is it?"), "It is a context engine; see [docs] for more.", [])
     assert (verdict.action, verdict.text) == ("answer", "It is a context engine; see [docs] for more.")
+
+
+def test_a_second_empty_reply_closes_quoting_what_the_turn_found_or_saying_there_is_no_answer() -> None:
+    """The empty-step close is never an empty answer: with successful observations this turn it quotes them
+    (as the repeated-call close does); with none it says the turn has no answer. The first empty reply is a redo."""
+    state = drift.note_calls(drift.start("List the files"), [("list_dir", {"path": "."}, "c1", LISTING)])
+    state = drift.note_results(state, [(True, False, LISTING)])
+    state, verdict = drift.after_reply(state, "", [])
+    assert verdict.action == "redo"
+    _, verdict = drift.after_reply(state, "  ", [])
+    assert (verdict.action, verdict.tag, verdict.outcome) == ("close", "empty-step", "degraded")
+    assert verdict.text.startswith("The model replied with neither text nor a tool call twice")
+    assert 'What list_dir({"path": "."}) returned (c1):' in verdict.text and "> notes.txt\t6 bytes" in verdict.text
+    bare, _ = drift.after_reply(drift.start("What is it?"), "", [])
+    _, verdict = drift.after_reply(bare, "", [])
+    assert verdict.action == "close" and verdict.text.endswith("the turn ends without an answer.")
