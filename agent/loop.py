@@ -9,7 +9,9 @@
    the updated profile is written;
 3. the step's tool calls run (concurrently; results appended in call order, each whole result as an
    evidence body and what the request carries as its tool result); a step with no call ends the turn;
-4. the TurnCard closes the turn; ``turn_finished`` lets the probe run in the idle time.
+4. the TurnCard closes the turn; ``turn_finished`` lets the probe run in the idle time. A typed error mid-turn
+   (a provider's 4xx/5xx or timeout after its retries, the server gone, an actor or the ledger) closes the
+   turn ``failed`` with a ``turn.failed`` activity naming it, then propagates.
 
 The turn rules (:mod:`agent.turnrules` over :mod:`context.drift`) run at three points: card calls are
 gated before they run (freshness, topic mismatch), a step's results and acks are folded in after (an
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -53,7 +56,9 @@ from events.payloads import (
     TurnTail,
     Usage,
 )
-from vak.errors import ContextOverflow, RequestTooLarge, ToolFailure
+from vak.errors import ContextOverflow, RequestTooLarge, ToolFailure, VakError
+
+log = logging.getLogger("vak.loop")
 
 MAX_EXTENSIONS = 2  # continuations of a reply cut inside a call
 # Calls run per step; the rest get a short error result. A small model can emit dozens of identical calls in
@@ -151,8 +156,26 @@ class TurnLoop:
             if self.turn_open:  # the card records why the turn has no answer; shielded from the cancel itself
                 await asyncio.shield(self._close_cancelled(directive))
             raise
+        except VakError as exc:  # a provider, server, actor or ledger failure mid-turn: typed, and raised
+            if self.turn_open:
+                await self._close_failed(directive, exc)
+            raise
         finally:
             await self.services.turn_finished()
+
+    async def _close_failed(self, directive: str, exc: VakError) -> None:
+        """The turn's card records the failure (a ``turn.failed`` activity names the error), so the session
+        stays whole and the next turn starts clean; everything the turn appended before it stays. A failure
+        to write that (the ledger itself is what failed) leaves the original error to propagate."""
+        try:
+            # Provider errors are redacted by their adapter before they are raised: no key reaches this text.
+            await self.services.append([Activity(activity="turn.failed", detail={
+                "error": type(exc).__name__, "why": str(exc)[:4_000]})])
+            self.rules.finish(directive, "", self.clock())
+            await self.services.close_turn("failed")
+            self.turn_open = False
+        except VakError:
+            log.warning("turn %s failed (%s) and its close could not be written", directive[:60], type(exc).__name__)
 
     async def _close_cancelled(self, directive: str) -> None:
         await self.services.append([Activity(activity="turn.cancelled", detail={})])

@@ -11,11 +11,12 @@ import argparse
 import asyncio
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from farm.cli_checks import MAX_TOKENS, bounded_int, check_ledger_folder
-from vak.errors import InvalidInput
+from vak.errors import ActorError, InvalidInput, ModelServerError, ProviderError
 from vak.names import check_name
 
 DEFAULT_LEDGER = Path("vak-data") / "ledger"
@@ -116,16 +117,29 @@ def run_chat(args: argparse.Namespace) -> int:
         streamer = Streamer()
         async with _live(args, ledger, session, workspace, streamer) as live:
             print(live.describe_profile(), flush=True)
-            while True:
-                try:
-                    line = await asyncio.to_thread(input, "you> ")
-                except EOFError:
-                    print(file=sys.stdout)
-                    return 0
-                if line.strip() in ("/quit", "/exit"):
-                    return 0
-                if not line.strip():
-                    continue
-                _print_answer(await live.turn(line), streamer)
+            return await chat_loop(live, lambda: asyncio.to_thread(input, "you> "), streamer)
 
     return asyncio.run(go())
+
+
+async def chat_loop(live: Any, read_line: Callable[[], Awaitable[str]], streamer: Streamer) -> int:
+    """A turn per line until EOF or ``/quit``. A turn that fails on the model's side (the provider's error
+    after its retries, the server gone) is reported and the session goes on: the loop has already closed
+    that turn ``failed`` in the ledger, with the error named."""
+    while True:
+        try:
+            line = await read_line()
+        except EOFError:
+            print(file=sys.stdout)
+            return 0
+        if line.strip() in ("/quit", "/exit"):
+            return 0
+        if not line.strip():
+            continue
+        try:
+            report = await live.turn(line)
+        except (ProviderError, ModelServerError, ActorError) as exc:
+            print(f"\nvak: this turn failed: {exc}\n  It is in the session as a failed turn. Ask again, or /quit "
+                  "and check the model server.", flush=True)
+            continue
+        _print_answer(report, streamer)

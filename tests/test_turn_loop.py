@@ -485,3 +485,44 @@ async def test_a_repeat_after_a_world_changing_call_runs_again(tmp_path: Path, w
         listed = [r.is_error for r in _payloads(store, "tool_result") if r.tool_name == "list_dir"]
         rules = [a.activity for a in _payloads(store, "activity") if a.activity.startswith("rule.")]
     assert listed == [False, False, False] and rules == [] and report.outcome == "completed"
+
+
+def _timeout(_body: dict[str, Any], _n: int) -> tuple[int, dict[str, Any]]:
+    raise httpx.ReadTimeout("timed out")
+
+
+@pytest.mark.parametrize(("failure", "error"), [
+    (lambda _b, _n: (500, {"error": {"message": "upstream exploded", "type": "server_error"}}), "RetryableProviderError"),
+    (lambda _b, _n: (429, {"error": {"message": "slow down", "type": "rate_limit_error"}}), "RetryableProviderError"),
+    (lambda _b, _n: (400, {"error": {"message": "bad field", "type": "invalid_request_error"}}), "ProviderRequestError"),
+    (_timeout, "RetryableProviderError"),
+])
+async def test_a_provider_failure_mid_turn_is_raised_typed_and_the_turn_closes_failed(
+        tmp_path: Path, workspace: Workspace, failure: Reply, error: str) -> None:
+    """A provider error at step 2 (500, 429, 400 after the adapter's retries, or a timeout) propagates as the
+    typed error; the ledger keeps step 1, its call and result, and closes the turn with a ``turn.failed``
+    activity naming the error and a TurnCard "failed". The next turn on the same loop runs normally and its
+    request carries the failed turn, every tool_use with its result."""
+    import vak.errors as errors
+    from context.render import api_problems, render_turn
+    from context.turns import TurnIndex
+    from farm.report import evidence_infos
+
+    script = Scripted([fixed(completion(calls=[("read_file", {"path": "notes.txt"})])), failure,
+                       fixed(completion("The notes list alpha, beta and gamma."))])
+    with LedgerStore(tmp_path / "ledger") as store:
+        loop = _loop(store, script, workspace)
+        with pytest.raises(getattr(errors, error)):
+            await loop.run("What do the notes say?")
+        failed = [a for a in _payloads(store, "activity") if a.activity == "turn.failed"]
+        results = _payloads(store, "tool_result")
+        report = await loop.run("Say it again.")
+        cards = _payloads(store, "turn_card")
+        turn = TurnIndex.build(store.chain_to_root(store.head("s1") or "")).turn(1)
+        messages = render_turn(turn, evidence_infos(store, turn))
+    assert [f.detail["error"] for f in failed] == [error] and failed[0].detail["why"]
+    assert len(results) == 1 and "alpha" in results[0].content
+    assert [c.outcome for c in cards] == ["failed", "completed"]
+    assert report.outcome == "completed" and len(script.bodies) == 3
+    assert any("What do the notes say?" in json.dumps(m) for m in script.bodies[2]["messages"])
+    assert api_problems(messages) == []
