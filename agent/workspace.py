@@ -4,32 +4,44 @@ The user names the folder; every path a model passes is resolved inside it, syml
 anything that lands outside is refused with a :class:`~vak.errors.ToolFailure` the turn loop returns
 to the model as an error result (never an exception out of the loop). The tools are read-only.
 
-A result is plain text of any size: the evidence layer (``context/evidence.py``) windows or digests
-it and keeps the whole body recallable, so nothing here truncates what it read. Each tool declares
+A result is plain text: the evidence layer (``context/evidence.py``) windows or digests it and keeps
+the whole body recallable, so nothing here cuts what it read. Three bounds say so when they apply, as
+error results the model repairs from: ``read_file`` refuses a file over ``READ_FILE_LIMIT`` (64 MiB; grep
+finds its lines), ``grep`` stops collecting past ``GREP_OUTPUT_LIMIT`` (8 MiB of matches; the result
+says where), and its search runs in a child process killed after ``GREP_TIMEOUT_S`` (a model-written
+pattern can backtrack for hours, and Python's re has no time limit: ``agent.grep_search``). Each tool declares
 ``observes=True`` because it reads the world as it is now (the freshness check counts on that
 declaration, never on a tool's name).
 """
 
 from __future__ import annotations
 
-import fnmatch
+import json
 import os
 import re
 import stat
-from collections.abc import Callable, Iterator, Mapping
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.grep_search import BINARY_SNIFF, GREP_FILE_LIMIT, GREP_OUTPUT_LIMIT
 from context.messages import ToolSpec
 from vak.errors import ToolFailure
 
-# A pattern longer than this is refused: Python's re has no time limit, and a model-written regex
-# is not trusted input. Files larger than GREP_FILE_LIMIT are named as skipped, not silently dropped.
+# A pattern longer than this is refused: a model-written regex is not trusted input (and the search runs
+# in a child process killed after GREP_TIMEOUT_S, since Python's re has no time limit: agent.grep_search).
 MAX_PATTERN_CHARS = 512
-GREP_FILE_LIMIT = 8 * 1024 * 1024
-# Sniffing this many bytes for NUL tells a binary file from text, as git and grep do.
-BINARY_SNIFF = 8192
+GREP_TIMEOUT_S = 30.0
+# read_file refuses a file larger than this: the whole body is stored as evidence and must stay well under
+# the ledger's blob limit; grep finds the lines of a larger file.
+READ_FILE_LIMIT = 64 * 1024 * 1024
+_PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # where ``python -m agent.grep_search`` imports from
+
+__all__ = ["BINARY_SNIFF", "GREP_FILE_LIMIT", "GREP_OUTPUT_LIMIT", "GREP_TIMEOUT_S", "MAX_PATTERN_CHARS",
+           "READ_FILE_LIMIT", "TOOLS", "Workspace", "WorkspaceTool"]
 
 
 @dataclass(frozen=True)
@@ -72,7 +84,8 @@ TOOLS: tuple[WorkspaceTool, ...] = (
 class Workspace:
     """One folder the tools may read. Paths resolve inside it or the call fails."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, grep_timeout_s: float = GREP_TIMEOUT_S,
+                 grep_output_limit: int = GREP_OUTPUT_LIMIT) -> None:
         try:
             resolved = Path(root).resolve(strict=True)
         except (OSError, RuntimeError) as exc:
@@ -81,6 +94,7 @@ class Workspace:
         if not resolved.is_dir():
             raise ToolFailure("workspace", f"the workspace {str(root)!r} is not a folder; pass a folder")
         self.root = resolved
+        self.grep_timeout_s, self.grep_output_limit = grep_timeout_s, grep_output_limit
         self._calls: dict[str, Callable[[Mapping[str, Any]], str]] = {
             "read_file": self._read_file, "list_dir": self._list_dir, "grep": self._grep,
         }
@@ -143,8 +157,12 @@ class Workspace:
         except OSError as exc:
             raise ToolFailure(tool, f"cannot open {self._relative(real)!r}: {exc.strerror}") from exc
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
                 raise ToolFailure(tool, f"{self._relative(real)!r} is not a regular file; use list_dir for folders")
+            if info.st_size > READ_FILE_LIMIT:
+                raise ToolFailure(tool, f"{self._relative(real)!r} is {info.st_size:,} bytes, over the "
+                                  f"{READ_FILE_LIMIT:,}-byte read limit; use grep to find the lines you need")
             chunks = []
             while chunk := os.read(fd, 1 << 20):
                 chunks.append(chunk)
@@ -174,7 +192,7 @@ class Workspace:
         if len(pattern) > MAX_PATTERN_CHARS:
             raise ToolFailure("grep", f"'pattern' is {len(pattern)} chars; keep it under {MAX_PATTERN_CHARS}")
         try:
-            regex = re.compile(pattern)
+            re.compile(pattern)  # a bad pattern is said here, in this process
         except re.error as exc:
             raise ToolFailure("grep", f"'pattern' is not a valid regular expression: {exc}") from exc
         name_glob = args.get("glob")
@@ -183,47 +201,35 @@ class Workspace:
         start = self.resolve("grep", args.get("path", "."))
         if not start.exists():
             raise ToolFailure("grep", f"{self._relative(start)!r} does not exist")
-        hits: list[str] = []
-        skipped: list[str] = []
-        for file in self._walk(start):
-            if name_glob and not fnmatch.fnmatch(file.name, name_glob):
-                continue
-            try:
-                size = file.stat().st_size
-                if size > GREP_FILE_LIMIT:
-                    skipped.append(f"{self._relative(file)} ({size:,} bytes)")
-                    continue
-                data = file.read_bytes()
-            except OSError:
-                continue
-            if b"\x00" in data[:BINARY_SNIFF]:
-                continue
-            for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-                if regex.search(line):
-                    hits.append(f"{self._relative(file)}:{n}:{line}")
+        found = self._search(start, pattern, name_glob)
+        hits, skipped = found["hits"], found["skipped"]
         out = "\n".join(hits) + ("\n" if hits else "")
         if not hits:
             out = f"no matches for {pattern!r} under {self._relative(start)}\n"
+        if found["truncated"]:
+            out += (f"[stopped after {len(hits):,} matching lines ({self.grep_output_limit:,} bytes): narrow the "
+                    "pattern, the path or the glob]\n")
         if skipped:
             out += f"[skipped {len(skipped)} files over {GREP_FILE_LIMIT:,} bytes: {', '.join(skipped)}; " \
                    "read_file reads them]\n"
         return out
 
-    def _walk(self, start: Path) -> Iterator[Path]:
-        """Regular files under ``start`` in sorted order, never through a symlink that leaves the root."""
-        if start.is_file():
-            yield start
-            return
-        for dirpath, dirnames, filenames in os.walk(start, followlinks=False):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            for name in sorted(filenames):
-                path = Path(dirpath) / name
-                if path.is_symlink():
-                    real = path.resolve(strict=False)
-                    if real != self.root and self.root not in real.parents:
-                        continue
-                if path.is_file():
-                    yield path
+    def _search(self, start: Path, pattern: str, name_glob: str | None) -> dict[str, Any]:
+        """The search in a child process, killed after ``grep_timeout_s`` (agent.grep_search says why)."""
+        request = json.dumps({"root": str(self.root), "start": str(start), "pattern": pattern, "glob": name_glob,
+                              "limit": self.grep_output_limit})
+        try:
+            done = subprocess.run([sys.executable, "-m", "agent.grep_search"], input=request.encode(),
+                                  capture_output=True, timeout=self.grep_timeout_s, cwd=_PACKAGE_ROOT, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise ToolFailure("grep", f"the search did not finish in {self.grep_timeout_s:g} s and was stopped "
+                              "(a pattern that backtracks, such as nested repeats, or a very large tree); use a "
+                              "simpler pattern, a narrower path or a glob") from exc
+        if done.returncode != 0:
+            why = done.stderr.decode("utf-8", errors="replace").strip().splitlines()[-1:] or ["no output"]
+            raise ToolFailure("grep", f"the search failed: {why[0]}")
+        result: dict[str, Any] = json.loads(done.stdout)
+        return result
 
     def _describe(self, entry: os.DirEntry[str]) -> str:
         """One listing line; a link names its target only when the target is inside the workspace."""

@@ -136,3 +136,37 @@ def test_no_path_reads_outside(tmp_path_factory: pytest.TempPathFactory, parts: 
             continue
         assert "TOP-SECRET" not in out
         assert "secret.txt" not in out
+
+
+def test_a_pattern_that_backtracks_is_stopped_with_a_typed_failure(tmp_path: Path) -> None:
+    """``(a+)+$`` against a line of 40 ``a``s and a ``b`` backtracks for hours in Python's re: the search runs
+    in a child process that is killed at the timeout, and the call fails saying what to change; the next
+    search on the same workspace runs normally."""
+    (tmp_path / "trap.txt").write_text("a" * 40 + "b\nfine line\n")
+    ws = Workspace(tmp_path, grep_timeout_s=1.0)
+    with pytest.raises(ToolFailure, match=r"did not finish in 1 s.*simpler pattern"):
+        ws.call("grep", {"pattern": "(a+)+$"})
+    assert ws.call("grep", {"pattern": "fine"}) == "trap.txt:2:fine line\n"
+
+
+def test_grep_output_over_its_limit_stops_and_says_so(tmp_path: Path) -> None:
+    """Matches past the output limit are not collected: the result says where it stopped and what to narrow;
+    every line it holds is a real match, in order."""
+    (tmp_path / "many.txt").write_text("".join(f"row {i}\n" for i in range(1000)))
+    out = Workspace(tmp_path, grep_output_limit=200).call("grep", {"pattern": "row"})
+    lines = out.splitlines()
+    assert lines[-1].startswith("[stopped after ") and "narrow the pattern" in lines[-1]
+    kept = lines[:-1]
+    assert kept == [f"many.txt:{i + 1}:row {i}" for i in range(len(kept))] and 0 < len(kept) < 1000
+    assert sum(len(k) + 1 for k in kept) <= 200
+
+
+def test_read_file_refuses_a_file_over_its_limit(tmp_path: Path) -> None:
+    """A file over READ_FILE_LIMIT (a sparse one here: no disk used) is refused before it is read, naming its
+    size and pointing to grep."""
+    from agent.workspace import READ_FILE_LIMIT
+
+    with open(tmp_path / "huge.txt", "wb") as f:
+        f.truncate(READ_FILE_LIMIT + 1)
+    with pytest.raises(ToolFailure, match=rf"{READ_FILE_LIMIT + 1:,} bytes, over the .* use grep"):
+        Workspace(tmp_path).call("read_file", {"path": "huge.txt"})
