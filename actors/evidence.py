@@ -29,7 +29,7 @@ from events.payloads import EvidenceBody, ReadingKey, ToolResult
 from storage.cardindex import CardIndex, embedder_from_config
 from storage.ledger import LedgerStore
 from vak.config import VakConfig
-from vak.errors import InvalidInput, VakError
+from vak.errors import InvalidInput, InvalidUtf8, VakError
 
 
 def _add_entries(index: TurnIndex, entries: Sequence[StoredEntry]) -> None:
@@ -108,7 +108,10 @@ class EvidenceActor:
         media_type: str = "text/plain",
     ) -> dict[str, Any]:
         """Append the whole result as an evidence body, then the tool_result the request carries."""
-        blob = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+        try:
+            blob = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+        except UnicodeEncodeError as exc:  # a lone surrogate (an OS name that was not UTF-8, passed on as str)
+            raise InvalidUtf8(f"the result of {tool_name} ({tool_use_id})", f"lone surrogate at index {exc.start}") from exc
         text = body_text(blob, "utf-8")
         try:
             blob.decode("utf-8")

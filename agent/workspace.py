@@ -81,6 +81,16 @@ TOOLS: tuple[WorkspaceTool, ...] = (
 )
 
 
+def _displayable(text: str) -> str:
+    """``text`` as valid UTF-8: a file name that is not UTF-8 comes back from the OS with its bad bytes as
+    lone surrogates, which no JSON request and no ledger entry can carry; each bad byte becomes U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return text
+
+
 class Workspace:
     """One folder the tools may read. Paths resolve inside it or the call fails."""
 
@@ -110,7 +120,7 @@ class Workspace:
             raise ToolFailure(name, f"no workspace tool named {name!r}; the tools are {', '.join(self._calls)}")
         if not isinstance(arguments, Mapping):
             raise ToolFailure(name, "the arguments must be a JSON object")
-        return fn(arguments)
+        return _displayable(fn(arguments))
 
     # ------------------------------------------------------------ paths
 

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.workspace import GREP_FILE_LIMIT, MAX_PATTERN_CHARS, TOOLS, Workspace
+from events.payloads import Directive
 from vak.errors import ToolFailure
 
 
@@ -170,3 +171,32 @@ def test_read_file_refuses_a_file_over_its_limit(tmp_path: Path) -> None:
         f.truncate(READ_FILE_LIMIT + 1)
     with pytest.raises(ToolFailure, match=rf"{READ_FILE_LIMIT + 1:,} bytes, over the .* use grep"):
         Workspace(tmp_path).call("read_file", {"path": "huge.txt"})
+
+
+def test_a_file_name_that_is_not_utf8_is_listed_and_grepped_as_valid_text(tmp_path: Path) -> None:
+    """A name with a byte that is not UTF-8 (the OS hands it over as a lone surrogate) comes back with U+FFFD in
+    its place from list_dir and grep, so the result can be sent and stored; nothing else in it changes."""
+    with open(os.path.join(os.fsencode(tmp_path), b"bad\xffname.txt"), "wb") as f:
+        f.write(b"caf\xc3\xa9 \xfe hello\n")
+    ws = Workspace(tmp_path)
+    for out in (ws.call("list_dir", {}), ws.call("grep", {"pattern": "hello"})):
+        out.encode("utf-8")  # raises on a lone surrogate
+        assert "bad\ufffdname.txt" in out
+    assert ws.call("grep", {"pattern": "hello"}) == "bad\ufffdname.txt:1:caf\u00e9 \ufffd hello\n"
+
+
+async def test_a_result_with_a_lone_surrogate_is_a_typed_error_and_writes_nothing(tmp_path: Path) -> None:
+    """A tool result that cannot be UTF-8 (a str holding a lone surrogate, from an executor that did not clean
+    an OS name) is refused by the evidence store with InvalidUtf8 naming the call, before anything is
+    appended."""
+    from actors.local_services import InProcessServices
+    from storage.ledger import LedgerStore
+    from vak.errors import InvalidUtf8
+
+    with LedgerStore(tmp_path / "ledger") as store:
+        services = InProcessServices(store, "s1")
+        await services.append([Directive(text="list it")])
+        before = len(store.entries("s1"))
+        with pytest.raises(InvalidUtf8, match=r"the result of list_dir \(call_1\)"):
+            await services.store_result("call_1", "list_dir", "bad\udcffname.txt", False)
+        assert len(store.entries("s1")) == before
