@@ -126,7 +126,8 @@ def overflow_error(
 
 
 def parse_json_arguments(raw: Any) -> tuple[dict[str, Any], str]:
-    """Tool-call arguments as (dict, the raw string). Malformed JSON gives ``{}`` and keeps the raw text."""
+    """Tool-call arguments as (dict, the raw string). Malformed JSON (or JSON nested too deep to decode)
+    gives ``{}`` and keeps the raw text."""
     if isinstance(raw, dict):
         return raw, json.dumps(raw, ensure_ascii=False)
     if not isinstance(raw, str):
@@ -135,7 +136,7 @@ def parse_json_arguments(raw: Any) -> tuple[dict[str, Any], str]:
         return {}, raw
     try:
         value = json.loads(raw)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # nesting too deep to decode is malformed too
         return {}, raw
     return (value if isinstance(value, dict) else {}), raw
 

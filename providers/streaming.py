@@ -45,6 +45,12 @@ class StreamAssembler:
             return ""
         try:
             chunk = json.loads(data)
+        except RecursionError:
+            raise ProviderRequestError(
+                f"{self.provider}: a streamed chunk is JSON nested too deep to decode; check that the server "
+                "speaks OpenAI-compatible streaming, or send the request without streaming.",
+                provider=self.provider,
+            ) from None
         except json.JSONDecodeError as exc:
             raise ProviderRequestError(
                 f"{self.provider}: a streamed chunk is not JSON ({exc.msg} at {exc.pos}); check that the server "

@@ -160,6 +160,16 @@ def test_malformed_tool_arguments_keep_the_raw_text() -> None:
     assert result.tool_calls[0].arguments == {} and result.tool_calls[0].raw_arguments == '{"location": "Bos'
 
 
+def test_tool_arguments_nested_too_deep_to_decode_are_malformed_not_a_crash() -> None:
+    """Arguments nested 100,000 deep (json.loads raises RecursionError) parse as ``{}`` with the raw text kept,
+    like any other malformed arguments; the loop then answers the call with its schema error."""
+    deep = '{"a":' * 100_000 + "1" + "}" * 100_000
+    reply = body("openai_compat", "openai_chat_tool_call")
+    reply["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = deep
+    result = OpenAICompatProvider(httpx.AsyncClient(), base_url=LOCAL).parse(reply, latency_ms=0)
+    assert result.tool_calls[0].arguments == {} and result.tool_calls[0].raw_arguments == deep
+
+
 def test_reasoning_content_becomes_thinking() -> None:
     reply = body("openai_compat", "llamacpp_chat_repeat")
     reply["choices"][0]["message"]["reasoning_content"] = "let me think"

@@ -148,6 +148,15 @@ async def test_a_malformed_chunk_is_a_typed_error(bad: str) -> None:
             await p.complete_streaming(REQUEST, lambda _t: None)
 
 
+async def test_a_chunk_nested_too_deep_to_decode_is_a_typed_error() -> None:
+    """A chunk nested 100,000 deep (json.loads raises RecursionError) ends the call with ProviderRequestError."""
+    body = b"data: " + b"[" * 100_000 + b"]" * 100_000 + b"\n\n"
+    p, client = provider(streamed(body))
+    async with client:
+        with pytest.raises(ProviderRequestError, match="nested too deep"):
+            await p.complete_streaming(REQUEST, lambda _t: None)
+
+
 def test_the_assembler_survives_odd_chunks() -> None:
     """Chunks with no choices, non-dict deltas, an index-less call and a huge delta assemble without error."""
     a = StreamAssembler("t")
