@@ -44,7 +44,7 @@ from context.cards import default_library
 from context.drift import PriorTurn, Verdict
 from context.messages import ChatRequest, ChatResult, Message, ToolSpec
 from context.surface import Surface, find_tools_result, parse_find_tools_args
-from context.toolcalls import ParsedCall, ends_inside_call, native_calls, parse_tool_calls
+from context.toolcalls import ParsedCall, bounded, ends_inside_call, native_calls, parse_tool_calls
 from events.payloads import (
     Activity,
     AssistantStep,
@@ -295,7 +295,7 @@ class TurnLoop:
             calls = list(native_calls((tc.name, tc.arguments) for tc in result.tool_calls))
         else:
             calls = [c for c in parse_tool_calls(result.text, self._tool_names()) if c.name and c.complete]
-        return distinct_calls(calls)
+        return distinct_calls([bounded(c) for c in calls])
 
     async def _record_step(self, result: ChatResult, calls: Sequence[ParsedCall], call_ids: Sequence[str],
                            assembled: Assembled) -> str:

@@ -69,6 +69,32 @@ class ParsedCall:
         return any(isinstance(v, str) and v.strip() == value for v in self.arguments.values())
 
 
+# Arguments nested deeper than this are not arguments any tool takes: a model looping on brackets. They
+# count as malformed (None), so the call gets its schema error and the step can still be stored (pydantic
+# refuses to serialise past ~250 levels, and the ledger would refuse the step).
+MAX_ARGUMENT_DEPTH = 32
+
+
+def nesting_depth(value: Any) -> int:
+    """How deep lists and dicts nest in ``value`` (a scalar is 0), without recursion."""
+    depth, level = 0, [value]
+    while level:
+        nested = [v for item in level if isinstance(item, dict | list | tuple)
+                  for v in (item.values() if isinstance(item, dict) else item)]
+        if not any(isinstance(item, dict | list | tuple) for item in level):
+            break
+        depth += 1
+        level = nested
+    return depth
+
+
+def bounded(call: ParsedCall, limit: int = MAX_ARGUMENT_DEPTH) -> ParsedCall:
+    """``call`` with its arguments set to None (malformed) when they nest deeper than ``limit``."""
+    if call.arguments is None or nesting_depth(call.arguments) <= limit:
+        return call
+    return ParsedCall(call.name, None, call.wrapping, call.complete)
+
+
 def native_calls(calls: Iterable[tuple[str, dict[str, Any] | None]]) -> tuple[ParsedCall, ...]:
     """Calls a provider parsed itself (``(name, arguments)`` pairs) as ``ParsedCall``s."""
     return tuple(ParsedCall(name, args if isinstance(args, dict) else None, "native") for name, args in calls)

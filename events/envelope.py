@@ -238,7 +238,12 @@ class Mapper:
             data = canonical.encode_plain_object({k: values[k] for k in keys})
         if data is None:
             # JSON-mode dumps have string keys only, so the fast canonical path applies.
-            data = canonical.encode_str_keyed(model.model_dump(mode="json"))
+            try:
+                dumped = model.model_dump(mode="json")
+            except (ValueError, RecursionError) as exc:  # pydantic stops at ~250 levels of nesting
+                raise InvalidPayload(f"{kind} payload cannot be serialised ({exc}); values nested this deep "
+                                     "cannot be stored: flatten them, or store them as an evidence blob") from exc
+            data = canonical.encode_str_keyed(dumped)
         if len(data) > self.limits.max_payload_bytes:
             raise OversizeEntry("payload", len(data), self.limits.max_payload_bytes)
         return kind, data

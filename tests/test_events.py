@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from events import canonical
@@ -73,3 +75,16 @@ def test_newer_version_than_this_code_is_refused_clearly() -> None:
 def test_adapter_is_one_discriminated_union() -> None:
     got = PAYLOAD_ADAPTER.validate_python({"kind": "intent_note", "text": "plan"})
     assert type(got).__name__ == "IntentNote"
+
+
+def test_a_payload_nested_past_what_pydantic_serialises_is_invalid_payload() -> None:
+    """An assistant step whose tool input nests 300 levels (pydantic stops at ~250) is refused as InvalidPayload
+    saying what to do, not a ValueError from the serialiser."""
+    from events.payloads import AssistantStep, ToolUseBlock
+
+    deep: Any = 1
+    for _ in range(300):
+        deep = {"d": deep}
+    step = AssistantStep(blocks=(ToolUseBlock(id="c1", name="t", input={"x": deep}),), model="m", provider="p")
+    with pytest.raises(InvalidPayload, match="nested this deep"):
+        Mapper().encode_payload(step)

@@ -138,3 +138,24 @@ def test_what_the_demo_saw() -> None:
     assert parse_tool_calls("a" * 200 + 'probe_ack {"ack": "353af5"}', ["probe_ack"]) == ()
     assert parse_tool_calls('probe_ack {"name": "probe_ack", "arguments": {"ack": "1"}}', ["probe_ack"]) == (
         ParsedCall("probe_ack", {"ack": "1"}, "bare_json"),)  # a JSON-shaped call keeps its own reading
+
+
+def _nest(depth: int) -> Any:
+    value: Any = 1
+    for i in range(depth):
+        value = {"a": value} if i % 2 else [value]
+    return value
+
+
+@settings(max_examples=100, deadline=None)
+@given(depth=st.integers(0, 80))
+def test_nesting_depth_counts_levels_and_bounded_drops_arguments_past_the_limit(depth: int) -> None:
+    """Property: ``nesting_depth`` of a value nested ``depth`` times is ``depth``; ``bounded`` keeps arguments up
+    to MAX_ARGUMENT_DEPTH and turns deeper ones into None (malformed), keeping the name and wrapping."""
+    from context.toolcalls import MAX_ARGUMENT_DEPTH, bounded, nesting_depth
+
+    assert nesting_depth(_nest(depth)) == depth
+    args = {"x": _nest(max(depth - 1, 0))}
+    call = bounded(ParsedCall("read_file", args, "native"))
+    assert call.name == "read_file" and call.wrapping == "native"
+    assert call.arguments == (args if nesting_depth(args) <= MAX_ARGUMENT_DEPTH else None)

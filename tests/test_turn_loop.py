@@ -526,3 +526,21 @@ async def test_a_provider_failure_mid_turn_is_raised_typed_and_the_turn_closes_f
     assert report.outcome == "completed" and len(script.bodies) == 3
     assert any("What do the notes say?" in json.dumps(m) for m in script.bodies[2]["messages"])
     assert api_problems(messages) == []
+
+
+async def test_arguments_nested_too_deep_get_a_schema_error_and_the_turn_goes_on(
+        tmp_path: Path, workspace: Workspace) -> None:
+    """A native call whose arguments nest 300 levels (decodable, but past what any tool takes and what pydantic
+    serialises) is stored with empty input and answered with the schema error; the next step answers."""
+    deep: Any = "x"
+    for _ in range(300):
+        deep = {"d": deep}
+    script = Scripted([fixed(completion(calls=[("read_file", {"path": deep})])),
+                       fixed(completion("I could not read it."))])
+    with LedgerStore(tmp_path / "ledger") as store:
+        report = await _loop(store, script, workspace).run("Read the notes.")
+        steps = _payloads(store, "assistant_step")
+        results = _payloads(store, "tool_result")
+    assert report.outcome == "completed" and report.answer == "I could not read it."
+    assert steps[0].blocks[0].type == "tool_use" and steps[0].blocks[0].input == {}
+    assert len(results) == 1 and results[0].is_error and "must be a JSON object" in results[0].content
