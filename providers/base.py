@@ -309,10 +309,23 @@ class Provider(ABC):
                 "Check that base_url points at the provider's API.",
                 provider=self.name,
             )
-        result = self.parse(reply, latency_ms=latency_ms)
+        result = self.parse_checked(reply, latency_ms)
         if not result.model:
             result = result.model_copy(update={"model": request.model})
         return self._redact_result(result)
+
+    def parse_checked(self, reply: dict[str, Any], latency_ms: float) -> ChatResult:
+        """``parse``, with a body whose fields have the wrong types (a list where the API documents an
+        object, ``null`` for a message) translated to ProviderRequestError at this edge."""
+        try:
+            return self.parse(reply, latency_ms=latency_ms)
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+            raise ProviderRequestError(
+                f"{self.name}: the reply from {self.chat_path} does not have the documented shape "
+                f"({type(exc).__name__}: {str(exc)[:200]}). Check that base_url points at the provider's API "
+                "and that the server speaks this provider's protocol.",
+                provider=self.name,
+            ) from exc
 
     async def complete_streaming(self, request: ChatRequest, on_text: Callable[[str], None]) -> ChatResult:
         """``complete``, showing the answer's text through ``on_text`` as it arrives. Adapters that cannot

@@ -216,7 +216,7 @@ class OpenAICompatProvider(Provider):
         rest = shown.finish()
         if rest:
             on_text(rest)
-        result = self.parse(self._redactor.value(assembled.body()), latency_ms=(time.perf_counter() - start) * 1000)
+        result = self.parse_checked(self._redactor.value(assembled.body()), (time.perf_counter() - start) * 1000)
         if not result.model:
             result = result.model_copy(update={"model": request.model})
         return self._redact_result(result)

@@ -95,3 +95,47 @@ async def test_a_transport_failure_is_raised_from_the_httpx_error_on_both_paths(
         error: Any = await error_of(FAILURES[failure][0], streaming=streaming)
         assert isinstance(error.__cause__, httpx.TransportError)
         assert "POST /chat/completions" in str(error)
+
+
+# Bodies that are JSON objects but not the documented shape: a field of the wrong type where the adapter
+# looks inside it (a string for a list, null for an object, a list of non-objects).
+MISSHAPEN = [
+    {"choices": [{"message": {"role": "assistant", "tool_calls": "oops"}}]},
+    {"choices": [{"message": {"role": "assistant", "tool_calls": [None, 5]}}]},
+    {"choices": [None]},
+    {"content": "x"},
+    {"content": [None]},
+    {"candidates": [{"content": "x"}]},
+    {"candidates": ["x"]},
+    {"message": "x"},
+    {"output": ["x"]},
+    {"output": [{"type": "message", "content": "x"}]},
+    {"usage": "x", "choices": [], "content": [], "candidates": [], "output": []},
+]
+
+
+def _adapters(client: httpx.AsyncClient) -> list[Any]:
+    from providers.anthropic import AnthropicProvider
+    from providers.gemini import GeminiProvider
+    from providers.ollama import OllamaProvider
+    from providers.openai_responses import OpenAIResponsesProvider
+
+    retry = RetryPolicy(attempts=1, sleep=_no_wait)
+    base = "http://127.0.0.1:9"
+    return [OpenAICompatProvider(client, base_url=f"{base}/v1", api_key=KEY, retry=retry),
+            AnthropicProvider(client, base_url=base, api_key=KEY, retry=retry),
+            GeminiProvider(client, base_url=base, api_key=KEY, retry=retry),
+            OllamaProvider(client, base_url=base, retry=retry),
+            OpenAIResponsesProvider(client, base_url=f"{base}/v1", api_key=KEY, retry=retry)]
+
+
+@pytest.mark.parametrize("reply", MISSHAPEN)
+async def test_a_reply_of_the_wrong_shape_is_a_typed_error_from_every_adapter(reply: dict[str, Any]) -> None:
+    """Whatever an adapter finds where the API documents something else, ``complete`` either parses it or
+    raises ProviderRequestError naming the shape problem and what to check: never AttributeError/TypeError."""
+    async with httpx.AsyncClient(transport=httpx.MockTransport(lambda _r: httpx.Response(200, json=reply))) as client:
+        for provider in _adapters(client):
+            try:
+                await provider.complete(REQUEST)
+            except ProviderRequestError as exc:
+                assert "does not have the documented shape" in str(exc) and "base_url" in str(exc)
