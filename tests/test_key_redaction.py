@@ -565,3 +565,44 @@ async def test_key_echoed_in_a_catalogue_reply_stays_out_of_model_context(name: 
     async with httpx.AsyncClient(transport=httpx.MockTransport(reply)) as client:
         context = await adapter(name, client).model_context("m")
     assert not reveals(repr(context)) and not reveals(context.model_dump_json())
+
+
+# ---------------------------------------------------------------- the turn loop's failed turn
+
+
+@pytest.mark.parametrize("encoding", sorted(ENCODINGS))
+async def test_a_turn_failed_by_an_error_echoing_the_key_records_no_trace_of_it(
+        encoding: str, tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """A 500 echoing the key fails the turn mid-way: the ``turn.failed`` activity, the TurnCard and every
+    other entry's payload and blob in the ledger hold no form of the key, nor does the log."""
+    from actors.local_services import InProcessServices
+    from agent.loop import TurnConfig, TurnLoop
+    from agent.workspace import TOOLS as WORKSPACE_TOOLS
+    from agent.workspace import Workspace
+    from context.assemble import system_prompt
+    from context.capacity import CapacityProfile, Ewma, Horizon
+    from context.surface import Surface, ToolDecl
+    from storage.ledger import LedgerStore
+    from vak.errors import RetryableProviderError
+
+    caplog.set_level(logging.DEBUG)
+    text = wire_text(error_body("chat", 500, "message"), ENCODINGS[encoding])
+    (tmp_path / "ws").mkdir()
+    surface = Surface.build([ToolDecl(t.spec, always_loaded=True, observes=t.observes) for t in WORKSPACE_TOOLS])
+    config = TurnConfig(model="m", provider="openai-compat", system=system_prompt(surface.catalogue()),
+                        surface=surface, max_steps=2, max_tokens=16)
+    profile = CapacityProfile(ProfileKey("openai-compat", "m"), 32_768, Horizon(16_000, 0.9, 0.0), Ewma(0.25, 3), 256)
+    with LedgerStore(tmp_path / "ledger") as store:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(
+                lambda _r: httpx.Response(500, content=text.encode()))) as client:
+            loop = TurnLoop(InProcessServices(store, "s1"), adapter("openai-compat", client), profile, config,
+                            workspace=Workspace(tmp_path / "ws"), clock=lambda: 1_764_504_000.0)
+            with pytest.raises(RetryableProviderError):
+                await loop.run("hello")
+        entries = store.entries("s1")
+        kinds = [e.kind for e in entries]
+        recorded = [e.payload.decode("utf-8") for e in entries]
+        recorded += [e.blob.decode("utf-8", errors="replace") for e in entries if e.blob is not None]
+    assert "turn_card" in kinds and any('"turn.failed"' in r for r in recorded)
+    leaked = [r[:80] for r in recorded if reveals(r)] + [r.name for r in caplog.records if reveals(r.getMessage())]
+    assert not leaked, f"the canary key leaked into {leaked}"
