@@ -160,8 +160,9 @@ class Workspace:
 
     def _read_bytes(self, tool: str, real: Path) -> bytes:
         try:
-            # O_NOFOLLOW: the path was resolved already, so a link swapped in since is refused.
-            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW)
+            # O_NOFOLLOW: the path was resolved already, so a link swapped in since is refused. O_NONBLOCK:
+            # opening a FIFO would otherwise wait for a writer forever (it is then refused as not a file).
+            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError as exc:
             raise ToolFailure(tool, f"{self._relative(real)!r} does not exist; list_dir shows what does") from exc
         except OSError as exc:

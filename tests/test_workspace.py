@@ -200,3 +200,15 @@ async def test_a_result_with_a_lone_surrogate_is_a_typed_error_and_writes_nothin
         with pytest.raises(InvalidUtf8, match=r"the result of list_dir \(call_1\)"):
             await services.store_result("call_1", "list_dir", "bad\udcffname.txt", False)
         assert len(store.entries("s1")) == before
+
+
+def test_a_fifo_is_refused_at_once_not_waited_on(tmp_path: Path) -> None:
+    """A named pipe in the workspace (opening it for reading would wait for a writer forever) is refused as
+    not a regular file; grep passes over it; list_dir lists it."""
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "a.txt").write_text("needle\n")
+    ws = Workspace(tmp_path)
+    with pytest.raises(ToolFailure, match="not a regular file"):
+        ws.call("read_file", {"path": "pipe"})
+    assert ws.call("grep", {"pattern": "needle"}) == "a.txt:1:needle\n"
+    assert "pipe" in ws.call("list_dir", {})
