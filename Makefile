@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint nstree bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -20,7 +20,14 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/vak run
 
-lint: $(STAMP)
+# The namespace as installed, as links, for mypy (it cannot follow the editable install's import hook).
+NS_FOLDERS := events storage actors context providers agent farm
+nstree:
+	rm -rf build/ns && mkdir -p build/ns/vak_context
+	for f in vak/*.py; do ln -s ../../../$$f build/ns/vak_context/; done
+	for d in $(NS_FOLDERS); do ln -s ../../../$$d build/ns/vak_context/$$d; done
+
+lint: $(STAMP) nstree
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 

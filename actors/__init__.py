@@ -1,1 +1,1 @@
-"""Ray actors, one per role. Classes are plain; ``actors.factory`` applies ``ray.remote``."""
+"""Ray actors, one per role. Classes are plain; ``vak_context.actors.factory`` applies ``ray.remote``."""

@@ -1,8 +1,8 @@
 """AssemblerActor: the request for each step of a live turn (spec §6, §10 "what each call carries").
 
-A plain class (``actors.factory.assembler_actor`` applies ``ray.remote``). Thin: it keeps each
+A plain class (``vak_context.actors.factory.assembler_actor`` applies ``ray.remote``). Thin: it keeps each
 session's ``SessionView`` current from the ledger, plans at a turn's first step through
-``agent.request.prepare`` (writing the packet summary or the reset the plan needs), and projects.
+``vak_context.agent.request.prepare`` (writing the packet summary or the reset the plan needs), and projects.
 
 **The history is frozen within a turn.** The spec says that within a turn "nothing before the tail
 changes": the older turns are planned once, at the turn's first step, and that plan is kept for every
@@ -18,18 +18,24 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
-from actors.ledger_client import LedgerClient
-from agent.endpoint import EndpointTools, build_tools
-from agent.request import Prepared, SessionView, Summarise, prepare, record_plan
-from agent.steps import Assembled, StepRequest
-from context.assemble import cache_breakpoints, current_turn_messages, prefix_digest, project, request_tokens
-from context.capacity import CapacityProfile, request_chars
-from context.messages import ChatRequest, Message
-from context.planner import Plan
-from context.turns import DEFAULT_TOKENS_PER_CHAR
-from events.envelope import Mapper
-from storage.ledger import LedgerStore
-from vak.errors import InvalidInput
+from vak_context.actors.ledger_client import LedgerClient
+from vak_context.agent.endpoint import EndpointTools, build_tools
+from vak_context.agent.request import Prepared, SessionView, Summarise, prepare, record_plan
+from vak_context.agent.steps import Assembled, StepRequest
+from vak_context.context.assemble import (
+    cache_breakpoints,
+    current_turn_messages,
+    prefix_digest,
+    project,
+    request_tokens,
+)
+from vak_context.context.capacity import CapacityProfile, request_chars
+from vak_context.context.messages import ChatRequest, Message
+from vak_context.context.planner import Plan
+from vak_context.context.turns import DEFAULT_TOKENS_PER_CHAR
+from vak_context.errors import InvalidInput
+from vak_context.events.envelope import Mapper
+from vak_context.storage.ledger import LedgerStore
 
 Count = Callable[[ChatRequest], Awaitable[int]]
 
@@ -50,9 +56,9 @@ def request_budget(profile: CapacityProfile) -> int:
 
 class AssemblerActor:
     """``ledger``: the folder's LedgerActor handle, or a LedgerStore this process holds as its writer.
-    ``summarise`` writes a packet summary when a plan needs one (``agent.summarise.write_packet``
+    ``summarise`` writes a packet summary when a plan needs one (``vak_context.agent.summarise.write_packet``
     bound to a summariser); without it a plan that needs a new summary is an error.
-    ``count`` sizes a request exactly (``providers.tokencount``: the server's own template and
+    ``count`` sizes a request exactly (``vak_context.providers.tokencount``: the server's own template and
     tokenizer); without it the budget check uses ``chars × tokens_per_char``."""
 
     def __init__(self, root: str, ledger: LedgerStore | Any, summarise: Summarise | None = None,
@@ -62,7 +68,7 @@ class AssemblerActor:
         self.ledger = LedgerClient(root, ledger)
         self.count = count
         # Sizes the stable prefix once per digest where no per-request counter is wired (a hosted provider):
-        # ``providers.tokencount.UsageCounter``, a usage-only request (max_tokens 1).
+        # ``vak_context.providers.tokencount.UsageCounter``, a usage-only request (max_tokens 1).
         self.count_prefix = count_prefix
         self.summarise = summarise
         self.tokens_per_char = tokens_per_char
@@ -154,7 +160,7 @@ class AssemblerActor:
         async def no_summariser(_view: SessionView, _plan: Plan) -> list[str]:
             raise InvalidInput(
                 "the plan needs a packet summary and this assembler has no summariser; "
-                "pass summarise= (agent.summarise.write_packet bound to a model)"
+                "pass summarise= (vak_context.agent.summarise.write_packet bound to a model)"
             )
 
         return await prepare(

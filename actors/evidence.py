@@ -1,10 +1,10 @@
 """EvidenceActor: stores tool results, answers recall, serves digests and windows, closes turns.
 
-A plain class (``actors.factory.evidence_actor`` wraps it with ``ray.remote``). Thin: each method
+A plain class (``vak_context.actors.factory.evidence_actor`` wraps it with ``ray.remote``). Thin: each method
 loads state from the ledger, calls the pure functions of ``context/`` and appends what they return.
 It reads and writes through ``LedgerClient``: the folder's LedgerActor handle (its one writer), or a
 LedgerStore the caller opened as the writer. The session's TurnIndex is kept current incrementally from the entries
-appended since it was built; the card index (``storage.cardindex``) gets each turn as it closes.
+appended since it was built; the card index (``vak_context.storage.cardindex``) gets each turn as it closes.
 
 Recall never raises on a bad argument: the model gets a tool error that says how to call it.
 """
@@ -16,20 +16,20 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from actors.ledger_client import LedgerClient
-from actors.session_fold import FoldedSessions
-from agent.carddocs import card_doc, docs_from_ledger
-from agent.presentations import card_results, plan_cards
-from context.evidence import RecallError, body_text, parse_recall_args, select, window
-from context.render import EvidenceInfo, evidence_info, record_text, render_turn
-from context.turncard import Outcome, build_card, render_card
-from context.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
-from events.envelope import Mapper, StoredEntry
-from events.payloads import EvidenceBody, ReadingKey, ToolResult
-from storage.cardindex import CardIndex, embedder_from_config
-from storage.ledger import LedgerStore
-from vak.config import VakConfig
-from vak.errors import InvalidInput, InvalidUtf8, VakError
+from vak_context.actors.ledger_client import LedgerClient
+from vak_context.actors.session_fold import FoldedSessions
+from vak_context.agent.carddocs import card_doc, docs_from_ledger
+from vak_context.agent.presentations import card_results, plan_cards
+from vak_context.config import VakConfig
+from vak_context.context.evidence import RecallError, body_text, parse_recall_args, select, window
+from vak_context.context.render import EvidenceInfo, evidence_info, record_text, render_turn
+from vak_context.context.turncard import Outcome, build_card, render_card
+from vak_context.context.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
+from vak_context.errors import InvalidInput, InvalidUtf8, VakError
+from vak_context.events.envelope import Mapper, StoredEntry
+from vak_context.events.payloads import EvidenceBody, ReadingKey, ToolResult
+from vak_context.storage.cardindex import CardIndex, embedder_from_config
+from vak_context.storage.ledger import LedgerStore
 
 
 def _add_entries(index: TurnIndex, entries: Sequence[StoredEntry]) -> None:
@@ -39,7 +39,7 @@ def _add_entries(index: TurnIndex, entries: Sequence[StoredEntry]) -> None:
 
 class EvidenceActor:
     """``ledger``: the folder's LedgerActor handle, or a LedgerStore this process holds as the folder's
-    writer (``actors.ledger_client``: there is no default, so no second writer is opened by accident). ``tokens_per_char`` is the bound model's, for turn and card sizes.
+    writer (``vak_context.actors.ledger_client``: there is no default, so no second writer is opened by accident). ``tokens_per_char`` is the bound model's, for turn and card sizes.
     ``config`` (default: the operator's file) says whether the card index adds embeddings."""
 
     def __init__(

@@ -13,8 +13,8 @@ from typing import Any
 import blake3
 import ray
 
-from actors.ledger import LedgerActor
-from vak.errors import ActorError
+from vak_context.actors.ledger import LedgerActor
+from vak_context.errors import ActorError
 
 NAMESPACE = "vak"
 LEDGER_THREADS = 64  # concurrent calls a LedgerActor runs; each waiting append holds one thread
@@ -74,7 +74,7 @@ def get_ledger_actor(root: str | os.PathLike[str], *, namespace: str = NAMESPACE
         return ray.get_actor(ledger_actor_name(root), namespace=namespace)
     except ValueError as exc:  # Ray's answer for "no actor of that name"
         raise ActorError(f"no LedgerActor is running for {root} in namespace {namespace!r}: start it with "
-                         "actors.factory.ledger_actor(root), on a Ray cluster this process is connected to") from exc
+                         "vak_context.actors.factory.ledger_actor(root), on a Ray cluster this process is connected to") from exc
 
 
 def evidence_actor_name(root: str | os.PathLike[str]) -> str:
@@ -91,7 +91,7 @@ def evidence_actor(
     one at a time: each reads the session's TurnIndex and appends after it, and the card index has one
     writer.
     """
-    from actors.evidence import EvidenceActor  # imported here: it pulls in the pure engine
+    from vak_context.actors.evidence import EvidenceActor  # imported here: it pulls in the pure engine
 
     root = os.path.realpath(os.fspath(root))
     ledger = _writer(root, ledger, namespace)
@@ -109,9 +109,11 @@ def probe_actor(
     """Get or create the detached ProbeActor that writes probes to the ledger at ``root``.
 
     An async actor holding no CPU: probes wait on the model server, not on this process. ``config``
-    is a ``vak.config.VakConfig``; None loads the operator's file inside the actor.
+    is a ``vak_context.config.VakConfig``; None loads the operator's file inside the actor.
     """
-    from actors.probe import ProbeActor  # imported here: it pulls in the providers and the probe runner
+    from vak_context.actors.probe import (
+        ProbeActor,  # imported here: it pulls in the providers and the probe runner
+    )
 
     root = os.path.realpath(os.fspath(root))
     # A restart loses only in-flight probes; profiles are reread from the ledger.
@@ -133,7 +135,7 @@ def planner_actor(
     ``ledger`` is the folder's LedgerActor handle (the one writer); None gets or creates it. Calls run
     one at a time: each brings the session's view up to date and appends its plan after it.
     """
-    from actors.planner import PlannerActor  # imported here: it pulls in the pure engine
+    from vak_context.actors.planner import PlannerActor  # imported here: it pulls in the pure engine
 
     root = os.path.realpath(os.fspath(root))
     ledger = _writer(root, ledger, namespace)
@@ -151,7 +153,7 @@ def assembler_actor(
     """Get or create the detached AssemblerActor for ``root`` (an async actor: ``assemble`` awaits a
     summariser when a plan needs a packet). ``ledger`` is the folder's LedgerActor handle (None: get or
     create it)."""
-    from actors.assembler import AssemblerActor  # imported here: it pulls in the pure engine
+    from vak_context.actors.assembler import AssemblerActor  # imported here: it pulls in the pure engine
 
     root = os.path.realpath(os.fspath(root))
     ledger = _writer(root, ledger, namespace)

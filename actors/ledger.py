@@ -1,7 +1,7 @@
-"""LedgerActor: the one writer of a ledger folder, as a plain class (wrapped by actors.factory).
+"""LedgerActor: the one writer of a ledger folder, as a plain class (wrapped by vak_context.actors.factory).
 
-It offers the calls of ``storage.contract.Ledger`` with the same result types (``VerifyReport``,
-``LedgerStats``); callers reach it through ``actors.ledger_client.LedgerClient``."""
+It offers the calls of ``vak_context.storage.contract.Ledger`` with the same result types (``VerifyReport``,
+``LedgerStats``); callers reach it through ``vak_context.actors.ledger_client.LedgerClient``."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from events.envelope import StoredEntry
-from storage.contract import LedgerStats, Payload, VerifyReport
-from storage.ledger import LedgerStore
+from vak_context.events.envelope import StoredEntry
+from vak_context.storage.contract import LedgerStats, Payload, VerifyReport
+from vak_context.storage.ledger import LedgerStore
 
 
 class LedgerActor:
     """Owns a LedgerStore. Every method is a thin, blocking call into the store.
 
-    On Ray it is a threaded actor (``actors.factory.ledger_actor``): each call runs in one of the
+    On Ray it is a threaded actor (``vak_context.actors.factory.ledger_actor``): each call runs in one of the
     actor's threads, so concurrent appends share fsyncs through the store's group commit and reads
     that touch the disk never stall them. Plain methods rather than coroutines because an async
     actor costs each call two more thread hand-offs (Ray's thread to the event loop, the event loop
@@ -39,7 +39,7 @@ class LedgerActor:
     def append_batch(
         self, session: str, requests: list[tuple[list[Payload], list[bytes | None] | None]],
     ) -> list[list[str] | BaseException]:
-        """Appends a caller-side client coalesced (actors.ledger_client): one call, one commit,
+        """Appends a caller-side client coalesced (vak_context.actors.ledger_client): one call, one commit,
         written by this call's thread unless another commit is being written; each request's ids,
         or its own error, in order."""
         return self.store.append_many(session, requests)

@@ -1,10 +1,10 @@
 """The one way callers reach a ledger: a LedgerStore this process holds, or the LedgerActor on Ray.
 
-``LedgerClient`` implements ``storage.contract.Ledger`` over either, so the Evidence, Planner,
+``LedgerClient`` implements ``vak_context.storage.contract.Ledger`` over either, so the Evidence, Planner,
 Assembler and Probe actors, the turn loop's Ray wiring and the main job read and append the same
 way whether the folder's single writer is a store they hold or the LedgerActor that owns it.
-Through the actor, each call is one actor call with Ray's errors translated (``actors.ledger_remote``)
-and concurrent appends are coalesced (``actors.append_coalescer``).
+Through the actor, each call is one actor call with Ray's errors translated (``vak_context.actors.ledger_remote``)
+and concurrent appends are coalesced (``vak_context.actors.append_coalescer``).
 
 There is no default: a client never opens a folder by itself, since that would make a second writer
 beside the folder's LedgerActor. Being the writer is an explicit choice: pass ``LedgerStore(root)``.
@@ -17,17 +17,17 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from events.envelope import LedgerLimits, Mapper, StoredEntry
-from storage.contract import Ledger, LedgerStats, Payload, VerifyReport
-from storage.ledger import LedgerStore
-from vak.errors import InvalidInput
+from vak_context.errors import InvalidInput
+from vak_context.events.envelope import LedgerLimits, Mapper, StoredEntry
+from vak_context.storage.contract import Ledger, LedgerStats, Payload, VerifyReport
+from vak_context.storage.ledger import LedgerStore
 
 if TYPE_CHECKING:
-    from actors.ledger_remote import RemoteLedger
+    from vak_context.actors.ledger_remote import RemoteLedger
 
 
 class LedgerClient:
-    """``ledger``: the folder's LedgerActor handle (``actors.factory.ledger_actor(root)``), or a
+    """``ledger``: the folder's LedgerActor handle (``vak_context.actors.factory.ledger_actor(root)``), or a
     LedgerStore this process holds as the folder's writer (used as is; the caller closes it)."""
 
     def __init__(self, root: str, ledger: LedgerStore | Any, *, coalesce: bool = True, max_in_flight: int = 2,
@@ -35,7 +35,7 @@ class LedgerClient:
         if ledger is None:
             raise InvalidInput(
                 f"no ledger given for {root}: pass the folder's LedgerActor handle "
-                "(actors.factory.ledger_actor(root)), or LedgerStore(root) to make this process the folder's "
+                "(vak_context.actors.factory.ledger_actor(root)), or LedgerStore(root) to make this process the folder's "
                 "one writer (only where no LedgerActor owns it)"
             )
         self.root = root
@@ -46,7 +46,7 @@ class LedgerClient:
         else:
             # Imported here, not at the top: only a client over an actor handle needs Ray, and an
             # in-process session (`vak chat` without Ray) should not pay for importing it.
-            from actors.ledger_remote import RemoteLedger
+            from vak_context.actors.ledger_remote import RemoteLedger
 
             self._remote = RemoteLedger(ledger, coalesce=coalesce, max_in_flight=max_in_flight)
             self._ledger = self._remote

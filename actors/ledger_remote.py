@@ -1,6 +1,6 @@
 """The ledger contract over a LedgerActor handle: each call is one actor call, Ray's errors translated.
 
-Used through ``actors.ledger_client.LedgerClient``, which picks it when it is given an actor handle.
+Used through ``vak_context.actors.ledger_client.LedgerClient``, which picks it when it is given an actor handle.
 Every ``ray.get`` (and every await) on the LedgerActor runs inside ``map_ray_errors``, so a caller sees
 the actor's own typed errors as if in-process, and ``ActorError`` for anything Ray itself reports.
 """
@@ -12,10 +12,10 @@ from typing import Any
 
 import ray
 
-from actors.append_coalescer import AppendCoalescer
-from actors.ray_errors import map_ray_errors
-from events.envelope import StoredEntry
-from storage.contract import LedgerStats, Payload, VerifyReport
+from vak_context.actors.append_coalescer import AppendCoalescer
+from vak_context.actors.ray_errors import map_ray_errors
+from vak_context.events.envelope import StoredEntry
+from vak_context.storage.contract import LedgerStats, Payload, VerifyReport
 
 
 def _get(what: str, ref: Any) -> Any:

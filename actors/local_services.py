@@ -1,5 +1,5 @@
 """The turn loop's services as plain objects in this process: the same calls as
-``actors.turn_services.RayServices``, without Ray (``vak chat``, tests, benches).
+``vak_context.actors.turn_services.RayServices``, without Ray (``vak chat``, tests, benches).
 
 The actor classes are used as plain classes sharing one LedgerStore, the folder's writer.
 """
@@ -10,14 +10,14 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from actors.assembler import AssemblerActor
-from actors.evidence import EvidenceActor
-from actors.probe import ProbeActor, ProbeTarget
-from agent.steps import Assembled, StepRequest
-from agent.turnrules import prior_turns_of
-from context.capacity import CapacityProfile
-from context.drift import PriorTurn
-from storage.ledger import LedgerStore
+from vak_context.actors.assembler import AssemblerActor
+from vak_context.actors.evidence import EvidenceActor
+from vak_context.actors.probe import ProbeActor, ProbeTarget
+from vak_context.agent.steps import Assembled, StepRequest
+from vak_context.agent.turnrules import prior_turns_of
+from vak_context.context.capacity import CapacityProfile
+from vak_context.context.drift import PriorTurn
+from vak_context.storage.ledger import LedgerStore
 
 
 class InProcessServices:

@@ -1,6 +1,6 @@
 """PlannerActor: plans a session's next request and records the plan (spec §4), as a plain class.
 
-``actors.factory.planner_actor`` wraps it with ``ray.remote``. Thin: it keeps each session's
+``vak_context.actors.factory.planner_actor`` wraps it with ``ray.remote``. Thin: it keeps each session's
 ``SessionView`` current from the entries appended since it last looked, calls the pure planner,
 and appends a ``plan`` entry holding the plan, its inputs and both digests. ``explain(plan_id)``
 rebuilds the view as of the recorded chain head and plans again from the recorded inputs, so
@@ -17,16 +17,16 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from actors.ledger_client import LedgerClient
-from actors.session_fold import FoldedSessions
-from agent.request import SessionView, plan_record
-from context.capacity import CapacityProfile, from_record
-from context.planner import PlannerState
-from context.turns import DEFAULT_TOKENS_PER_CHAR
-from events.envelope import Mapper
-from events.payloads import CapacityProfileRecord, PlanRecord
-from storage.ledger import LedgerStore
-from vak.errors import InvalidInput
+from vak_context.actors.ledger_client import LedgerClient
+from vak_context.actors.session_fold import FoldedSessions
+from vak_context.agent.request import SessionView, plan_record
+from vak_context.context.capacity import CapacityProfile, from_record
+from vak_context.context.planner import PlannerState
+from vak_context.context.turns import DEFAULT_TOKENS_PER_CHAR
+from vak_context.errors import InvalidInput
+from vak_context.events.envelope import Mapper
+from vak_context.events.payloads import CapacityProfileRecord, PlanRecord
+from vak_context.storage.ledger import LedgerStore
 
 
 def as_profile(profile: CapacityProfile | CapacityProfileRecord | Mapping[str, Any]) -> CapacityProfile:

@@ -1,6 +1,6 @@
 """ProbeActor: runs capacity probes in the background, never on a turn's critical path (spec §1).
 
-A plain class (wrapped by ``ray.remote`` only in ``actors.factory.probe_actor``); its methods are
+A plain class (wrapped by ``ray.remote`` only in ``vak_context.actors.factory.probe_actor``); its methods are
 coroutines, so on Ray it is an async actor and a probe is a task on its event loop.
 
 * ``turn_finished(target)`` is the only way a probe starts, and it returns at once: ``"started"``,
@@ -11,10 +11,10 @@ coroutines, so on Ray it is an async actor and a probe is a task on its event lo
 * Every probe writes to the ledger: the ``capacity.probe`` activity (rungs, samples, verdicts) and
   the ``capacity_profile`` record; a cancelled or failed probe writes an activity saying so.
   The ledger is a ``LedgerStore`` in-process, or the ``LedgerActor`` handle on Ray (the factory
-  passes it), reached through ``actors.ledger_client.LedgerClient`` either way.
+  passes it), reached through ``vak_context.actors.ledger_client.LedgerClient`` either way.
 
 Provider keys never travel through here: the adapter is built inside the actor by
-``providers.registry.make_provider``, which reads them from the environment.
+``vak_context.providers.registry.make_provider``, which reads them from the environment.
 """
 
 from __future__ import annotations
@@ -28,14 +28,14 @@ from urllib.parse import urlparse
 
 import httpx
 
-from actors.ledger_client import LedgerClient
-from agent.probe import ProbeRunner, ProbeSettings
-from context.capacity import CapacityProfile, ProfileKey, from_record, probe_reason, to_record
-from events.envelope import Mapper
-from events.payloads import Activity, CapacityProfileRecord
-from storage.ledger import LedgerStore
-from vak.config import VakConfig, load_config
-from vak.errors import UnknownSession, VakError
+from vak_context.actors.ledger_client import LedgerClient
+from vak_context.agent.probe import ProbeRunner, ProbeSettings
+from vak_context.config import VakConfig, load_config
+from vak_context.context.capacity import CapacityProfile, ProfileKey, from_record, probe_reason, to_record
+from vak_context.errors import UnknownSession, VakError
+from vak_context.events.envelope import Mapper
+from vak_context.events.payloads import Activity, CapacityProfileRecord
+from vak_context.storage.ledger import LedgerStore
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 DEFAULT_SESSION = "capacity"
@@ -43,10 +43,10 @@ DEFAULT_SESSION = "capacity"
 
 @dataclass(frozen=True)
 class ProbeTarget:
-    """What to probe: a ``provider:model`` spec as ``providers.registry`` reads it, and where it is.
+    """What to probe: a ``provider:model`` spec as ``vak_context.providers.registry`` reads it, and where it is.
 
     ``local`` None means: local when ``base_url`` is a loopback address. ``metadata_digest`` is the
-    digest the caller bound with (``context.capacity.metadata_digest``); a different one in the
+    digest the caller bound with (``vak_context.context.capacity.metadata_digest``); a different one in the
     cached profile makes it stale.
     """
 
@@ -182,7 +182,7 @@ class ProbeActor:
     # ------------------------------------------------------------------ the probe itself
 
     async def _probe(self, target: ProbeTarget, reason: str) -> None:
-        from providers.registry import make_provider  # heavy; only probing needs it
+        from vak_context.providers.registry import make_provider  # heavy; only probing needs it
 
         key = target.key
         try:

@@ -21,7 +21,7 @@ from ray.exceptions import (
     TaskCancelledError,
 )
 
-from vak.errors import ActorError, VakError
+from vak_context.errors import ActorError, VakError
 
 # The most specific first: (Ray's error, what it means, what to do).
 _RAY_ERRORS: tuple[tuple[type[RayError], str, str], ...] = (

@@ -12,9 +12,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-from actors.ledger_client import LedgerClient
-from events.envelope import StoredEntry
-from vak.errors import InvalidInput
+from vak_context.actors.ledger_client import LedgerClient
+from vak_context.errors import InvalidInput
+from vak_context.events.envelope import StoredEntry
 
 S = TypeVar("S")
 

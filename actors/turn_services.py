@@ -1,4 +1,4 @@
-"""The turn loop's services on Ray: the same calls as ``actors.local_services.InProcessServices``, through the
+"""The turn loop's services on Ray: the same calls as ``vak_context.actors.local_services.InProcessServices``, through the
 folder's actors (LedgerActor, AssemblerActor, EvidenceActor and, when given, the ProbeActor).
 
 Wiring only: the loop's code is the same either way. Ray's errors are translated at this edge into
@@ -11,14 +11,14 @@ import os
 from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
-from actors.factory import assembler_actor, evidence_actor, ledger_actor
-from actors.ledger_client import LedgerClient
-from actors.probe import ProbeTarget
-from actors.ray_errors import map_ray_errors
-from agent.steps import Assembled, StepRequest
-from agent.turnrules import prior_turns_of
-from context.capacity import CapacityProfile
-from context.drift import PriorTurn
+from vak_context.actors.factory import assembler_actor, evidence_actor, ledger_actor
+from vak_context.actors.ledger_client import LedgerClient
+from vak_context.actors.probe import ProbeTarget
+from vak_context.actors.ray_errors import map_ray_errors
+from vak_context.agent.steps import Assembled, StepRequest
+from vak_context.agent.turnrules import prior_turns_of
+from vak_context.context.capacity import CapacityProfile
+from vak_context.context.drift import PriorTurn
 
 T = TypeVar("T")
 

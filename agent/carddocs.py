@@ -1,7 +1,7 @@
 """The card index's documents (spec §10), made from turn cards: the engine's index text of each card,
 read from a turn or from the ledger alone (so the card index can be deleted and rebuilt).
 
-It sits here, above both, because ``storage.cardindex`` keeps and ranks documents without importing
+It sits here, above both, because ``vak_context.storage.cardindex`` keeps and ranks documents without importing
 the engine (``context``), and the engine does not import storage.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from context.turncard import index_text
-from events.payloads import Presentation, TurnCard
-from storage.cardindex import CardDoc
-from storage.ledger import LedgerStore
+from vak_context.context.turncard import index_text
+from vak_context.events.payloads import Presentation, TurnCard
+from vak_context.storage.cardindex import CardDoc
+from vak_context.storage.ledger import LedgerStore
 
 
 def card_doc(

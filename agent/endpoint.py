@@ -17,10 +17,10 @@ from typing import Any
 
 import httpx
 
-from agent.request import SessionView, Summarise
-from agent.summarise import Summariser, write_packet
-from context.messages import ChatRequest
-from context.planner import Plan
+from vak_context.agent.request import SessionView, Summarise
+from vak_context.agent.summarise import Summariser, write_packet
+from vak_context.context.messages import ChatRequest
+from vak_context.context.planner import Plan
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,8 @@ class EndpointTools:
 def build_tools(endpoint: ModelEndpoint, tokens_per_char: Callable[[], float]) -> EndpointTools:
     """The exact token counter (the server's own template and tokenizer, or the chars ratio where the
     server has no such endpoint) and a summariser on the same model, over one new client."""
-    from providers.openai_compat import OpenAICompatProvider
-    from providers.tokencount import token_counter
+    from vak_context.providers.openai_compat import OpenAICompatProvider
+    from vak_context.providers.tokencount import token_counter
 
     client = httpx.AsyncClient(trust_env=False, timeout=endpoint.timeout_s)
     provider = OpenAICompatProvider(client, base_url=endpoint.base_url, api_key=endpoint.api_key,

@@ -1,8 +1,8 @@
 """The workspace's ``grep`` search, run in a child process the caller can kill.
 
 Python's ``re`` has no time limit, and a model writes the pattern: ``(a+)+$`` against a line of thirty
-``a``s backtracks for minutes, and a thread cannot be stopped. So :meth:`agent.workspace.Workspace.grep`
-checks the arguments in its own process, then runs :func:`search` here as ``python -m agent.grep_search``
+``a``s backtracks for minutes, and a thread cannot be stopped. So :meth:`vak_context.agent.workspace.Workspace.grep`
+checks the arguments in its own process, then runs :func:`search` here as ``python -m vak_context.agent.grep_search``
 (the request as JSON on stdin, the result as JSON on stdout) under a timeout, and kills it when the
 timeout passes. This module imports only the standard library, so the child starts in a few tens of ms.
 """

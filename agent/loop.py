@@ -13,14 +13,14 @@
    (a provider's 4xx/5xx or timeout after its retries, the server gone, an actor or the ledger) closes the
    turn ``failed`` with a ``turn.failed`` activity naming it, then propagates.
 
-The turn rules (:mod:`agent.turnrules` over :mod:`context.drift`) run at three points: card calls are
+The turn rules (:mod:`vak_context.agent.turnrules` over :mod:`vak_context.context.drift`) run at three points: card calls are
 gated before they run (freshness, topic mismatch), a step's results and acks are folded in after (an
 observation, repeated cards), and a step with no call is judged (empty step, model drift, freshness of
 a prose answer): it is the answer, gets one redo nudge, or the turn closes with a system-authored outcome.
 
 The same code runs in-process or on Ray: everything stateful goes through :class:`TurnServices`
-(``actors.local_services.InProcessServices`` in this process, ``actors.turn_services.RayServices`` through the actors). Tool calls are
-read by the one parser (``context.toolcalls``) whether they came back native or inline in the text.
+(``vak_context.actors.local_services.InProcessServices`` in this process, ``vak_context.actors.turn_services.RayServices`` through the actors). Tool calls are
+read by the one parser (``vak_context.context.toolcalls``) whether they came back native or inline in the text.
 """
 
 from __future__ import annotations
@@ -33,19 +33,32 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agent.endpoint import ModelEndpoint
-from agent.request import Complete, after_overflow
-from agent.steps import Assembled, StepRequest
-from agent.turnrules import TurnRules, ack_id
-from agent.workspace import Workspace
-from context.assemble import Tail, prefix_change, render_tail
-from context.capacity import CapacityProfile, TurnFeedback, apply_feedback, request_chars, to_record
-from context.cards import default_library
-from context.drift import PriorTurn, Verdict
-from context.messages import ChatRequest, ChatResult, Message, ToolSpec
-from context.surface import Surface, find_tools_result, parse_find_tools_args
-from context.toolcalls import ParsedCall, bounded, ends_inside_call, native_calls, parse_tool_calls
-from events.payloads import (
+from vak_context.agent.endpoint import ModelEndpoint
+from vak_context.agent.request import Complete, after_overflow
+from vak_context.agent.steps import Assembled, StepRequest
+from vak_context.agent.turnrules import TurnRules, ack_id
+from vak_context.agent.workspace import Workspace
+from vak_context.context.assemble import Tail, prefix_change, render_tail
+from vak_context.context.capacity import (
+    CapacityProfile,
+    TurnFeedback,
+    apply_feedback,
+    request_chars,
+    to_record,
+)
+from vak_context.context.cards import default_library
+from vak_context.context.drift import PriorTurn, Verdict
+from vak_context.context.messages import ChatRequest, ChatResult, Message, ToolSpec
+from vak_context.context.surface import Surface, find_tools_result, parse_find_tools_args
+from vak_context.context.toolcalls import (
+    ParsedCall,
+    bounded,
+    ends_inside_call,
+    native_calls,
+    parse_tool_calls,
+)
+from vak_context.errors import ContextOverflow, RequestTooLarge, ToolFailure, VakError
+from vak_context.events.payloads import (
     Activity,
     AssistantStep,
     Directive,
@@ -56,7 +69,6 @@ from events.payloads import (
     TurnTail,
     Usage,
 )
-from vak.errors import ContextOverflow, RequestTooLarge, ToolFailure, VakError
 
 log = logging.getLogger("vak.loop")
 

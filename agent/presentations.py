@@ -23,15 +23,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from context.cards import (
+from vak_context.context.cards import (
     CardLibrary,
     card_ack,
     default_library,
     presentation_record,
 )
-from context.turns import Step, Turn
-from events.payloads import Presentation, ToolResult, ToolUseBlock
-from vak.errors import InvalidPayload, UnknownCardType
+from vak_context.context.turns import Step, Turn
+from vak_context.errors import InvalidPayload, UnknownCardType
+from vak_context.events.payloads import Presentation, ToolResult, ToolUseBlock
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
 
 1. metadata: ``provider.model_context()`` (declared window, output limit);
 2. cache: two identical requests behind a fresh prefix (reported cached tokens, or ≥5× faster);
-3. horizon: the search of ``context.probe.LadderSearch``. Each size gets a synthetic history shaped
+3. horizon: the search of ``vak_context.context.probe.LadderSearch``. Each size gets a synthetic history shaped
    like real turns (a user question, an assistant tool call, a digest-shaped result carrying an
    ``[evidence:…]`` tag, a short answer), ending in ONE instruction: call ``probe_ack`` with a
    nonce. The same history ending in "do not call a tool" is the negative control. A rung first
@@ -23,16 +23,16 @@ for models whose template has no tool support.
 
 Where the pieces are (this module re-exports the public names):
 
-* ``agent.probe_history``: the synthetic turns and ``build_request``;
-* ``agent.probe_report``: ``ProbeSettings`` and ``ProbeReport``;
-* ``agent.probe_runner``: ``ProbeRunner``;
-* ``agent.probe_local``: ``probe_local`` and ``measure_local_profile`` for the bundled local models,
+* ``vak_context.agent.probe_history``: the synthetic turns and ``build_request``;
+* ``vak_context.agent.probe_report``: ``ProbeSettings`` and ``ProbeReport``;
+* ``vak_context.agent.probe_runner``: ``ProbeRunner``;
+* ``vak_context.agent.probe_local``: ``probe_local`` and ``measure_local_profile`` for the bundled local models,
   with their usual protocol (``LOCAL_PROTOCOL``) and quantisation (``LOCAL_QUANTISATION``).
 """
 
 from __future__ import annotations
 
-from agent.probe_history import (
+from vak_context.agent.probe_history import (
     ACK_SPEC,
     SYSTEM,
     SyntheticTurn,
@@ -40,9 +40,15 @@ from agent.probe_history import (
     instruction_text,
     synthetic_turn,
 )
-from agent.probe_local import LOCAL_PROTOCOL, LOCAL_QUANTISATION, QUICK, measure_local_profile, probe_local
-from agent.probe_report import ProbeReport, ProbeSettings
-from agent.probe_runner import MIN_PREFILL_SAMPLE_TOKENS, SIZING_SHOTS, ProbeRunner, Progress
+from vak_context.agent.probe_local import (
+    LOCAL_PROTOCOL,
+    LOCAL_QUANTISATION,
+    QUICK,
+    measure_local_profile,
+    probe_local,
+)
+from vak_context.agent.probe_report import ProbeReport, ProbeSettings
+from vak_context.agent.probe_runner import MIN_PREFILL_SAMPLE_TOKENS, SIZING_SHOTS, ProbeRunner, Progress
 
 __all__ = [
     "ACK_SPEC", "LOCAL_PROTOCOL", "LOCAL_QUANTISATION", "MIN_PREFILL_SAMPLE_TOKENS", "QUICK", "SIZING_SHOTS",

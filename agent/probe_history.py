@@ -4,7 +4,7 @@ Each turn is a user question, an assistant tool call, a digest-shaped result car
 ``[evidence:…]`` tag and a short answer; turn ``i`` is the same in every history, so a smaller
 history is a prefix of a larger one. ``build_request`` fills a history to about a target number of
 prompt tokens and ends it in ONE instruction (call ``probe_ack`` with a nonce) or in the negative
-control ("do not call a tool"). ``agent.probe_runner.ProbeRunner`` sends them.
+control ("do not call a tool"). ``vak_context.agent.probe_runner.ProbeRunner`` sends them.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import blake3
 
-from context.capacity import Protocol, request_chars
-from context.messages import ChatRequest, Message, ToolResultPart, ToolSpec, ToolUsePart
-from context.probe import ACK_TOOL, SampleKind
+from vak_context.context.capacity import Protocol, request_chars
+from vak_context.context.messages import ChatRequest, Message, ToolResultPart, ToolSpec, ToolUsePart
+from vak_context.context.probe import ACK_TOOL, SampleKind
 
 _TOPICS = (
     "the billing service", "the search index", "quarterly revenue", "the deploy pipeline", "customer churn",

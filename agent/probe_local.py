@@ -12,12 +12,12 @@ import os
 
 import httpx
 
-from agent.probe_report import ProbeReport, ProbeSettings
-from agent.probe_runner import ProbeRunner, Progress
-from context.capacity import CapacityProfile, ProfileKey, Protocol
-from providers.localserver import LocalModelServer
-from providers.openai_compat import OpenAICompatProvider
-from providers.tokencount import CharRatioCounter, LlamaCppTokenCounter
+from vak_context.agent.probe_report import ProbeReport, ProbeSettings
+from vak_context.agent.probe_runner import ProbeRunner, Progress
+from vak_context.context.capacity import CapacityProfile, ProfileKey, Protocol
+from vak_context.providers.localserver import LocalModelServer
+from vak_context.providers.openai_compat import OpenAICompatProvider
+from vak_context.providers.tokencount import CharRatioCounter, LlamaCppTokenCounter
 
 # The main job's quick ladder (a few minutes on 2 cores): four sizes, majority of three stopping when
 # two agree, no second look. A full `vak probe` uses the defaults (docs/CAPACITY.md "Noise").

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from context.capacity import CapacityProfile, ProfileKey, Protocol, to_record
-from context.messages import ModelContext
-from context.probe import DEFAULT_CAP, DEFAULT_LEAD, CacheVerdict, LadderResult
-from events.payloads import Activity, CapacityProfileRecord
-from vak.errors import InvalidInput
+from vak_context.context.capacity import CapacityProfile, ProfileKey, Protocol, to_record
+from vak_context.context.messages import ModelContext
+from vak_context.context.probe import DEFAULT_CAP, DEFAULT_LEAD, CacheVerdict, LadderResult
+from vak_context.errors import InvalidInput
+from vak_context.events.payloads import Activity, CapacityProfileRecord
 
 
 @dataclass(frozen=True)

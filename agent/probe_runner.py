@@ -1,8 +1,8 @@
-"""``ProbeRunner``: the capacity probe's requests, sent through a provider adapter (see ``agent.probe``).
+"""``ProbeRunner``: the capacity probe's requests, sent through a provider adapter (see ``vak_context.agent.probe``).
 
 The runner owns the I/O and the bookkeeping a run learns as it goes (tokens per char, prefill and
 decode rates, where each rung's history must aim to land on its target); the ladder's plan and
-verdicts are ``context.probe``'s, the histories ``agent.probe_history``'s.
+verdicts are ``vak_context.context.probe``'s, the histories ``vak_context.agent.probe_history``'s.
 """
 
 from __future__ import annotations
@@ -15,17 +15,17 @@ from typing import Any
 
 import blake3
 
-from agent.probe_history import OFFERED_TOOLS, build_request
-from agent.probe_report import ProbeReport, ProbeSettings
-from context.capacity import (
+from vak_context.agent.probe_history import OFFERED_TOOLS, build_request
+from vak_context.agent.probe_report import ProbeReport, ProbeSettings
+from vak_context.context.capacity import (
     PRIOR_TOKENS_PER_CHAR,
     UNKNOWN_WINDOW,
     Ewma,
     ProfileKey,
     request_chars,
 )
-from context.messages import ChatRequest, ChatResult, Message
-from context.probe import (
+from vak_context.context.messages import ChatRequest, ChatResult, Message
+from vak_context.context.probe import (
     CacheVerdict,
     LadderSearch,
     RungOutcome,
@@ -36,10 +36,10 @@ from context.probe import (
     profile_from_ladder,
     settled,
 )
-from context.toolcalls import ends_inside_call, native_calls, parse_tool_calls
-from providers.base import Provider
-from providers.tokencount import TokenCounter
-from vak.errors import ContextOverflow, ProviderError, ProviderRequestError
+from vak_context.context.toolcalls import ends_inside_call, native_calls, parse_tool_calls
+from vak_context.errors import ContextOverflow, ProviderError, ProviderRequestError
+from vak_context.providers.base import Provider
+from vak_context.providers.tokencount import TokenCounter
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -55,7 +55,7 @@ MIN_PREFILL_SAMPLE_TOKENS = 64
 
 
 class ProbeRunner:
-    """Runs the probe for one (provider, model) through its adapter. See ``agent.probe``'s docstring.
+    """Runs the probe for one (provider, model) through its adapter. See ``vak_context.agent.probe``'s docstring.
 
     ``salt`` goes at the head of every prompt and into the nonces, so this run shares no cached prefix
     with any earlier probe of the same server: each rung's first sample is a true cache miss (that is

@@ -1,6 +1,6 @@
 """What the turn loop asks its assembler for (``StepRequest``) and gets back (``Assembled``).
 
-Plain data shared by the loop (``agent.loop``) and the AssemblerActor (``actors.assembler``), which
+Plain data shared by the loop (``vak_context.agent.loop``) and the AssemblerActor (``vak_context.actors.assembler``), which
 builds one from the other; here, below both, so the loop never imports an actor module.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agent.endpoint import ModelEndpoint
-from context.messages import ChatRequest, ToolSpec
+from vak_context.agent.endpoint import ModelEndpoint
+from vak_context.context.messages import ChatRequest, ToolSpec
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class StepRequest:
     temperature: float | None = None
     session_key: str | None = None
     # The bound model's server, for an assembler that has no counter or summariser of its own (on Ray):
-    # it builds them from this, once per endpoint (agent.endpoint).
+    # it builds them from this, once per endpoint (vak_context.agent.endpoint).
     endpoint: ModelEndpoint | None = None
     deferred: tuple[ToolSpec, ...] = ()  # the admitted deferred tools (ChatRequest.deferred_tools)
 

@@ -18,9 +18,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.request import Complete, Ledger, SessionView
-from context.messages import ChatRequest, ChatResult, Message
-from context.packets import (
+from vak_context.agent.request import Complete, Ledger, SessionView
+from vak_context.context.messages import ChatRequest, ChatResult, Message
+from vak_context.context.packets import (
     SUMMARISER_SYSTEM,
     SUMMARY_HEADROOM,
     compaction_payload,
@@ -28,12 +28,12 @@ from context.packets import (
     seed_packet,
     summariser_prompt,
 )
-from context.planner import PacketPlan, Plan
-from context.render import record_text, render_turn
-from context.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
-from context.turnsizes import card_text
-from events.payloads import Activity
-from vak.errors import InvalidInput
+from vak_context.context.planner import PacketPlan, Plan
+from vak_context.context.render import record_text, render_turn
+from vak_context.context.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
+from vak_context.context.turnsizes import card_text
+from vak_context.errors import InvalidInput
+from vak_context.events.payloads import Activity
 
 WORDS_PER_TOKEN = 0.7  # what "at most N words" asks for, from a token allowance (English text)
 

@@ -1,7 +1,7 @@
 """The workspace tools a live turn can call: ``read_file``, ``list_dir`` and ``grep``, over one folder.
 
 The user names the folder; every path a model passes is resolved inside it, symlinks included, and
-anything that lands outside is refused with a :class:`~vak.errors.ToolFailure` the turn loop returns
+anything that lands outside is refused with a :class:`~vak_context.errors.ToolFailure` the turn loop returns
 to the model as an error result (never an exception out of the loop). The tools are read-only.
 
 A result is plain text: the evidence layer (``context/evidence.py``) windows or digests it and keeps
@@ -9,7 +9,7 @@ the whole body recallable, so nothing here cuts what it read. Three bounds say s
 error results the model repairs from: ``read_file`` refuses a file over ``READ_FILE_LIMIT`` (64 MiB; grep
 finds its lines), ``grep`` stops collecting past ``GREP_OUTPUT_LIMIT`` (8 MiB of matches; the result
 says where), and its search runs in a child process killed after ``GREP_TIMEOUT_S`` (a model-written
-pattern can backtrack for hours, and Python's re has no time limit: ``agent.grep_search``). Each tool declares
+pattern can backtrack for hours, and Python's re has no time limit: ``vak_context.agent.grep_search``). Each tool declares
 ``observes=True`` because it reads the world as it is now (the freshness check counts on that
 declaration, never on a tool's name).
 """
@@ -27,18 +27,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.grep_search import BINARY_SNIFF, GREP_FILE_LIMIT, GREP_OUTPUT_LIMIT
-from context.messages import ToolSpec
-from vak.errors import ToolFailure
+from vak_context.agent.grep_search import BINARY_SNIFF, GREP_FILE_LIMIT, GREP_OUTPUT_LIMIT
+from vak_context.context.messages import ToolSpec
+from vak_context.errors import ToolFailure
 
 # A pattern longer than this is refused: a model-written regex is not trusted input (and the search runs
-# in a child process killed after GREP_TIMEOUT_S, since Python's re has no time limit: agent.grep_search).
+# in a child process killed after GREP_TIMEOUT_S, since Python's re has no time limit: vak_context.agent.grep_search).
 MAX_PATTERN_CHARS = 512
 GREP_TIMEOUT_S = 30.0
 # read_file refuses a file larger than this: the whole body is stored as evidence and must stay well under
 # the ledger's blob limit; grep finds the lines of a larger file.
 READ_FILE_LIMIT = 64 * 1024 * 1024
-_PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # where ``python -m agent.grep_search`` imports from
+_PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # where ``python -m vak_context.agent.grep_search`` imports from
 
 __all__ = ["BINARY_SNIFF", "GREP_FILE_LIMIT", "GREP_OUTPUT_LIMIT", "GREP_TIMEOUT_S", "MAX_PATTERN_CHARS",
            "READ_FILE_LIMIT", "TOOLS", "Workspace", "WorkspaceTool"]
@@ -226,11 +226,11 @@ class Workspace:
         return out
 
     def _search(self, start: Path, pattern: str, name_glob: str | None) -> dict[str, Any]:
-        """The search in a child process, killed after ``grep_timeout_s`` (agent.grep_search says why)."""
+        """The search in a child process, killed after ``grep_timeout_s`` (vak_context.agent.grep_search says why)."""
         request = json.dumps({"root": str(self.root), "start": str(start), "pattern": pattern, "glob": name_glob,
                               "limit": self.grep_output_limit})
         try:
-            done = subprocess.run([sys.executable, "-m", "agent.grep_search"], input=request.encode(),
+            done = subprocess.run([sys.executable, "-m", "vak_context.agent.grep_search"], input=request.encode(),
                                   capture_output=True, timeout=self.grep_timeout_s, cwd=_PACKAGE_ROOT, check=False)
         except subprocess.TimeoutExpired as exc:
             raise ToolFailure("grep", f"the search did not finish in {self.grep_timeout_s:g} s and was stopped "

@@ -1,7 +1,7 @@
 """The prefix cache on the real local server: P4 within a turn, P5 across turns, and what a tool promotion costs.
 
-One run, one llama.cpp server (``providers.localserver``; Qwen2.5-Coder-0.5B by default, ``--model
-smollm2`` for a fast one), one session driven by the real :class:`agent.loop.TurnLoop`:
+One run, one llama.cpp server (``vak_context.providers.localserver``; Qwen2.5-Coder-0.5B by default, ``--model
+smollm2`` for a fast one), one session driven by the real :class:`vak_context.agent.loop.TurnLoop`:
 
 1. A workspace of small modules is written to a temp folder. The session is seeded with earlier
    turns (a directive, a ``read_file`` call and its real result, an answer, a closed TurnCard: the
@@ -51,19 +51,27 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.local_services import InProcessServices
-from agent.loop import TurnConfig, TurnLoop
-from agent.workspace import Workspace
-from context.assemble import system_prompt
-from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from context.messages import ChatRequest, ChatResult, Message, TextPart, ToolResultPart, ToolSpec, ToolUsePart
-from context.surface import ToolDecl, find_tools_result
-from events.payloads import AssistantStep, Directive, TextBlock, ToolUseBlock
-from farm.chat import default_surface
-from providers.base import RetryPolicy
-from providers.localserver import LocalModelServer, canonical_model
-from providers.openai_compat import OpenAICompatProvider
-from storage.ledger import LedgerStore
+from vak_context.actors.local_services import InProcessServices
+from vak_context.agent.loop import TurnConfig, TurnLoop
+from vak_context.agent.workspace import Workspace
+from vak_context.context.assemble import system_prompt
+from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.messages import (
+    ChatRequest,
+    ChatResult,
+    Message,
+    TextPart,
+    ToolResultPart,
+    ToolSpec,
+    ToolUsePart,
+)
+from vak_context.context.surface import ToolDecl, find_tools_result
+from vak_context.events.payloads import AssistantStep, Directive, TextBlock, ToolUseBlock
+from vak_context.farm.chat import default_surface
+from vak_context.providers.base import RetryPolicy
+from vak_context.providers.localserver import LocalModelServer, canonical_model
+from vak_context.providers.openai_compat import OpenAICompatProvider
+from vak_context.storage.ledger import LedgerStore
 
 P4_GOAL = 0.995
 P5_GOAL = 10.0

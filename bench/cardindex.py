@@ -27,9 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from events.payloads import Answer, TraceLine, TurnCard
-from storage.cardindex import CardDoc, CardIndex
-from storage.ledger import LedgerStore
+from vak_context.events.payloads import Answer, TraceLine, TurnCard
+from vak_context.storage.cardindex import CardDoc, CardIndex
+from vak_context.storage.ledger import LedgerStore
 
 SIZES = (100, 1_000, 10_000)
 SAMPLES = 20

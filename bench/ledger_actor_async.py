@@ -10,8 +10,8 @@ import os
 import sys
 from typing import Any
 
-from storage.contract import Payload
-from storage.ledger import LedgerStore
+from vak_context.storage.contract import Payload
+from vak_context.storage.ledger import LedgerStore
 
 
 class AsyncLedgerActor:
@@ -39,7 +39,7 @@ def async_ledger_actor(root: str | os.PathLike[str]) -> Any:
     """Start an AsyncLedgerActor on the connected Ray, declared as the LedgerActor was (async, 256 calls)."""
     from ray import cloudpickle
 
-    from actors.factory import remote_class
+    from vak_context.actors.factory import remote_class
 
     # Sent by value: a worker need not find the bench folder on its path.
     cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -26,11 +26,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.factory import ledger_actor
-from events.envelope import Mapper
-from events.payloads import Nudge
-from farm.localray import start_local_ray
-from storage.ledger import LedgerStore
+from vak_context.actors.factory import ledger_actor
+from vak_context.events.envelope import Mapper
+from vak_context.events.payloads import Nudge
+from vak_context.farm.localray import start_local_ray
+from vak_context.storage.ledger import LedgerStore
 
 TICK = os.sysconf("SC_CLK_TCK")
 

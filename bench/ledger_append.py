@@ -44,9 +44,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from events.envelope import CURRENT_VERSION, Mapper, chain_ids
-from events.payloads import Nudge
-from storage.ledger import LedgerStore
+from vak_context.events.envelope import CURRENT_VERSION, Mapper, chain_ids
+from vak_context.events.payloads import Nudge
+from vak_context.storage.ledger import LedgerStore
 
 TEXT = ("The tool returned a result that the model will read on its next step; " * 7)[:480]
 LATENCY_ENV = "VAK_BENCH_SYNC_LATENCY_US"
@@ -188,9 +188,9 @@ def bench_actor(root: Path, writers: int, batch: int, seconds: float, *, coalesc
                 in_flight: int = 2, preencode: bool = True, async_actor: bool = False) -> float:
     import ray
 
-    from actors.factory import ledger_actor
-    from actors.ledger_client import LedgerClient
     from bench.ledger_actor_async import async_ledger_actor
+    from vak_context.actors.factory import ledger_actor
+    from vak_context.actors.ledger_client import LedgerClient
 
     actor = async_ledger_actor(root) if async_actor else ledger_actor(root)
     ray.get(actor.sessions.remote())  # started and ready before the clock runs
@@ -373,7 +373,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     tables = args.tables or ("as-is" if args.quick else "both")
     child = LATENCY_ENV in os.environ  # the re-run under the shim: its one table
     if not args.no_actor:
-        from farm.localray import start_local_ray
+        from vak_context.farm.localray import start_local_ray
 
         start_local_ray()
     tmp = Path(tempfile.mkdtemp(prefix="vak-bench-", dir=args.dir))

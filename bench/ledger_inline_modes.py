@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.ledger_append import _payloads, _run_writers, bench_sqlite, time_fsync
-from storage.ledger import LedgerStore
+from vak_context.storage.ledger import LedgerStore
 
 # name: (inline_commits, the adaptive mode's bound on the last commit's write and sync, None: the default)
 MODES: dict[str, tuple[bool | None, float | None]] = {

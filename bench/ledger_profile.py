@@ -63,11 +63,11 @@ class StageTimer:
 
 
 def install(timer: StageTimer) -> None:
-    import events.canonical as canonical
-    import events.envelope as envelope
-    import storage.group_commit as ledger  # the write path: ids, the commit message, indexing
-    import storage.segment_writer as segments
-    import storage.session_state as session_state
+    import vak_context.events.canonical as canonical
+    import vak_context.events.envelope as envelope
+    import vak_context.storage.group_commit as ledger  # the write path: ids, the commit message, indexing
+    import vak_context.storage.segment_writer as segments
+    import vak_context.storage.session_state as session_state
 
     timer.wrap(envelope.Mapper, "validate", "validation")
     # encode_payload = validation + model_dump + canonical bytes; validation is subtracted below.
@@ -91,8 +91,8 @@ def install(timer: StageTimer) -> None:
 
 def profile(folder: Path | None, sizes: tuple[int, ...] = (1, 16, 256)) -> dict[int, dict[str, float]]:
     """µs per append of each stage, for one writer appending groups of each size."""
-    from events.payloads import Nudge
-    from storage.ledger import LedgerStore
+    from vak_context.events.payloads import Nudge
+    from vak_context.storage.ledger import LedgerStore
 
     text = ("The tool returned a result that the model will read on its next step; " * 7)[:480]
     out: dict[int, dict[str, float]] = {}

@@ -13,7 +13,7 @@ then makes the first plan after it, with that turn's caches cold: "next request"
 profile (medians over a few turns, so a size grows by those few turns while it is measured). Beside
 it, the baseline a kept index avoids: rebuilding the TurnIndex from the whole chain.
 
-A third mode, ``--long-turn``, plans every request of one 140-step coding turn (``farm.longturn``,
+A third mode, ``--long-turn``, plans every request of one 140-step coding turn (``vak_context.farm.longturn``,
 about 120–150k tokens as carried) under each profile, after its directive and after each step, and
 prints the largest request against the budget (horizon − output reserve), how many were over it (the
 planner refuses those: none may be), how often the plan's shape moved (a compaction: the prefix
@@ -38,18 +38,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 
-from agent.request import SessionView
-from context.assemble import prefix_tokens, project, request_tokens
-from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from context.messages import ChatRequest
-from context.packets import compaction_payload
-from context.planner import Plan, PlannerState
-from context.turncard import build_card
-from context.turns import TurnIndex
-from events.envelope import Mapper, StoredEntry
-from events.payloads import AssistantStep, Directive, EvidenceBody, TextBlock, ToolResult, ToolUseBlock
-from farm.longturn import LongTurn
-from providers.openai_compat import OpenAICompatProvider
+from vak_context.agent.request import SessionView
+from vak_context.context.assemble import prefix_tokens, project, request_tokens
+from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.messages import ChatRequest
+from vak_context.context.packets import compaction_payload
+from vak_context.context.planner import Plan, PlannerState
+from vak_context.context.turncard import build_card
+from vak_context.context.turns import TurnIndex
+from vak_context.events.envelope import Mapper, StoredEntry
+from vak_context.events.payloads import (
+    AssistantStep,
+    Directive,
+    EvidenceBody,
+    TextBlock,
+    ToolResult,
+    ToolUseBlock,
+)
+from vak_context.farm.longturn import LongTurn
+from vak_context.providers.openai_compat import OpenAICompatProvider
 
 SIZES = (10, 100, 1_000, 10_000)
 # turns folded in per profile to time the next request: few next to the session, enough for a median

@@ -29,11 +29,11 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.probe import ProbeRunner, ProbeSettings
-from context.capacity import ProfileKey
-from providers.base import RetryPolicy
-from providers.openai_compat import OpenAICompatProvider
 from tests.test_probe_scripted import ThresholdModel
+from vak_context.agent.probe import ProbeRunner, ProbeSettings
+from vak_context.context.capacity import ProfileKey
+from vak_context.providers.base import RetryPolicy
+from vak_context.providers.openai_compat import OpenAICompatProvider
 
 STEP = 64
 # (label, samples cap, lead, second look)

@@ -27,11 +27,17 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.probe import LOCAL_PROTOCOL, LOCAL_QUANTISATION, ProbeReport, ProbeRunner, ProbeSettings
-from context.capacity import ProfileKey, describe
-from farm.cmd_probe import print_progress, write_ladder
-from providers.localserver import LocalModelServer, canonical_model
-from providers.openai_compat import OpenAICompatProvider
+from vak_context.agent.probe import (
+    LOCAL_PROTOCOL,
+    LOCAL_QUANTISATION,
+    ProbeReport,
+    ProbeRunner,
+    ProbeSettings,
+)
+from vak_context.context.capacity import ProfileKey, describe
+from vak_context.farm.cmd_probe import print_progress, write_ladder
+from vak_context.providers.localserver import LocalModelServer, canonical_model
+from vak_context.providers.openai_compat import OpenAICompatProvider
 
 
 async def ladder(model: str, n_ctx: int, threads: int, settings: ProbeSettings) -> ProbeReport:

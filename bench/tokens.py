@@ -42,8 +42,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.workspace import TOOLS as WORKSPACE_TOOLS  # noqa: E402
-from context.capacity import (  # noqa: E402
+from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS  # noqa: E402
+from vak_context.context.capacity import (  # noqa: E402
     CapacityProfile,
     Ewma,
     Horizon,
@@ -52,11 +52,11 @@ from context.capacity import (  # noqa: E402
     apply_feedback,
     request_chars,
 )
-from context.messages import ChatRequest, Message, TextPart, ToolResultPart, ToolUsePart  # noqa: E402
-from events.payloads import Usage  # noqa: E402
-from providers.base import RetryPolicy  # noqa: E402
-from providers.openai_compat import OpenAICompatProvider  # noqa: E402
-from providers.tokencount import LlamaCppTokenCounter  # noqa: E402
+from vak_context.context.messages import ChatRequest, Message, TextPart, ToolResultPart, ToolUsePart  # noqa: E402
+from vak_context.events.payloads import Usage  # noqa: E402
+from vak_context.providers.base import RetryPolicy  # noqa: E402
+from vak_context.providers.openai_compat import OpenAICompatProvider  # noqa: E402
+from vak_context.providers.tokencount import LlamaCppTokenCounter  # noqa: E402
 
 PRIORS = (0.25, 0.27)
 SYSTEM = (
@@ -241,7 +241,7 @@ async def measure(model: str, provider: OpenAICompatProvider, *, chars: int, ver
 
 
 async def run_model(model: str, *, chars: int, verify_chars: int, threads: int) -> list[Row]:
-    from providers.localserver import LocalModelServer
+    from vak_context.providers.localserver import LocalModelServer
 
     n_ctx = max(4096, 2 ** math.ceil(math.log2(chars * 0.6 + 1500)))
     with LocalModelServer(model, n_ctx=n_ctx, threads=threads) as server:

@@ -24,9 +24,17 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import blake3
 
-from context.capacity import CapacityProfile, request_chars
-from context.messages import CacheHints, ChatRequest, Message, Part, TextPart, ToolResultPart, ToolSpec
-from context.packets import (
+from vak_context.context.capacity import CapacityProfile, request_chars
+from vak_context.context.messages import (
+    CacheHints,
+    ChatRequest,
+    Message,
+    Part,
+    TextPart,
+    ToolResultPart,
+    ToolSpec,
+)
+from vak_context.context.packets import (
     covered_evidence,
     evidence_count,
     render_handoff,
@@ -35,13 +43,13 @@ from context.packets import (
     render_stored,
     step_items,
 )
-from context.planner import Plan
-from context.render import EvidenceInfo, render_turn
-from context.tokens import estimate_tokens
-from context.turns import TurnIndex
-from context.turnsizes import card_text
-from events.canonical import encode
-from vak.errors import InvalidInput
+from vak_context.context.planner import Plan
+from vak_context.context.render import EvidenceInfo, render_turn
+from vak_context.context.tokens import estimate_tokens
+from vak_context.context.turns import TurnIndex
+from vak_context.context.turnsizes import card_text
+from vak_context.errors import InvalidInput
+from vak_context.events.canonical import encode
 
 DEFAULT_IDENTITY = (
     "You are a careful software agent working in the user's workspace through tools. "
@@ -178,7 +186,7 @@ def packet_text(index: TurnIndex, p: Plan) -> str | None:
     if pk.stored_id is None:
         raise InvalidInput(
             f"the plan wants a summary of turns {pk.first_ordinal}–{pk.last_ordinal} that is not written yet: "
-            "write it with agent.summarise.write_packet, then plan again"
+            "write it with vak_context.agent.summarise.write_packet, then plan again"
         )
     stored = next((s for s in index.summaries if s.id == pk.stored_id), None)
     if stored is None:

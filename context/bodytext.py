@@ -2,7 +2,7 @@
 
 UTF-8 bytes are the text. Text with a few bytes that are not UTF-8 shows each as ``\\xNN``. Anything
 else is binary: a ``BINARY_HEADER`` line, then a hex dump. The digest shapes key "binary" on that
-header (``context.digest_shapes.binary``), so it lives here, below them.
+header (``vak_context.context.digest_shapes.binary``), so it lives here, below them.
 """
 
 from __future__ import annotations

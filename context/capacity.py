@@ -7,7 +7,7 @@ EWMAs, cache behaviour, the output reserve, and where all of it came from (``Pro
 
 Three things change a profile, each a pure function of (profile, input, ``now``):
 
-* the probe ladder (``context.probe`` plans it, ``agent.probe`` runs it) writes a whole new one;
+* the probe ladder (``vak_context.context.probe`` plans it, ``vak_context.agent.probe`` runs it) writes a whole new one;
 * ``apply_feedback`` folds in one turn's receipt (spec §1 "Feedback"): tokens per char from every
   billed prompt token, cache tiers included; prefill speed on cache-miss turns only; a failed
   explicit instruction above 0.8 × horizon tightens the horizon to that request (confidence 0.6)
@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import blake3
 
-from context.messages import (
+from vak_context.context.messages import (
     ChatRequest,
     ModelContext,
     TextPart,
@@ -36,10 +36,10 @@ from context.messages import (
     ToolResultPart,
     ToolUsePart,
 )
-from context.tokens import PRIOR_TOKENS_PER_CHAR  # re-exported: callers import it from here too
-from events.canonical import encode
-from events.payloads import CapacityProfileRecord, EwmaRecord, HorizonRecord, Usage
-from vak.errors import InvalidInput
+from vak_context.context.tokens import PRIOR_TOKENS_PER_CHAR  # re-exported: callers import it from here too
+from vak_context.errors import InvalidInput
+from vak_context.events.canonical import encode
+from vak_context.events.payloads import CapacityProfileRecord, EwmaRecord, HorizonRecord, Usage
 
 ALPHA = 0.3  # EWMA weight of the newest observation (spec §1)
 TIGHTEN_ABOVE = 0.8  # a failed instruction above this fraction of the horizon tightens it

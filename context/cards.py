@@ -33,10 +33,10 @@ import blake3
 import jsonschema
 import pydantic
 
-from context.messages import ToolCall, ToolSpec
-from events import canonical
-from events.payloads import Presentation, PresentationSource, ToolUseBlock
-from vak.errors import InvalidCardDefinition, InvalidPayload, UnknownCardType
+from vak_context.context.messages import ToolCall, ToolSpec
+from vak_context.errors import InvalidCardDefinition, InvalidPayload, UnknownCardType
+from vak_context.events import canonical
+from vak_context.events.payloads import Presentation, PresentationSource, ToolUseBlock
 
 LIBRARY_ID = "vak.cards"
 CARD_KEYWORD = "x-vak-card"
@@ -165,7 +165,7 @@ def _card_def(schema: Mapping[str, Any]) -> CardDef:
 
 def load_library() -> CardLibrary:
     """Read every ``context/card_defs/*.json`` (package data) into a library."""
-    folder = resources.files("context.card_defs")
+    folder = resources.files("vak_context.context.card_defs")
     schemas = []
     for item in sorted(folder.iterdir(), key=lambda p: p.name):
         if item.name.endswith(".json"):

@@ -23,12 +23,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import accumulate
 
-from context.packets import StepLevel, step_items, step_packet_chars
-from context.plan import CurrentTurnPlan
-from context.render import EvidenceInfo, step_chars
-from context.tokens import estimate_tokens
-from context.turncard import short_id
-from context.turns import Turn, TurnIndex
+from vak_context.context.packets import StepLevel, step_items, step_packet_chars
+from vak_context.context.plan import CurrentTurnPlan
+from vak_context.context.render import EvidenceInfo, step_chars
+from vak_context.context.tokens import estimate_tokens
+from vak_context.context.turncard import short_id
+from vak_context.context.turns import Turn, TurnIndex
 
 # The current turn's reserve: a prediction (the EWMA of past turns) is held to this share of what the
 # prefix, tail and output reserve leave; a turn that grows doubles its reserve up to the larger share,
@@ -71,7 +71,7 @@ def turn_costs(index: TurnIndex, turn: Turn, infos: Mapping[str, EvidenceInfo] |
 
 
 def nudge_chars(turn: Turn) -> list[int]:
-    """Per step, the characters of the runtime redo nudges ``context.render.render_turn`` sends after
+    """Per step, the characters of the runtime redo nudges ``vak_context.context.render.render_turn`` sends after
     it (verbatim, as a user text part). They leave with their step when a packet covers it, so a step's
     cost carries them: without them a turn with a nudge rendered longer than its plan."""
     out = [0] * len(turn.steps)

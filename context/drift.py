@@ -27,14 +27,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from context.freshness import (
+from vak_context.context.freshness import (
     RecordedFigure,
     accepts_no_live_data,
     fail_closed_statement,
     last_figure,
     seeks_live_value,
 )
-from context.turncard import narration_of
+from vak_context.context.turncard import narration_of
 
 REPEAT_BATCHES = 3  # consecutive all-repeat card batches that close the turn on that card
 DRIFT_EVENTS = 3  # consecutive model-drift events that end the turn degraded

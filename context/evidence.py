@@ -3,17 +3,17 @@
 Pure: no I/O, no clock. State goes in, text comes out. This module is the one callers import; the
 work lives in the modules below it, none of which imports this one:
 
-* ``context.evidence_window``: what a line is (split on ``"\\n"`` only, terminator kept, 1-based,
+* ``vak_context.context.evidence_window``: what a line is (split on ``"\\n"`` only, terminator kept, 1-based,
   ranges inclusive) and ``window``: a current-turn result verbatim up to ``WINDOW_CHARS``, a longer
   one as whole lines from its start and end and one line naming the omitted range and the recall
   call for it; a line over ``LINE_CHARS`` shows its start and the recall call for the rest.
 * ``digest`` (here): a closed turn's result, by shape (``detect_shape``, through the shape registry
-  in ``context.digest_shapes``), ending with ``evidence_tag``; never longer than ``DIGEST_CHARS``,
+  in ``vak_context.context.digest_shapes``), ending with ``evidence_tag``; never longer than ``DIGEST_CHARS``,
   whatever the body.
-* ``context.recall``: ``parse_recall_args`` / ``select`` / ``recall_slice``, the recall tool's
+* ``vak_context.context.recall``: ``parse_recall_args`` / ``select`` / ``recall_slice``, the recall tool's
   arguments, the exact text they name, and that text windowed. A bad argument comes back as a
   ``RecallError`` value (a tool error the model reads), never raised.
-* ``context.bodytext``: ``body_text``, how a stored body's bytes are shown; bytes that are not
+* ``vak_context.context.bodytext``: ``body_text``, how a stored body's bytes are shown; bytes that are not
   UTF-8 never raise.
 """
 
@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from context import digest_shapes
-from context.bodytext import BINARY_HEADER, body_text, guess_binary_kind, hex_dump
-from context.digest_shapes import DIGEST_CHARS, SHAPES, Analysis, Shape
-from context.evidence_window import (
+from vak_context.context import digest_shapes
+from vak_context.context.bodytext import BINARY_HEADER, body_text, guess_binary_kind, hex_dump
+from vak_context.context.digest_shapes import DIGEST_CHARS, SHAPES, Analysis, Shape
+from vak_context.context.evidence_window import (
     LINE_CHARS,
     WINDOW_CHARS,
     Window,
@@ -36,7 +36,7 @@ from context.evidence_window import (
     recall_call,
     window,
 )
-from context.recall import (
+from vak_context.context.recall import (
     RECALL_TOOL,
     RecallError,
     RecallRequest,
@@ -88,7 +88,7 @@ def detect_shape(
 ) -> Shape:
     """The shape of a tool result, from its content, the tool's name, its input and its error flag.
 
-    In order (``context.digest_shapes.DETECTION``): ``binary`` (NUL characters, or ``body_text``'s
+    In order (``vak_context.context.digest_shapes.DETECTION``): ``binary`` (NUL characters, or ``body_text``'s
     hex dump); ``command`` when the body reports an exit code (a failed shell command is command
     output, even when flagged as an error); ``error`` when flagged, or when a short body starts with
     ``Error:``; ``search`` for title + URL results (JSON or text); ``json`` for a JSON object or

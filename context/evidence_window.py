@@ -8,8 +8,8 @@ empty last line; an empty body has no lines. Line numbers are 1-based and ranges
 from its start and end, and one line naming the omitted range, its size, and the recall call.
 Inside a window a line over ``LINE_CHARS`` shows its start, says how many characters it continues
 for, and names the recall call (line and character range) that returns exactly those characters.
-The line helpers here are what the digests (``context.digest_shapes``) and recall
-(``context.recall``) build on, so this module imports neither.
+The line helpers here are what the digests (``vak_context.context.digest_shapes``) and recall
+(``vak_context.context.recall``) build on, so this module imports neither.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from vak.errors import InvalidInput
+from vak_context.errors import InvalidInput
 
 WINDOW_CHARS = 30_000
 LINE_CHARS = 2_000

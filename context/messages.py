@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from events.blocks import (
+from vak_context.events.blocks import (
     Frozen,
     ImageBlock,
     MessageBlock,
@@ -21,9 +21,9 @@ from events.blocks import (
     ToolUseBlock,
     text_of,
 )
-from events.payloads import Usage
+from vak_context.events.payloads import Usage
 
-# The request side's names for the content blocks: the same classes the ledger stores (``events.blocks``),
+# The request side's names for the content blocks: the same classes the ledger stores (``vak_context.events.blocks``),
 # so an assistant step read back from the ledger goes into a request unchanged.
 TextPart = TextBlock
 ImagePart = ImageBlock

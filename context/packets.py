@@ -27,11 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from context.tokens import estimate_tokens
-from context.turncard import args_digest, short_id
-from context.turns import EvidenceMeta, Summary, Turn, TurnIndex
-from events.payloads import Compaction, CoveredEvidence
-from vak.errors import InvalidInput
+from vak_context.context.tokens import estimate_tokens
+from vak_context.context.turncard import args_digest, short_id
+from vak_context.context.turns import EvidenceMeta, Summary, Turn, TurnIndex
+from vak_context.errors import InvalidInput
+from vak_context.events.payloads import Compaction, CoveredEvidence
 
 # Evicted turns enter the packet in batches of this many, counted from the first planned turn, so
 # the packet boundary holds steady over several turns (spec §4: a design constant).

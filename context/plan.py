@@ -1,4 +1,4 @@
-"""The plan: what ``context.planner.plan`` decides, as frozen records, with its JSON and digests.
+"""The plan: what ``vak_context.context.planner.plan`` decides, as frozen records, with its JSON and digests.
 
 A ``Plan`` carries one fidelity code per turn (``Rows``), the packet it asks for (``PacketPlan``),
 the budget arithmetic (``Budget``) and the planner's next state (``PlannerState``). Its digest
@@ -16,9 +16,9 @@ from typing import Any, NamedTuple
 
 import blake3
 
-from context.capacity import ALPHA
-from context.packets import Level
-from vak.errors import InvalidInput
+from vak_context.context.capacity import ALPHA
+from vak_context.context.packets import Level
+from vak_context.errors import InvalidInput
 
 
 class Fidelity(StrEnum):

@@ -11,10 +11,10 @@ Budget::
 
 ``horizon`` is the instruction horizon, never past the verified (or declared) window; ``handoff``
 the reset this model's plan starts after. ``current_turn_reserve`` is what the history leaves for
-the current turn (``context.currentturn.current_reserve``): an EWMA (α 0.3) of the sizes past turns
+the current turn (``vak_context.context.currentturn.current_reserve``): an EWMA (α 0.3) of the sizes past turns
 had while current, held to half of what is left, doubled while the current turn is larger, up to
 three quarters. The current turn gets what the history's plan leaves, and compacts itself in whole
-steps when it outgrows that (``context.currentturn``); when even its most compact form does not fit,
+steps when it outgrows that (``vak_context.context.currentturn``); when even its most compact form does not fit,
 ``plan`` raises ``RequestTooLarge``: a request over the budget is never sent.
 
 Value of a closed turn: ``max(recency, relevance, anaphora)``; recency = 1 / (1 + age in closed
@@ -22,7 +22,7 @@ turns), relevance = BM25 score of the directive and reading terms over the turn'
 the best score, anaphora = 1.0 for the preceding turn when the directive refers back.
 
 Fill (a turn is never split; every cost is turn-whole): coverage, then Full by value
-(``context.planner_fill``).
+(``vak_context.context.planner_fill``).
 
 So Full is chosen by value while it fits, where "fits" means the turns not yet placed can still be
 carried as cards (spec §10: a 31-turn session on a small model keeps about 2 turns Full and the
@@ -45,9 +45,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from context.capacity import CapacityProfile, to_record
-from context.currentturn import TurnCosts, fit
-from context.plan import (
+from vak_context.context.capacity import CapacityProfile, to_record
+from vak_context.context.currentturn import TurnCosts, fit
+from vak_context.context.plan import (
     BEHIND,
     CURRENT,
     PACKET,
@@ -64,8 +64,8 @@ from context.plan import (
     flat_record,
     plan_digest,
 )
-from context.planner_fill import PlanCache, fill, history_codes
-from context.planner_history import (
+from vak_context.context.planner_fill import PlanCache, fill, history_codes
+from vak_context.context.planner_history import (
     HistoryColumns,
     apply_relevance,
     behind_tokens,
@@ -77,12 +77,12 @@ from context.planner_history import (
     sizes_digest_of,
     turn_ids,
 )
-from context.planner_room import Request, Room, midturn_reuse, refers_back, request_of, room_of
-from context.relevance import TurnScores
-from context.render import EvidenceInfo
-from context.tokens import estimate_tokens
-from context.turns import TurnIndex
-from context.turnsizes import TurnTable
+from vak_context.context.planner_room import Request, Room, midturn_reuse, refers_back, request_of, room_of
+from vak_context.context.relevance import TurnScores
+from vak_context.context.render import EvidenceInfo
+from vak_context.context.tokens import estimate_tokens
+from vak_context.context.turns import TurnIndex
+from vak_context.context.turnsizes import TurnTable
 
 __all__ = [
     "Budget", "Fidelity", "PacketPlan", "Plan", "PlanCache", "PlannedTurn", "PlannerState", "Rows",
@@ -114,7 +114,7 @@ def plan(
     totals and sizes digest it reads are ones the table derives from its rows and memoises itself (the
     caller's cache, like ``cache``). ``infos`` digests the current turn's evidence (without them its
     steps go from as carried to the step packet); ``current_costs`` is
-    ``context.currentturn.turn_costs`` of the current turn, when the caller keeps it; ``cache`` is the
+    ``vak_context.context.currentturn.turn_costs`` of the current turn, when the caller keeps it; ``cache`` is the
     caller's ``PlanCache`` (None: nothing is kept; the plan is the same).
 
     Raises ``RequestTooLarge`` when even the current turn's most compact form does not fit."""

@@ -1,9 +1,9 @@
-"""The planner's fill (``context.planner`` steps 1 and 2): coverage, the packet, and Full by value. Pure.
+"""The planner's fill (``vak_context.context.planner`` steps 1 and 2): coverage, the packet, and Full by value. Pure.
 
 1. Coverage: from the newest turn back, each turn is carried at its cheaper form (its card, or its
    full record when that is no larger) while it fits. When the oldest ones do not, they collapse
    into one packet over the oldest contiguous range, grown in batches of ``PACKET_BATCH_TURNS``
-   from the first planned turn; the packet's room is reserved first (``context.packets``).
+   from the first planned turn; the packet's room is reserved first (``vak_context.context.packets``).
 2. Full: in descending value (ties: anaphora, then newer), each turn is raised to Full while the
    extra cost fits, skipping one that does not for a cheaper one further down. A turn inside the
    packet range is retrieved whole (before the packet) only when it is relevant or referred to.
@@ -21,7 +21,7 @@ from operator import le
 
 import numpy as np
 
-from context.packets import (
+from vak_context.context.packets import (
     PACKET_BATCH_TURNS,
     PACKET_SHARE,
     PacketRoom,
@@ -30,12 +30,12 @@ from context.packets import (
     seed_packet,
     stored_packet,
 )
-from context.plan import CARD, FULL, PACKET, PacketPlan
-from context.planner_history import CARD as CARD_TOTALS
-from context.planner_history import CHEAP, EVIDENCE_CHARS, EVIDENCE_ITEMS, HistoryColumns
-from context.relevance import ranked_columns, ranked_lists
-from context.tokens import estimate_tokens
-from context.turns import Summary, TurnIndex
+from vak_context.context.plan import CARD, FULL, PACKET, PacketPlan
+from vak_context.context.planner_history import CARD as CARD_TOTALS
+from vak_context.context.planner_history import CHEAP, EVIDENCE_CHARS, EVIDENCE_ITEMS, HistoryColumns
+from vak_context.context.relevance import ranked_columns, ranked_lists
+from vak_context.context.tokens import estimate_tokens
+from vak_context.context.turns import Summary, TurnIndex
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """The history a plan places, as columns: sizes in tokens, relevance, and the digests of both. Pure.
 
-``context.planner.plan`` builds one ``HistoryColumns`` over the turns after the last reset and before
+``vak_context.context.planner.plan`` builds one ``HistoryColumns`` over the turns after the last reset and before
 the current one (position i = the i-th planned turn, oldest first), then fills it
-(``context.planner_fill``). Sizes come from the caller's ``TurnTable`` when it is in step with the
+(``vak_context.context.planner_fill``). Sizes come from the caller's ``TurnTable`` when it is in step with the
 index (its token columns and running totals, read, never changed), else are estimated from each
 turn's card; relevance from the caller's ``TurnScores`` (by turn position), else BM25 over the cards.
 """
@@ -19,11 +19,12 @@ from operator import add, gt, truediv
 import blake3
 import numpy as np
 
-from context.plan import PACKET
-from context.relevance import Floats, Positions, SparseRelevance, TurnScores, normalised_columns
-from context.tokens import estimate_tokens
-from context.turns import Turn, TurnIndex
-from context.turnsizes import (
+from vak_context.bm25 import Bm25Index
+from vak_context.context.plan import PACKET
+from vak_context.context.relevance import Floats, Positions, SparseRelevance, TurnScores, normalised_columns
+from vak_context.context.tokens import estimate_tokens
+from vak_context.context.turns import Turn, TurnIndex
+from vak_context.context.turnsizes import (
     TurnTable,
     estimate_size,
     running_totals,
@@ -31,8 +32,7 @@ from context.turnsizes import (
     sizes_digest,
     turn_document,
 )
-from vak.bm25 import Bm25Index
-from vak.errors import InvalidInput
+from vak_context.errors import InvalidInput
 
 CHEAP, CARD, EVIDENCE_CHARS, EVIDENCE_ITEMS = range(4)  # the columns of ``HistoryColumns.totals``
 
@@ -54,7 +54,7 @@ class HistoryColumns:
     table: TurnTable | None  # the caller's size table, when it is in step with the index
     keep_from: int = 0  # the first turn after the packet range
     # ``relevance`` as columns in position order: the digest and the Full candidates walk them in order.
-    # numpy columns when there are many scores, else Python lists (``context.relevance``)
+    # numpy columns when there are many scores, else Python lists (``vak_context.context.relevance``)
     scored: Positions | list[int] = field(default_factory=list)
     scores: Floats | list[float] = field(default_factory=list)
     # Running totals of cheap, card, evidence characters and items (``TurnTable.sums``), from ``base``:
@@ -134,7 +134,7 @@ def behind_tokens(index: TurnIndex, start: int, sizes: TurnTable | None, tpc: fl
 
 def sizes_digest_of(index: TurnIndex, sizes: TurnTable | None, ids: list[str], end: int) -> str:
     """Every turn's sizes in characters up to the last planned one, behind a reset or not
-    (``context.turnsizes.sizes_digest``): kept chunk by chunk by the caller's table, so a new turn
+    (``vak_context.context.turnsizes.sizes_digest``): kept chunk by chunk by the caller's table, so a new turn
     adds its own row to hash, not the session's."""
     table = in_step(sizes, index, 0, end)
     if table is not None:

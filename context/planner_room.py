@@ -1,4 +1,4 @@
-"""What a request leaves the history (``context.planner``'s budget): the inputs checked, the reset
+"""What a request leaves the history (``vak_context.context.planner``'s budget): the inputs checked, the reset
 the plan starts after, the current turn's reserve, and a recorded mid-turn compaction to reuse. Pure.
 
     budget = horizon − prefix − tail − output_reserve − handoff − current_turn_reserve
@@ -11,14 +11,21 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from context.capacity import CapacityProfile
-from context.currentturn import TurnCosts, current_reserve, fit, minimum_tokens, turn_costs, verbatim_tokens
-from context.packets import midturn_packet, render_handoff, render_stored
-from context.plan import CurrentTurnPlan, PacketPlan, PlannerState, ResetPlan
-from context.render import EvidenceInfo
-from context.tokens import estimate_tokens
-from context.turns import ResetMark, Turn, TurnIndex
-from vak.errors import InvalidInput, RequestTooLarge
+from vak_context.context.capacity import CapacityProfile
+from vak_context.context.currentturn import (
+    TurnCosts,
+    current_reserve,
+    fit,
+    minimum_tokens,
+    turn_costs,
+    verbatim_tokens,
+)
+from vak_context.context.packets import midturn_packet, render_handoff, render_stored
+from vak_context.context.plan import CurrentTurnPlan, PacketPlan, PlannerState, ResetPlan
+from vak_context.context.render import EvidenceInfo
+from vak_context.context.tokens import estimate_tokens
+from vak_context.context.turns import ResetMark, Turn, TurnIndex
+from vak_context.errors import InvalidInput, RequestTooLarge
 
 # Words by which a directive refers back to what was just done ("do that again", "the second one").
 _ANAPHORA = re.compile(

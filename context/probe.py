@@ -1,5 +1,5 @@
 """The capacity ladder, pure: rung plan, per-sample and per-rung verdicts, the search, the cache rung,
-and the profile a finished ladder yields (spec §1). No I/O and no clock; ``agent.probe`` runs it.
+and the profile a finished ladder yields (spec §1). No I/O and no clock; ``vak_context.agent.probe`` runs it.
 
 The search (``LadderSearch``) is a small state machine. Ask it for the next prompt size, run the
 samples there, hand back a ``RungOutcome``; repeat until it says ``None``:
@@ -13,7 +13,7 @@ samples there, hand back a ``RungOutcome``; repeat until it says ``None``:
    and an end whose pooled verdict flips reopens the search.
 
 A sample is followed when it called ``probe_ack`` with the rung's nonce inside its arguments, in
-any wrapping ``context.toolcalls`` reads. A rung passes when the strict majority of its instruction
+any wrapping ``vak_context.context.toolcalls`` reads. A rung passes when the strict majority of its instruction
 samples followed AND the majority of its negative controls (same history, told NOT to call a tool)
 called nothing: a model that always calls never passes. Sampling stops by ``settled`` (a lead of
 two, or the cap). An over-length rejection (400/413) fails the rung and, once seen, makes the
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from context.capacity import (
+from vak_context.context.capacity import (
     PROBED_CONFIDENCE,
     CacheBehaviour,
     CapacityProfile,
@@ -38,9 +38,9 @@ from context.capacity import (
     Protocol,
     metadata_profile,
 )
-from context.messages import ModelContext
-from context.toolcalls import ParsedCall
-from vak.errors import InvalidInput
+from vak_context.context.messages import ModelContext
+from vak_context.context.toolcalls import ParsedCall
+from vak_context.errors import InvalidInput
 
 ACK_TOOL = "probe_ack"
 FIRST_RUNG = 4096
@@ -121,7 +121,7 @@ class SampleOutcome:
     kind: SampleKind
     target: int  # the prompt size the search asked for
     prompt_tokens: int | None  # what the provider billed (None when it rejected the request)
-    calls: tuple[ParsedCall, ...] = ()  # every call, native or in the text (context.toolcalls)
+    calls: tuple[ParsedCall, ...] = ()  # every call, native or in the text (vak_context.context.toolcalls)
     nonce: str = ""  # the ack value the instruction asked for
     text: str = ""
     latency_ms: float = 0.0

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from context.evidence_window import line_count, line_offsets, recall_call, window
-from context.messages import ToolSpec
+from vak_context.context.evidence_window import line_count, line_offsets, recall_call, window
+from vak_context.context.messages import ToolSpec
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ a term with a handful of vector operations over its postings instead of a Python
 and hands the planner sorted positions and raw scores (``TurnScores``) it can normalise, digest and
 rank as arrays.
 
-It is the project's one BM25 (``vak.bm25``: its tokeniser, k1, b, idf and common-term rule, through
-``Bm25Index.weighted_terms``), and every float equals the one ``vak.bm25.Bm25Index.scores`` computes:
+It is the project's one BM25 (``vak_context.bm25``: its tokeniser, k1, b, idf and common-term rule, through
+``Bm25Index.weighted_terms``), and every float equals the one ``vak_context.bm25.Bm25Index.scores`` computes:
 the same IEEE operations in the same order per posting (``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b *
 length / avg))``), and per document the terms added in the same (sorted) order into an accumulator that
 starts at 0.0 (as ``0.0 + g == g``, the first term's gain is kept as is, as the dictionary path does).
@@ -23,7 +23,7 @@ from operator import neg, sub, truediv
 import numpy as np
 import numpy.typing as npt
 
-from vak.bm25 import Bm25Index, query_terms
+from vak_context.bm25 import Bm25Index, query_terms
 
 Positions = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]

@@ -1,10 +1,10 @@
-"""The full-record rendering of a closed turn (spec §10), as ``context.messages.Message`` objects.
+"""The full-record rendering of a closed turn (spec §10), as ``vak_context.context.messages.Message`` objects.
 
 The record is the turn as it was sent, with three changes and nothing else:
 
 * thinking is dropped;
 * every evidence result longer than ``VERBATIM_CHARS`` is replaced by its digest
-  (``context.evidence.digest``, which ends with the ``[evidence:<id> — <n> chars; call recall to
+  (``vak_context.context.evidence.digest``, which ends with the ``[evidence:<id> — <n> chars; call recall to
   expand]`` tag), and every ``emit_*_card`` result by the short ack ``{"presentation": "<id>", "ok": true}``;
 * a ```vak fence that duplicates a card already presented in the turn is dropped from the prose.
 
@@ -29,13 +29,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from context.cards import card_ack, payload_digest
-from context.evidence import DIGEST_CHARS, body_text, shaped_digest
-from context.messages import ImagePart, Message, Part, TextPart, ToolResultPart, ToolUsePart
-from context.toolrefs import FIND_TOOLS_NAME, tools_loaded_by
-from context.turns import Exchange, Step, Turn
-from events.payloads import EvidenceBody, Presentation, TextBlock, ToolUseBlock
-from vak.errors import VakError
+from vak_context.context.cards import card_ack, payload_digest
+from vak_context.context.evidence import DIGEST_CHARS, body_text, shaped_digest
+from vak_context.context.messages import ImagePart, Message, Part, TextPart, ToolResultPart, ToolUsePart
+from vak_context.context.toolrefs import FIND_TOOLS_NAME, tools_loaded_by
+from vak_context.context.turns import Exchange, Step, Turn
+from vak_context.errors import VakError
+from vak_context.events.payloads import EvidenceBody, Presentation, TextBlock, ToolUseBlock
 
 SHORT_ID = 12  # digests and cards name ids by their first 12 hex digits; recall resolves a unique prefix
 # A result this short is its own record: its digest could be as long (``DIGEST_CHARS`` is the longest a
@@ -155,14 +155,14 @@ def render_turn(
 ) -> list[Message]:
     """The full record of ``turn``: its tail and directive, then each step and its results, API-valid.
 
-    For the current turn (``context.planner``'s in-turn compaction): steps before ``first_step`` are
+    For the current turn (``vak_context.context.planner``'s in-turn compaction): steps before ``first_step`` are
     left out whole (their calls and results both), ``lead`` parts follow the directive in its message
     (the step packet that names them), and only steps before ``digest_until`` show evidence results as
     their digests; later ones show the result as the request carried it. Default: every step, digests.
     ``with_tail=False`` leaves the recorded tail out (the current turn's caller adds the tail it sends).
     """
     # The ledger's image blocks are the request's: they go in as they are. The recorded tail goes where
-    # ``context.assemble.project`` put it while the turn was current: first in the directive's message.
+    # ``vak_context.context.assemble.project`` put it while the turn was current: first in the directive's message.
     tail: tuple[Part, ...] = (TextPart(text=turn.tail),) if with_tail and turn.tail.strip() else ()
     directive_parts: tuple[Part, ...] = (*tail, TextPart(text=turn.directive.text), *turn.directive.images)
     messages: list[Message] = [Message(role="user", content=(*directive_parts, *lead))]
@@ -197,7 +197,7 @@ def _chars(msg: Message | None) -> int:
         if isinstance(p, TextPart):
             n += len(p.text)
         elif isinstance(p, ToolUsePart):
-            n += len(p.name) + len(json.dumps(p.input, ensure_ascii=False))  # as context.capacity.request_chars
+            n += len(p.name) + len(json.dumps(p.input, ensure_ascii=False))  # as vak_context.context.capacity.request_chars
         elif isinstance(p, ToolResultPart):
             n += len(p.content)
     return n

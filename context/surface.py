@@ -4,7 +4,7 @@
   card tools), in one fixed order. Their schemas are the request's ``tools`` on every turn.
 * **Catalogue**: one line per admitted tool that is not always loaded (``name — first sentence``),
   sorted by name. It depends on the admitted set only, so it sits in the stable prefix and never moves.
-* **find_tools({query})** ranks the deferred tools with the project's one BM25 (``vak.bm25``: the one
+* **find_tools({query})** ranks the deferred tools with the project's one BM25 (``vak_context.bm25``: the one
   the planner and the card index rank turns with, one tokeniser for all three), returns their full
   schemas *in its own result*, and loads them for the rest of the turn: a call to a promoted tool is
   accepted by name.
@@ -26,10 +26,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from context.messages import ToolSpec
-from context.toolrefs import FIND_TOOLS_NAME, LOADED_MARK
-from vak.bm25 import Bm25Index, best_first
-from vak.errors import InvalidInput
+from vak_context.bm25 import Bm25Index, best_first
+from vak_context.context.messages import ToolSpec
+from vak_context.context.toolrefs import FIND_TOOLS_NAME, LOADED_MARK
+from vak_context.errors import InvalidInput
 
 FIND_TOOLS_LIMIT = 5
 

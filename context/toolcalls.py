@@ -19,7 +19,7 @@ and parse the joined text again. Its name is read from the part that arrived, wh
 
 Pure and linear-time: one pass finds every balanced ``{…}`` span (string-aware), outer spans are
 decoded first and a decoded value's inner spans are not decoded again, and the work on text that
-is not JSON is bounded by a budget proportional to its length. The probe (``context.probe``) and the turn loop share it.
+is not JSON is bounded by a budget proportional to its length. The probe (``vak_context.context.probe``) and the turn loop share it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """What a ``find_tools`` result loads, read back from its text (pure, no imports from the engine).
 
-``context.surface.find_tools_result`` writes the result: a first line with ``LOADED_MARK``, then one JSON
-object per loaded tool. The projection (``context.render``) reads the names back so an adapter with native
+``vak_context.context.surface.find_tools_result`` writes the result: a first line with ``LOADED_MARK``, then one JSON
+object per loaded tool. The projection (``vak_context.context.render``) reads the names back so an adapter with native
 deferred loading can send the result as tool references (Anthropic ``tool_reference`` blocks) instead of
-the schemas' text. Kept apart from ``context.surface`` because the projection cannot import the surface
+the schemas' text. Kept apart from ``vak_context.context.surface`` because the projection cannot import the surface
 (the surface's BM25 sits above the projection).
 """
 

@@ -1,5 +1,5 @@
 """The records a ``TurnIndex`` is made of (spec §2): turns, their steps and tool exchanges, summaries,
-resets, evidence and controls, with their canonical dump. Pure data: ``context.turns`` builds them.
+resets, evidence and controls, with their canonical dump. Pure data: ``vak_context.context.turns`` builds them.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from events.payloads import (
+from vak_context.events.payloads import (
     AssistantStep,
     Directive,
     Presentation,

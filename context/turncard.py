@@ -24,10 +24,17 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from context.render import SHORT_ID, EvidenceInfo, is_card_tool, record_chars, render_turn, strip_card_fences
-from context.tokens import estimate_tokens
-from context.turns import Exchange, Turn, TurnIndex
-from events.payloads import Answer, PresentationRef, ReadingKey, TraceLine, TurnCard
+from vak_context.context.render import (
+    SHORT_ID,
+    EvidenceInfo,
+    is_card_tool,
+    record_chars,
+    render_turn,
+    strip_card_fences,
+)
+from vak_context.context.tokens import estimate_tokens
+from vak_context.context.turns import Exchange, Turn, TurnIndex
+from vak_context.events.payloads import Answer, PresentationRef, ReadingKey, TraceLine, TurnCard
 
 NARRATION_WORDS = 60  # spec §10: verbatim when short (≤ 60 words)
 ASKED_TOKENS = 60  # spec §10: the directive verbatim if ≤ ~60 tokens

@@ -19,8 +19,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from context.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
-from context.turn_records import (
+from vak_context.context.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
+from vak_context.context.turn_records import (
     Control,
     EvidenceMeta,
     Exchange,
@@ -31,12 +31,13 @@ from context.turn_records import (
     behind,
     dump_turn,
 )
-from context.turn_records import (
+from vak_context.context.turn_records import (
     step_chars as chars_of_step,
 )
-from events import canonical
-from events.envelope import Mapper, StoredEntry
-from events.payloads import (
+from vak_context.errors import InvalidInput
+from vak_context.events import canonical
+from vak_context.events.envelope import Mapper, StoredEntry
+from vak_context.events.payloads import (
     CONTROL_KINDS,
     AssistantStep,
     Compaction,
@@ -50,7 +51,6 @@ from events.payloads import (
     TurnCard,
     TurnTail,
 )
-from vak.errors import InvalidInput
 
 __all__ = [
     "DEFAULT_TOKENS_PER_CHAR", "Control", "EntryLike", "EvidenceMeta", "Exchange", "ResetMark", "Step", "Summary",

@@ -1,12 +1,12 @@
 """What the planner reads about each turn, besides the TurnIndex: its sizes and its relevance. Pure.
 
 * Sizes (``TurnSize``): the characters a closed turn adds to a request as its full record (evidence
-  digested, ``context.render``), as its card (``context.turncard.render_card``), and as its lines in
-  a packet's evidence list, counted exactly as ``context.capacity.request_chars`` counts a request.
+  digested, ``vak_context.context.render``), as its card (``vak_context.context.turncard.render_card``), and as its lines in
+  a packet's evidence list, counted exactly as ``vak_context.context.capacity.request_chars`` counts a request.
   ``measure_turn`` needs the evidence digests; ``estimate_size`` reads the stored card's own count.
   ``TurnTable`` keeps them as columns in turn order, so a plan slices instead of looking up.
 * Relevance: each turn's document (``turn_document``: the card's index text, spec §10), which the
-  project's one BM25 (``vak.bm25``) ranks; ``context.relevance`` keeps that index by turn position
+  project's one BM25 (``vak_context.bm25``) ranks; ``vak_context.context.relevance`` keeps that index by turn position
   with numpy columns (``SessionView``'s).
 """
 
@@ -21,14 +21,14 @@ from typing import Any
 
 import blake3
 
-from context.capacity import request_chars
-from context.messages import ChatRequest
-from context.packets import CoveredItem, describe_evidence, item_line
-from context.render import EvidenceInfo, render_turn
-from context.tokens import estimate_tokens
-from context.turncard import build_card, index_text, render_card
-from context.turns import Turn, TurnIndex
-from vak.errors import InvalidInput
+from vak_context.context.capacity import request_chars
+from vak_context.context.messages import ChatRequest
+from vak_context.context.packets import CoveredItem, describe_evidence, item_line
+from vak_context.context.render import EvidenceInfo, render_turn
+from vak_context.context.tokens import estimate_tokens
+from vak_context.context.turncard import build_card, index_text, render_card
+from vak_context.context.turns import Turn, TurnIndex
+from vak_context.errors import InvalidInput
 
 # ------------------------------------------------------------------ sizes
 
@@ -36,13 +36,13 @@ from vak.errors import InvalidInput
 class TurnSize:
     """Characters a closed turn adds to a request: as its full record, and as its card.
 
-    Counted exactly as ``context.capacity.request_chars`` counts a request, so the plan's sums are
+    Counted exactly as ``vak_context.context.capacity.request_chars`` counts a request, so the plan's sums are
     what the assembled request measures.
     """
 
     full_chars: int
     card_chars: int
-    evidence_chars: int = 0  # the turn's evidence lines in a packet (``context.packets.item_line``)
+    evidence_chars: int = 0  # the turn's evidence lines in a packet (``vak_context.context.packets.item_line``)
     evidence_items: int = 0
 
 
@@ -149,7 +149,7 @@ class TurnTable:
         return columns
 
     def lend(self) -> None:
-        """A plan keeps ``ids`` and the token columns as they are now (``context.planner.Rows``):
+        """A plan keeps ``ids`` and the token columns as they are now (``vak_context.context.planner.Rows``):
         appending rows is safe for it (it reads only its own), changing one in place copies first."""
         self._lent = True
 

@@ -1,8 +1,8 @@
 """The ledger entry model: payload kinds (``payloads``), the stored envelope and mapper
 (``envelope``), and the canonical JSON the ids are hashed over (``canonical``)."""
 
-from events.envelope import CURRENT_VERSION, LedgerLimits, Mapper, StoredEntry
-from events.payloads import (
+from vak_context.events.envelope import CURRENT_VERSION, LedgerLimits, Mapper, StoredEntry
+from vak_context.events.payloads import (
     CONTROL_KINDS,
     KINDS,
     PAYLOAD_ADAPTER,

@@ -1,12 +1,12 @@
 """Content blocks: the one model of what a message or an assistant step holds.
 
 The ledger stores these blocks inside its payloads (``AssistantStep.blocks``, ``Directive.images``) and
-the engine builds requests from the same classes (``context.messages.Message.content``), so a block read
+the engine builds requests from the same classes (``vak_context.context.messages.Message.content``), so a block read
 back from the ledger goes into a request as it is. Each block is a frozen pydantic model tagged by
 ``type``; ``StepBlock`` and ``MessageBlock`` are the discriminated unions each side accepts.
 
 A block's JSON is part of an entry's canonical bytes, so a field added here changes entry ids: add one
-only with a default, and only where the stored form leaves it out (see ``events.payloads.StoredImage``).
+only with a default, and only where the stored form leaves it out (see ``vak_context.events.payloads.StoredImage``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-JsonValue = Any  # a value canonical JSON encodes (checked by events.canonical)
+JsonValue = Any  # a value canonical JSON encodes (checked by vak_context.events.canonical)
 
 
 class Frozen(BaseModel):

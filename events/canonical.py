@@ -27,7 +27,7 @@ from typing import Any
 from pydantic_core import PydanticSerializationError
 from pydantic_core import to_json as _compiled_to_json
 
-from vak.errors import InvalidUtf8, NonCanonicalValue
+from vak_context.errors import InvalidUtf8, NonCanonicalValue
 
 _encoder = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":"), check_circular=True

@@ -23,12 +23,12 @@ import blake3
 from pydantic import BaseModel, PlainSerializer, RootModel, ValidationError, WrapSerializer
 from pydantic.fields import FieldInfo
 
-import events.canonical as canonical
-from events.payloads import KINDS, PAYLOAD_ADAPTER, PAYLOAD_TYPES
-from vak.errors import InvalidPayload, OversizeEntry, UnknownKind
+import vak_context.events.canonical as canonical
+from vak_context.errors import InvalidPayload, OversizeEntry, UnknownKind
+from vak_context.events.payloads import KINDS, PAYLOAD_ADAPTER, PAYLOAD_TYPES
 
 # A payload validated and canonically encoded by ``Mapper.encode_payload`` in the caller's process
-# (actors.ledger_client), sent to the LedgerActor as a plain (kind, bytes) tuple: it pickles about
+# (vak_context.actors.ledger_client), sent to the LedgerActor as a plain (kind, bytes) tuple: it pickles about
 # ten times faster than a pydantic model, and the actor need not encode it again. The bytes are
 # the same the actor would have written, so the ids are too; the actor checks the kind and size.
 EncodedPayload = tuple[str, bytes]

@@ -2,7 +2,7 @@
 
 Every kind the spec names (docs: spec §1, §2, §3, §10) is here. A payload is what an entry
 *says*; where it sits (id, parent, session, seq, time) is the envelope's business
-(``events.envelope``). Payload models never hold raw bytes: an evidence body's bytes travel
+(``vak_context.events.envelope``). Payload models never hold raw bytes: an evidence body's bytes travel
 in the entry's blob, hashed separately.
 """
 
@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, Field, PlainSerializer, TypeAdapter
 
-from events.blocks import (
+from vak_context.events.blocks import (
     Frozen,
     ImageBlock,
     JsonValue,
@@ -271,7 +271,7 @@ class Nudge(Frozen):
 
 
 class TurnTail(Frozen):
-    """The tail block a turn's directive was sent with (``context.assemble.render_tail``), written once
+    """The tail block a turn's directive was sent with (``vak_context.context.assemble.render_tail``), written once
     before the turn's first step. A closed turn's record shows it again before the directive, so the
     request the next turn sends starts with the bytes the last one sent (the prefix cache holds)."""
 

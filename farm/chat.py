@@ -3,7 +3,7 @@
 ``LiveSession`` wires one session: the bound model (the bundled local model on llama.cpp, started on
 127.0.0.1, or any ``provider:model`` spec), its profile (the newest one recorded in the ledger for that
 model, else the metadata rung's), the tool surface (recall, find_tools, the workspace tools and the
-card tools) and a :class:`~agent.loop.TurnLoop` over in-process services or the Ray actors.
+card tools) and a :class:`~vak_context.agent.loop.TurnLoop` over in-process services or the Ray actors.
 """
 
 from __future__ import annotations
@@ -17,25 +17,25 @@ from typing import Any
 
 import httpx
 
-from actors.assembler import AssemblerActor
-from actors.local_services import InProcessServices
-from agent.endpoint import ModelEndpoint
-from agent.loop import StepReport, TurnConfig, TurnLoop, TurnReport, TurnServices
-from agent.request import SessionView
-from agent.summarise import Summariser, write_packet
-from agent.workspace import TOOLS as WORKSPACE_TOOLS
-from agent.workspace import Workspace
-from context.assemble import system_prompt
-from context.capacity import CapacityProfile, ProfileKey, describe, from_record, metadata_profile
-from context.cards import card_tools
-from context.evidence import RECALL_TOOL
-from context.messages import ModelContext
-from context.planner import Plan
-from context.surface import Surface, ToolDecl
-from events.envelope import Mapper
-from events.payloads import CapacityProfileRecord
-from providers.tokencount import token_counter
-from storage.ledger import LedgerStore
+from vak_context.actors.assembler import AssemblerActor
+from vak_context.actors.local_services import InProcessServices
+from vak_context.agent.endpoint import ModelEndpoint
+from vak_context.agent.loop import StepReport, TurnConfig, TurnLoop, TurnReport, TurnServices
+from vak_context.agent.request import SessionView
+from vak_context.agent.summarise import Summariser, write_packet
+from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
+from vak_context.agent.workspace import Workspace
+from vak_context.context.assemble import system_prompt
+from vak_context.context.capacity import CapacityProfile, ProfileKey, describe, from_record, metadata_profile
+from vak_context.context.cards import card_tools
+from vak_context.context.evidence import RECALL_TOOL
+from vak_context.context.messages import ModelContext
+from vak_context.context.planner import Plan
+from vak_context.context.surface import Surface, ToolDecl
+from vak_context.events.envelope import Mapper
+from vak_context.events.payloads import CapacityProfileRecord
+from vak_context.providers.tokencount import token_counter
+from vak_context.storage.ledger import LedgerStore
 
 DEFAULT_MODEL = "qwen"
 DEFAULT_N_CTX = 16384
@@ -52,8 +52,8 @@ def default_surface(*, cards_loaded: bool = False) -> Surface:
 
 
 def local_key(model: str) -> ProfileKey:
-    """The profile key a bundled local model is probed and bound under (``agent.probe`` names it)."""
-    from agent.probe import LOCAL_QUANTISATION
+    """The profile key a bundled local model is probed and bound under (``vak_context.agent.probe`` names it)."""
+    from vak_context.agent.probe import LOCAL_QUANTISATION
 
     return ProfileKey("local", model, LOCAL_QUANTISATION.get(model, ""))
 
@@ -105,8 +105,8 @@ class LiveSession:
     api_key: str | None = None  # that server's key
 
     async def __aenter__(self) -> LiveSession:
-        from providers.localserver import LocalModelServer, canonical_model
-        from providers.openai_compat import OpenAICompatProvider
+        from vak_context.providers.localserver import LocalModelServer, canonical_model
+        from vak_context.providers.openai_compat import OpenAICompatProvider
 
         self._stack = AsyncExitStack()
         self.model = canonical_model(self.model)

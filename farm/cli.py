@@ -9,16 +9,16 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from vak.errors import VakError
+from vak_context.errors import VakError
 
 # Modules that add subcommands. Each defines register(subparsers) and sets a `func` default.
 COMMAND_MODULES = [
-    "farm.cmd_ledger",
-    "farm.cmd_serve",
-    "farm.cmd_probe",
-    "farm.cmd_import",
-    "farm.cmd_chat",
-    "farm.cmd_farm",
+    "vak_context.farm.cmd_ledger",
+    "vak_context.farm.cmd_serve",
+    "vak_context.farm.cmd_probe",
+    "vak_context.farm.cmd_import",
+    "vak_context.farm.cmd_chat",
+    "vak_context.farm.cmd_farm",
 ]
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from vak.errors import InvalidInput
+from vak_context.errors import InvalidInput
 
 # The largest context window any provider declares today is about 2M tokens; a number past this is a typo.
 MAX_TOKENS = 2_097_152

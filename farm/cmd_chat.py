@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from farm.cli_checks import MAX_TOKENS, bounded_int, check_ledger_folder
-from vak.errors import ActorError, InvalidInput, ModelServerError, ProviderError
-from vak.names import check_name
+from vak_context.errors import ActorError, InvalidInput, ModelServerError, ProviderError
+from vak_context.farm.cli_checks import MAX_TOKENS, bounded_int, check_ledger_folder
+from vak_context.names import check_name
 
 DEFAULT_LEDGER = Path("vak-data") / "ledger"
 
@@ -80,7 +80,7 @@ def _checked(args: argparse.Namespace) -> tuple[Path, str, Path]:
 
 
 def _live(args: argparse.Namespace, ledger: Path, session: str, workspace: Path, streamer: Streamer) -> Any:
-    from farm.chat import LiveSession, step_line
+    from vak_context.farm.chat import LiveSession, step_line
 
     return LiveSession(ledger=ledger, session=session, workspace=workspace, model=args.model, n_ctx=args.n_ctx,
                        max_steps=args.max_steps, on_step=lambda s: streamer.step(step_line(s)),

@@ -1,4 +1,4 @@
-"""`vak farm run SPEC` and `vak farm report RUN`: the eval farm (farm.farmrun) from the command line.
+"""`vak farm run SPEC` and `vak farm report RUN`: the eval farm (vak_context.farm.farmrun) from the command line.
 
 ``vak farm run farm/examples/small.toml`` runs the spec on the Ray this shell can reach (``--address``,
 ``$RAY_ADDRESS``, else a local Ray on 127.0.0.1), prints progress per model as units finish, writes
@@ -33,16 +33,18 @@ def register(sub: Any) -> None:
     report = fsub.add_parser("report", help="write report.md and the PNGs of a farm run")
     report.add_argument("run", type=Path, help="a run folder (<out>/<run id>) holding results.parquet")
     report.set_defaults(func=_report)
-    from farm import cmd_farm_submit  # `vak farm submit` (Ray Jobs) lives in its own module
+    from vak_context.farm import (
+        cmd_farm_submit,  # `vak vak_context.farm submit` (Ray Jobs) lives in its own module
+    )
 
     cmd_farm_submit.register(fsub)
     farm.set_defaults(func=lambda _args: farm.print_help() or 2)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from farm.farm_report import write_report
-    from farm.farmrun import FarmProgress, run_farm
-    from farm.farmspec import load_farm_spec
+    from vak_context.farm.farm_report import write_report
+    from vak_context.farm.farmrun import FarmProgress, run_farm
+    from vak_context.farm.farmspec import load_farm_spec
 
     spec = load_farm_spec(args.spec)
 
@@ -63,7 +65,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from farm.farm_report import write_report
+    from vak_context.farm.farm_report import write_report
 
     paths = write_report(args.run)
     for p in paths:

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from farm.cli_checks import bounded_int
-from farm.farm_jobs import job_client, submit_farm, wait_for_job
-from vak.errors import InvalidInput
+from vak_context.errors import InvalidInput
+from vak_context.farm.cli_checks import bounded_int
+from vak_context.farm.farm_jobs import job_client, submit_farm, wait_for_job
 
 
 def register(farm_subparsers: Any) -> None:
@@ -55,7 +55,7 @@ def job_address(given: str | None) -> str:
 def shared_folder(given: str | None) -> str:
     if given:
         return given
-    from farm.farmspec import shared_root
+    from vak_context.farm.farmspec import shared_root
 
     return os.environ.get("VAK_SHARED") or str(shared_root().resolve())
 

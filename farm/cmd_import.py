@@ -1,4 +1,4 @@
-"""`vak import PATH`: import a recorded agent session into the ledger (see farm.importers)."""
+"""`vak import PATH`: import a recorded agent session into the ledger (see vak_context.farm.importers)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from farm.mainjob import DEFAULT_LEDGER
+from vak_context.farm.mainjob import DEFAULT_LEDGER
 
 
 def register(sub: Any) -> None:
@@ -43,8 +43,8 @@ def register(sub: Any) -> None:
 
 def _tokens_per_char(text: str) -> float:
     """argparse type: a finite ratio in the importer's range; anything else is a one-line usage error."""
-    from farm.importers import check_tokens_per_char
-    from vak.errors import InvalidInput
+    from vak_context.errors import InvalidInput
+    from vak_context.farm.importers import check_tokens_per_char
 
     try:
         return check_tokens_per_char(float(text))
@@ -82,9 +82,9 @@ class _Progress:
 def _import(args: argparse.Namespace) -> int:
     """Read and dry-run the whole file first: a file that cannot be imported leaves the ledger folder
     exactly as it was (not even created)."""
-    from farm.importers import existing_sessions_at, plan_import, refuse_existing, write_import
-    from storage.cardindex import CardIndex
-    from storage.ledger import LedgerStore
+    from vak_context.farm.importers import existing_sessions_at, plan_import, refuse_existing, write_import
+    from vak_context.storage.cardindex import CardIndex
+    from vak_context.storage.ledger import LedgerStore
 
     plan = plan_import(
         args.path,

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from farm.cli_checks import bounded_int
-from farm.mainjob import DEFAULT_LEDGER, DEFAULT_MODEL, MAX_SEED, MAX_TURNS
+from vak_context.farm.cli_checks import bounded_int
+from vak_context.farm.mainjob import DEFAULT_LEDGER, DEFAULT_MODEL, MAX_SEED, MAX_TURNS
 
 
 def register(sub: Any) -> None:
@@ -37,10 +37,10 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from farm.cli_checks import check_ledger_folder
-    from farm.mainjob import run_main_job
-    from providers.localserver import resolve_model
-    from vak.errors import InvalidInput
+    from vak_context.errors import InvalidInput
+    from vak_context.farm.cli_checks import check_ledger_folder
+    from vak_context.farm.mainjob import run_main_job
+    from vak_context.providers.localserver import resolve_model
 
     check_ledger_folder(args.ledger, "--ledger")  # here too, so the message names the option
     if not args.workspace.is_dir():
@@ -51,7 +51,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from storage.ledger import LedgerStore
+    from vak_context.storage.ledger import LedgerStore
 
     with LedgerStore(args.ledger, readonly=True) as store:
         report = store.verify(args.session)
@@ -69,7 +69,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _inspect(args: argparse.Namespace) -> int:
     """The stats, and the same checks as `vak verify`: a damaged ledger is never reported as fine."""
-    from storage.ledger import LedgerStore
+    from vak_context.storage.ledger import LedgerStore
 
     with LedgerStore(args.ledger, readonly=True) as store:
         report = store.verify()

@@ -1,7 +1,7 @@
 """`vak probe <provider:model>`: run the capacity probe now, rung by rung, and keep its evidence.
 
 ``vak probe local:smollm2`` (or ``local:gemma3-270m``) starts the bundled model's server itself;
-any other spec goes through ``providers.registry`` (keys from the environment, ``--base-url`` for
+any other spec goes through ``vak_context.providers.registry`` (keys from the environment, ``--base-url`` for
 OpenAI-compatible and Ollama servers). It prints each rung as it finishes, then the profile, and
 writes ``ladder.csv``, ``ladder.md`` and ``ladder.png`` (pass rate against prompt tokens) to
 ``--out``. ``--ledger DIR`` also appends the probe's activity and profile to that ledger.
@@ -18,11 +18,23 @@ from typing import Any
 
 import httpx
 
-from agent.probe import LOCAL_PROTOCOL, LOCAL_QUANTISATION, ProbeReport, ProbeRunner, ProbeSettings
-from context.capacity import ProfileKey, describe
-from context.probe import DEFAULT_CAP, TOP_FRACTION
-from farm.cli_checks import MAX_TOKENS, base_url_arg, bounded_int, check_ledger_folder, check_writable_folder
-from vak.errors import InvalidInput
+from vak_context.agent.probe import (
+    LOCAL_PROTOCOL,
+    LOCAL_QUANTISATION,
+    ProbeReport,
+    ProbeRunner,
+    ProbeSettings,
+)
+from vak_context.context.capacity import ProfileKey, describe
+from vak_context.context.probe import DEFAULT_CAP, TOP_FRACTION
+from vak_context.errors import InvalidInput
+from vak_context.farm.cli_checks import (
+    MAX_TOKENS,
+    base_url_arg,
+    bounded_int,
+    check_ledger_folder,
+    check_writable_folder,
+)
 
 LADDER_FILES = ("ladder.csv", "ladder.md", "ladder.png", "profile.json")
 LADDER_FIELDS = ("target", "prompt_tokens", "followed", "asked", "pass_rate", "control_calls", "controls",
@@ -65,7 +77,7 @@ def print_progress(event: dict[str, Any]) -> None:
         print(f"cache rung: {event['behaviour']} ({event['signal']})", flush=True)
     elif stage == "plan":
         print(f"rungs: {event['rungs']} (floor {event['floor']}, search step {event['resolution']})", flush=True)
-    elif stage in ("sizing", "sample", "waiting"):  # progress within a rung (agent.probe.ProbeRunner.rung)
+    elif stage in ("sizing", "sample", "waiting"):  # progress within a rung (vak_context.agent.probe.ProbeRunner.rung)
         print(f"    {_within_rung(event)}", flush=True)
     elif stage == "rung":
         o = event["outcome"]
@@ -78,7 +90,7 @@ def print_progress(event: dict[str, Any]) -> None:
 def first_rung_note(asked: int, window: int | None, event: dict[str, Any]) -> str | None:
     """Why the ladder's first rung is not the ``--first-rung`` asked for (None when it is).
 
-    ``context.probe.plan_rungs`` starts at a quarter of the top rung when the window is too small
+    ``vak_context.context.probe.plan_rungs`` starts at a quarter of the top rung when the window is too small
     for the first rung asked (so a small window still gets several rungs), and never below the
     smallest history the probe can build (the floor).
     """
@@ -106,14 +118,14 @@ def check_args(args: argparse.Namespace) -> tuple[str, str, Path]:
         raise InvalidInput(f"{args.spec!r} names no model: write provider:model, e.g. local:smollm2")
     if provider_name == "local":
         if args.base_url is None:
-            from providers.localserver import MODELS, canonical_model
+            from vak_context.providers.localserver import MODELS, canonical_model
 
             model = canonical_model(model)  # `qwen` is qwen2.5-coder-0.5b
             if model not in MODELS and not (model.endswith(".gguf") and Path(model).expanduser().is_file()):
                 raise InvalidInput(f"unknown local model {model!r}: choose one of {sorted(MODELS)} or the path of "
                                    "an existing .gguf file.")
     else:
-        from providers.registry import parse_spec
+        from vak_context.providers.registry import parse_spec
 
         parse_spec(args.spec)  # an unknown provider, said before anything runs
     out = args.out or Path("vak-probe") / f"{provider_name}-{model}".replace(":", "-").replace("/", "-")
@@ -156,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
     paths = write_ladder(report, out)
     print(f"\nladder: {', '.join(str(p) for p in paths)}")
     if args.ledger is not None:
-        from storage.ledger import LedgerStore
+        from vak_context.storage.ledger import LedgerStore
 
         with LedgerStore(args.ledger) as store:
             ids = store.append("capacity", report.ledger_payloads())
@@ -166,10 +178,10 @@ def run(args: argparse.Namespace) -> int:
 
 async def _probe(args: argparse.Namespace, provider_name: str, model: str, settings: ProbeSettings,
                  on_progress: Any = print_progress) -> ProbeReport:
-    from providers.registry import make_provider
+    from vak_context.providers.registry import make_provider
 
     if provider_name == "local" and args.base_url is None:
-        from providers.localserver import LocalModelServer
+        from vak_context.providers.localserver import LocalModelServer
 
         with LocalModelServer(model, n_ctx=args.n_ctx) as server:
             print(f"started {model} at {server.base_url} (n_ctx {args.n_ctx})", flush=True)

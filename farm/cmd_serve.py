@@ -11,9 +11,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from farm.cli_checks import MAX_TOKENS, bounded_int
-from providers.localserver import MODELS, LocalModelServer
-from vak.errors import ModelServerError
+from vak_context.errors import ModelServerError
+from vak_context.farm.cli_checks import MAX_TOKENS, bounded_int
+from vak_context.providers.localserver import MODELS, LocalModelServer
 
 
 def register(subparsers: Any) -> None:

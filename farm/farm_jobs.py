@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from farm.cli_checks import check_base_url
-from farm.localray import LOOPBACK, RAY_SUBDIR, private_temp_root
-from vak.errors import ActorError, InvalidInput
+from vak_context.errors import ActorError, InvalidInput
+from vak_context.farm.cli_checks import check_base_url
+from vak_context.farm.localray import LOOPBACK, RAY_SUBDIR, private_temp_root
 
 REPO = Path(__file__).resolve().parent.parent
 # Relative to the working dir, gitwildmatch patterns (Ray also honours .gitignore): what a job never needs.
@@ -88,7 +88,7 @@ def farm_entrypoint(spec_rel: str, out: str | None = None, run_id: str | None = 
         raise InvalidInput(f"--out {out!r} is relative, and a job runs in a temporary copy of the project that Ray "
                            "removes: give an absolute folder as the head sees it (on a cluster, a shared one), "
                            "e.g. --out /mnt/vak/farm-runs or --out ~/vak-data/farm-runs.")
-    words = ["python", "-m", "farm.cli", "farm", "run", shlex.quote(spec_rel), "--out", out_word]
+    words = ["python", "-m", "vak_context.farm.cli", "farm", "run", shlex.quote(spec_rel), "--out", out_word]
     if run_id:
         words += ["--run-id", shlex.quote(run_id)]
     return " ".join(words)
@@ -126,7 +126,7 @@ def job_client(address: str) -> Any:
 def submit_farm(spec: Path, address: str, *, out: str | None = None, run_id: str | None = None,
                 shared: str | None = None, root: Path = REPO, submission_id: str | None = None) -> SubmittedJob:
     """Submit ``vak farm run SPEC`` as a Ray job; return its id (the job runs on; nothing waits here)."""
-    from farm.farmspec import load_farm_spec
+    from vak_context.farm.farmspec import load_farm_spec
 
     load_farm_spec(spec)  # a spec that cannot run fails here, not minutes later on the cluster
     entrypoint = farm_entrypoint(spec_in_project(spec, root), out, run_id)

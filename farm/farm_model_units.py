@@ -15,10 +15,10 @@ from typing import Any
 
 import httpx
 
-from farm.farm_rows import UnitKey, make_row
-from farm.farmspec import LiveTask, ModelEntry, ProbeTask
-from providers.base import Provider
-from vak.errors import ConfigError
+from vak_context.errors import ConfigError
+from vak_context.farm.farm_rows import UnitKey, make_row
+from vak_context.farm.farmspec import LiveTask, ModelEntry, ProbeTask
+from vak_context.providers.base import Provider
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def endpoint_of(model: ModelEntry, env: dict[str, str] | None = None) -> Endpoin
 
 
 def provider_for(endpoint: Endpoint, client: httpx.AsyncClient) -> Provider:
-    from providers.registry import make_provider
+    from vak_context.providers.registry import make_provider
 
     kwargs: dict[str, Any] = {"timeout_s": 900.0}
     if endpoint.api_key is not None:
@@ -67,8 +67,8 @@ def provider_for(endpoint: Endpoint, client: httpx.AsyncClient) -> Provider:
 async def probe_unit(unit: UnitKey, run_id: str, node: str, model: ModelEntry, task: ProbeTask,
                      endpoint: Endpoint) -> list[dict[str, Any]]:
     """One row per rung of the ladder; ``horizon`` is the profile the probe measured."""
-    from agent.probe import LOCAL_PROTOCOL, LOCAL_QUANTISATION, ProbeRunner, ProbeSettings
-    from context.capacity import ProfileKey
+    from vak_context.agent.probe import LOCAL_PROTOCOL, LOCAL_QUANTISATION, ProbeRunner, ProbeSettings
+    from vak_context.context.capacity import ProfileKey
 
     local = endpoint.local_model
     protocol = task.protocol or (LOCAL_PROTOCOL.get(local, "native") if local else "native")
@@ -124,8 +124,8 @@ async def live_unit(unit: UnitKey, run_id: str, node: str, model: ModelEntry, ta
                     *, source_root: Path, source_head: str, work: Path) -> list[dict[str, Any]]:
     """Each directive run ``task.repeats`` times, each time from the same history (a fork of the session's
     ledger); one row per run. Whether the task passes (``require`` of ``repeats``) is the report's."""
-    from farm.chat import LiveSession
-    from farm.farm_sessions import fork
+    from vak_context.farm.chat import LiveSession
+    from vak_context.farm.farm_sessions import fork
 
     runs: list[tuple[int | None, str]] = [(None, d) for d in task.directives] + [(t, "") for t in task.turns]
     rows: list[dict[str, Any]] = []

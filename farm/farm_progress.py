@@ -1,7 +1,7 @@
 """The farm's progress actor, in a module of its own that imports nothing heavy.
 
 Ray starts the actor in a fresh worker process, which imports the module its class is defined in. Kept in
-``farm.farm_ray`` it pulled in pyarrow, httpx and the model-unit code: about 1.5 s of CPU per run for an
+``vak_context.farm.farm_ray`` it pulled in pyarrow, httpx and the model-unit code: about 1.5 s of CPU per run for an
 actor that only keeps a dict (docs/FARM.md "Benchmark").
 
 One actor serves every run on a cluster (named ``farmprogress``, detached, got if it exists): a new
@@ -87,7 +87,7 @@ def progress_actor(driver_node: str) -> Any:
     """The cluster's progress actor, started on the driver's node (if it can) when there is none yet."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from actors.factory import NAMESPACE, remote_class
+    from vak_context.actors.factory import NAMESPACE, remote_class
 
     return remote_class(FarmProgressActor).options(
         name=PROGRESS_ACTOR, namespace=NAMESPACE, lifetime="detached", get_if_exists=True, num_cpus=0,

@@ -15,7 +15,7 @@
   nothing else reads it while the unit runs, and a retried unit starts a fresh one (the next ``k``).
   Through a LedgerActor every append was an actor call, and a replay makes about three per request
   (docs/FARM.md "Benchmark").
-* ``farm.farm_progress.FarmProgressActor`` hears each unit start (and on which node), for the driver's
+* ``vak_context.farm.farm_progress.FarmProgressActor`` hears each unit start (and on which node), for the driver's
   progress line.
 * A replay unit reads its session's chain through ``session_chain``, which keeps the last few chains read in
   this worker process: a session is replayed under every model, and the chain is the same each time.
@@ -35,13 +35,13 @@ import pyarrow as pa
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors.factory import NAMESPACE, remote_class, remote_function
-from events.envelope import StoredEntry
-from farm.farm_model_units import Endpoint, endpoint_of, live_unit, probe_unit
-from farm.farm_rows import UnitKey, failed_unit_table, rows_table
-from farm.farm_unit_profile import unit_profile
-from farm.farmspec import LiveTask, ModelEntry, ProbeTask, ReplayTask, Task
-from vak.errors import ModelServerError, VakError
+from vak_context.actors.factory import NAMESPACE, remote_class, remote_function
+from vak_context.errors import ModelServerError, VakError
+from vak_context.events.envelope import StoredEntry
+from vak_context.farm.farm_model_units import Endpoint, endpoint_of, live_unit, probe_unit
+from vak_context.farm.farm_rows import UnitKey, failed_unit_table, rows_table
+from vak_context.farm.farm_unit_profile import unit_profile
+from vak_context.farm.farmspec import LiveTask, ModelEntry, ProbeTask, ReplayTask, Task
 
 MODEL_ACTOR_PREFIX = "farmmodel-"
 UNIT_RESOURCE_SHARE = 0.01  # a unit asks this much of a model node's resource: a placement marker, not a limit
@@ -64,7 +64,7 @@ class ModelServerActor:
         if self.error is not None:
             raise self.error
         if self.server is None or not self.server.running():
-            from providers.localserver import LocalModelServer, canonical_model
+            from vak_context.providers.localserver import LocalModelServer, canonical_model
 
             try:
                 self.server = LocalModelServer(self.entry.model, n_ctx=self.entry.n_ctx,
@@ -159,13 +159,13 @@ async def _run(job: UnitJob, node: str) -> list[dict[str, Any]]:
 async def _replay(job: UnitJob, node: str) -> list[dict[str, Any]]:
     import httpx
 
-    from actors.ledger_client import LedgerClient
-    from agent.request import SessionView
-    from agent.summarise import Summariser, write_packet
-    from context.planner import Plan
-    from farm.farm_model_units import provider_for
-    from farm.farm_replay import replay_session
-    from storage.ledger import LedgerStore
+    from vak_context.actors.ledger_client import LedgerClient
+    from vak_context.agent.request import SessionView
+    from vak_context.agent.summarise import Summariser, write_packet
+    from vak_context.context.planner import Plan
+    from vak_context.farm.farm_model_units import provider_for
+    from vak_context.farm.farm_replay import replay_session
+    from vak_context.storage.ledger import LedgerStore
 
     assert job.session_root is not None and job.replays is not None
     folder = claim_replay_folder(job.replays, job.key.session, job.model.name)
@@ -205,7 +205,7 @@ def session_chain(root: Path, head: str) -> tuple[list[StoredEntry], Callable[[S
     before any unit runs, and every model's unit of that session reads the same chain, which costs as much
     as a tenth of the replay itself. An entry's id hashes its parent's, so a head names one chain only.
     """
-    from storage.ledger import LedgerStore
+    from vak_context.storage.ledger import LedgerStore
 
     key = (str(root), head)
     if key in _chains:
@@ -226,7 +226,7 @@ _chains: OrderedDict[tuple[str, str], tuple[list[StoredEntry], Callable[[StoredE
 def claim_replay_folder(replays: Path, session: str, model: str) -> Path:
     """A new folder ``<session>.<model>.<k>`` under ``replays``, k the first number no attempt has taken
     (``mkdir`` is the claim: two attempts of one unit never share a folder)."""
-    from farm.farm_replay import replay_name
+    from vak_context.farm.farm_replay import replay_name
 
     replays.mkdir(parents=True, exist_ok=True)
     while True:

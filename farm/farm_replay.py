@@ -2,14 +2,14 @@
 
 The session's original chain (up to its ``source_head``) is walked entry by entry into a SessionView.
 Each ``assistant_step`` is the answer to one model request, so just before it is added the request
-that produced it is prepared again (``agent.request.prepare``: plan, write the packet or reset the plan
+that produced it is prepared again (``vak_context.agent.request.prepare``: plan, write the packet or reset the plan
 needs, plan again, project) under the model's profile, with that turn as the current one. Each
 request is then checked:
 
-* no turn split: the messages pass ``context.render.api_problems`` (every tool result follows its call);
+* no turn split: the messages pass ``vak_context.context.render.api_problems`` (every tool result follows its call);
 * no request over the budget: its tokens plus the output reserve fit the plan's horizon;
 * no cut: every tool result of the turns up to it is verbatim (the current turn's, and a closed turn's
-  results of at most ``context.render.VERBATIM_CHARS``, which are their own record), a window naming its
+  results of at most ``vak_context.context.render.VERBATIM_CHARS``, which are their own record), a window naming its
   recall calls, a digest or card naming its evidence id, or named in the packet (by id, or by its turn
   range in a pointer-level packet) or behind this model's reset;
 * the two-model gate: the same request prepared under a contrasting profile and then under this
@@ -18,7 +18,7 @@ request is then checked:
 The replay is written as a session of its own (``<session>.<model>.<k>``), in a ledger the caller gives:
 the original entries again, with this model's plans, packets and resets between them, as a live run under
 this model would have written them. The farm gives each unit a ledger of its own, written by the unit alone
-(``farm.farm_ray.claim_replay_folder``). Packet summaries come from ``summarise`` (a local model), when a
+(``vak_context.farm.farm_ray.claim_replay_folder``). Packet summaries come from ``summarise`` (a local model), when a
 plan needs one.
 """
 
@@ -30,25 +30,25 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
-from agent.request import Ledger, Prepared, SessionView, prepare, record_plan
-from context.assemble import packet_text, request_tokens
-from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from context.messages import TextPart, ToolResultPart
-from context.planner import Plan
-from context.render import SHORT_ID, api_problems
-from context.tokens import estimate_tokens
-from events.envelope import StoredEntry
-from farm.farm_rows import UnitKey, make_row
-from farm.farm_sessions import IdRemap, copy_entries
-from farm.farmspec import ModelEntry
-from vak.errors import VakError
+from vak_context.agent.request import Ledger, Prepared, SessionView, prepare, record_plan
+from vak_context.context.assemble import packet_text, request_tokens
+from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.messages import TextPart, ToolResultPart
+from vak_context.context.planner import Plan
+from vak_context.context.render import SHORT_ID, api_problems
+from vak_context.context.tokens import estimate_tokens
+from vak_context.errors import VakError
+from vak_context.events.envelope import StoredEntry
+from vak_context.farm.farm_rows import UnitKey, make_row
+from vak_context.farm.farm_sessions import IdRemap, copy_entries
+from vak_context.farm.farmspec import ModelEntry
 
 Summarise = Callable[[SessionView, Plan], Awaitable[list[str]]]
 
 
 class ReplayLedger(Ledger, Protocol):
     """Where a replay writes: a LedgerStore in process, or a LedgerClient over the session's LedgerActor
-    (the one contract, ``storage.contract.Ledger``, blobs included)."""
+    (the one contract, ``vak_context.storage.contract.Ledger``, blobs included)."""
 
 GATE_LARGE = 200_000
 GATE_SMALL = 16_384
@@ -110,7 +110,7 @@ def result_fidelity(view: SessionView, plan: Plan, prep: Prepared, text: str) ->
             if pt.fidelity == "behind_reset":
                 counts["reset"] += 1
             elif shown.get(ex.tool_use_id) == ex.result.content:  # as sent: the current turn's results, and
-                # a closed turn's short ones (at most context.render.VERBATIM_CHARS: their own record)
+                # a closed turn's short ones (at most vak_context.context.render.VERBATIM_CHARS: their own record)
                 ok = not ex.result.windowed or eid in ex.result.content  # a window names its recall calls
                 counts["windowed" if ex.result.windowed and ok else "verbatim" if ok else "missing"] += 1
             elif not named and pt.ordinal not in pointed:

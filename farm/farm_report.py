@@ -20,8 +20,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from farm.farm_rows import RESULTS_SCHEMA, UNIT_FAILED
-from vak.errors import InvalidInput
+from vak_context.errors import InvalidInput
+from vak_context.farm.farm_rows import RESULTS_SCHEMA, UNIT_FAILED
 
 REPORT_FILE = "report.md"
 HORIZON_PNG = "horizon_curves.png"

@@ -1,9 +1,9 @@
 """The farm's sessions, each in a ledger of its own inside the run folder.
 
 ``materialise(entry, ledgers)`` writes a spec's session once into ``ledgers/<name>/`` (the session is
-named ``<name>`` there): a recording through ``farm.importers`` (any format ``vak import`` reads), a
+named ``<name>`` there): a recording through ``vak_context.farm.importers`` (any format ``vak import`` reads), a
 ledger session copied entry by entry (the operator's ledger is only read), a generated session from
-``farm.sessiongen``. It records the session's last original entry (``source_head``) in
+``vak_context.farm.sessiongen``. It records the session's last original entry (``source_head``) in
 ``ledgers/<name>.json``: replays walk the chain up to it, so what replays and live runs append later
 (plans, packets) never changes what a later unit replays. A second call finds the marker and returns it.
 
@@ -24,11 +24,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from context.render import SHORT_ID as SHORT
-from events.envelope import StoredEntry
-from farm.farmspec import SessionEntry
-from storage.ledger import LedgerStore
-from vak.errors import FarmSpecError, InvalidInput, LedgerError
+from vak_context.context.render import SHORT_ID as SHORT
+from vak_context.errors import FarmSpecError, InvalidInput, LedgerError
+from vak_context.events.envelope import StoredEntry
+from vak_context.farm.farmspec import SessionEntry
+from vak_context.storage.ledger import LedgerStore
 
 _FULL_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
 _SHORT_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{12}(?![0-9a-f])")
@@ -105,8 +105,8 @@ def materialise(entry: SessionEntry, ledgers: Path) -> Materialised:
             raise FarmSpecError(f"session {entry.name!r} came out empty: its source holds no entries. "
                                 "Point it at a recording or ledger session with at least one turn.")
         chain = store.chain_to_root(head)
-    from agent.request import SessionView
-    from farm.plan_report import recorded_system_prompt
+    from vak_context.agent.request import SessionView
+    from vak_context.farm.plan_report import recorded_system_prompt
 
     system = recorded_system_prompt(SessionView.build(chain))
     done = Materialised(entry.name, root, head, system, len(chain))
@@ -119,14 +119,14 @@ def materialise(entry: SessionEntry, ledgers: Path) -> Materialised:
 
 def _write(entry: SessionEntry, store: LedgerStore) -> None:
     if entry.kind == "generated":
-        from farm.sessiongen import generate_session
+        from vak_context.farm.sessiongen import generate_session
 
         generate_session(seed=entry.seed, turns=entry.turns,
                          append=lambda p, b: store.append_one(entry.name, p, blob=b))
         return
     assert entry.path is not None
     if entry.kind == "recording":
-        from farm.importers import import_recording, read_recordings
+        from vak_context.farm.importers import import_recording, read_recordings
 
         _fmt, recordings, _skipped = read_recordings(entry.path)
         chosen = [r for r in recordings if r.name.endswith(entry.select)] if entry.select else recordings[:1]
@@ -153,7 +153,7 @@ def fork(source_root: Path, session: str, source_head: str, dest: Path, before_t
     directive of turn ``before_turn`` (the chain stops before it), or '' when it copies the whole chain."""
     if dest.exists():
         shutil.rmtree(dest)  # a retried unit: what the dead attempt wrote goes
-    from context.turns import TurnIndex
+    from vak_context.context.turns import TurnIndex
 
     with LedgerStore(source_root, readonly=True) as source:
         chain = source.chain_to_root(source_head)

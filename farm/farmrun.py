@@ -2,8 +2,8 @@
 
 API (for the CLI, ``vak farm submit``, notebooks and benchmarks)::
 
-    from farm.farmspec import load_farm_spec
-    from farm.farmrun import run_farm, RESULTS_SCHEMA, FarmRunResult, FarmProgress, RESULTS_FILE
+    from vak_context.farm.farmspec import load_farm_spec
+    from vak_context.farm.farmrun import run_farm, RESULTS_SCHEMA, FarmRunResult, FarmProgress, RESULTS_FILE
 
     spec = load_farm_spec("farm/examples/small.toml")
     result = run_farm(spec, out_dir=Path("vak-data/farm"), run_id=None, progress=print_line, address=None)
@@ -13,17 +13,17 @@ API (for the CLI, ``vak farm submit``, notebooks and benchmarks)::
 
 * Ray: ``run_farm`` uses the Ray this process already joined; else ``address`` (``ray.init(address=...)``);
   else ``$RAY_ADDRESS`` (inside a Ray job: ``ray job submit -- vak farm run SPEC``); else it starts a
-  local Ray on 127.0.0.1 (``farm.localray``) and stops it at the end.
+  local Ray on 127.0.0.1 (``vak_context.farm.localray``) and stops it at the end.
 * Run id: ``run_id`` or ``spec.default_run_id()`` (``<farm name>-<digest of the spec>``), so running the
   same spec again resumes the same run: units with a file in ``units/`` are skipped. A run folder made by
   another spec is refused (``FarmSpecError``): pass a new run id.
-* Units: one per (task, model, session) (``farm.farm_rows.UnitKey``), each a Ray task (``farm.farm_ray``).
+* Units: one per (task, model, session) (``vak_context.farm.farm_rows.UnitKey``), each a Ray task (``vak_context.farm.farm_ray``).
   A unit is done when its table is in ``units/<task>--<model>--<session>.parquet``; one that could not run
   (its model cannot be served, its session cannot be read) is one row with ``request = -1`` in ``failed/``.
 * ``progress`` is called with a ``FarmProgress`` (done / running / failed / skipped per model) whenever
   something changed; ``FarmProgress.line()`` is the one-line form the CLI prints.
 * Results: ``results.parquet``, one row per (task, model, session, request), schema ``RESULTS_SCHEMA``
-  (``farm.farm_rows``). ``farm.farm_report.write_report(run_dir)`` makes the Markdown report and PNGs.
+  (``vak_context.farm.farm_rows``). ``vak_context.farm.farm_report.write_report(run_dir)`` makes the Markdown report and PNGs.
 """
 
 from __future__ import annotations
@@ -39,17 +39,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from farm.farm_rows import RESULTS_SCHEMA, UNIT_FAILED, UnitKey, failed_unit_table
-from farm.farmspec import FarmSpec, LiveTask, ModelEntry, ProbeTask, ReplayTask, Task
-from vak.errors import ActorError, FarmSpecError, InvalidName, VakError
-from vak.names import check_name
+from vak_context.errors import ActorError, FarmSpecError, InvalidName, VakError
+from vak_context.farm.farm_rows import RESULTS_SCHEMA, UNIT_FAILED, UnitKey, failed_unit_table
+from vak_context.farm.farmspec import FarmSpec, LiveTask, ModelEntry, ProbeTask, ReplayTask, Task
+from vak_context.names import check_name
 
 __all__ = ["RESULTS_FILE", "RESULTS_SCHEMA", "FarmProgress", "FarmRunResult", "ModelProgress", "UnitPlan",
            "plan_units", "read_results", "run_farm"]
 
 RESULTS_FILE = "results.parquet"
 UNITS_DIR, FAILED_DIR = "units", "failed"
-REPLAYS_DIR = "replays"  # each replay unit's own ledger (farm.farm_ray.claim_replay_folder)
+REPLAYS_DIR = "replays"  # each replay unit's own ledger (vak_context.farm.farm_ray.claim_replay_folder)
 DEFAULT_RETRIES = 3  # a unit that dies with its node runs again elsewhere, up to this many times
 POLL_S = 0.5  # how often the driver refreshes "running" while it waits for units
 
@@ -159,7 +159,7 @@ def _ensure_ray(address: str | None) -> bool:
 
     if ray.is_initialized():
         return False
-    from farm.localray import pin_loopback, start_local_ray
+    from vak_context.farm.localray import pin_loopback, start_local_ray
 
     if address or os.environ.get("RAY_ADDRESS"):
         pin_loopback()
@@ -177,7 +177,7 @@ def run_farm(spec: FarmSpec, *, out_dir: Path, run_id: str | None = None,
              progress: Callable[[FarmProgress], None] | None = None, address: str | None = None,
              max_retries: int = DEFAULT_RETRIES) -> FarmRunResult:
     """Run (or resume) the farm ``spec`` into ``out_dir/<run_id>``. See the module docstring."""
-    from vak.config import load_config
+    from vak_context.config import load_config
 
     run_id = run_id or spec.default_run_id()
     try:
@@ -196,7 +196,7 @@ def run_farm(spec: FarmSpec, *, out_dir: Path, run_id: str | None = None,
         driver.run(units, pending)
     finally:
         if started_ray:
-            from farm.localray import stop_local_ray
+            from vak_context.farm.localray import stop_local_ray
 
             stop_local_ray()
     table = read_results(run_dir)
@@ -239,8 +239,8 @@ class _Driver:
             return
         import ray
 
-        from farm.farm_progress import StartsReader, asker, progress_actor
-        from farm.farm_ray import UNIT_RESOURCE_SHARE, kill_run_actors, run_unit
+        from vak_context.farm.farm_progress import StartsReader, asker, progress_actor
+        from vak_context.farm.farm_ray import UNIT_RESOURCE_SHARE, kill_run_actors, run_unit
 
         actor = progress_actor(ray.get_runtime_context().get_node_id())
         reader = StartsReader(self.run_id)
@@ -266,14 +266,14 @@ class _Driver:
             self._collect(refs, reader, asker(actor, self.run_id))
         finally:
             kill_run_actors(self.run_id)
-            try:  # the actor stays for the next run (farm.farm_progress); this run's log goes
+            try:  # the actor stays for the next run (vak_context.farm.farm_progress); this run's log goes
                 ray.get(actor.forget.remote(self.run_id), timeout=30)
             except ray.exceptions.RayError:
                 pass  # an actor that is down lost the log with it
 
     def _jobs(self, pending: list[UnitPlan]) -> list[tuple[UnitPlan, Any]]:
-        from farm.farm_ray import UnitJob
-        from farm.farm_sessions import materialise
+        from vak_context.farm.farm_ray import UnitJob
+        from vak_context.farm.farm_sessions import materialise
 
         local = [m for m in self.spec.models if m.kind == "local"]
         made: dict[str, Any] = {}

@@ -2,7 +2,7 @@
 
 ``load_farm_spec(path)`` reads it into frozen, typed objects (``FarmSpec``); anything wrong is a
 ``FarmSpecError`` naming the file, the line, the key and the fix. Every name (farm, model, session,
-task) becomes a path component of the run folder, so each is checked with ``vak.names.check_name``.
+task) becomes a path component of the run folder, so each is checked with ``vak_context.names.check_name``.
 
 ::
 
@@ -68,7 +68,7 @@ task) becomes a path component of the run folder, so each is checked with ``vak.
 Relative paths resolve against the spec file's folder; ``shared:REST`` resolves against the shared data
 folder (``$VAK_SHARED``, else ``../shared`` next to the checkout).
 
-The typed objects are in ``farm.farmspec_entries`` and the checks in ``farm.farmspec_parse``; this
+The typed objects are in ``vak_context.farm.farmspec_entries`` and the checks in ``vak_context.farm.farmspec_parse``; this
 module re-exports the objects.
 """
 
@@ -79,7 +79,8 @@ import re
 import tomllib
 from pathlib import Path
 
-from farm.farmspec_entries import (
+from vak_context.errors import FarmSpecError
+from vak_context.farm.farmspec_entries import (
     EXPECTS,
     MODEL_KINDS,
     QUICK_PROBE,
@@ -98,8 +99,7 @@ from farm.farmspec_entries import (
     Task,
     shared_root,
 )
-from farm.farmspec_parse import SpecParser
-from vak.errors import FarmSpecError
+from vak_context.farm.farmspec_parse import SpecParser
 
 __all__ = [
     "EXPECTS", "MODEL_KINDS", "QUICK_PROBE", "SESSION_KINDS", "SHARED_PREFIX", "TASK_KINDS", "Expect", "FarmSpec",

@@ -1,6 +1,6 @@
 """The farm spec's typed objects: models, sessions, tasks and the ``FarmSpec`` that holds them.
 
-All frozen; ``farm.farmspec_parse`` builds them from TOML and ``farm.farmspec`` is the entry point
+All frozen; ``vak_context.farm.farmspec_parse`` builds them from TOML and ``vak_context.farm.farmspec`` is the entry point
 (its docstring is the file format's reference).
 """
 
@@ -86,7 +86,7 @@ class ProbeTask:
     max_sizes: int | None = None
     samples: int = 3
     controls: int = 1
-    protocol: Literal["native", "inline_fence"] | None = None  # None: the model's usual one (agent.probe)
+    protocol: Literal["native", "inline_fence"] | None = None  # None: the model's usual one (vak_context.agent.probe)
     cache_rung: bool = False
     max_tokens: int = 32
 

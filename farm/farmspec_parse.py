@@ -1,6 +1,6 @@
-"""The farm spec's checks: parsed TOML into ``farm.farmspec_entries`` objects, or a ``FarmSpecError``
+"""The farm spec's checks: parsed TOML into ``vak_context.farm.farmspec_entries`` objects, or a ``FarmSpecError``
 that names the file, the line, the key and the fix. Every name becomes a path component of the run
-folder, so each is checked with ``vak.names.check_name``.
+folder, so each is checked with ``vak_context.names.check_name``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from farm.farmspec_entries import (
+from vak_context.errors import FarmSpecError, InvalidName
+from vak_context.farm.farmspec_entries import (
     EXPECTS,
     MODEL_KINDS,
     QUICK_PROBE,
@@ -26,8 +27,7 @@ from farm.farmspec_entries import (
     Task,
     shared_root,
 )
-from vak.errors import FarmSpecError, InvalidName
-from vak.names import check_name
+from vak_context.names import check_name
 
 T = TypeVar("T")
 
@@ -216,8 +216,8 @@ class SpecParser:
             spec = self.get(t, tn, i, "spec", str, "")
             if ":" not in spec:
                 raise self.fail("needs spec = \"provider:model\", e.g. \"anthropic:claude-sonnet-4-5\".", tn, i, "spec")
-            from providers.registry import parse_spec
-            from vak.errors import InvalidInput
+            from vak_context.errors import InvalidInput
+            from vak_context.providers.registry import parse_spec
 
             try:
                 parse_spec(spec)

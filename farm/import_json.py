@@ -31,7 +31,7 @@ SHAPE_ERRORS = (AttributeError, TypeError, KeyError, ValueError, IndexError, Ove
 class RecordShapeError(ValueError):
     """A record that does not have the shape its format needs, and where it is.
 
-    Internal to the importers: ``farm.importers`` turns it into ``InvalidRecording`` with the
+    Internal to the importers: ``vak_context.farm.importers`` turns it into ``InvalidRecording`` with the
     file and line (only it knows the file).
     """
 

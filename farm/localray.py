@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from vak.errors import ActorError
+from vak_context.errors import ActorError
 
 LOOPBACK = "127.0.0.1"
 RAY_SUBDIR = "ray"  # Ray's _temp_dir inside the private folder; Ray chmods it 0777

@@ -1,6 +1,6 @@
 """A long coding turn, deterministic from a seed: the shape that outgrows a small model's horizon.
 
-A few ordinary turns (``farm.sessiongen.generate_session``), then one directive and ``steps`` steps
+A few ordinary turns (``vak_context.farm.sessiongen.generate_session``), then one directive and ``steps`` steps
 (140 by default), each an assistant step with a tool call, its receipt, the evidence body and the
 tool result as the request carried it (windowed over 30,000 characters): file reads, test runs,
 greps and edits at the sizes a real coding turn shows (a recorded 140-step turn grew to 139k
@@ -16,11 +16,11 @@ from collections.abc import Iterator
 
 from pydantic import BaseModel
 
-from agent.request import SessionView
-from context.evidence import window
-from context.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
-from events.envelope import Mapper, StoredEntry
-from events.payloads import (
+from vak_context.agent.request import SessionView
+from vak_context.context.evidence import window
+from vak_context.context.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
+from vak_context.events.envelope import Mapper, StoredEntry
+from vak_context.events.payloads import (
     AssistantStep,
     Directive,
     EvidenceBody,
@@ -30,7 +30,7 @@ from events.payloads import (
     ToolUseBlock,
     Usage,
 )
-from farm.sessiongen import _WORDS, _command_output, _file_read, _sentence, generate_session
+from vak_context.farm.sessiongen import _WORDS, _command_output, _file_read, _sentence, generate_session
 
 DIRECTIVE = (
     "The ledger tests fail after the segment refactor. Find out why, fix storage/ledger.py and "

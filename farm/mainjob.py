@@ -30,7 +30,7 @@ DEFAULT_MODEL = "qwen"
 DEMO_N_CTX = 6144
 # The demo's directives ask for one sentence; a small model that loops on one call spends the whole
 # max_tokens decoding the loop (~19 tokens/s here), so the demo caps each step at 128 tokens. A call cut
-# inside its first object is still continued (agent.loop's _extend).
+# inside its first object is still continued (vak_context.agent.loop's _extend).
 DEMO_MAX_TOKENS = 128
 LIVE_DIRECTIVES = (
     "List the files in the workspace.",
@@ -43,8 +43,8 @@ MAX_SEED = 2**32 - 1
 
 def check_job(ledger: Path, turns: int, seed: int, session: str | None, local_base_url: str | None) -> None:
     """What can be wrong with the job's arguments, said before Ray, a model server or the probe start."""
-    from farm.cli_checks import check_base_url, check_ledger_folder
-    from vak.errors import InvalidInput
+    from vak_context.errors import InvalidInput
+    from vak_context.farm.cli_checks import check_base_url, check_ledger_folder
 
     if isinstance(turns, bool) or not isinstance(turns, int) or not 1 <= turns <= MAX_TURNS:
         raise InvalidInput(f"turns must be a whole number from 1 to {MAX_TURNS:,} (got {turns!r}): pass --turns N.")
@@ -52,7 +52,7 @@ def check_job(ledger: Path, turns: int, seed: int, session: str | None, local_ba
         raise InvalidInput(f"seed must be a whole number from 0 to {MAX_SEED:,} (got {seed!r}): pass --seed N.")
     check_ledger_folder(ledger, "the ledger folder")
     if session is not None:
-        from vak.names import check_name
+        from vak_context.names import check_name
 
         check_name(session, "session name")
     if local_base_url is not None:
@@ -66,15 +66,15 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
     """Run the main job. ``local_model=None`` skips the probe and the live turns (and plans under a
     metadata-only profile); ``local_base_url`` uses an already running server (asked with
     ``$OPENAI_COMPAT_API_KEY``) instead of starting one. ``workspace`` defaults to the current folder."""
-    from farm.localray import start_local_ray
+    from vak_context.farm.localray import start_local_ray
 
     check_job(ledger, turns, seed, session, local_base_url)
     t0 = time.perf_counter()
     out("vak: starting a local Ray on 127.0.0.1 ...")
     start_local_ray()
-    from actors.factory import ledger_actor
-    from actors.ledger_client import LedgerClient
-    from farm.sessiongen import generate_session
+    from vak_context.actors.factory import ledger_actor
+    from vak_context.actors.ledger_client import LedgerClient
+    from vak_context.farm.sessiongen import generate_session
 
     ledger.mkdir(parents=True, exist_ok=True)
     client = LedgerClient(str(ledger), ledger_actor(ledger))
@@ -125,7 +125,7 @@ def _local_server(model: str | None, base_url: str | None) -> Iterator[tuple[str
     if model is None or base_url is not None:
         yield base_url, os.environ.get("OPENAI_COMPAT_API_KEY")
         return
-    from providers.localserver import LocalModelServer
+    from vak_context.providers.localserver import LocalModelServer
 
     with LocalModelServer(model, n_ctx=DEMO_N_CTX) as server:
         yield server.base_url, server.api_key
@@ -137,8 +137,8 @@ def run_live_turns(ledger: Path, session: str, model: str, base_url: str | None,
     """The live turns, on Ray through the folder's actors; returns what each turn came to."""
     import asyncio
 
-    from actors.turn_services import RayServices
-    from farm.chat import LiveSession, step_line
+    from vak_context.actors.turn_services import RayServices
+    from vak_context.farm.chat import LiveSession, step_line
 
     out(_section(f"three live turns with {model} (workspace {workspace.resolve()})"))
 
@@ -166,8 +166,8 @@ def run_live_turns(ledger: Path, session: str, model: str, base_url: str | None,
 def measure_profile(model: str | None, base_url: str | None, api_key: str | None,
                     append: Callable[[Any, bytes | None], str], out: Callable[[str], None]) -> Any:
     """Probe the bundled local model (quick ladder) and record the probe and the profile in the ledger."""
-    from context.capacity import ProfileKey, describe, metadata_profile, to_record
-    from context.messages import ModelContext
+    from vak_context.context.capacity import ProfileKey, describe, metadata_profile, to_record
+    from vak_context.context.messages import ModelContext
 
     if model is None:
         return metadata_profile(ProfileKey("local", "none", ""),
@@ -175,11 +175,11 @@ def measure_profile(model: str | None, base_url: str | None, api_key: str | None
                                              source="no local model (--no-model)"), now=time.time())
     import asyncio
 
-    from agent.probe import probe_local
-    from providers.localserver import canonical_model
+    from vak_context.agent.probe import probe_local
+    from vak_context.providers.localserver import canonical_model
 
     out(_section(f"measuring the local model ({model}) with the quick probe ladder"))
-    from farm.cmd_probe import print_progress
+    from vak_context.farm.cmd_probe import print_progress
 
     report = asyncio.run(probe_local(canonical_model(model), base_url=base_url, api_key=api_key,
                                      on_progress=print_progress))
@@ -191,7 +191,7 @@ def measure_profile(model: str | None, base_url: str | None, api_key: str | None
 
 def large_profile(tokens_per_char: float) -> Any:
     """A frontier-sized profile (200k window, well measured) to plan the same session against."""
-    from context.capacity import (
+    from vak_context.context.capacity import (
         CacheBehaviour,
         CapacityProfile,
         Ewma,
@@ -215,10 +215,10 @@ SYSTEM_PROMPT = (
 
 
 def plans_report(ledger: Path, session: str, profile: Any) -> str:
-    from context.cards import card_tools
-    from context.evidence import RECALL_TOOL
-    from farm.plan_report import plan_report
-    from storage.ledger import LedgerStore
+    from vak_context.context.cards import card_tools
+    from vak_context.context.evidence import RECALL_TOOL
+    from vak_context.farm.plan_report import plan_report
+    from vak_context.storage.ledger import LedgerStore
 
     tools = (RECALL_TOOL, *card_tools())
     profiles = {"local (measured)": profile, "frontier (200k)": large_profile(profile.tokens_per_char.value)}
@@ -231,8 +231,8 @@ def _section(title: str) -> str:
 
 
 def session_report(ledger: Path, session: str) -> str:
-    from farm.report import summarize_session
-    from storage.ledger import LedgerStore
+    from vak_context.farm.report import summarize_session
+    from vak_context.storage.ledger import LedgerStore
 
     # The LedgerActor is the writer; a read-only store reads the same folder without the lock.
     with LedgerStore(ledger, readonly=True) as store:

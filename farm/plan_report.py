@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from agent.request import SessionView
-from context.assemble import prefix_tokens, text_tokens
-from context.capacity import CapacityProfile
-from context.messages import ToolSpec
-from context.planner import Plan, PlannedTurn
-from events.envelope import StoredEntry
-from events.payloads import Activity
-from storage.ledger import LedgerStore
-from vak.errors import InvalidInput
+from vak_context.agent.request import SessionView
+from vak_context.context.assemble import prefix_tokens, text_tokens
+from vak_context.context.capacity import CapacityProfile
+from vak_context.context.messages import ToolSpec
+from vak_context.context.planner import Plan, PlannedTurn
+from vak_context.errors import InvalidInput
+from vak_context.events.envelope import StoredEntry
+from vak_context.events.payloads import Activity
+from vak_context.storage.ledger import LedgerStore
 
 LABELS = {"full": "full", "card": "card", "packet": "packet", "behind_reset": "reset", "current": "current"}
 

@@ -9,11 +9,11 @@ shortened here to its first lines, and the tag says how to get the rest.
 
 from __future__ import annotations
 
-from context.render import SHORT_ID, EvidenceInfo, evidence_info
-from context.turncard import build_card, render_card
-from context.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
-from events.payloads import EvidenceBody
-from storage.ledger import LedgerStore
+from vak_context.context.render import SHORT_ID, EvidenceInfo, evidence_info
+from vak_context.context.turncard import build_card, render_card
+from vak_context.context.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
+from vak_context.events.payloads import EvidenceBody
+from vak_context.storage.ledger import LedgerStore
 
 DIGEST_LINES = 3
 

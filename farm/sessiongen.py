@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 import blake3
 from pydantic import BaseModel
 
-from context.evidence import window
-from events import canonical
-from events.envelope import Mapper
-from events.payloads import (
+from vak_context.context.evidence import window
+from vak_context.events import canonical
+from vak_context.events.envelope import Mapper
+from vak_context.events.payloads import (
     Activity,
     Answer,
     AssistantStep,

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Unpack
 
 import httpx
 
-from context.messages import (
+from vak_context.context.messages import (
     ChatRequest,
     ChatResult,
     ImagePart,
@@ -28,8 +28,9 @@ from context.messages import (
     ToolResultPart,
     ToolUsePart,
 )
-from events.payloads import Usage
-from providers.base import (
+from vak_context.errors import ContextOverflow, InvalidInput
+from vak_context.events.payloads import Usage
+from vak_context.providers.base import (
     Provider,
     ProviderOptions,
     error_message,
@@ -39,7 +40,6 @@ from providers.base import (
     require_loaded_image,
     split_data_url,
 )
-from vak.errors import ContextOverflow, InvalidInput
 
 ANTHROPIC_VERSION = "2023-06-01"
 # The beta that deferred tools (``defer_loading``) and ``tool_reference`` blocks need.

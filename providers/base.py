@@ -35,22 +35,22 @@ from typing import Any, ClassVar, TypedDict, TypeVar
 
 import httpx
 
-from context.messages import ChatRequest, ChatResult, ImagePart, Message, ModelContext
-from providers.httperrors import (
-    error_body,
-    error_message,
-    parse_retry_after,
-    status_error,
-    transport_errors,
-)
-from providers.redaction import MIN_SECRET_CHARS, REDACTED, Redactor, scrub_library_logs
-from vak.errors import (
+from vak_context.context.messages import ChatRequest, ChatResult, ImagePart, Message, ModelContext
+from vak_context.errors import (
     ContextOverflow,
     InvalidInput,
     ProviderError,
     ProviderRequestError,
     RetryableProviderError,
 )
+from vak_context.providers.httperrors import (
+    error_body,
+    error_message,
+    parse_retry_after,
+    status_error,
+    transport_errors,
+)
+from vak_context.providers.redaction import MIN_SECRET_CHARS, REDACTED, Redactor, scrub_library_logs
 
 Sleep = Callable[[float], Awaitable[None]]
 T = TypeVar("T")

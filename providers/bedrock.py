@@ -13,10 +13,10 @@ from typing import Any, ClassVar, Unpack
 
 import httpx
 
-from context.messages import ModelContext
-from providers.base import ProviderOptions, error_message, overflow_error
-from providers.openai_compat import OpenAICompatProvider
-from vak.errors import ContextOverflow, InvalidInput
+from vak_context.context.messages import ModelContext
+from vak_context.errors import ContextOverflow, InvalidInput
+from vak_context.providers.base import ProviderOptions, error_message, overflow_error
+from vak_context.providers.openai_compat import OpenAICompatProvider
 
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d")
 

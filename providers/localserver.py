@@ -2,7 +2,7 @@
 
 ``xllamacpp`` has no command-line entry point and ``xllamacpp.Server(params)`` serves until the
 object is dropped, in the process that made it. So the server runs in a child process started as
-``python -m providers.localserver_child --child CONFIG``: stopping it is a SIGTERM (the child drops the
+``python -m vak_context.providers.localserver_child --child CONFIG``: stopping it is a SIGTERM (the child drops the
 server, which shuts down in about 2 s), and a crash inside llama.cpp cannot take the caller down.
 
 The child binds port 0 (or the port asked for) and reports the address it really got through a
@@ -21,7 +21,7 @@ Only the process that started it can use it:
   it also watches its stdin, a pipe from the parent, for EOF. Either way it exits at once, in the
   middle of a generation too, without the graceful shutdown that would first finish the request.
 
-Which models it serves, and their files: ``providers.localmodels`` (re-exported here).
+Which models it serves, and their files: ``vak_context.providers.localmodels`` (re-exported here).
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ from types import TracebackType
 
 import httpx
 
-from providers.localmodels import (
+from vak_context.errors import ModelServerError
+from vak_context.providers.localmodels import (
     GEMMA_FILE,
     MODEL_ALIASES,
     MODELS,
@@ -53,8 +54,7 @@ from providers.localmodels import (
     model_cache_dir,
     resolve_model,
 )
-from providers.localserver_child import LOOPBACK, ServerConfig, default_threads
-from vak.errors import ModelServerError
+from vak_context.providers.localserver_child import LOOPBACK, ServerConfig, default_threads
 
 __all__ = [
     "GEMMA_FILE", "LOOPBACK", "MODELS", "MODEL_ALIASES", "SMOLLM2_FILE", "TEMPLATES", "TOOLS_TEMPLATE",
@@ -184,12 +184,12 @@ class LocalModelServer:
         ready_r, ready_w = os.pipe()
         key = secrets.token_urlsafe(32)
         env = dict(os.environ)
-        # The child runs providers.localserver_child by name, so it must see the folder holding `providers`.
+        # The child runs vak_context.providers.localserver_child by name, so it must see the folder holding `providers`.
         repo = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "providers.localserver_child", "--child", json.dumps(asdict(config)),
+                [sys.executable, "-m", "vak_context.providers.localserver_child", "--child", json.dumps(asdict(config)),
                  "--ready-fd", str(ready_w), "--parent-pid", str(os.getpid())],
                 stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
                 pass_fds=(ready_w,), env=env, close_fds=True,

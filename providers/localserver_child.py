@@ -1,6 +1,6 @@
 """The child process of ``LocalModelServer``: llama.cpp's server (``xllamacpp``) on 127.0.0.1.
 
-Started as ``python -m providers.localserver_child --child CONFIG --ready-fd FD --parent-pid PID``.
+Started as ``python -m vak_context.providers.localserver_child --child CONFIG --ready-fd FD --parent-pid PID``.
 It reads this run's API key from the first line of stdin, builds ``xllamacpp.CommonParams`` from
 ``ServerConfig``, binds, and writes ``READY <address>`` (or ``ERROR <why>``) to the ready pipe. It
 serves until SIGTERM (dropping the server shuts llama.cpp down cleanly) and exits at once, without

@@ -17,7 +17,7 @@ import importlib.util
 import os
 from pathlib import Path
 
-from vak.errors import ModelServerError
+from vak_context.errors import ModelServerError
 
 QWEN_NAME = "qwen2.5-coder-0.5b"
 QWEN_ALIASES = ("qwen",)

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Unpack
 
 import httpx
 
-from context.messages import (
+from vak_context.context.messages import (
     ChatRequest,
     ChatResult,
     ImagePart,
@@ -32,8 +32,9 @@ from context.messages import (
     ToolResultPart,
     ToolUsePart,
 )
-from events.payloads import Usage
-from providers.base import (
+from vak_context.errors import ContextOverflow, InvalidInput, ProviderError, ProviderRequestError
+from vak_context.events.payloads import Usage
+from vak_context.providers.base import (
     Provider,
     ProviderOptions,
     error_message,
@@ -44,8 +45,7 @@ from providers.base import (
     require_loaded_image,
     split_data_url,
 )
-from providers.openai_compat import openai_overflow
-from vak.errors import ContextOverflow, InvalidInput, ProviderError, ProviderRequestError
+from vak_context.providers.openai_compat import openai_overflow
 
 _NS_PER_MS = 1_000_000
 _OVERFLOW = re.compile(r"context (length|window|size)|(prompt|input) (is )?too long", re.IGNORECASE)

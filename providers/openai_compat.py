@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Unpack
 
 import httpx
 
-from context.messages import (
+from vak_context.context.messages import (
     ChatRequest,
     ChatResult,
     ImagePart,
@@ -32,8 +32,9 @@ from context.messages import (
     ToolResultPart,
     ToolUsePart,
 )
-from events.payloads import Usage
-from providers.base import (
+from vak_context.errors import ContextOverflow
+from vak_context.events.payloads import Usage
+from vak_context.providers.base import (
     Provider,
     ProviderOptions,
     error_message,
@@ -44,8 +45,7 @@ from providers.base import (
     parse_json_arguments,
     require_loaded_image,
 )
-from providers.streaming import ShownText, StreamAssembler
-from vak.errors import ContextOverflow
+from vak_context.providers.streaming import ShownText, StreamAssembler
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"  # OpenAI's own API root (chat completions and Responses)
 OPENAI_PUBLISHES_NO_WINDOW = (
@@ -198,7 +198,7 @@ class OpenAICompatProvider(Provider):
 
     async def complete_streaming(self, request: ChatRequest, on_text: Callable[[str], None]) -> ChatResult:
         """The request with ``"stream": true``: text deltas go to ``on_text`` (key-scrubbed, see
-        ``providers.streaming``) and the assembled reply is parsed as a plain one, usage and timings
+        ``vak_context.providers.streaming``) and the assembled reply is parsed as a plain one, usage and timings
         included. A failure before the first delta is retried as ``complete`` retries; after it, not
         (part of the answer was shown)."""
         request = load_images(request)

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Unpack
 
 import httpx
 
-from context.messages import (
+from vak_context.context.messages import (
     ChatRequest,
     ChatResult,
     ImagePart,
@@ -31,10 +31,16 @@ from context.messages import (
     ToolResultPart,
     ToolUsePart,
 )
-from events.payloads import Usage
-from providers.base import Provider, ProviderOptions, int_or_none, parse_json_arguments, require_loaded_image
-from providers.openai_compat import OPENAI_BASE_URL, OPENAI_PUBLISHES_NO_WINDOW, openai_overflow
-from vak.errors import ContextOverflow
+from vak_context.errors import ContextOverflow
+from vak_context.events.payloads import Usage
+from vak_context.providers.base import (
+    Provider,
+    ProviderOptions,
+    int_or_none,
+    parse_json_arguments,
+    require_loaded_image,
+)
+from vak_context.providers.openai_compat import OPENAI_BASE_URL, OPENAI_PUBLISHES_NO_WINDOW, openai_overflow
 
 
 class OpenAIResponsesProvider(Provider):

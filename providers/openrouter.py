@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from context.messages import ChatRequest, ModelContext
-from providers.base import int_or_none
-from providers.openai_compat import OpenAICompatProvider
+from vak_context.context.messages import ChatRequest, ModelContext
+from vak_context.providers.base import int_or_none
+from vak_context.providers.openai_compat import OpenAICompatProvider
 
 
 class OpenRouterProvider(OpenAICompatProvider):

@@ -15,15 +15,15 @@ from typing import Any, NamedTuple
 
 import httpx
 
-from providers.anthropic import AnthropicProvider
-from providers.base import Provider, RetryPolicy
-from providers.bedrock import BedrockProvider
-from providers.gemini import GeminiProvider
-from providers.ollama import OllamaProvider
-from providers.openai_compat import OpenAIChatProvider, OpenAICompatProvider
-from providers.openai_responses import OpenAIResponsesProvider
-from providers.openrouter import OpenRouterProvider
-from vak.errors import ConfigError, InvalidInput
+from vak_context.errors import ConfigError, InvalidInput
+from vak_context.providers.anthropic import AnthropicProvider
+from vak_context.providers.base import Provider, RetryPolicy
+from vak_context.providers.bedrock import BedrockProvider
+from vak_context.providers.gemini import GeminiProvider
+from vak_context.providers.ollama import OllamaProvider
+from vak_context.providers.openai_compat import OpenAIChatProvider, OpenAICompatProvider
+from vak_context.providers.openai_responses import OpenAIResponsesProvider
+from vak_context.providers.openrouter import OpenRouterProvider
 
 LLAMA_CPP_DEFAULT = "http://127.0.0.1:8080/v1"
 

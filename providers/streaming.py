@@ -18,8 +18,8 @@ import json
 import re
 from typing import Any
 
-from providers.redaction import Redactor
-from vak.errors import ProviderRequestError
+from vak_context.errors import ProviderRequestError
+from vak_context.providers.redaction import Redactor
 
 _LAST_SPACE = re.compile(r"\s(?=\S*\Z)")
 

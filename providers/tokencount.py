@@ -27,12 +27,12 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from context.capacity import PRIOR_TOKENS_PER_CHAR, request_chars
-from context.messages import ChatRequest
-from context.tokens import estimate_tokens
-from providers.base import load_images
-from providers.openai_compat import OpenAICompatProvider
-from vak.errors import ProviderRequestError, TokenCountError
+from vak_context.context.capacity import PRIOR_TOKENS_PER_CHAR, request_chars
+from vak_context.context.messages import ChatRequest
+from vak_context.context.tokens import estimate_tokens
+from vak_context.errors import ProviderRequestError, TokenCountError
+from vak_context.providers.base import load_images
+from vak_context.providers.openai_compat import OpenAICompatProvider
 
 log = logging.getLogger("vak.tokencount")
 

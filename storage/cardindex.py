@@ -3,13 +3,13 @@
 It lives beside the ledger at ``<root>/sessions/<session>/_cards/``. The leading underscore keeps
 it out of ``pyarrow.dataset`` discovery and out of the ledger's segment listing. It is a cache of
 the ledger: ``rebuild`` recreates it from documents read back from the session's ``turn_card`` and
-``presentation`` entries (``agent.carddocs.docs_from_ledger``), so deleting it loses nothing.
+``presentation`` entries (``vak_context.agent.carddocs.docs_from_ledger``), so deleting it loses nothing.
 
 A document is one turn (``CardDoc``): its id is the turn's directive id, its text the turn's index
-text (``context.turncard.index_text``, made by ``agent.carddocs.card_doc``: this layer does not
+text (``vak_context.context.turncard.index_text``, made by ``vak_context.agent.carddocs.card_doc``: this layer does not
 import the engine). On disk the documents are lines of ``cards.jsonl`` after a header line naming
 the file; a later line for the same turn re-indexes it. Ranking is the project's one BM25
-(``vak.bm25``: the tokeniser, k1, b and idf the planner's relevance and ``find_tools`` use, so the
+(``vak_context.bm25``: the tokeniser, k1, b and idf the planner's relevance and ``find_tools`` use, so the
 search tools and the planner rank the same turns the same way): a session's documents are indexed in
 memory when it is first searched, and lines appended since (by this process or another) are folded
 in on the next search. ``search`` returns ``(turn_id, score)``, best first, ties by turn id.
@@ -32,10 +32,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from vak.bm25 import Bm25Index, best_first
-from vak.config import VakConfig, load_config
-from vak.errors import ConfigError, InvalidInput
-from vak.names import check_name
+from vak_context.bm25 import Bm25Index, best_first
+from vak_context.config import VakConfig, load_config
+from vak_context.errors import ConfigError, InvalidInput
+from vak_context.names import check_name
 
 CARDS_DIR = "_cards"
 CARDS_FILE = "cards.jsonl"
@@ -136,7 +136,7 @@ class CardIndex:
             shutil.rmtree(self.path(session), ignore_errors=True)
 
     def rebuild(self, session: str, docs: Iterable[CardDoc]) -> int:
-        """Replace the session's index with ``docs`` (``agent.carddocs.docs_from_ledger`` reads them
+        """Replace the session's index with ``docs`` (``vak_context.agent.carddocs.docs_from_ledger`` reads them
         from the ledger alone); returns the number of turns."""
         with self._lock:
             self.delete(session)

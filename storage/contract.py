@@ -1,8 +1,8 @@
 """The one ledger contract: what every way of reaching a ledger offers, with one result type per call.
 
-Three things implement it: ``storage.ledger.LedgerStore`` (this process holds the folder),
-``actors.ledger.LedgerActor`` (the same calls, the folder's one writer on Ray: a threaded actor) and
-``actors.ledger_client.LedgerClient`` (either of those behind one object; what callers hold).
+Three things implement it: ``vak_context.storage.ledger.LedgerStore`` (this process holds the folder),
+``vak_context.actors.ledger.LedgerActor`` (the same calls, the folder's one writer on Ray: a threaded actor) and
+``vak_context.actors.ledger_client.LedgerClient`` (either of those behind one object; what callers hold).
 ``tests/test_ledger_contract.py`` runs one test class against all of them.
 
 Failure cases every implementation reports with the same typed error (``vak/errors.py``): a bad
@@ -21,8 +21,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from events.envelope import StoredEntry
-from storage.verify import BadEntry, VerifyReport
+from vak_context.events.envelope import StoredEntry
+from vak_context.storage.verify import BadEntry, VerifyReport
 
 Payload = BaseModel | dict[str, Any]
 

@@ -16,12 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from events.envelope import CURRENT_VERSION, Mapper, blob_meta, chain_ids
-from storage.contract import Payload
-from storage.ipc_message import encode_message
-from storage.segment_writer import SegmentWriter
-from storage.session_state import Group, SessionState, index_group, relocate
-from vak.errors import InvalidInput, LedgerClosed, LedgerError, UnknownParent
+from vak_context.errors import InvalidInput, LedgerClosed, LedgerError, UnknownParent
+from vak_context.events.envelope import CURRENT_VERSION, Mapper, blob_meta, chain_ids
+from vak_context.storage.contract import Payload
+from vak_context.storage.ipc_message import encode_message
+from vak_context.storage.segment_writer import SegmentWriter
+from vak_context.storage.session_state import Group, SessionState, index_group, relocate
 
 _INLINE = object()  # _enqueue's answer to a writer that commits its own group
 INLINE_MAX_WRITE_S = 0.0002  # a sync this fast does not block long enough to cost the writer its CPU

@@ -19,8 +19,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from events.envelope import StoredEntry
-from storage.segment_schema import _TIME, SCHEMA, to_batch
+from vak_context.events.envelope import StoredEntry
+from vak_context.storage.segment_schema import _TIME, SCHEMA, to_batch
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ Durability: ``append`` returns only after the entries' record batch is synced to
 that arrive while a commit is in flight queue up and go out together in the next batch, under one
 sync (group commit: ``storage/group_commit.py``). Sealing compacts the tail into a zstd segment. On
 open, a writer seals any tail a crash left open, truncating a torn write and recording it as an
-``activity`` entry (``storage/recovery.py``). ``LedgerStore`` implements ``storage.contract.Ledger``.
+``activity`` entry (``storage/recovery.py``). ``LedgerStore`` implements ``vak_context.storage.contract.Ledger``.
 """
 
 from __future__ import annotations
@@ -25,17 +25,22 @@ from typing import Any
 
 import pyarrow as pa
 
-from events.envelope import LedgerLimits, Mapper, StoredEntry
-from events.payloads import Activity
-from storage.contract import LedgerStats, Payload
-from storage.group_commit import GroupCommit
-from storage.ledger_paths import check_ledger_path, list_session_names, session_dir, take_writer_lock
-from storage.recovery import load_session
-from storage.segment_schema import from_batch
-from storage.segments import batch_offsets, open_name, read_batch_at, sealed_name
-from storage.session_state import SessionState, relocate
-from storage.verify import VerifyReport, verify_session
-from vak.errors import LedgerCorrupt, UnknownEntry, UnknownSession
+from vak_context.errors import LedgerCorrupt, UnknownEntry, UnknownSession
+from vak_context.events.envelope import LedgerLimits, Mapper, StoredEntry
+from vak_context.events.payloads import Activity
+from vak_context.storage.contract import LedgerStats, Payload
+from vak_context.storage.group_commit import GroupCommit
+from vak_context.storage.ledger_paths import (
+    check_ledger_path,
+    list_session_names,
+    session_dir,
+    take_writer_lock,
+)
+from vak_context.storage.recovery import load_session
+from vak_context.storage.segment_schema import from_batch
+from vak_context.storage.segments import batch_offsets, open_name, read_batch_at, sealed_name
+from vak_context.storage.session_state import SessionState, relocate
+from vak_context.storage.verify import VerifyReport, verify_session
 
 __all__ = ["DEFAULT_MAX_SEGMENT_BYTES", "LedgerStore", "Payload", "check_ledger_path"]
 

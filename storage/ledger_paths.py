@@ -6,9 +6,9 @@ import fcntl
 import os
 from pathlib import Path
 
-from storage.segment_writer import mkdir_durable
-from vak.errors import LedgerPathError, SessionLocked
-from vak.names import check_name
+from vak_context.errors import LedgerPathError, SessionLocked
+from vak_context.names import check_name
+from vak_context.storage.segment_writer import mkdir_durable
 
 
 def check_ledger_path(root: Path, *, create: bool) -> None:

@@ -13,10 +13,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from storage.segment_schema import from_batch
-from storage.segment_writer import rewrite_sealed, unlink_durable
-from storage.segments import ScannedSegment, list_segments, scan_segment, sealed_name, stale_tails
-from storage.session_state import SessionState, index_batch
+from vak_context.storage.segment_schema import from_batch
+from vak_context.storage.segment_writer import rewrite_sealed, unlink_durable
+from vak_context.storage.segments import ScannedSegment, list_segments, scan_segment, sealed_name, stale_tails
+from vak_context.storage.session_state import SessionState, index_batch
 
 
 def batch_intact(batch: pa.RecordBatch | None) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from events.envelope import StoredEntry
+from vak_context.events.envelope import StoredEntry
 
 FORMAT_VERSION = "1"
 MAGIC = b"ARROW1\x00\x00"

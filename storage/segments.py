@@ -17,10 +17,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from storage.segment_schema import FORMAT_VERSION, MAGIC, SCHEMA, from_batch, to_batch
+from vak_context.storage.segment_schema import FORMAT_VERSION, MAGIC, SCHEMA, from_batch, to_batch
 
-# The schema and batch conversions live in storage.segment_schema, the commit message in
-# storage.ipc_message, the writer in storage.segment_writer; these names are read from here too.
+# The schema and batch conversions live in vak_context.storage.segment_schema, the commit message in
+# vak_context.storage.ipc_message, the writer in vak_context.storage.segment_writer; these names are read from here too.
 __all__ = ["FORMAT_VERSION", "MAGIC", "SCHEMA", "ScannedBatch", "ScannedSegment", "batch_offsets", "from_batch",
            "list_segments", "open_name", "read_batch_at", "scan_segment", "sealed_name", "stale_tails", "to_batch"]
 

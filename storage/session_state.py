@@ -13,9 +13,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from storage.segment_writer import SegmentWriter
-from storage.segments import sealed_name
-from vak.errors import LedgerCorrupt
+from vak_context.errors import LedgerCorrupt
+from vak_context.storage.segment_writer import SegmentWriter
+from vak_context.storage.segments import sealed_name
 
 
 @dataclass(slots=True)

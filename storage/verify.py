@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from events import canonical
-from events.payloads import PAYLOAD_TYPES
-from storage.segment_footer import StreamBatch, check_footer
-from storage.segments import SCHEMA, ScannedSegment, from_batch, list_segments, scan_segment
+from vak_context.events import canonical
+from vak_context.events.payloads import PAYLOAD_TYPES
+from vak_context.storage.segment_footer import StreamBatch, check_footer
+from vak_context.storage.segments import SCHEMA, ScannedSegment, from_batch, list_segments, scan_segment
 
 
 @dataclass

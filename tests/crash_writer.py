@@ -18,9 +18,9 @@ import signal
 import sys
 import threading
 
-from events.payloads import EvidenceBody, Nudge
-from storage.ledger import LedgerStore
-from storage.segments import MAGIC
+from vak_context.events.payloads import EvidenceBody, Nudge
+from vak_context.storage.ledger import LedgerStore
+from vak_context.storage.segments import MAGIC
 
 MODES = ("random", "header", "midbody", "marker")
 _MARKER = b"\xff\xff\xff\xff"

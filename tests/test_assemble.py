@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from context.assemble import (
+from vak_context.context.assemble import (
     Tail,
     attach_tail,
     cache_breakpoints,
@@ -15,8 +15,8 @@ from context.assemble import (
     render_tail,
     system_prompt,
 )
-from context.messages import Message, TextPart, ToolResultPart, ToolSpec, ToolUsePart
-from vak.errors import InvalidInput
+from vak_context.context.messages import Message, TextPart, ToolResultPart, ToolSpec, ToolUsePart
+from vak_context.errors import InvalidInput
 
 TOOLS = (ToolSpec(name="recall", description="Recall."), ToolSpec(name="grep", description="Search."))
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from actors.assembler import AssemblerActor
-from agent.steps import StepRequest
-from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars
-from context.messages import ChatRequest, ToolSpec
-from events.envelope import Mapper
-from events.payloads import AssistantStep, Directive, TextBlock
-from storage.ledger import LedgerStore
+from vak_context.actors.assembler import AssemblerActor
+from vak_context.agent.steps import StepRequest
+from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars
+from vak_context.context.messages import ChatRequest, ToolSpec
+from vak_context.events.envelope import Mapper
+from vak_context.events.payloads import AssistantStep, Directive, TextBlock
+from vak_context.storage.ledger import LedgerStore
 
 PROFILE = CapacityProfile(ProfileKey("local", "m"), 32_768, Horizon(16_000, 0.9, 0.0), Ewma(0.25, 3), 256)
 STEP = StepRequest(model="m", system="You are careful.", tools=(ToolSpec(name="grep", description="Search."),),
@@ -46,9 +46,9 @@ async def test_without_a_counter_the_prefix_is_measured_by_one_usage_only_reques
     are not sent for counting."""
     import httpx
 
-    from providers.base import RetryPolicy
-    from providers.openai_compat import OpenAICompatProvider
-    from providers.tokencount import UsageCounter
+    from vak_context.providers.base import RetryPolicy
+    from vak_context.providers.openai_compat import OpenAICompatProvider
+    from vak_context.providers.tokencount import UsageCounter
 
     sent: list[dict[str, object]] = []
 

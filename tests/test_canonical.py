@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from events import canonical
-from events.envelope import Mapper, StoredEntry, compute_id
-from events.payloads import Directive, Nudge
-from vak.errors import InvalidUtf8, NonCanonicalValue
+from vak_context.errors import InvalidUtf8, NonCanonicalValue
+from vak_context.events import canonical
+from vak_context.events.envelope import Mapper, StoredEntry, compute_id
+from vak_context.events.payloads import Directive, Nudge
 
 json_scalars = (
     st.none()
@@ -112,7 +112,7 @@ def test_id_matches_documented_recipe() -> None:
 
 @given(entry_fields, st.none() | st.binary(max_size=64), st.sampled_from(["nudge", "directive"]), st.integers(1, 3))
 def test_fast_header_equals_the_canonical_encoder(f: dict, blob: bytes | None, kind: str, v: int) -> None:
-    from events.envelope import blob_meta, header_bytes
+    from vak_context.events.envelope import blob_meta, header_bytes
 
     info = blob_meta(blob)
     expected = canonical.encode({"blob": info, "kind": kind, "parent": f["parent"], "seq": f["seq"],

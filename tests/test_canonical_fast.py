@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field, PlainSerializer, computed_field, field_serializer
 
-from events import canonical
-from events.envelope import Mapper, flat_keys
-from events.payloads import (
+from vak_context.errors import InvalidUtf8, NonCanonicalValue
+from vak_context.events import canonical
+from vak_context.events.envelope import Mapper, flat_keys
+from vak_context.events.payloads import (
     EvidenceBody,
     IntentNote,
     Nudge,
@@ -25,7 +26,6 @@ from events.payloads import (
     ToolResult,
     WorkContract,
 )
-from vak.errors import InvalidUtf8, NonCanonicalValue
 
 # Text that stresses the escapes: every control character, quote, backslash, DEL, the line and
 # paragraph separators, a BOM, astral characters, and lone surrogates (not UTF-8: rejected).

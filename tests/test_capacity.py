@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from context.capacity import (
+from vak_context.context.capacity import (
     ALPHA,
     HOSTED_TTL_S,
     LOCAL_TTL_S,
@@ -30,10 +30,17 @@ from context.capacity import (
     request_chars,
     to_record,
 )
-from context.messages import ChatRequest, Message, ModelContext, ToolResultPart, ToolSpec, ToolUsePart
-from events.payloads import PAYLOAD_ADAPTER, CapacityProfileRecord, Usage
-from storage.ledger import LedgerStore
-from vak.errors import InvalidInput
+from vak_context.context.messages import (
+    ChatRequest,
+    Message,
+    ModelContext,
+    ToolResultPart,
+    ToolSpec,
+    ToolUsePart,
+)
+from vak_context.errors import InvalidInput
+from vak_context.events.payloads import PAYLOAD_ADAPTER, CapacityProfileRecord, Usage
+from vak_context.storage.ledger import LedgerStore
 
 KEY = ProfileKey("anthropic", "claude-x")
 META = ModelContext(provider="anthropic", model="claude-x", declared_window=200_000, output_limit=64_000,

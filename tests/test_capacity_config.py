@@ -9,15 +9,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent.probe import ProbeRunner
-from context.capacity import ProfileKey
-from farm.cli import build_parser
-from farm.cmd_probe import markdown_table, write_ladder
-from providers.base import RetryPolicy
-from providers.openai_compat import OpenAICompatProvider
 from tests.test_probe_scripted import ThresholdModel
-from vak.config import config_path, load_config
-from vak.errors import ConfigError
+from vak_context.agent.probe import ProbeRunner
+from vak_context.config import config_path, load_config
+from vak_context.context.capacity import ProfileKey
+from vak_context.errors import ConfigError
+from vak_context.farm.cli import build_parser
+from vak_context.farm.cmd_probe import markdown_table, write_ladder
+from vak_context.providers.base import RetryPolicy
+from vak_context.providers.openai_compat import OpenAICompatProvider
 
 
 def test_defaults_when_no_file(tmp_path: Path) -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from providers import models
-from providers.localserver import MODELS, canonical_model, model_cache_dir, resolve_model
-from vak.errors import ModelServerError
+from vak_context.errors import ModelServerError
+from vak_context.providers import models
+from vak_context.providers.localserver import MODELS, canonical_model, model_cache_dir, resolve_model
 
 
 def test_qwen_is_registered_under_its_name_and_alias() -> None:

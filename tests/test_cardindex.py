@@ -12,15 +12,15 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from agent.carddocs import card_doc, docs_from_ledger
-from context.turns import TurnIndex
-from events.payloads import Answer, PresentationRef, TraceLine, TurnCard
-from farm.importers import import_path
-from storage.cardindex import CARDS_DIR, CardDoc, CardIndex, embedder_from_config
-from storage.ledger import LedgerStore
 from tests.fixtures_import import Imported
-from vak.config import parse_config
-from vak.errors import ConfigError, InvalidInput
+from vak_context.agent.carddocs import card_doc, docs_from_ledger
+from vak_context.config import parse_config
+from vak_context.context.turns import TurnIndex
+from vak_context.errors import ConfigError, InvalidInput
+from vak_context.events.payloads import Answer, PresentationRef, TraceLine, TurnCard
+from vak_context.farm.importers import import_path
+from vak_context.storage.cardindex import CARDS_DIR, CardDoc, CardIndex, embedder_from_config
+from vak_context.storage.ledger import LedgerStore
 
 QUERIES = ["cancel reservation refund", "baggage", "business class upgrade", "gift card balance", "insurance"]
 

@@ -11,7 +11,7 @@ import blake3
 import jsonschema
 import pytest
 
-from context.cards import (
+from vak_context.context.cards import (
     CARD_KEYWORD,
     LIBRARY_ID,
     CardLibrary,
@@ -28,11 +28,11 @@ from context.cards import (
     presentation_record,
     validate_payload,
 )
-from context.messages import ToolCall, ToolUsePart
-from events import canonical
-from events.payloads import Directive, Presentation, ToolUseBlock
-from storage.ledger import LedgerStore
-from vak.errors import InvalidCardDefinition, InvalidPayload, UnknownCardType
+from vak_context.context.messages import ToolCall, ToolUsePart
+from vak_context.errors import InvalidCardDefinition, InvalidPayload, UnknownCardType
+from vak_context.events import canonical
+from vak_context.events.payloads import Directive, Presentation, ToolUseBlock
+from vak_context.storage.ledger import LedgerStore
 
 TURN = "d1" * 32
 EV1, EV2 = "e1" * 32, "e2" * 32

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from farm.farmspec import ModelEntry
+from vak_context.farm.farmspec import ModelEntry
 
 REPO = Path(__file__).resolve().parent.parent
 CLUSTER_YAML = REPO / "cluster.yaml"

@@ -1,6 +1,6 @@
 """A current turn larger than the budget (issue 9, item 3): every request of a 140-step turn fits.
 
-The turn is ``farm.longturn``'s generated coding turn (about 120k tokens as carried); it is planned
+The turn is ``vak_context.farm.longturn``'s generated coding turn (about 120k tokens as carried); it is planned
 and projected after its directive and after each of its 140 steps, under an 8k, a 32k and a 200k
 profile, as the turn loop would.
 """
@@ -16,16 +16,16 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from agent.request import SessionView, prepare
-from context.assemble import prefix_tokens, project, request_tokens
-from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from context.messages import ChatRequest, ToolResultPart, ToolUsePart
-from context.packets import render_step_packet, step_items, step_packet_chars
-from context.planner import Plan
-from context.render import api_problems
-from context.turncard import short_id
-from farm.longturn import LongTurn
 from tests.test_planner import SessionBuilder
+from vak_context.agent.request import SessionView, prepare
+from vak_context.context.assemble import prefix_tokens, project, request_tokens
+from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.messages import ChatRequest, ToolResultPart, ToolUsePart
+from vak_context.context.packets import render_step_packet, step_items, step_packet_chars
+from vak_context.context.planner import Plan
+from vak_context.context.render import api_problems
+from vak_context.context.turncard import short_id
+from vak_context.farm.longturn import LongTurn
 
 
 def _profile(name: str, horizon: int, window: int, out: int) -> CapacityProfile:
@@ -125,7 +125,7 @@ def test_the_small_profiles_compact_in_chunks_and_keep_the_prefix_between(long_t
 async def test_a_turn_that_cannot_fit_even_at_its_smallest_is_refused_with_what_to_do() -> None:
     """When the current turn's most compact form does not fit, plan() raises RequestTooLarge (nothing
     to send) naming the sizes and what to do, and prepare() raises it before writing or sending anything."""
-    from vak.errors import RequestTooLarge  # the error this fix adds
+    from vak_context.errors import RequestTooLarge  # the error this fix adds
 
     lt = LongTurn(steps=30, prior_turns=2)
     for _ in lt.steps():
@@ -188,7 +188,7 @@ def test_any_current_turn_is_planned_within_budget_or_refused(
     """For random current turns and profiles: plan() either refuses (RequestTooLarge, with needed >
     available) or its request fits horizon − output reserve, is API-valid, keeps or drops each step's
     call and result together, and names every evidence id of a compacted step."""
-    from vak.errors import RequestTooLarge
+    from vak_context.errors import RequestTooLarge
 
     b = SessionBuilder()
     for i in range(history):

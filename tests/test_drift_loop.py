@@ -15,18 +15,18 @@ from typing import Any
 import httpx
 import pytest
 
-from actors.local_services import InProcessServices
-from agent.loop import TurnConfig, TurnLoop, TurnReport
-from agent.workspace import TOOLS as WORKSPACE_TOOLS
-from agent.workspace import Workspace
-from context.assemble import system_prompt
-from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from context.evidence import RECALL_TOOL
-from context.surface import Surface, ToolDecl
-from events.envelope import Mapper
-from providers.base import RetryPolicy
-from providers.openai_compat import OpenAICompatProvider
-from storage.ledger import LedgerStore
+from vak_context.actors.local_services import InProcessServices
+from vak_context.agent.loop import TurnConfig, TurnLoop, TurnReport
+from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
+from vak_context.agent.workspace import Workspace
+from vak_context.context.assemble import system_prompt
+from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.evidence import RECALL_TOOL
+from vak_context.context.surface import Surface, ToolDecl
+from vak_context.events.envelope import Mapper
+from vak_context.providers.base import RetryPolicy
+from vak_context.providers.openai_compat import OpenAICompatProvider
+from vak_context.storage.ledger import LedgerStore
 
 PROFILE = CapacityProfile(ProfileKey("openai-compat", "scripted"), 32_768, Horizon(16_000, 0.9, 0.0), Ewma(0.25, 3), 256)
 NOIDA = {"label": "Temperature in Noida", "value": 28, "unit": "°C"}

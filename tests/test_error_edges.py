@@ -17,16 +17,11 @@ import pytest
 import ray
 from ray.exceptions import ActorDiedError, GetTimeoutError, RayError, RayTaskError
 
-from actors.factory import get_ledger_actor, ledger_actor
-from actors.ledger_client import LedgerClient
-from actors.ray_errors import map_ray_errors
-from events import canonical
-from events.payloads import Directive, Nudge
-from storage.contract import Ledger
-from storage.ledger import LedgerStore
-from storage.segments import list_segments, scan_segment
 from tests.test_ledger_contract import ActorInProcess
-from vak.errors import (
+from vak_context.actors.factory import get_ledger_actor, ledger_actor
+from vak_context.actors.ledger_client import LedgerClient
+from vak_context.actors.ray_errors import map_ray_errors
+from vak_context.errors import (
     ActorError,
     InvalidInput,
     InvalidName,
@@ -39,6 +34,11 @@ from vak.errors import (
     UnknownSession,
     VakError,
 )
+from vak_context.events import canonical
+from vak_context.events.payloads import Directive, Nudge
+from vak_context.storage.contract import Ledger
+from vak_context.storage.ledger import LedgerStore
+from vak_context.storage.segments import list_segments, scan_segment
 
 KINDS = ["store", "actor", "client-store", pytest.param("client-ray", marks=pytest.mark.ray)]
 
@@ -50,7 +50,7 @@ def raised(call: Callable[[], Any]) -> BaseException:
     except BaseException as exc:
         assert isinstance(exc, VakError), f"{type(exc).__module__}.{type(exc).__qualname__} escaped: {exc}"
         assert not isinstance(exc, RayError), f"a Ray error escaped: {type(exc).__mro__}"
-        assert type(exc).__module__ == "vak.errors", f"{type(exc)} is not the project's own class"
+        assert type(exc).__module__ == "vak_context.errors", f"{type(exc)} is not the project's own class"
         return exc
     raise AssertionError("no error was raised")
 

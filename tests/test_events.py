@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from events import canonical
-from events.envelope import CURRENT_VERSION, Mapper, stored_entry
-from events.payloads import KINDS, PAYLOAD_ADAPTER, Directive, ImageRef
-from farm.sessiongen import generate_session
-from vak.errors import InvalidPayload, UnknownKind
+from vak_context.errors import InvalidPayload, UnknownKind
+from vak_context.events import canonical
+from vak_context.events.envelope import CURRENT_VERSION, Mapper, stored_entry
+from vak_context.events.payloads import KINDS, PAYLOAD_ADAPTER, Directive, ImageRef
+from vak_context.farm.sessiongen import generate_session
 
 SPEC_KINDS = {
     "directive", "assistant_step", "tool_result", "evidence_body", "receipt", "presentation", "turn_card",
@@ -80,7 +80,7 @@ def test_adapter_is_one_discriminated_union() -> None:
 def test_a_payload_nested_past_what_pydantic_serialises_is_invalid_payload() -> None:
     """An assistant step whose tool input nests 300 levels (pydantic stops at ~250) is refused as InvalidPayload
     saying what to do, not a ValueError from the serialiser."""
-    from events.payloads import AssistantStep, ToolUseBlock
+    from vak_context.events.payloads import AssistantStep, ToolUseBlock
 
     deep: Any = 1
     for _ in range(300):

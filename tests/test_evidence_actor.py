@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from context.cards import card_ack
-from context.evidence import WINDOW_CHARS
-from context.render import SHORT_ID
-from events.payloads import AssistantStep, Directive, TextBlock, ToolUseBlock
+from vak_context.context.cards import card_ack
+from vak_context.context.evidence import WINDOW_CHARS
+from vak_context.context.render import SHORT_ID
+from vak_context.events.payloads import AssistantStep, Directive, TextBlock, ToolUseBlock
 
 pytestmark = pytest.mark.ray
 
@@ -23,7 +23,7 @@ BIG = "".join(f"line {i:05d}: {'x' * 30}\n" for i in range(1, 2001))  # 2,000 li
 def actors(ray_cluster: Any, tmp_path: Path) -> Iterator[tuple[Any, Any]]:
     import ray
 
-    from actors.factory import evidence_actor, ledger_actor
+    from vak_context.actors.factory import evidence_actor, ledger_actor
 
     root = tmp_path / "ledger"
     root.mkdir()

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from context.evidence import (
+from tests.test_evidence_window import expand
+from vak_context.context.evidence import (
     DIGEST_CHARS,
     SHAPES,
     WINDOW_CHARS,
@@ -29,7 +30,6 @@ from context.evidence import (
     recall_slice,
     window,
 )
-from tests.test_evidence_window import expand
 
 EID = "7c" * 32
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from context.evidence import (
+from vak_context.context.evidence import (
     LINE_CHARS,
     WINDOW_CHARS,
     RecallError,
@@ -26,7 +26,7 @@ from context.evidence import (
     select,
     window,
 )
-from vak.errors import InvalidInput
+from vak_context.errors import InvalidInput
 
 EID = "9f" * 32
 

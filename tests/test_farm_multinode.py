@@ -59,14 +59,14 @@ max_sizes = 1
 
 def run_cluster_farm(out: Path, trajectories: Path) -> dict[str, Any]:
     """In this (child) process: the cluster, the farm, the node loss; returns the summary."""
-    from farm.localray import pin_loopback
+    from vak_context.farm.localray import pin_loopback
 
     pin_loopback()
     import ray
     from ray.cluster_utils import Cluster
 
-    from farm.farmrun import FarmProgress, run_farm
-    from farm.farmspec import parse_farm_spec
+    from vak_context.farm.farmrun import FarmProgress, run_farm
+    from vak_context.farm.farmspec import parse_farm_spec
 
     # Cluster writes its address to the machine-wide /tmp/ray/ray_current_cluster, which every other Ray user
     # here reads for address="auto": this cluster is private to the test, so it is not advertised.
@@ -139,7 +139,7 @@ def test_three_nodes_two_models_and_a_lost_worker(trajectories: Path, tmp_path: 
     are there exactly once (no lost, no duplicated result); no node listened beyond loopback."""
     import pyarrow.parquet as pq
 
-    from storage.ledger import LedgerStore
+    from vak_context.storage.ledger import LedgerStore
 
     env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
            "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}

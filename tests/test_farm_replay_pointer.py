@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from context.messages import ChatRequest, Message, TextPart
-from farm.farm_replay import _check, replay_session
-from farm.farm_rows import UnitKey
-from farm.farmspec import ModelEntry
-from farm.sessiongen import generate_session
-from storage.ledger import LedgerStore
+from vak_context.context.messages import ChatRequest, Message, TextPart
+from vak_context.farm.farm_replay import _check, replay_session
+from vak_context.farm.farm_rows import UnitKey
+from vak_context.farm.farmspec import ModelEntry
+from vak_context.farm.sessiongen import generate_session
+from vak_context.storage.ledger import LedgerStore
 
 
 def test_a_pointer_packet_names_its_turns_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -39,7 +39,7 @@ def test_a_pointer_packet_names_its_turns_results(tmp_path: Path, monkeypatch: p
         seen.append(args)
         return _check(*args)
 
-    monkeypatch.setattr("farm.farm_replay._check", keep)
+    monkeypatch.setattr("vak_context.farm.farm_replay._check", keep)
     rows = asyncio.run(replay_session(UnitKey("r", "small", "gen"), "run", "node", model, chain, ledger=store,
                                       decode=store.mapper.payload_of, target="gen.small.0", system="",
                                       summarise=no_summary))

@@ -1,13 +1,13 @@
-"""A replay unit's session chain is read once per worker process (farm.farm_ray.session_chain)."""
+"""A replay unit's session chain is read once per worker process (vak_context.farm.farm_ray.session_chain)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from farm.farm_ray import SESSION_CHAINS, session_chain
-from farm.farm_sessions import materialise
-from farm.farmspec import parse_farm_spec
-from storage.ledger import LedgerStore
+from vak_context.farm.farm_ray import SESSION_CHAINS, session_chain
+from vak_context.farm.farm_sessions import materialise
+from vak_context.farm.farmspec import parse_farm_spec
+from vak_context.storage.ledger import LedgerStore
 
 SPEC = """
 [[models]]

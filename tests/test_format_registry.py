@@ -1,5 +1,5 @@
-"""The two registries of issue 13 item 5: recorded-session formats (``farm.importers.registry``) and
-digest shapes (``context.digest_shapes``).
+"""The two registries of issue 13 item 5: recorded-session formats (``vak_context.farm.importers.registry``) and
+digest shapes (``vak_context.context.digest_shapes``).
 
 Every registered format sniffs its own fixture, and no other format's sniff claims it: each fixture
 is claimed by exactly one sniff. Detection asks the sniffs in the registry's fixed order and stops at
@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from context import digest_shapes
-from context.bodytext import body_text
-from context.digest_shapes import DETECTION, SHAPES, Analysis
-from context.evidence import shaped_digest
-from farm.importers import registry
-from farm.importers.base import Document, ImportFormat
-from farm.importers.reading import read_document
 from tests.test_import_malformed import CHAT, SAMPLES
+from vak_context.context import digest_shapes
+from vak_context.context.bodytext import body_text
+from vak_context.context.digest_shapes import DETECTION, SHAPES, Analysis
+from vak_context.context.evidence import shaped_digest
+from vak_context.farm.importers import registry
+from vak_context.farm.importers.base import Document, ImportFormat
+from vak_context.farm.importers.reading import read_document
 
 # ------------------------------------------------------------------ formats
 

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from context.turns import TurnIndex
-from events.payloads import Activity, AssistantStep, Directive, EvidenceBody, ToolResult
-from farm.cli import main
-from farm.importers import import_path, read_recordings
-from storage.cardindex import CardIndex
-from storage.ledger import LedgerStore
-from vak.errors import InvalidInput, InvalidRecording, UnknownRecordingFormat
+from vak_context.context.turns import TurnIndex
+from vak_context.errors import InvalidInput, InvalidRecording, UnknownRecordingFormat
+from vak_context.events.payloads import Activity, AssistantStep, Directive, EvidenceBody, ToolResult
+from vak_context.farm.cli import main
+from vak_context.farm.importers import import_path, read_recordings
+from vak_context.storage.cardindex import CardIndex
+from vak_context.storage.ledger import LedgerStore
 
 CHAT = [
     {"role": "system", "content": "You are a travel agent."},

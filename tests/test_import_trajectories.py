@@ -6,10 +6,10 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from context.evidence import WINDOW_CHARS, recall_call
-from context.turns import TurnIndex
-from events.payloads import AssistantStep, Compaction, EvidenceBody, Nudge, Receipt, ToolResult
 from tests.fixtures_import import TOKENS_PER_CHAR, Imported
+from vak_context.context.evidence import WINDOW_CHARS, recall_call
+from vak_context.context.turns import TurnIndex
+from vak_context.events.payloads import AssistantStep, Compaction, EvidenceBody, Nudge, Receipt, ToolResult
 
 
 def _index(imp: Imported, session: str) -> TurnIndex:

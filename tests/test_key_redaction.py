@@ -29,13 +29,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from context.capacity import ProfileKey
-from context.messages import ChatRequest, ChatResult, Message
-from providers.base import Provider
-from providers.redaction import Redactor
-from providers.registry import PROVIDERS, make_provider
 from tests.provider_bodies.wire import fast_retry
-from vak.errors import ContextOverflow, ProviderError
+from vak_context.context.capacity import ProfileKey
+from vak_context.context.messages import ChatRequest, ChatResult, Message
+from vak_context.errors import ContextOverflow, ProviderError
+from vak_context.providers.base import Provider
+from vak_context.providers.redaction import Redactor
+from vak_context.providers.registry import PROVIDERS, make_provider
 
 CANARY = "sk-canary/Q7f3+x9Z_2b4dE80"  # has "/" and "+" so \/ and %2F/%2B forms mean something
 REQUEST = ChatRequest(model="m", system="sys", messages=(Message.user("hello"),), max_tokens=16)
@@ -396,7 +396,10 @@ async def test_key_echoed_in_an_error_reply_leaves_no_trace(
 
 async def test_probe_activity_holds_no_echoed_key() -> None:
     """A whole probe against a server that echoes the key (escaped) in every answer and error records none."""
-    from agent.probe import ProbeRunner, ProbeSettings  # imported here: the probe is another area's module
+    from vak_context.agent.probe import (  # imported here: the probe is another area's module
+        ProbeRunner,
+        ProbeSettings,
+    )
 
     answer = success_body("chat", "text")
     answer["choices"][0]["message"]["tool_calls"] = []
@@ -575,15 +578,15 @@ async def test_a_turn_failed_by_an_error_echoing_the_key_records_no_trace_of_it(
         encoding: str, tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
     """A 500 echoing the key fails the turn mid-way: the ``turn.failed`` activity, the TurnCard and every
     other entry's payload and blob in the ledger hold no form of the key, nor does the log."""
-    from actors.local_services import InProcessServices
-    from agent.loop import TurnConfig, TurnLoop
-    from agent.workspace import TOOLS as WORKSPACE_TOOLS
-    from agent.workspace import Workspace
-    from context.assemble import system_prompt
-    from context.capacity import CapacityProfile, Ewma, Horizon
-    from context.surface import Surface, ToolDecl
-    from storage.ledger import LedgerStore
-    from vak.errors import RetryableProviderError
+    from vak_context.actors.local_services import InProcessServices
+    from vak_context.agent.loop import TurnConfig, TurnLoop
+    from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
+    from vak_context.agent.workspace import Workspace
+    from vak_context.context.assemble import system_prompt
+    from vak_context.context.capacity import CapacityProfile, Ewma, Horizon
+    from vak_context.context.surface import Surface, ToolDecl
+    from vak_context.errors import RetryableProviderError
+    from vak_context.storage.ledger import LedgerStore
 
     caplog.set_level(logging.DEBUG)
     text = wire_text(error_body("chat", 500, "message"), ENCODINGS[encoding])

@@ -1,25 +1,41 @@
-"""The package layering holds (issue 13 item 7): vak -> events -> context -> storage / providers -> agent ->
+"""The package layering holds (issue 13 item 7): vak_context's own modules -> events -> context -> storage / providers -> agent ->
 actors -> farm, nothing imports a layer above its own (function-local imports included), storage and
 providers do not import each other, and no group of modules imports itself round in a cycle."""
 
 from __future__ import annotations
 
 import ast
+import tomllib
 from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-LAYERS = ("vak", "events", "context", "storage", "providers", "agent", "actors", "farm")
+NS = "vak_context"
+# The base layer is the namespace's own modules (errors, names, config): layer "" below.
+LAYERS = ("", "events", "context", "storage", "providers", "agent", "actors", "farm")
 SIDE_BY_SIDE = {"storage", "providers"}  # one layer: neither imports the other
 
 
+def _package_dirs() -> dict[str, Path]:
+    """Installed package -> its folder, as pyproject's setuptools package-dir maps them."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    return {name: REPO / folder for name, folder in config["package-dir"].items()}
+
+
 def _modules() -> dict[str, Path]:
+    """Installed module name -> file, for every module of the namespace."""
     out = {}
-    for package in LAYERS:
-        for path in (REPO / package).rglob("*.py"):
-            name = ".".join(path.relative_to(REPO).with_suffix("").parts)
-            out[name.removesuffix(".__init__")] = path
+    for package, folder in _package_dirs().items():
+        for path in folder.rglob("*.py"):
+            name = ".".join((package, *path.relative_to(folder).with_suffix("").parts))
+            out.setdefault(name.removesuffix(".__init__"), path)
     return out
+
+
+def _layer(module: str) -> str:
+    """``vak_context.agent.loop`` -> ``agent``; the namespace's own modules -> ``""``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else ""
 
 
 def _graph(mods: dict[str, Path]) -> dict[str, set[str]]:
@@ -90,12 +106,12 @@ def test_no_module_imports_a_layer_above_its_own_and_no_cycles() -> None:
     upward = []
     for name, targets in graph.items():
         for target in targets:
-            a, b = name.split(".")[0], target.split(".")[0]
+            a, b = _layer(name), _layer(target)
             if (rank[b] > rank[a] and {a, b} != SIDE_BY_SIDE) or (a != b and {a, b} == SIDE_BY_SIDE):
                 upward.append(f"{name} -> {target}")
     assert upward == []
     assert _cycles(graph, sorted(mods)) == []
-    assert len(mods) > 100 and graph["agent.loop"]  # the walk saw the tree
+    assert len(mods) > 100 and graph["vak_context.agent.loop"]  # the walk saw the tree
 
 
 def test_the_check_finds_a_cycle_and_an_upward_import() -> None:

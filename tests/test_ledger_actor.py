@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import ray
 
-from actors.factory import NAMESPACE, get_ledger_actor, ledger_actor, ledger_actor_name
-from actors.ledger import LedgerActor
-from events.payloads import Directive, Nudge
-from storage.ledger import LedgerStore
+from vak_context.actors.factory import NAMESPACE, get_ledger_actor, ledger_actor, ledger_actor_name
+from vak_context.actors.ledger import LedgerActor
+from vak_context.events.payloads import Directive, Nudge
+from vak_context.storage.ledger import LedgerStore
 
 pytestmark = pytest.mark.ray
 
@@ -55,7 +55,7 @@ def test_named_detached_actor_is_shared(ray_cluster: Any, ledger_dir: Path) -> N
 
 def test_detached_actor_outlives_the_job_that_made_it(ray_cluster: Any, ledger_dir: Path) -> None:
     script = (
-        "import ray, sys; from actors.factory import ledger_actor; from events.payloads import Directive;"
+        "import ray, sys; from vak_context.actors.factory import ledger_actor; from vak_context.events.payloads import Directive;"
         "ray.init(address=sys.argv[1], namespace='vak', log_to_driver=False);"
         "a = ledger_actor(sys.argv[2]); print(ray.get(a.append.remote('job', [Directive(text='from a job')]))[0])"
     )

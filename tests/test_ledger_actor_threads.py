@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import ray
 
-from actors.factory import ledger_actor
-from events.envelope import Mapper
-from events.payloads import Nudge
-from storage.ledger import LedgerStore
-from vak.errors import UnknownKind
+from vak_context.actors.factory import ledger_actor
+from vak_context.errors import UnknownKind
+from vak_context.events.envelope import Mapper
+from vak_context.events.payloads import Nudge
+from vak_context.storage.ledger import LedgerStore
 
 
 def test_followers_queued_behind_a_commit_share_the_next_one(ledger_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

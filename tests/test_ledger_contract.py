@@ -1,4 +1,4 @@
-"""One ledger contract (``storage.contract.Ledger``), one test class run against every way to reach a ledger.
+"""One ledger contract (``vak_context.storage.contract.Ledger``), one test class run against every way to reach a ledger.
 
 ``LedgerContract`` holds the tests and a ``create_ledger()`` hook (the abstract test case pattern of
 eventsourcing's ``tests/persistence.py``); each subclass makes the ledger its own way: a
@@ -18,14 +18,14 @@ import pyarrow.dataset as ds
 import pytest
 import ray
 
-from actors.factory import ledger_actor
-from actors.ledger import LedgerActor
-from actors.ledger_client import LedgerClient
-from events.envelope import StoredEntry
-from events.payloads import Directive, EvidenceBody, Nudge
-from storage.contract import Ledger, LedgerStats, Payload, VerifyReport
-from storage.ledger import LedgerStore
-from vak.errors import InvalidName, UnknownEntry, UnknownSession
+from vak_context.actors.factory import ledger_actor
+from vak_context.actors.ledger import LedgerActor
+from vak_context.actors.ledger_client import LedgerClient
+from vak_context.errors import InvalidName, UnknownEntry, UnknownSession
+from vak_context.events.envelope import StoredEntry
+from vak_context.events.payloads import Directive, EvidenceBody, Nudge
+from vak_context.storage.contract import Ledger, LedgerStats, Payload, VerifyReport
+from vak_context.storage.ledger import LedgerStore
 
 
 class ActorInProcess:
@@ -221,5 +221,5 @@ def test_only_the_factory_applies_ray_remote_and_nothing_it_imports_imports_it_b
         if module not in reached:
             reached.add(module)
             todo += _actor_imports(actors / (module.removeprefix("actors.") + ".py"))
-    assert {"actors.probe", "actors.evidence", "actors.ledger"} <= reached
-    assert "actors.factory" not in reached
+    assert {"vak_context.actors.probe", "vak_context.actors.evidence", "vak_context.actors.ledger"} <= reached
+    assert "vak_context.actors.factory" not in reached

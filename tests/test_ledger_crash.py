@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from storage.ledger import LedgerStore
+from vak_context.storage.ledger import LedgerStore
 
 REPO = Path(__file__).resolve().parent.parent
 KILLS = 50

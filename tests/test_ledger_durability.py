@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from events.payloads import Nudge
-from storage.ledger import LedgerStore
-from storage.segments import list_segments
+from vak_context.events.payloads import Nudge
+from vak_context.storage.ledger import LedgerStore
+from vak_context.storage.segments import list_segments
 
 Event = tuple[str, str]  # (what, path): "mkdir" / "rename" / "unlink" / "fsync" / "call"
 

@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from events.payloads import Nudge
-from farm.cli import main
-from storage.ledger import LedgerStore
-from storage.segment_footer import read_footer
-from storage.segments import SCHEMA, scan_segment
+from vak_context.events.payloads import Nudge
+from vak_context.farm.cli import main
+from vak_context.storage.ledger import LedgerStore
+from vak_context.storage.segment_footer import read_footer
+from vak_context.storage.segments import SCHEMA, scan_segment
 
 BLOCK = struct.Struct("<qi4xq")
 

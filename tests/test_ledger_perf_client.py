@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import ray
 
-from actors.append_coalescer import AppendCoalescer
-from actors.factory import ledger_actor
-from actors.ledger_client import LedgerClient
-from events.payloads import Nudge
-from vak.errors import InvalidPayload, UnknownKind
+from vak_context.actors.append_coalescer import AppendCoalescer
+from vak_context.actors.factory import ledger_actor
+from vak_context.actors.ledger_client import LedgerClient
+from vak_context.errors import InvalidPayload, UnknownKind
+from vak_context.events.payloads import Nudge
 
 
 class _ScriptedActor:

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import ray
 
-from actors.factory import ledger_actor
-from actors.ledger_client import LedgerClient
-from events.payloads import Nudge
-from storage.ledger import LedgerStore
+from vak_context.actors.factory import ledger_actor
+from vak_context.actors.ledger_client import LedgerClient
+from vak_context.events.payloads import Nudge
+from vak_context.storage.ledger import LedgerStore
 
 pytestmark = pytest.mark.ray
 

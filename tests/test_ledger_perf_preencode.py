@@ -17,12 +17,12 @@ import ray
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.factory import ledger_actor
-from actors.ledger_client import LedgerClient
-from events.envelope import LedgerLimits, Mapper
-from events.payloads import Directive, Nudge, ToolResult
-from storage.ledger import LedgerStore
-from vak.errors import InvalidPayload, OversizeEntry, UnknownKind
+from vak_context.actors.factory import ledger_actor
+from vak_context.actors.ledger_client import LedgerClient
+from vak_context.errors import InvalidPayload, OversizeEntry, UnknownKind
+from vak_context.events.envelope import LedgerLimits, Mapper
+from vak_context.events.payloads import Directive, Nudge, ToolResult
+from vak_context.storage.ledger import LedgerStore
 
 _text = st.text(st.characters(blacklist_categories=["Cs"]), max_size=40)
 _payload = st.one_of(

@@ -9,11 +9,7 @@ import duckdb
 import pyarrow.dataset as ds
 import pytest
 
-from events.envelope import LedgerLimits
-from events.payloads import Directive, EvidenceBody, Nudge
-from farm.sessiongen import generate_session
-from storage.ledger import LedgerStore
-from vak.errors import (
+from vak_context.errors import (
     InvalidName,
     InvalidUtf8,
     LedgerClosed,
@@ -24,6 +20,10 @@ from vak.errors import (
     UnknownParent,
     UnknownSession,
 )
+from vak_context.events.envelope import LedgerLimits
+from vak_context.events.payloads import Directive, EvidenceBody, Nudge
+from vak_context.farm.sessiongen import generate_session
+from vak_context.storage.ledger import LedgerStore
 
 
 def test_append_read_and_chain(ledger_dir: Path) -> None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from context.messages import ChatRequest, Message, ToolResultPart, ToolSpec, ToolUsePart
-from providers.base import RetryPolicy
-from providers.localserver import LocalModelServer
-from providers.openai_compat import OpenAICompatProvider
-from vak.errors import ContextOverflow
+from vak_context.context.messages import ChatRequest, Message, ToolResultPart, ToolSpec, ToolUsePart
+from vak_context.errors import ContextOverflow
+from vak_context.providers.base import RetryPolicy
+from vak_context.providers.localserver import LocalModelServer
+from vak_context.providers.openai_compat import OpenAICompatProvider
 
 pytestmark = pytest.mark.live
 

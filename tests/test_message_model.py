@@ -17,19 +17,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from context import messages
-from context.tokens import estimate_tokens
-from events import blocks, payloads
-from events.canonical import decode
-from events.envelope import Mapper
-from providers.anthropic import AnthropicProvider
-from providers.base import Provider
-from providers.gemini import GeminiProvider
-from providers.ollama import OllamaProvider
-from providers.openai_compat import OpenAIChatProvider, OpenAICompatProvider
-from providers.openai_responses import OpenAIResponsesProvider
-from providers.openrouter import OpenRouterProvider
-from providers.registry import make_provider
+from vak_context.context import messages
+from vak_context.context.tokens import estimate_tokens
+from vak_context.events import blocks, payloads
+from vak_context.events.canonical import decode
+from vak_context.events.envelope import Mapper
+from vak_context.providers.anthropic import AnthropicProvider
+from vak_context.providers.base import Provider
+from vak_context.providers.gemini import GeminiProvider
+from vak_context.providers.ollama import OllamaProvider
+from vak_context.providers.openai_compat import OpenAIChatProvider, OpenAICompatProvider
+from vak_context.providers.openai_responses import OpenAIResponsesProvider
+from vak_context.providers.openrouter import OpenRouterProvider
+from vak_context.providers.registry import make_provider
 
 ROOT = Path(__file__).resolve().parent.parent
 HEX = "ab" * 32
@@ -129,7 +129,7 @@ json_value = st.recursive(json_leaf, lambda inner: st.lists(inner, max_size=3)
 
 
 def _strategy(annotation: Any, metadata: list[Any]) -> st.SearchStrategy[Any]:
-    """Values for one field annotation of a payload model (the shapes events.payloads uses)."""
+    """Values for one field annotation of a payload model (the shapes vak_context.events.payloads uses)."""
     origin = get_origin(annotation)
     if origin is Annotated:
         inner, *extra = get_args(annotation)

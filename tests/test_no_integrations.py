@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from vak.config import VakConfig, load_config, mcp_server_names
+from vak_context.config import VakConfig, load_config, mcp_server_names
 
 REPO = Path(__file__).resolve().parent.parent
 PRODUCTION = ("vak", "events", "storage", "actors", "context", "providers", "agent", "farm")

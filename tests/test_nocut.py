@@ -18,13 +18,14 @@ from typing import Any
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, example, given, settings
 
-from actors.evidence import EvidenceActor
-from context.evidence import DIGEST_CHARS, LINE_CHARS, WINDOW_CHARS, body_text, evidence_tag
-from context.messages import ToolResultPart
-from context.render import SHORT_ID, VERBATIM_CHARS, render_turn
-from context.turncard import render_card
-from context.turns import TurnIndex
-from events.payloads import (
+from tests.fixtures_import import Imported
+from vak_context.actors.evidence import EvidenceActor
+from vak_context.context.evidence import DIGEST_CHARS, LINE_CHARS, WINDOW_CHARS, body_text, evidence_tag
+from vak_context.context.messages import ToolResultPart
+from vak_context.context.render import SHORT_ID, VERBATIM_CHARS, render_turn
+from vak_context.context.turncard import render_card
+from vak_context.context.turns import TurnIndex
+from vak_context.events.payloads import (
     AssistantStep,
     Compaction,
     CoveredEvidence,
@@ -34,10 +35,9 @@ from events.payloads import (
     ToolResult,
     ToolUseBlock,
 )
-from farm.report import evidence_infos
-from farm.sessiongen import generate_session
-from storage.ledger import LedgerStore
-from tests.fixtures_import import Imported
+from vak_context.farm.report import evidence_infos
+from vak_context.farm.sessiongen import generate_session
+from vak_context.storage.ledger import LedgerStore
 
 _OMISSION = re.compile(r'recall\(\{"id": "([0-9a-f]{64})", "range": \[(\d+), (\d+)\]\}\)')
 # what a window puts in place of what it leaves out: an omission line (replaced whole, newline
@@ -185,7 +185,7 @@ def _check_window(result: ToolResult, text: str, actor: EvidenceActor | None, se
 
 def _answer(text: str, args: dict[str, Any]) -> str:
     """What the recall tool returns for ``args`` on ``text``, for checks without an actor."""
-    from context.evidence import RecallRequest, parse_recall_args, select
+    from vak_context.context.evidence import RecallRequest, parse_recall_args, select
 
     request = parse_recall_args(args)
     assert isinstance(request, RecallRequest)
@@ -349,7 +349,7 @@ def test_a_64_mib_result_is_kept_whole(tmp_path: Path) -> None:
 
 
 def test_the_generated_demo_session_carries_windows_not_blind_cuts(tmp_path: Path) -> None:
-    """The session `vak run` writes (farm.sessiongen) carries each long result as a real window: its
+    """The session `vak run` writes (vak_context.farm.sessiongen) carries each long result as a real window: its
     markers, answered, give back the body (it once carried the first 12,000 chars and no recall)."""
     with LedgerStore(tmp_path / "ledger") as store:
         generate_session(seed=3, turns=12, append=lambda p, b: store.append_one("demo", p, blob=b))

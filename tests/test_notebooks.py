@@ -9,8 +9,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from farm.sessiongen import generate_session
-from storage.ledger import LedgerStore
+from vak_context.farm.sessiongen import generate_session
+from vak_context.storage.ledger import LedgerStore
 
 # farm.ipynb and live.ipynb need a farm run and a running cluster: tests/test_notebooks_farm.py runs them.
 FARM_NOTEBOOKS = {"farm.ipynb", "live.ipynb"}

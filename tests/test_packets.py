@@ -15,11 +15,14 @@ from typing import Any
 import httpx
 import pytest
 
-from agent.request import SessionView
-from agent.summarise import Summariser, write_packet
-from context.assemble import project
-from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from context.packets import (
+from tests.provider_bodies.wire import body
+from tests.test_planner import build_session
+from tests.test_planner_overflow import _ledger_session
+from vak_context.agent.request import SessionView
+from vak_context.agent.summarise import Summariser, write_packet
+from vak_context.context.assemble import project
+from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.packets import (
     SUMMARISER_SYSTEM,
     CoveredItem,
     compaction_payload,
@@ -32,17 +35,14 @@ from context.packets import (
     stored_packet,
     summariser_prompt,
 )
-from context.planner import PacketPlan, Plan
-from context.render import VERBATIM_CHARS
-from context.turncard import short_id
-from events.payloads import Activity, Compaction, ResetWithHandoff
-from providers.base import RetryPolicy
-from providers.openai_compat import OpenAICompatProvider
-from storage.ledger import LedgerStore
-from tests.provider_bodies.wire import body
-from tests.test_planner import build_session
-from tests.test_planner_overflow import _ledger_session
-from vak.errors import InvalidInput
+from vak_context.context.planner import PacketPlan, Plan
+from vak_context.context.render import VERBATIM_CHARS
+from vak_context.context.turncard import short_id
+from vak_context.errors import InvalidInput
+from vak_context.events.payloads import Activity, Compaction, ResetWithHandoff
+from vak_context.providers.base import RetryPolicy
+from vak_context.providers.openai_compat import OpenAICompatProvider
+from vak_context.storage.ledger import LedgerStore
 
 
 def test_the_three_levels_say_what_they_cover_and_how_to_recall_it() -> None:

@@ -9,14 +9,14 @@ import pytest
 import ray
 from pydantic import BaseModel
 
-from actors.factory import ledger_actor, planner_actor
-from actors.planner import PlannerActor, as_profile
-from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey, to_record
-from events.envelope import StoredEntry
-from events.payloads import Directive, PlanRecord
-from storage.ledger import LedgerStore
 from tests.test_planner import build_session
-from vak.errors import InvalidInput
+from vak_context.actors.factory import ledger_actor, planner_actor
+from vak_context.actors.planner import PlannerActor, as_profile
+from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey, to_record
+from vak_context.errors import InvalidInput
+from vak_context.events.envelope import StoredEntry
+from vak_context.events.payloads import Directive, PlanRecord
+from vak_context.storage.ledger import LedgerStore
 
 SMALL = CapacityProfile(ProfileKey("local", "small"), 8_192, Horizon(2_500, 0.9, 0.0), Ewma(0.25, 3), 256)
 LARGE = CapacityProfile(ProfileKey("hosted", "large"), 200_000, Horizon(200_000, 0.3, 0.0), Ewma(0.3, 3), 8_192)

@@ -16,15 +16,15 @@ import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from context.planner import plan, scores_by_id
-from context.planner_fill import history_codes as _history_codes
-from context.planner_fill import promote as _promote
-from context.planner_history import HistoryColumns as _Work
-from context.relevance import PositionBm25, TurnScores
-from context.turnsizes import TurnSize, TurnTable, running_totals, sizes_digest
 from tests.test_planner import SessionBuilder, profile
 from tests.test_planner_properties import WORDS
-from vak.bm25 import Bm25Index, terms
+from vak_context.bm25 import Bm25Index, terms
+from vak_context.context.planner import plan, scores_by_id
+from vak_context.context.planner_fill import history_codes as _history_codes
+from vak_context.context.planner_fill import promote as _promote
+from vak_context.context.planner_history import HistoryColumns as _Work
+from vak_context.context.relevance import PositionBm25, TurnScores
+from vak_context.context.turnsizes import TurnSize, TurnTable, running_totals, sizes_digest
 
 texts = st.lists(st.sampled_from([*WORDS, "alpha", "beta", "x1"]), max_size=30).map(" ".join)
 

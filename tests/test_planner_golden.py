@@ -7,9 +7,9 @@ The corpus (``corpus_digests``):
 - the benchmark's synthetic session (``bench/planner.py``'s ``Session``), grown turn by turn, each new
   directive planned before it is added and each step after; a stored summary is written whenever the
   small profile's plan asks for one (as the summariser would), and the tiny profile's first rescue
-  writes its reset-with-handoff (``agent.request.write_reset``'s payload), so stored and seeded
+  writes its reset-with-handoff (``vak_context.agent.request.write_reset``'s payload), so stored and seeded
   packets, per-model resets and turns behind them are planned too;
-- the benchmark's long turn (``farm.longturn.LongTurn``), every step: current-turn compaction;
+- the benchmark's long turn (``vak_context.farm.longturn.LongTurn``), every step: current-turn compaction;
 - recorded sessions from ``../shared/data/trajectories`` through the project's importers (a few
   tau-bench conversations, an OpenHands run, the spotter subagent session with its web results).
 
@@ -28,13 +28,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agent.request import SessionView, handoff_text
-from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from context.packets import compaction_payload
-from context.planner import Plan, PlannerState
-from events.envelope import Mapper, StoredEntry
-from events.payloads import AssistantStep, Directive, ResetWithHandoff
-from vak.errors import RequestTooLarge
+from vak_context.agent.request import SessionView, handoff_text
+from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.packets import compaction_payload
+from vak_context.context.planner import Plan, PlannerState
+from vak_context.errors import RequestTooLarge
+from vak_context.events.envelope import Mapper, StoredEntry
+from vak_context.events.payloads import AssistantStep, Directive, ResetWithHandoff
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).with_name("planner_golden.json")
@@ -174,7 +174,7 @@ def _bench_turn(session: Any, w: _Walk, i: int) -> None:
 
 
 def _long_turn(steps: int) -> _Walk:
-    from farm.longturn import LongTurn
+    from vak_context.farm.longturn import LongTurn
 
     lt = LongTurn(steps=steps, tokens_per_char=TPC)
     w = _Walk("longturn")
@@ -205,7 +205,7 @@ class _KeepingSink:
 
 
 def _recorded(file: str, picks: tuple[int, ...]) -> Iterator[tuple[str, list[StoredEntry]]]:
-    from farm.importers import SessionReport, SessionWriter, read_recordings
+    from vak_context.farm.importers import SessionReport, SessionWriter, read_recordings
 
     fmt, recordings, _ = read_recordings(TRAJECTORIES / file)
     for i in picks:

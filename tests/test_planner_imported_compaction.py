@@ -16,19 +16,26 @@ from pathlib import Path
 
 import pytest
 
-from agent.request import SessionView
-from context.assemble import prefix_tokens, project, request_tokens
-from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from context.messages import ChatRequest, TextPart, ToolUsePart
-from context.packets import seed_packet
-from context.planner import Plan
-from context.render import api_problems
-from context.turncard import short_id
-from events.payloads import AssistantStep, Compaction, CoveredEvidence, EvidenceBody, ToolResult, ToolUseBlock
-from farm.importers import import_path
-from storage.ledger import LedgerStore
 from tests.fixtures_import import FILES
 from tests.test_planner import SessionBuilder
+from vak_context.agent.request import SessionView
+from vak_context.context.assemble import prefix_tokens, project, request_tokens
+from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.messages import ChatRequest, TextPart, ToolUsePart
+from vak_context.context.packets import seed_packet
+from vak_context.context.planner import Plan
+from vak_context.context.render import api_problems
+from vak_context.context.turncard import short_id
+from vak_context.events.payloads import (
+    AssistantStep,
+    Compaction,
+    CoveredEvidence,
+    EvidenceBody,
+    ToolResult,
+    ToolUseBlock,
+)
+from vak_context.farm.importers import import_path
+from vak_context.storage.ledger import LedgerStore
 
 SYSTEM = "You are Claude Code, an interactive coding agent. " * 10
 

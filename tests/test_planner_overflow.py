@@ -12,22 +12,29 @@ from pathlib import Path
 import httpx
 from pydantic import BaseModel
 
-from actors.evidence import EvidenceActor
-from agent.request import Completed, Prepared, SessionView, after_overflow, complete_planned, prepare
-from agent.summarise import Summariser, write_packet
-from context.assemble import request_tokens
-from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from context.messages import ChatRequest
-from context.packets import SUMMARISER_SYSTEM
-from context.planner import Plan
-from context.render import api_problems
-from events.payloads import ResetWithHandoff
-from providers.base import RetryPolicy
-from providers.openai_compat import OpenAICompatProvider
-from storage.ledger import LedgerStore
 from tests.provider_bodies.wire import body
 from tests.test_planner import TOPICS, body_for
-from vak.errors import ContextOverflow
+from vak_context.actors.evidence import EvidenceActor
+from vak_context.agent.request import (
+    Completed,
+    Prepared,
+    SessionView,
+    after_overflow,
+    complete_planned,
+    prepare,
+)
+from vak_context.agent.summarise import Summariser, write_packet
+from vak_context.context.assemble import request_tokens
+from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.messages import ChatRequest
+from vak_context.context.packets import SUMMARISER_SYSTEM
+from vak_context.context.planner import Plan
+from vak_context.context.render import api_problems
+from vak_context.errors import ContextOverflow
+from vak_context.events.payloads import ResetWithHandoff
+from vak_context.providers.base import RetryPolicy
+from vak_context.providers.openai_compat import OpenAICompatProvider
+from vak_context.storage.ledger import LedgerStore
 
 
 def _profile(horizon: int, window: int, *, tpc: float = 0.25, out: int = 256) -> CapacityProfile:
@@ -42,8 +49,15 @@ def _profile(horizon: int, window: int, *, tpc: float = 0.25, out: int = 256) ->
 
 def _ledger_session(root: Path, turns: int) -> tuple[LedgerStore, SessionView]:
     """A session written to a real ledger, turn by turn, with turn cards."""
-    from context.turncard import build_card
-    from events.payloads import AssistantStep, Directive, EvidenceBody, TextBlock, ToolResult, ToolUseBlock
+    from vak_context.context.turncard import build_card
+    from vak_context.events.payloads import (
+        AssistantStep,
+        Directive,
+        EvidenceBody,
+        TextBlock,
+        ToolResult,
+        ToolUseBlock,
+    )
 
     store = LedgerStore(root)
     view = SessionView()

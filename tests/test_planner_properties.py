@@ -9,15 +9,15 @@ import math
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from context.assemble import prefix_tokens, project, request_tokens, text_tokens
-from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from context.messages import ToolResultPart, ToolUsePart
-from context.packets import compaction_payload
-from context.render import VERBATIM_CHARS, api_problems
-from context.turncard import short_id
-from events.payloads import ResetWithHandoff
 from tests.test_planner import SessionBuilder
-from vak.errors import RequestTooLarge
+from vak_context.context.assemble import prefix_tokens, project, request_tokens, text_tokens
+from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.messages import ToolResultPart, ToolUsePart
+from vak_context.context.packets import compaction_payload
+from vak_context.context.render import VERBATIM_CHARS, api_problems
+from vak_context.context.turncard import short_id
+from vak_context.errors import RequestTooLarge
+from vak_context.events.payloads import ResetWithHandoff
 
 WORDS = "copper ledger flight report commit cache horizon window packet turn card token price test".split()
 

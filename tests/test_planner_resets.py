@@ -9,17 +9,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent.request import Prepared, SessionView, prepare, record_plan
-from context.assemble import prefix_tokens, project, request_tokens
-from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from context.packets import compaction_payload
-from context.planner import Plan
-from context.render import api_problems
-from context.turncard import build_card
-from events.payloads import AssistantStep, ResetWithHandoff, TextBlock
-from farm.longturn import LongTurn
-from storage.ledger import LedgerStore
 from tests.test_planner_overflow import _ledger_session
+from vak_context.agent.request import Prepared, SessionView, prepare, record_plan
+from vak_context.context.assemble import prefix_tokens, project, request_tokens
+from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.packets import compaction_payload
+from vak_context.context.planner import Plan
+from vak_context.context.render import api_problems
+from vak_context.context.turncard import build_card
+from vak_context.events.payloads import AssistantStep, ResetWithHandoff, TextBlock
+from vak_context.farm.longturn import LongTurn
+from vak_context.storage.ledger import LedgerStore
 
 FOLLOW_UP = "Thanks. Now also update the docs for that change."  # about 20 tokens, referring back
 

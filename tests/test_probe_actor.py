@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 import ray
 
-from actors.factory import get_ledger_actor, ledger_actor, probe_actor
-from actors.probe import ProbeActor, ProbeTarget
-from agent.probe import ProbeSettings
-from context.capacity import LOCAL_TTL_S, ProfileKey
-from events.envelope import Mapper
-from events.payloads import Activity, CapacityProfileRecord
-from storage.ledger import LedgerStore
 from tests.test_probe_scripted import ThresholdModel, loopback
-from vak.config import ProbeConfig, VakConfig
+from vak_context.actors.factory import get_ledger_actor, ledger_actor, probe_actor
+from vak_context.actors.probe import ProbeActor, ProbeTarget
+from vak_context.agent.probe import ProbeSettings
+from vak_context.config import ProbeConfig, VakConfig
+from vak_context.context.capacity import LOCAL_TTL_S, ProfileKey
+from vak_context.events.envelope import Mapper
+from vak_context.events.payloads import Activity, CapacityProfileRecord
+from vak_context.storage.ledger import LedgerStore
 
 QUICK = ProbeSettings(samples=3, controls=1, first_rung=1024, max_sizes=3, cache_rung=False)
 FULL = VakConfig(probe=ProbeConfig(hosted="full"))

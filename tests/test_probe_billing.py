@@ -13,12 +13,12 @@ from typing import Any
 import httpx
 import pytest
 
-from agent.probe import ProbeRunner, ProbeSettings
-from context.messages import ChatRequest
-from providers.base import RetryPolicy
-from providers.openai_compat import OpenAICompatProvider
 from tests.test_probe_scripted import ThresholdModel
 from tests.test_probe_search import KEY, run_probe
+from vak_context.agent.probe import ProbeRunner, ProbeSettings
+from vak_context.context.messages import ChatRequest
+from vak_context.providers.base import RetryPolicy
+from vak_context.providers.openai_compat import OpenAICompatProvider
 
 STEP = 64
 THRESHOLDS = tuple(range(1_900, 28_000, 1_337))  # 20 thresholds, none on a rung

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.probe import ProbeSettings, measure_local_profile, probe_local
-from context.capacity import CacheBehaviour, from_record
-from events.payloads import Activity, CapacityProfileRecord
-from providers.localserver import LocalModelServer
-from storage.ledger import LedgerStore
+from vak_context.agent.probe import ProbeSettings, measure_local_profile, probe_local
+from vak_context.context.capacity import CacheBehaviour, from_record
+from vak_context.events.payloads import Activity, CapacityProfileRecord
+from vak_context.providers.localserver import LocalModelServer
+from vak_context.storage.ledger import LedgerStore
 
 pytestmark = pytest.mark.live
 

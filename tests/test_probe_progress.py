@@ -9,11 +9,11 @@ from typing import Any
 
 import httpx
 
-from agent.probe import ProbeRunner, ProbeSettings
-from context.capacity import ProfileKey
-from providers.base import RetryPolicy
-from providers.openai_compat import OpenAICompatProvider
 from tests.test_probe_scripted import ThresholdModel
+from vak_context.agent.probe import ProbeRunner, ProbeSettings
+from vak_context.context.capacity import ProfileKey
+from vak_context.providers.base import RetryPolicy
+from vak_context.providers.openai_compat import OpenAICompatProvider
 
 
 async def test_a_long_request_reports_waiting_with_an_estimate_before_it_answers() -> None:

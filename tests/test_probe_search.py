@@ -14,22 +14,22 @@ from typing import Any
 import httpx
 import pytest
 
-from agent.probe import ProbeReport, ProbeRunner, ProbeSettings, build_request, synthetic_turn
-from context.capacity import CacheBehaviour, ProfileKey, from_record, request_chars
-from context.probe import (
+from tests.test_probe_scripted import ThresholdModel
+from vak_context.agent.probe import ProbeReport, ProbeRunner, ProbeSettings, build_request, synthetic_turn
+from vak_context.context.capacity import CacheBehaviour, ProfileKey, from_record, request_chars
+from vak_context.context.probe import (
     LadderSearch,
     RungOutcome,
     SampleOutcome,
     judge_cache,
     plan_rungs,
 )
-from context.toolcalls import ParsedCall, parse_tool_calls
-from events.payloads import Activity, CapacityProfileRecord
-from providers.base import RetryPolicy
-from providers.openai_compat import OpenAICompatProvider
-from storage.ledger import LedgerStore
-from tests.test_probe_scripted import ThresholdModel
-from vak.errors import InvalidInput
+from vak_context.context.toolcalls import ParsedCall, parse_tool_calls
+from vak_context.errors import InvalidInput
+from vak_context.events.payloads import Activity, CapacityProfileRecord
+from vak_context.providers.base import RetryPolicy
+from vak_context.providers.openai_compat import OpenAICompatProvider
+from vak_context.storage.ledger import LedgerStore
 
 KEY = ProfileKey("scripted", "threshold")
 

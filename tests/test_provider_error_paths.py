@@ -10,10 +10,10 @@ from typing import Any
 import httpx
 import pytest
 
-from context.messages import ChatRequest, Message
-from providers.base import RetryPolicy
-from providers.openai_compat import OpenAICompatProvider
-from vak.errors import ContextOverflow, ProviderError, ProviderRequestError, RetryableProviderError
+from vak_context.context.messages import ChatRequest, Message
+from vak_context.errors import ContextOverflow, ProviderError, ProviderRequestError, RetryableProviderError
+from vak_context.providers.base import RetryPolicy
+from vak_context.providers.openai_compat import OpenAICompatProvider
 
 KEY = "sk-live-0123456789abcdefERRPATH"
 REQUEST = ChatRequest(model="m", messages=(Message.user("hi"),), max_tokens=16)
@@ -115,10 +115,10 @@ MISSHAPEN = [
 
 
 def _adapters(client: httpx.AsyncClient) -> list[Any]:
-    from providers.anthropic import AnthropicProvider
-    from providers.gemini import GeminiProvider
-    from providers.ollama import OllamaProvider
-    from providers.openai_responses import OpenAIResponsesProvider
+    from vak_context.providers.anthropic import AnthropicProvider
+    from vak_context.providers.gemini import GeminiProvider
+    from vak_context.providers.ollama import OllamaProvider
+    from vak_context.providers.openai_responses import OpenAIResponsesProvider
 
     retry = RetryPolicy(attempts=1, sleep=_no_wait)
     base = "http://127.0.0.1:9"

@@ -12,17 +12,25 @@ from pathlib import Path
 import httpx
 import pytest
 
-from context.messages import ChatRequest, ImagePart, Message, TextPart, ToolResultPart, ToolSpec, ToolUsePart
-from providers.anthropic import AnthropicProvider
-from providers.base import RetryPolicy, load_images, parse_retry_after
-from providers.bedrock import BedrockProvider
-from providers.gemini import GeminiProvider
-from providers.ollama import OllamaProvider
-from providers.openai_compat import OpenAIChatProvider, OpenAICompatProvider
-from providers.openai_responses import OpenAIResponsesProvider
-from providers.openrouter import OpenRouterProvider
 from tests.provider_bodies.wire import Wire, body, fast_retry
-from vak.errors import ContextOverflow, InvalidInput, ProviderRequestError, RetryableProviderError
+from vak_context.context.messages import (
+    ChatRequest,
+    ImagePart,
+    Message,
+    TextPart,
+    ToolResultPart,
+    ToolSpec,
+    ToolUsePart,
+)
+from vak_context.errors import ContextOverflow, InvalidInput, ProviderRequestError, RetryableProviderError
+from vak_context.providers.anthropic import AnthropicProvider
+from vak_context.providers.base import RetryPolicy, load_images, parse_retry_after
+from vak_context.providers.bedrock import BedrockProvider
+from vak_context.providers.gemini import GeminiProvider
+from vak_context.providers.ollama import OllamaProvider
+from vak_context.providers.openai_compat import OpenAIChatProvider, OpenAICompatProvider
+from vak_context.providers.openai_responses import OpenAIResponsesProvider
+from vak_context.providers.openrouter import OpenRouterProvider
 
 KEY = "sk-test-SECRET-0123456789"
 LOCAL = "http://127.0.0.1:8080/v1"

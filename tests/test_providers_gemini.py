@@ -5,7 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from context.messages import (
+from tests.provider_bodies.wire import Wire, body, fast_retry
+from vak_context.context.messages import (
     ChatRequest,
     ImagePart,
     Message,
@@ -15,9 +16,8 @@ from context.messages import (
     ToolSpec,
     ToolUsePart,
 )
-from providers.gemini import GeminiProvider
-from tests.provider_bodies.wire import Wire, body, fast_retry
-from vak.errors import ContextOverflow, ProviderRequestError, RetryableProviderError
+from vak_context.errors import ContextOverflow, ProviderRequestError, RetryableProviderError
+from vak_context.providers.gemini import GeminiProvider
 
 KEY = "AIza-test-0123456789"
 REQUEST = ChatRequest(

@@ -9,12 +9,12 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from context.messages import ChatRequest, Message, TextPart, ToolResultPart, ToolSpec, ToolUsePart
-from providers.base import RetryPolicy
-from providers.localserver import LocalModelServer
-from providers.openai_compat import OpenAICompatProvider
-from providers.registry import make_provider
-from vak.errors import ContextOverflow
+from vak_context.context.messages import ChatRequest, Message, TextPart, ToolResultPart, ToolSpec, ToolUsePart
+from vak_context.errors import ContextOverflow
+from vak_context.providers.base import RetryPolicy
+from vak_context.providers.localserver import LocalModelServer
+from vak_context.providers.openai_compat import OpenAICompatProvider
+from vak_context.providers.registry import make_provider
 
 pytestmark = pytest.mark.live
 

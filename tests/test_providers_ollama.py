@@ -5,10 +5,18 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from context.messages import ChatRequest, ImagePart, Message, TextPart, ToolResultPart, ToolSpec, ToolUsePart
-from providers.ollama import OllamaProvider
 from tests.provider_bodies.wire import Wire, body
-from vak.errors import ContextOverflow, InvalidInput, ProviderRequestError
+from vak_context.context.messages import (
+    ChatRequest,
+    ImagePart,
+    Message,
+    TextPart,
+    ToolResultPart,
+    ToolSpec,
+    ToolUsePart,
+)
+from vak_context.errors import ContextOverflow, InvalidInput, ProviderRequestError
+from vak_context.providers.ollama import OllamaProvider
 
 ROOT = "http://127.0.0.1:11434"
 REQUEST = ChatRequest(

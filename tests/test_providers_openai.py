@@ -7,7 +7,8 @@ import json
 import httpx
 import pytest
 
-from context.messages import (
+from tests.provider_bodies.wire import Wire, body
+from vak_context.context.messages import (
     CacheHints,
     ChatRequest,
     ImagePart,
@@ -18,12 +19,11 @@ from context.messages import (
     ToolSpec,
     ToolUsePart,
 )
-from providers.bedrock import BedrockProvider
-from providers.openai_compat import OpenAIChatProvider, OpenAICompatProvider
-from providers.openai_responses import OpenAIResponsesProvider
-from providers.openrouter import OpenRouterProvider
-from tests.provider_bodies.wire import Wire, body
-from vak.errors import ContextOverflow, InvalidInput, ProviderRequestError
+from vak_context.errors import ContextOverflow, InvalidInput, ProviderRequestError
+from vak_context.providers.bedrock import BedrockProvider
+from vak_context.providers.openai_compat import OpenAIChatProvider, OpenAICompatProvider
+from vak_context.providers.openai_responses import OpenAIResponsesProvider
+from vak_context.providers.openrouter import OpenRouterProvider
 
 LOCAL = "http://127.0.0.1:8080/v1"
 SCHEMA = {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}

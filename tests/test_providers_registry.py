@@ -5,13 +5,13 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from providers.anthropic import AnthropicProvider
-from providers.bedrock import BedrockProvider
-from providers.gemini import GeminiProvider
-from providers.ollama import OllamaProvider
-from providers.openai_compat import OpenAICompatProvider
-from providers.registry import known_providers, make_provider, parse_spec
-from vak.errors import ConfigError, InvalidInput
+from vak_context.errors import ConfigError, InvalidInput
+from vak_context.providers.anthropic import AnthropicProvider
+from vak_context.providers.bedrock import BedrockProvider
+from vak_context.providers.gemini import GeminiProvider
+from vak_context.providers.ollama import OllamaProvider
+from vak_context.providers.openai_compat import OpenAICompatProvider
+from vak_context.providers.registry import known_providers, make_provider, parse_spec
 
 CLIENT = httpx.AsyncClient()
 

@@ -10,11 +10,11 @@ from typing import Any
 import httpx
 import pytest
 
-from context.messages import ChatRequest, Message
-from providers.base import RetryPolicy
-from providers.openai_compat import OpenAICompatProvider
-from providers.streaming import StreamAssembler
-from vak.errors import ContextOverflow, ProviderRequestError, RetryableProviderError
+from vak_context.context.messages import ChatRequest, Message
+from vak_context.errors import ContextOverflow, ProviderRequestError, RetryableProviderError
+from vak_context.providers.base import RetryPolicy
+from vak_context.providers.openai_compat import OpenAICompatProvider
+from vak_context.providers.streaming import StreamAssembler
 
 KEY = "sk-live-0123456789abcdefSTREAM"
 REQUEST = ChatRequest(model="m", messages=(Message.user("hi"),), max_tokens=64)
@@ -173,13 +173,13 @@ def test_the_assembler_survives_odd_chunks() -> None:
 async def test_a_turn_with_on_text_streams_each_step_and_keeps_the_receipts(tmp_path: Any) -> None:
     """TurnLoop with ``on_text``: a tool step and an answer step are both streamed; the shown text of the
     last step is the answer; each step's receipt carries the stream's usage (prompt 40, cached 30)."""
-    from actors.local_services import InProcessServices
-    from agent.loop import TurnConfig, TurnLoop
-    from agent.workspace import Workspace
-    from context.assemble import system_prompt
-    from events.envelope import Mapper
-    from storage.ledger import LedgerStore
     from tests.test_turn_loop import PROFILE, _surface
+    from vak_context.actors.local_services import InProcessServices
+    from vak_context.agent.loop import TurnConfig, TurnLoop
+    from vak_context.agent.workspace import Workspace
+    from vak_context.context.assemble import system_prompt
+    from vak_context.events.envelope import Mapper
+    from vak_context.storage.ledger import LedgerStore
 
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "notes.txt").write_text("alpha\nbeta\n")

@@ -1,10 +1,10 @@
-"""One tokeniser and one BM25 (``vak.bm25``): the card index, ``find_tools`` and the planner's relevance
+"""One tokeniser and one BM25 (``vak_context.bm25``): the card index, ``find_tools`` and the planner's relevance
 rank one shared fixture the same way.
 
-The fixture is a tool catalogue. Each tool's ``find_tools`` document (``context.surface.tool_document``)
+The fixture is a tool catalogue. Each tool's ``find_tools`` document (``vak_context.context.surface.tool_document``)
 is also one turn of a session written to a real on-disk ledger: the turn's directive and its card's
 ``asked`` are that document, so its index text is too. The card index is rebuilt from that ledger
-(``agent.carddocs.docs_from_ledger``), the planner reads it through ``SessionView`` (its list path and
+(``vak_context.agent.carddocs.docs_from_ledger``), the planner reads it through ``SessionView`` (its list path and
 its numpy path), and ``find_tools`` ranks the catalogue. Tool names are sorted, so tool i is turn i.
 """
 
@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.carddocs import docs_from_ledger
-from agent.request import SessionView
-from context.messages import ToolSpec
-from context.surface import Surface, ToolDecl, tool_document
-from events.payloads import AssistantStep, Directive, TextBlock, TurnCard
-from storage.cardindex import CARDS_FILE, CardDoc, CardIndex
-from storage.ledger import LedgerStore
-from vak.bm25 import Bm25Index, best_first, terms
+from vak_context.agent.carddocs import docs_from_ledger
+from vak_context.agent.request import SessionView
+from vak_context.bm25 import Bm25Index, best_first, terms
+from vak_context.context.messages import ToolSpec
+from vak_context.context.surface import Surface, ToolDecl, tool_document
+from vak_context.events.payloads import AssistantStep, Directive, TextBlock, TurnCard
+from vak_context.storage.cardindex import CARDS_FILE, CardDoc, CardIndex
+from vak_context.storage.ledger import LedgerStore
 
 CATALOGUE = [  # names sorted: the catalogue's order is the turns' order
     ("cache_stats", "Report the prompt cache's hit rate: cached_tokens / prompt_tokens, per slot; data per request."),

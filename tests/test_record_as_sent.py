@@ -14,20 +14,27 @@ import httpx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.local_services import InProcessServices
-from agent.loop import TurnConfig, TurnLoop
-from agent.workspace import Workspace
-from context.assemble import system_prompt
-from context.evidence import evidence_tag
-from context.messages import TextPart, ToolResultPart
-from context.render import SHORT_ID, VERBATIM_CHARS, evidence_info, render_turn
-from context.turns import TurnIndex
-from events.payloads import AssistantStep, Directive, EvidenceBody, TextBlock, ToolUseBlock, TurnTail
-from providers.base import RetryPolicy
-from providers.openai_compat import OpenAICompatProvider
-from storage.ledger import LedgerStore
 from tests.test_turn_loop import PROFILE, Scripted, _payloads, _surface, completion, fixed
 from tests.test_turns import Chain, _result
+from vak_context.actors.local_services import InProcessServices
+from vak_context.agent.loop import TurnConfig, TurnLoop
+from vak_context.agent.workspace import Workspace
+from vak_context.context.assemble import system_prompt
+from vak_context.context.evidence import evidence_tag
+from vak_context.context.messages import TextPart, ToolResultPart
+from vak_context.context.render import SHORT_ID, VERBATIM_CHARS, evidence_info, render_turn
+from vak_context.context.turns import TurnIndex
+from vak_context.events.payloads import (
+    AssistantStep,
+    Directive,
+    EvidenceBody,
+    TextBlock,
+    ToolUseBlock,
+    TurnTail,
+)
+from vak_context.providers.base import RetryPolicy
+from vak_context.providers.openai_compat import OpenAICompatProvider
+from vak_context.storage.ledger import LedgerStore
 
 
 def _loop(store: LedgerStore, script: Scripted, workspace: Workspace) -> TurnLoop:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import re
 
-from context.cards import card_ack, payload_digest
-from context.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
-from context.render import (
+from tests.fixtures_import import TOKENS_PER_CHAR, Imported
+from tests.test_turns import Chain
+from vak_context.context.cards import card_ack, payload_digest
+from vak_context.context.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
+from vak_context.context.render import (
     NO_RESULT,
     SHORT_ID,
     VERBATIM_CHARS,
@@ -16,8 +18,8 @@ from context.render import (
     record_text,
     render_turn,
 )
-from context.turns import TurnIndex
-from events.payloads import (
+from vak_context.context.turns import TurnIndex
+from vak_context.events.payloads import (
     AssistantStep,
     Directive,
     EvidenceBody,
@@ -28,9 +30,7 @@ from events.payloads import (
     ToolResult,
     ToolUseBlock,
 )
-from farm.report import evidence_infos
-from tests.fixtures_import import TOKENS_PER_CHAR, Imported
-from tests.test_turns import Chain
+from vak_context.farm.report import evidence_infos
 
 TAG = re.compile(r"\[evidence:([0-9a-f]{12}) — (\d+) chars; call recall to expand\]$")
 

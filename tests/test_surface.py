@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.workspace import TOOLS as WORKSPACE_TOOLS
-from context.cards import card_tools
-from context.evidence import RECALL_TOOL
-from context.messages import ToolSpec
-from context.surface import (
+from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
+from vak_context.context.cards import card_tools
+from vak_context.context.evidence import RECALL_TOOL
+from vak_context.context.messages import ToolSpec
+from vak_context.context.surface import (
     FIND_TOOLS,
     Surface,
     ToolDecl,
@@ -22,7 +22,7 @@ from context.surface import (
     parse_find_tools_args,
     uniqueness_violations,
 )
-from vak.errors import InvalidInput
+from vak_context.errors import InvalidInput
 
 
 def _deferred(name: str, description: str, observes: bool = False) -> ToolDecl:

@@ -18,23 +18,28 @@ from typing import Any
 import httpx
 import pytest
 
-from actors.assembler import AssemblerActor, request_budget
-from actors.local_services import InProcessServices
-from agent.loop import TurnConfig, TurnLoop
-from agent.steps import StepRequest
-from agent.workspace import TOOLS as WORKSPACE_TOOLS
-from context.assemble import Tail, render_tail, system_prompt
-from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars
-from context.evidence import RECALL_TOOL
-from context.messages import ChatRequest, Message, TextPart, ToolResultPart, ToolSpec, ToolUsePart
-from context.surface import Surface, ToolDecl
-from events.payloads import Directive
-from providers.base import RetryPolicy
-from providers.localserver import LocalModelServer
-from providers.openai_compat import OpenAIChatProvider, OpenAICompatProvider
-from providers.tokencount import CharRatioCounter, LlamaCppTokenCounter, TokenCounter, token_counter
-from storage.ledger import LedgerStore
-from vak.errors import ProviderRequestError, RetryableProviderError, TokenCountError
+from vak_context.actors.assembler import AssemblerActor, request_budget
+from vak_context.actors.local_services import InProcessServices
+from vak_context.agent.loop import TurnConfig, TurnLoop
+from vak_context.agent.steps import StepRequest
+from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
+from vak_context.context.assemble import Tail, render_tail, system_prompt
+from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars
+from vak_context.context.evidence import RECALL_TOOL
+from vak_context.context.messages import ChatRequest, Message, TextPart, ToolResultPart, ToolSpec, ToolUsePart
+from vak_context.context.surface import Surface, ToolDecl
+from vak_context.errors import ProviderRequestError, RetryableProviderError, TokenCountError
+from vak_context.events.payloads import Directive
+from vak_context.providers.base import RetryPolicy
+from vak_context.providers.localserver import LocalModelServer
+from vak_context.providers.openai_compat import OpenAIChatProvider, OpenAICompatProvider
+from vak_context.providers.tokencount import (
+    CharRatioCounter,
+    LlamaCppTokenCounter,
+    TokenCounter,
+    token_counter,
+)
+from vak_context.storage.ledger import LedgerStore
 
 KEY = "sk-test-0123456789abcdef"
 ROOT = "http://127.0.0.1:9"

@@ -15,19 +15,19 @@ from typing import Any
 import httpx
 import pytest
 
-from actors.local_services import InProcessServices
-from agent.loop import TurnConfig, TurnLoop
-from agent.workspace import TOOLS as WORKSPACE_TOOLS
-from agent.workspace import Workspace
-from context.assemble import system_prompt
-from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from context.evidence import RECALL_TOOL
-from context.messages import ToolSpec
-from context.surface import Surface, ToolDecl
-from events.envelope import Mapper
-from providers.base import RetryPolicy
-from providers.openai_compat import OpenAICompatProvider
-from storage.ledger import LedgerStore
+from vak_context.actors.local_services import InProcessServices
+from vak_context.agent.loop import TurnConfig, TurnLoop
+from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
+from vak_context.agent.workspace import Workspace
+from vak_context.context.assemble import system_prompt
+from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.evidence import RECALL_TOOL
+from vak_context.context.messages import ToolSpec
+from vak_context.context.surface import Surface, ToolDecl
+from vak_context.events.envelope import Mapper
+from vak_context.providers.base import RetryPolicy
+from vak_context.providers.openai_compat import OpenAICompatProvider
+from vak_context.storage.ledger import LedgerStore
 
 PROFILE = CapacityProfile(ProfileKey("openai-compat", "scripted"), 32_768, Horizon(16_000, 0.9, 0.0), Ewma(0.25, 3), 256)
 
@@ -245,8 +245,8 @@ async def test_the_same_loop_runs_through_the_actors_on_ray(ray_cluster: Any, tm
     through the EvidenceActor: the ledger holds the directive, both steps, the result and the card."""
     import ray
 
-    from actors.factory import ledger_actor
-    from actors.turn_services import RayServices
+    from vak_context.actors.factory import ledger_actor
+    from vak_context.actors.turn_services import RayServices
 
     root = tmp_path / "ledger"
     script = Scripted([fixed(completion(calls=[("grep", {"pattern": "beta"})])), fixed(completion("beta is on line 2"))])
@@ -325,7 +325,7 @@ async def test_calls_past_the_per_step_limit_get_an_error_result_not_a_run(tmp_p
                                                                            workspace: Workspace) -> None:
     """A step with more calls than MAX_CALLS_PER_STEP runs the first ones; every other call still gets its
     (short, error) result, so each tool_use keeps its tool_result."""
-    from agent.loop import MAX_CALLS_PER_STEP
+    from vak_context.agent.loop import MAX_CALLS_PER_STEP
 
     n = MAX_CALLS_PER_STEP + 3
     calls = [("read_file", {"path": "notes.txt", "offset": i}) for i in range(n)]
@@ -374,7 +374,7 @@ def test_a_typed_error_survives_pickling_as_ray_ships_it() -> None:
     """Errors with keyword-only fields cross process boundaries (Ray actors) as themselves."""
     import pickle
 
-    from vak.errors import RequestTooLarge
+    from vak_context.errors import RequestTooLarge
 
     error = pickle.loads(pickle.dumps(RequestTooLarge("does not fit", needed=9, available=4)))
     assert isinstance(error, RequestTooLarge) and str(error) == "does not fit"
@@ -386,7 +386,7 @@ async def test_a_turn_that_cannot_fit_fails_closed_on_ray_too(ray_cluster: Any, 
                                                               workspace: Workspace) -> None:
     """RequestTooLarge raised inside the AssemblerActor reaches the loop as itself (not a Ray error): the
     turn closes as failed with the reason and nothing is sent."""
-    from actors.turn_services import RayServices
+    from vak_context.actors.turn_services import RayServices
 
     tiny = CapacityProfile(ProfileKey("openai-compat", "scripted"), 32_768, Horizon(300, 0.9, 0.0), Ewma(0.25, 3), 64)
     script = Scripted([])
@@ -405,7 +405,7 @@ async def test_on_anthropic_find_tools_loads_deferred_tools_by_reference(tmp_pat
                                                                         workspace: Workspace) -> None:
     """On Anthropic the deferred tool is declared with defer_loading from the first step; find_tools' result
     goes back as a tool_reference to it; the tools array is byte-identical on both steps (the cache holds)."""
-    from providers.anthropic import AnthropicProvider
+    from vak_context.providers.anthropic import AnthropicProvider
 
     def message(content: list[dict[str, Any]], stop: str) -> dict[str, Any]:
         return {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude", "content": content,
@@ -446,9 +446,9 @@ async def test_a_read_only_call_repeated_across_steps_is_not_run_and_a_second_re
     """The live demo's loop (list_dir(".") at every step): step 2's repeat is not run, its error result names
     the tool and says the result is above (the earlier call's id is in the activity, not the text); a ``rule.repeated_call`` activity is written; step 3's repeat
     closes the turn "degraded" with an answer quoting the listing; every tool_use keeps one tool_result."""
-    from context.render import api_problems, render_turn
-    from context.turns import TurnIndex
-    from farm.report import evidence_infos
+    from vak_context.context.render import api_problems, render_turn
+    from vak_context.context.turns import TurnIndex
+    from vak_context.farm.report import evidence_infos
 
     same = fence(("list_dir", {"path": "."}))
     script = Scripted([fixed(completion(same)), fixed(completion(same)), fixed(completion(same))])
@@ -503,10 +503,10 @@ async def test_a_provider_failure_mid_turn_is_raised_typed_and_the_turn_closes_f
     typed error; the ledger keeps step 1, its call and result, and closes the turn with a ``turn.failed``
     activity naming the error and a TurnCard "failed". The next turn on the same loop runs normally and its
     request carries the failed turn, every tool_use with its result."""
-    import vak.errors as errors
-    from context.render import api_problems, render_turn
-    from context.turns import TurnIndex
-    from farm.report import evidence_infos
+    import vak_context.errors as errors
+    from vak_context.context.render import api_problems, render_turn
+    from vak_context.context.turns import TurnIndex
+    from vak_context.farm.report import evidence_infos
 
     script = Scripted([fixed(completion(calls=[("read_file", {"path": "notes.txt"})])), failure,
                        fixed(completion("The notes list alpha, beta and gamma."))])

@@ -20,17 +20,17 @@ from typing import Any
 import httpx
 import pytest
 
-from agent.endpoint import ModelEndpoint
-from agent.loop import TurnConfig, TurnLoop
-from agent.workspace import Workspace
-from context.assemble import system_prompt
-from context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from context.packets import SUMMARISER_SYSTEM
-from events.envelope import Mapper
-from providers.base import RetryPolicy
-from providers.openai_compat import OpenAICompatProvider
 from tests.test_planner_overflow import _ledger_session
 from tests.test_turn_loop import _surface, completion
+from vak_context.agent.endpoint import ModelEndpoint
+from vak_context.agent.loop import TurnConfig, TurnLoop
+from vak_context.agent.workspace import Workspace
+from vak_context.context.assemble import system_prompt
+from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.packets import SUMMARISER_SYSTEM
+from vak_context.events.envelope import Mapper
+from vak_context.providers.base import RetryPolicy
+from vak_context.providers.openai_compat import OpenAICompatProvider
 
 pytestmark = pytest.mark.ray
 
@@ -96,7 +96,7 @@ def workspace(tmp_path: Path) -> Workspace:
 
 
 async def _turn(root: Path, base_url: str, profile: CapacityProfile, workspace: Workspace, directive: str) -> Any:
-    from actors.turn_services import RayServices
+    from vak_context.actors.turn_services import RayServices
 
     surface = _surface()
     endpoint = ModelEndpoint(base_url=base_url, model="scripted", window_tokens=8192, api_key="sk-endpoint-canary")
@@ -129,8 +129,8 @@ async def test_on_ray_a_plan_that_needs_a_packet_is_summarised_by_the_endpoints_
     instead of failing for want of a summariser. ``prior_turns`` then reads the earlier turns through Ray."""
     import ray
 
-    from actors.factory import ledger_actor
-    from actors.turn_services import RayServices
+    from vak_context.actors.factory import ledger_actor
+    from vak_context.actors.turn_services import RayServices
 
     root = tmp_path / "ledger"
     store, _view = _ledger_session(root, 14)

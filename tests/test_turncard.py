@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
-from context.render import SHORT_ID
-from context.turncard import (
+from tests.fixtures_import import TOKENS_PER_CHAR, Imported
+from tests.test_turns import Chain
+from vak_context.context.render import SHORT_ID
+from vak_context.context.turncard import (
     args_digest,
     asked_of,
     build_card,
@@ -15,9 +17,9 @@ from context.turncard import (
     narration_of,
     render_card,
 )
-from context.turns import TurnIndex
-from events import canonical
-from events.payloads import (
+from vak_context.context.turns import TurnIndex
+from vak_context.events import canonical
+from vak_context.events.payloads import (
     AssistantStep,
     Directive,
     EvidenceBody,
@@ -28,9 +30,7 @@ from events.payloads import (
     ToolResult,
     ToolUseBlock,
 )
-from farm.report import evidence_infos
-from tests.fixtures_import import TOKENS_PER_CHAR, Imported
-from tests.test_turns import Chain
+from vak_context.farm.report import evidence_infos
 
 SIXTY = " ".join(f"w{i}" for i in range(60))
 
@@ -111,7 +111,7 @@ def _card_turn() -> tuple[TurnIndex, str]:
 
 
 def test_card_fields_and_rendering() -> None:
-    from context.render import evidence_info
+    from vak_context.context.render import evidence_info
 
     index, ev = _card_turn()
     turn = index.turn(1)

@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from context.turns import TurnIndex
-from events import canonical
-from events.envelope import Mapper, StoredEntry
-from events.payloads import (
+from tests.fixtures_import import FILES, TOKENS_PER_CHAR, Imported
+from vak_context.context.turns import TurnIndex
+from vak_context.errors import InvalidInput
+from vak_context.events import canonical
+from vak_context.events.envelope import Mapper, StoredEntry
+from vak_context.events.payloads import (
     Activity,
     AssistantStep,
     Compaction,
@@ -34,11 +36,9 @@ from events.payloads import (
     Usage,
     WorkContract,
 )
-from farm.importers import SessionReport, SessionWriter, read_recordings
-from farm.sessiongen import generate_session
-from storage.ledger import LedgerStore
-from tests.fixtures_import import FILES, TOKENS_PER_CHAR, Imported
-from vak.errors import InvalidInput
+from vak_context.farm.importers import SessionReport, SessionWriter, read_recordings
+from vak_context.farm.sessiongen import generate_session
+from vak_context.storage.ledger import LedgerStore
 
 
 class Chain:

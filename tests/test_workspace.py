@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.workspace import GREP_FILE_LIMIT, MAX_PATTERN_CHARS, TOOLS, Workspace
-from events.payloads import Directive
-from vak.errors import ToolFailure
+from vak_context.agent.workspace import GREP_FILE_LIMIT, MAX_PATTERN_CHARS, TOOLS, Workspace
+from vak_context.errors import ToolFailure
+from vak_context.events.payloads import Directive
 
 
 @pytest.fixture()
@@ -165,7 +165,7 @@ def test_grep_output_over_its_limit_stops_and_says_so(tmp_path: Path) -> None:
 def test_read_file_refuses_a_file_over_its_limit(tmp_path: Path) -> None:
     """A file over READ_FILE_LIMIT (a sparse one here: no disk used) is refused before it is read, naming its
     size and pointing to grep."""
-    from agent.workspace import READ_FILE_LIMIT
+    from vak_context.agent.workspace import READ_FILE_LIMIT
 
     with open(tmp_path / "huge.txt", "wb") as f:
         f.truncate(READ_FILE_LIMIT + 1)
@@ -189,9 +189,9 @@ async def test_a_result_with_a_lone_surrogate_is_a_typed_error_and_writes_nothin
     """A tool result that cannot be UTF-8 (a str holding a lone surrogate, from an executor that did not clean
     an OS name) is refused by the evidence store with InvalidUtf8 naming the call, before anything is
     appended."""
-    from actors.local_services import InProcessServices
-    from storage.ledger import LedgerStore
-    from vak.errors import InvalidUtf8
+    from vak_context.actors.local_services import InProcessServices
+    from vak_context.errors import InvalidUtf8
+    from vak_context.storage.ledger import LedgerStore
 
     with LedgerStore(tmp_path / "ledger") as store:
         services = InProcessServices(store, "s1")

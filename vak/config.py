@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from vak.errors import ConfigError
+from vak_context.errors import ConfigError
 
 HostedProbe = Literal["off", "full"]
 HOSTED_CHOICES: tuple[str, ...] = ("off", "full")

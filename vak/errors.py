@@ -281,7 +281,7 @@ class ConfigError(VakError):
 class ActorError(VakError):
     """A Ray actor could not be reached or started, or Ray failed a call to it.
 
-    Raised by ``actors.ray_errors.map_ray_errors`` wherever the project waits on one of its actors
+    Raised by ``vak_context.actors.ray_errors.map_ray_errors`` wherever the project waits on one of its actors
     (the message names the call and what to do); an actor's own ``VakError`` passes through as itself.
     """
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from vak.errors import InvalidName
+from vak_context.errors import InvalidName
 
 # fullmatch, not match with "$": "$" also matches before a trailing newline ("s\n" would pass).
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

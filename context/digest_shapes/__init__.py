@@ -3,7 +3,7 @@
 A digest is chosen by the result's shape, never by its size: what a shape shows is fixed (keys,
 titles, headings, exit codes). What fits of it is bounded: every digest is at most ``DIGEST_CHARS``
 characters, tag included. Each shape reads only what it shows, plus linear counts: no digest takes
-more than linear time. Callers use ``context.evidence`` (``detect_shape``, ``digest``); this package
+more than linear time. Callers use ``vak_context.context.evidence`` (``detect_shape``, ``digest``); this package
 is its workshop.
 
 Adding a shape: a module with a ``render(seen, evidence_id, budget)`` and a ``claims(seen)``, its
@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import context.digest_shapes.binary as binary
-import context.digest_shapes.command as command
-import context.digest_shapes.error as error
-import context.digest_shapes.json_shape as json_shape
-import context.digest_shapes.search as search
-import context.digest_shapes.text as text
-from context.digest_shapes.base import DIGEST_CHARS, SHAPES, Analysis, Claim, DigestShape, Shape
-from context.digest_shapes.quoting import DIGEST_LINE_WIDTHS, capped
+import vak_context.context.digest_shapes.binary as binary
+import vak_context.context.digest_shapes.command as command
+import vak_context.context.digest_shapes.error as error
+import vak_context.context.digest_shapes.json_shape as json_shape
+import vak_context.context.digest_shapes.search as search
+import vak_context.context.digest_shapes.text as text
+from vak_context.context.digest_shapes.base import DIGEST_CHARS, SHAPES, Analysis, Claim, DigestShape, Shape
+from vak_context.context.digest_shapes.quoting import DIGEST_LINE_WIDTHS, capped
 
 __all__ = [
     "DETECTION",
@@ -59,7 +59,7 @@ DETECTION: tuple[tuple[Shape, Claim], ...] = (
 def classify(
     body: str, *, tool_name: str, is_error: bool, tool_input: dict[str, Any]
 ) -> tuple[Shape, Analysis]:
-    """The shape, and what was parsed on the way (see ``context.evidence.detect_shape`` for the rules)."""
+    """The shape, and what was parsed on the way (see ``vak_context.context.evidence.detect_shape`` for the rules)."""
     seen = Analysis(body, tool_name, is_error, tool_input)
     shape = next(name for name, claims in DETECTION if claims(seen))
     return shape, seen

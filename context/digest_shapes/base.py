@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal, get_args
 
-import context.digest_shapes.jsonscan as jsonscan
+import vak_context.context.digest_shapes.jsonscan as jsonscan
 
 Shape = Literal["json", "search", "text", "command", "error", "binary"]
 SHAPES: tuple[Shape, ...] = get_args(Shape)
 
 # A digest, evidence tag included, is never longer than this: about 400 tokens at 4 chars a token.
-# Each shape stays under it by construction, and ``context.evidence.digest`` enforces it once more.
+# Each shape stays under it by construction, and ``vak_context.context.evidence.digest`` enforces it once more.
 DIGEST_CHARS = 1_600
 
 
@@ -56,7 +56,7 @@ class Analysis:
 Render = Callable[[Analysis, str, int], str]
 
 # Whether a shape claims a body. Detection asks the claims in a fixed order (``DETECTION`` in
-# ``context.digest_shapes``); the first that claims the body names its shape.
+# ``vak_context.context.digest_shapes``); the first that claims the body names its shape.
 Claim = Callable[[Analysis], bool]
 
 

@@ -3,10 +3,10 @@ hex-dump row."""
 
 from __future__ import annotations
 
-from context.bodytext import BINARY_HEADER
-from context.digest_shapes.base import Analysis, DigestShape
-from context.digest_shapes.quoting import DIGEST_LINE_WIDTHS, clip
-from context.evidence_window import line_count
+from vak_context.context.bodytext import BINARY_HEADER
+from vak_context.context.digest_shapes.base import Analysis, DigestShape
+from vak_context.context.digest_shapes.quoting import DIGEST_LINE_WIDTHS, clip
+from vak_context.context.evidence_window import line_count
 
 
 def claims(seen: Analysis) -> bool:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from context.digest_shapes.base import Analysis, DigestShape
-from context.digest_shapes.quoting import byte_size, edges, plural
-from context.evidence_window import line_count
+from vak_context.context.digest_shapes.base import Analysis, DigestShape
+from vak_context.context.digest_shapes.quoting import byte_size, edges, plural
+from vak_context.context.evidence_window import line_count
 
 COMMAND_WORDS = frozenset(
     {

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from context.digest_shapes.base import Analysis, DigestShape
-from context.digest_shapes.quoting import EDGE_LINES, edges, plural
-from context.evidence_window import line_count
+from vak_context.context.digest_shapes.base import Analysis, DigestShape
+from vak_context.context.digest_shapes.quoting import EDGE_LINES, edges, plural
+from vak_context.context.evidence_window import line_count
 
 _ERROR_START = re.compile(r"\A\s*(?:error|exception|fatal)\s*:", re.IGNORECASE)
 

@@ -10,10 +10,10 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import context.digest_shapes.text as text
-from context.digest_shapes.base import Analysis, DigestShape
-from context.digest_shapes.jsonscan import DeepJson, scan_members
-from context.digest_shapes.quoting import clip, fit, more_note, plural
+import vak_context.context.digest_shapes.text as text
+from vak_context.context.digest_shapes.base import Analysis, DigestShape
+from vak_context.context.digest_shapes.jsonscan import DeepJson, scan_members
+from vak_context.context.digest_shapes.quoting import clip, fit, more_note, plural
 
 _FIRST_ITEM_TOO_LONG = "  [… the first item is too long to show here; the evidence id below recalls it …]"
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from context.digest_shapes.base import DIGEST_CHARS
-from context.evidence_window import LINE_CHARS, line_count, omission_line
+from vak_context.context.digest_shapes.base import DIGEST_CHARS
+from vak_context.context.evidence_window import LINE_CHARS, line_count, omission_line
 
 # A quoted line's width in a digest: the widest that lets the whole digest fit is used, tried in turn.
 DIGEST_LINE_WIDTHS = (500, 200, 80)
@@ -21,7 +21,7 @@ EDGE_STEPS = (EDGE_LINES, 6, 3, 1)  # command and error output: fewer edge lines
 def capped(content: str, budget: int) -> str:
     """``content`` when it fits in ``budget`` characters, else its first whole lines and a note.
 
-    Every digest passes through here (``context.evidence.digest``), so no shape can exceed the cap
+    Every digest passes through here (``vak_context.context.evidence.digest``), so no shape can exceed the cap
     even if its own bound were wrong.
     """
     if len(content) <= budget:

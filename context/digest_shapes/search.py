@@ -12,9 +12,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from context.digest_shapes.base import Analysis, DigestShape
-from context.digest_shapes.jsonscan import DeepJson
-from context.digest_shapes.quoting import clip, fit, more_note, plural
+from vak_context.context.digest_shapes.base import Analysis, DigestShape
+from vak_context.context.digest_shapes.jsonscan import DeepJson
+from vak_context.context.digest_shapes.quoting import clip, fit, more_note, plural
 
 SEARCH_WORDS = frozenset({"search", "websearch", "crawl", "crawler", "serp"})
 _LINKS_BLOCK = re.compile(r"(?m)^Links:[ \t]*(?=\[)")

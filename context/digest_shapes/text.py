@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from context.digest_shapes.base import Analysis, DigestShape
-from context.digest_shapes.quoting import byte_size, clip, fit, line_at, lines_between, plural
-from context.evidence_window import line_count
+from vak_context.context.digest_shapes.base import Analysis, DigestShape
+from vak_context.context.digest_shapes.quoting import byte_size, clip, fit, line_at, lines_between, plural
+from vak_context.context.evidence_window import line_count
 
 PARAGRAPH_LINES = 10  # a first paragraph longer than this shows its first 10 lines
 HEADINGS_SHOWN = 20  # the first 20 headings, then how many more, so the paragraph has room

@@ -18,7 +18,7 @@ written. This package's names below are the API the CLI, the farm and the tests 
 
 from __future__ import annotations
 
-from farm.importers.pipeline import (
+from vak_context.farm.importers.pipeline import (
     MAX_TOKENS_PER_CHAR,
     MIN_TOKENS_PER_CHAR,
     ImportPlan,
@@ -34,8 +34,8 @@ from farm.importers.pipeline import (
     session_name,
     write_import,
 )
-from farm.importers.reading import read_recordings
-from farm.importers.recording import (
+from vak_context.farm.importers.reading import read_recordings
+from vak_context.farm.importers.recording import (
     CompactionMark,
     ControlText,
     Event,
@@ -46,9 +46,9 @@ from farm.importers.recording import (
     ToolOutput,
     UserText,
 )
-from farm.importers.registry import FORMATS, REGISTRY, detect
-from farm.importers.report import ImportReport, SessionReport
-from farm.importers.writer import DryRunLedger, EntrySink, SessionWriter
+from vak_context.farm.importers.registry import FORMATS, REGISTRY, detect
+from vak_context.farm.importers.report import ImportReport, SessionReport
+from vak_context.farm.importers.writer import DryRunLedger, EntrySink, SessionWriter
 
 __all__ = [
     "FORMATS",

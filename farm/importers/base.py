@@ -2,7 +2,7 @@
 
 A format module (``farm/importers/<format>.py``) has ``sniff(doc)``: does this file look like mine?
 (cheap, reads only the first records, never raises) and ``parse(doc)``: its recordings (raises
-``RecordShapeError`` naming where a record with the wrong shape is). ``farm.importers.registry``
+``RecordShapeError`` naming where a record with the wrong shape is). ``vak_context.farm.importers.registry``
 asks each format's ``sniff`` in a fixed order; the first to claim the file parses it.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from farm.importers.recording import Recording
+from vak_context.farm.importers.recording import Recording
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,18 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from events.payloads import TextBlock, ThinkingBlock, ToolUseBlock, Usage
-from farm.import_json import SHAPE_ERRORS, RecordShapeError, count, kind_of
-from farm.importers.base import Document, ImportFormat
-from farm.importers.parts import content_text
-from farm.importers.recording import CompactionMark, ControlText, ModelStep, Recording, ToolOutput, UserText
+from vak_context.events.payloads import TextBlock, ThinkingBlock, ToolUseBlock, Usage
+from vak_context.farm.import_json import SHAPE_ERRORS, RecordShapeError, count, kind_of
+from vak_context.farm.importers.base import Document, ImportFormat
+from vak_context.farm.importers.parts import content_text
+from vak_context.farm.importers.recording import (
+    CompactionMark,
+    ControlText,
+    ModelStep,
+    Recording,
+    ToolOutput,
+    UserText,
+)
 
 NAME = "claude-code"
 

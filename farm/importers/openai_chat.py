@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-import farm.importers.mini_swe_agent as mini_swe_agent
-from events.payloads import TextBlock, ThinkingBlock, ToolUseBlock
-from farm.import_json import RecordShapeError, Where, array, kind_of, nested, obj, record_at
-from farm.importers.base import Document, ImportFormat
-from farm.importers.parts import RAW_ARGUMENTS, arguments, content_text, openai_usage
-from farm.importers.recording import ModelStep, Recording, SystemPrompt, ToolOutput, UserText
+import vak_context.farm.importers.mini_swe_agent as mini_swe_agent
+from vak_context.events.payloads import TextBlock, ThinkingBlock, ToolUseBlock
+from vak_context.farm.import_json import RecordShapeError, Where, array, kind_of, nested, obj, record_at
+from vak_context.farm.importers.base import Document, ImportFormat
+from vak_context.farm.importers.parts import RAW_ARGUMENTS, arguments, content_text, openai_usage
+from vak_context.farm.importers.recording import ModelStep, Recording, SystemPrompt, ToolOutput, UserText
 
 NAME = "openai-chat"
 
@@ -93,7 +93,7 @@ def parse_openai_messages(
     where: Callable[[int], Where] | None = None,
     rec: Recording | None = None,
 ) -> Recording:
-    """``where(i)`` says where message ``i`` is in the file (see ``farm.import_json``); by default
+    """``where(i)`` says where message ``i`` is in the file (see ``vak_context.farm.import_json``); by default
     the messages are the file's top-level array."""
     where = where or nested(())
     rec = rec or Recording(name=name, format=fmt)

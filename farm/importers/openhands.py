@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from events.payloads import TextBlock, ToolUseBlock
-from farm.import_json import Where, array, obj, record_at
-from farm.importers.base import Document, ImportFormat
-from farm.importers.parts import RAW_ARGUMENTS, arguments, openai_usage
-from farm.importers.recording import (
+from vak_context.events.payloads import TextBlock, ToolUseBlock
+from vak_context.farm.import_json import Where, array, obj, record_at
+from vak_context.farm.importers.base import Document, ImportFormat
+from vak_context.farm.importers.parts import RAW_ARGUMENTS, arguments, openai_usage
+from vak_context.farm.importers.recording import (
     ControlText,
     ModelStep,
     Note,

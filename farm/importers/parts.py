@@ -1,6 +1,6 @@
 """Pieces several formats share: a message's content parts, a tool call's arguments, OpenAI usage.
 
-Tool-call arguments recorded as a JSON string are parsed as strictly as the file (``farm.import_json``).
+Tool-call arguments recorded as a JSON string are parsed as strictly as the file (``vak_context.farm.import_json``).
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import json
 from collections import Counter
 from typing import Any
 
-from events.payloads import ImageRef, Usage
-from farm.import_json import RecordShapeError, Where, count, first_bad_value, loads, obj
+from vak_context.events.payloads import ImageRef, Usage
+from vak_context.farm.import_json import RecordShapeError, Where, count, first_bad_value, loads, obj
 
 RAW_ARGUMENTS = "tool arguments that are not a JSON object (kept as raw_arguments)"
 

@@ -1,6 +1,6 @@
 """An import, all or nothing: read and dry-run every session of a file, then write them.
 
-``plan_import`` reads the file (``farm.importers.reading``) and runs every session through a
+``plan_import`` reads the file (``vak_context.farm.importers.reading``) and runs every session through a
 ``DryRunLedger``, which encodes and checks each entry exactly as ``LedgerStore.append`` would and
 keeps none; only a plan that passed is written (``write_import``). So bad input raises
 ``InvalidRecording`` (or ``UnknownRecordingFormat``) naming the file and the record's line, and
@@ -18,17 +18,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from context.turns import DEFAULT_TOKENS_PER_CHAR
-from events.envelope import Mapper
-from events.payloads import Activity
-from farm.import_json import one_line
-from farm.importers.reading import read_recordings
-from farm.importers.recording import Recording
-from farm.importers.report import ImportReport, SessionReport
-from farm.importers.writer import DryRunLedger, SessionWriter, jsonable
-from storage.cardindex import CardIndex
-from storage.ledger import LedgerStore
-from vak.errors import InvalidInput, InvalidRecording, LedgerError
+from vak_context.context.turns import DEFAULT_TOKENS_PER_CHAR
+from vak_context.errors import InvalidInput, InvalidRecording, LedgerError
+from vak_context.events.envelope import Mapper
+from vak_context.events.payloads import Activity
+from vak_context.farm.import_json import one_line
+from vak_context.farm.importers.reading import read_recordings
+from vak_context.farm.importers.recording import Recording
+from vak_context.farm.importers.report import ImportReport, SessionReport
+from vak_context.farm.importers.writer import DryRunLedger, SessionWriter, jsonable
+from vak_context.storage.cardindex import CardIndex
+from vak_context.storage.ledger import LedgerStore
 
 # --tokens-per-char: a tokenizer spends at most one token per UTF-8 byte, so at most 4 per character;
 # below 0.01 (100 characters a token) no tokenizer goes. Outside these a turn's size is meaningless,
@@ -41,7 +41,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def session_name(hint: str) -> str:
-    """A path-safe session name from a file stem or record id (see vak.names.check_name)."""
+    """A path-safe session name from a file stem or record id (see vak_context.names.check_name)."""
     name = _UNSAFE.sub("-", hint).strip("-._") or "session"
     return name[:128].rstrip("-._") or "session"
 

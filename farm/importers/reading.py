@@ -1,7 +1,7 @@
 """Reading a recorded-session file: JSON Lines or one JSON document, strictly, then its format.
 
 NaN, infinities, numbers too large for a float and lone surrogates are refused with the record's
-line, never stored as ``null`` or as text that is not UTF-8 (see ``farm.import_json``). A file
+line, never stored as ``null`` or as text that is not UTF-8 (see ``vak_context.farm.import_json``). A file
 that is not UTF-8, a line that is not JSON (unless skipped, and counted) or a record with the
 wrong shape raise ``InvalidRecording`` naming the file and line; a file no format claims raises
 ``UnknownRecordingFormat``.
@@ -16,7 +16,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from farm.import_json import (
+from vak_context.errors import InvalidRecording, UnknownRecordingFormat
+from vak_context.farm.import_json import (
     RecordShapeError,
     Where,
     first_bad_value,
@@ -26,10 +27,9 @@ from farm.import_json import (
     loads,
     one_line,
 )
-from farm.importers.base import Document
-from farm.importers.recording import Recording
-from farm.importers.registry import FORMATS, detect
-from vak.errors import InvalidRecording, UnknownRecordingFormat
+from vak_context.farm.importers.base import Document
+from vak_context.farm.importers.recording import Recording
+from vak_context.farm.importers.registry import FORMATS, detect
 
 _FIX = "fix or remove that record and import again (nothing was written)"
 

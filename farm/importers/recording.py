@@ -1,6 +1,6 @@
 """The neutral events every format's reader produces, and the ``Recording`` that holds them.
 
-A reader (one module per format in ``farm.importers``) only parses; ``farm.importers.writer``
+A reader (one module per format in ``vak_context.farm.importers``) only parses; ``vak_context.farm.importers.writer``
 turns these events into ledger entries. Nothing is dropped silently: every record a reader does not
 turn into an event is counted in ``Recording.skipped`` under the reason it was left out.
 """
@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from events.payloads import ImageRef, TextBlock, ThinkingBlock, ToolUseBlock, Usage
-from farm.import_json import Where
+from vak_context.events.payloads import ImageRef, TextBlock, ThinkingBlock, ToolUseBlock, Usage
+from vak_context.farm.import_json import Where
 
 
 @dataclass

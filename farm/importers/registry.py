@@ -7,13 +7,13 @@ any format more general than it (``openai-chat`` stays last: any list of chat me
 
 from __future__ import annotations
 
-import farm.importers.claude_code as claude_code
-import farm.importers.mini_swe_agent as mini_swe_agent
-import farm.importers.openai_chat as openai_chat
-import farm.importers.openhands as openhands
-import farm.importers.swe_agent as swe_agent
-import farm.importers.tau_bench as tau_bench
-from farm.importers.base import Document, ImportFormat
+import vak_context.farm.importers.claude_code as claude_code
+import vak_context.farm.importers.mini_swe_agent as mini_swe_agent
+import vak_context.farm.importers.openai_chat as openai_chat
+import vak_context.farm.importers.openhands as openhands
+import vak_context.farm.importers.swe_agent as swe_agent
+import vak_context.farm.importers.tau_bench as tau_bench
+from vak_context.farm.importers.base import Document, ImportFormat
 
 # Asked in this order; the first format whose sniff claims a file reads it. A file's records are
 # JSON Lines or one JSON document, and each sniff claims only its own kind, so only formats of one

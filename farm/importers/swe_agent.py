@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from events.payloads import TextBlock, ThinkingBlock, ToolUseBlock
-from farm.import_json import Where, array, obj, record_at
-from farm.importers.base import Document, ImportFormat
-from farm.importers.parts import content_text
-from farm.importers.recording import (
+from vak_context.events.payloads import TextBlock, ThinkingBlock, ToolUseBlock
+from vak_context.farm.import_json import Where, array, obj, record_at
+from vak_context.farm.importers.base import Document, ImportFormat
+from vak_context.farm.importers.parts import content_text
+from vak_context.farm.importers.recording import (
     ControlText,
     ModelStep,
     Note,

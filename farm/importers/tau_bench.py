@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from farm.import_json import array, nested, obj, record_at
-from farm.importers.base import Document, ImportFormat
-from farm.importers.openai_chat import parse_openai_messages
-from farm.importers.recording import Note, Recording
+from vak_context.farm.import_json import array, nested, obj, record_at
+from vak_context.farm.importers.base import Document, ImportFormat
+from vak_context.farm.importers.openai_chat import parse_openai_messages
+from vak_context.farm.importers.recording import Note, Recording
 
 NAME = "tau-bench"
 

@@ -6,10 +6,10 @@
 * an API response → ``assistant_step`` (text, thinking and tool_use blocks in order), then a
   ``receipt`` when the recording has its usage;
 * a tool result → ``evidence_body`` holding the WHOLE result as its blob, then ``tool_result``
-  logging what the request carried: ``context.evidence.window`` of the body (verbatim up to
+  logging what the request carried: ``vak_context.context.evidence.window`` of the body (verbatim up to
   30,000 characters, else a window that names the recall call for the rest);
 * a compaction (Claude Code's compact boundary and summary) → ``compaction`` over the turns so far;
-* each finished turn → a ``turn_card`` (deterministic, ``context.turncard``), and its document for
+* each finished turn → a ``turn_card`` (deterministic, ``vak_context.context.turncard``), and its document for
   the session's BM25 card index.
 
 A ``DryRunLedger`` takes the same entries and keeps none: an import runs against it first.
@@ -23,13 +23,13 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from agent.carddocs import card_doc
-from context.evidence import body_text, window
-from context.render import EvidenceInfo, evidence_info
-from context.turncard import args_digest, build_card
-from context.turns import DEFAULT_TOKENS_PER_CHAR, TurnIndex
-from events.envelope import Mapper
-from events.payloads import (
+from vak_context.agent.carddocs import card_doc
+from vak_context.context.evidence import body_text, window
+from vak_context.context.render import EvidenceInfo, evidence_info
+from vak_context.context.turncard import args_digest, build_card
+from vak_context.context.turns import DEFAULT_TOKENS_PER_CHAR, TurnIndex
+from vak_context.events.envelope import Mapper
+from vak_context.events.payloads import (
     Activity,
     AssistantStep,
     Compaction,
@@ -41,7 +41,7 @@ from events.payloads import (
     ToolResult,
     ToolUseBlock,
 )
-from farm.importers.recording import (
+from vak_context.farm.importers.recording import (
     CompactionMark,
     ControlText,
     Event,
@@ -51,9 +51,9 @@ from farm.importers.recording import (
     ToolOutput,
     UserText,
 )
-from farm.importers.report import SessionReport
-from storage.cardindex import CardDoc
-from vak.names import check_name
+from vak_context.farm.importers.report import SessionReport
+from vak_context.names import check_name
+from vak_context.storage.cardindex import CardDoc
 
 
 class EntrySink(Protocol):

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from providers.base import RetryPolicy
+from vak_context.providers.base import RetryPolicy
 
 BODIES = Path(__file__).resolve().parent
 
