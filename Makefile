@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(BIN)/vak run
 
 # The namespace as installed, as links, for mypy (it cannot follow the editable install's import hook).
-NS_FOLDERS := events storage actors context providers agent farm
+NS_FOLDERS := events storage actors context providers agent sessions importers engine farm cli
 nstree:
 	rm -rf build/ns && mkdir -p build/ns/vak_context
 	for f in vak/*.py; do ln -s ../../../$$f build/ns/vak_context/; done

@@ -1,1 +1,2 @@
-"""The pure engine: capacity, turns, evidence, cards, planner, assemble. No I/O here."""
+"""The pure engine (no I/O, no clock), one sub-package per concern: capacity, history (turns and cards),
+evidence (windows and digests), planner, request (assembly and the tool-call parser), rules."""

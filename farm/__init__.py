@@ -1,1 +1,1 @@
-"""Jobs, the CLI (`vak`), the session generator and the local Ray set-up."""
+"""The eval farm: probe, replay and live units across models and sessions, on Ray (docs/FARM.md)."""

@@ -1,0 +1,1 @@
+"""Evidence and digests: result windows, shape-aware digests (one module per shape in `shapes/`), body text, the pure half of recall."""

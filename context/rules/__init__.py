@@ -1,0 +1,1 @@
+"""Turn rules: drift checks and the freshness classifier."""

@@ -1,0 +1,1 @@
+"""Generated sessions: realistic agent sessions and long coding turns, deterministic from a seed."""
