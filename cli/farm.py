@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import vak_context
+
 DEFAULT_OUT = Path("vak-data") / "farm"  # next to the default ledger, ignored by git
 
 
@@ -45,6 +47,8 @@ def _run(args: argparse.Namespace) -> int:
     from vak_context.farm.spec import load_farm_spec
 
     spec = load_farm_spec(args.spec)
+    # Which tree runs: a job submitted with `vak farm submit` imports the copy it shipped (farm/jobs.py).
+    print(f"code: {Path(vak_context.__file__).resolve().parent}", flush=True)
 
     def show(p: FarmProgress) -> None:
         print(p.line(), file=sys.stderr, flush=True)

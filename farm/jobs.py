@@ -3,7 +3,9 @@
 ``submit_farm`` hands ``vak farm run SPEC`` to a cluster's job server through
 ``ray.job_submission.JobSubmissionClient``, with the project folder as the job's working directory
 (``runtime_env.working_dir``, without the virtualenv, ledgers, caches or model files, so the upload is
-about 2 MB), and returns the job id. ``wait_for_job`` follows the job's status until it is final.
+about 2 MB) and the same tree laid out as the installed namespace as its one ``py_modules`` entry, so the
+job's driver and every worker import the ``vak_context`` that was submitted, not whatever the nodes have
+installed; it returns the job id. ``wait_for_job`` follows the job's status until it is final.
 
 ``LocalHead`` is ``ray start --head --block`` in a child process: GCS, raylet, dashboard and Jobs API on
 127.0.0.1, every port chosen free (so it lives beside other engineers' clusters), temp files in a private
@@ -20,8 +22,10 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import tomllib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -94,14 +98,34 @@ def farm_entrypoint(spec_rel: str, out: str | None = None, run_id: str | None = 
     return " ".join(words)
 
 
-def job_runtime_env(root: Path = REPO, shared: str | None = None) -> dict[str, Any]:
-    """The job's runtime_env: the project as working_dir, minus what a job never needs.
+def stage_namespace(root: Path, into: Path) -> Path:
+    """Copy ``root``'s packages into ``into/vak_context`` as they are installed (pyproject's package-dir
+    maps each top-level folder into the namespace); return that folder, a ``py_modules`` entry.
+
+    The job needs this because its working dir holds the folders (``events/``, ``farm/``, ...), not an
+    importable ``vak_context``: without it the job would run the nodes' installed copy.
+    """
+    config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    target = into / "vak_context"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    # Shortest names first: the namespace's own folder, then each folder mapped inside it.
+    for package, folder in sorted(config["package-dir"].items(), key=lambda kv: kv[0].count(".")):
+        dest = target.joinpath(*package.split(".")[1:])
+        shutil.copytree(root / folder, dest, ignore=ignore, dirs_exist_ok=True)
+    return target
+
+
+def job_runtime_env(root: Path = REPO, shared: str | None = None, code: Path | None = None) -> dict[str, Any]:
+    """The job's runtime_env: the project as working_dir, minus what a job never needs, and ``code`` (the
+    namespace staged by ``stage_namespace``) as its one ``py_modules`` entry.
 
     ``shared`` is the shared data folder as the *nodes* see it (``shared:`` paths in a spec); the working
     dir is unpacked under Ray's temp folder, so ``../shared`` next to it does not exist there. pip is never
     put in a runtime_env (machine notes): the nodes' environment is the project's.
     """
     env: dict[str, Any] = {"working_dir": str(root), "excludes": list(WORKING_DIR_EXCLUDES)}
+    if code is not None:
+        env["py_modules"] = [str(code)]
     env_vars = {"RAY_USAGE_STATS_ENABLED": "0"}
     if shared:
         env_vars["VAK_SHARED"] = shared
@@ -132,8 +156,11 @@ def submit_farm(spec: Path, address: str, *, out: str | None = None, run_id: str
     entrypoint = farm_entrypoint(spec_in_project(spec, root), out, run_id)
     client = job_client(address)
     try:
-        job_id = client.submit_job(entrypoint=entrypoint, runtime_env=job_runtime_env(root, shared),
-                                   submission_id=submission_id, metadata={"vak": "farm", "spec": spec.name})
+        # submit_job packs and uploads the runtime_env before it returns, so the staged copy can go.
+        with tempfile.TemporaryDirectory(prefix="vak-job-") as staging:
+            code = stage_namespace(root, Path(staging))
+            job_id = client.submit_job(entrypoint=entrypoint, runtime_env=job_runtime_env(root, shared, code),
+                                       submission_id=submission_id, metadata={"vak": "farm", "spec": spec.name})
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise ActorError(f"the job server at {address} refused the farm job ({exc}). Check that its Ray "
                          "version matches this one (`ray --version`) and that it has the project installed.") from exc

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from vak_context.farm.jobs import (
     job_runtime_env,
     process_tree,
     spec_in_project,
+    stage_namespace,
     wait_for_job,
 )
 
@@ -67,6 +70,24 @@ def test_the_working_dir_leaves_out_venv_ledgers_caches_and_model_files() -> Non
     assert {".git", ".venv", "vak-data", "**/__pycache__", "*.gguf", "*.parquet"} <= set(env["excludes"])
     assert env["env_vars"]["VAK_SHARED"] == "/mnt/shared"
     assert "pip" not in env and "uv" not in env
+
+
+def test_the_staged_namespace_is_the_submitted_tree_and_imports_ahead_of_the_install(tmp_path: Path) -> None:
+    """stage_namespace lays a tree out as installed (every package-dir folder inside vak_context/); a process
+    with it on its path imports that copy, an edit made in the copy included, ahead of the editable install."""
+    tree = tmp_path / "tree"
+    shutil.copytree(REPO, tree, ignore=shutil.ignore_patterns(".git", ".venv", "build", "vak-data", "__pycache__",
+                                                             "*.egg-info", ".*_cache", "tests", "notebooks", "bench"))
+    (tree / "farm" / "jobs.py").write_text((tree / "farm" / "jobs.py").read_text() + "\nSUBMITTED = 'this tree'\n")
+    code = stage_namespace(tree, tmp_path / "staged")
+    assert code == tmp_path / "staged" / "vak_context" and (code / "errors.py").is_file()
+    assert {"events", "storage", "actors", "context", "farm", "cli"} <= {p.name for p in code.iterdir()}
+    probe = ("import vak_context.farm.jobs as j, vak_context.context.history.turns as t; "
+             "print(j.SUBMITTED, j.__file__, t.__file__, sep='|')")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(code.parent)}, cwd=tmp_path).stdout.strip().split("|")
+    assert out[0] == "this tree" and all(Path(f).is_relative_to(code) for f in out[1:]), out
+    assert job_runtime_env(tree, code=code)["py_modules"] == [str(code)]
 
 
 def test_submit_needs_a_job_server_address(monkeypatch: pytest.MonkeyPatch,
@@ -129,6 +150,9 @@ def test_a_farm_runs_as_a_job_through_vak_farm_submit_and_ray_job_submit(
             ray_cli.kill()
             ray_cli.communicate()
     assert ray_cli.returncode == 0, cli_out[-3000:]
+    # The submitted job imported the tree it shipped (py_modules), not the nodes' install.
+    code = next(line.split(": ", 1)[1] for line in client.get_job_logs(job_id).splitlines() if line.startswith("code: "))
+    assert "runtime_resources/py_modules_files" in code and Path(code, "farm", "jobs.py").is_file(), code
     for run in (tmp_path / "vak" / "submitted", tmp_path / "ray-cli" / "raycli"):
         table = pq.read_table(run / "results.parquet")
         assert table.num_rows > 0 and all(table.column("passed").to_pylist()), run
