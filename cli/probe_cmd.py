@@ -34,7 +34,8 @@ from vak_context.checks import (
 )
 from vak_context.context.capacity.ladder import DEFAULT_CAP, TOP_FRACTION
 from vak_context.context.capacity.profile import ProfileKey, describe
-from vak_context.errors import InvalidInput
+from vak_context.errors import InvalidInput, MissingExtra
+from vak_context.extras import has_extra, pyplot
 
 LADDER_FILES = ("ladder.csv", "ladder.md", "ladder.png", "profile.json")
 LADDER_FIELDS = ("target", "prompt_tokens", "followed", "asked", "pass_rate", "control_calls", "controls",
@@ -149,6 +150,8 @@ def _within_rung(event: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     provider_name, model, out = check_args(args)
+    if not has_extra("plots"):  # said before the probe, not after it
+        print(f"note: ladder.png will not be drawn. {MissingExtra('plots', 'the PNG').args[0]}")
     protocol = args.protocol or (LOCAL_PROTOCOL.get(model, "native") if provider_name == "local" else "native")
     settings = ProbeSettings(samples=args.samples, controls=args.controls, first_rung=args.first_rung,
                              max_sizes=args.max_sizes, protocol=protocol)
@@ -229,6 +232,8 @@ def write_ladder(report: ProbeReport, out: Path) -> list[Path]:
         writer.writerows(rows)
     md_path.write_text(markdown_table(rows) + "\n", encoding="utf-8")
     json_path.write_text(json.dumps(report.record().model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
+    if not has_extra("plots"):  # the table and profile are written either way; run() said so up front
+        return [csv_path, md_path, json_path]
     plot_ladder(report, rows, png_path)
     return [csv_path, md_path, png_path, json_path]
 
@@ -244,10 +249,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
 
 
 def plot_ladder(report: ProbeReport, rows: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot("the ladder's PNG (ladder.png)")
 
     fig, ax = plt.subplots(figsize=(7, 4))
     xs = [r["prompt_tokens"] or r["target"] for r in rows]

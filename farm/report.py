@@ -20,7 +20,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from vak_context.errors import InvalidInput
+from vak_context.errors import InvalidInput, MissingExtra
+from vak_context.extras import has_extra, pyplot
 from vak_context.farm.rows import RESULTS_SCHEMA, UNIT_FAILED
 
 REPORT_FILE = "report.md"
@@ -68,6 +69,8 @@ def write_report(run_dir: Path) -> list[Path]:
     pngs = _plots(run_dir, ok)
     if pngs:
         lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in pngs] + [""]
+    elif not has_extra("plots"):
+        lines += ["## Plots", "", f"No PNGs: {MissingExtra('plots', 'drawing them').args[0]}", ""]
     report = run_dir / REPORT_FILE
     report.write_text("\n".join(lines), encoding="utf-8")
     return [report, *pngs]
@@ -140,10 +143,9 @@ def _live_section(rows: list[dict[str, Any]], tasks: dict[str, dict[str, Any]]) 
 
 
 def _plots(run_dir: Path, rows: list[dict[str, Any]]) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    if not has_extra("plots"):  # report.md says so instead (write_report)
+        return []
+    plt = pyplot("the farm report's PNGs")
 
     paths: list[Path] = []
     probes = [r for r in rows if r["kind"] == "probe"]

