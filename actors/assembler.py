@@ -29,7 +29,7 @@ from vak_context.context.assemble import (
     project,
     request_tokens,
 )
-from vak_context.context.capacity import CapacityProfile, request_chars
+from vak_context.context.capacity import CapacityProfile, request_budget, request_chars
 from vak_context.context.messages import ChatRequest, Message
 from vak_context.context.planner import Plan
 from vak_context.context.turns import DEFAULT_TOKENS_PER_CHAR
@@ -45,13 +45,6 @@ def fidelity_counts(p: Plan) -> dict[str, int]:
     for t in p.turns:
         counts[t.fidelity] = counts.get(t.fidelity, 0) + 1
     return counts
-
-
-def request_budget(profile: CapacityProfile) -> int:
-    """The tokens a request may carry, as the planner counts them: the usable horizon (never past the
-    verified or declared window) less the output reserve."""
-    window = profile.verified_window or profile.declared_window
-    return max(0, min(profile.instruction_horizon.tokens, window) - profile.output_reserve)
 
 
 class AssemblerActor:
