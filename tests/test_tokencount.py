@@ -18,13 +18,20 @@ from typing import Any
 import httpx
 import pytest
 
-from vak_context.actors.assembler import AssemblerActor, request_budget
+from vak_context.actors.assembler import AssemblerActor
 from vak_context.actors.local_services import InProcessServices
 from vak_context.agent.loop import TurnConfig, TurnLoop
 from vak_context.agent.steps import StepRequest
 from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
 from vak_context.context.assemble import Tail, render_tail, system_prompt
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars
+from vak_context.context.capacity import (
+    CapacityProfile,
+    Ewma,
+    Horizon,
+    ProfileKey,
+    request_budget,
+    request_chars,
+)
 from vak_context.context.evidence import RECALL_TOOL
 from vak_context.context.messages import ChatRequest, Message, TextPart, ToolResultPart, ToolSpec, ToolUsePart
 from vak_context.context.surface import Surface, ToolDecl
