@@ -3,7 +3,7 @@
 A plain class (``vak_context.actors.factory.assembler_actor`` applies ``ray.remote``). Thin: it keeps each
 session's ``SessionView`` current by following the chain (``vak_context.actors.session_fold``: a branch
 rebuilds it from the new head), loads the step policy's state (memory, else the model's last ``plan``
-entry), and does what the pure policy (``vak_context.context.step_policy.decide``) says: project the plan
+entry), and does what the pure policy (``vak_context.context.planner.policy.decide``) says: project the plan
 frozen for the turn, or plan through ``vak_context.agent.request.prepare`` (writing the packet summary or
 the reset the plan needs), size the request, and append the ``plan`` entry of a new plan.
 
@@ -27,17 +27,10 @@ from vak_context.actors.session_fold import FoldedSessions
 from vak_context.agent.endpoint import EndpointTools, build_tools
 from vak_context.agent.request import Prepared, SessionView, Summarise, prepare, record_plan
 from vak_context.agent.steps import Assembled, StepRequest
-from vak_context.context.assemble import (
-    cache_breakpoints,
-    current_turn_messages,
-    prefix_digest,
-    project,
-    request_tokens,
-)
-from vak_context.context.capacity import CapacityProfile, request_chars
-from vak_context.context.messages import ChatRequest, Message
-from vak_context.context.planner import Plan
-from vak_context.context.step_policy import (
+from vak_context.context.capacity.profile import CapacityProfile, request_chars
+from vak_context.context.history.turns import DEFAULT_TOKENS_PER_CHAR
+from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.policy import (
     Asked,
     Planned,
     Project,
@@ -48,7 +41,14 @@ from vak_context.context.step_policy import (
     decide,
     state_of_entry,
 )
-from vak_context.context.turns import DEFAULT_TOKENS_PER_CHAR
+from vak_context.context.request.assemble import (
+    cache_breakpoints,
+    current_turn_messages,
+    prefix_digest,
+    project,
+    request_tokens,
+)
+from vak_context.context.request.messages import ChatRequest, Message
 from vak_context.errors import InvalidInput
 from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import PlanRecord
@@ -109,7 +109,7 @@ class AssemblerActor:
 
     def state(self, session: str, model: str) -> StepState:
         """The step policy's state for (session, model): the model's last plan entry in the session's
-        chain, decoded once (``vak_context.context.step_policy.state_of_entry``) and kept while it is the last."""
+        chain, decoded once (``vak_context.context.planner.policy.state_of_entry``) and kept while it is the last."""
         with self._lock:
             last = self.view(session).plans.get(model)
             cached = self._states.get((session, model))

@@ -260,7 +260,7 @@ class PlanRecord(Frozen):
     plan: dict[str, JsonValue] = Field(default_factory=dict)
     digest: str
     # The one plan field its JSON lacks (``Plan.rows.history_start``), so the plan decodes back from the
-    # entry with its digest (``vak_context.context.step_policy.plan_of_entry``). None in entries written before.
+    # entry with its digest (``vak_context.context.planner.policy.plan_of_entry``). None in entries written before.
     history_start: int | None = None
 
 
@@ -274,7 +274,7 @@ class Nudge(Frozen):
 
 
 class TurnTail(Frozen):
-    """The tail block a turn's directive was sent with (``vak_context.context.assemble.render_tail``), written once
+    """The tail block a turn's directive was sent with (``vak_context.context.request.assemble.render_tail``), written once
     before the turn's first step. A closed turn's record shows it again before the directive, so the
     request the next turn sends starts with the bytes the last one sent (the prefix cache holds)."""
 

@@ -2,7 +2,7 @@
 
 The over-length cases run the retry the turn loop runs: a real ``TurnLoop`` over a ledger session of
 14 turns, its AssemblerActor planning (with a summariser for the packets a smaller window needs), the
-step policy (``vak_context.context.step_policy``) answering each rejection. The provider is the real
+step policy (``vak_context.context.planner.policy``) answering each rejection. The provider is the real
 OpenAI-compatible adapter over ``httpx.MockTransport`` answering with the bodies the local llama.cpp
 server sends (``tests/provider_bodies/openai_compat.json``).
 """
@@ -25,7 +25,7 @@ from vak_context.actors.local_services import InProcessServices
 from vak_context.agent.loop import TurnConfig, TurnLoop, TurnReport
 from vak_context.agent.request import SessionView, prepare
 from vak_context.agent.summarise import Summariser, write_packet
-from vak_context.context.capacity import (
+from vak_context.context.capacity.profile import (
     CapacityProfile,
     Ewma,
     Horizon,
@@ -33,11 +33,11 @@ from vak_context.context.capacity import (
     from_record,
     request_budget,
 )
-from vak_context.context.evidence import RECALL_TOOL
-from vak_context.context.packets import SUMMARISER_SYSTEM
-from vak_context.context.planner import Plan
-from vak_context.context.step_policy import GiveUp, Rejected, Retry, StepState, decide
-from vak_context.context.surface import Surface, ToolDecl
+from vak_context.context.evidence.digest import RECALL_TOOL
+from vak_context.context.history.packets import SUMMARISER_SYSTEM
+from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.policy import GiveUp, Rejected, Retry, StepState, decide
+from vak_context.context.request.surface import Surface, ToolDecl
 from vak_context.errors import ContextOverflow
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import CapacityProfileRecord, PlanRecord, ResetWithHandoff
@@ -58,7 +58,7 @@ def _profile(horizon: int, window: int, *, tpc: float = 0.25, out: int = 256) ->
 
 def _ledger_session(root: Path, turns: int) -> tuple[LedgerStore, SessionView]:
     """A session written to a real ledger, turn by turn, with turn cards."""
-    from vak_context.context.turncard import build_card
+    from vak_context.context.history.turncard import build_card
     from vak_context.events.payloads import (
         AssistantStep,
         Directive,

@@ -1,4 +1,4 @@
-"""The step policy (``vak_context.context.step_policy``): freeze, re-plan on outgrowing and on an
+"""The step policy (``vak_context.context.planner.policy``): freeze, re-plan on outgrowing and on an
 undercount, the profile an overflow implies, its state through ``plan`` entries, and the one budget
 (``request_budget``) on random profiles. Pure code over real plans of real sessions."""
 
@@ -13,10 +13,9 @@ from hypothesis import strategies as st
 
 import tests.test_planner_golden as golden
 from tests.test_planner import SessionBuilder
-from vak_context.context.assemble import project
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey, request_budget
-from vak_context.context.planner import Plan
-from vak_context.context.step_policy import (
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey, request_budget
+from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.policy import (
     RETRIES,
     Asked,
     FrozenPlan,
@@ -36,6 +35,7 @@ from vak_context.context.step_policy import (
     state_of_entry,
     turn_of,
 )
+from vak_context.context.request.assemble import project
 from vak_context.errors import ContextOverflow, InvalidInput
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import AssistantStep, Directive, PlanRecord, TextBlock
