@@ -1,30 +1,46 @@
 """AssemblerActor: the request for each step of a live turn (spec §6, §10 "what each call carries").
 
 A plain class (``vak_context.actors.factory.assembler_actor`` applies ``ray.remote``). Thin: it keeps each
-session's ``SessionView`` current from the ledger, plans at a turn's first step through
-``vak_context.agent.request.prepare`` (writing the packet summary or the reset the plan needs), and projects.
+session's ``SessionView`` current by following the chain (``vak_context.actors.session_fold``: a branch
+rebuilds it from the new head), loads the step policy's state (memory, else the model's last ``plan``
+entry), and does what the pure policy (``vak_context.context.planner.policy.decide``) says: project the plan
+frozen for the turn, or plan through ``vak_context.agent.request.prepare`` (writing the packet summary or
+the reset the plan needs), size the request, and append the ``plan`` entry of a new plan.
 
 **The history is frozen within a turn.** The spec says that within a turn "nothing before the tail
 changes": the older turns are planned once, at the turn's first step, and that plan is kept for every
 later step, so each step's request is the previous one plus what the turn appended (a byte prefix, the
 prefix cache's best case). The plan is made again mid-turn only when the frozen plan's request no
-longer fits the profile's budget (the current turn outgrew it): a compaction at a step boundary.
+longer fits the budget (the current turn outgrew it: a compaction at a step boundary), or when the
+server's count says a new plan's estimate undercounted. The frozen plan is the turn's last ``plan``
+entry, so an assembler restarted mid-turn sends the same bytes the old one would have.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from vak_context.actors.ledger_client import LedgerClient
+from vak_context.actors.session_fold import FoldedSessions
 from vak_context.agent.endpoint import EndpointTools, build_tools
 from vak_context.agent.request import Prepared, SessionView, Summarise, prepare, record_plan
 from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.context.capacity.profile import CapacityProfile, request_chars
 from vak_context.context.history.turns import DEFAULT_TOKENS_PER_CHAR
 from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.policy import (
+    Asked,
+    Planned,
+    Project,
+    Projected,
+    Replan,
+    Send,
+    StepState,
+    decide,
+    state_of_entry,
+)
 from vak_context.context.request.assemble import (
     cache_breakpoints,
     current_turn_messages,
@@ -34,7 +50,8 @@ from vak_context.context.request.assemble import (
 )
 from vak_context.context.request.messages import ChatRequest, Message
 from vak_context.errors import InvalidInput
-from vak_context.events.envelope import Mapper
+from vak_context.events.envelope import Mapper, StoredEntry
+from vak_context.events.payloads import PlanRecord
 from vak_context.storage.ledger import LedgerStore
 
 Count = Callable[[ChatRequest], Awaitable[int]]
@@ -45,13 +62,6 @@ def fidelity_counts(p: Plan) -> dict[str, int]:
     for t in p.turns:
         counts[t.fidelity] = counts.get(t.fidelity, 0) + 1
     return counts
-
-
-def request_budget(profile: CapacityProfile) -> int:
-    """The tokens a request may carry, as the planner counts them: the usable horizon (never past the
-    verified or declared window) less the output reserve."""
-    window = profile.verified_window or profile.declared_window
-    return max(0, min(profile.instruction_horizon.tokens, window) - profile.output_reserve)
 
 
 class AssemblerActor:
@@ -73,9 +83,12 @@ class AssemblerActor:
         self.summarise = summarise
         self.tokens_per_char = tokens_per_char
         self.mapper = Mapper()
-        self._views: dict[str, tuple[SessionView, int]] = {}
-        self._frozen: dict[tuple[str, str], tuple[str, Plan]] = {}  # (session, model) -> (turn id, plan)
         self._lock = threading.RLock()
+        self._views = FoldedSessions(self.ledger, lambda chain: SessionView.build(chain, self.tokens_per_char),
+                                     _fold_unseen, self._lock)
+        # The step policy's state per (session, model), with the id of the plan entry it stands for: the
+        # model's last plan entry in the chain is the state, this only saves decoding it at every step.
+        self._states: dict[tuple[str, str], tuple[str | None, StepState]] = {}
         self._prefix: dict[tuple[str, str], int] = {}  # (model, prefix digest) -> tokens, as its server counts them
         self._endpoints: dict[tuple[str, str], EndpointTools] = {}
         self._rate = tokens_per_char  # the bound profile's tokens per char: an endpoint counter's fallback
@@ -91,14 +104,24 @@ class AssemblerActor:
         return self.count or tools.count, self.summarise or tools.summarise_for(self.ledger, session)
 
     def view(self, session: str) -> SessionView:
-        """The session's view, brought up to date with every entry appended since the last call."""
+        """The session's view, brought up to date with what was appended since the last call."""
+        return self._views.get(session)
+
+    def state(self, session: str, model: str) -> StepState:
+        """The step policy's state for (session, model): the model's last plan entry in the session's
+        chain, decoded once (``vak_context.context.planner.policy.state_of_entry``) and kept while it is the last."""
         with self._lock:
-            cached = self._views.get(session)
-            view, seen = cached if cached is not None else (SessionView(self.tokens_per_char), 0)
-            new = self.ledger.entries(session, seen)
-            view.add_all(new)
-            self._views[session] = (view, seen + len(new))
-            return view
+            last = self.view(session).plans.get(model)
+            cached = self._states.get((session, model))
+            if cached is not None and cached[0] == last:
+                return cached[1]
+            state = StepState()
+            if last is not None:
+                record = self.mapper.payload_of(self.ledger.get(last))
+                if isinstance(record, PlanRecord):
+                    state = state_of_entry(record)
+            self._states[(session, model)] = (last, state)
+            return state
 
     async def assemble(self, session: str, profile: CapacityProfile, step: StepRequest) -> Assembled:
         """The request for the open turn's next step (see the module docstring for when it plans)."""
@@ -108,45 +131,36 @@ class AssemblerActor:
         turn = view.index.current
         if turn is None:
             raise InvalidInput(f"session {session!r} has no open turn; append the directive first")
-        key = (session, str(profile.key))
-        budget = request_budget(profile)
-        frozen = self._frozen.get(key)
+        model = str(profile.key)
+        decision, state = decide(Asked(turn.id, profile), self.state(session, model))
         written: list[str] = []
-        plan_id: str | None = None
-        replanned = False
-        request: ChatRequest | None = None
-        size = 0
-        if frozen is not None and frozen[0] == turn.id:
-            p = frozen[1]
-            request = self._project(view, p, step)
-            size = await self._size(profile, request, count)
-            if size > budget:
-                request = None  # the turn outgrew the frozen plan: plan again at this step boundary
-        if request is None:
-            prepared = await self._prepare(session, view, profile, step, turn.ordinal, count, summarise)
-            size = await self._size(profile, prepared.request, count)
-            if count is not None and size > budget:
-                # The plan's chars × tokens_per_char undercounted: plan again at the rate just measured.
-                rate = replace(profile.tokens_per_char, value=size / max(1, request_chars(prepared.request)))
-                written = prepared.written  # a packet or reset the first plan wrote stays written
-                prepared = await self._prepare(session, view, replace(profile, tokens_per_char=rate), step,
-                                               turn.ordinal, count, summarise)
-                size = await self._size(profile, prepared.request, count)
-            p, request, written = prepared.plan, prepared.request, [*written, *prepared.written]
-            request = self._with_cache(request, view, p, step)
-            plan_id = record_plan(self.ledger, session, view, p)
-            self._views[session] = (view, self._views[session][1] + len(written) + 1)
-            self._frozen[key] = (turn.id, p)
-            replanned = True
+        while not isinstance(decision, Send):  # Asked is never answered with Send; at most two plans
+            if isinstance(decision, Project):
+                request = self._project(view, decision.plan, step)
+                size = await self._size(profile, request, count)
+                decision, state = decide(Projected(profile, size, request_chars(request), count is not None), state)
+            elif isinstance(decision, Replan):
+                prepared = await self._prepare(session, view, decision.profile, step, turn.ordinal, count, summarise)
+                written += prepared.written  # a packet or reset a plan wrote stays written
+                request = self._with_cache(prepared.request, view, prepared.plan, step)
+                size = await self._size(profile, request, count)
+                decision, state = decide(Planned(prepared.plan, profile, size, request_chars(request),
+                                                 count is not None), state)
+            else:
+                raise InvalidInput(f"the step policy asked the assembler to {type(decision).__name__}; "
+                                   "only the turn loop retries a send")
+        plan_id = record_plan(self.ledger, session, view, decision.plan) if decision.record else None
+        with self._lock:
+            self._states[(session, model)] = (view.plans.get(model), state)
         return Assembled(
             request=request,
-            plan_digest=p.digest,
+            plan_digest=decision.plan.digest,
             plan_id=plan_id,
-            replanned=replanned,
-            fidelity=fidelity_counts(p),
+            replanned=decision.record,
+            fidelity=fidelity_counts(decision.plan),
             prefix_digest=prefix_digest(step.system, step.tools),
-            estimated_tokens=size,
-            budget_tokens=budget,
+            estimated_tokens=decision.tokens,
+            budget_tokens=decision.budget,
             written=written,
         )
 
@@ -207,3 +221,10 @@ def _directive_index(request: ChatRequest, view: SessionView, p: Plan) -> int | 
     at = len(request.messages) - len(current)
     return max(0, at)
 
+
+
+def _fold_unseen(view: SessionView, entries: Sequence[StoredEntry]) -> None:
+    """Fold in what was appended since the last look, past what the view already holds: the packets,
+    resets and plans this actor wrote are folded in as it writes them (the plan after them reads them)."""
+    index = view.index
+    view.add_all(e for e in entries if index.turn_of(e.id) is None and e.id not in index.preamble)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from vak_context.agent.endpoint import ModelEndpoint
-from vak_context.agent.request import Complete, after_overflow
+from vak_context.agent.request import Complete
 from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.agent.turnrules import TurnRules, ack_id
 from vak_context.agent.workspace import Workspace
@@ -46,6 +46,7 @@ from vak_context.context.capacity.profile import (
     to_record,
 )
 from vak_context.context.history.cards import default_library
+from vak_context.context.planner.policy import GiveUp, Rejected, Retry, StepState, decide
 from vak_context.context.request.assemble import Tail, prefix_change, render_tail
 from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ToolSpec
 from vak_context.context.request.surface import Surface, find_tools_result, parse_find_tools_args
@@ -254,9 +255,11 @@ class TurnLoop:
     # ------------------------------------------------------------ one model call
 
     async def _send(self, step: StepRequest) -> tuple[Assembled, ChatResult | None, int]:
-        """Assemble and send; an over-length rejection corrects the profile, re-plans and retries once."""
-        overflows = 0
-        for _attempt in range(2):
+        """Assemble and send. An over-length rejection goes to the step policy: the profile it implies is
+        recorded and the step retried against it (the assembler plans again: the request no longer fits
+        the corrected budget), once; rejected again, the step has no result."""
+        state = StepState()
+        while True:
             assembled = await self.services.assemble(self.profile, step)
             try:
                 stream = getattr(self.provider, "complete_streaming", None) if self.on_text else None
@@ -264,13 +267,15 @@ class TurnLoop:
                     result = await stream(assembled.request, self.on_text)
                 else:
                     result = await self.provider.complete(assembled.request)
-                return assembled, await self._extend(assembled.request, result), overflows
+                return assembled, await self._extend(assembled.request, result), state.rejections
             except ContextOverflow as exc:
-                overflows += 1
-                self.profile = after_overflow(self.profile, exc, request_chars_sent=request_chars(assembled.request),
-                                              now=self.clock())
+                decision, state = decide(Rejected(self.profile, exc, request_chars(assembled.request), self.clock()),
+                                         state)
+                assert isinstance(decision, Retry | GiveUp)  # what the policy answers a rejection with
+                self.profile = decision.profile
                 await self.services.append([to_record(self.profile)])
-        return assembled, None, overflows
+                if isinstance(decision, GiveUp):
+                    return assembled, None, state.rejections
 
     async def _extend(self, request: ChatRequest, result: ChatResult) -> ChatResult:
         """A completion cut by max_tokens inside an inline call is continued (the reply so far sent back as

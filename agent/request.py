@@ -1,4 +1,4 @@
-"""The session as the planner sees it, preparing a request, and the over-length recovery (spec §4, §6).
+"""The session as the planner sees it, and preparing a request (spec §4, §6).
 
 * ``SessionView``: a session's TurnIndex kept entry by entry, with what planning needs beside it:
   each evidence body's digest (from the entry's blob), each closed turn's measured size
@@ -10,23 +10,23 @@
 * ``prepare``: plan, write what the plan needs first (the packet's summary through
   ``vak_context.agent.summarise``, or this model's reset-with-handoff of a rescue), plan again, project. A
   current turn that cannot fit even at its most compact raises ``RequestTooLarge``: nothing is sent.
-* ``complete_planned``: send; a ``ContextOverflow`` is a profile contradiction: ``verified_window``
-  becomes the rejected size, the request is planned again and sent once more.
+
+The step policy (``vak_context.context.planner.policy``) decides when a step plans, keeps its plan or plans
+again, and what profile an over-length rejection implies; the AssemblerActor and the turn loop run it.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from vak_context.context.capacity.profile import CapacityProfile, Ewma, request_chars
-from vak_context.context.capacity.tokens import estimate_tokens
+from vak_context.context.capacity.profile import CapacityProfile
 from vak_context.context.history.render import EvidenceInfo, evidence_info
 from vak_context.context.history.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
 from vak_context.context.planner.currentturn import TurnCosts, turn_costs
 from vak_context.context.planner.plan import Plan, PlanCache, PlannerState, plan
+from vak_context.context.planner.policy import plan_entry
 from vak_context.context.planner.relevance import PositionBm25, TurnScores
 from vak_context.context.planner.sizes import (
     TurnSize,
@@ -40,7 +40,7 @@ from vak_context.context.request.messages import (
     ChatResult,
     ToolSpec,
 )
-from vak_context.errors import ContextOverflow, InvalidInput, RequestTooLarge
+from vak_context.errors import InvalidInput
 from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import EvidenceBody, PlanRecord, ResetWithHandoff, TurnCard
 from vak_context.storage.contract import Ledger
@@ -171,9 +171,9 @@ class SessionView:
 
 
 def plan_record(p: Plan, head: str | None) -> PlanRecord:
-    """The ``plan`` entry: the plan, its inputs and both digests, so the request can be explained later."""
-    return PlanRecord(model=p.model, head=head, inputs=p.inputs, inputs_digest=p.inputs_digest, plan=p.to_json(),
-                      digest=p.digest)
+    """The ``plan`` entry (``vak_context.context.planner.policy.plan_entry``): the plan, its inputs and both
+    digests, so the request can be explained later and the plan decoded back after a restart."""
+    return plan_entry(p, head)
 
 
 def record_plan(ledger: Ledger, session: str, view: SessionView, p: Plan) -> str:
@@ -262,74 +262,8 @@ async def prepare(
     return Prepared(p, request, written)
 
 
-# ------------------------------------------------------------------ over-length
-
-
-def after_overflow(
-    profile: CapacityProfile, exc: ContextOverflow, *, request_chars_sent: int, now: float
-) -> CapacityProfile:
-    """The profile a rejection implies: ``verified_window`` is the rejected size (or the provider's
-    stated limit, when smaller), and the rejected prompt's real token count, when the provider said
-    it, is a tokens-per-char measurement like any other."""
-    tpc = profile.tokens_per_char
-    estimated = estimate_tokens(request_chars_sent, tpc.value)
-    rejected = exc.prompt_tokens if exc.prompt_tokens else estimated
-    if exc.prompt_tokens and request_chars_sent > 0:
-        tpc = tpc.update(exc.prompt_tokens / request_chars_sent)
-    window = rejected if not exc.limit_tokens else min(rejected, exc.limit_tokens)
-    if profile.verified_window is not None:
-        window = min(window, profile.verified_window)
-    # In the plan's own units the window must shrink below what was sent, or the same plan comes back.
-    window = min(window, max(0, estimate_tokens(request_chars_sent, tpc.value) - 1))
-    signal = f"verified_window: {window} tokens after the provider rejected a {rejected}-token request"
-    provenance = replace(
-        profile.provenance,
-        updated_at=now,
-        signals=(*profile.provenance.signals, signal)[-32:],
-    )
-    return replace(profile, verified_window=window, tokens_per_char=Ewma(tpc.value, tpc.samples), provenance=provenance)
-
-
-@dataclass
-class Completed:
-    """What a planned send came to. ``result`` is None only when the retry was over length too."""
-
-    result: ChatResult | None
-    profile: CapacityProfile  # the profile after any over-length correction: record it in the ledger
-    plan: Plan
-    request: ChatRequest
-    overflows: list[ContextOverflow] = field(default_factory=list)
+# ------------------------------------------------------------------ sending
 
 
 class Complete(Protocol):
     async def complete(self, request: ChatRequest) -> ChatResult: ...
-
-
-async def complete_planned(
-    provider: Complete,
-    profile: CapacityProfile,
-    build: Callable[[CapacityProfile], Awaitable[tuple[Plan, ChatRequest]]],
-    *,
-    clock: Callable[[], float] = time.time,
-) -> Completed:
-    """Send the planned request. On an over-length rejection: correct the profile, plan again, retry once.
-
-    Over-length is never a permanent error: it never propagates. When the retry is rejected too, or
-    the corrected window cannot hold even the current turn's most compact form (nothing is sent), the
-    turn gets no result (``result`` None) and the corrected profile, which the next turn plans against.
-    A first plan that cannot fit raises ``RequestTooLarge`` before anything is sent.
-    """
-    overflows: list[ContextOverflow] = []
-    for attempt in range(2):
-        try:
-            p, request = await build(profile)
-        except RequestTooLarge:
-            if not attempt:
-                raise  # nothing was sent: the error says what to do
-            break  # the corrected window cannot hold even the current turn's most compact form
-        try:
-            return Completed(await provider.complete(request), profile, p, request, overflows)
-        except ContextOverflow as exc:
-            overflows.append(exc)
-            profile = after_overflow(profile, exc, request_chars_sent=request_chars(request), now=clock())
-    return Completed(None, profile, p, request, overflows)

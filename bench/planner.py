@@ -271,8 +271,8 @@ def long_turn(steps: int = 140) -> None:
         end = (f"steps 1-{ct.packet_through} in a {ct.level} packet, " if ct.packet_through else "") + (
             f"to {ct.digest_through} digested, " if ct.digest_through > ct.packet_through else "") + (
             f"{ct.steps - ct.digest_through} as carried")
-        budget = p.budget.horizon - prof.output_reserve
-        print(f"{name:<14} {p.budget.horizon:>8,} {budget:>8,} {largest[name]:>8,} {over[name]:>5} {moves[name]:>6} "
+        budget = p.budget.horizon - prof.output_reserve  # request_budget: min(horizon, window − output reserve)
+        print(f"{name:<14} {prof.instruction_horizon.tokens:>8,} {budget:>8,} {largest[name]:>8,} {over[name]:>5} {moves[name]:>6} "
               f"{statistics.median(times[name]) * 1e3:>7.1f}ms  {end}")
 
 

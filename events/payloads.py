@@ -259,6 +259,9 @@ class PlanRecord(Frozen):
     inputs_digest: str
     plan: dict[str, JsonValue] = Field(default_factory=dict)
     digest: str
+    # The one plan field its JSON lacks (``Plan.rows.history_start``), so the plan decodes back from the
+    # entry with its digest (``vak_context.context.planner.policy.plan_of_entry``). None in entries written before.
+    history_start: int | None = None
 
 
 # ------------------------------------------------------------------ control messages (not turns)

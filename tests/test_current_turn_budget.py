@@ -85,7 +85,9 @@ def test_every_request_of_a_140_step_turn_fits_the_budget_with_pairs_kept_and_id
             if request_tokens(prof, request) + prof.output_reserve > p.budget.horizon]
     assert over == [], f"{len(over)} of {len(requests)} requests over the budget under {name}"
     for p, request in requests:
-        assert p.budget.horizon <= prof.instruction_horizon.tokens
+        # the prompt within the horizon, and with the output reserve within the window (request_budget)
+        assert p.budget.horizon - prof.output_reserve <= prof.instruction_horizon.tokens
+        assert p.budget.horizon <= prof.declared_window
         assert api_problems(request.messages) == []
         ct = p.current_turn
         assert ct is not None and ct.tokens <= ct.room
@@ -131,7 +133,7 @@ async def test_a_turn_that_cannot_fit_even_at_its_smallest_is_refused_with_what_
     for _ in lt.steps():
         pass
     current = len(lt.view.index.turns)
-    tiny = _profile("tiny", 700, 8_192, 256)
+    tiny = _profile("tiny", 444, 8_192, 256)  # a 444-token prompt at most: the output reserve is beside it
     with pytest.raises(RequestTooLarge) as err:
         lt.view.plan(tiny, "", prefix_tokens=prefix_tokens(tiny, SYSTEM), tail_tokens=0, current=current)
     message = str(err.value)

@@ -1,42 +1,51 @@
 """Over-length recovery (spec §4) and the rescue, around the planner: scripted llama.cpp replies.
 
-The provider is the real OpenAI-compatible adapter over ``httpx.MockTransport`` answering with the
-bodies the local llama.cpp server sends (``tests/provider_bodies/openai_compat.json``).
+The over-length cases run the retry the turn loop runs: a real ``TurnLoop`` over a ledger session of
+14 turns, its AssemblerActor planning (with a summariser for the packets a smaller window needs), the
+step policy (``vak_context.context.planner.policy``) answering each rejection. The provider is the real
+OpenAI-compatible adapter over ``httpx.MockTransport`` answering with the bodies the local llama.cpp
+server sends (``tests/provider_bodies/openai_compat.json``).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 from pydantic import BaseModel
 
 from tests.provider_bodies.wire import body
 from tests.test_planner import TOPICS, body_for
+from vak_context.actors.assembler import AssemblerActor
 from vak_context.actors.evidence import EvidenceActor
-from vak_context.agent.request import (
-    Completed,
-    Prepared,
-    SessionView,
-    after_overflow,
-    complete_planned,
-    prepare,
-)
+from vak_context.actors.local_services import InProcessServices
+from vak_context.agent.loop import TurnConfig, TurnLoop, TurnReport
+from vak_context.agent.request import SessionView, prepare
 from vak_context.agent.summarise import Summariser, write_packet
-from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.capacity.profile import (
+    CapacityProfile,
+    Ewma,
+    Horizon,
+    ProfileKey,
+    from_record,
+    request_budget,
+)
+from vak_context.context.evidence.digest import RECALL_TOOL
 from vak_context.context.history.packets import SUMMARISER_SYSTEM
-from vak_context.context.history.render import api_problems
 from vak_context.context.planner.plan import Plan
-from vak_context.context.request.assemble import request_tokens
-from vak_context.context.request.messages import ChatRequest
+from vak_context.context.planner.policy import GiveUp, Rejected, Retry, StepState, decide
+from vak_context.context.request.surface import Surface, ToolDecl
 from vak_context.errors import ContextOverflow
-from vak_context.events.payloads import ResetWithHandoff
+from vak_context.events.envelope import Mapper
+from vak_context.events.payloads import CapacityProfileRecord, PlanRecord, ResetWithHandoff
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.openai_compat import OpenAICompatProvider
 from vak_context.storage.ledger import LedgerStore
 
-
+DIRECTIVE = "And what about the copper price?"
 def _profile(horizon: int, window: int, *, tpc: float = 0.25, out: int = 256) -> CapacityProfile:
     return CapacityProfile(
         key=ProfileKey("local", "smollm2"),
@@ -110,8 +119,21 @@ def _overflow(prompt: int, n_ctx: int) -> dict[str, object]:
     return reply
 
 
-async def _run(server: Server, root: Path, prof: CapacityProfile, turns: int = 14) -> tuple[Completed, SessionView]:
-    store, view = _ledger_session(root, turns)
+@dataclass
+class Turn:
+    """What one turn of the loop came to, and what it wrote."""
+
+    report: TurnReport
+    profiles: list[CapacityProfile]  # the capacity_profile entries the turn wrote, in order
+    plans: list[PlanRecord]  # the plan entries it wrote
+    kinds: list[str]  # every entry the turn wrote, by kind
+    activities: list[str]
+
+
+async def _turn(server: Server, root: Path, prof: CapacityProfile, turns: int = 14) -> Turn:
+    """One turn of the real loop after ``turns`` recorded turns: assembler, step policy, provider."""
+    store, _view = _ledger_session(root, turns)
+    before = len(store.entries("s"))
     async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as client:
         provider = OpenAICompatProvider(client, base_url="http://127.0.0.1:9/v1", retry=RetryPolicy(attempts=1))
         summariser = Summariser(provider, "smollm2", window_tokens=8192)
@@ -119,53 +141,80 @@ async def _run(server: Server, root: Path, prof: CapacityProfile, turns: int = 1
         async def summarise(v: SessionView, p: Plan) -> list[str]:
             return await write_packet(store, "s", v, p, summariser)
 
-        async def build(profile: CapacityProfile) -> tuple[Plan, ChatRequest]:
-            prep: Prepared = await prepare(
-                view, profile, "And what about the copper price?", ledger=store, session="s", summarise=summarise,
-                model="smollm2", system="You are an agent. " * 20,
-            )
-            return prep.plan, prep.request
-
-        done = await complete_planned(provider, prof, build, clock=lambda: 1_000.0)
+        assembler = AssemblerActor(str(store.root), store, summarise=summarise)
+        config = TurnConfig(model="smollm2", provider="openai-compat", system="You are an agent. " * 20,
+                            surface=Surface.build([ToolDecl(RECALL_TOOL, always_loaded=True)]), max_steps=2,
+                            max_tokens=64)
+        loop = TurnLoop(InProcessServices(store, "s", assembler=assembler), provider, prof, config,
+                        clock=lambda: 1_000.0)
+        report = await loop.run(DIRECTIVE)
+    mapper = Mapper()
+    written = [(e.kind, mapper.payload_of(e)) for e in store.entries("s")[before:]]
     store.close()
-    return done, view
+    return Turn(
+        report=report,
+        profiles=[from_record(p) for _, p in written if isinstance(p, CapacityProfileRecord)],
+        plans=[p for _, p in written if isinstance(p, PlanRecord)],
+        kinds=[k for k, _ in written],
+        activities=[getattr(p, "activity", "") for k, p in written if k == "activity"],
+    )
+
+
+def _budget(plan: PlanRecord) -> dict[str, Any]:
+    out: dict[str, Any] = plan.plan["budget"]  # type: ignore[assignment]  # the plan's Budget, as JSON
+    return out
 
 
 async def test_an_overflow_sets_the_verified_window_replans_smaller_and_retries_once(tmp_path: Path) -> None:
-    # The metadata said 100k, the server holds 2,048 tokens, and it counts more tokens than we estimated.
+    """The metadata said 100k, the server holds 2,048 tokens and counts more tokens than estimated: the
+    profile the rejection implies is recorded, the step is planned again against it (its older turns in a
+    packet) and sent once more, smaller, within the corrected budget."""
     prof = _profile(100_000, 100_000)
     server = Server((400, _overflow(9_000, 2_048)), (200, body("openai_compat", "llamacpp_chat_repeat")))
-    done, _view = await _run(server, tmp_path / "ledger", prof)
-    assert done.result is not None and done.result.text
-    assert len(done.overflows) == 1 and done.overflows[0].prompt_tokens == 9_000
-    fixed = done.profile
+    turn = await _turn(server, tmp_path / "ledger", prof)
+    report = turn.report
+    assert report.outcome == "completed" and report.answer
+    [step] = report.steps
+    assert step.overflows == 1 and step.replanned
+    fixed = turn.profiles[0]  # recorded before the retry was planned
     assert fixed.verified_window == 2_048  # the provider's stated limit, below the rejected 9,000
     assert fixed.tokens_per_char.value > prof.tokens_per_char.value  # the rejection measured real tokens
     assert any("verified_window: 2048" in s for s in fixed.provenance.signals)
     first, second = server.sent
-    assert len(json.dumps(second)) < len(json.dumps(first))
-    request = done.request
-    assert request_tokens(fixed, request) + fixed.output_reserve <= 2_048
-    assert api_problems(request.messages) == []
-    assert done.plan.budget.horizon == 2_048
+    assert len(json.dumps(second)) < len(json.dumps(first)) / 2
+    # Two plans: the first step's, then the retry's against the corrected profile (its budget the one budget).
+    assert len(turn.plans) == 2 and _budget(turn.plans[0])["horizon"] == 100_000
+    assert _budget(turn.plans[1])["horizon"] == 2_048 and turn.plans[1].plan["packet"] is not None
+    assert step.budget_tokens == request_budget(fixed) == 2_048 - 256
+    assert step.estimated_tokens <= step.budget_tokens
 
 
 async def test_a_second_overflow_is_never_a_permanent_error(tmp_path: Path) -> None:
+    """Rejected again after the retry: no exception, the turn has no answer and closes failed, and the
+    corrected profile is recorded for the next turn to plan against."""
     prof = _profile(100_000, 100_000)
     server = Server((400, _overflow(9_000, 4_096)), (400, _overflow(3_900, 3_000)))
-    done, _view = await _run(server, tmp_path / "ledger", prof)  # no exception
-    assert done.result is None and len(done.overflows) == 2
-    assert done.profile.verified_window == 3_000  # the next turn plans for this
+    turn = await _turn(server, tmp_path / "ledger", prof)  # no exception
+    assert turn.report.outcome == "failed" and "twice" in turn.report.answer and turn.report.steps == []
+    assert len(server.sent) == 2
+    assert [p.verified_window for p in turn.profiles] == [4_096, 3_000]
+    assert turn.report.profile.verified_window == 3_000  # the next turn plans for this
+    assert turn.kinds[-1] == "turn_card"
 
 
 def test_after_overflow_without_sizes_shrinks_below_what_was_sent() -> None:
+    """The policy's answer to a rejection without sizes: a window below what was sent, then (rejected
+    again, with the provider's count) a smaller one still, and no third send."""
     prof = _profile(100_000, 100_000)
     sent = 40_000  # characters: 10,000 tokens at 0.25
-    fixed = after_overflow(prof, ContextOverflow("too long", prompt_tokens=None), request_chars_sent=sent, now=5.0)
+    first, state = decide(Rejected(prof, ContextOverflow("too long", prompt_tokens=None), sent, 5.0), StepState())
+    assert isinstance(first, Retry)
+    fixed = first.profile
     assert fixed.verified_window == 9_999 and fixed.tokens_per_char == prof.tokens_per_char
     assert fixed.provenance.updated_at == 5.0
-    again = after_overflow(fixed, ContextOverflow("still", prompt_tokens=12_000), request_chars_sent=30_000, now=6.0)
-    assert again.verified_window is not None and again.verified_window < fixed.verified_window
+    again, state = decide(Rejected(fixed, ContextOverflow("still", prompt_tokens=12_000), 30_000, 6.0), state)
+    assert isinstance(again, GiveUp) and state.rejections == 2
+    assert again.profile.verified_window is not None and again.profile.verified_window < 9_999
 
 
 async def test_no_usable_horizon_writes_the_reset_with_handoff_and_sends_the_current_turn(tmp_path: Path) -> None:
@@ -203,9 +252,11 @@ async def test_no_usable_horizon_writes_the_reset_with_handoff_and_sends_the_cur
 
 async def test_a_retry_that_cannot_fit_even_the_current_turn_is_not_sent(tmp_path: Path) -> None:
     """After an over-length reply whose stated limit (100 tokens) cannot hold even the current turn,
-    the retry is not sent: no result, the corrected profile, one request on the wire."""
+    the retry is not sent: the turn fails as too large, one request on the wire, the corrected profile
+    recorded."""
     prof = _profile(100_000, 100_000)
     server = Server((400, _overflow(9_000, 100)))
-    done, _view = await _run(server, tmp_path / "ledger", prof)
-    assert done.result is None and len(done.overflows) == 1 and len(server.sent) == 1
-    assert done.profile.verified_window == 100
+    turn = await _turn(server, tmp_path / "ledger", prof)
+    assert turn.report.outcome == "failed" and "cannot fit" in turn.report.answer and len(server.sent) == 1
+    assert [p.verified_window for p in turn.profiles] == [100]
+    assert "turn.request_too_large" in turn.activities and len(turn.plans) == 1

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tests.test_planner import SessionBuilder
-from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey, request_budget
 from vak_context.context.history.packets import compaction_payload
 from vak_context.context.history.render import VERBATIM_CHARS, api_problems
 from vak_context.context.history.turncard import short_id
@@ -127,11 +127,9 @@ def _check(b: SessionBuilder, prof: CapacityProfile, system: str, tail: str, dir
         p = b.view.plan(prof, directive, prefix_tokens=pre, tail_tokens=tail_n)
     except RequestTooLarge as exc:  # nothing to send: not even the directive fits beside the prefix
         event("refused")
-        window = prof.verified_window if prof.verified_window is not None else prof.declared_window
-        horizon = window if prof.instruction_horizon.tokens <= 0 or prof.usable_window <= 0 else min(
-            prof.instruction_horizon.tokens, window)
+        rescue = prof.instruction_horizon.tokens <= 0 or request_budget(prof) <= 0
         assert exc.needed == math.ceil(len(directive) * prof.tokens_per_char.value)
-        assert exc.available < exc.needed and exc.available <= horizon - pre - tail_n - prof.output_reserve
+        assert exc.available < exc.needed and exc.available <= request_budget(prof, rescue=rescue) - pre - tail_n
         return
     if p.packet is not None and p.packet.needs_summary:  # the summariser writes at most its room
         words = max(1, int(p.packet.summary_tokens / prof.tokens_per_char.value) // 8)
@@ -161,9 +159,10 @@ def _check(b: SessionBuilder, prof: CapacityProfile, system: str, tail: str, dir
     text = json.dumps(request.model_dump(mode="json"), ensure_ascii=False)
     if not p.rescue:
         assert p.budget.history <= max(p.budget.budget, 0)
-        # the request never exceeds the horizon
-        assert request_tokens(prof, request) + prof.output_reserve <= p.budget.horizon
-        assert p.budget.horizon <= prof.instruction_horizon.tokens
+        # the prompt never exceeds the horizon, nor with the output reserve the window (request_budget)
+        assert request_tokens(prof, request) <= request_budget(prof) == p.budget.horizon - prof.output_reserve
+        assert request_budget(prof) <= prof.instruction_horizon.tokens
+        assert request_budget(prof) + prof.output_reserve <= prof.declared_window
     else:
         assert p.budget.history == 0 and p.packet is None
 

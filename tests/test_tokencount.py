@@ -18,12 +18,19 @@ from typing import Any
 import httpx
 import pytest
 
-from vak_context.actors.assembler import AssemblerActor, request_budget
+from vak_context.actors.assembler import AssemblerActor
 from vak_context.actors.local_services import InProcessServices
 from vak_context.agent.loop import TurnConfig, TurnLoop
 from vak_context.agent.steps import StepRequest
 from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
-from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars
+from vak_context.context.capacity.profile import (
+    CapacityProfile,
+    Ewma,
+    Horizon,
+    ProfileKey,
+    request_budget,
+    request_chars,
+)
 from vak_context.context.evidence.digest import RECALL_TOOL
 from vak_context.context.request.assemble import Tail, render_tail, system_prompt
 from vak_context.context.request.messages import (

@@ -135,9 +135,19 @@ class CapacityProfile:
 
     @property
     def usable_window(self) -> int:
-        """The largest prompt to plan for: the horizon, never past the verified or declared window."""
-        limit = self.verified_window if self.verified_window is not None else self.declared_window
-        return max(0, min(self.instruction_horizon.tokens, limit - self.output_reserve))
+        """The largest prompt to plan for (``request_budget``)."""
+        return request_budget(self)
+
+
+def request_budget(profile: CapacityProfile, *, rescue: bool = False) -> int:
+    """The most tokens a request's prompt may carry: the one budget the planner, the assembler and the
+    profile use. A prompt may be as large as the instruction horizon, and the prompt with the output
+    reserve beside it must fit the window: ``min(h, window − out)``. The window is the verified one when
+    there is one (a verified 0 is a measurement: nothing fits), else the declared one. ``rescue``: a
+    profile with no usable horizon sends the current turn against the window alone, ``window − out``."""
+    window = profile.verified_window if profile.verified_window is not None else profile.declared_window
+    room = window - profile.output_reserve
+    return max(0, room if rescue else min(profile.instruction_horizon.tokens, room))
 
 
 # ---------------------------------------------------------------------- metadata

@@ -7,9 +7,10 @@ autoscaling policy that returns its decision and its new state).
 
 Budget::
 
-    budget = horizon − prefix − tail − output_reserve − handoff − current_turn_reserve
+    budget = min(horizon, window − output_reserve) − prefix − tail − handoff − current_turn_reserve
 
-``horizon`` is the instruction horizon, never past the verified (or declared) window; ``handoff``
+a prompt may be as large as the instruction horizon, and with the output reserve beside it must fit
+the verified (or declared) window (``vak_context.context.capacity.profile.request_budget``); ``handoff`` is
 the reset this model's plan starts after. ``current_turn_reserve`` is what the history leaves for
 the current turn (``vak_context.context.planner.currentturn.current_reserve``): an EWMA (α 0.3) of the sizes past turns
 had while current, held to half of what is left, doubled while the current turn is larger, up to

@@ -142,7 +142,7 @@ class ResetPlan:
 
 @dataclass(frozen=True)
 class Budget:
-    horizon: int
+    horizon: int  # what the prompt and the output reserve may total: request_budget + output_reserve
     prefix: int
     tail: int
     output_reserve: int

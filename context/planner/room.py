@@ -1,7 +1,10 @@
 """What a request leaves the history (``vak_context.context.planner.plan``'s budget): the inputs checked, the reset
 the plan starts after, the current turn's reserve, and a recorded mid-turn compaction to reuse. Pure.
 
-    budget = horizon − prefix − tail − output_reserve − handoff − current_turn_reserve
+    budget = min(h, window − output_reserve) − prefix − tail − handoff − current_turn_reserve
+
+``min(h, window − output_reserve)`` is ``vak_context.context.capacity.profile.request_budget``, the one budget
+(the assembler checks each request against it too).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from vak_context.context.capacity.profile import CapacityProfile
+from vak_context.context.capacity.profile import CapacityProfile, request_budget
 from vak_context.context.capacity.tokens import estimate_tokens
 from vak_context.context.history.packets import midturn_packet, render_handoff, render_stored
 from vak_context.context.history.render import EvidenceInfo
@@ -61,7 +64,9 @@ class Request:
 
 @dataclass(frozen=True)
 class Room:
-    """The budget arithmetic: ``start`` turns are behind the reset the plan starts after."""
+    """The budget arithmetic: ``start`` turns are behind the reset the plan starts after. ``horizon`` is
+    what the prompt and the output reserve may total, ``request_budget + out``, so the plan's ``Budget``
+    keeps ``budget = horizon − prefix − tail − output_reserve − current_turn_reserve``."""
 
     horizon: int
     out: int
@@ -116,20 +121,17 @@ def _check_tokens(name: str, value: object) -> int:
 def room_of(index: TurnIndex, profile: CapacityProfile, req: Request, state: PlannerState) -> Room:
     """The horizon (the window, for a rescue), the reset's handoff, and the reserve for the current
     turn; ``RequestTooLarge`` when even its most compact form does not fit."""
-    h = profile.instruction_horizon.tokens
-    window = profile.verified_window if profile.verified_window is not None else profile.declared_window
     out = profile.output_reserve
     rescue = ""
-    if h <= 0 or profile.usable_window <= 0:
+    if profile.instruction_horizon.tokens <= 0 or request_budget(profile) <= 0:
         rescue = f"no usable horizon: {req.key} followed the instruction at no probed size"
-        horizon = max(0, window)  # the rescue sends the current turn alone, against the window
-    else:
-        horizon = max(0, min(h, window))
+    prompt = request_budget(profile, rescue=bool(rescue))  # a rescue: the current turn alone, against the window
+    horizon = prompt + out  # what the prompt and the output reserve may total
     start, mark = reset_start(index, req.end, req.key)
     reset = None
     if mark is not None and mark.turns:
         reset = ResetPlan(mark.id, mark.turns, estimate_tokens(len(render_handoff(mark.turns, mark.handoff)), req.tpc))
-    available = horizon - req.prefix - req.tail - out - (reset.tokens if reset else 0)
+    available = prompt - req.prefix - req.tail - (reset.tokens if reset else 0)
     if req.minimum > available:
         raise RequestTooLarge(_too_large(req, horizon, out, reset), needed=req.minimum, available=available)
     reserve = current_reserve(state.current_turn_reserve, req.directive_tokens, req.whole, req.minimum, available)
