@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import sys
 import tempfile
 import threading
@@ -30,6 +31,7 @@ from typing import Any
 # tree kept the CLI, the main job and the farm in one folder, `farm`.
 LAYERS = ("vak", "events", "context", "storage", "providers", "agent", "actors", "sessions", "importers",
           "engine", "farm", "cli")
+OLD_LIVE_MODULE = "farm.chat"  # where LiveSession lived before the namespace (issue 22)
 RANK = {name: i for i, name in enumerate(LAYERS)}
 RANK["providers"] = RANK["storage"]  # side by side: neither imports the other
 RANK["importers"] = RANK["sessions"]
@@ -86,9 +88,9 @@ class StepTracer:
 async def traced_step(root: Path, model: str, directive: str) -> StepTracer:
     if (root / "engine" / "live.py").is_file():
         from vak_context.engine.live import LiveSession
-    else:  # the older tree: bare folder names on sys.path
+    else:  # the older tree (before the namespace): its folders import by their bare names
         sys.path.insert(0, str(root))
-        from farm.chat import LiveSession  # type: ignore[import-not-found,no-redef]
+        LiveSession = importlib.import_module(OLD_LIVE_MODULE).LiveSession
     tracer = StepTracer(root)
 
     def first_step(_step: Any) -> None:
