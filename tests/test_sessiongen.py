@@ -1,14 +1,14 @@
-"""The session generator (vak_context.farm.sessiongen) is a pure function of its seed: golden digests pin it."""
+"""The session generator (vak_context.sessions.generator) is a pure function of its seed: golden digests pin it."""
 
 from __future__ import annotations
 
 import blake3
 import pytest
 
-from vak_context.farm.sessiongen import generate_session
+from vak_context.sessions.generator import generate_session
 
 # Taken from the generator when its text became the repository's files (issue 22 item 8: directives about
-# files that exist, real tool results over farm/session-corpus/, answers quoting them). Entry ids chain
+# files that exist, real tool results over sessions/text-corpus/, answers quoting them). Entry ids chain
 # every payload's canonical bytes to its parent, so a digest of the ids and blobs covers every byte a
 # session holds. A change here means sessions written from the same seed differ from before.
 GOLDEN = {

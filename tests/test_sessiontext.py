@@ -1,6 +1,6 @@
 """The main job's generated session reads as a real one (issue 22 item 8): its directives ask about files
 that exist, every tool result is what that tool or command returns over the repository's files (the
-snapshot shipped in farm/session-corpus/, or the workspace `vak run` is given), its answers quote those
+snapshot shipped in sessions/text-corpus/, or the workspace `vak run` is given), its answers quote those
 results, and none of it is the filler the generator once wrote ("Packet turn replay segment arrow ...")."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from vak_context.agent.workspace import Workspace
+from vak_context.cli.mainjob import run_main_job
 from vak_context.errors import ToolFailure
 from vak_context.events.payloads import (
     AssistantStep,
@@ -33,9 +34,8 @@ from vak_context.events.payloads import (
     ToolUseBlock,
     TurnCard,
 )
-from vak_context.farm.mainjob import run_main_job
-from vak_context.farm.sessiongen import generate_session
-from vak_context.farm.sessiontext import DOCS, RECORDED, SNAPSHOT, named_files, sections
+from vak_context.sessions.generator import generate_session
+from vak_context.sessions.text import DOCS, RECORDED, SNAPSHOT, named_files, sections
 
 # The generator's old word list: every sentence it wrote was a run of these (tests pin that none is left).
 FILLER = frozenset("ledger segment commit batch model token window horizon probe cache prefix digest evidence "
