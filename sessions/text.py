@@ -29,7 +29,7 @@ from vak_context.agent.workspace import Workspace
 from vak_context.bm25 import Bm25Index, best_first
 from vak_context.errors import ToolFailure
 
-CORPUS = Path(__file__).resolve().with_name("session-corpus")
+CORPUS = Path(__file__).resolve().with_name("text-corpus")
 SNAPSHOT = CORPUS / "workspace"  # copies of the repository's files, taken at commit bc6cee0
 RECORDED = CORPUS / "recorded"  # real command runs: "$ <command>", "[exit N]", then the output as printed
 DOCS = ("README.md", "docs/ARCHITECTURE.md", "docs/CAPACITY.md", "docs/EVIDENCE.md", "docs/LEDGER_FORMAT.md",
