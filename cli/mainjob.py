@@ -6,8 +6,10 @@
 3. Runs three live turns with that model through the whole engine, on Ray (Ledger, Assembler and
    Evidence actors), with the current folder (the project's source) as the read-only workspace: per step
    the plan, prompt and cached tokens and the prefix digest, then each turn's answer.
-4. Writes a realistic agent session from the project's session generator, verifies the hash chain, and
-   prints a summary (sessions, turns, entries by kind, bytes, head), then its turns, cards and digests.
+4. Writes a realistic agent session from the project's session generator (its directives, tool results and
+   answers are about the workspace's files, or a snapshot of this repository's when the workspace is another
+   folder), verifies the hash chain, and prints a summary (sessions, turns, entries by kind, bytes, head),
+   then its turns, cards and digests.
 5. Plans that session under the local model's measured profile and under a large (frontier) profile,
    side by side: which turns are Full, cards or packet, and the tokens of each.
 """
@@ -91,7 +93,7 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
         profile = measure_profile(local_model, base_url, api_key, append, out)
         live = run_live_turns(ledger, f"{session}-live", local_model, base_url, api_key, profile,
                               workspace or Path.cwd(), live_turns, out) if local_model and live_turns else []
-    gen = generate_session(seed=seed, turns=turns, append=append)
+    gen = generate_session(seed=seed, turns=turns, append=append, workspace=workspace or Path.cwd())
     report = client.verify().as_dict()
     client.checkpoint()  # seal segments so plain Arrow readers see everything
     stats = client.stats().as_dict()

@@ -1,9 +1,11 @@
 """The project's own session generator: realistic agent sessions, deterministic from a seed.
 
-Turns carry web-search results, file reads, command output (some over the 30,000-character window),
-JSON API responses, tool errors and emitted cards, with receipts, turn cards and control messages
-between them, at the sizes real sessions show (see the recorded sessions' README in shared/data).
-Every entry kind of the event model appears at least once in a session of six or more turns.
+Each turn asks about a file of this repository and carries what the tools return over the real files
+(``vak_context.sessions.text``): docs-search results, file reads and listings, command output (some
+over the 30,000-character window), JSON, tool errors and an emitted card, then an answer that quotes
+them, with receipts, turn cards and control messages between, at the sizes real sessions show (see the
+recorded sessions' README in shared/data). Every entry kind of the event model appears at least once in
+a session of six or more turns.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import blake3
 from pydantic import BaseModel
@@ -50,19 +53,12 @@ from vak_context.events.payloads import (
     Usage,
     WorkContract,
 )
+from vak_context.sessions.text import Call, Corpus, Topic, quote, said, session_corpus, thought, topics
 
 AppendFn = Callable[[BaseModel, bytes | None], str]
 
-_TOPICS = [
-    ("copper prices", "commodities", "What is the copper price trend this quarter and what drives it?"),
-    ("the ledger module", "code", "Read storage/ledger.py and explain how group commit works."),
-    ("flaky tests", "code", "Run the test suite and tell me which tests fail and why."),
-    ("airline booking", "travel", "Find my reservation ABC123 and list the flights in it."),
-    ("Rust vs Go for a queue", "engineering", "Compare Rust and Go for building a message queue."),
-    ("the quarterly report", "finance", "Summarise the revenue table from the quarterly report JSON."),
-    ("a failing deploy", "ops", "Why did the last deploy fail? Check the logs."),
-    ("vector databases", "research", "Research open-source vector databases and give me a comparison table."),
-]
+# sessions/longturn.py's synthetic coding turn (the planner bench's, pinned by tests/planner_golden.json and
+# sized by the current-turn budget tests) still builds its steps from these; generate_session does not.
 _WORDS = ("ledger segment commit batch model token window horizon probe cache prefix digest evidence "
           "turn card packet planner actor session arrow schema replay budget latency throughput").split()
 
@@ -77,19 +73,6 @@ class GeneratedSession:
 def _sentence(rng: random.Random, n: int = 12) -> str:
     words = [rng.choice(_WORDS) for _ in range(n)]
     return " ".join(words).capitalize() + "."
-
-
-def _search_results(rng: random.Random, topic: str) -> str:
-    hits = []
-    for i in range(rng.randint(6, 10)):
-        slug = "-".join(topic.lower().split()[:3])
-        hits.append({
-            "title": f"{topic.title()}: {_sentence(rng, 5)[:-1]}",
-            "url": f"https://example{i}.org/{slug}/{rng.randint(1000, 9999)}",
-            "content": " ".join(_sentence(rng, 20) for _ in range(rng.randint(4, 10))),
-            "score": round(rng.random(), 3),
-        })
-    return json.dumps({"query": topic, "results": hits}, indent=2)
 
 
 def _file_read(rng: random.Random, lines: int) -> str:
@@ -109,12 +92,6 @@ def _command_output(rng: random.Random, lines: int, exit_code: int) -> str:
     out.append(f"==================== {lines} passed in {rng.uniform(1, 90):.2f}s ====================")
     out.append(f"exit code: {exit_code}")
     return "\n".join(out)
-
-
-def _json_body(rng: random.Random) -> str:
-    rows = [{"quarter": f"Q{q}", "region": rng.choice(["EU", "US", "APAC"]), "revenue": rng.randint(10**5, 10**7),
-             "growth": round(rng.uniform(-0.2, 0.4), 3), "notes": _sentence(rng, 10)} for q in range(1, 60)]
-    return json.dumps({"report": "quarterly", "currency": "EUR", "rows": rows, "meta": {"generated": "2026-10-01"}})
 
 
 class _Writer:
@@ -143,34 +120,40 @@ def standalone_append() -> AppendFn:
 
 
 def generate_session(seed: int = 0, turns: int = 12, append: AppendFn | None = None,
-                     model: str = "local:smollm2") -> GeneratedSession:
-    """Write a realistic session through ``append`` (payload, blob) -> id, and return what was written."""
+                     model: str = "local:smollm2", workspace: Path | None = None) -> GeneratedSession:
+    """Write a realistic session through ``append`` (payload, blob) -> id, and return what was written.
+
+    Its text is about this repository (``vak_context.sessions.text``): read from ``workspace`` when it
+    holds the files the directives ask about, else from the snapshot shipped with the package (the
+    default, which never changes with the repository)."""
     rng = random.Random(seed)
+    corpus = session_corpus(workspace)
     out = GeneratedSession()
     put = _Writer(append or standalone_append(), out)
     _preamble(put)
     turn_ids: list[str] = []
     turn_evidence: list[list[str]] = []
+    answers: list[str] = []
     for t in range(turns):
-        topic, domain, question = _TOPICS[(seed + t) % len(_TOPICS)]
-        turn_id = put(Directive(text=question))
+        topic = topics()[(seed + t) % len(topics())]
+        turn_id = put(Directive(text=topic.question))
         turn_ids.append(turn_id)
         kinds = rng.sample(["search", "read", "command", "json", "error"], k=rng.randint(1, 3))
-        evidence, trace = _tool_steps(put, rng, t, kinds, topic, model)
-        turn_evidence.append(evidence)
+        steps = _tool_steps(put, rng, corpus, t, kinds, topic, model)
+        turn_evidence.append([s.evidence_id for s in steps])
         refs: list[PresentationRef] = []
         if t % 2 == 0:
-            refs.append(_emit_card(put, rng, t, turn_id, topic, evidence, model))
-        _answer(put, rng, turn_id, question, domain, topic, trace, refs, degraded="error" in kinds, model=model)
-        _controls(put, rng, t, turns, question, refs, turn_ids, turn_evidence, model)
+            refs.append(_emit_card(put, t, turn_id, topic, steps, model))
+        answers.append(_answer(put, rng, turn_id, topic, steps, refs, model=model))
+        _controls(put, t, turns, topic.question, refs, turn_ids, turn_evidence, answers, model)
         out.turns += 1
     return out
 
 
 def _preamble(put: _Writer) -> None:
     """What a session holds before its first turn: intent, work contract and a capacity profile."""
-    put(IntentNote(text="Help the user with research and code tasks; prefer cards for answers."))
-    put(WorkContract(text="Answer each directive with evidence; cite sources."))
+    put(IntentNote(text="Help the user understand and change this repository; prefer cards for answers."))
+    put(WorkContract(text="Answer each directive from the workspace's files; quote what you cite."))
     put(CapacityProfileRecord(
         provider="local", model="smollm2", quantisation="Q4_1", declared_window=8192, verified_window=8192,
         instruction_horizon=HorizonRecord(tokens=4096, confidence=0.6, last_confirmed=0.0),
@@ -179,48 +162,66 @@ def _preamble(put: _Writer) -> None:
     ))
 
 
-def _tool_steps(put: _Writer, rng: random.Random, t: int, kinds: list[str], topic: str,
-                model: str) -> tuple[list[str], list[TraceLine]]:
-    """One tool call per kind: the step, its receipt, the evidence body and the result the model reads.
-    Returns the turn's evidence ids and its trace lines."""
-    evidence: list[str] = []
-    trace: list[TraceLine] = []
+@dataclass(frozen=True)
+class _Step:
+    """One tool call of a turn, what it returned and where that is stored."""
+
+    kind: str
+    call: Call
+    body: str
+    is_error: bool
+    evidence_id: str
+
+
+def _tool_steps(put: _Writer, rng: random.Random, corpus: Corpus, t: int, kinds: list[str], topic: Topic,
+                model: str) -> list[_Step]:
+    """One tool call per kind: the step, its receipt, the evidence body and the result the model reads."""
+    steps: list[_Step] = []
     for k, kind in enumerate(kinds):
         call_id = f"call_{t}_{k}"
-        name, args, body, is_error = _tool_call(rng, kind, topic)
-        step = put(AssistantStep(blocks=(ThinkingBlock(thinking=_sentence(rng, 15)),
-                                         ToolUseBlock(id=call_id, name=name, input=args)),
+        call = topic.call(kind, results=rng.randint(6, 10))
+        body, is_error = corpus.run(call)
+        step = put(AssistantStep(blocks=(ThinkingBlock(thinking=thought(call, topic)),
+                                         ToolUseBlock(id=call_id, name=call.name, input=call.args)),
                                  model=model, provider="local", stop_reason="tool_use"))
         put(_receipt(rng, model, step))
         data = body.encode()
-        ev = put(EvidenceBody(tool_use_id=call_id, tool_name=name, chars=len(body), bytes=len(data),
+        ev = put(EvidenceBody(tool_use_id=call_id, tool_name=call.name, chars=len(body), bytes=len(data),
                               is_error=is_error, media_type="application/json" if kind in {"json", "search"}
                               else "text/plain"), data)
         carried = window(body, ev)  # as the EvidenceActor carries it: no blind cut (issue 9 item 1)
-        put(ToolResult(tool_use_id=call_id, tool_name=name, content=carried.text, is_error=is_error,
+        put(ToolResult(tool_use_id=call_id, tool_name=call.name, content=carried.text, is_error=is_error,
                        evidence_id=ev, windowed=carried.windowed))
-        evidence.append(ev)
-        trace.append(TraceLine(tool=name, args_digest=canonical.encode(args).decode()[:80], evidence_id=ev,
-                               shape=kind))
-    return evidence, trace
+        steps.append(_Step(kind, call, body, is_error, ev))
+    return steps
 
 
-def _answer(put: _Writer, rng: random.Random, turn_id: str, question: str, domain: str, topic: str,
-            trace: list[TraceLine], refs: list[PresentationRef], *, degraded: bool, model: str) -> None:
-    """The turn's final step (narration), its receipt and its turn card."""
-    narration = " ".join(_sentence(rng, rng.randint(8, 20)) for _ in range(rng.randint(1, 5)))
+def _narration(rng: random.Random, topic: Topic, steps: list[_Step]) -> str:
+    """The answer: a lead, then what each result said, quoted verbatim."""
+    lead = rng.choice(("Here is what the workspace says.", "From what I read:", "Quoting the results:"))
+    return " ".join((lead, *(said(s.call, quote(s.call, s.body, topic.term, is_error=s.is_error), is_error=s.is_error)
+                             for s in steps)))
+
+
+def _answer(put: _Writer, rng: random.Random, turn_id: str, topic: Topic, steps: list[_Step],
+            refs: list[PresentationRef], *, model: str) -> str:
+    """The turn's final step (narration), its receipt and its turn card; returns the narration."""
+    narration = _narration(rng, topic, steps)
     final = put(AssistantStep(blocks=(TextBlock(text=narration),), model=model, provider="local",
                               stop_reason="end_turn"))
     put(_receipt(rng, model, final))
-    put(TurnCard(turn_id=turn_id, asked=question, did=tuple(trace),
+    trace = tuple(TraceLine(tool=s.call.name, args_digest=canonical.encode(s.call.args).decode()[:80],
+                            evidence_id=s.evidence_id, shape=s.kind) for s in steps)
+    put(TurnCard(turn_id=turn_id, asked=topic.question, did=trace,
                  answered=Answer(presentations=tuple(refs), narration=narration),
-                 outcome="degraded" if degraded else "completed",
-                 reading=ReadingKey(act="answer", domains=(domain,), entities=(topic,)),
+                 outcome="degraded" if any(s.is_error for s in steps) else "completed",
+                 reading=ReadingKey(act="answer", domains=(topic.domain,), entities=(topic.entity,)),
                  tokens_full=rng.randint(800, 9000), tokens_card=rng.randint(40, 120)))
+    return narration
 
 
-def _controls(put: _Writer, rng: random.Random, t: int, turns: int, question: str, refs: list[PresentationRef],
-              turn_ids: list[str], turn_evidence: list[list[str]], model: str) -> None:
+def _controls(put: _Writer, t: int, turns: int, question: str, refs: list[PresentationRef], turn_ids: list[str],
+              turn_evidence: list[list[str]], answers: list[str], model: str) -> None:
     """After some turns, the other entry kinds: feedback, a nudge and a thread, a reset, a compaction."""
     turn_id = turn_ids[-1]
     if refs and t % 4 == 0:
@@ -231,30 +232,15 @@ def _controls(put: _Writer, rng: random.Random, t: int, turns: int, question: st
         put(Thread(items=(question,)))
     if t == 0 and turns >= 6:
         # A reset early on: turn 1 stays behind it (recallable, never planned), the rest plan normally.
-        put(ResetWithHandoff(handoff="Context reset: " + _sentence(rng, 20), last_turn_id=turn_id,
+        put(ResetWithHandoff(handoff=f"Context reset. Turn 1 asked: {question} {answers[0]}", last_turn_id=turn_id,
                              reason="no usable horizon"))
     if t == turns // 2 and turns >= 4:
         put(Compaction(first_turn_id=turn_ids[1], last_turn_id=turn_ids[2],
-                       summary="Turns 2-3: " + _sentence(rng, 25),
+                       summary=f"Turns 2-3. Turn 2: {answers[1]} Turn 3: {answers[2]}",
                        covered_evidence=tuple(CoveredEvidence(id=e, description=f"a result of turn {n + 2}")
                                               for n, ids in enumerate(turn_evidence[1:3]) for e in ids),
                        model=model))
         put(Activity(activity="capacity.probe", detail={"rungs": [1024, 2048, 4096], "verdicts": [1, 1, 0]}))
-
-
-def _tool_call(rng: random.Random, kind: str, topic: str) -> tuple[str, dict[str, object], str, bool]:
-    if kind == "search":
-        return "web_search", {"query": topic, "max_results": 8}, _search_results(rng, topic), False
-    if kind == "read":
-        path = f"src/{rng.choice(_WORDS)}/{rng.choice(_WORDS)}.py"
-        return "read_file", {"path": path}, _file_read(rng, rng.choice([60, 300, 900])), False
-    if kind == "command":
-        code = rng.choice([0, 0, 1])
-        lines = rng.choice([40, 200, 900])  # 900 lines is ~60k characters: over the window
-        return "bash", {"command": "pytest -q"}, _command_output(rng, lines, code), code != 0
-    if kind == "json":
-        return "get_report", {"id": f"rep-{rng.randint(1, 99)}"}, _json_body(rng), False
-    return "get_reservation", {"id": "ZZZ999"}, "Error: reservation ZZZ999 not found", True
 
 
 def _receipt(rng: random.Random, model: str, step: str) -> Receipt:
@@ -266,19 +252,21 @@ def _receipt(rng: random.Random, model: str, step: str) -> Receipt:
                    prefix_digest="9" * 64, request_chars=rng.randint(2000, 40000), step_id=step)
 
 
-def _emit_card(put: _Writer, rng: random.Random, t: int, turn_id: str, topic: str, evidence: list[str],
-               model: str) -> PresentationRef:
-    payload = {"title": f"{topic.title()} at a glance", "label": "value", "value": round(rng.uniform(1, 99), 2),
-               "unit": "%", "note": _sentence(rng, 8)}
+def _emit_card(put: _Writer, t: int, turn_id: str, topic: Topic, steps: list[_Step], model: str) -> PresentationRef:
+    """A metric card counted from the turn's results: how many of their lines name the topic's term."""
+    lines = sum(1 for s in steps if not s.is_error for line in s.body.split("\n") if topic.term.lower() in line.lower())
+    payload = {"label": f"Lines naming {topic.term!r} in what this turn read", "value": lines, "unit": "lines",
+               "source": {"title": topic.entity}}
     call_id = f"card_{t}"
     put(AssistantStep(blocks=(ToolUseBlock(id=call_id, name="emit_metric_card", input=payload),),
                       model=model, provider="local", stop_reason="tool_use"))
     digest = canonical.encode(payload)
+    evidence = tuple(s.evidence_id for s in steps)
     pid = put(Presentation(turn_id=turn_id, source=PresentationSource(type="tool_call", tool_use_id=call_id),
                            semantic_type="metric", skill_id="cards", skill_version="1", payload=payload,
-                           payload_digest=blake3.blake3(digest).hexdigest(), derived_from=tuple(evidence),
-                           title=str(payload["title"]), identity_digest=digest.decode()))
+                           payload_digest=blake3.blake3(digest).hexdigest(), derived_from=evidence,
+                           title=str(payload["label"]), identity_digest=digest.decode()))
     put(ToolResult(tool_use_id=call_id, tool_name="emit_metric_card",
                    content=json.dumps({"presentation": pid, "ok": True})))
-    return PresentationRef(id=pid, semantic_type="metric", title=str(payload["title"]),
-                           digest=digest.decode(), derived_from=tuple(evidence))
+    return PresentationRef(id=pid, semantic_type="metric", title=str(payload["label"]),
+                           digest=digest.decode(), derived_from=evidence)

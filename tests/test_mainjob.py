@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from vak_context.cli.mainjob import run_main_job
+from vak_context.events.payloads import Directive
+from vak_context.sessions.generator import generate_session
 from vak_context.storage.ledger import LedgerStore
 from vak_context.storage.segments import list_segments, scan_segment
 
@@ -46,6 +48,9 @@ def test_main_job_writes_verifies_and_summarises(ray_cluster: Any, local_model: 
         assert store.count("job") == summary["written"]
         job = [e.kind for e in store.entries("job")]
         assert job[:2] == ["activity", "capacity_profile"] and job.count("directive") == 6
+        # this workspace lacks the files the generated directives ask about: their text is the snapshot's
+        asked = [store.payload(e.id).text for e in store.entries("job") if e.kind == "directive"]
+        assert asked == [p.text for p, _ in generate_session(seed=3, turns=6).items if isinstance(p, Directive)]
         live = [e.kind for e in store.entries("job-live")]
     steps = sum(t["steps"] for t in summary["live"])
     assert live.count("directive") == 2 and live.count("turn_card") == 2

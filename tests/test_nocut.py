@@ -173,6 +173,8 @@ def _check_window(result: ToolResult, text: str, actor: EvidenceActor | None, se
     pieces, pos, calls = [], 0, 0
     for m in _MARKER.finditer(result.content):
         args = json.loads(m.group("omitted") or m.group("continued"))
+        if text.count(m.group(0)) and args["id"] != result.evidence_id:
+            continue  # the body's own text quoting the format (docs/EVIDENCE.md does): kept, not a marker
         assert args["id"] == result.evidence_id, args  # the id is shown, in full
         if actor is not None:
             answer = actor.recall(session, args)
