@@ -25,7 +25,7 @@ from typing import Any
 from vak_context.actors.ledger_client import LedgerClient
 from vak_context.actors.session_fold import FoldedSessions
 from vak_context.agent.endpoint import EndpointTools, build_tools
-from vak_context.agent.request import Prepared, SessionView, Summarise, prepare, record_plan
+from vak_context.agent.request import Prepared, Summarise, prepare, record_plan
 from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.context.capacity.profile import CapacityProfile, request_chars
 from vak_context.context.history.turns import DEFAULT_TOKENS_PER_CHAR
@@ -41,6 +41,7 @@ from vak_context.context.planner.policy import (
     decide,
     state_of_entry,
 )
+from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import (
     cache_breakpoints,
     current_turn_messages,

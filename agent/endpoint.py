@@ -17,9 +17,10 @@ from typing import Any
 
 import httpx
 
-from vak_context.agent.request import SessionView, Summarise
+from vak_context.agent.request import Summarise
 from vak_context.agent.summarise import Summariser, write_packet
 from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.view import SessionView
 from vak_context.context.request.messages import ChatRequest
 
 

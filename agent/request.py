@@ -1,10 +1,7 @@
-"""The session as the planner sees it, and preparing a request (spec §4, §6).
+"""Preparing a request (spec §4, §6): the I/O around the planner.
 
-* ``SessionView``: a session's TurnIndex kept entry by entry, with what planning needs beside it:
-  each evidence body's digest (from the entry's blob), each closed turn's measured size
-  (``vak_context.context.planner.plan.measure_turn``, cached: a closed record never changes), a BM25 index over the
-  cards, and the last planner state of each model (read back from recorded ``plan`` entries, so a
-  restarted actor resumes where it was). Pure: entries in, state out.
+* ``SessionView`` (the session as the planner sees it) is pure and lives in
+  ``vak_context.context.planner.view``.
 * The projection itself (``project``: stable prefix, handoff, retrieved turns, packet, working set,
   current turn with the tail before the directive's words) is pure and lives in ``vak_context.context.request.assemble``.
 * ``prepare``: plan, write what the plan needs first (the packet's summary through
@@ -17,23 +14,14 @@ again, and what profile an over-length rejection implies; the AssemblerActor and
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from vak_context.context.capacity.profile import CapacityProfile
-from vak_context.context.history.render import EvidenceInfo, evidence_info
-from vak_context.context.history.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
-from vak_context.context.planner.currentturn import TurnCosts, turn_costs
-from vak_context.context.planner.plan import Plan, PlanCache, PlannerState, plan
+from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.policy import plan_entry
-from vak_context.context.planner.relevance import PositionBm25, TurnScores
-from vak_context.context.planner.sizes import (
-    TurnSize,
-    TurnTable,
-    measure_turn,
-    turn_document,
-)
+from vak_context.context.planner.view import SessionView, handoff_text
 from vak_context.context.request.assemble import prefix_tokens, project, text_tokens
 from vak_context.context.request.messages import (
     ChatRequest,
@@ -41,133 +29,8 @@ from vak_context.context.request.messages import (
     ToolSpec,
 )
 from vak_context.errors import InvalidInput
-from vak_context.events.envelope import Mapper, StoredEntry
-from vak_context.events.payloads import EvidenceBody, PlanRecord, ResetWithHandoff, TurnCard
+from vak_context.events.payloads import PlanRecord, ResetWithHandoff
 from vak_context.storage.contract import Ledger
-
-# ------------------------------------------------------------------ the session as the planner sees it
-
-
-class SessionView:
-    def __init__(self, tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR, *, mapper: Mapper | None = None) -> None:
-        self.mapper = mapper or Mapper()
-        self.index = TurnIndex(tokens_per_char, mapper=self.mapper)
-        self.infos: dict[str, EvidenceInfo] = {}
-        self.bm25 = PositionBm25()  # by turn position (ordinal − 1)
-        self.states: dict[str, PlannerState] = {}  # model -> the state its last recorded plan returned
-        self.plans: dict[str, str] = {}  # model -> id of its last recorded plan
-        self.preamble: dict[str, Any] = {}  # payloads before the first directive (a recorded system prompt)
-        # Closed turns are measured and indexed once; a turn is queued again when it closes or gets its card.
-        self.table = TurnTable()  # every turn's measured size, in turn order
-        self._unsized: dict[str, Turn] = {}
-        self._unindexed: dict[str, Turn] = {}
-        self._costs: tuple[tuple[int, str | None], TurnCosts] | None = None
-        self.plan_cache = PlanCache()  # what the planner keeps between this session's plans
-
-    @classmethod
-    def build(cls, entries: Iterable[StoredEntry], tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR) -> SessionView:
-        view = cls(tokens_per_char)
-        view.add_all(entries)
-        return view
-
-    def add_all(self, entries: Iterable[StoredEntry]) -> None:
-        for entry in entries:
-            self.add(entry)
-
-    def add(self, entry: StoredEntry) -> None:
-        payload = self.mapper.payload_of(entry)
-        before = len(self.index.turns)
-        self.index.add((entry, payload))
-        if not self.index.turns:
-            self.preamble[entry.id] = payload
-        elif len(self.index.turns) > before:  # a directive: the previous turn is closed, the new one open
-            if before:
-                self._changed(self.index.turns[before - 1])
-            self._unindexed[self.index.turns[-1].id] = self.index.turns[-1]
-        if isinstance(payload, EvidenceBody) and entry.blob is not None:
-            turn = self.index.current
-            calls = {ex.tool_use_id: ex.input for ex in turn.exchanges} if turn else {}
-            self.infos[entry.id] = evidence_info(entry.id, payload, entry.blob, calls.get(payload.tool_use_id))
-        elif isinstance(payload, TurnCard):
-            try:
-                self._changed(self.index.by_id(payload.turn_id))
-            except InvalidInput:
-                pass  # a card for a turn not in this chain: the index names it among its problems
-        elif isinstance(payload, PlanRecord):
-            self.states[payload.model] = PlannerState.from_json(payload.plan.get("state"))
-            self.plans[payload.model] = entry.id
-
-    def _changed(self, turn: Turn) -> None:
-        self._unsized[turn.id] = turn
-        self._unindexed[turn.id] = turn
-
-    def turn_infos(self, turn: Turn) -> dict[str, EvidenceInfo]:
-        return {eid: self.infos[eid] for eid in turn.evidence if eid in self.infos}
-
-    def sizes(self) -> TurnTable:
-        """Exact sizes of every turn (``vak_context.context.planner.plan.measure_turn``), as columns in turn order: a
-        closed turn is measured once (again only if its card arrives later), the open one every time."""
-        for turn in self._unsized.values():
-            self.table.set(turn.ordinal - 1, turn.id, measure_turn(self.index, turn, self.turn_infos(turn)))
-        self._unsized.clear()
-        last = self.index.current
-        if last is not None and not last.closed:
-            self.table.set(last.ordinal - 1, last.id, measure_turn(self.index, last, self.turn_infos(last)))
-        return self.table
-
-    def size(self, turn: Turn) -> TurnSize:
-        t = self.sizes()
-        i = turn.ordinal - 1
-        return TurnSize(t.full_chars[i], t.card_chars[i], t.evidence_chars[i], t.evidence_items[i])
-
-    def relevance(self, query: str) -> dict[str, float]:
-        """BM25 scores of every turn's card (or directive, before it has one) for ``query``, by turn id."""
-        return {self.index.turns[p].id: score for p, score in self.scores(query).by_position.items()}
-
-    def scores(self, query: str) -> TurnScores:
-        """``relevance`` by turn position, as the planner takes it (it then looks no turn up)."""
-        for turn in self._unindexed.values():
-            self.bm25.add(turn.ordinal - 1, turn_document(turn))
-        self._unindexed.clear()
-        return TurnScores(*self.bm25.columns(query))
-
-    def plan(
-        self,
-        profile: CapacityProfile,
-        directive: str,
-        *,
-        prefix_tokens: int,
-        tail_tokens: int,
-        state: PlannerState | None = None,
-        reading_terms: Sequence[str] = (),
-        current: int | None = None,
-    ) -> Plan:
-        """``vak_context.context.planner.plan.plan`` with exact sizes, BM25 relevance and this model's last state."""
-        text = self.index.turn(current).directive.text if current is not None else directive
-        return plan(
-            self.index,
-            profile,
-            directive,
-            prefix_tokens=prefix_tokens,
-            tail_tokens=tail_tokens,
-            state=state if state is not None else self.states.get(str(profile.key)),
-            sizes=self.sizes(),
-            relevance=self.scores(" ".join([text, *reading_terms])),
-            reading_terms=reading_terms,
-            current=current,
-            infos=self.turn_infos(self.index.turn(current)) if current is not None else None,
-            current_costs=self.current_costs(current) if current is not None else None,
-            cache=self.plan_cache,
-        )
-
-    def current_costs(self, ordinal: int) -> TurnCosts:
-        """``vak_context.context.planner.currentturn.turn_costs`` of a turn, kept until the chain grows (every profile's
-        plan of one request shares it)."""
-        key = (ordinal, self.index.head)
-        if self._costs is None or self._costs[0] != key:
-            turn = self.index.turn(ordinal)
-            self._costs = (key, turn_costs(self.index, turn, self.turn_infos(turn)))
-        return self._costs[1]
 
 
 def plan_record(p: Plan, head: str | None) -> PlanRecord:
@@ -184,15 +47,6 @@ def record_plan(ledger: Ledger, session: str, view: SessionView, p: Plan) -> str
 
 
 # ------------------------------------------------------------------ rescue and preparation
-
-
-def handoff_text(p: Plan) -> str:
-    omitted = [t.ordinal for t in p.turns if t.fidelity == "behind_reset"]
-    span = f"turns {omitted[0]}–{omitted[-1]}" if omitted else "no turns"
-    return (
-        f"Context reset for {p.model}: {p.rescue_reason}. The session's {span} are behind this point and are "
-        'not planned again; recall({"turn": N}) still returns any of them in full.'
-    )
 
 
 def write_reset(ledger: Ledger, session: str, view: SessionView, p: Plan) -> str:

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from vak_context.agent.request import Complete, Ledger, SessionView
+from vak_context.agent.request import Complete, Ledger
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
 from vak_context.context.history.packets import (
     SUMMARISER_SYSTEM,
@@ -31,6 +31,7 @@ from vak_context.context.history.packets import (
 from vak_context.context.history.render import record_text, render_turn
 from vak_context.context.planner.plan import PacketPlan, Plan
 from vak_context.context.planner.sizes import card_text
+from vak_context.context.planner.view import SessionView
 from vak_context.context.request.messages import ChatRequest, ChatResult, Message
 from vak_context.errors import InvalidInput
 from vak_context.events.payloads import Activity

@@ -38,12 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 
-from vak_context.agent.request import SessionView
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.history.packets import compaction_payload
 from vak_context.context.history.turncard import build_card
 from vak_context.context.history.turns import TurnIndex
 from vak_context.context.planner.plan import Plan, PlannerState
+from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import prefix_tokens, project, request_tokens
 from vak_context.context.request.messages import ChatRequest
 from vak_context.events.envelope import Mapper, StoredEntry

@@ -21,7 +21,6 @@ from vak_context.actors.assembler import AssemblerActor
 from vak_context.actors.local_services import InProcessServices
 from vak_context.agent.endpoint import ModelEndpoint
 from vak_context.agent.loop import StepReport, TurnConfig, TurnLoop, TurnReport, TurnServices
-from vak_context.agent.request import SessionView
 from vak_context.agent.summarise import Summariser, write_packet
 from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
 from vak_context.agent.workspace import Workspace
@@ -35,6 +34,7 @@ from vak_context.context.capacity.profile import (
 from vak_context.context.evidence.digest import RECALL_TOOL
 from vak_context.context.history.cards import card_tools
 from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import system_prompt
 from vak_context.context.request.messages import ModelContext
 from vak_context.context.request.surface import Surface, ToolDecl

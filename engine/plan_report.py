@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from vak_context.agent.request import SessionView
 from vak_context.context.capacity.profile import CapacityProfile
 from vak_context.context.planner.plan import Plan, PlannedTurn
+from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import prefix_tokens, text_tokens
 from vak_context.context.request.messages import ToolSpec
 from vak_context.errors import InvalidInput

@@ -30,11 +30,12 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
-from vak_context.agent.request import Ledger, Prepared, SessionView, prepare, record_plan
+from vak_context.agent.request import Ledger, Prepared, prepare, record_plan
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.capacity.tokens import estimate_tokens
 from vak_context.context.history.render import SHORT_ID, api_problems
 from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import packet_text, request_tokens
 from vak_context.context.request.messages import TextPart, ToolResultPart
 from vak_context.errors import VakError

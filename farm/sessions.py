@@ -105,7 +105,7 @@ def materialise(entry: SessionEntry, ledgers: Path) -> Materialised:
             raise FarmSpecError(f"session {entry.name!r} came out empty: its source holds no entries. "
                                 "Point it at a recording or ledger session with at least one turn.")
         chain = store.chain_to_root(head)
-    from vak_context.agent.request import SessionView
+    from vak_context.context.planner.view import SessionView
     from vak_context.engine.plan_report import recorded_system_prompt
 
     system = recorded_system_prompt(SessionView.build(chain))

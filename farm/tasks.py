@@ -160,9 +160,9 @@ async def _replay(job: UnitJob, node: str) -> list[dict[str, Any]]:
     import httpx
 
     from vak_context.actors.ledger_client import LedgerClient
-    from vak_context.agent.request import SessionView
     from vak_context.agent.summarise import Summariser, write_packet
     from vak_context.context.planner.plan import Plan
+    from vak_context.context.planner.view import SessionView
     from vak_context.farm.model_units import provider_for
     from vak_context.farm.replay import replay_session
     from vak_context.storage.ledger import LedgerStore

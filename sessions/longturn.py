@@ -16,9 +16,9 @@ from collections.abc import Iterator
 
 from pydantic import BaseModel
 
-from vak_context.agent.request import SessionView
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
 from vak_context.context.evidence.digest import window
+from vak_context.context.planner.view import SessionView
 from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import (
     AssistantStep,

@@ -8,11 +8,12 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from vak_context.actors.assembler import AssemblerActor
-from vak_context.agent.request import SessionView, prepare
+from vak_context.agent.request import prepare
 from vak_context.agent.steps import StepRequest
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars
 from vak_context.context.history.turncard import build_card
 from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.view import SessionView
 from vak_context.context.request.messages import ChatRequest, ToolSpec
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import (

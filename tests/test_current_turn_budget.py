@@ -17,12 +17,13 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tests.test_planner import SessionBuilder
-from vak_context.agent.request import SessionView, prepare
+from vak_context.agent.request import prepare
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.history.packets import render_step_packet, step_items, step_packet_chars
 from vak_context.context.history.render import api_problems
 from vak_context.context.history.turncard import short_id
 from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import prefix_tokens, project, request_tokens
 from vak_context.context.request.messages import ChatRequest, ToolResultPart, ToolUsePart
 from vak_context.sessions.longturn import LongTurn

@@ -1,8 +1,9 @@
 """The farm's no-cut check accepts a pointer-level packet (``docs/PLANNER.md``: the range, how many
 results it holds, how to recall them), and still fails a request that drops it.
 
-The generated session of seed 5 (six turns) replayed under an 8k window with a 2,500-token horizon
+The generated session of seed 5 (eight turns) replayed under an 8k window with a 2,250-token horizon
 plans turns 2–5 into a packet that only a pointer fits: it names the turns, not their evidence ids.
+(It was 2,500 before the budget became min(h, window − out) and the session text the repository's files.)
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ def test_a_pointer_packet_names_its_turns_results(tmp_path: Path, monkeypatch: p
     """Every replayed request passes, some carry a pointer packet whose turns' results count as packeted;
     the same request without the pointer's text fails as a no-cut violation."""
     store = LedgerStore(tmp_path / "ledger")
-    generate_session(seed=5, turns=6, append=lambda p, b: store.append("gen", [p], blobs=[b])[0])
+    generate_session(seed=5, turns=8, append=lambda p, b: store.append("gen", [p], blobs=[b])[0])
     chain = store.chain_to_root(store.head("gen") or "")
-    model = ModelEntry(name="small", kind="endpoint", window=8_192, horizon=2_500)
+    model = ModelEntry(name="small", kind="endpoint", window=8_192, horizon=2_250)
 
     async def no_summary(view: Any, plan: Any) -> list[str]:
         raise AssertionError("only a pointer fits this horizon: no summary is asked for")

@@ -18,7 +18,6 @@ import pytest
 from tests.provider_bodies.wire import body
 from tests.test_planner import build_session
 from tests.test_planner_overflow import _ledger_session
-from vak_context.agent.request import SessionView
 from vak_context.agent.summarise import Summariser, write_packet
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.history.packets import (
@@ -37,6 +36,7 @@ from vak_context.context.history.packets import (
 from vak_context.context.history.render import VERBATIM_CHARS
 from vak_context.context.history.turncard import short_id
 from vak_context.context.planner.plan import PacketPlan, Plan
+from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import project
 from vak_context.errors import InvalidInput
 from vak_context.events.payloads import Activity, Compaction, ResetWithHandoff

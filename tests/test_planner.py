@@ -10,13 +10,13 @@ from dataclasses import replace
 import pytest
 from pydantic import BaseModel
 
-from vak_context.agent.request import SessionView
 from vak_context.bm25 import Bm25Index
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.history.packets import PACKET_BATCH_TURNS
 from vak_context.context.history.render import api_problems
 from vak_context.context.history.turncard import build_card
 from vak_context.context.planner.plan import Plan, PlannerState, plan, refers_back
+from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import prefix_tokens, project, request_tokens
 from vak_context.errors import InvalidInput
 from vak_context.events.envelope import Mapper, StoredEntry

@@ -20,10 +20,11 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures_import import FILES
-from vak_context.agent.request import Prepared, SessionView, prepare
+from vak_context.agent.request import Prepared, prepare
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars
 from vak_context.context.history.packets import compaction_payload
 from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import current_turn_messages, request_tokens
 from vak_context.context.request.messages import ChatRequest
 from vak_context.errors import RequestTooLarge

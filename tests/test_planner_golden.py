@@ -28,10 +28,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from vak_context.agent.request import SessionView, handoff_text
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.history.packets import compaction_payload
 from vak_context.context.planner.plan import Plan, PlannerState
+from vak_context.context.planner.view import SessionView, handoff_text
 from vak_context.errors import RequestTooLarge
 from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import AssistantStep, Directive, ResetWithHandoff

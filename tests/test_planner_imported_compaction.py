@@ -18,12 +18,12 @@ import pytest
 
 from tests.fixtures_import import FILES
 from tests.test_planner import SessionBuilder
-from vak_context.agent.request import SessionView
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.history.packets import seed_packet
 from vak_context.context.history.render import api_problems
 from vak_context.context.history.turncard import short_id
 from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import prefix_tokens, project, request_tokens
 from vak_context.context.request.messages import ChatRequest, TextPart, ToolUsePart
 from vak_context.events.payloads import (

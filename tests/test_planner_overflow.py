@@ -23,7 +23,7 @@ from vak_context.actors.assembler import AssemblerActor
 from vak_context.actors.evidence import EvidenceActor
 from vak_context.actors.local_services import InProcessServices
 from vak_context.agent.loop import TurnConfig, TurnLoop, TurnReport
-from vak_context.agent.request import SessionView, prepare
+from vak_context.agent.request import prepare
 from vak_context.agent.summarise import Summariser, write_packet
 from vak_context.context.capacity.profile import (
     CapacityProfile,
@@ -37,6 +37,7 @@ from vak_context.context.evidence.digest import RECALL_TOOL
 from vak_context.context.history.packets import SUMMARISER_SYSTEM
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.policy import GiveUp, Rejected, Retry, StepState, decide
+from vak_context.context.planner.view import SessionView
 from vak_context.context.request.surface import Surface, ToolDecl
 from vak_context.errors import ContextOverflow
 from vak_context.events.envelope import Mapper

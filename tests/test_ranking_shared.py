@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from vak_context.agent.carddocs import docs_from_ledger
-from vak_context.agent.request import SessionView
 from vak_context.bm25 import Bm25Index, best_first, terms
+from vak_context.context.planner.view import SessionView
 from vak_context.context.request.messages import ToolSpec
 from vak_context.context.request.surface import Surface, ToolDecl, tool_document
 from vak_context.events.payloads import AssistantStep, Directive, TextBlock, TurnCard

@@ -18,11 +18,12 @@ import httpx
 import pytest
 
 from tests.fixtures_model import LOCAL_MODEL_N_CTX
-from vak_context.agent.request import Prepared, SessionView, prepare, record_plan
+from vak_context.agent.request import Prepared, prepare, record_plan
 from vak_context.agent.summarise import Summariser, write_packet
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.history.render import api_problems
 from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import request_tokens
 from vak_context.events.payloads import Activity, Compaction
 from vak_context.importers import import_recording, read_recordings
