@@ -11,7 +11,8 @@ folders import by their bare names) to trace that tree with the same counting.
     .venv/bin/python bench/step_trace.py --root /tmp/old    # a checkout of an older commit
 
 Counting: a *stop* is a project file (not tests/ or bench/) entered during the step; a *climb* is a call
-whose callee's layer ranks above its caller's (the caller is the nearest project frame below it); each
+whose callee's layer ranks above its caller's (the caller is the nearest project frame below it; a
+generator resumed by the code it was handed to is not a call); each
 distinct (caller file, callee file) pair counts once (every upward call is counted as well).
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import inspect
 import sys
 import tempfile
 import threading
@@ -78,7 +80,9 @@ class StepTracer:
             return
         below = self._file_layer(caller.f_code.co_filename)
         assert below is not None
-        if RANK[layer] > RANK[below]:
+        # A generator resumed by the code it was handed to (``native_calls(c for c in ...)``) is the
+        # caller's own expression running, not a call up: only functions and coroutines count.
+        if RANK[layer] > RANK[below] and not frame.f_code.co_flags & inspect.CO_GENERATOR:
             self.climb_calls += 1
             pair = (str(Path(caller.f_code.co_filename).resolve().relative_to(self.root)), rel)
             if pair not in self.climbs:
