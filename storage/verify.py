@@ -1,4 +1,8 @@
-"""verify(): re-read a session from disk and check every hash link, naming the first bad entry."""
+"""verify(): re-read a session from disk and check every hash link, naming the first bad entry.
+
+Whatever pyarrow raises on the bytes of a segment is a damage finding here, never an exception out of
+verify(): the report names the first entry it can no longer vouch for.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,15 @@ from typing import Any
 from vak_context.events import canonical
 from vak_context.events.payloads import PAYLOAD_TYPES
 from vak_context.storage.segment_footer import StreamBatch, check_footer
-from vak_context.storage.segments import SCHEMA, ScannedSegment, from_batch, list_segments, scan_segment
+from vak_context.storage.segments import (
+    ARROW_ERRORS,
+    SCHEMA,
+    ScannedSegment,
+    from_batch,
+    list_segments,
+    scan_segment,
+    sealed_name,
+)
 
 
 @dataclass
@@ -21,6 +33,9 @@ class BadEntry:
     seq: int | None
     id: str | None
     reason: str
+    # What was found: "entry" (an entry fails its checks), "segment" (a segment's bytes: header, footer,
+    # cut short, unreadable).
+    finding: str = "entry"
 
     def __str__(self) -> str:
         if self.seq is None and self.row is None and not self.id:  # the segment itself, not an entry (its footer)
@@ -61,18 +76,24 @@ def verify_session(session_dir: Path, name: str, report: VerifyReport) -> None:
     expected_seq = 0
     segments = list_segments(session_dir)
     for si, (number, path, sealed) in enumerate(segments):
-        scanned = scan_segment(path, number, sealed)
         # Only the last segment can be a live or crashed writer's tail: a writer seals (or, after a
         # crash, the next writer seals) a tail before it starts the next one.
         open_tail = not sealed and si == len(segments) - 1
+        scanned = _scan(session_dir, number, path, sealed)
+        if isinstance(scanned, str):
+            report.first_bad = BadEntry(name, path.name, 0, None, expected_seq, None, scanned, "segment")
+            return
+        path, sealed = scanned.path, scanned.sealed  # the sealed copy, when the tail was sealed meanwhile
         if scanned.bad_header and not (scanned.torn and open_tail):
-            report.first_bad = BadEntry(name, path.name, 0, None, expected_seq, None, scanned.bad_header)
+            report.first_bad = BadEntry(name, path.name, 0, None, expected_seq, scanned.first_id,
+                                        scanned.bad_header, "segment")
             return
         for bi, sb in enumerate(scanned.batches):
             if sb.batch is None:
                 report.first_bad = BadEntry(name, path.name, bi, None, expected_seq,
                                             _id_named_by_next(scanned.batches, bi, segments, si),
-                                            f"record batch at byte {sb.offset} does not decode ({sb.error})")
+                                            f"record batch at byte {sb.offset} does not decode ({sb.error})",
+                                            "segment")
                 return
             for ri, e in enumerate(from_batch(sb.batch)):
                 reason = _check(e, name, expected_seq, seen)
@@ -86,7 +107,7 @@ def verify_session(session_dir: Path, name: str, report: VerifyReport) -> None:
         if scanned.torn:
             if not open_tail:
                 report.first_bad = BadEntry(name, path.name, len(scanned.batches), None, expected_seq, None,
-                                            f"segment is cut short: {scanned.torn}")
+                                            f"segment is cut short: {scanned.torn}", "segment")
                 return
             # Its sync never returned, so nothing in the torn part was acknowledged. Read-only:
             # the note is all verify() does; the next writer truncates it.
@@ -97,8 +118,25 @@ def verify_session(session_dir: Path, name: str, report: VerifyReport) -> None:
             why = _footer_problem(path, scanned)
             if why:
                 report.first_bad = BadEntry(name, path.name, len(scanned.batches), None, None, None,
-                                            f"the segment footer does not match its record batches: {why}")
+                                            f"the segment footer does not match its record batches: {why}",
+                                            "segment")
                 return
+
+
+def _scan(session_dir: Path, number: int, path: Path, sealed: bool) -> ScannedSegment | str:
+    """The segment scanned, or why it cannot be read (every pyarrow or OS error is a finding here)."""
+    try:
+        try:
+            return scan_segment(path, number, sealed)
+        except FileNotFoundError:
+            if sealed:
+                raise
+            # A writer in another process sealed this tail since the folder was listed.
+            return scan_segment(session_dir / sealed_name(number), number, True)
+    except ARROW_ERRORS as exc:  # scan_segment translates what it expects; this is the edge's last net
+        if isinstance(exc, OSError) and exc.errno is not None:  # the file system's, not pyarrow's
+            return f"the segment cannot be read ({exc.strerror}); check the file and its permissions"
+        return f"pyarrow cannot read the segment ({type(exc).__name__}: {exc})"
 
 
 def _check(e: Any, session: str, expected_seq: int, seen: dict[str, int]) -> str:
