@@ -113,8 +113,9 @@ def verify_session(session_dir: Path, name: str, report: VerifyReport) -> None:
             for ri, e in enumerate(from_batch(sb.batch)):
                 reason = _check(e, name, expected_seq, seen)
                 if reason:
-                    gone = _missing(manifest, expected_seq, e.seq, segments) if e.seq > expected_seq else []
-                    if gone:  # a run of sealed segments the manifest names is gone: say which
+                    jumped = e.session == name and e.seq > expected_seq
+                    gone = _missing(manifest, expected_seq, e.seq, segments) if jumped else []
+                    if gone:  # the seqs jump over sealed segments the manifest names, gone: say which
                         report.first_bad = BadEntry(name, gone[0].name, 0, None, expected_seq, None,
                                                     f"{reason}; {_gone_text(gone)}", "missing")
                     else:
