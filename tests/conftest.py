@@ -1,4 +1,4 @@
-"""Shared fixtures. Ray tests share one session-scoped local Ray (see vak_context.farm.localray)."""
+"""Shared fixtures. Ray tests share one session-scoped local Ray (see vak_context.engine.localray)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def ray_cluster() -> Iterator[Any]:
 
     Its temp files live in a private (0700) folder that ``stop_local_ray`` removes.
     """
-    from vak_context.farm.localray import start_local_ray, stop_local_ray
+    from vak_context.engine.localray import start_local_ray, stop_local_ray
 
     ctx = start_local_ray()
     yield ctx

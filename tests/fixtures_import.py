@@ -1,7 +1,7 @@
 """The recorded sessions of ``../shared/data/trajectories``, imported once per test run.
 
 ``imported`` writes every file of the folder into one ledger (with turn cards and the card index)
-through ``vak_context.farm.importers``, the same path `vak import` takes. Tests read the ledger it built; the
+through ``vak_context.importers``, the same path `vak import` takes. Tests read the ledger it built; the
 recorded files themselves stay in ``../shared``.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from vak_context.farm.importers import ImportReport, import_path
+from vak_context.importers import ImportReport, import_path
 from vak_context.storage.cardindex import CardIndex
 from vak_context.storage.ledger import LedgerStore
 

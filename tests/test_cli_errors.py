@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from vak_context.farm.cli import main
+from vak_context.cli.main import main
 
 REPO = Path(__file__).resolve().parent.parent
 PROC = Path("/proc/self").is_dir()  # a folder nobody, not even root, can create anything in
@@ -30,8 +30,8 @@ class WorkStarted(Exception):
 def work(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """The work a command started (Ray, a model server, a probe): each attempt is recorded, then refused."""
     import vak_context.agent.probe
-    import vak_context.farm.localray
-    import vak_context.providers.localserver
+    import vak_context.engine.localray
+    import vak_context.providers.local.server
 
     started: list[str] = []
 
@@ -46,8 +46,8 @@ def work(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         started.append("probe")
         raise WorkStarted("probe")
 
-    monkeypatch.setattr(vak_context.farm.localray, "start_local_ray", refuse("ray"))
-    monkeypatch.setattr(vak_context.providers.localserver.LocalModelServer, "start", refuse("model server"))
+    monkeypatch.setattr(vak_context.engine.localray, "start_local_ray", refuse("ray"))
+    monkeypatch.setattr(vak_context.providers.local.server.LocalModelServer, "start", refuse("model server"))
     monkeypatch.setattr(vak_context.agent.probe.ProbeRunner, "run", refuse_probe)
     yield started
 
@@ -234,8 +234,8 @@ def test_the_checks_pass_for_good_arguments_and_work_starts(
 def test_main_job_checks_its_arguments_before_starting_ray(work: list[str], a_file: Path, tmp_path: Path) -> None:
     """run_main_job (the API under `vak run`) refuses bad turns, seed, session name, ledger and base URL with
     a typed error before Ray starts."""
+    from vak_context.cli.mainjob import run_main_job
     from vak_context.errors import InvalidInput
-    from vak_context.farm.mainjob import run_main_job
 
     ledger = tmp_path / "ledger"
     for kwargs in ({"turns": 0}, {"turns": 10**12}, {"seed": -1}, {"session": "bad\n"}, {"session": "../x"},
@@ -256,9 +256,9 @@ def test_main_job_checks_its_arguments_before_starting_ray(work: list[str], a_fi
     ["run", "--ledger", "{file}"],
 ])
 def test_the_vak_process_exits_with_one_line_and_no_traceback(argv: list[str], a_file: Path) -> None:
-    """The same errors from a real `python -m vak_context.farm.cli` process: non-zero exit, one stderr line, no traceback."""
+    """The same errors from a real `python -m vak_context.cli.main` process: non-zero exit, one stderr line, no traceback."""
     argv = [a.format(file=a_file) for a in argv]
-    proc = subprocess.run([sys.executable, "-m", "vak_context.farm.cli", *argv], capture_output=True, text=True, cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "vak_context.cli.main", *argv], capture_output=True, text=True, cwd=REPO,
                           timeout=120)
     assert proc.returncode in (1, 2), proc.stderr
     assert "Traceback" not in proc.stderr

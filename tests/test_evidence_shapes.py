@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.test_evidence_window import expand
-from vak_context.context.evidence import (
+from vak_context.context.evidence.digest import (
     DIGEST_CHARS,
     SHAPES,
     WINDOW_CHARS,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vak_context.context.evidence import (
+from vak_context.context.evidence.digest import (
     LINE_CHARS,
     WINDOW_CHARS,
     RecallError,

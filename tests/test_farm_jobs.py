@@ -1,6 +1,6 @@
 """A farm runs as a Ray job: `vak farm submit` and `ray job submit -- vak farm run` on a real local head.
 
-The head is ``vak_context.farm.farm_jobs.LocalHead`` (``ray start --head``: GCS, raylet, dashboard and Jobs API on
+The head is ``vak_context.farm.jobs.LocalHead`` (``ray start --head``: GCS, raylet, dashboard and Jobs API on
 127.0.0.1, in a private temp folder). Each job runs a small replay farm (tests/farm_jobs.toml: generated
 sessions, no model server) and the test waits on the job's status, then reads the run's results table.
 """
@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from vak_context.errors import InvalidInput
-from vak_context.farm.farm_jobs import (
+from vak_context.farm.jobs import (
     RAY_CLI,
     REPO,
     LocalHead,
@@ -43,11 +43,11 @@ def test_a_spec_outside_the_project_is_refused_before_anything_is_sent(tmp_path:
 
 
 def test_the_job_runs_vak_farm_run_from_its_working_dir_and_writes_outside_it() -> None:
-    """The entrypoint runs the uploaded copy (python -m vak_context.farm.cli farm run SPEC), quotes what it is given,
+    """The entrypoint runs the uploaded copy (python -m vak_context.cli.main farm run SPEC), quotes what it is given,
     and sends results to --out (default $HOME/vak-data/farm-runs, and ~ too, expanded by the job's shell),
     because the working dir is removed with the job; a relative --out is refused for that reason."""
     assert shlex.split(farm_entrypoint("a b.toml", "/data/runs", "r1")) == \
-        ["python", "-m", "vak_context.farm.cli", "farm", "run", "a b.toml", "--out", "/data/runs", "--run-id", "r1"]
+        ["python", "-m", "vak_context.cli.main", "farm", "run", "a b.toml", "--out", "/data/runs", "--run-id", "r1"]
     default = farm_entrypoint("s.toml")
     assert default.endswith('--out "$HOME"/vak-data/farm-runs')
     home = farm_entrypoint("s.toml", "~/runs")
@@ -72,7 +72,7 @@ def test_the_working_dir_leaves_out_venv_ledgers_caches_and_model_files() -> Non
 def test_submit_needs_a_job_server_address(monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     """Without --address or an http RAY_ADDRESS, `vak farm submit` exits 1 and says which URL to pass."""
-    from vak_context.farm.cli import main
+    from vak_context.cli.main import main
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert main(["farm", "submit", str(SPEC)]) == 1
@@ -107,7 +107,7 @@ def test_a_farm_runs_as_a_job_through_vak_farm_submit_and_ray_job_submit(
     `vak farm submit` holds the project without .venv, .git or vak-data, under 20 MB; every socket of the
     head's process tree (GCS, raylet, dashboard, agents, workers) listens on loopback."""
     from tests.test_loopback import _is_loopback
-    from vak_context.farm.cli import main
+    from vak_context.cli.main import main
 
     env = {**os.environ, "RAY_ADDRESS": head.dashboard_url}
     ray_cli = subprocess.Popen(

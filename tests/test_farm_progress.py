@@ -1,4 +1,4 @@
-"""The farm's progress: one actor per cluster, read a piece at a time (vak_context.farm.farm_progress)."""
+"""The farm's progress: one actor per cluster, read a piece at a time (vak_context.farm.progress)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from vak_context.farm.farm_progress import PROGRESS_ACTOR, Answer, FarmProgressActor, StartsReader
+from vak_context.farm.progress import PROGRESS_ACTOR, Answer, FarmProgressActor, StartsReader
 
 
 class Recording:
@@ -91,8 +91,8 @@ def test_runs_share_one_progress_actor_and_each_run_drops_its_log(ray_cluster: A
     import ray
 
     from vak_context.actors.factory import NAMESPACE
-    from vak_context.farm.farmrun import run_farm
-    from vak_context.farm.farmspec import parse_farm_spec
+    from vak_context.farm.run import run_farm
+    from vak_context.farm.spec import parse_farm_spec
 
     spec = parse_farm_spec(SPEC, base_dir=tmp_path)
     first = run_farm(spec, out_dir=tmp_path / "runs", run_id="one")

@@ -23,9 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from vak_context.cli.main import main
 from vak_context.errors import InvalidInput, InvalidRecording, LedgerError, UnknownRecordingFormat
-from vak_context.farm.cli import main
-from vak_context.farm.importers import import_path, plan_import
+from vak_context.importers import import_path, plan_import
 from vak_context.storage.ledger import LedgerStore
 
 REPO = Path(__file__).resolve().parent.parent
@@ -527,7 +527,7 @@ def test_vak_import_errors_are_one_line_in_a_real_process(tmp_path: Path) -> Non
             [
                 sys.executable,
                 "-m",
-                "vak_context.farm.cli",
+                "vak_context.cli.main",
                 "import",
                 str(src),
                 "--ledger",

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from vak_context.farm.mainjob import run_main_job
+from vak_context.cli.mainjob import run_main_job
 from vak_context.storage.ledger import LedgerStore
 from vak_context.storage.segments import list_segments, scan_segment
 
@@ -55,12 +55,12 @@ def test_main_job_writes_verifies_and_summarises(ray_cluster: Any, local_model: 
 
 
 def _vak(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "vak_context.farm.cli", *args], capture_output=True, text=True, cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "vak_context.cli.main", *args], capture_output=True, text=True, cwd=REPO,
                           timeout=120)
 
 
 def test_cli_verify_and_inspect(tmp_path: Path) -> None:
-    from vak_context.farm.sessiongen import generate_session
+    from vak_context.sessions.generator import generate_session
 
     root = tmp_path / "ledger"
     with LedgerStore(root) as store:

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from tests.test_planner import build_session
 from vak_context.actors.factory import ledger_actor, planner_actor
 from vak_context.actors.planner import PlannerActor, as_profile
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey, to_record
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey, to_record
 from vak_context.errors import InvalidInput
 from vak_context.events.envelope import StoredEntry
 from vak_context.events.payloads import Directive, PlanRecord

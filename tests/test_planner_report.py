@@ -8,10 +8,10 @@ import pytest
 
 from tests.test_planner import build_session
 from tests.test_planner_actor import _store_sink
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.engine.plan_report import plan_report
 from vak_context.errors import InvalidInput
 from vak_context.events.payloads import ResetWithHandoff
-from vak_context.farm.plan_report import plan_report
 from vak_context.storage.ledger import LedgerStore
 
 SMALL = CapacityProfile(ProfileKey("local", "smollm2"), 8_192, Horizon(1_700, 0.9, 0.0), Ewma(0.25, 3), 256)

@@ -16,15 +16,15 @@ import pytest
 
 from tests.test_probe_scripted import ThresholdModel
 from vak_context.agent.probe import ProbeReport, ProbeRunner, ProbeSettings, build_request, synthetic_turn
-from vak_context.context.capacity import CacheBehaviour, ProfileKey, from_record, request_chars
-from vak_context.context.probe import (
+from vak_context.context.capacity.ladder import (
     LadderSearch,
     RungOutcome,
     SampleOutcome,
     judge_cache,
     plan_rungs,
 )
-from vak_context.context.toolcalls import ParsedCall, parse_tool_calls
+from vak_context.context.capacity.profile import CacheBehaviour, ProfileKey, from_record, request_chars
+from vak_context.context.request.toolcalls import ParsedCall, parse_tool_calls
 from vak_context.errors import InvalidInput
 from vak_context.events.payloads import Activity, CapacityProfileRecord
 from vak_context.providers.base import RetryPolicy

@@ -1,6 +1,6 @@
 """The two-model replay gate (spec "Verification", context_engine_gate) on a real recorded session.
 
-A tau-bench airline session (task 9, trial 3: 30 user turns), imported with ``vak_context.farm.importers``:
+A tau-bench airline session (task 9, trial 3: 30 user turns), imported with ``vak_context.importers``:
 
 1. planned under a small profile, it writes a packet (a summary from the real local model);
 2. re-planned under a large profile, the packeted turns come back at Full, with no ``<context_summary>``;
@@ -20,14 +20,14 @@ import pytest
 from tests.fixtures_model import LOCAL_MODEL_N_CTX
 from vak_context.agent.request import Prepared, SessionView, prepare, record_plan
 from vak_context.agent.summarise import Summariser, write_packet
-from vak_context.context.assemble import request_tokens
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from vak_context.context.planner import Plan
-from vak_context.context.render import api_problems
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.history.render import api_problems
+from vak_context.context.planner.plan import Plan
+from vak_context.context.request.assemble import request_tokens
 from vak_context.events.payloads import Activity, Compaction
-from vak_context.farm.importers import import_recording, read_recordings
+from vak_context.importers import import_recording, read_recordings
 from vak_context.providers.base import RetryPolicy
-from vak_context.providers.localserver import LocalModelServer
+from vak_context.providers.local.server import LocalModelServer
 from vak_context.providers.openai_compat import OpenAICompatProvider
 from vak_context.storage.ledger import LedgerStore
 
@@ -37,7 +37,7 @@ FOLLOW_UP = "Can you confirm the booking total again, with the certificate appli
 
 
 def import_tau(trajectories: Path, root: Path) -> tuple[LedgerStore, str]:
-    """The 30-turn tau-bench session, imported through vak_context.farm.importers; returns the store and system prompt."""
+    """The 30-turn tau-bench session, imported through vak_context.importers; returns the store and system prompt."""
     _fmt, recordings, _skipped = read_recordings(trajectories / TAU)
     rec = next(r for r in recordings if r.name.endswith("task9-trial3"))
     store = LedgerStore(root)
@@ -149,7 +149,7 @@ def test_typical_shape_31_turns_on_a_small_profile_carry_under_3k_tokens_of_hist
     """Spec §10: a 31-turn session on a small model carries under 3k tokens of history, no turn lost."""
     store, system = import_tau(trajectories, tmp_path / "ledger")
     view = SessionView.build(store.chain_to_root(_head(store)))
-    from vak_context.context.assemble import prefix_tokens
+    from vak_context.context.request.assemble import prefix_tokens
 
     local = profile("smollm2", LOCAL_MODEL_N_CTX, LOCAL_MODEL_N_CTX, 512)  # the local model's 8k window
     p = view.plan(local, FOLLOW_UP, prefix_tokens=prefix_tokens(local, system), tail_tokens=20)

@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from tests.fixtures_import import FILES, TOKENS_PER_CHAR, Imported
-from vak_context.context.turns import TurnIndex
+from vak_context.context.history.turns import TurnIndex
 from vak_context.errors import InvalidInput
 from vak_context.events import canonical
 from vak_context.events.envelope import Mapper, StoredEntry
@@ -36,8 +36,8 @@ from vak_context.events.payloads import (
     Usage,
     WorkContract,
 )
-from vak_context.farm.importers import SessionReport, SessionWriter, read_recordings
-from vak_context.farm.sessiongen import generate_session
+from vak_context.importers import SessionReport, SessionWriter, read_recordings
+from vak_context.sessions.generator import generate_session
 from vak_context.storage.ledger import LedgerStore
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from vak_context.cli.main import main
 from vak_context.errors import LedgerCorrupt
 from vak_context.events.payloads import Nudge
-from vak_context.farm.cli import main
 from vak_context.storage.ledger import LedgerStore
 from vak_context.storage.manifest import MANIFEST_NAME, read_manifest
 

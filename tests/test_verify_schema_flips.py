@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
 
+from vak_context.cli.main import main
 from vak_context.events.payloads import Nudge
-from vak_context.farm.cli import main
 from vak_context.storage.ledger import LedgerStore
 from vak_context.storage.segments import MAGIC, scan_segment
 
