@@ -8,6 +8,9 @@ coroutines, so on Ray it is an async actor and a probe is a task on its event lo
   digest, no re-probe asked) or ``"ineligible"`` (a hosted model without ``[probe] hosted = "full"``).
 * ``turn_started(key)`` cancels an in-flight probe for that key: a real turn never competes with a
   probe for the model's compute.
+* ``wait_running(key)`` returns once the key's probe has reached the model (its first progress
+  report: the model's metadata was read) or has ended: what a caller that wants to cancel a probe
+  mid-flight, or to watch it, waits on instead of a clock.
 * Every probe writes to the ledger: the ``capacity.probe`` activity (rungs, samples, verdicts) and
   the ``capacity_profile`` record; a cancelled or failed probe writes an activity saying so.
   The ledger is a ``LedgerStore`` in-process, or the ``LedgerActor`` handle on Ray (the factory
@@ -97,6 +100,10 @@ class ProbeActor:
         self._tasks: dict[ProfileKey, asyncio.Task[None]] = {}
         self._states: dict[ProfileKey, str] = {}
         self._errors: dict[ProfileKey, str] = {}
+        # Per key, the current probe's last progress stage, and an event set at its first report or
+        # when it ends (whichever comes first): wait_running() waits on it.
+        self._stages: dict[ProfileKey, str] = {}
+        self._reached: dict[ProfileKey, asyncio.Event] = {}
         self._loaded: set[ProfileKey] = set()
         self.started = 0
 
@@ -148,8 +155,12 @@ class ProbeActor:
             return "fresh"
         self._states[key] = "running"
         self._errors.pop(key, None)
+        self._stages.pop(key, None)
+        reached = self._reached[key] = asyncio.Event()
         self.started += 1
-        self._tasks[key] = asyncio.create_task(self._probe(target, reason))
+        task = self._tasks[key] = asyncio.create_task(self._probe(target, reason))
+        # A probe cancelled before its first report (or failing) must still wake its waiters.
+        task.add_done_callback(lambda _t: reached.set())
         return "started"
 
     async def turn_started(self, key: ProfileKey) -> bool:
@@ -171,11 +182,24 @@ class ProbeActor:
             await asyncio.wait({task}, timeout=timeout)
         return self._states.get(key, "idle")
 
+    async def wait_running(self, key: ProfileKey, timeout: float | None = None) -> dict[str, Any]:
+        """Wait (at most ``timeout`` s) until the probe of ``key`` has reported progress (the model's
+        metadata read, so it is talking to the model and a cancel from now on is noted in the ledger)
+        or has ended; returns ``state(key)``. ``stage`` None with ``in_flight`` true: the timeout ran out."""
+        reached = self._reached.get(key)
+        if reached is not None:
+            try:
+                await asyncio.wait_for(reached.wait(), timeout)
+            except TimeoutError:
+                pass  # the caller reads the state: still in flight, no stage
+        return await self.state(key)
+
     async def state(self, key: ProfileKey) -> dict[str, Any]:
         task = self._tasks.get(key)
         return {
             "state": self._states.get(key, "idle"),
             "in_flight": task is not None and not task.done(),
+            "stage": self._stages.get(key),
             "error": self._errors.get(key),
             "started": self.started,
         }
@@ -197,7 +221,8 @@ class ProbeActor:
                 if target.base_url:
                     kwargs["base_url"] = target.base_url
                 provider, _model = make_provider(target.spec, client, **kwargs)
-                runner = ProbeRunner(provider, key, settings=target.settings, clock=self.clock)
+                runner = ProbeRunner(provider, key, settings=target.settings, clock=self.clock,
+                                     on_progress=lambda event: self._progressed(key, event))
                 report = await runner.run()
             await self._append(report.ledger_payloads())
             self.cache[key] = report.profile
@@ -210,6 +235,12 @@ class ProbeActor:
             self._states[key] = "failed"
             self._errors[key] = str(exc)
             await self._note(key, "failed", str(exc), reason)
+
+    def _progressed(self, key: ProfileKey, event: dict[str, Any]) -> None:
+        self._stages[key] = str(event.get("stage"))
+        reached = self._reached.get(key)
+        if reached is not None:
+            reached.set()
 
     async def _note(self, key: ProfileKey, outcome: str, why: str, reason: str) -> None:
         detail = {

@@ -20,6 +20,7 @@ from vak_context.errors import InvalidInput, LedgerClosed, LedgerError, UnknownP
 from vak_context.events.envelope import CURRENT_VERSION, Mapper, blob_meta, chain_ids
 from vak_context.storage.contract import Payload
 from vak_context.storage.ipc_message import encode_message
+from vak_context.storage.manifest import manifest_of, write_manifest
 from vak_context.storage.segment_writer import SegmentWriter
 from vak_context.storage.session_state import Group, SessionState, index_group, relocate
 
@@ -404,6 +405,10 @@ class GroupCommit:
         relocate(s, writer.number, offsets)
         s.sealed.add(writer.number)
         s.writer = None
+        # Once per seal, never per append: the new head, for verify() to detect lost newest segments.
+        # Before the tail goes, so a crash in between leaves the tail, which the next open removes.
+        s.manifest = manifest_of(s, s.manifest)
+        write_manifest(s.dir, s.manifest)
         writer.remove_tail()
 
     def _writer(self, s: SessionState) -> SegmentWriter:

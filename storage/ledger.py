@@ -5,6 +5,7 @@ Layout (docs/LEDGER_FORMAT.md)::
     <root>/sessions/<session>/seg-000001.arrow    sealed segments (IPC file, zstd, footer)
     <root>/sessions/<session>/_seg-000002.arrow   the tail a writer has open (uncompressed, zero-filled)
     <root>/sessions/<session>/_lock               flock held by the session's one writer
+    <root>/sessions/<session>/_manifest.json      the sealed head, rewritten at each seal (storage/manifest.py)
 
 Durability: ``append`` returns only after the entries' record batch is synced to the tail. Appends
 that arrive while a commit is in flight queue up and go out together in the next batch, under one

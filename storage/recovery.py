@@ -2,7 +2,8 @@
 
 A writer that opens a session removes a tail whose sealed copy is complete (an interrupted seal),
 and seals a tail a crash left open, truncating a torn write: the last message cut off, or whose
-marker reached the disk before the rest of it. Those were never acknowledged (their sync never
+marker reached the disk before the rest of it. It refuses a session whose manifest records a head
+the folder no longer holds (``storage/manifest.py``), and brings the manifest up to date. Those were never acknowledged (their sync never
 returned). A complete batch that does not decode is damage, not a torn write: it is kept for
 inspection and reported by ``verify()``.
 """
@@ -13,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from vak_context.storage.manifest import check_at_open, manifest_of, read_manifest, write_manifest
 from vak_context.storage.segment_schema import from_batch
 from vak_context.storage.segment_writer import rewrite_sealed, unlink_durable
 from vak_context.storage.segments import ScannedSegment, list_segments, scan_segment, sealed_name, stale_tails
@@ -52,6 +54,14 @@ def load_session(s: SessionState, *, readonly: bool) -> list[dict[str, Any]]:
     s.head = last.id if last else None
     s.next_seq = len(s.rows)
     s.durable_seq = s.next_seq - 1
+    if not readonly:
+        recorded = read_manifest(s.dir, s.name)
+        check_at_open(s, recorded)
+        # Catch the manifest up with the folder: after a crash between a seal and its manifest, after
+        # sealing leftovers just now, or for a session from before manifests.
+        s.manifest = manifest_of(s)
+        if s.manifest != recorded and s.manifest.segments:
+            write_manifest(s.dir, s.manifest)
     return recoveries
 
 

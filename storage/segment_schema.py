@@ -30,6 +30,15 @@ SCHEMA = pa.schema(
 
 _TIME = pa.timestamp("us", tz="UTC")
 
+# The schema message (continuation marker, length, flatbuffer, padding) that follows the magic in every
+# segment: the tail writer writes these bytes and pyarrow's file writer, which seals, writes the same.
+# verify() holds a segment's copy to them byte for byte, because a flipped byte pyarrow's reader skips
+# (padding, a field it does not read) can still change what another Arrow reader sees.
+SCHEMA_MESSAGE = SCHEMA.serialize().to_pybytes()
+# blake3 of format 1's schema message as pyarrow 26 writes it: segments written before an Arrow upgrade
+# that serialises the schema differently still verify. Such an upgrade adds its digest here.
+FORMAT_1_SCHEMA_MESSAGES = frozenset({"3787d651a0e150699a69326a5fe130981d7cb7473c779b0c2bdb172cf64c6499"})
+
 
 def to_batch(entries: list[StoredEntry]) -> pa.RecordBatch:
     """The entries as one record batch of the ledger schema.

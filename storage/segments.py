@@ -14,17 +14,32 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import blake3
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from vak_context.storage.segment_schema import FORMAT_VERSION, MAGIC, SCHEMA, from_batch, to_batch
+from vak_context.storage.segment_schema import (
+    FORMAT_1_SCHEMA_MESSAGES,
+    FORMAT_VERSION,
+    MAGIC,
+    SCHEMA,
+    SCHEMA_MESSAGE,
+    from_batch,
+    to_batch,
+)
 
 # The schema and batch conversions live in vak_context.storage.segment_schema, the commit message in
 # vak_context.storage.ipc_message, the writer in vak_context.storage.segment_writer; these names are read from here too.
-__all__ = ["FORMAT_VERSION", "MAGIC", "SCHEMA", "ScannedBatch", "ScannedSegment", "batch_offsets", "from_batch",
+__all__ = ["ARROW_ERRORS", "FORMAT_VERSION", "MAGIC", "SCHEMA", "ScannedBatch", "ScannedSegment", "batch_offsets", "from_batch",
            "list_segments", "open_name", "read_batch_at", "scan_segment", "sealed_name", "stale_tails", "to_batch"]
 
 _SEG_RE = re.compile(r"^(_?)seg-(\d{6})\.arrow$")
+
+# What pyarrow raises on bytes it cannot read: its own errors, and the plain OSError (a flatbuffer
+# that fails its checks: "Unexpected null field ... in flatbuffer-encoded metadata") and ValueError
+# (UnicodeDecodeError among them) it raises besides. Scanning translates each into a finding.
+ARROW_ERRORS: tuple[type[Exception], ...] = (pa.ArrowException, OSError, ValueError)
+_SCHEMA_MESSAGES = FORMAT_1_SCHEMA_MESSAGES | {blake3.blake3(SCHEMA_MESSAGE).hexdigest()}
 
 
 def sealed_name(number: int) -> str:
@@ -76,6 +91,7 @@ class ScannedSegment:
     torn: str = ""  # why the tail is incomplete, when it is
     bad_header: str = ""
     dropped: int = 0  # bytes past good_end that are not zero fill: what truncating the tail drops
+    first_id: str | None = None  # with a bad header: the first entry's id, when its batch still decodes
 
 
 def scan_segment(path: Path, number: int, sealed: bool) -> ScannedSegment:
@@ -91,12 +107,17 @@ def scan_segment(path: Path, number: int, sealed: bool) -> ScannedSegment:
         if len(written) < len(MAGIC) and MAGIC.startswith(written):
             seg.torn = f"the header was never completely written ({len(data)} bytes)"
             seg.dropped = len(written)
+        else:
+            seg.first_id = _first_id(data)
         return seg
     reader = pa.BufferReader(data)
     reader.seek(len(MAGIC))
     first = True
     seg.good_end = len(MAGIC)
     for offset, msg, err in _messages(reader):
+        if err and first and sealed:  # a sealed segment's header was written whole: damage, not a torn write
+            seg.bad_header, seg.first_id = f"the schema message does not read ({err})", _first_id(data)
+            return seg
         if err:
             seg.torn = err
             break
@@ -104,16 +125,9 @@ def scan_segment(path: Path, number: int, sealed: bool) -> ScannedSegment:
         end = reader.tell()
         if first:
             first = False
-            if msg.type != "schema":
-                seg.bad_header = f"first message is {msg.type}, not the schema"
-                return seg
-            try:
-                schema = ipc.read_schema(msg)
-            except (pa.ArrowException, ValueError) as exc:
-                schema, seg.bad_header = None, f"the schema message does not decode: {exc}"
-            if schema is not None and not schema.equals(SCHEMA, check_metadata=True):
-                seg.bad_header = f"the schema message is not the ledger schema: {schema}"
+            seg.bad_header = _schema_problem(msg, data, end)
             if seg.bad_header:
+                seg.first_id = _first_id(data)
                 return seg
             seg.good_end = end
             continue
@@ -125,10 +139,13 @@ def scan_segment(path: Path, number: int, sealed: bool) -> ScannedSegment:
                 batch = ipc.read_record_batch(msg, SCHEMA)
                 batch.validate(full=True)
                 seg.batches.append(ScannedBatch(offset, end, batch, "", body))
-            except (pa.ArrowException, ValueError, OSError) as exc:
+            except ARROW_ERRORS as exc:
                 seg.batches.append(ScannedBatch(offset, end, None, f"{type(exc).__name__}: {exc}", body))
         seg.good_end = end
     if first and not seg.torn:
+        if sealed:
+            seg.bad_header, seg.first_id = "no schema message after the magic", _first_id(data)
+            return seg
         seg.torn = "no schema message"
     if not sealed:
         # A tail is zero-filled ahead of its writes, and zeros read as the end of the stream. Bytes
@@ -140,6 +157,44 @@ def scan_segment(path: Path, number: int, sealed: bool) -> ScannedSegment:
     return seg
 
 
+def _schema_problem(msg: ipc.Message, data: bytes, end: int) -> str:
+    """Why the segment's first message is not the ledger's schema message ("" when it is, byte for byte)."""
+    if msg.type != "schema":
+        return f"first message is {msg.type}, not the schema"
+    written = data[len(MAGIC):end]
+    if blake3.blake3(written).hexdigest() in _SCHEMA_MESSAGES:
+        return ""
+    try:
+        schema = ipc.read_schema(msg)
+        if not schema.equals(SCHEMA, check_metadata=True):
+            return f"the schema message is not the ledger schema: {schema}"
+    except ARROW_ERRORS as exc:
+        return f"the schema message does not decode ({type(exc).__name__}: {exc})"
+    differ = next((i for i, (a, b) in enumerate(zip(written, SCHEMA_MESSAGE, strict=False)) if a != b),
+                  min(len(written), len(SCHEMA_MESSAGE)))
+    return (f"the schema message differs from the ledger's at byte {len(MAGIC) + differ} of the file "
+            f"({len(written)} bytes where the ledger's has {len(SCHEMA_MESSAGE)}), though pyarrow still reads "
+            "the ledger schema from it: altered where pyarrow does not look")
+
+
+def _first_id(data: bytes) -> str | None:
+    """With a bad header: the first entry's id, read where the first batch follows an intact header
+    (a flipped byte moves nothing), when a batch there still decodes; None otherwise."""
+    reader = pa.BufferReader(data)
+    reader.seek(min(len(data), len(MAGIC) + len(SCHEMA_MESSAGE)))
+    try:
+        msg = ipc.read_message(reader)
+        if msg.type != "record batch":
+            return None
+        batch = ipc.read_record_batch(msg, SCHEMA)
+        batch.validate(full=True)  # before reading a value: invalid offsets could read out of bounds
+        return str(batch.column("id")[0].as_py()) if batch.num_rows else None
+    except EOFError:
+        return None
+    except ARROW_ERRORS:
+        return None
+
+
 def _messages(reader: pa.BufferReader) -> Iterator[tuple[int, ipc.Message | None, str]]:
     while True:
         offset = reader.tell()
@@ -147,7 +202,7 @@ def _messages(reader: pa.BufferReader) -> Iterator[tuple[int, ipc.Message | None
             msg = ipc.read_message(reader)
         except EOFError:
             return  # a clean end: EOS marker, or end of an unsealed file exactly at a boundary
-        except (pa.ArrowException, OSError, ValueError) as exc:
+        except ARROW_ERRORS as exc:
             yield offset, None, f"incomplete message at byte {offset}: {exc}"
             return
         yield offset, msg, ""

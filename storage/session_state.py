@@ -115,6 +115,7 @@ class SessionState:
     batches: list[BatchLoc] = field(default_factory=list)
     damaged: list[dict[str, Any]] = field(default_factory=list)
     sealed: set[int] = field(default_factory=set)  # segment numbers already sealed
+    manifest: Any = None  # the manifest last read or written (vak_context.storage.manifest.Manifest)
     next_segment: int = 1
     # writer state
     lock_fd: int | None = None

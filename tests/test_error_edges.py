@@ -9,13 +9,14 @@ what the caller gets is the project's own error type, defined in ``vak/errors.py
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import ray
-from ray.exceptions import ActorDiedError, GetTimeoutError, RayError, RayTaskError
+from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayError, RayTaskError
 
 from tests.test_ledger_contract import ActorInProcess
 from vak_context.actors.factory import get_ledger_actor, ledger_actor
@@ -144,6 +145,7 @@ def test_a_dead_ledger_actor_is_an_actor_error_that_says_what_to_do(ray_cluster:
     client = LedgerClient(str(ledger_dir), handle)
     client.append("s", [Directive(text="one")])
     ray.kill(handle, no_restart=True)
+    _until_dead(handle)
     calls: list[tuple[str, Callable[[], Any]]] = [
         ("ledger head", lambda: client.head("s")),
         ("ledger append", lambda: client.append("s", [Nudge(tag="t", text="lost")])),
@@ -154,6 +156,21 @@ def test_a_dead_ledger_actor_is_an_actor_error_that_says_what_to_do(ray_cluster:
         error = raised(call)
         assert isinstance(error, ActorError) and what in str(error) and "retry" in str(error)
     assert isinstance(raised(lambda: get_ledger_actor(ledger_dir / "nothing-here")), ActorError)
+
+
+def _until_dead(handle: Any, deadline_s: float = 60.0) -> None:
+    """Return once Ray knows the killed actor is dead. ``ray.kill`` returns when the kill is sent, not when the
+    actor is gone, and until then calls still reach it (the test once saw a head() answered). Each poll is a
+    real call; ActorDiedError is final for an actor killed with no_restart."""
+    deadline = time.monotonic() + deadline_s
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            ray.get(handle.pid.remote(), timeout=left)
+        except ActorDiedError:
+            return
+        except (ActorUnavailableError, GetTimeoutError):
+            continue  # unreachable for now (dying, or its node busy): not yet known dead
+    raise AssertionError(f"the killed LedgerActor still answered after {deadline_s} s")
 
 
 def test_map_ray_errors_passes_the_actors_own_error_and_translates_the_rest() -> None:

@@ -86,6 +86,12 @@ def test_new_ledger_session_seal_and_tail_removal_sync_their_folders(tmp_path: P
     assert ("mkdir", "new/ledger/sessions/s") in kinds
     assert ("rename", "new/ledger/sessions/s/seg-000001.arrow") in kinds
     assert ("unlink", "new/ledger/sessions/s/_seg-000001.arrow") in kinds
+    # the manifest: its temporary file synced, renamed over, after the sealed segment and before the tail goes
+    session = str((root / "sessions" / "s").resolve())
+    manifest = events.index(("rename", session + "/_manifest.json"))
+    assert ("fsync", session + "/_tmp-manifest.json") in events[:manifest]
+    assert events.index(("rename", session + "/seg-000001.arrow")) < manifest
+    assert manifest < events.index(("unlink", session + "/_seg-000001.arrow"))
     assert _unsynced(events, tmp_path) == []
     # and in order: the session folder is synced into sessions/ before the segment's fsyncs
     sessions = str((root / "sessions").resolve())

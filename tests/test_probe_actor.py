@@ -83,24 +83,31 @@ async def test_hosted_models_need_the_operator_opt_in(ledger_dir: Path) -> None:
 
 
 async def test_a_real_turn_cancels_the_in_flight_probe(ledger_dir: Path) -> None:
-    model = ThresholdModel(3000, n_ctx=8192, delay_s=0.3)
-    with loopback(model) as url, LedgerStore(ledger_dir) as store:
-        actor = ProbeActor(store, config=OFF, clock=Clock())
-        t = target(url)
-        assert await actor.turn_finished(t) == "started"
-        await asyncio.sleep(1.0)
-        assert model.chat_calls >= 1
-        assert await actor.turn_started(t.key) is True
-        assert (await actor.state(t.key))["state"] == "cancelled"
-        calls = model.chat_calls
-        await asyncio.sleep(0.8)
-        assert model.chat_calls <= calls + 1  # at most the request already on the wire
-        payloads = probe_entries(store)
-        assert [type(p) for p in payloads] == [Activity]
-        assert payloads[0].detail["outcome"] == "cancelled"
-        assert await actor.turn_started(t.key) is False  # nothing left to cancel
-        assert await actor.turn_finished(t) == "started"  # the next finished turn tries again
-        await actor.turn_started(t.key)
+    model = GatedModel(3000, n_ctx=8192)
+    try:
+        with loopback(model) as url, LedgerStore(ledger_dir) as store:
+            actor = ProbeActor(store, config=OFF, clock=Clock())
+            t = target(url)
+            assert await actor.turn_finished(t) == "started"
+            running = await actor.wait_running(t.key, timeout=60)
+            assert running["in_flight"] and running["stage"] == "metadata", running
+            # Its first chat request is held at the server: the probe is provably mid-flight.
+            assert await asyncio.to_thread(model.arrived.wait, 60), "the probe never sent a chat request"
+            assert await actor.turn_started(t.key) is True
+            state = await actor.state(t.key)
+            assert state["state"] == "cancelled" and not state["in_flight"]  # its task has ended
+            model.gate.set()
+            assert await asyncio.to_thread(model.answered.wait, 60)
+            # Nothing reached the model after the cancel but the request already held there.
+            assert model.arrivals == 1
+            payloads = probe_entries(store)
+            assert [type(p) for p in payloads] == [Activity]
+            assert payloads[0].detail["outcome"] == "cancelled"
+            assert await actor.turn_started(t.key) is False  # nothing left to cancel
+            assert await actor.turn_finished(t) == "started"  # the next finished turn tries again
+            await actor.turn_started(t.key)
+    finally:
+        model.gate.set()  # let a held request go, whatever failed
 
 
 async def test_changed_metadata_and_reprobe_requests_start_a_new_probe(ledger_dir: Path) -> None:
@@ -151,13 +158,19 @@ class GatedModel(ThresholdModel):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.arrived, self.gate = threading.Event(), threading.Event()
+        self.arrived, self.gate, self.answered = threading.Event(), threading.Event(), threading.Event()
+        self.arrivals = 0  # chat requests that reached the server, held or not
 
     def respond(self, path: str, content: bytes) -> tuple[int, dict[str, Any]]:
-        if path.endswith("/chat/completions"):
-            self.arrived.set()
-            self.gate.wait(timeout=300)  # a deadline, so a broken test ends instead of hanging
-        return super().respond(path, content)
+        if not path.endswith("/chat/completions"):
+            return super().respond(path, content)
+        self.arrivals += 1
+        self.arrived.set()
+        self.gate.wait(timeout=300)  # a deadline, so a broken test ends instead of hanging
+        try:
+            return super().respond(path, content)
+        finally:
+            self.answered.set()
 
 
 @pytest.mark.ray

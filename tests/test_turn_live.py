@@ -9,7 +9,6 @@ turn start.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
@@ -120,12 +119,12 @@ async def test_three_live_turns_checked_from_the_ledger(qwen: LocalModelServer, 
 
 
 async def _until_probing(probe: ProbeActor, target: ProbeTarget) -> None:
-    """The background probe's task exists once turn_finished returns; yield to the event loop (no clock)
-    until it has run to its first request, so the next turn start cancels a probe that is running."""
+    """Wait until the background probe turn_finished started has reached the model (its first progress
+    report), so the next turn start cancels a probe that is running, and the cancel is in the ledger."""
     state = await probe.state(target.key)
     assert state["in_flight"], f"turn_finished started no background probe: {state}"
-    for _ in range(20):
-        await asyncio.sleep(0)
+    state = await probe.wait_running(target.key, timeout=300)
+    assert state["in_flight"] and state["stage"] is not None, f"the probe never reached the model: {state}"
 
 
 def _turn_of_each_receipt(entries: list[tuple[str, Any]]) -> list[tuple[int, Receipt]]:
