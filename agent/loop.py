@@ -8,7 +8,11 @@
    the assistant step and its receipt are appended, the receipt goes through ``apply_feedback`` and
    the updated profile is written;
 3. the step's tool calls run (concurrently; results appended in call order, each whole result as an
-   evidence body and what the request carries as its tool result); a step with no call ends the turn;
+   evidence body and what the request carries as its tool result); a step with no call ends the turn.
+   World tools run through the :class:`~vak_context.agent.tools.ToolRegistry` (``tools=``; ``workspace=``
+   registers the workspace tools), the engine's own (recall, find_tools) through
+   :func:`~vak_context.agent.tools.engine_tools`. A tool that raises gives the model an error result
+   naming the exception, and the turn goes on;
 4. the TurnCard closes the turn; ``turn_finished`` lets the probe run in the idle time. A typed error mid-turn
    (a provider's 4xx/5xx or timeout after its retries, the server gone, an actor or the ledger) closes the
    turn ``failed`` with a ``turn.failed`` activity naming it, then propagates.
@@ -36,6 +40,7 @@ from typing import Any, Protocol
 from vak_context.agent.endpoint import ModelEndpoint
 from vak_context.agent.request import Complete
 from vak_context.agent.steps import Assembled, StepRequest
+from vak_context.agent.tools import EngineCall, EngineTools, ToolRegistry, engine_tools, workspace_tools
 from vak_context.agent.turnrules import TurnRules, ack_id
 from vak_context.agent.workspace import Workspace
 from vak_context.context.capacity.profile import (
@@ -49,7 +54,7 @@ from vak_context.context.history.cards import default_library
 from vak_context.context.planner.policy import GiveUp, Rejected, Retry, StepState, decide
 from vak_context.context.request.assemble import Tail, prefix_change, render_tail
 from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ToolSpec
-from vak_context.context.request.surface import Surface, find_tools_result, parse_find_tools_args
+from vak_context.context.request.surface import Surface, ToolDecl
 from vak_context.context.request.toolcalls import (
     ParsedCall,
     bounded,
@@ -58,7 +63,7 @@ from vak_context.context.request.toolcalls import (
     parse_tool_calls,
 )
 from vak_context.context.rules.drift import PriorTurn, Verdict
-from vak_context.errors import ContextOverflow, RequestTooLarge, ToolFailure, VakError
+from vak_context.errors import ContextOverflow, RequestTooLarge, VakError
 from vak_context.events.payloads import (
     Activity,
     AssistantStep,
@@ -148,11 +153,20 @@ class TurnLoop:
     """Runs turns for one session and one bound model. ``profile`` is updated by every receipt."""
 
     def __init__(self, services: TurnServices, provider: Complete, profile: CapacityProfile, config: TurnConfig,
-                 *, workspace: Workspace | None = None, clock: Callable[[], float] = time.time,
+                 *, tools: ToolRegistry | None = None, workspace: Workspace | None = None,
+                 engine: EngineTools | None = None, clock: Callable[[], float] = time.time,
                  on_step: Callable[[StepReport], None] | None = None, history: Sequence[PriorTurn] = (),
                  on_text: Callable[[str], None] | None = None) -> None:
         self.services, self.provider, self.profile, self.config = services, provider, profile, config
-        self.rules = TurnRules(services, history)  # ``history``: the session's earlier turns, oldest first
+        # ``workspace=`` is the shorthand for registering the workspace tools over that root.
+        registry = tools or ToolRegistry()
+        self.tools = registry.merged(*workspace_tools(workspace)) if workspace is not None else registry
+        self.engine = engine or engine_tools()
+        # The repeated-call rule's read-only set, from the tools' own declarations.
+        surface = config.surface
+        read_only = frozenset(n for t in (*surface.core, *surface.deferred) if (d := self._decl(n := t.name))
+                              and d.read_only)
+        self.rules = TurnRules(services, history, read_only=read_only)  # ``history``: earlier turns, oldest first
         self.seeded = bool(history)  # else the first turn reads them from services that can (``prior_turns``)
         self.workspace, self.clock, self.on_step = workspace, clock, on_step
         self.on_text = on_text  # streams each step's text as it arrives (the CLI), when the adapter can
@@ -378,9 +392,10 @@ class TurnLoop:
             name = call.name or ""
             if i in repeats:
                 continue  # answered by the rule
-            if name == "recall" and not outcome[1]:
-                recalled = await self.services.recall(call.arguments or {}, tool_use_id)
-                ran.append((name, call.arguments, tool_use_id, str(recalled.get("content", ""))))
+            engine = self.engine.get(name)
+            if engine is not None and engine.in_order and not outcome[1]:  # it stores its own result
+                body, _ = await engine.answer(self._engine_call(call, tool_use_id))
+                ran.append((name, call.arguments, tool_use_id, body))
             elif _is_card(name):
                 if not cards_done:  # present writes every card call of the step, in call order
                     acks = await self.services.present(step_id)
@@ -391,7 +406,8 @@ class TurnLoop:
             else:
                 body, is_error = outcome
                 await self.services.store_result(tool_use_id, name, body, is_error)
-                seen.append((self.config.surface.observes(name), is_error, body))
+                decl = self._decl(name)
+                seen.append((bool(decl and decl.observes), is_error, body))
                 if i < MAX_CALLS_PER_STEP:
                     ran.append((name, call.arguments, tool_use_id, body))
         self.rules.ran(ran)
@@ -407,29 +423,35 @@ class TurnLoop:
             await self.services.append([Activity(activity="surface.misread", detail={
                 "step_id": step_id, "tools": sorted(set(misread))})])
 
+    def _decl(self, name: str) -> ToolDecl | None:
+        """A tool's declaration: its registration's (what runs it knows its flags), else the engine's, else
+        the surface's."""
+        registered = self.tools.get(name)
+        if registered is not None:
+            return registered.decl
+        engine = self.engine.get(name)
+        return engine.decl if engine is not None else self.config.surface.declared(name)
+
+    def _engine_call(self, call: ParsedCall, tool_use_id: str = "") -> EngineCall:
+        return EngineCall(arguments=call.arguments or {}, tool_use_id=tool_use_id, services=self.services,
+                          surface=self.config.surface, registry=self.tools, promoted=self.promoted)
+
     async def _execute(self, call: ParsedCall) -> tuple[str, bool]:
-        """(body, is_error) of a world tool; recall and card calls are answered by the services."""
+        """(body, is_error) of a world tool, through the registry or the engine; an in-order engine tool
+        (recall) and card calls are answered later, by the services."""
         name = call.name or ""
-        if name == "recall" or _is_card(name):
+        engine = self.engine.get(name)
+        if (engine is not None and engine.in_order) or _is_card(name):
             return "", False
         if call.arguments is None:
             return f"{name}: the arguments must be a JSON object matching the tool's schema", True
-        if name == "find_tools":
-            query = parse_find_tools_args(call.arguments)
-            if query is None:
-                return 'find_tools: pass {"query": "what the tool should do"}', True
-            found = self.config.surface.find(query)
-            self.promoted.update(t.name for t in found)
-            return find_tools_result(found, query), False
-        decl = self.config.surface.declared(name)
-        if decl is None:
+        if engine is not None:
+            return await engine.answer(self._engine_call(call))
+        if self.config.surface.declared(name) is None:
             return f"no tool named {name!r}; the tools are listed in the request and under 'More tools'", True
-        if self.workspace is not None and name in {t.spec.name for t in self.workspace.tools}:
-            try:
-                return await asyncio.to_thread(self.workspace.call, name, call.arguments), False
-            except ToolFailure as exc:
-                return str(exc), True
-        return f"{name} is declared but this runtime has no executor for it", True
+        if name in self.tools:
+            return await self.tools.call(name, call.arguments)
+        return f"{name} is declared but this runtime has no executor for it; register it in the ToolRegistry", True
 
 
 async def _answered() -> tuple[str, bool]:

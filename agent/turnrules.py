@@ -38,8 +38,10 @@ class RuleServices(Protocol):
 class TurnRules:
     """The rules of one session's turns; ``history`` is the session's earlier turns, oldest first."""
 
-    def __init__(self, services: RuleServices, history: Sequence[PriorTurn] = ()) -> None:
+    def __init__(self, services: RuleServices, history: Sequence[PriorTurn] = (),
+                 read_only: frozenset[str] = drift.READ_ONLY_TOOLS) -> None:
         self.services = services
+        self.read_only = read_only  # the tools that declared themselves read-only (the repeated-call rule)
         self.history: list[PriorTurn] = list(history)
         self.state = drift.start("")
         self.cards: list[dict[str, Any]] = []  # payloads of the cards acknowledged this turn
@@ -68,7 +70,8 @@ class TurnRules:
                            ) -> tuple[set[int], Verdict]:
         """World calls ``(position, tool_use_id, name, arguments)`` before they run: the positions that
         repeat an earlier call of the turn (each already answered with its error result) and the verdict."""
-        self.state, errors, verdict = drift.gate_repeats(self.state, [(i, n, a) for i, _, n, a in calls])
+        self.state, errors, verdict = drift.gate_repeats(self.state, [(i, n, a) for i, _, n, a in calls],
+                                                       self.read_only)
         for i, tool_use_id, name, _args in calls:
             if i in errors:
                 await self.services.store_result(tool_use_id, name, errors[i], True)
@@ -83,7 +86,7 @@ class TurnRules:
 
     def ran(self, calls: Sequence[tuple[str, Mapping[str, Any] | None, str, str]]) -> None:
         """The world calls that ran this step ``(name, arguments, tool_use_id, body)``, for the repeat rule."""
-        self.state = drift.note_calls(self.state, calls)
+        self.state = drift.note_calls(self.state, calls, self.read_only)
 
     async def after_calls(self, results: Sequence[tuple[bool, bool, str]], acked: Sequence[tuple[str, Mapping[str, Any]]],
                           only_cards: bool) -> Verdict:

@@ -38,6 +38,7 @@ says what went wrong and what to do next.
     ├── ActorError                    a Ray actor cannot be reached, started or answer (map_ray_errors)
     ├── MissingExtra                  an optional part of the install is missing: names the extra to install
     └── ToolFailure                   a tool call that cannot run; returned to the model as an error result
+        └── McpError                  an MCP server did not start, or broke the protocol
 """
 
 from __future__ import annotations
@@ -306,3 +307,9 @@ class ToolFailure(VakError):
     def __init__(self, tool: str, reason: str) -> None:
         self.tool, self.reason = tool, reason
         super().__init__(f"{tool}: {reason}")
+
+
+class McpError(ToolFailure):
+    """An MCP server that did not start, stopped, or answered outside the protocol. ``tool`` names the
+    server's tool (or the server); the message says what to check (its command, its stderr)."""
+

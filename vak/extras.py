@@ -16,6 +16,7 @@ from vak_context.errors import MissingExtra
 EXTRAS = {
     "local": ("xllamacpp",),
     "plots": ("matplotlib",),
+    "mcp": ("mcp",),
 }
 
 

@@ -51,12 +51,15 @@ FIND_TOOLS = ToolSpec(
 
 @dataclass(frozen=True)
 class ToolDecl:
-    """A tool as it declares itself: its schema, whether it is always loaded, and whether it observes the
-    world as it is now (a search, reading a file, listing a folder, running a command)."""
+    """A tool as it declares itself: its schema, whether it is always loaded, whether it observes the
+    world as it is now (a search, reading a file, listing a folder, running a command), and whether it is
+    read-only (its result cannot change within a turn unless a world-changing call runs: the repeated-call
+    rule answers a repeat with the earlier result instead of running it)."""
 
     spec: ToolSpec
     always_loaded: bool = False
     observes: bool = False
+    read_only: bool = False
 
     @property
     def name(self) -> str:
@@ -92,7 +95,7 @@ class Surface:
         core = [t for t in admitted if t.always_loaded]
         if FIND_TOOLS.name not in names:
             at = next((i + 1 for i, t in enumerate(core) if t.name == "recall"), 0)
-            core.insert(at, ToolDecl(FIND_TOOLS, always_loaded=True))
+            core.insert(at, ToolDecl(FIND_TOOLS, always_loaded=True, read_only=True))
         deferred = sorted((t for t in admitted if not t.always_loaded), key=lambda t: t.name)
         return cls(core=tuple(core), deferred=tuple(deferred))
 
@@ -118,6 +121,10 @@ class Surface:
         """Whether ``name`` declared that it reads the world as it is now (never guessed from its name)."""
         decl = self.declared(name)
         return bool(decl and decl.observes)
+
+    def read_only(self) -> frozenset[str]:
+        """The names of the admitted tools that declared themselves read-only (the repeated-call rule's set)."""
+        return frozenset(t.name for t in (*self.core, *self.deferred) if t.read_only)
 
     def find(self, query: str, limit: int = FIND_TOOLS_LIMIT) -> tuple[ToolDecl, ...]:
         """The deferred tools that best match ``query`` (BM25 over name and description), best first; ties

@@ -1,0 +1,101 @@
+"""The engine's own tools: ``recall`` and ``find_tools``, answered by the engine, not by a registry callable.
+
+They sit in one table, :func:`engine_tools`, that later features extend with an :class:`EngineTool`: its
+declaration (the same :class:`~vak_context.context.request.surface.ToolDecl` flags as any tool's) and the
+coroutine that answers a call from the turn's state (:class:`EngineCall`). An ``in_order`` tool is
+answered while the step's results are stored, in call order, and stores its own result: ``recall``'s
+result is written by the evidence layer (``services.recall``), so it must not run alongside the step's
+other calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from vak_context.agent.tools.registry import ToolRegistry
+from vak_context.context.evidence.digest import RECALL_TOOL
+from vak_context.context.request.surface import (
+    FIND_TOOLS,
+    Surface,
+    ToolDecl,
+    find_tools_result,
+    parse_find_tools_args,
+)
+from vak_context.errors import VakError
+
+
+class RecallServices(Protocol):
+    async def recall(self, args: dict[str, Any], tool_use_id: str) -> dict[str, Any]: ...
+
+
+@dataclass
+class EngineCall:
+    """One engine-tool call and the turn state it may read or update."""
+
+    arguments: dict[str, Any]
+    tool_use_id: str
+    services: RecallServices
+    surface: Surface
+    registry: ToolRegistry
+    promoted: set[str] = field(default_factory=set)  # deferred tools find_tools returned this turn
+
+
+@dataclass(frozen=True)
+class EngineTool:
+    decl: ToolDecl
+    answer: Callable[[EngineCall], Awaitable[tuple[str, bool]]]
+    in_order: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.decl.name
+
+
+async def _recall(call: EngineCall) -> tuple[str, bool]:
+    recalled = await call.services.recall(call.arguments, call.tool_use_id)
+    return str(recalled.get("content", "")), bool(recalled.get("is_error", False))
+
+
+async def _find_tools(call: EngineCall) -> tuple[str, bool]:
+    query = parse_find_tools_args(call.arguments)
+    if query is None:
+        return 'find_tools: pass {"query": "what the tool should do"}', True
+    try:
+        # An MCP server's tool gets the schema its server lists: this is the demand that starts the server.
+        found = tuple([await call.registry.resolve(d) for d in call.surface.find(query)])
+    except VakError as exc:
+        return f"find_tools: {exc}", True
+    call.promoted.update(t.name for t in found)
+    return find_tools_result(found, query), False
+
+
+class EngineTools:
+    """The engine's tools by name."""
+
+    def __init__(self, tools: Iterable[EngineTool] = ()) -> None:
+        self._tools = {t.name: t for t in tools}
+
+    def register(self, tool: EngineTool) -> None:
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> EngineTool | None:
+        return self._tools.get(name)
+
+    def decls(self) -> tuple[ToolDecl, ...]:
+        return tuple(t.decl for t in self._tools.values())
+
+
+def engine_tools() -> EngineTools:
+    """recall (in order, read-only: it reads earlier turns) and find_tools (read-only: it ranks a fixed
+    catalogue), both always loaded."""
+    return EngineTools([
+        EngineTool(ToolDecl(RECALL_TOOL, always_loaded=True, read_only=True), _recall, in_order=True),
+        EngineTool(ToolDecl(FIND_TOOLS, always_loaded=True, read_only=True), _find_tools),
+    ])
+
+
+def surface_for(registry: ToolRegistry, *extra: ToolDecl) -> Surface:
+    """recall, find_tools, the registry's tools (in registration order) and ``extra`` as one Surface."""
+    return Surface.build([*engine_tools().decls(), *registry.decls(), *extra])
