@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 # The shared local model server fixture (`local_model`): one llama.cpp server for every live test.
-pytest_plugins = ["tests.fixtures_model", "tests.fixtures_import"]  # + `imported`: the recorded sessions
+pytest_plugins = ["tests.fakes.local_model", "tests.fakes.imported"]  # + `imported`: the recorded sessions
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("VAK_SHARED", REPO.parent / "shared"))

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.test_probe_scripted import ThresholdModel
+from tests.fakes.threshold import ThresholdModel
 from vak_context.agent.probe import ProbeRunner
 from vak_context.config import config_path, load_config
 from vak_context.context.capacity import ProfileKey

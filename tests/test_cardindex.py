@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from tests.fixtures_import import Imported
+from tests.fakes.imported import Imported
 from vak_context.agent.carddocs import card_doc, docs_from_ledger
 from vak_context.config import parse_config
 from vak_context.context.turns import TurnIndex

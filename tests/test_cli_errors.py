@@ -272,7 +272,7 @@ def test_the_vak_process_exits_with_one_line_and_no_traceback(argv: list[str], a
 def test_a_lowered_first_rung_is_said_and_why(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """`vak probe --first-rung 11058` on a 16k window starts at 3,686 and prints a note naming the cap (a
     quarter of the top rung, 90% of the window); on 32k the same first rung is honoured without a note."""
-    from tests.test_probe_scripted import ThresholdModel, loopback
+    from tests.fakes.threshold import ThresholdModel, loopback
 
     args = ["--samples", "1", "--controls", "0", "--max-sizes", "1", "--first-rung", "11058"]
     with loopback(ThresholdModel(3000, n_ctx=16384)) as url:

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tests.test_planner import SessionBuilder
+from tests.fakes.sessions import SessionBuilder
 from vak_context.agent.request import SessionView, prepare
 from vak_context.context.assemble import prefix_tokens, project, request_tokens
 from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey

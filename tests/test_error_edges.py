@@ -17,7 +17,7 @@ import pytest
 import ray
 from ray.exceptions import ActorDiedError, GetTimeoutError, RayError, RayTaskError
 
-from tests.test_ledger_contract import ActorInProcess
+from tests.fakes.ledgers import ActorInProcess
 from vak_context.actors.factory import get_ledger_actor, ledger_actor
 from vak_context.actors.ledger_client import LedgerClient
 from vak_context.actors.ray_errors import map_ray_errors

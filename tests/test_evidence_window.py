@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.fakes.recall import expand
 from vak_context.context.evidence import (
     LINE_CHARS,
     WINDOW_CHARS,
@@ -39,31 +40,6 @@ def split_lines(body: str) -> list[str]:
 def numbered_lines(count: int, width: int, *, ending: str = "\n") -> str:
     """``count`` lines, each exactly ``width`` characters before its terminator."""
     return "".join(f"{i:06d}".ljust(width, "x") + ending for i in range(1, count + 1))
-
-
-# an omission line (replaced whole, its newline included) or a clipped line's note (replaced, the
-# line's own terminator stays): each names the recall call that returns what it stands for
-_MARKER = re.compile(
-    r"\[… lines? \d+(?:-\d+)? omitted \(\d+ chars\); recall\((?P<omitted>\{[^\n]*?\})\) returns them …\]\n"
-    r"| … \[line \d+ continues for \d+ more chars; recall\((?P<continued>\{[^\n]*?\})\) returns them\]"
-)
-
-
-def expand(shown: str, body: str, evidence_id: str) -> tuple[str, int]:
-    """``shown`` with every omission line and clipped-line note replaced by what its recall call
-    returns: the call is parsed and answered exactly as the recall tool would. Returns the expanded
-    text and how many calls it made."""
-    out, pos, calls = [], 0, 0
-    for m in _MARKER.finditer(shown):
-        args = json.loads(m.group("omitted") or m.group("continued"))
-        request = parse_recall_args(args)
-        assert isinstance(request, RecallRequest) and request.id == evidence_id, args
-        recalled = select(body, evidence_id, request.range, request.chars)
-        assert isinstance(recalled, str), recalled
-        out += [shown[pos : m.start()], recalled]
-        pos, calls = m.end(), calls + 1
-    out.append(shown[pos:])
-    return "".join(out), calls
 
 
 # ------------------------------------------------------------------ the 30,000-character boundary

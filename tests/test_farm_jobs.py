@@ -1,7 +1,7 @@
 """A farm runs as a Ray job: `vak farm submit` and `ray job submit -- vak farm run` on a real local head.
 
 The head is ``vak_context.farm.farm_jobs.LocalHead`` (``ray start --head``: GCS, raylet, dashboard and Jobs API on
-127.0.0.1, in a private temp folder). Each job runs a small replay farm (tests/farm_jobs.toml: generated
+127.0.0.1, in a private temp folder). Each job runs a small replay farm (tests/fakes/farm_jobs.toml: generated
 sessions, no model server) and the test waits on the job's status, then reads the run's results table.
 """
 
@@ -29,7 +29,7 @@ from vak_context.farm.farm_jobs import (
     wait_for_job,
 )
 
-SPEC = REPO / "tests" / "farm_jobs.toml"
+SPEC = REPO / "tests" / "fakes" / "farm_jobs.toml"
 JOB_TIMEOUT_S = 600  # a bound on a loaded 2-core box, not an expectation
 
 
@@ -39,7 +39,7 @@ def test_a_spec_outside_the_project_is_refused_before_anything_is_sent(tmp_path:
     outside.write_text("")
     with pytest.raises(InvalidInput, match="outside the project folder"):
         spec_in_project(outside)
-    assert spec_in_project(SPEC) == "tests/farm_jobs.toml"
+    assert spec_in_project(SPEC) == "tests/fakes/farm_jobs.toml"
 
 
 def test_the_job_runs_vak_farm_run_from_its_working_dir_and_writes_outside_it() -> None:
@@ -89,7 +89,7 @@ def head() -> Iterator[LocalHead]:
 
 
 def listening_addresses(head: LocalHead) -> set[tuple[str, str]]:
-    from tests.test_loopback import bound_sockets
+    from tests.fakes.sockets import bound_sockets
 
     assert head.process is not None
     return {(s.address, s.process.rsplit("/", 1)[-1])
@@ -106,12 +106,12 @@ def test_a_farm_runs_as_a_job_through_vak_farm_submit_and_ray_job_submit(
     run's results table under its --out, every replayed request passing. The working dir Ray unpacked for
     `vak farm submit` holds the project without .venv, .git or vak-data, under 20 MB; every socket of the
     head's process tree (GCS, raylet, dashboard, agents, workers) listens on loopback."""
-    from tests.test_loopback import _is_loopback
+    from tests.fakes.sockets import is_loopback
     from vak_context.farm.cli import main
 
     env = {**os.environ, "RAY_ADDRESS": head.dashboard_url}
     ray_cli = subprocess.Popen(
-        [str(RAY_CLI), "job", "submit", "--working-dir", ".", "--", "vak", "farm", "run", "tests/farm_jobs.toml",
+        [str(RAY_CLI), "job", "submit", "--working-dir", ".", "--", "vak", "farm", "run", "tests/fakes/farm_jobs.toml",
          "--out", str(tmp_path / "ray-cli"), "--run-id", "raycli", "--no-report"],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -144,4 +144,4 @@ def test_a_farm_runs_as_a_job_through_vak_farm_submit_and_ray_job_submit(
 
     sockets = listening_addresses(head)
     assert {"gcs_server", "raylet"} <= {name for _, name in sockets}
-    assert [s for s in sockets if not _is_loopback(s[0])] == []
+    assert [s for s in sockets if not is_loopback(s[0])] == []

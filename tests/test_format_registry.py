@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_import_malformed import CHAT, SAMPLES
+from tests.fakes.recordings import CHAT, SAMPLES
 from vak_context.context import digest_shapes
 from vak_context.context.bodytext import body_text
 from vak_context.context.digest_shapes import DETECTION, SHAPES, Analysis

@@ -6,7 +6,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from tests.fixtures_import import TOKENS_PER_CHAR, Imported
+from tests.fakes.imported import TOKENS_PER_CHAR, Imported
 from vak_context.context.evidence import WINDOW_CHARS, recall_call
 from vak_context.context.turns import TurnIndex
 from vak_context.events.payloads import AssistantStep, Compaction, EvidenceBody, Nudge, Receipt, ToolResult

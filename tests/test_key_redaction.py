@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import http.server
 import json
 import logging
 import re
-import threading
 import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -29,7 +27,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.provider_bodies.wire import fast_retry
+from tests.fakes.httpserver import serve
+from tests.fakes.provider_bodies.wire import fast_retry
 from vak_context.context.capacity import ProfileKey
 from vak_context.context.messages import ChatRequest, ChatResult, Message
 from vak_context.errors import ContextOverflow, ProviderError
@@ -433,44 +432,25 @@ async def test_probe_activity_holds_no_echoed_key() -> None:
 # ---------------------------------------------------------------- a real transport: httpcore's DEBUG log
 
 
-class _EchoHandler(http.server.BaseHTTPRequestHandler):
+def _echo_key(request: httpx.Request) -> httpx.Response:
     """Answers every POST with a chat completion and the caller's bearer key echoed in a header."""
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length", "0")))
-        key = self.headers.get("authorization", "").removeprefix("Bearer ")
-        payload = json.dumps(success_body("chat", "text")).replace(PLACE, "hidden").encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("x-echo-key", key)
-        self.send_header("content-length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+    key = request.headers.get("authorization", "").removeprefix("Bearer ")
+    payload = json.dumps(success_body("chat", "text")).replace(PLACE, "hidden").encode()
+    return httpx.Response(200, headers={"content-type": "application/json", "x-echo-key": key}, content=payload)
 
 
 async def test_key_echoed_in_a_header_stays_out_of_httpcore_debug_log(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Over a real loopback socket httpcore logs every response header at DEBUG; the key is not among them."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _EchoHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serve(_echo_key) as server:
         caplog.set_level(logging.DEBUG)
         async with httpx.AsyncClient() as client:
             retry, _ = fast_retry(attempts=1)
-            base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
             provider = make_provider(
-                "openai-compat:m", client, api_key=CANARY, base_url=base_url, retry=retry
+                "openai-compat:m", client, api_key=CANARY, base_url=server.base_url, retry=retry
             )
             result = await provider.provider.complete(REQUEST)
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
     assert result.tool_calls[0].name == "get_weather"
     header_records = [r for r in caplog.records if "receive_response_headers.complete" in r.getMessage()]
     assert header_records, "httpcore logged no response headers: the test checks nothing"

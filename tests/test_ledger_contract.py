@@ -10,7 +10,7 @@ results, of the same types (``VerifyReport``, ``LedgerStats``), and the same typ
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,53 +18,13 @@ import pyarrow.dataset as ds
 import pytest
 import ray
 
+from tests.fakes.ledgers import ActorInProcess
 from vak_context.actors.factory import ledger_actor
-from vak_context.actors.ledger import LedgerActor
 from vak_context.actors.ledger_client import LedgerClient
 from vak_context.errors import InvalidName, UnknownEntry, UnknownSession
-from vak_context.events.envelope import StoredEntry
 from vak_context.events.payloads import Directive, EvidenceBody, Nudge
-from vak_context.storage.contract import Ledger, LedgerStats, Payload, VerifyReport
+from vak_context.storage.contract import Ledger, LedgerStats, VerifyReport
 from vak_context.storage.ledger import LedgerStore
-
-
-class ActorInProcess:
-    """The LedgerActor class without Ray, its methods called in this process: the plain class is
-    held to the same (synchronous) contract as the others."""
-
-    def __init__(self, root: Path) -> None:
-        self.actor = LedgerActor(str(root))
-
-    def append(self, session: str, payloads: Sequence[Payload], *, parent: str | None = None,
-               blobs: Sequence[bytes | None] | None = None) -> list[str]:
-        return self.actor.append(session, payloads, parent, blobs)
-
-    def head(self, session: str) -> str | None:
-        return self.actor.head(session)
-
-    def get(self, entry_id: str) -> StoredEntry:
-        return self.actor.get(entry_id)
-
-    def entries(self, session: str, start: int = 0, stop: int | None = None) -> list[StoredEntry]:
-        return self.actor.entries(session, start, stop)
-
-    def chain_to_root(self, entry_id: str) -> list[StoredEntry]:
-        return self.actor.chain_to_root(entry_id)
-
-    def sessions(self) -> list[str]:
-        return self.actor.sessions()
-
-    def verify(self, session: str | None = None) -> VerifyReport:
-        return self.actor.verify(session)
-
-    def stats(self) -> LedgerStats:
-        return self.actor.stats()
-
-    def checkpoint(self) -> None:
-        self.actor.checkpoint()
-
-    def close(self) -> None:
-        self.actor.close()
 
 
 def _is_a_ledger(ledger: Ledger) -> Ledger:

@@ -21,7 +21,7 @@ from vak_context.storage.ledger import LedgerStore
 REPO = Path(__file__).resolve().parent.parent
 KILLS = 50
 # Every fifth run is killed from outside at a random moment; the rest kill themselves at an exact
-# point of a commit (tests/crash_writer.py), so mid-write kills happen on every run of this test.
+# point of a commit (tests/fakes/crash_writer.py), so mid-write kills happen on every run of this test.
 PLAN = ["random", "header", "midbody", "marker", "random"]
 
 
@@ -29,7 +29,7 @@ def _run_and_kill(root: Path, seed: int, mode: str, rng: random.Random) -> list[
     """Run the writer until it dies (killed by us after a random delay, or by itself); its acked ids."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     acks_before_kill = 0 if mode == "header" else rng.randint(1, 8)
-    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "crash_writer.py"), str(root), str(seed), mode,
+    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "fakes" / "crash_writer.py"), str(root), str(seed), mode,
                              str(acks_before_kill)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
     acked: list[str] = []
@@ -48,7 +48,7 @@ def _run_and_kill(root: Path, seed: int, mode: str, rng: random.Random) -> list[
         if not first.wait(60):
             proc.kill()
             proc.wait()
-            raise AssertionError("the writer never acknowledged an append (run tests/crash_writer.py by hand)")
+            raise AssertionError("the writer never acknowledged an append (run tests/fakes/crash_writer.py by hand)")
         time.sleep(rng.uniform(0.0, 0.25))  # the random moment itself; the test waits on events only
         proc.send_signal(signal.SIGKILL)
     try:

@@ -15,16 +15,15 @@ import stat
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.fakes.sockets import bound_sockets, hex_address, is_loopback, process_name, process_tree
+
 pytestmark = pytest.mark.ray
 
 REPO = Path(__file__).resolve().parent.parent
-TCP_LISTEN = "0A"
-UDP_UNCONNECTED = "07"
 
 CLUSTER_SCRIPT = """
 import os, sys
@@ -54,94 +53,15 @@ if sys.argv[2] == "stop":
 """
 
 
-@dataclass(frozen=True)
-class Socket:
-    proto: str
-    address: str
-    port: int
-    pid: int
-    process: str
-
-
-def _hex_address(text: str) -> str:
-    """An address as /proc/net prints it: 32-bit words in host (little-endian) byte order."""
-    raw = bytes.fromhex(text)
-    host = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
-    return str(ipaddress.ip_address(host))
-
-
-def _is_loopback(address: str) -> bool:
-    ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_loopback
-
-
-def process_tree(root: int) -> set[int]:
-    """``root`` and every process descended from it, from /proc/<pid>/stat."""
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            stat_line = Path(f"/proc/{name}/stat").read_text()
-        except OSError:  # it exited while we looked
-            continue
-        ppid = int(stat_line.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(name))
-    tree, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        tree.add(pid)
-        todo.extend(children.get(pid, []))
-    return tree
-
-
-def _process_name(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode() or "?"
-    except OSError:
-        return "?"
-
-
-def bound_sockets(pids: set[int], netns_pid: int) -> list[Socket]:
-    """Every TCP socket listening and every UDP socket bound (unconnected) that one of ``pids`` holds."""
-    owner: dict[str, int] = {}
-    for pid in pids:
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                owner[target[8:-1]] = pid
-    found = []
-    for proto, state in (("tcp", TCP_LISTEN), ("tcp6", TCP_LISTEN), ("udp", UDP_UNCONNECTED), ("udp6", UDP_UNCONNECTED)):
-        lines = Path(f"/proc/{netns_pid}/net/{proto}").read_text().splitlines()[1:]
-        for line in lines:
-            fields = line.split()
-            local, st, inode = fields[1], fields[3], fields[9]
-            if st != state or inode not in owner:
-                continue
-            address, port = local.split(":")
-            pid = owner[inode]
-            found.append(Socket(proto, _hex_address(address), int(port, 16), pid, _process_name(pid)))
-    return found
-
-
 def test_socket_table_parsing_knows_loopback_from_any() -> None:
     """The /proc address decoding this file relies on: loopback, v4-mapped loopback and wildcards."""
-    assert _hex_address("0100007F") == "127.0.0.1"
-    assert _hex_address("00000000") == "0.0.0.0"
-    mapped = ipaddress.ip_address(_hex_address("0000000000000000FFFF00000100007F"))
+    assert hex_address("0100007F") == "127.0.0.1"
+    assert hex_address("00000000") == "0.0.0.0"
+    mapped = ipaddress.ip_address(hex_address("0000000000000000FFFF00000100007F"))
     assert isinstance(mapped, ipaddress.IPv6Address) and str(mapped.ipv4_mapped) == "127.0.0.1"
-    assert _hex_address("00000000000000000000000001000000") == "::1"
-    assert [_is_loopback(a) for a in ("127.0.0.1", "::ffff:127.0.0.1", "::1")] == [True] * 3
-    assert [_is_loopback(a) for a in ("0.0.0.0", "::", "192.0.2.2", "::ffff:192.0.2.2")] == [False] * 4
+    assert hex_address("00000000000000000000000001000000") == "::1"
+    assert [is_loopback(a) for a in ("127.0.0.1", "::ffff:127.0.0.1", "::1")] == [True] * 3
+    assert [is_loopback(a) for a in ("0.0.0.0", "::", "192.0.2.2", "::ffff:192.0.2.2")] == [False] * 4
 
 
 @pytest.mark.parametrize(("order", "teardown"), [("ray_first", "stop"), ("ray_after", "atexit")])
@@ -169,13 +89,13 @@ def test_local_ray_listens_on_loopback_only_and_removes_its_private_temp_folder(
     names = {s.process.rsplit("/", 1)[-1] for s in sockets}
     assert {"gcs_server", "raylet"} <= names, names  # the scan saw the cluster, so it can fail
     assert {int(actor_pid), int(task_pid)} <= {s.pid for s in sockets}
-    exposed = [s for s in sockets if not _is_loopback(s.address)]
+    exposed = [s for s in sockets if not is_loopback(s.address)]
     assert exposed == [], "\n".join(f"{s.proto} {s.address}:{s.port} {s.process} (pid {s.pid})" for s in exposed)
 
     assert mode == 0o700, oct(mode)
     assert not root.exists()
     deadline = time.monotonic() + 60
-    while (alive := [p for p in tree if Path(f"/proc/{p}").exists() and _process_name(p) != "?"]) and \
+    while (alive := [p for p in tree if Path(f"/proc/{p}").exists() and process_name(p) != "?"]) and \
             time.monotonic() < deadline:
         time.sleep(0.2)
-    assert alive == [], [(p, _process_name(p)) for p in alive]
+    assert alive == [], [(p, process_name(p)) for p in alive]

@@ -18,7 +18,7 @@ from typing import Any
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, example, given, settings
 
-from tests.fixtures_import import Imported
+from tests.fakes.imported import Imported
 from vak_context.actors.evidence import EvidenceActor
 from vak_context.context.evidence import DIGEST_CHARS, LINE_CHARS, WINDOW_CHARS, body_text, evidence_tag
 from vak_context.context.messages import ToolResultPart

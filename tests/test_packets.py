@@ -15,9 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.provider_bodies.wire import body
-from tests.test_planner import build_session
-from tests.test_planner_overflow import _ledger_session
+from tests.fakes.provider_bodies.wire import body
+from tests.fakes.sessions import build_session, ledger_session
 from vak_context.agent.request import SessionView
 from vak_context.agent.summarise import Summariser, write_packet
 from vak_context.context.assemble import project
@@ -153,7 +152,7 @@ async def _summarise(store: LedgerStore, view: SessionView, plan: Plan, server: 
 
 
 async def test_growing_a_packet_seeds_the_summariser_and_adds_only_the_newly_covered_turns(tmp_path: Path) -> None:
-    store, view = _ledger_session(tmp_path / "ledger", 18)
+    store, view = ledger_session(tmp_path / "ledger", 18)
     server = Summaries("Turns one to eight: bookings.", "Turns one to sixteen: bookings and copper.")
     first_ids, _ = await _summarise(store, view, _plan_with_packet(view, 1, 8, 120), server)
     seed = store.payload(first_ids[-1])
@@ -191,7 +190,7 @@ async def test_growing_a_packet_seeds_the_summariser_and_adds_only_the_newly_cov
 
 
 async def test_a_small_summariser_window_takes_several_calls_each_seeded_by_the_last(tmp_path: Path) -> None:
-    store, view = _ledger_session(tmp_path / "ledger", 10)
+    store, view = ledger_session(tmp_path / "ledger", 10)
     answers = [f"part {k}" for k in range(1, 9)]
     server = Summaries(*answers)
     ids, summariser = await _summarise(store, view, _plan_with_packet(view, 1, 8, 60), server, window=700)
@@ -206,7 +205,7 @@ async def test_a_small_summariser_window_takes_several_calls_each_seeded_by_the_
 
 
 async def test_an_empty_summary_falls_back_to_what_each_turn_asked(tmp_path: Path) -> None:
-    store, view = _ledger_session(tmp_path / "ledger", 9)
+    store, view = ledger_session(tmp_path / "ledger", 9)
     ids, _ = await _summarise(store, view, _plan_with_packet(view, 1, 8, 120), Summaries(""))
     packet = store.payload(ids[-1])
     activity = store.payload(ids[0])

@@ -4,124 +4,21 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 import pytest
-from pydantic import BaseModel
 
-from vak_context.agent.request import SessionView
+from tests.fakes.sessions import SessionBuilder, Tool, body_for, build_session, profile
 from vak_context.bm25 import Bm25Index
 from vak_context.context.assemble import prefix_tokens, project, request_tokens
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.packets import PACKET_BATCH_TURNS
 from vak_context.context.planner import Plan, PlannerState, plan, refers_back
 from vak_context.context.render import api_problems
-from vak_context.context.turncard import build_card
 from vak_context.errors import InvalidInput
-from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import (
-    AssistantStep,
     Compaction,
-    Directive,
-    EvidenceBody,
     ResetWithHandoff,
-    TextBlock,
-    ToolResult,
-    ToolUseBlock,
 )
-
-Tool = tuple[str, Mapping[str, object], str, bool]  # name, input, result body, is_error
-
-
-Sink = Callable[[BaseModel, bytes | None], StoredEntry]
-
-
-class SessionBuilder:
-    """Entries chained as the ledger chains them (with evidence blobs), and the view kept beside them.
-
-    ``sink`` writes an entry somewhere real (a LedgerActor) and returns it as stored; without one
-    the entries are chained in memory, as the ledger would chain them.
-    """
-
-    def __init__(self, session: str = "t", sink: Sink | None = None) -> None:
-        self.session = session
-        self.mapper = Mapper()
-        self.entries: list[StoredEntry] = []
-        self.view = SessionView()
-        self.sink = sink
-
-    def add(self, payload: BaseModel, blob: bytes | None = None) -> str:
-        if self.sink is not None:
-            e = self.sink(payload, blob)
-        else:
-            parent = self.entries[-1].id if self.entries else None
-            e = self.mapper.entry(payload, session=self.session, seq=len(self.entries), parent=parent, time_us=0,
-                                  blob=blob)
-        self.entries.append(e)
-        self.view.add(e)
-        return e.id
-
-    def turn(self, directive: str, tools: Sequence[Tool] = (), answer: str = "Done.", *, close: bool = True) -> str:
-        turn_id = self.add(Directive(text=directive))
-        n = len(self.view.index.turns)
-        for k, (name, args, body, is_error) in enumerate(tools):
-            call = f"call_{n}_{k}"
-            self.add(AssistantStep(blocks=(ToolUseBlock(id=call, name=name, input=dict(args)),), stop_reason="tool_use"))
-            data = body.encode()
-            ev = self.add(
-                EvidenceBody(tool_use_id=call, tool_name=name, chars=len(body), bytes=len(data), is_error=is_error),
-                data,
-            )
-            self.add(ToolResult(tool_use_id=call, tool_name=name, content=body, is_error=is_error, evidence_id=ev))
-        self.add(AssistantStep(blocks=(TextBlock(text=answer),), stop_reason="end_turn"))
-        if close:
-            turn = self.view.index.current
-            assert turn is not None
-            self.add(build_card(self.view.index, turn, self.view.turn_infos(turn)))
-        return turn_id
-
-
-def profile(horizon: int, *, out: int = 256, tpc: float = 0.25, window: int | None = None) -> CapacityProfile:
-    return CapacityProfile(
-        key=ProfileKey("local", f"h{horizon}"),
-        declared_window=window if window is not None else max(horizon, 1),
-        instruction_horizon=Horizon(horizon, 0.9, 0.0),
-        tokens_per_char=Ewma(tpc, 3),
-        output_reserve=out,
-    )
-
-
-TOPICS = [
-    ("Find my reservation ABC123 and list its flights.", "get_reservation", {"id": "ABC123"}),
-    ("What is the copper price trend this quarter?", "web_search", {"query": "copper price trend"}),
-    ("Run the test suite and tell me what fails.", "bash", {"command": "pytest -q"}),
-    ("Read storage/ledger.py and explain group commit.", "read_file", {"path": "storage/ledger.py"}),
-    ("Summarise the revenue table from the quarterly report.", "get_report", {"id": "rep-7"}),
-]
-
-
-def body_for(tool: str, i: int) -> str:
-    if tool == "get_reservation":
-        return json.dumps({"reservation_id": f"ABC{i}", "flights": [{"no": f"HAT{i:03d}", "date": "2024-05-1"}]})
-    if tool == "web_search":
-        return "\n".join(f"{k}. Copper market note {k} https://example.org/{i}/{k}" for k in range(1, 6))
-    if tool == "bash":
-        return "\n".join(f"tests/test_{k}.py::case PASSED" for k in range(12)) + "\nexit code 0"
-    if tool == "read_file":
-        return "\n".join(f"{k:4d}  line {k} of the ledger module, with some code" for k in range(40))
-    return json.dumps({"revenue": [{"q": q, "usd": 1000 * q} for q in range(1, 5)], "currency": "USD"})
-
-
-def build_session(
-    turns: int, *, tools_per_turn: int = 1, answer_words: int = 30, sink: Sink | None = None
-) -> SessionBuilder:
-    b = SessionBuilder(sink=sink)
-    for i in range(turns):
-        directive, tool, args = TOPICS[i % len(TOPICS)]
-        calls = [(tool, args, body_for(tool, i), False)] * tools_per_turn
-        b.turn(f"{directive} (turn {i + 1})", calls, " ".join(["Answer"] + ["word"] * answer_words) + ".")
-    return b
 
 
 def fidelities(p: Plan) -> str:

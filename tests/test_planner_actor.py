@@ -9,7 +9,7 @@ import pytest
 import ray
 from pydantic import BaseModel
 
-from tests.test_planner import build_session
+from tests.fakes.sessions import build_session, store_sink
 from vak_context.actors.factory import ledger_actor, planner_actor
 from vak_context.actors.planner import PlannerActor, as_profile
 from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey, to_record
@@ -22,16 +22,9 @@ SMALL = CapacityProfile(ProfileKey("local", "small"), 8_192, Horizon(2_500, 0.9,
 LARGE = CapacityProfile(ProfileKey("hosted", "large"), 200_000, Horizon(200_000, 0.3, 0.0), Ewma(0.3, 3), 8_192)
 
 
-def _store_sink(store: LedgerStore, session: str) -> Any:
-    def sink(payload: BaseModel, blob: bytes | None) -> StoredEntry:
-        return store.get(store.append(session, [payload], blobs=[blob])[0])
-
-    return sink
-
-
 def test_plans_are_recorded_with_inputs_and_digest_and_explained_later(ledger_dir: Path) -> None:
     writer = LedgerStore(ledger_dir)
-    build_session(20, tools_per_turn=1, sink=_store_sink(writer, "s"))
+    build_session(20, tools_per_turn=1, sink=store_sink(writer, "s"))
     writer.close()
     actor = PlannerActor(str(ledger_dir), LedgerStore(ledger_dir))  # this process is the folder's one writer
     store = actor.ledger.store

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures_import import FILES
+from tests.fakes.imported import FILES
 from vak_context.agent.request import Prepared, SessionView, prepare
 from vak_context.context.assemble import current_turn_messages, request_tokens
 from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars

@@ -16,8 +16,7 @@ import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tests.test_planner import SessionBuilder, profile
-from tests.test_planner_properties import WORDS
+from tests.fakes.sessions import WORDS, SessionBuilder, profile
 from vak_context.bm25 import Bm25Index, terms
 from vak_context.context.planner import plan, scores_by_id
 from vak_context.context.planner_fill import history_codes as _history_codes

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures_import import FILES
-from tests.test_planner import SessionBuilder
+from tests.fakes.imported import FILES
+from tests.fakes.sessions import SessionBuilder
 from vak_context.agent.request import SessionView
 from vak_context.context.assemble import prefix_tokens, project, request_tokens
 from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey

@@ -10,10 +10,9 @@ import json
 from pathlib import Path
 
 import httpx
-from pydantic import BaseModel
 
-from tests.provider_bodies.wire import body
-from tests.test_planner import TOPICS, body_for
+from tests.fakes.provider_bodies.wire import body
+from tests.fakes.sessions import ledger_session as _ledger_session
 from vak_context.actors.evidence import EvidenceActor
 from vak_context.agent.request import (
     Completed,
@@ -45,41 +44,6 @@ def _profile(horizon: int, window: int, *, tpc: float = 0.25, out: int = 256) ->
         tokens_per_char=Ewma(tpc, 1),
         output_reserve=out,
     )
-
-
-def _ledger_session(root: Path, turns: int) -> tuple[LedgerStore, SessionView]:
-    """A session written to a real ledger, turn by turn, with turn cards."""
-    from vak_context.context.turncard import build_card
-    from vak_context.events.payloads import (
-        AssistantStep,
-        Directive,
-        EvidenceBody,
-        TextBlock,
-        ToolResult,
-        ToolUseBlock,
-    )
-
-    store = LedgerStore(root)
-    view = SessionView()
-
-    def put(payload: BaseModel, blob: bytes | None = None) -> str:
-        eid = store.append("s", [payload], blobs=[blob])[0]
-        view.add(store.get(eid))
-        return eid
-
-    for i in range(turns):
-        directive, tool, args = TOPICS[i % len(TOPICS)]
-        put(Directive(text=f"{directive} (turn {i + 1})"))
-        call = f"call_{i}"
-        put(AssistantStep(blocks=(ToolUseBlock(id=call, name=tool, input=dict(args)),)))
-        text = body_for(tool, i)
-        ev = put(EvidenceBody(tool_use_id=call, tool_name=tool, chars=len(text), bytes=len(text)), text.encode())
-        put(ToolResult(tool_use_id=call, tool_name=tool, content=text, evidence_id=ev))
-        put(AssistantStep(blocks=(TextBlock(text="Here is what I found, in a few words. " * 6),)))
-        turn = view.index.current
-        assert turn is not None
-        put(build_card(view.index, turn, view.turn_infos(turn)))
-    return store, view
 
 
 class Server:

@@ -9,7 +9,7 @@ import math
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tests.test_planner import SessionBuilder
+from tests.fakes.sessions import WORDS, SessionBuilder
 from vak_context.context.assemble import prefix_tokens, project, request_tokens, text_tokens
 from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.messages import ToolResultPart, ToolUsePart
@@ -18,8 +18,6 @@ from vak_context.context.render import VERBATIM_CHARS, api_problems
 from vak_context.context.turncard import short_id
 from vak_context.errors import RequestTooLarge
 from vak_context.events.payloads import ResetWithHandoff
-
-WORDS = "copper ledger flight report commit cache horizon window packet turn card token price test".split()
 
 tool_calls = st.lists(
     st.tuples(

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_planner import build_session
-from tests.test_planner_actor import _store_sink
+from tests.fakes.sessions import build_session, store_sink
 from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.errors import InvalidInput
 from vak_context.events.payloads import ResetWithHandoff
@@ -20,7 +19,7 @@ LARGE = CapacityProfile(ProfileKey("hosted", "frontier"), 200_000, Horizon(200_0
 
 def test_the_report_lists_every_turn_under_each_profile_with_its_tokens(ledger_dir: Path) -> None:
     store = LedgerStore(ledger_dir)
-    b = build_session(20, tools_per_turn=1, sink=_store_sink(store, "s"))
+    b = build_session(20, tools_per_turn=1, sink=store_sink(store, "s"))
     text = plan_report(store, "s", {"small": SMALL, "large": LARGE}, system="You are an agent. " * 30)
     lines = text.splitlines()
     assert lines[0] == "plans for session 's' (20 turns), turn 20 as the current turn"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.test_planner_overflow import _ledger_session
+from tests.fakes.sessions import ledger_session
 from vak_context.agent.request import Prepared, SessionView, prepare, record_plan
 from vak_context.context.assemble import prefix_tokens, project, request_tokens
 from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
@@ -96,7 +96,7 @@ async def _prepare(view: SessionView, store: LedgerStore, prof: CapacityProfile,
 async def test_a_reset_handoff_is_rendered_first_for_the_model_it_was_written_for(tmp_path: Path) -> None:
     """The reset a rescue writes is in that model's next requests: its handoff first, naming the turns
     behind it and how to recall them, before anything else."""
-    store, view = _ledger_session(tmp_path / "ledger", 6)
+    store, view = ledger_session(tmp_path / "ledger", 6)
     calls: list[str] = []
     first = await _prepare(view, store, DEAD, calls)
     assert len(first.written) == 1 and isinstance(reset := store.payload(first.written[0]), ResetWithHandoff)
@@ -114,7 +114,7 @@ async def test_the_two_model_gate_holds_after_prepare_with_a_third_models_reset(
     then a third model's rescue writes a reset. That reset is that model's alone: the large model's
     request and the small model's (its stored packet reused, no summary written) are byte for byte
     what they were, and neither plan puts a turn behind a reset."""
-    store, view = _ledger_session(tmp_path / "ledger", 14)
+    store, view = ledger_session(tmp_path / "ledger", 14)
     calls: list[str] = []
     small = await _prepare(view, store, SMALL, calls)
     assert calls == ["local:small"] and small.plan.packet is not None and small.plan.packet.stored_id is not None

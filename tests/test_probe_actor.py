@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import ray
 
-from tests.test_probe_scripted import ThresholdModel, loopback
+from tests.fakes.threshold import ThresholdModel, loopback
 from vak_context.actors.factory import get_ledger_actor, ledger_actor, probe_actor
 from vak_context.actors.probe import ProbeActor, ProbeTarget
 from vak_context.agent.probe import ProbeSettings

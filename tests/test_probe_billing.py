@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.test_probe_scripted import ThresholdModel
-from tests.test_probe_search import KEY, run_probe
+from tests.fakes.probe import KEY, run_probe
+from tests.fakes.threshold import ThresholdModel
 from vak_context.agent.probe import ProbeRunner, ProbeSettings
 from vak_context.context.messages import ChatRequest
 from vak_context.providers.base import RetryPolicy

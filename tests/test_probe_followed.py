@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_probe_scripted import ThresholdModel
-from tests.test_probe_search import run_probe
+from tests.fakes.probe import run_probe
+from tests.fakes.threshold import ThresholdModel
 from vak_context.agent.probe import ProbeSettings
 from vak_context.context.probe import SampleOutcome
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 
 from bench.probe_noise import one_run, settings_for
-from tests.test_probe_search import outcome
+from tests.fakes.probe import outcome
 from vak_context.context.probe import DEFAULT_CAP, DEFAULT_LEAD, LadderSearch, plan_rungs
 
 STEP = 64

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from tests.test_probe_scripted import ThresholdModel
+from tests.fakes.threshold import ThresholdModel
 from vak_context.agent.probe import ProbeRunner, ProbeSettings
 from vak_context.context.capacity import ProfileKey
 from vak_context.providers.base import RetryPolicy

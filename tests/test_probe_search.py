@@ -1,60 +1,32 @@
 """The ladder: rung plan, the search, verdicts, and the whole runner against a scripted threshold model.
 
-The scripted model (tests/scripted_model.py) follows iff the prompt is under T tokens; the probe
+The scripted model (tests/fakes/threshold.py) follows iff the prompt is under T tokens; the probe
 must find T within one search step, through the real OpenAI-compatible adapter.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.test_probe_scripted import ThresholdModel
-from vak_context.agent.probe import ProbeReport, ProbeRunner, ProbeSettings, build_request, synthetic_turn
-from vak_context.context.capacity import CacheBehaviour, ProfileKey, from_record, request_chars
+from tests.fakes.probe import ACK, outcome, run_probe
+from tests.fakes.threshold import ThresholdModel
+from vak_context.agent.probe import ProbeSettings, build_request, synthetic_turn
+from vak_context.context.capacity import CacheBehaviour, from_record, request_chars
 from vak_context.context.probe import (
     LadderSearch,
-    RungOutcome,
     SampleOutcome,
     judge_cache,
     plan_rungs,
 )
-from vak_context.context.toolcalls import ParsedCall, parse_tool_calls
+from vak_context.context.toolcalls import parse_tool_calls
 from vak_context.errors import InvalidInput
 from vak_context.events.payloads import Activity, CapacityProfileRecord
-from vak_context.providers.base import RetryPolicy
-from vak_context.providers.openai_compat import OpenAICompatProvider
 from vak_context.storage.ledger import LedgerStore
-
-KEY = ProfileKey("scripted", "threshold")
-
-
-async def run_probe(model: ThresholdModel, settings: ProbeSettings | None = None,
-                    progress: Callable[[dict[str, object]], None] | None = None) -> ProbeReport:
-    async with httpx.AsyncClient(transport=model.transport()) as client:
-        provider = OpenAICompatProvider(client, base_url="http://scripted.test/v1", retry=RetryPolicy(attempts=1))
-        runner = ProbeRunner(provider, KEY, settings=settings, on_progress=progress, clock=lambda: 1_800_000_000.0)
-        return await runner.run()
-
-
-ACK = (ParsedCall("probe_ack", {"ack": "n1"}, "native"),)
-OTHER = (ParsedCall("search_docs", {"query": "q"}, "native"),)
-
-
-def outcome(target: int, followed: int, *, asked: int = 3, control_calls: int = 0, controls: int = 1,
-            billed: int | None = None) -> RungOutcome:
-    size = target if billed is None else billed
-    samples = [SampleOutcome("instruction", target, size, calls=ACK if i < followed else (), nonce="n1")
-               for i in range(asked)]
-    samples += [SampleOutcome("control", target, size, calls=OTHER if i < control_calls else ())
-                for i in range(controls)]
-    return RungOutcome(target, tuple(samples))
-
 
 # ---------------------------------------------------------------------- plan
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.provider_bodies.wire import Wire, body, fast_retry
+from tests.fakes.provider_bodies.wire import Wire, body, fast_retry
 from vak_context.context.messages import (
     ChatRequest,
     ImagePart,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.provider_bodies.wire import Wire, body, fast_retry
+from tests.fakes.provider_bodies.wire import Wire, body, fast_retry
 from vak_context.context.messages import (
     ChatRequest,
     ImagePart,

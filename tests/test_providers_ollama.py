@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.provider_bodies.wire import Wire, body
+from tests.fakes.provider_bodies.wire import Wire, body
 from vak_context.context.messages import (
     ChatRequest,
     ImagePart,

@@ -7,7 +7,7 @@ import json
 import httpx
 import pytest
 
-from tests.provider_bodies.wire import Wire, body
+from tests.fakes.provider_bodies.wire import Wire, body
 from vak_context.context.messages import (
     CacheHints,
     ChatRequest,

@@ -173,7 +173,7 @@ def test_the_assembler_survives_odd_chunks() -> None:
 async def test_a_turn_with_on_text_streams_each_step_and_keeps_the_receipts(tmp_path: Any) -> None:
     """TurnLoop with ``on_text``: a tool step and an answer step are both streamed; the shown text of the
     last step is the answer; each step's receipt carries the stream's usage (prompt 40, cached 30)."""
-    from tests.test_turn_loop import PROFILE, _surface
+    from tests.fakes.scripted import PROFILE, tool_surface
     from vak_context.actors.local_services import InProcessServices
     from vak_context.agent.loop import TurnConfig, TurnLoop
     from vak_context.agent.workspace import Workspace
@@ -193,7 +193,7 @@ async def test_a_turn_with_on_text_streams_each_step_and_keeps_the_receipts(tmp_
         return httpx.Response(200, content=replies.pop(0), headers={"content-type": "text/event-stream"})
 
     shown: list[str] = []
-    surface = _surface()
+    surface = tool_surface()
     config = TurnConfig(model="m", provider="openai-compat", system=system_prompt(surface.catalogue()),
                         surface=surface, max_steps=4, max_tokens=64)
     with LedgerStore(tmp_path / "ledger") as store:

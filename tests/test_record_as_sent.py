@@ -14,8 +14,8 @@ import httpx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.test_turn_loop import PROFILE, Scripted, _payloads, _surface, completion, fixed
-from tests.test_turns import Chain, _result
+from tests.fakes.scripted import PROFILE, Scripted, completion, fixed, payloads_of, tool_surface
+from tests.fakes.sessions import Chain, add_result
 from vak_context.actors.local_services import InProcessServices
 from vak_context.agent.loop import TurnConfig, TurnLoop
 from vak_context.agent.workspace import Workspace
@@ -41,7 +41,7 @@ def _loop(store: LedgerStore, script: Scripted, workspace: Workspace) -> TurnLoo
     """The scripted loop with a clock that moves, so every turn's tail differs from the last one's."""
     client = httpx.AsyncClient(transport=httpx.MockTransport(script.handle))
     provider = OpenAICompatProvider(client, base_url="http://127.0.0.1:9/v1", retry=RetryPolicy(attempts=1))
-    surface = _surface()
+    surface = tool_surface()
     config = TurnConfig(model="scripted", provider="openai-compat", system=system_prompt(surface.catalogue()),
                         surface=surface, max_steps=6, max_tokens=128)
     ticks = itertools.count()
@@ -70,7 +70,7 @@ def _two_turns(tmp_path: Path, first_reads: list[str]) -> tuple[list[dict[str, A
             loop = _loop(store, script, _workspace(tmp_path))
             await loop.run("Read the files.")
             await loop.run("Anything else?")
-            return [t.text for t in _payloads(store, "turn_tail")]
+            return [t.text for t in payloads_of(store, "turn_tail")]
 
     return script.bodies, asyncio.run(run())
 
@@ -109,7 +109,7 @@ def test_results_up_to_verbatim_chars_stay_as_sent_and_longer_ones_are_digests(s
     c = Chain()
     c.add(Directive(text="Read it."))
     c.add(AssistantStep(blocks=(ToolUseBlock(id="a", name="read_file", input={"path": "x"}),)))
-    ev, _ = _result(c, "a", body, name="read_file")
+    ev, _ = add_result(c, "a", body, name="read_file")
     c.add(AssistantStep(blocks=(TextBlock(text="Read."),)))
     turn = TurnIndex.build(c.entries).turn(1)
     meta = EvidenceBody(tool_use_id="a", tool_name="read_file", chars=len(body), bytes=len(body.encode()))

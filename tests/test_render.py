@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import re
 
-from tests.fixtures_import import TOKENS_PER_CHAR, Imported
-from tests.test_turns import Chain
+from tests.fakes.imported import TOKENS_PER_CHAR, Imported
+from tests.fakes.sessions import Chain
 from vak_context.context.cards import card_ack, payload_digest
 from vak_context.context.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
 from vak_context.context.render import (

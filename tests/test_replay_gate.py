@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.fixtures_model import LOCAL_MODEL_N_CTX
+from tests.fakes.local_model import LOCAL_MODEL_N_CTX
 from vak_context.agent.request import Prepared, SessionView, prepare, record_plan
 from vak_context.agent.summarise import Summariser, write_packet
 from vak_context.context.assemble import request_tokens

@@ -5,23 +5,29 @@ failing tools and find_tools promotion."""
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.fakes.httpserver import serve
+from tests.fakes.scripted import (
+    PROFILE,
+    Reply,
+    Scripted,
+    completion,
+    fence,
+    fixed,
+    notes_workspace,
+    payloads_of,
+    tool_surface,
+)
 from vak_context.actors.local_services import InProcessServices
 from vak_context.agent.loop import TurnConfig, TurnLoop
-from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
 from vak_context.agent.workspace import Workspace
 from vak_context.context.assemble import system_prompt
 from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from vak_context.context.evidence import RECALL_TOOL
 from vak_context.context.messages import ToolSpec
 from vak_context.context.surface import Surface, ToolDecl
 from vak_context.events.envelope import Mapper
@@ -29,66 +35,17 @@ from vak_context.providers.base import RetryPolicy
 from vak_context.providers.openai_compat import OpenAICompatProvider
 from vak_context.storage.ledger import LedgerStore
 
-PROFILE = CapacityProfile(ProfileKey("openai-compat", "scripted"), 32_768, Horizon(16_000, 0.9, 0.0), Ewma(0.25, 3), 256)
-
-Reply = Callable[[dict[str, Any], int], tuple[int, dict[str, Any]]]
-
-
-def completion(text: str = "", calls: list[tuple[str, dict[str, Any]]] = (), *, prompt: int = 100,  # type: ignore[assignment]
-               cached: int = 0) -> dict[str, Any]:
-    """A llama.cpp /v1/chat/completions body (OpenAI shape, with llama.cpp's usage and timings)."""
-    message: dict[str, Any] = {"role": "assistant", "content": text or None}
-    if calls:
-        message["tool_calls"] = [
-            {"id": f"c{i}-{name}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
-            for i, (name, args) in enumerate(calls)
-        ]
-    return {
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "scripted",
-        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": 12, "total_tokens": prompt + 12,
-                  "prompt_tokens_details": {"cached_tokens": cached}},
-        "timings": {"prompt_n": prompt - cached, "prompt_ms": 50.0, "cache_n": cached},
-    }
-
-
-class Scripted:
-    """Answers each chat call with the next scripted reply; keeps every request body it got."""
-
-    def __init__(self, replies: list[Reply]) -> None:
-        self.replies, self.bodies = replies, []  # type: list[Reply], list[dict[str, Any]]
-
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
-        self.bodies.append(body)
-        status, out = self.replies[len(self.bodies) - 1](body, len(self.bodies) - 1)
-        return httpx.Response(status, json=out)
-
-
-def fixed(out: dict[str, Any]) -> Reply:
-    return lambda _body, _n: (200, out)
-
 
 @pytest.fixture()
 def workspace(tmp_path: Path) -> Workspace:
-    root = tmp_path / "ws"
-    root.mkdir()
-    (root / "notes.txt").write_text("alpha\nbeta\ngamma\n")
-    (root / "big.log").write_text("".join(f"line {i} " + "x" * 120 + "\n" for i in range(400)))
-    return Workspace(root)
-
-
-def _surface(extra: list[ToolDecl] = ()) -> Surface:  # type: ignore[assignment]
-    core = [ToolDecl(RECALL_TOOL, always_loaded=True)]
-    core += [ToolDecl(t.spec, always_loaded=True, observes=t.observes) for t in WORKSPACE_TOOLS]
-    return Surface.build([*core, *extra])
+    return notes_workspace(tmp_path)
 
 
 def _loop(store: LedgerStore, script: Scripted, workspace: Workspace, surface: Surface | None = None,
           profile: CapacityProfile = PROFILE) -> TurnLoop:
     client = httpx.AsyncClient(transport=httpx.MockTransport(script.handle))
     provider = OpenAICompatProvider(client, base_url="http://127.0.0.1:9/v1", retry=RetryPolicy(attempts=1))
-    surface = surface or _surface()
+    surface = surface or tool_surface()
     config = TurnConfig(model="scripted", provider="openai-compat", system=system_prompt(surface.catalogue()),
                         surface=surface, max_steps=6, max_tokens=128)
     return TurnLoop(InProcessServices(store, "s1"), provider, profile, config, workspace=workspace,
@@ -97,11 +54,6 @@ def _loop(store: LedgerStore, script: Scripted, workspace: Workspace, surface: S
 
 def _kinds(store: LedgerStore) -> list[str]:
     return [e.kind for e in store.entries("s1")]
-
-
-def _payloads(store: LedgerStore, kind: str) -> list[Any]:
-    mapper = Mapper()
-    return [mapper.payload_of(e) for e in store.entries("s1") if e.kind == kind]
 
 
 async def test_a_turn_writes_every_step_receipt_profile_result_and_card(tmp_path: Path, workspace: Workspace) -> None:
@@ -114,9 +66,9 @@ async def test_a_turn_writes_every_step_receipt_profile_result_and_card(tmp_path
     with LedgerStore(tmp_path / "ledger") as store:
         report = await _loop(store, script, workspace).run("What do the notes say?")
         kinds = _kinds(store)
-        results = _payloads(store, "tool_result")
-        receipts = _payloads(store, "receipt")
-        cards = _payloads(store, "turn_card")
+        results = payloads_of(store, "tool_result")
+        receipts = payloads_of(store, "receipt")
+        cards = payloads_of(store, "turn_card")
     assert report.outcome == "completed" and report.answer == "The notes list alpha, beta and gamma."
     assert [r.tool_name for r in results] == ["read_file", "list_dir"]
     assert "1\talpha" in results[0].content and results[0].evidence_id
@@ -136,8 +88,8 @@ async def test_inline_fence_calls_are_run_and_the_raw_text_kept(tmp_path: Path, 
     script = Scripted([fixed(completion(fence)), fixed(completion("alpha, beta, gamma"))])
     with LedgerStore(tmp_path / "ledger") as store:
         report = await _loop(store, script, workspace).run("read the notes")
-        results = _payloads(store, "tool_result")
-        inline = [a for a in _payloads(store, "activity") if a.activity == "step.inline_calls"]
+        results = payloads_of(store, "tool_result")
+        inline = [a for a in payloads_of(store, "activity") if a.activity == "step.inline_calls"]
     assert report.outcome == "completed"
     assert results[0].tool_name == "read_file" and "alpha" in results[0].content
     assert inline and inline[0].detail["text"] == fence
@@ -151,7 +103,7 @@ async def test_failing_tool_and_unknown_tool_are_error_results(tmp_path: Path, w
     ])
     with LedgerStore(tmp_path / "ledger") as store:
         await _loop(store, script, workspace).run("read /etc/passwd")
-        results = _payloads(store, "tool_result")
+        results = payloads_of(store, "tool_result")
     assert [r.is_error for r in results] == [True, True]
     assert "outside the workspace" in results[0].content and "no tool named" in results[1].content
     second = script.bodies[1]["messages"]
@@ -171,7 +123,7 @@ async def test_over_length_replans_and_retries_once(tmp_path: Path, workspace: W
                        fixed(completion("done"))])
     with LedgerStore(tmp_path / "ledger") as store:
         report = await _loop(store, script, workspace).run("what is in big.log?")
-        profiles = _payloads(store, "capacity_profile")
+        profiles = payloads_of(store, "capacity_profile")
     assert report.outcome == "completed" and report.steps[1].overflows == 1
     rejected = int(len(json.dumps(script.bodies[1]["messages"])) * 0.25)
     assert any(p.verified_window is not None and p.verified_window <= rejected // 2 for p in profiles)
@@ -188,8 +140,8 @@ async def test_find_tools_returns_schemas_without_changing_the_prefix(tmp_path: 
         fixed(completion("found it")),
     ])
     with LedgerStore(tmp_path / "ledger") as store:
-        await _loop(store, script, workspace, _surface([deferred])).run("find a web tool")
-        results = _payloads(store, "tool_result")
+        await _loop(store, script, workspace, tool_surface([deferred])).run("find a web tool")
+        results = payloads_of(store, "tool_result")
     assert '"name": "web_search"' in results[0].content
     assert script.bodies[0]["tools"] == script.bodies[1]["tools"]
     assert "web_search" not in json.dumps(script.bodies[0]["tools"])
@@ -203,39 +155,11 @@ async def test_second_turn_keeps_the_prefix_and_sees_the_first(tmp_path: Path, w
         loop = _loop(store, script, workspace)
         await loop.run("which is first?")
         await loop.run("and second?")
-        receipts = _payloads(store, "receipt")
-        breaks = [a for a in _payloads(store, "activity") if a.activity == "cache.break"]
+        receipts = payloads_of(store, "receipt")
+        breaks = [a for a in payloads_of(store, "activity") if a.activity == "cache.break"]
     assert receipts[0].prefix_digest == receipts[1].prefix_digest and not breaks
     second = json.dumps(script.bodies[1]["messages"])
     assert "which is first?" in second and "alpha is first" in second
-
-
-@contextmanager
-def serve(script: Scripted) -> Iterator[str]:
-    """``script`` on 127.0.0.1 (a free port), for a provider in this process talking to Ray actors."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length", "0"))
-            response = script.handle(httpx.Request("POST", self.path, content=self.rfile.read(length)))
-            data = response.content
-            self.send_response(response.status_code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *_args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.mark.ray
@@ -250,10 +174,10 @@ async def test_the_same_loop_runs_through_the_actors_on_ray(ray_cluster: Any, tm
 
     root = tmp_path / "ledger"
     script = Scripted([fixed(completion(calls=[("grep", {"pattern": "beta"})])), fixed(completion("beta is on line 2"))])
-    surface = _surface()
-    with serve(script) as base_url:
+    surface = tool_surface()
+    with serve(script.handle) as server:
         async with httpx.AsyncClient() as client:
-            provider = OpenAICompatProvider(client, base_url=base_url, retry=RetryPolicy(attempts=1))
+            provider = OpenAICompatProvider(client, base_url=server.base_url, retry=RetryPolicy(attempts=1))
             config = TurnConfig(model="scripted", provider="openai-compat", system=system_prompt(surface.catalogue()),
                                 surface=surface, max_steps=4, max_tokens=64)
             loop = TurnLoop(RayServices(root, "s1"), provider, PROFILE, config, workspace=workspace)
@@ -281,9 +205,9 @@ async def test_a_deferred_tool_used_without_find_tools_is_a_measured_misread(tmp
         fixed(completion("done")),
     ])
     with LedgerStore(tmp_path / "ledger") as store:
-        await _loop(store, script, workspace, _surface([deferred])).run("search")
-        misreads = [a for a in _payloads(store, "activity") if a.activity == "surface.misread"]
-        results = _payloads(store, "tool_result")
+        await _loop(store, script, workspace, tool_surface([deferred])).run("search")
+        misreads = [a for a in payloads_of(store, "activity") if a.activity == "surface.misread"]
+        results = payloads_of(store, "tool_result")
     assert len(misreads) == 1 and misreads[0].detail["tools"] == ["web_search"]
     assert [r.tool_name for r in results] == ["web_search", "find_tools", "web_search"]
     assert "no executor" in results[0].content
@@ -296,8 +220,8 @@ async def test_a_turn_that_cannot_fit_fails_closed_without_sending(tmp_path: Pat
     script = Scripted([])
     with LedgerStore(tmp_path / "ledger") as store:
         report = await _loop(store, script, workspace, profile=tiny).run("hello")
-        cards = _payloads(store, "turn_card")
-        notes = [a for a in _payloads(store, "activity") if a.activity == "turn.request_too_large"]
+        cards = payloads_of(store, "turn_card")
+        notes = [a for a in payloads_of(store, "activity") if a.activity == "turn.request_too_large"]
     assert script.bodies == [] and report.outcome == "failed" and "cannot fit" in report.answer
     assert cards[0].outcome == "failed" and len(notes) == 1
 
@@ -312,7 +236,7 @@ async def test_a_call_cut_by_max_tokens_is_continued_not_failed(tmp_path: Path, 
     script = Scripted([fixed(cut), fixed(completion(whole, prompt=999)), fixed(completion("alpha"))])
     with LedgerStore(tmp_path / "ledger") as store:
         report = await _loop(store, script, workspace).run("read the notes")
-        results = _payloads(store, "tool_result")
+        results = payloads_of(store, "tool_result")
     assert script.bodies[1]["messages"][-1] == {"role": "assistant", "content": start}
     assert script.bodies[1]["max_tokens"] == 2 * script.bodies[0]["max_tokens"]
     assert results[0].tool_name == "read_file" and "alpha" in results[0].content
@@ -332,7 +256,7 @@ async def test_calls_past_the_per_step_limit_get_an_error_result_not_a_run(tmp_p
     script = Scripted([fixed(completion(calls=calls)), fixed(completion("ok"))])
     with LedgerStore(tmp_path / "ledger") as store:
         await _loop(store, script, workspace).run("read the notes many times")
-        results = _payloads(store, "tool_result")
+        results = payloads_of(store, "tool_result")
     assert len(results) == n
     assert [r.is_error for r in results] == [False] * MAX_CALLS_PER_STEP + [True] * 3
     assert all("not run" in r.content for r in results[MAX_CALLS_PER_STEP:])
@@ -349,8 +273,8 @@ async def test_a_call_repeated_in_one_step_runs_once(tmp_path: Path, workspace: 
     script = Scripted([fixed(first), fixed(completion("done"))])
     with LedgerStore(tmp_path / "ledger") as store:
         report = await _loop(store, script, workspace).run("list the files")
-        results = _payloads(store, "tool_result")
-        kept = [a.detail["text"] for a in _payloads(store, "activity") if a.activity == "step.inline_calls"]
+        results = payloads_of(store, "tool_result")
+        kept = [a.detail["text"] for a in payloads_of(store, "activity") if a.activity == "step.inline_calls"]
     assert [r.tool_name for r in results] == ["list_dir", "read_file"]
     assert report.steps[0].calls == ["list_dir", "read_file"] and report.outcome == "completed"
     assert kept == ([] if native else [fence])
@@ -365,7 +289,7 @@ async def test_a_reply_cut_after_whole_calls_is_not_continued(tmp_path: Path, wo
     script = Scripted([fixed(cut), fixed(completion("alpha"))])
     with LedgerStore(tmp_path / "ledger") as store:
         report = await _loop(store, script, workspace).run("read the notes")
-        results = _payloads(store, "tool_result")
+        results = payloads_of(store, "tool_result")
     assert len(script.bodies) == 2 and script.bodies[1]["messages"][-1]["role"] != "assistant"
     assert [r.tool_name for r in results] == ["read_file"] and report.outcome == "completed"
 
@@ -390,10 +314,10 @@ async def test_a_turn_that_cannot_fit_fails_closed_on_ray_too(ray_cluster: Any, 
 
     tiny = CapacityProfile(ProfileKey("openai-compat", "scripted"), 32_768, Horizon(300, 0.9, 0.0), Ewma(0.25, 3), 64)
     script = Scripted([])
-    surface = _surface()
-    with serve(script) as base_url:
+    surface = tool_surface()
+    with serve(script.handle) as server:
         async with httpx.AsyncClient() as client:
-            provider = OpenAICompatProvider(client, base_url=base_url, retry=RetryPolicy(attempts=1))
+            provider = OpenAICompatProvider(client, base_url=server.base_url, retry=RetryPolicy(attempts=1))
             config = TurnConfig(model="scripted", provider="openai-compat", system=system_prompt(surface.catalogue()),
                                 surface=surface, max_steps=2, max_tokens=64)
             report = await TurnLoop(RayServices(tmp_path / "ledger", "s2"), provider, tiny, config,
@@ -421,7 +345,7 @@ async def test_on_anthropic_find_tools_loads_deferred_tools_by_reference(tmp_pat
         return httpx.Response(200, json=replies[len(bodies) - 1])
 
     deferred = ToolDecl(ToolSpec(name="web_search", description="Search the web for pages. Returns titles."))
-    surface = _surface([deferred])
+    surface = tool_surface([deferred])
     config = TurnConfig(model="claude", provider="anthropic", system=system_prompt(surface.catalogue()),
                         surface=surface, max_steps=4, max_tokens=128)
     with LedgerStore(tmp_path / "ledger") as store:
@@ -434,11 +358,6 @@ async def test_on_anthropic_find_tools_loads_deferred_tools_by_reference(tmp_pat
     assert {"name": "web_search", "defer_loading": True}.items() <= bodies[0]["tools"][-1].items()
     result = next(b for m in bodies[1]["messages"] for b in m["content"] if b.get("type") == "tool_result")
     assert result["content"] == [{"type": "tool_reference", "tool_name": "web_search"}]
-
-
-def fence(*calls: tuple[str, dict[str, Any]]) -> str:
-    """Inline ```json calls as Qwen writes them (their ids come from the turn, step and position)."""
-    return "".join(f'```json\n{{"name": "{n}", "arguments": {json.dumps(a)}}}\n```\n' for n, a in calls)
 
 
 async def test_a_read_only_call_repeated_across_steps_is_not_run_and_a_second_repeat_closes(
@@ -454,8 +373,8 @@ async def test_a_read_only_call_repeated_across_steps_is_not_run_and_a_second_re
     script = Scripted([fixed(completion(same)), fixed(completion(same)), fixed(completion(same))])
     with LedgerStore(tmp_path / "ledger") as store:
         report = await _loop(store, script, workspace).run("List the files in the workspace.")
-        results = _payloads(store, "tool_result")
-        rules = [a for a in _payloads(store, "activity") if a.activity.startswith("rule.")]
+        results = payloads_of(store, "tool_result")
+        rules = [a for a in payloads_of(store, "activity") if a.activity.startswith("rule.")]
         turn = TurnIndex.build(store.chain_to_root(store.head("s1") or "")).turn(1)
         messages = render_turn(turn, evidence_infos(store, turn))
     first = f"call_{report.directive_id[:8]}_0_0"
@@ -481,9 +400,9 @@ async def test_a_repeat_after_a_world_changing_call_runs_again(tmp_path: Path, w
                        fixed(completion(fence(("write_note", {"text": "x"}), listing))),
                        fixed(completion(fence(listing))), fixed(completion("done"))])
     with LedgerStore(tmp_path / "ledger") as store:
-        report = await _loop(store, script, workspace, _surface([writer])).run("Note it, then list the files.")
-        listed = [r.is_error for r in _payloads(store, "tool_result") if r.tool_name == "list_dir"]
-        rules = [a.activity for a in _payloads(store, "activity") if a.activity.startswith("rule.")]
+        report = await _loop(store, script, workspace, tool_surface([writer])).run("Note it, then list the files.")
+        listed = [r.is_error for r in payloads_of(store, "tool_result") if r.tool_name == "list_dir"]
+        rules = [a.activity for a in payloads_of(store, "activity") if a.activity.startswith("rule.")]
     assert listed == [False, False, False] and rules == [] and report.outcome == "completed"
 
 
@@ -514,10 +433,10 @@ async def test_a_provider_failure_mid_turn_is_raised_typed_and_the_turn_closes_f
         loop = _loop(store, script, workspace)
         with pytest.raises(getattr(errors, error)):
             await loop.run("What do the notes say?")
-        failed = [a for a in _payloads(store, "activity") if a.activity == "turn.failed"]
-        results = _payloads(store, "tool_result")
+        failed = [a for a in payloads_of(store, "activity") if a.activity == "turn.failed"]
+        results = payloads_of(store, "tool_result")
         report = await loop.run("Say it again.")
-        cards = _payloads(store, "turn_card")
+        cards = payloads_of(store, "turn_card")
         turn = TurnIndex.build(store.chain_to_root(store.head("s1") or "")).turn(1)
         messages = render_turn(turn, evidence_infos(store, turn))
     assert [f.detail["error"] for f in failed] == [error] and failed[0].detail["why"]
@@ -539,8 +458,8 @@ async def test_arguments_nested_too_deep_get_a_schema_error_and_the_turn_goes_on
                        fixed(completion("I could not read it."))])
     with LedgerStore(tmp_path / "ledger") as store:
         report = await _loop(store, script, workspace).run("Read the notes.")
-        steps = _payloads(store, "assistant_step")
-        results = _payloads(store, "tool_result")
+        steps = payloads_of(store, "assistant_step")
+        results = payloads_of(store, "tool_result")
     assert report.outcome == "completed" and report.answer == "I could not read it."
     assert steps[0].blocks[0].type == "tool_use" and steps[0].blocks[0].input == {}
     assert len(results) == 1 and results[0].is_error and "must be a JSON object" in results[0].content

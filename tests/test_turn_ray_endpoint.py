@@ -13,15 +13,15 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.test_planner_overflow import _ledger_session
-from tests.test_turn_loop import _surface, completion
+from tests.fakes.httpserver import serve
+from tests.fakes.scripted import completion, tool_surface
+from tests.fakes.sessions import ledger_session
 from vak_context.agent.endpoint import ModelEndpoint
 from vak_context.agent.loop import TurnConfig, TurnLoop
 from vak_context.agent.workspace import Workspace
@@ -60,27 +60,13 @@ class LlamaLike:
 
 
 @contextmanager
-def serve(model: LlamaLike) -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length", "0"))
-            data = json.dumps(model.answer(self.path, json.loads(self.rfile.read(length)))).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+def serve_llama(model: LlamaLike) -> Iterator[str]:
+    """``model`` on the loopback HTTP server, for the AssemblerActor (another process) to reach: its base URL."""
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=model.answer(request.url.path, json.loads(request.content)))
 
-        def log_message(self, *_args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(handle) as server:
+        yield server.base_url
 
 
 def _profile(horizon: int) -> CapacityProfile:
@@ -98,7 +84,7 @@ def workspace(tmp_path: Path) -> Workspace:
 async def _turn(root: Path, base_url: str, profile: CapacityProfile, workspace: Workspace, directive: str) -> Any:
     from vak_context.actors.turn_services import RayServices
 
-    surface = _surface()
+    surface = tool_surface()
     endpoint = ModelEndpoint(base_url=base_url, model="scripted", window_tokens=8192, api_key="sk-endpoint-canary")
     async with httpx.AsyncClient(trust_env=False) as client:
         provider = OpenAICompatProvider(client, base_url=base_url, retry=RetryPolicy(attempts=1))
@@ -112,7 +98,7 @@ async def test_on_ray_requests_are_sized_by_the_servers_tokenizer(ray_cluster: A
     """Each step's estimate is the server's own count of that step's request (one of the /tokenize answers),
     not a chars estimate; the endpoint's key never shows in the step request's repr."""
     model = LlamaLike([completion(calls=[("grep", {"pattern": "beta"})]), completion("beta is on line 2")])
-    with serve(model) as base_url:
+    with serve_llama(model) as base_url:
         report = await _turn(tmp_path / "ledger", base_url, _profile(60_000), workspace, "where is beta?")
     assert report.outcome == "completed", report.answer
     assert model.counts, "the assembler never asked the server's tokenizer"
@@ -133,10 +119,10 @@ async def test_on_ray_a_plan_that_needs_a_packet_is_summarised_by_the_endpoints_
     from vak_context.actors.turn_services import RayServices
 
     root = tmp_path / "ledger"
-    store, _view = _ledger_session(root, 14)
+    store, _view = ledger_session(root, 14)
     store.close()
     model = LlamaLike([completion("Copper is not in the earlier turns.")])
-    with serve(model) as base_url:
+    with serve_llama(model) as base_url:
         report = await _turn(root, base_url, _profile(4_500), workspace, "And what about the copper price?")
     assert report.outcome == "completed", report.answer
     assert model.summaries >= 1

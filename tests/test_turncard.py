@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from tests.fixtures_import import TOKENS_PER_CHAR, Imported
-from tests.test_turns import Chain
+from tests.fakes.imported import TOKENS_PER_CHAR, Imported
+from tests.fakes.sessions import Chain
 from vak_context.context.render import SHORT_ID
 from vak_context.context.turncard import (
     args_digest,

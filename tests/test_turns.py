@@ -11,17 +11,16 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from tests.fixtures_import import FILES, TOKENS_PER_CHAR, Imported
+from tests.fakes.imported import FILES, TOKENS_PER_CHAR, Imported
+from tests.fakes.sessions import Chain, add_result
 from vak_context.context.turns import TurnIndex
 from vak_context.errors import InvalidInput
 from vak_context.events import canonical
-from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import (
     Activity,
     AssistantStep,
     Compaction,
     Directive,
-    EvidenceBody,
     IntentNote,
     Nudge,
     Presentation,
@@ -41,33 +40,8 @@ from vak_context.farm.sessiongen import generate_session
 from vak_context.storage.ledger import LedgerStore
 
 
-class Chain:
-    """Entries chained as a ledger chains them, without a ledger (the index is pure)."""
-
-    def __init__(self) -> None:
-        self.mapper = Mapper()
-        self.entries: list[StoredEntry] = []
-
-    def add(self, payload: BaseModel, blob: bytes | None = None) -> str:
-        parent = self.entries[-1].id if self.entries else None
-        e = self.mapper.entry(
-            payload, session="t", seq=len(self.entries), parent=parent, time_us=0, blob=blob
-        )
-        self.entries.append(e)
-        return e.id
-
-
 def _step(*blocks: Any, stop: str | None = None) -> AssistantStep:
     return AssistantStep(blocks=tuple(blocks), model="m", provider="p", stop_reason=stop)
-
-
-def _result(chain: Chain, call_id: str, body: str, name: str = "tool") -> tuple[str, str]:
-    ev = chain.add(
-        EvidenceBody(tool_use_id=call_id, tool_name=name, chars=len(body), bytes=len(body.encode())),
-        body.encode(),
-    )
-    res = chain.add(ToolResult(tool_use_id=call_id, tool_name=name, content=body, evidence_id=ev))
-    return ev, res
 
 
 def test_turns_controls_packets_and_reset() -> None:
@@ -75,7 +49,7 @@ def test_turns_controls_packets_and_reset() -> None:
     c.add(IntentNote(text="help with travel"))  # before any directive: preamble, not a turn
     t1 = c.add(Directive(text="Find flights to Lisbon."))
     c.add(_step(ToolUseBlock(id="a", name="search", input={"q": "LIS"})))
-    ev1, _ = _result(c, "a", "3 flights")
+    ev1, _ = add_result(c, "a", "3 flights")
     c.add(Nudge(tag="presentation-check", text="use a card"))
     c.add(_step(TextBlock(text="There are 3 flights.")))
     t2 = c.add(Directive(text="Book the cheapest."))
@@ -150,7 +124,7 @@ def test_token_counts_are_exact_where_receipts_cover_the_turn() -> None:
             step_id=s1,
         )
     )
-    _result(c, "a", "y" * 400)
+    add_result(c, "a", "y" * 400)
     s2 = c.add(_step(TextBlock(text="done")))
     c.add(
         Receipt(

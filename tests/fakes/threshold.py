@@ -1,7 +1,7 @@
-"""A scripted threshold model, speaking llama.cpp's documented bodies (and its own self-tests).
+"""A scripted threshold model, speaking llama.cpp's documented bodies (its self-tests: tests/unit/test_threshold_model.py).
 
-Served two ways: in-process behind ``httpx.MockTransport``, or on a tiny loopback HTTP server
-(``LoopbackModel``) that a Ray actor in another process can reach.
+Served two ways: in-process behind ``httpx.MockTransport``, or on the loopback HTTP server
+(``loopback``, through ``tests.fakes.httpserver``) that a Ray actor in another process can reach.
 
 It follows a tool instruction if and only if the prompt is under ``threshold`` tokens (optionally
 flipping each answer with probability ``noise``), rejects prompts over ``n_ctx`` with llama.cpp's
@@ -15,14 +15,14 @@ from __future__ import annotations
 import json
 import random
 import re
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
+
+from tests.fakes.httpserver import serve
 
 CONTROL_MARK = "Do not call any tool"
 NONCE = re.compile(r'ack="([^"]*)"')
@@ -145,67 +145,5 @@ class ThresholdModel:
 @contextmanager
 def loopback(model: ThresholdModel) -> Iterator[str]:
     """Serve ``model`` on 127.0.0.1 (a free port) and yield its OpenAI-compatible base URL."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def _reply(self, content: bytes) -> None:
-            status, body = model.respond(self.path, content)
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:
-            self._reply(b"")
-
-        def do_POST(self) -> None:
-            self._reply(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-
-        def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
-
-
-# ---------------------------------------------------------------------- the scripted model's own tests
-
-
-def _chat(text: str) -> bytes:
-    return json.dumps({"messages": [{"role": "user", "content": text}], "max_tokens": 32}).encode()
-
-
-def test_follows_iff_under_the_threshold() -> None:
-    model = ThresholdModel(100, tokens_per_char=1.0, overhead=0)
-    short, long = _chat("call probe_ack"), _chat("call probe_ack " + "x" * 200)
-    assert model.respond("/v1/chat/completions", short)[1]["choices"][0]["message"]["tool_calls"]
-    assert "tool_calls" not in model.respond("/v1/chat/completions", long)[1]["choices"][0]["message"]
-    control = _chat(CONTROL_MARK + " now.")
-    assert "tool_calls" not in model.respond("/v1/chat/completions", control)[1]["choices"][0]["message"]
-
-
-def test_identical_repeat_reports_cache_and_overlong_is_llamacpp_400() -> None:
-    model = ThresholdModel(100, n_ctx=100, tokens_per_char=1.0, overhead=0)
-    first = model.respond("/v1/chat/completions", _chat("hi"))[1]
-    second = model.respond("/v1/chat/completions", _chat("hi"))[1]
-    assert first["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
-    assert second["usage"]["prompt_tokens_details"]["cached_tokens"] == second["usage"]["prompt_tokens"] - 1
-    status, body = model.respond("/v1/chat/completions", _chat("y" * 200))
-    assert status == 400 and body["error"]["type"] == "exceed_context_size_error"
-
-
-def test_loopback_serves_the_same_model() -> None:
-    model = ThresholdModel(100)
-    with loopback(model) as url:
-        props = httpx.get(url.removesuffix("/v1") + "/props", trust_env=False).json()
-        reply = httpx.post(url + "/chat/completions", content=_chat("call probe_ack"), trust_env=False)
-    assert props["default_generation_settings"]["n_ctx"] == model.declared
-    assert reply.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "probe_ack"
+    with serve(model.handle) as server:
+        yield server.base_url
