@@ -5,11 +5,13 @@
 - ``scripted``: the scripted OpenAI-compatible model the turn-loop tests drive, and its completions.
 - ``sessions``: sessions built entry by entry (``SessionBuilder``, ``build_session``, ``ledger_session``, ``Chain``).
 - ``probe``: the probe run against the threshold model, and hand-made rung outcomes.
-- ``ledgers``: ways to reach a ledger that only tests need (the LedgerActor class in this process).
+- ``ledgers``, ``ledger_contract``: ways to reach a ledger that only tests need (the LedgerActor class in this
+  process), and the conformance suite every way to reach a ledger runs.
+- ``cli``: the `vak` command line as a test drives it (a small ledger, its one-line errors, its process).
 - ``sockets``: the kernel's socket tables, read for a process tree.
 - ``local_model``, ``imported``: the session fixtures (the real local model server, the recorded sessions
   imported once), registered as plugins by tests/conftest.py.
-- ``recall``, ``recordings``, ``trajectory_readers``, ``adversarial_bodies``, ``provider_bodies/``: inputs and
-  oracles shared by several test files (and bench/); ``crash_writer``, the crash test's child process;
-  ``farm_jobs.toml``, the farm the Ray job test submits.
+- ``recall``, ``recordings``, ``trajectory_readers``, ``adversarial_bodies``, ``canary``, ``chat_requests``,
+  ``provider_bodies/``: inputs and oracles shared by several test files (and bench/).
+- ``crash_writer``: the crash test's child process; ``farm_jobs.toml``: the farm the Ray job test submits.
 """

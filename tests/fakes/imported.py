@@ -2,7 +2,7 @@
 
 ``imported`` writes every file of the folder into one ledger (with turn cards and the card index)
 through ``vak_context.farm.importers``, the same path `vak import` takes. Tests read the ledger it built; the
-recorded files themselves stay in ``../shared``.
+recorded files themselves stay in ``../shared``. ``import_tau`` imports one long session (30 user turns) alone.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from vak_context.farm.importers import ImportReport, import_path
+from vak_context.events.payloads import Activity
+from vak_context.farm.importers import ImportReport, import_path, import_recording, read_recordings
 from vak_context.storage.cardindex import CardIndex
 from vak_context.storage.ledger import LedgerStore
 
@@ -53,3 +54,25 @@ def imported(tmp_path_factory: pytest.TempPathFactory, trajectories: Path) -> It
     }
     yield Imported(root, store, cards, reports)
     store.close()
+
+
+TAU = "tau-bench__gpt-4o-airline.json"
+TAU_SESSION = "tau-task9-trial3"  # task 9, trial 3: 30 user turns
+TAU_FOLLOW_UP = "Can you confirm the booking total again, with the certificate applied?"
+
+
+def import_tau(trajectories: Path, root: Path) -> tuple[LedgerStore, str]:
+    """The 30-turn tau-bench session, imported through vak_context.farm.importers; returns the store and system prompt."""
+    _fmt, recordings, _skipped = read_recordings(trajectories / TAU)
+    rec = next(r for r in recordings if r.name.endswith("task9-trial3"))
+    store = LedgerStore(root)
+    import_recording(store, rec, TAU_SESSION, source_path=str(trajectories / TAU))
+    system = ""
+    for seq, eid, _parent, kind, _t in store.iter_metadata(TAU_SESSION):
+        payload = store.payload(eid) if kind == "activity" else None
+        if isinstance(payload, Activity) and payload.activity == "import.system_prompt":
+            system = str(payload.detail["text"])
+        if seq > 5:
+            break
+    assert system, "the tau-bench session carries its policy as the system prompt"
+    return store, system

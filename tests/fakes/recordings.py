@@ -7,7 +7,10 @@ break the recording in one place; the malformed-import and format-registry tests
 from __future__ import annotations
 
 import copy
+import json
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 Path_ = tuple[int | str, ...]
@@ -235,3 +238,35 @@ SAMPLES = [
         (0, "traj", 2, "tool_calls", 0, "function", "arguments"),
     ),
 ]
+
+
+RAW = "__raw__:"  # a string value written into the file as the raw JSON text after the prefix
+
+
+def render(sample: Sample, doc: Any) -> str:
+    """The file's text: ``json.dumps`` writes NaN and lone surrogates as ``NaN`` and ``\\ud800``."""
+
+    def dump(value: Any) -> str:
+        text = json.dumps(value, indent=None if sample.jsonl else 1)
+        return re.sub(r'"__raw__:([^"]*)"', r"\1", text)
+
+    return "".join(dump(line) + "\n" for line in doc) if sample.jsonl else dump(doc)
+
+
+def write(folder: Path, sample: Sample, doc: Any) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / sample.name
+    path.write_text(render(sample, doc), encoding="utf-8")
+    return path
+
+
+def get(doc: Any, path: Path_) -> Any:
+    for step in path:
+        doc = doc[step]
+    return doc
+
+
+def put(doc: Any, path: Path_, value: Any) -> Any:
+    out = copy.deepcopy(doc)
+    get(out, path[:-1])[path[-1]] = value
+    return out
