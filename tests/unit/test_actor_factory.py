@@ -7,11 +7,11 @@ from pathlib import Path
 
 
 def _actor_imports(path: Path) -> set[str]:
-    """The actors.* modules a file imports, anywhere in it (function-local imports included)."""
+    """The vak_context.actors.* modules a file imports, anywhere in it (function-local imports included)."""
     tree = ast.parse(path.read_text())
     names = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    return {n for n in names if n.startswith("actors.")}
+    return {n for n in names if n.startswith("vak_context.actors.")}
 
 
 def test_only_the_factory_applies_ray_remote_and_nothing_it_imports_imports_it_back() -> None:
@@ -32,6 +32,6 @@ def test_only_the_factory_applies_ray_remote_and_nothing_it_imports_imports_it_b
         module = todo.pop()
         if module not in reached:
             reached.add(module)
-            todo += _actor_imports(actors / (module.removeprefix("actors.") + ".py"))
+            todo += _actor_imports(actors / (module.removeprefix("vak_context.actors.") + ".py"))
     assert {"vak_context.actors.probe", "vak_context.actors.evidence", "vak_context.actors.ledger"} <= reached
     assert "vak_context.actors.factory" not in reached
