@@ -13,7 +13,8 @@
 Each test gets its folder's marker (``-m unit``, ``-m "not live"``, ...) on top of its own ``ray``/``live``
 /``slow`` marks, and a unit or service test that asks for the Ray cluster or the model server, or is
 marked ``ray`` or ``live``, stops the collection: it belongs to another tier. What tests share lives in
-tests/fakes/; Ray tests share one session-scoped local Ray (see vak_context.farm.localray).
+tests/fakes/; Ray tests share one session-scoped local Ray (see vak_context.farm.localray). No test reaches
+beyond loopback: ``loopback_network`` refuses it in this process.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.fakes.network import loopback_only
 
 # The shared local model server fixture (`local_model`): one llama.cpp server for every live test.
 pytest_plugins = ["tests.fakes.local_model", "tests.fakes.imported"]  # + `imported`: the recorded sessions
@@ -74,6 +77,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if misplaced:
         raise pytest.UsageError("tests in the wrong tier folder (move each to tests/ray/ or tests/live/, or "
                                 "split it off): " + "; ".join(misplaced))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def loopback_network() -> Iterator[None]:
+    """Every test (and every session fixture: it comes first) reaches loopback only, in this process: a
+    connect or name lookup for anything else raises OffLoopbackConnection naming the address, before
+    anything is sent (tests/fakes/network.py; shown by tests/unit/test_network_guard.py)."""
+    with loopback_only():
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@
 - ``ledgers``, ``ledger_contract``: ways to reach a ledger that only tests need (the LedgerActor class in this
   process), and the conformance suite every way to reach a ledger runs.
 - ``cli``: the `vak` command line as a test drives it (a small ledger, its one-line errors, its process).
+- ``network``: the guard that refuses connections outside loopback in the test process.
 - ``sockets``: the kernel's socket tables, read for a process tree.
 - ``local_model``, ``imported``: the session fixtures (the real local model server, the recorded sessions
   imported once), registered as plugins by tests/conftest.py.
