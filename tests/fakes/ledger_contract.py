@@ -3,9 +3,10 @@ every way to reach a ledger runs.
 
 ``LedgerContract`` holds the tests and a ``create_ledger()`` hook (the abstract test case pattern of
 eventsourcing's ``tests/persistence.py``); each subclass makes the ledger its own way: a ``LedgerStore``,
-the ``LedgerActor`` class in this process (no Ray) and a ``LedgerClient`` over a store
-(tests/unit/test_ledger_contract.py), and a ``LedgerClient`` over the LedgerActor on the real local Ray
-(tests/ray/test_ledger_contract_ray.py). The same calls give the same results, of the same types
+the ``InMemoryLedger``, the ``LedgerActor`` class in this process (no Ray) and a ``LedgerClient`` over a
+store (tests/unit/test_ledger_contract.py), and a ``LedgerClient`` over the LedgerActor on the real local
+Ray (tests/ray/test_ledger_contract_ray.py). ``DiskLedgerContract`` adds what a ledger with a folder
+promises (plain Arrow readers see its sealed segments); the in-memory ledger runs ``LedgerContract``. The same calls give the same results, of the same types
 (``VerifyReport``, ``LedgerStats``), and the same typed errors. This module holds no ``Test*`` class, so
 it is collected only through its subclasses.
 """
@@ -18,7 +19,15 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
-from vak_context.errors import InvalidName, UnknownEntry, UnknownSession
+from vak_context.errors import (
+    InvalidInput,
+    InvalidName,
+    InvalidPayload,
+    UnknownEntry,
+    UnknownKind,
+    UnknownParent,
+    UnknownSession,
+)
 from vak_context.events.payloads import Directive, EvidenceBody, Nudge
 from vak_context.storage.contract import Ledger, LedgerStats, VerifyReport
 
@@ -86,13 +95,6 @@ class LedgerContract:
         assert stats.by_kind == {"directive": 1, "nudge": 2} and stats.heads == {"s": ids[-1]}
         assert stats.bytes > 0 and stats.as_dict()["heads"] == {"s": ids[-1]}
 
-    def test_checkpoint_lets_plain_arrow_read_every_entry(self, ledger: Ledger, ledger_dir: Path) -> None:
-        """After checkpoint(), pyarrow's dataset reader (which sees sealed segments only) reads every entry."""
-        ids = ledger.append("s", [Directive(text="one"), Nudge(tag="t", text="two")])
-        ledger.checkpoint()
-        table = ds.dataset(ledger_dir / "sessions", format="arrow").to_table(columns=["id"])
-        assert table.column("id").to_pylist() == ids
-
     def test_documented_failures_raise_the_same_typed_errors(self, ledger: Ledger) -> None:
         """A bad session name is InvalidName, an unknown session UnknownSession, an unknown id
         UnknownEntry, the same for every implementation."""
@@ -105,3 +107,57 @@ class LedgerContract:
             ledger.get("0" * 64)
         with pytest.raises(UnknownEntry):
             ledger.chain_to_root("f" * 64)
+
+    def test_an_unknown_parent_is_refused_and_nothing_is_written(self, ledger: Ledger) -> None:
+        """A parent that is no entry of the session (made up, or another session's) is UnknownParent, even
+        for an empty append; the session's head and entries stay as they were."""
+        (a,) = ledger.append("s", [Directive(text="one")])
+        (other,) = ledger.append("r", [Directive(text="elsewhere")])
+        for parent in ("f" * 64, other):
+            with pytest.raises(UnknownParent):
+                ledger.append("s", [Nudge(tag="t", text="x")], parent=parent)
+        with pytest.raises(UnknownParent):
+            ledger.append("s", [], parent="f" * 64)
+        assert ledger.head("s") == a and [e.id for e in ledger.entries("s")] == [a]
+
+    def test_bad_payloads_and_blobs_are_typed_errors_and_write_nothing(self, ledger: Ledger) -> None:
+        """A kind nobody registered is UnknownKind, a payload that fails its schema or is no payload at all
+        InvalidPayload, blobs that do not pair with the payloads InvalidInput; none of them writes."""
+        (a,) = ledger.append("s", [Directive(text="one")])
+        with pytest.raises(UnknownKind):
+            ledger.append("s", [{"kind": "no-such-kind"}])
+        with pytest.raises(InvalidPayload):
+            ledger.append("s", [{"kind": "nudge", "tag": 1, "text": "x"}])
+        with pytest.raises(InvalidPayload):
+            ledger.append("s", [5])  # type: ignore[list-item]
+        with pytest.raises(InvalidInput, match="2 blobs for 1 payloads"):
+            ledger.append("s", [Nudge(tag="t", text="x")], blobs=[b"a", b"b"])
+        assert ledger.head("s") == a and len(ledger.entries("s")) == 1
+
+    def test_reads_by_range_and_an_empty_append(self, ledger: Ledger) -> None:
+        """entries() takes start <= seq < stop, a stop past the end is the end, a range that runs backwards
+        or starts below 0 is UnknownEntry; an append of nothing returns no id and moves nothing; sessions()
+        lists every session in order."""
+        ids = ledger.append("s", [Nudge(tag="t", text=str(i)) for i in range(4)])
+        assert [e.id for e in ledger.entries("s", 1, 3)] == ids[1:3]
+        assert [e.id for e in ledger.entries("s", 2, 99)] == ids[2:]
+        assert ledger.entries("s", 4) == []
+        for start, stop in ((3, 1), (-1, None), (5, None)):
+            with pytest.raises(UnknownEntry):
+                ledger.entries("s", start, stop)
+        assert ledger.append("s", []) == [] and ledger.head("s") == ids[-1]
+        ledger.append("a", [Directive(text="first by name")])
+        assert ledger.sessions() == ["a", "s"]
+        with pytest.raises(UnknownSession):
+            ledger.head("never-written")
+
+
+class DiskLedgerContract(LedgerContract):
+    """The contract, and what a ledger with a folder adds: its segments are plain Arrow files."""
+
+    def test_checkpoint_lets_plain_arrow_read_every_entry(self, ledger: Ledger, ledger_dir: Path) -> None:
+        """After checkpoint(), pyarrow's dataset reader (which sees sealed segments only) reads every entry."""
+        ids = ledger.append("s", [Directive(text="one"), Nudge(tag="t", text="two")])
+        ledger.checkpoint()
+        table = ds.dataset(ledger_dir / "sessions", format="arrow").to_table(columns=["id"])
+        assert table.column("id").to_pylist() == ids

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 import ray
 
-from tests.fakes.ledger_contract import LedgerContract
+from tests.fakes.ledger_contract import DiskLedgerContract
 from vak_context.actors.factory import ledger_actor
 from vak_context.actors.ledger_client import LedgerClient
 from vak_context.storage.contract import Ledger
 
 
 @pytest.mark.ray
-class TestLedgerClientOverRay(LedgerContract):
+class TestLedgerClientOverRay(DiskLedgerContract):
     @pytest.fixture(autouse=True)
     def _ray(self, ray_cluster: Any) -> None:
         """Every test here needs the shared local Ray."""

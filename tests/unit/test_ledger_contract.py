@@ -1,18 +1,30 @@
-"""The ledger conformance suite (tests/fakes/ledger_contract.py) on every way to reach a ledger in this
-process; over the LedgerActor on Ray: tests/ray/test_ledger_contract_ray.py."""
+"""The ledger conformance suite (tests/fakes/ledger_contract.py) on every ledger and way to reach one in this
+process: the in-memory ledger, the Arrow store, the LedgerActor class, a LedgerClient over a store. Over
+the LedgerActor on Ray: tests/ray/test_ledger_contract_ray.py; the two backends side by side:
+tests/unit/test_ledger_memory.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests.fakes.ledger_contract import LedgerContract
+from tests.fakes.ledger_contract import DiskLedgerContract, LedgerContract
 from tests.fakes.ledgers import ActorInProcess
 from vak_context.actors.ledger_client import LedgerClient
 from vak_context.storage.contract import Ledger
 from vak_context.storage.ledger import LedgerStore
+from vak_context.storage.memory import InMemoryLedger
 
 
-class TestLedgerStore(LedgerContract):
+class TestInMemoryLedger(LedgerContract):
+    def create_ledger(self, root: Path) -> Ledger:
+        return InMemoryLedger()  # no folder: ``root`` is left alone
+
+    def close_ledger(self, ledger: Ledger) -> None:
+        assert isinstance(ledger, InMemoryLedger)
+        ledger.close()
+
+
+class TestLedgerStore(DiskLedgerContract):
     def create_ledger(self, root: Path) -> Ledger:
         return LedgerStore(root)
 
@@ -21,7 +33,7 @@ class TestLedgerStore(LedgerContract):
         ledger.close()
 
 
-class TestLedgerActorInProcess(LedgerContract):
+class TestLedgerActorInProcess(DiskLedgerContract):
     def create_ledger(self, root: Path) -> Ledger:
         return ActorInProcess(root)
 
@@ -30,7 +42,7 @@ class TestLedgerActorInProcess(LedgerContract):
         ledger.close()
 
 
-class TestLedgerClientOverAStore(LedgerContract):
+class TestLedgerClientOverAStore(DiskLedgerContract):
     def create_ledger(self, root: Path) -> Ledger:
         return LedgerClient(str(root), LedgerStore(root))
 
