@@ -1,5 +1,5 @@
 """Adversarial tool results for the digest bound (issue 9 item 2), shared by
-tests/test_digest_adversarial.py (at test sizes) and bench/evidence.py (at the issue's sizes).
+tests/unit/test_digest_adversarial.py (at test sizes) and bench/evidence.py (at the issue's sizes).
 
 Only ``body_text`` is imported from the project, so the bench can build these bodies against
 any version of the evidence code (its before-and-after figures use the same bodies).

@@ -1,4 +1,5 @@
-"""The farm's progress actor on the shared local Ray: one per cluster, shared by the runs (vak_context.farm.farm_progress)."""
+"""The farm's progress actor on the shared local Ray: one per cluster, shared by the runs (vak_context.farm.farm_progress;
+the reader and the actor class in this process: tests/unit/test_farm_progress.py)."""
 
 from __future__ import annotations
 

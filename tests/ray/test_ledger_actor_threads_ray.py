@@ -1,5 +1,5 @@
 """The LedgerActor on the shared local Ray runs calls in several threads: a read is answered while an append
-waits in its fsync (issue 14)."""
+waits in its fsync (issue 14). Leader/follower commits in this process: tests/unit/test_ledger_actor_threads.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The turn loop on Ray (the LedgerActor, AssemblerActor and EvidenceActor behind RayServices), against the
-scripted OpenAI-compatible model served on the loopback HTTP server (the actors are other processes)."""
+scripted OpenAI-compatible model served on the loopback HTTP server (the actors are other processes).
+The same loop in this process: tests/unit/test_turn_loop.py."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from nbclient import NotebookClient
 from vak_context.farm.sessiongen import generate_session
 from vak_context.storage.ledger import LedgerStore
 
-# farm.ipynb and live.ipynb need a farm run and a running cluster: tests/test_notebooks_farm.py runs them.
+# farm.ipynb and live.ipynb need a farm run and a running cluster: tests/ray/test_notebooks_farm.py runs them.
 FARM_NOTEBOOKS = {"farm.ipynb", "live.ipynb"}
 NOTEBOOKS = sorted(p for p in (Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb")
                    if p.name not in FARM_NOTEBOOKS)

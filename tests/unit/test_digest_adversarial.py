@@ -3,7 +3,7 @@
 A digest must be at most ``DIGEST_CHARS`` characters whatever the body: one huge line, deep
 nesting, a million keys, invalid UTF-8, NUL bytes, ANSI escapes, a million newlines, a CSV with
 100,000 columns. It must still end with its evidence tag, and no library error (a ``RecursionError``
-from ``json.loads``, a ``UnicodeError``) may escape. ``tests/adversarial_bodies.py`` builds each
+from ``json.loads``, a ``UnicodeError``) may escape. ``tests/fakes/adversarial_bodies.py`` builds each
 body at a given size; ``bench/evidence.py`` times the same bodies at the issue's sizes (timing is
 the bench's job, not a test's).
 """

@@ -1,7 +1,7 @@
 """Over-length recovery (spec §4) and the rescue, around the planner: scripted llama.cpp replies.
 
 The provider is the real OpenAI-compatible adapter over ``httpx.MockTransport`` answering with the
-bodies the local llama.cpp server sends (``tests/provider_bodies/openai_compat.json``).
+bodies the local llama.cpp server sends (``tests/fakes/provider_bodies/openai_compat.json``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The kernel's socket tables as tests/fakes/sockets.py decodes them: /proc/net addresses, loopback or not."""
+"""The kernel's socket tables as tests/fakes/sockets.py decodes them: /proc/net addresses, loopback or not
+(the Ray cluster's sockets read with them: tests/ray/test_loopback.py)."""
 
 from __future__ import annotations
 
