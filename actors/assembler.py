@@ -22,17 +22,17 @@ from vak_context.actors.ledger_client import LedgerClient
 from vak_context.agent.endpoint import EndpointTools, build_tools
 from vak_context.agent.request import Prepared, SessionView, Summarise, prepare, record_plan
 from vak_context.agent.steps import Assembled, StepRequest
-from vak_context.context.assemble import (
+from vak_context.context.capacity.profile import CapacityProfile, request_chars
+from vak_context.context.history.turns import DEFAULT_TOKENS_PER_CHAR
+from vak_context.context.planner.plan import Plan
+from vak_context.context.request.assemble import (
     cache_breakpoints,
     current_turn_messages,
     prefix_digest,
     project,
     request_tokens,
 )
-from vak_context.context.capacity import CapacityProfile, request_chars
-from vak_context.context.messages import ChatRequest, Message
-from vak_context.context.planner import Plan
-from vak_context.context.turns import DEFAULT_TOKENS_PER_CHAR
+from vak_context.context.request.messages import ChatRequest, Message
 from vak_context.errors import InvalidInput
 from vak_context.events.envelope import Mapper
 from vak_context.storage.ledger import LedgerStore

@@ -15,8 +15,8 @@ from vak_context.actors.evidence import EvidenceActor
 from vak_context.actors.probe import ProbeActor, ProbeTarget
 from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.agent.turnrules import prior_turns_of
-from vak_context.context.capacity import CapacityProfile
-from vak_context.context.drift import PriorTurn
+from vak_context.context.capacity.profile import CapacityProfile
+from vak_context.context.rules.drift import PriorTurn
 from vak_context.storage.ledger import LedgerStore
 
 

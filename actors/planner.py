@@ -20,9 +20,9 @@ from typing import Any
 from vak_context.actors.ledger_client import LedgerClient
 from vak_context.actors.session_fold import FoldedSessions
 from vak_context.agent.request import SessionView, plan_record
-from vak_context.context.capacity import CapacityProfile, from_record
-from vak_context.context.planner import PlannerState
-from vak_context.context.turns import DEFAULT_TOKENS_PER_CHAR
+from vak_context.context.capacity.profile import CapacityProfile, from_record
+from vak_context.context.history.turns import DEFAULT_TOKENS_PER_CHAR
+from vak_context.context.planner.plan import PlannerState
 from vak_context.errors import InvalidInput
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import CapacityProfileRecord, PlanRecord

@@ -31,7 +31,13 @@ import httpx
 from vak_context.actors.ledger_client import LedgerClient
 from vak_context.agent.probe import ProbeRunner, ProbeSettings
 from vak_context.config import VakConfig, load_config
-from vak_context.context.capacity import CapacityProfile, ProfileKey, from_record, probe_reason, to_record
+from vak_context.context.capacity.profile import (
+    CapacityProfile,
+    ProfileKey,
+    from_record,
+    probe_reason,
+    to_record,
+)
 from vak_context.errors import UnknownSession, VakError
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import Activity, CapacityProfileRecord
@@ -46,7 +52,7 @@ class ProbeTarget:
     """What to probe: a ``provider:model`` spec as ``vak_context.providers.registry`` reads it, and where it is.
 
     ``local`` None means: local when ``base_url`` is a loopback address. ``metadata_digest`` is the
-    digest the caller bound with (``vak_context.context.capacity.metadata_digest``); a different one in the
+    digest the caller bound with (``vak_context.context.capacity.profile.metadata_digest``); a different one in the
     cached profile makes it stale.
     """
 

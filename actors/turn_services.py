@@ -17,8 +17,8 @@ from vak_context.actors.probe import ProbeTarget
 from vak_context.actors.ray_errors import map_ray_errors
 from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.agent.turnrules import prior_turns_of
-from vak_context.context.capacity import CapacityProfile
-from vak_context.context.drift import PriorTurn
+from vak_context.context.capacity.profile import CapacityProfile
+from vak_context.context.rules.drift import PriorTurn
 
 T = TypeVar("T")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vak_context.context.turncard import index_text
+from vak_context.context.history.turncard import index_text
 from vak_context.events.payloads import Presentation, TurnCard
 from vak_context.storage.cardindex import CardDoc
 from vak_context.storage.ledger import LedgerStore

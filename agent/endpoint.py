@@ -19,8 +19,8 @@ import httpx
 
 from vak_context.agent.request import SessionView, Summarise
 from vak_context.agent.summarise import Summariser, write_packet
-from vak_context.context.messages import ChatRequest
-from vak_context.context.planner import Plan
+from vak_context.context.planner.plan import Plan
+from vak_context.context.request.messages import ChatRequest
 
 
 @dataclass(frozen=True)

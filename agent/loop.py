@@ -13,14 +13,14 @@
    (a provider's 4xx/5xx or timeout after its retries, the server gone, an actor or the ledger) closes the
    turn ``failed`` with a ``turn.failed`` activity naming it, then propagates.
 
-The turn rules (:mod:`vak_context.agent.turnrules` over :mod:`vak_context.context.drift`) run at three points: card calls are
+The turn rules (:mod:`vak_context.agent.turnrules` over :mod:`vak_context.context.rules.drift`) run at three points: card calls are
 gated before they run (freshness, topic mismatch), a step's results and acks are folded in after (an
 observation, repeated cards), and a step with no call is judged (empty step, model drift, freshness of
 a prose answer): it is the answer, gets one redo nudge, or the turn closes with a system-authored outcome.
 
 The same code runs in-process or on Ray: everything stateful goes through :class:`TurnServices`
 (``vak_context.actors.local_services.InProcessServices`` in this process, ``vak_context.actors.turn_services.RayServices`` through the actors). Tool calls are
-read by the one parser (``vak_context.context.toolcalls``) whether they came back native or inline in the text.
+read by the one parser (``vak_context.context.request.toolcalls``) whether they came back native or inline in the text.
 """
 
 from __future__ import annotations
@@ -38,25 +38,25 @@ from vak_context.agent.request import Complete, after_overflow
 from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.agent.turnrules import TurnRules, ack_id
 from vak_context.agent.workspace import Workspace
-from vak_context.context.assemble import Tail, prefix_change, render_tail
-from vak_context.context.capacity import (
+from vak_context.context.capacity.profile import (
     CapacityProfile,
     TurnFeedback,
     apply_feedback,
     request_chars,
     to_record,
 )
-from vak_context.context.cards import default_library
-from vak_context.context.drift import PriorTurn, Verdict
-from vak_context.context.messages import ChatRequest, ChatResult, Message, ToolSpec
-from vak_context.context.surface import Surface, find_tools_result, parse_find_tools_args
-from vak_context.context.toolcalls import (
+from vak_context.context.history.cards import default_library
+from vak_context.context.request.assemble import Tail, prefix_change, render_tail
+from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ToolSpec
+from vak_context.context.request.surface import Surface, find_tools_result, parse_find_tools_args
+from vak_context.context.request.toolcalls import (
     ParsedCall,
     bounded,
     ends_inside_call,
     native_calls,
     parse_tool_calls,
 )
+from vak_context.context.rules.drift import PriorTurn, Verdict
 from vak_context.errors import ContextOverflow, RequestTooLarge, ToolFailure, VakError
 from vak_context.events.payloads import (
     Activity,

@@ -2,11 +2,11 @@
 
 * ``SessionView``: a session's TurnIndex kept entry by entry, with what planning needs beside it:
   each evidence body's digest (from the entry's blob), each closed turn's measured size
-  (``vak_context.context.planner.measure_turn``, cached: a closed record never changes), a BM25 index over the
+  (``vak_context.context.planner.plan.measure_turn``, cached: a closed record never changes), a BM25 index over the
   cards, and the last planner state of each model (read back from recorded ``plan`` entries, so a
   restarted actor resumes where it was). Pure: entries in, state out.
 * The projection itself (``project``: stable prefix, handoff, retrieved turns, packet, working set,
-  current turn with the tail before the directive's words) is pure and lives in ``vak_context.context.assemble``.
+  current turn with the tail before the directive's words) is pure and lives in ``vak_context.context.request.assemble``.
 * ``prepare``: plan, write what the plan needs first (the packet's summary through
   ``vak_context.agent.summarise``, or this model's reset-with-handoff of a rescue), plan again, project. A
   current turn that cannot fit even at its most compact raises ``RequestTooLarge``: nothing is sent.
@@ -21,24 +21,24 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from vak_context.context.assemble import prefix_tokens, project, text_tokens
-from vak_context.context.capacity import CapacityProfile, Ewma, request_chars
-from vak_context.context.currentturn import TurnCosts, turn_costs
-from vak_context.context.messages import (
-    ChatRequest,
-    ChatResult,
-    ToolSpec,
-)
-from vak_context.context.planner import Plan, PlanCache, PlannerState, plan
-from vak_context.context.relevance import PositionBm25, TurnScores
-from vak_context.context.render import EvidenceInfo, evidence_info
-from vak_context.context.tokens import estimate_tokens
-from vak_context.context.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
-from vak_context.context.turnsizes import (
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, request_chars
+from vak_context.context.capacity.tokens import estimate_tokens
+from vak_context.context.history.render import EvidenceInfo, evidence_info
+from vak_context.context.history.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
+from vak_context.context.planner.currentturn import TurnCosts, turn_costs
+from vak_context.context.planner.plan import Plan, PlanCache, PlannerState, plan
+from vak_context.context.planner.relevance import PositionBm25, TurnScores
+from vak_context.context.planner.sizes import (
     TurnSize,
     TurnTable,
     measure_turn,
     turn_document,
+)
+from vak_context.context.request.assemble import prefix_tokens, project, text_tokens
+from vak_context.context.request.messages import (
+    ChatRequest,
+    ChatResult,
+    ToolSpec,
 )
 from vak_context.errors import ContextOverflow, InvalidInput, RequestTooLarge
 from vak_context.events.envelope import Mapper, StoredEntry
@@ -105,7 +105,7 @@ class SessionView:
         return {eid: self.infos[eid] for eid in turn.evidence if eid in self.infos}
 
     def sizes(self) -> TurnTable:
-        """Exact sizes of every turn (``vak_context.context.planner.measure_turn``), as columns in turn order: a
+        """Exact sizes of every turn (``vak_context.context.planner.plan.measure_turn``), as columns in turn order: a
         closed turn is measured once (again only if its card arrives later), the open one every time."""
         for turn in self._unsized.values():
             self.table.set(turn.ordinal - 1, turn.id, measure_turn(self.index, turn, self.turn_infos(turn)))
@@ -142,7 +142,7 @@ class SessionView:
         reading_terms: Sequence[str] = (),
         current: int | None = None,
     ) -> Plan:
-        """``vak_context.context.planner.plan`` with exact sizes, BM25 relevance and this model's last state."""
+        """``vak_context.context.planner.plan.plan`` with exact sizes, BM25 relevance and this model's last state."""
         text = self.index.turn(current).directive.text if current is not None else directive
         return plan(
             self.index,
@@ -161,7 +161,7 @@ class SessionView:
         )
 
     def current_costs(self, ordinal: int) -> TurnCosts:
-        """``vak_context.context.currentturn.turn_costs`` of a turn, kept until the chain grows (every profile's
+        """``vak_context.context.planner.currentturn.turn_costs`` of a turn, kept until the chain grows (every profile's
         plan of one request shares it)."""
         key = (ordinal, self.index.head)
         if self._costs is None or self._costs[0] != key:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vak_context.agent.endpoint import ModelEndpoint
-from vak_context.context.messages import ChatRequest, ToolSpec
+from vak_context.context.request.messages import ChatRequest, ToolSpec
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vak_context.agent.request import Complete, Ledger, SessionView
-from vak_context.context.messages import ChatRequest, ChatResult, Message
-from vak_context.context.packets import (
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
+from vak_context.context.history.packets import (
     SUMMARISER_SYSTEM,
     SUMMARY_HEADROOM,
     compaction_payload,
@@ -28,10 +28,10 @@ from vak_context.context.packets import (
     seed_packet,
     summariser_prompt,
 )
-from vak_context.context.planner import PacketPlan, Plan
-from vak_context.context.render import record_text, render_turn
-from vak_context.context.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
-from vak_context.context.turnsizes import card_text
+from vak_context.context.history.render import record_text, render_turn
+from vak_context.context.planner.plan import PacketPlan, Plan
+from vak_context.context.planner.sizes import card_text
+from vak_context.context.request.messages import ChatRequest, ChatResult, Message
 from vak_context.errors import InvalidInput
 from vak_context.events.payloads import Activity
 

@@ -1,6 +1,6 @@
-"""The turn rules on the live loop: :mod:`vak_context.context.drift`'s pure checks, with their ledger facts.
+"""The turn rules on the live loop: :mod:`vak_context.context.rules.drift`'s pure checks, with their ledger facts.
 
-:class:`TurnRules` holds one turn's :class:`~vak_context.context.drift.RuleState` and the session's earlier turns
+:class:`TurnRules` holds one turn's :class:`~vak_context.context.rules.drift.RuleState` and the session's earlier turns
 (what the drift and freshness checks compare against), and writes every check that fires as a ledger
 entry, so a replay shows why a turn ended as it did:
 
@@ -21,10 +21,10 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from vak_context.context import drift
-from vak_context.context.drift import PriorTurn, Verdict
-from vak_context.context.freshness import RecordedFigure, figure_of
-from vak_context.context.turncard import narration_of
+from vak_context.context.history.turncard import narration_of
+from vak_context.context.rules import drift
+from vak_context.context.rules.drift import PriorTurn, Verdict
+from vak_context.context.rules.freshness import RecordedFigure, figure_of
 from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import Activity, Directive, Nudge, Presentation, TurnCard
 

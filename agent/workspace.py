@@ -4,7 +4,7 @@ The user names the folder; every path a model passes is resolved inside it, syml
 anything that lands outside is refused with a :class:`~vak_context.errors.ToolFailure` the turn loop returns
 to the model as an error result (never an exception out of the loop). The tools are read-only.
 
-A result is plain text: the evidence layer (``context/evidence.py``) windows or digests it and keeps
+A result is plain text: the evidence layer (``context/evidence/digest.py``) windows or digests it and keeps
 the whole body recallable, so nothing here cuts what it read. Three bounds say so when they apply, as
 error results the model repairs from: ``read_file`` refuses a file over ``READ_FILE_LIMIT`` (64 MiB; grep
 finds its lines), ``grep`` stops collecting past ``GREP_OUTPUT_LIMIT`` (8 MiB of matches; the result
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from vak_context.agent.grep_search import BINARY_SNIFF, GREP_FILE_LIMIT, GREP_OUTPUT_LIMIT
-from vak_context.context.messages import ToolSpec
+from vak_context.context.request.messages import ToolSpec
 from vak_context.errors import ToolFailure
 
 # A pattern longer than this is refused: a model-written regex is not trusted input (and the search runs

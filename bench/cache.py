@@ -1,6 +1,6 @@
 """The prefix cache on the real local server: P4 within a turn, P5 across turns, and what a tool promotion costs.
 
-One run, one llama.cpp server (``vak_context.providers.localserver``; Qwen2.5-Coder-0.5B by default, ``--model
+One run, one llama.cpp server (``vak_context.providers.local.server``; Qwen2.5-Coder-0.5B by default, ``--model
 smollm2`` for a fast one), one session driven by the real :class:`vak_context.agent.loop.TurnLoop`:
 
 1. A workspace of small modules is written to a temp folder. The session is seeded with earlier
@@ -54,9 +54,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from vak_context.actors.local_services import InProcessServices
 from vak_context.agent.loop import TurnConfig, TurnLoop
 from vak_context.agent.workspace import Workspace
-from vak_context.context.assemble import system_prompt
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from vak_context.context.messages import (
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.request.assemble import system_prompt
+from vak_context.context.request.messages import (
     ChatRequest,
     ChatResult,
     Message,
@@ -65,11 +65,11 @@ from vak_context.context.messages import (
     ToolSpec,
     ToolUsePart,
 )
-from vak_context.context.surface import ToolDecl, find_tools_result
+from vak_context.context.request.surface import ToolDecl, find_tools_result
+from vak_context.engine.live import default_surface
 from vak_context.events.payloads import AssistantStep, Directive, TextBlock, ToolUseBlock
-from vak_context.farm.chat import default_surface
 from vak_context.providers.base import RetryPolicy
-from vak_context.providers.localserver import LocalModelServer, canonical_model
+from vak_context.providers.local.server import LocalModelServer, canonical_model
 from vak_context.providers.openai_compat import OpenAICompatProvider
 from vak_context.storage.ledger import LedgerStore
 

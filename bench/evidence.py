@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vak_context.context.evidence import body_text, detect_shape, digest, window
+from vak_context.context.evidence.digest import body_text, detect_shape, digest, window
 
 EID = "b" * 64
 MB = 1 << 20
@@ -249,11 +249,11 @@ def digest_window_benchmark(*, quick: bool, repeat: int, trajectories: bool) -> 
 
 
 def adversarial_case(kind: str, size: int) -> dict[str, float | str]:
-    """Detect and digest one adversarial body once, the way ``vak_context.context.render.evidence_info`` does:
+    """Detect and digest one adversarial body once, the way ``vak_context.context.history.render.evidence_info`` does:
     ``shaped_digest``, or where the code predates it, ``detect_shape`` then ``digest`` with that
     shape. Wall and CPU milliseconds, and the digest's length."""
     from tests.fakes.adversarial_bodies import adversarial
-    from vak_context.context import evidence
+    from vak_context.context.evidence import digest as evidence
 
     case = adversarial(kind, size)
     args: dict[str, Any] = {

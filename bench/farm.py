@@ -2,7 +2,7 @@
 
 Workload: the recorded sessions of ../shared/data/trajectories (or ``--generated N`` generated ones)
 replayed under model profiles (32k, 8k with a 6k horizon, 200k, ...): every recorded request planned,
-projected, checked and re-projected for the two-model gate (``vak_context.farm.farm_replay.replay_session``). The
+projected, checked and re-projected for the two-model gate (``vak_context.farm.replay.replay_session``). The
 models are OpenAI-compatible endpoints that replay never calls, so no model server runs and no packet
 summary is written (a plan that needs one records a failed row, the same in both runs).
 
@@ -29,7 +29,7 @@ ratio farm / in-process at the larger size (goal: <= 1.2x) and the overhead per 
 ``--repeat N`` runs N interleaved rounds (in-process 1, farm 1, in-process 2, farm 2) and takes medians.
 Ray's own start (``ray.init``) is timed apart. The in-process workload runs once uncounted first (imports,
 first-call caches), as the farm's worker warms up in its cold run. ``--profile DIR`` writes each unit's CPU
-and garbage-collection figures on both sides (``vak_context.farm.farm_unit_profile``) and prints the replay's own CPU
+and garbage-collection figures on both sides (``vak_context.farm.unit_profile``) and prints the replay's own CPU
 inside farm units against in-process.
 
 Default workload: the recorded sessions in ../shared/data/trajectories (their real sizes), 3 profiles.
@@ -95,7 +95,7 @@ class CpuMeter:
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _sample(self, first: bool) -> None:
-        from vak_context.farm.farm_jobs import process_tree
+        from vak_context.farm.jobs import process_tree
 
         for pid in process_tree(os.getpid()):
             try:
@@ -171,11 +171,11 @@ def in_process(spec: Any, work: Path) -> Measure:
 def _in_process(spec: Any, work: Path) -> list[dict[str, Any]]:
     from vak_context.actors.ledger_client import LedgerClient
     from vak_context.errors import ModelServerError
-    from vak_context.farm.farm_ray import claim_replay_folder
-    from vak_context.farm.farm_replay import replay_session
-    from vak_context.farm.farm_rows import UnitKey
-    from vak_context.farm.farm_sessions import materialise
-    from vak_context.farm.farm_unit_profile import unit_profile
+    from vak_context.farm.replay import replay_session
+    from vak_context.farm.rows import UnitKey
+    from vak_context.farm.sessions import materialise
+    from vak_context.farm.tasks import claim_replay_folder
+    from vak_context.farm.unit_profile import unit_profile
     from vak_context.storage.ledger import LedgerStore
 
     async def no_summary(_view: Any, _plan: Any) -> list[str]:
@@ -201,7 +201,7 @@ def as_farm(spec: Any, out: Path, run_id: str) -> Measure:
     """run_farm on the local Ray this process started."""
     import pyarrow.parquet as pq
 
-    from vak_context.farm.farmrun import run_farm
+    from vak_context.farm.run import run_farm
 
     with CpuMeter() as meter:
         started = time.perf_counter()
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     ap.add_argument("--repeat", type=int, default=1, help="interleaved rounds; medians count (default 1)")
     ap.add_argument("--quick", action="store_true", help="3 generated sessions of 4 turns, 2 profiles, 1 round")
     ap.add_argument("--profile", type=Path, help="write each unit's CPU and GC figures here (both sides; "
-                    "vak_context.farm.farm_unit_profile) and compare the replay's own CPU in a farm unit and in-process")
+                    "vak_context.farm.unit_profile) and compare the replay's own CPU in a farm unit and in-process")
     args = ap.parse_args(argv)
     if args.quick:
         args.generated, args.turns, args.profiles, args.repeat = 3, 4, 2, 1
@@ -243,12 +243,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     if not recorded and not args.generated:
         raise SystemExit(f"bench: no recorded sessions in {SHARED}; pass --generated N")
     if args.profile:
-        from vak_context.farm.farm_unit_profile import PROFILE_ENV
+        from vak_context.farm.unit_profile import PROFILE_ENV
 
         os.environ[PROFILE_ENV] = str(args.profile.resolve())  # before Ray starts: its workers inherit it
 
-    from vak_context.farm.farmspec import parse_farm_spec
-    from vak_context.farm.localray import start_local_ray, stop_local_ray
+    from vak_context.engine.localray import start_local_ray, stop_local_ray
+    from vak_context.farm.spec import parse_farm_spec
 
     work = Path(tempfile.mkdtemp(prefix="vak-bench-farm-"))
     try:

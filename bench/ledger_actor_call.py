@@ -27,9 +27,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from vak_context.actors.factory import ledger_actor
+from vak_context.engine.localray import start_local_ray
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import Nudge
-from vak_context.farm.localray import start_local_ray
 from vak_context.storage.ledger import LedgerStore
 
 TICK = os.sysconf("SC_CLK_TCK")

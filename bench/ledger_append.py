@@ -373,7 +373,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     tables = args.tables or ("as-is" if args.quick else "both")
     child = LATENCY_ENV in os.environ  # the re-run under the shim: its one table
     if not args.no_actor:
-        from vak_context.farm.localray import start_local_ray
+        from vak_context.engine.localray import start_local_ray
 
         start_local_ray()
     tmp = Path(tempfile.mkdtemp(prefix="vak-bench-", dir=args.dir))

@@ -13,7 +13,7 @@ then makes the first plan after it, with that turn's caches cold: "next request"
 profile (medians over a few turns, so a size grows by those few turns while it is measured). Beside
 it, the baseline a kept index avoids: rebuilding the TurnIndex from the whole chain.
 
-A third mode, ``--long-turn``, plans every request of one 140-step coding turn (``vak_context.farm.longturn``,
+A third mode, ``--long-turn``, plans every request of one 140-step coding turn (``vak_context.sessions.longturn``,
 about 120–150k tokens as carried) under each profile, after its directive and after each step, and
 prints the largest request against the budget (horizon − output reserve), how many were over it (the
 planner refuses those: none may be), how often the plan's shape moved (a compaction: the prefix
@@ -39,13 +39,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx
 
 from vak_context.agent.request import SessionView
-from vak_context.context.assemble import prefix_tokens, project, request_tokens
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from vak_context.context.messages import ChatRequest
-from vak_context.context.packets import compaction_payload
-from vak_context.context.planner import Plan, PlannerState
-from vak_context.context.turncard import build_card
-from vak_context.context.turns import TurnIndex
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.history.packets import compaction_payload
+from vak_context.context.history.turncard import build_card
+from vak_context.context.history.turns import TurnIndex
+from vak_context.context.planner.plan import Plan, PlannerState
+from vak_context.context.request.assemble import prefix_tokens, project, request_tokens
+from vak_context.context.request.messages import ChatRequest
 from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import (
     AssistantStep,
@@ -55,8 +55,8 @@ from vak_context.events.payloads import (
     ToolResult,
     ToolUseBlock,
 )
-from vak_context.farm.longturn import LongTurn
 from vak_context.providers.openai_compat import OpenAICompatProvider
+from vak_context.sessions.longturn import LongTurn
 
 SIZES = (10, 100, 1_000, 10_000)
 # turns folded in per profile to time the next request: few next to the session, enough for a median

@@ -42,8 +42,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from vak_context.agent.probe import ProbeRunner, ProbeSettings
-from vak_context.context.capacity import ProfileKey
-from vak_context.context.probe import DEFAULT_CAP, DEFAULT_LEAD, SampleOutcome, plan_rungs
+from vak_context.context.capacity.ladder import DEFAULT_CAP, DEFAULT_LEAD, SampleOutcome, plan_rungs
+from vak_context.context.capacity.profile import ProfileKey
 from vak_context.providers.openai_compat import OpenAICompatProvider
 
 # (label, samples per rung (the cap), stop once settled, lead that settles)
@@ -145,7 +145,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="n_ctx 2048 and one repeat")
     args = parser.parse_args()
     n_ctx, repeats = (2048, 1) if args.quick else (args.n_ctx, args.repeats)
-    from vak_context.providers.localserver import LocalModelServer
+    from vak_context.providers.local.server import LocalModelServer
 
     with LocalModelServer(args.model, n_ctx=n_ctx * len(LADDERS), n_parallel=len(LADDERS)) as server:
         asyncio.run(bench(server.base_url, args.model, n_ctx, repeats, server.api_key))

@@ -34,9 +34,9 @@ from vak_context.agent.probe import (
     ProbeRunner,
     ProbeSettings,
 )
-from vak_context.context.capacity import ProfileKey, describe
-from vak_context.farm.cmd_probe import print_progress, write_ladder
-from vak_context.providers.localserver import LocalModelServer, canonical_model
+from vak_context.cli.probe_cmd import print_progress, write_ladder
+from vak_context.context.capacity.profile import ProfileKey, describe
+from vak_context.providers.local.server import LocalModelServer, canonical_model
 from vak_context.providers.openai_compat import OpenAICompatProvider
 
 

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS  # noqa: E402
-from vak_context.context.capacity import (  # noqa: E402
+from vak_context.context.capacity.profile import (  # noqa: E402
     CapacityProfile,
     Ewma,
     Horizon,
@@ -52,7 +52,7 @@ from vak_context.context.capacity import (  # noqa: E402
     apply_feedback,
     request_chars,
 )
-from vak_context.context.messages import ChatRequest, Message, TextPart, ToolResultPart, ToolUsePart  # noqa: E402
+from vak_context.context.request.messages import ChatRequest, Message, TextPart, ToolResultPart, ToolUsePart  # noqa: E402
 from vak_context.events.payloads import Usage  # noqa: E402
 from vak_context.providers.base import RetryPolicy  # noqa: E402
 from vak_context.providers.openai_compat import OpenAICompatProvider  # noqa: E402
@@ -241,7 +241,7 @@ async def measure(model: str, provider: OpenAICompatProvider, *, chars: int, ver
 
 
 async def run_model(model: str, *, chars: int, verify_chars: int, threads: int) -> list[Row]:
-    from vak_context.providers.localserver import LocalModelServer
+    from vak_context.providers.local.server import LocalModelServer
 
     n_ctx = max(4096, 2 ** math.ceil(math.log2(chars * 0.6 + 1500)))
     with LocalModelServer(model, n_ctx=n_ctx, threads=threads) as server:

@@ -1,7 +1,7 @@
 """Content blocks: the one model of what a message or an assistant step holds.
 
 The ledger stores these blocks inside its payloads (``AssistantStep.blocks``, ``Directive.images``) and
-the engine builds requests from the same classes (``vak_context.context.messages.Message.content``), so a block read
+the engine builds requests from the same classes (``vak_context.context.request.messages.Message.content``), so a block read
 back from the ledger goes into a request as it is. Each block is a frozen pydantic model tagged by
 ``type``; ``StepBlock`` and ``MessageBlock`` are the discriminated unions each side accepts.
 

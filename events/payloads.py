@@ -271,7 +271,7 @@ class Nudge(Frozen):
 
 
 class TurnTail(Frozen):
-    """The tail block a turn's directive was sent with (``vak_context.context.assemble.render_tail``), written once
+    """The tail block a turn's directive was sent with (``vak_context.context.request.assemble.render_tail``), written once
     before the turn's first step. A closed turn's record shows it again before the directive, so the
     request the next turn sends starts with the bytes the last one sent (the prefix cache holds)."""
 

@@ -1,75 +1,212 @@
-"""A short, human-readable account of a session: its turns, their cards and their evidence digests.
+"""`vak farm report RUN`: a farm run's table as a Markdown report and PNGs a person can look at.
 
-``summarize_session(store, session)`` is what the main job prints after it writes a session. It
-reads the chain from the ledger (a read-only store is enough), builds the TurnIndex, and for each
-turn shows its card (the stored TurnCard, or one built now for a turn not closed yet) and a few
-lines of each evidence digest with its ``[evidence:…]`` tag. For people, not models: a digest is
-shortened here to its first lines, and the tag says how to get the rest.
+* ``report.md``: per task kind, the figures a researcher compares. Probe: each model's measured horizon
+  and its rungs. Replay: per model and session, the requests checked and failed, the largest request
+  against its budget, the fidelity mix and the packet ranges, with the reasons of failures. Live: runs
+  that showed the expected outcome against the task's ``require``. Then every unit that could not run.
+* ``horizon_curves.png``: for each model, the share of probe samples that followed the instruction
+  against prompt tokens, with the measured horizon marked ("curves for any model, one command").
+* ``session_<name>.png``: one session under each model, side by side: request size per request (with
+  each model's budget), and the fidelity mix per model: how its requests carried the session's tool
+  results (verbatim, windowed, digested, packeted, behind a reset, missing).
 """
 
 from __future__ import annotations
 
-from vak_context.context.render import SHORT_ID, EvidenceInfo, evidence_info
-from vak_context.context.turncard import build_card, render_card
-from vak_context.context.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
-from vak_context.events.payloads import EvidenceBody
-from vak_context.storage.ledger import LedgerStore
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
 
-DIGEST_LINES = 3
+import pyarrow.parquet as pq
 
+from vak_context.errors import InvalidInput
+from vak_context.farm.rows import RESULTS_SCHEMA, UNIT_FAILED
 
-def evidence_infos(store: LedgerStore, turn: Turn) -> dict[str, EvidenceInfo]:
-    calls = {ex.tool_use_id: ex.input for ex in turn.exchanges}
-    out = {}
-    for eid in turn.evidence:
-        entry = store.get(eid)
-        meta = store.mapper.payload_of(entry)
-        if isinstance(meta, EvidenceBody):
-            out[eid] = evidence_info(eid, meta, entry.blob or b"", calls.get(meta.tool_use_id))
-    return out
+REPORT_FILE = "report.md"
+HORIZON_PNG = "horizon_curves.png"
+FIDELITIES = ("full_turns", "card_turns", "packet_turns", "reset_turns")
+RESULT_FORMS = ("verbatim_results", "windowed_results", "digested_results", "packeted_results", "reset_results",
+                "missing_results")
 
 
-def _short(digest: str, lines: int = DIGEST_LINES) -> str:
-    body = digest.splitlines()
-    tag = body[-1] if body else ""
-    head = [line for line in body[:-1] if line.strip()][:lines]
-    more = len([line for line in body[:-1] if line.strip()]) - len(head)
-    return "\n".join([*head, *([f"… {more} more digest lines"] if more > 0 else []), tag])
+def load_rows(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "results.parquet"
+    if not path.is_file():
+        raise InvalidInput(f"no results.parquet in {run_dir}: give a run folder (<out>/<run id>) that "
+                           "`vak farm run` wrote, or run the farm first.")
+    rows: list[dict[str, Any]] = pq.read_table(path, schema=RESULTS_SCHEMA).to_pylist()
+    return rows
 
 
-def summarize_session(
-    store: LedgerStore,
-    session: str,
-    *,
-    tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
-    max_turns: int | None = None,
-    digests_per_turn: int = 3,
-) -> str:
-    """The session's turns, cards and (short) digests, newest turns last."""
-    head = store.head(session)
-    if head is None:
-        return f"session {session}: empty"
-    index = TurnIndex.build(store.chain_to_root(head), tokens_per_char, mapper=store.mapper)
-    turns = index.turns if max_turns is None else index.turns[-max_turns:]
-    packets = ", ".join(f"turns {s.first_ordinal}-{s.last_ordinal}" for s in index.summaries) or "none"
-    lines = [
-        f"session {session}: {len(index.turns)} turns, {index.count} entries, "
-        f"{len(index.evidence)} evidence bodies, {len(index.controls)} control messages, packets: {packets}"
-        + (f", reset after turn {sum(t.behind_reset for t in index.turns)}" if index.resets else "")
-    ]
-    if len(turns) < len(index.turns):
-        lines.append(f"(showing the last {len(turns)} turns)")
-    for turn in turns:
-        infos = evidence_infos(store, turn)
-        card = turn.card if turn.card is not None else build_card(index, turn, infos)
-        state = "card" if turn.card is not None else "open, card built now"
+def _spec_tasks(run_dir: Path) -> dict[str, dict[str, Any]]:
+    marker = run_dir / "spec.json"
+    if not marker.is_file():
+        return {}
+    spec = json.loads(marker.read_text(encoding="utf-8")).get("spec", {})
+    return {t["name"]: t for t in spec.get("tasks", [])}
+
+
+def write_report(run_dir: Path) -> list[Path]:
+    """Write report.md and the PNGs into ``run_dir``; returns their paths, the report first."""
+    run_dir = Path(run_dir)
+    rows = load_rows(run_dir)
+    tasks = _spec_tasks(run_dir)
+    ok = [r for r in rows if r["request"] != UNIT_FAILED]
+    lines = [f"# Farm run `{run_dir.name}`", "",
+             f"{len(rows)} rows; {len({(r['task'], r['model'], r['session']) for r in rows})} units; "
+             f"models: {', '.join(sorted({r['model'] for r in rows}))}; "
+             f"nodes: {len({r['node'] for r in ok if r['node']})}.", ""]
+    lines += _probe_section([r for r in ok if r["kind"] == "probe"])
+    lines += _replay_section([r for r in ok if r["kind"] == "replay"])
+    lines += _live_section([r for r in ok if r["kind"] == "live"], tasks)
+    failed = [r for r in rows if r["request"] == UNIT_FAILED]
+    if failed:
+        lines += ["## Units that could not run", "", "| task | model | session | reason |", "|---|---|---|---|"]
+        lines += [f"| {r['task']} | {r['model']} | {r['session'] or '-'} | {_cell(r['reason'])} |" for r in failed]
         lines.append("")
-        lines.append(f"── turn {turn.ordinal} · {turn.tokens} tokens ({turn.tokens_source}) · {state}")
-        lines.append(render_card(card, turn.ordinal))
-        for eid in turn.evidence[:digests_per_turn]:
-            if eid in infos:
-                lines.append(f"  digest {eid[:SHORT_ID]} ({infos[eid].shape}):")
-                lines.extend("    " + line for line in _short(infos[eid].digest).splitlines())
-        if len(turn.evidence) > digests_per_turn:
-            lines.append(f"  … {len(turn.evidence) - digests_per_turn} more evidence bodies")
-    return "\n".join(lines)
+    pngs = _plots(run_dir, ok)
+    if pngs:
+        lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in pngs] + [""]
+    report = run_dir / REPORT_FILE
+    report.write_text("\n".join(lines), encoding="utf-8")
+    return [report, *pngs]
+
+
+def _cell(text: str, limit: int = 160) -> str:
+    text = " ".join(str(text).split()).replace("|", "\\|")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _probe_section(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    out = ["## Probe: the instruction horizon per model", "",
+           "| task | model | horizon | window | rungs passed | largest rung (tokens) |", "|---|---|---:|---:|---:|---:|"]
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["task"], r["model"])].append(r)
+    for (task, model), rs in sorted(groups.items()):
+        out.append(f"| {task} | {model} | {rs[0]['horizon'] or 0:,} | {rs[0]['window'] or 0:,} | "
+                   f"{sum(r['passed'] for r in rs)}/{len(rs)} | {max(r['request_tokens'] or 0 for r in rs):,} |")
+    return [*out, ""]
+
+
+def _replay_section(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    out = ["## Replay: every recorded request, projected under each model", "",
+           "| model | session | requests | failed | largest request / budget | full / card / packet / reset turns "
+           "| results verbatim / windowed / digested / packeted / reset / missing | packets | why failed |",
+           "|---|---|---:|---:|---:|---|---|---|---|"]
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["model"], r["session"])].append(r)
+    for (model, session), rs in sorted(groups.items()):
+        failed = [r for r in rs if not r["passed"]]
+        biggest = max(rs, key=lambda r: r["request_tokens"] or 0)
+        fid = " / ".join(str(sum(r[f] or 0 for r in rs)) for f in FIDELITIES)
+        forms = " / ".join(str(sum(r[f] or 0 for r in rs)) for f in RESULT_FORMS)
+        packets = sorted({(r["packet_first"], r["packet_last"]) for r in rs if r["packet_first"] is not None})
+        why = Counter(r["reason"].split(":")[0] for r in failed).most_common(3)
+        out.append(f"| {model} | {session} | {len(rs)} | {len(failed)} | {biggest['request_tokens'] or 0:,} / "
+                   f"{biggest['budget'] or 0:,} | {fid} | {forms} | "
+                   f"{', '.join(f'{a}–{b}' for a, b in packets) or 'none'} | "
+                   f"{_cell('; '.join(f'{w} ×{n}' for w, n in why)) or '-'} |")
+    return [*out, ""]
+
+
+def _live_section(rows: list[dict[str, Any]], tasks: dict[str, dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    out = ["## Live: directives re-run against the model", "",
+           "| task | model | session | expected | showed it | required | verdict |", "|---|---|---|---|---:|---:|---|"]
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["task"], r["model"], r["session"])].append(r)
+    for (task, model, session), rs in sorted(groups.items()):
+        spec = tasks.get(task, {})
+        per_directive = max(1, int(spec.get("repeats", len(rs))))
+        require = int(spec.get("require", 1))
+        directives = max(1, len(rs) // per_directive)
+        verdicts = []
+        for d in range(directives):
+            chunk = rs[d * per_directive:(d + 1) * per_directive]
+            verdicts.append(sum(r["passed"] for r in chunk) >= require)
+        out.append(f"| {task} | {model} | {session} | {spec.get('expect', '?')} | {sum(r['passed'] for r in rs)}/"
+                   f"{len(rs)} | {require} of {per_directive} per directive | "
+                   f"{'PASS' if all(verdicts) else 'FAIL'} ({sum(verdicts)}/{len(verdicts)} directives) |")
+    return [*out, ""]
+
+
+def _plots(run_dir: Path, rows: list[dict[str, Any]]) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths: list[Path] = []
+    probes = [r for r in rows if r["kind"] == "probe"]
+    if probes:
+        paths.append(_horizon_plot(plt, run_dir, probes))
+    replays = [r for r in rows if r["kind"] == "replay"]
+    for session in sorted({r["session"] for r in replays}):
+        paths.append(_session_plot(plt, run_dir, session, [r for r in replays if r["session"] == session]))
+    return paths
+
+
+def _horizon_plot(plt: Any, run_dir: Path, probes: list[dict[str, Any]]) -> Path:
+    """Each model's share of samples that followed the instruction against prompt tokens."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for model in sorted({r["model"] for r in probes}):
+        rs = sorted((r for r in probes if r["model"] == model), key=lambda r: r["request_tokens"] or 0)
+        shares = []
+        for r in rs:
+            d = json.loads(r["detail"] or "{}")
+            shares.append(d.get("followed", 0) / d["asked"] if d.get("asked") else float(r["passed"]))
+        line = ax.plot([r["request_tokens"] for r in rs], shares, "o-", label=model)[0]
+        if rs[0]["horizon"]:
+            ax.axvline(rs[0]["horizon"], color=line.get_color(), linestyle=":", linewidth=1)
+    ax.set_xlabel("prompt tokens")
+    ax.set_ylabel("instruction followed (share of samples)")
+    ax.set_ylim(-0.05, 1.1)
+    ax.set_title("horizon curves per model (dotted: measured horizon)")
+    ax.legend(fontsize=8)
+    return _save(plt, fig, run_dir / HORIZON_PNG)
+
+
+def _session_plot(plt: Any, run_dir: Path, session: str, rs: list[dict[str, Any]]) -> Path:
+    """One session's replays side by side: request sizes (left) and the fidelity mix (right) per model."""
+    models = sorted({r["model"] for r in rs})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for model in models:
+        mine = sorted((r for r in rs if r["model"] == model), key=lambda r: r["request"])
+        line = left.plot([r["request"] for r in mine], [r["request_tokens"] or 0 for r in mine], ".-",
+                         label=model)[0]
+        budgets = [r["budget"] for r in mine if r["budget"]]
+        if budgets:
+            left.axhline(max(budgets), color=line.get_color(), linestyle=":", linewidth=1)
+    left.set_xlabel("recorded request")
+    left.set_ylabel("request tokens (dotted: budget)")
+    left.set_title(f"{session}: request size per model")
+    left.legend(fontsize=8)
+    bottom = [0.0] * len(models)
+    for f in RESULT_FORMS:
+        shares = []
+        for model in models:
+            mine = [r for r in rs if r["model"] == model]
+            total = sum(sum(r[g] or 0 for g in RESULT_FORMS) for r in mine) or 1
+            shares.append(sum(r[f] or 0 for r in mine) / total)
+        right.bar(models, shares, bottom=bottom, label=f.removesuffix("_results"))
+        bottom = [b + s for b, s in zip(bottom, shares, strict=True)]
+    right.set_ylabel("share of tool results, over all requests")
+    right.set_title(f"{session}: fidelity mix per model")
+    right.legend(fontsize=8)
+    return _save(plt, fig, run_dir / f"session_{session}.png")
+
+
+def _save(plt: Any, fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Unpack
 
 import httpx
 
-from vak_context.context.messages import (
+from vak_context.context.request.messages import (
     ChatRequest,
     ChatResult,
     ImagePart,

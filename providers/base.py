@@ -35,7 +35,7 @@ from typing import Any, ClassVar, TypedDict, TypeVar
 
 import httpx
 
-from vak_context.context.messages import ChatRequest, ChatResult, ImagePart, Message, ModelContext
+from vak_context.context.request.messages import ChatRequest, ChatResult, ImagePart, Message, ModelContext
 from vak_context.errors import (
     ContextOverflow,
     InvalidInput,

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Unpack
 
 import httpx
 
-from vak_context.context.messages import ModelContext
+from vak_context.context.request.messages import ModelContext
 from vak_context.errors import ContextOverflow, InvalidInput
 from vak_context.providers.base import ProviderOptions, error_message, overflow_error
 from vak_context.providers.openai_compat import OpenAICompatProvider

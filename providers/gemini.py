@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from vak_context.context.messages import (
+from vak_context.context.request.messages import (
     ChatRequest,
     ChatResult,
     ImagePart,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from vak_context.context.messages import ChatRequest, ModelContext
+from vak_context.context.request.messages import ChatRequest, ModelContext
 from vak_context.providers.base import int_or_none
 from vak_context.providers.openai_compat import OpenAICompatProvider
 

@@ -6,7 +6,7 @@ the ledger: ``rebuild`` recreates it from documents read back from the session's
 ``presentation`` entries (``vak_context.agent.carddocs.docs_from_ledger``), so deleting it loses nothing.
 
 A document is one turn (``CardDoc``): its id is the turn's directive id, its text the turn's index
-text (``vak_context.context.turncard.index_text``, made by ``vak_context.agent.carddocs.card_doc``: this layer does not
+text (``vak_context.context.history.turncard.index_text``, made by ``vak_context.agent.carddocs.card_doc``: this layer does not
 import the engine). On disk the documents are lines of ``cards.jsonl`` after a header line naming
 the file; a later line for the same turn re-indexes it. Ranking is the project's one BM25
 (``vak_context.bm25``: the tokeniser, k1, b and idf the planner's relevance and ``find_tools`` use, so the

@@ -13,7 +13,7 @@
 Each test gets its folder's marker (``-m unit``, ``-m "not live"``, ...) on top of its own ``ray``/``live``
 /``slow`` marks, and a unit or service test that asks for the Ray cluster or the model server, or is
 marked ``ray`` or ``live``, stops the collection: it belongs to another tier. What tests share lives in
-tests/fakes/; Ray tests share one session-scoped local Ray (see vak_context.farm.localray). No test reaches
+tests/fakes/; Ray tests share one session-scoped local Ray (see vak_context.engine.localray). No test reaches
 beyond loopback: ``loopback_network`` refuses it in this process.
 """
 
@@ -94,7 +94,7 @@ def ray_cluster() -> Iterator[Any]:
 
     Its temp files live in a private (0700) folder that ``stop_local_ray`` removes.
     """
-    from vak_context.farm.localray import start_local_ray, stop_local_ray
+    from vak_context.engine.localray import start_local_ray, stop_local_ray
 
     ctx = start_local_ray()
     yield ctx

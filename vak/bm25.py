@@ -3,9 +3,9 @@
 Who ranks with it, over what:
 
 * the planner's relevance: each turn's document (its card's index text, or its directive), by turn
-  position (``vak_context.context.relevance.PositionBm25``, which adds numpy columns for many postings and gives
+  position (``vak_context.context.planner.relevance.PositionBm25``, which adds numpy columns for many postings and gives
   the same floats);
-* ``find_tools``: the deferred tools by name and description (``vak_context.context.surface.Surface.find``);
+* ``find_tools``: the deferred tools by name and description (``vak_context.context.request.surface.Surface.find``);
 * the card index: each closed turn's index text, kept on disk as plain documents and indexed here
   when a session is first searched (``vak_context.storage.cardindex.CardIndex``).
 

@@ -113,7 +113,7 @@ class UnknownCardType(InvalidInput):
         self.name = name
         super().__init__(
             f"no card type or card tool {name!r} in the card library. Known: {', '.join(known)}. "
-            "Use one of these, or add a definition to context/card_defs/."
+            "Use one of these, or add a definition to context/history/card_defs/."
         )
 
 

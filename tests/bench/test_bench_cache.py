@@ -13,8 +13,15 @@ from typing import Any
 
 import pytest
 
-from vak_context.context.messages import ChatRequest, Message, TextPart, ToolResultPart, ToolSpec, ToolUsePart
-from vak_context.providers.localserver import LocalModelServer
+from vak_context.context.request.messages import (
+    ChatRequest,
+    Message,
+    TextPart,
+    ToolResultPart,
+    ToolSpec,
+    ToolUsePart,
+)
+from vak_context.providers.local.server import LocalModelServer
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "cache.py"
 

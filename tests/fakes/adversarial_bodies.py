@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vak_context.context.evidence import body_text
+from vak_context.context.evidence.digest import body_text
 
 
 @dataclass(frozen=True)

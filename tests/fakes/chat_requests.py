@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import json
 
-from vak_context.context.messages import ChatRequest, Message, TextPart, ToolResultPart, ToolSpec, ToolUsePart
+from vak_context.context.request.messages import (
+    ChatRequest,
+    Message,
+    TextPart,
+    ToolResultPart,
+    ToolSpec,
+    ToolUsePart,
+)
 
 READ_FILE = ToolSpec(
     name="read_file",

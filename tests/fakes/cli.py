@@ -29,6 +29,6 @@ def one_line_error(err: str) -> str:
 
 
 def run_vak(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``python -m vak_context.farm.cli ARGS`` in a child process, from the repository root."""
-    return subprocess.run([sys.executable, "-m", "vak_context.farm.cli", *args], capture_output=True, text=True,
+    """``python -m vak_context.cli.main ARGS`` in a child process, from the repository root."""
+    return subprocess.run([sys.executable, "-m", "vak_context.cli.main", *args], capture_output=True, text=True,
                           cwd=REPO, timeout=timeout)

@@ -1,7 +1,7 @@
 """The recorded sessions of ``../shared/data/trajectories``, imported once per test run.
 
 ``imported`` writes every file of the folder into one ledger (with turn cards and the card index)
-through ``vak_context.farm.importers``, the same path `vak import` takes. Tests read the ledger it built; the
+through ``vak_context.importers``, the same path `vak import` takes. Tests read the ledger it built; the
 recorded files themselves stay in ``../shared``. ``import_tau`` imports one long session (30 user turns) alone.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from vak_context.events.payloads import Activity
-from vak_context.farm.importers import ImportReport, import_path, import_recording, read_recordings
+from vak_context.importers import ImportReport, import_path, import_recording, read_recordings
 from vak_context.storage.cardindex import CardIndex
 from vak_context.storage.ledger import LedgerStore
 
@@ -62,7 +62,7 @@ TAU_FOLLOW_UP = "Can you confirm the booking total again, with the certificate a
 
 
 def import_tau(trajectories: Path, root: Path) -> tuple[LedgerStore, str]:
-    """The 30-turn tau-bench session, imported through vak_context.farm.importers; returns the store and system prompt."""
+    """The 30-turn tau-bench session, imported through vak_context.importers; returns the store and system prompt."""
     _fmt, recordings, _skipped = read_recordings(trajectories / TAU)
     rec = next(r for r in recordings if r.name.endswith("task9-trial3"))
     store = LedgerStore(root)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from vak_context.providers.localserver import LocalModelServer
+from vak_context.providers.local.server import LocalModelServer
 
 # Small enough that a full prefill stays cheap on 2 cores; the server's cap for SmolLM2 is 8192.
 LOCAL_MODEL_N_CTX = 8192

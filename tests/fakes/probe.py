@@ -13,9 +13,9 @@ import httpx
 
 from tests.fakes.threshold import ThresholdModel
 from vak_context.agent.probe import ProbeReport, ProbeRunner, ProbeSettings
-from vak_context.context.capacity import ProfileKey
-from vak_context.context.probe import RungOutcome, SampleOutcome
-from vak_context.context.toolcalls import ParsedCall
+from vak_context.context.capacity.ladder import RungOutcome, SampleOutcome
+from vak_context.context.capacity.profile import ProfileKey
+from vak_context.context.request.toolcalls import ParsedCall
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.openai_compat import OpenAICompatProvider
 

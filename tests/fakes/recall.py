@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from vak_context.context.evidence import RecallRequest, parse_recall_args, select
+from vak_context.context.evidence.digest import RecallRequest, parse_recall_args, select
 
 # an omission line (replaced whole, its newline included) or a clipped line's note (replaced, the
 # line's own terminator stays): each names the recall call that returns what it stands for

@@ -17,9 +17,9 @@ import httpx
 
 from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
 from vak_context.agent.workspace import Workspace
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from vak_context.context.evidence import RECALL_TOOL
-from vak_context.context.surface import Surface, ToolDecl
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.evidence.digest import RECALL_TOOL
+from vak_context.context.request.surface import Surface, ToolDecl
 from vak_context.events.envelope import Mapper
 from vak_context.storage.contract import Ledger
 

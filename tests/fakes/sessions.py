@@ -18,8 +18,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from vak_context.agent.request import SessionView
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from vak_context.context.turncard import build_card
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.history.turncard import build_card
 from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import (
     AssistantStep,

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _vak(args: list[str], tmp_path: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run([sys.executable, "-m", "vak_context.farm.cli", *args], cwd=ROOT, env=env, input=stdin, text=True,
+    return subprocess.run([sys.executable, "-m", "vak_context.cli.main", *args], cwd=ROOT, env=env, input=stdin, text=True,
                           capture_output=True, timeout=900)
 
 

@@ -59,14 +59,14 @@ max_sizes = 1
 
 def run_cluster_farm(out: Path, trajectories: Path) -> dict[str, Any]:
     """In this (child) process: the cluster, the farm, the node loss; returns the summary."""
-    from vak_context.farm.localray import pin_loopback
+    from vak_context.engine.localray import pin_loopback
 
     pin_loopback()
     import ray
     from ray.cluster_utils import Cluster
 
-    from vak_context.farm.farmrun import FarmProgress, run_farm
-    from vak_context.farm.farmspec import parse_farm_spec
+    from vak_context.farm.run import FarmProgress, run_farm
+    from vak_context.farm.spec import parse_farm_spec
 
     # Cluster writes its address to the machine-wide /tmp/ray/ray_current_cluster, which every other Ray user
     # here reads for address="auto": this cluster is private to the test, so it is not advertised.

@@ -21,9 +21,9 @@ import ray
 
 from vak_context.errors import FarmSpecError
 from vak_context.events.payloads import AssistantStep, Directive, TextBlock
-from vak_context.farm.farm_rows import RESULTS_SCHEMA, UNIT_FAILED
-from vak_context.farm.farmrun import FarmProgress, run_farm
-from vak_context.farm.farmspec import load_farm_spec
+from vak_context.farm.rows import RESULTS_SCHEMA, UNIT_FAILED
+from vak_context.farm.run import FarmProgress, run_farm
+from vak_context.farm.spec import load_farm_spec
 from vak_context.storage.ledger import LedgerStore
 
 SWE = "SWE-agent__pydicom__pydicom-1458.traj"
@@ -156,9 +156,9 @@ def test_an_openai_compatible_endpoint_is_probed_with_the_key_its_variable_names
     """A model of kind ``endpoint`` is reached at its base_url with the key read, on the node that runs the
     unit, from the variable ``api_key_env`` names: unset, the unit fails saying which variable; set, the probe
     runs; the key is in no row."""
-    from vak_context.farm.farm_ray import UnitJob, execute_unit
-    from vak_context.farm.farmrun import plan_units
-    from vak_context.farm.farmspec import parse_farm_spec
+    from vak_context.farm.run import plan_units
+    from vak_context.farm.spec import parse_farm_spec
+    from vak_context.farm.tasks import UnitJob, execute_unit
 
     spec = parse_farm_spec(f"""
 [[models]]

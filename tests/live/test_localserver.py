@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from vak_context.errors import ModelServerError
-from vak_context.providers.localserver import LocalModelServer
+from vak_context.providers.local.server import LocalModelServer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -60,7 +60,7 @@ def test_start_and_stop_are_clean() -> None:
 def test_the_server_goes_away_when_its_parent_is_killed(tmp_path: Path) -> None:
     # A parent that dies without stop() closes the child's stdin; the child must stop serving.
     script = (
-        "import sys; from vak_context.providers.localserver import LocalModelServer\n"
+        "import sys; from vak_context.providers.local.server import LocalModelServer\n"
         "s = LocalModelServer('smollm2', n_ctx=512, threads=1).start()\n"
         "print(s.pid, s.port, flush=True)\n"
         "sys.stdin.read()\n"
@@ -109,7 +109,7 @@ def test_vak_serve_local_prints_the_url_and_stops_cleanly_on_sigterm() -> None:
     """`vak serve-local` prints its URL first and where this run's API key is (a 0600 file that opens
     the API, the key itself never printed), and on SIGTERM stops cleanly: exit 0, port closed,
     key file removed."""
-    with subprocess.Popen([sys.executable, "-m", "vak_context.farm.cli", "serve-local", "--n-ctx", "512", "--threads", "1"],
+    with subprocess.Popen([sys.executable, "-m", "vak_context.cli.main", "serve-local", "--n-ctx", "512", "--threads", "1"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO,
                           env={**os.environ, "PYTHONPATH": str(REPO)}) as proc:
         assert proc.stdout is not None

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from vak_context.errors import ModelServerError
-from vak_context.providers.localserver import LocalModelServer
+from vak_context.providers.local.server import LocalModelServer
 
 pytestmark = pytest.mark.live
 
@@ -95,7 +95,7 @@ def test_each_start_draws_a_new_key() -> None:
 
 GENERATING_PARENT = """
 import sys, threading, time, httpx
-from vak_context.providers.localserver import LocalModelServer
+from vak_context.providers.local.server import LocalModelServer
 
 server = LocalModelServer("smollm2", n_ctx=8192, threads=1).start()
 # A 6,000-token prompt: llama.cpp's graceful shutdown waits for its prefill (90 s measured on one

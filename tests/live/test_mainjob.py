@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from vak_context.farm.mainjob import run_main_job
+from vak_context.cli.mainjob import run_main_job
 from vak_context.storage.ledger import LedgerStore
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from vak_context.agent.probe import ProbeSettings, measure_local_profile, probe_local
-from vak_context.context.capacity import CacheBehaviour, from_record
+from vak_context.context.capacity.profile import CacheBehaviour, from_record
 from vak_context.events.payloads import Activity, CapacityProfileRecord
-from vak_context.providers.localserver import LocalModelServer
+from vak_context.providers.local.server import LocalModelServer
 from vak_context.storage.ledger import LedgerStore
 
 pytestmark = pytest.mark.live

@@ -9,10 +9,17 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from vak_context.context.messages import ChatRequest, Message, TextPart, ToolResultPart, ToolSpec, ToolUsePart
+from vak_context.context.request.messages import (
+    ChatRequest,
+    Message,
+    TextPart,
+    ToolResultPart,
+    ToolSpec,
+    ToolUsePart,
+)
 from vak_context.errors import ContextOverflow
 from vak_context.providers.base import RetryPolicy
-from vak_context.providers.localserver import LocalModelServer
+from vak_context.providers.local.server import LocalModelServer
 from vak_context.providers.openai_compat import OpenAICompatProvider
 from vak_context.providers.registry import make_provider
 

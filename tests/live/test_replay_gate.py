@@ -1,6 +1,6 @@
 """The two-model replay gate (spec "Verification", context_engine_gate) on a real recorded session.
 
-A tau-bench airline session (task 9, trial 3: 30 user turns), imported with ``vak_context.farm.importers``:
+A tau-bench airline session (task 9, trial 3: 30 user turns), imported with ``vak_context.importers``:
 
 1. planned under a small profile, it writes a packet (a summary from the real local model);
 2. re-planned under a large profile, the packeted turns come back at Full, with no ``<context_summary>``;
@@ -21,13 +21,13 @@ from tests.fakes.imported import TAU_FOLLOW_UP, TAU_SESSION, import_tau
 from tests.fakes.local_model import LOCAL_MODEL_N_CTX
 from vak_context.agent.request import Prepared, SessionView, prepare, record_plan
 from vak_context.agent.summarise import Summariser, write_packet
-from vak_context.context.assemble import request_tokens
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from vak_context.context.planner import Plan
-from vak_context.context.render import api_problems
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.history.render import api_problems
+from vak_context.context.planner.plan import Plan
+from vak_context.context.request.assemble import request_tokens
 from vak_context.events.payloads import Compaction
 from vak_context.providers.base import RetryPolicy
-from vak_context.providers.localserver import LocalModelServer
+from vak_context.providers.local.server import LocalModelServer
 from vak_context.providers.openai_compat import OpenAICompatProvider
 from vak_context.storage.ledger import LedgerStore
 

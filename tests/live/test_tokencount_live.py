@@ -8,7 +8,7 @@ import pytest
 
 from tests.fakes.chat_requests import REQUEST
 from vak_context.providers.base import RetryPolicy
-from vak_context.providers.localserver import LocalModelServer
+from vak_context.providers.local.server import LocalModelServer
 from vak_context.providers.openai_compat import OpenAICompatProvider
 from vak_context.providers.tokencount import LlamaCppTokenCounter
 

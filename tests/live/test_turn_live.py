@@ -24,13 +24,13 @@ from vak_context.agent.loop import TurnConfig, TurnLoop
 from vak_context.agent.probe import ProbeSettings
 from vak_context.agent.workspace import Workspace
 from vak_context.config import VakConfig
-from vak_context.context.assemble import system_prompt
-from vak_context.context.capacity import ProfileKey, metadata_profile
-from vak_context.context.messages import ModelContext
+from vak_context.context.capacity.profile import ProfileKey, metadata_profile
+from vak_context.context.request.assemble import system_prompt
+from vak_context.context.request.messages import ModelContext
+from vak_context.engine.live import default_surface
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import Activity, AssistantStep, Receipt, TurnCard
-from vak_context.farm.chat import default_surface
-from vak_context.providers.localserver import LocalModelServer
+from vak_context.providers.local.server import LocalModelServer
 from vak_context.providers.openai_compat import OpenAICompatProvider
 from vak_context.storage.ledger import LedgerStore
 
@@ -143,8 +143,8 @@ async def test_a_current_value_question_never_gets_a_carried_over_figure(qwen: L
     """Issue 11, the live freshness check: a figure is recorded in turn 1; turn 2 asks for the current value
     with a search tool available (one that cannot answer here). From the ledger: unless an observation
     succeeded in turn 2, its answer is the system's fail-closed statement, never the old figure as current."""
-    from vak_context.context.messages import ToolSpec
-    from vak_context.context.surface import Surface, ToolDecl
+    from vak_context.context.request.messages import ToolSpec
+    from vak_context.context.request.surface import Surface, ToolDecl
 
     key = ProfileKey("local", "qwen2.5-coder-0.5b", "")
     profile = metadata_profile(key, ModelContext(provider="local", model=key.model, declared_window=N_CTX,

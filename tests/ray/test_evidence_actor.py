@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from vak_context.context.cards import card_ack
-from vak_context.context.evidence import WINDOW_CHARS
-from vak_context.context.render import SHORT_ID
+from vak_context.context.evidence.digest import WINDOW_CHARS
+from vak_context.context.history.cards import card_ack
+from vak_context.context.history.render import SHORT_ID
 from vak_context.events.payloads import AssistantStep, Directive, TextBlock, ToolUseBlock
 
 pytestmark = pytest.mark.ray

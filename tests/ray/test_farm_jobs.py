@@ -1,6 +1,6 @@
 """A farm runs as a Ray job: `vak farm submit` and `ray job submit -- vak farm run` on a real local head.
 
-The head is ``vak_context.farm.farm_jobs.LocalHead`` (``ray start --head``: GCS, raylet, dashboard and Jobs API on
+The head is ``vak_context.farm.jobs.LocalHead`` (``ray start --head``: GCS, raylet, dashboard and Jobs API on
 127.0.0.1, in a private temp folder). Each job runs a small replay farm (tests/fakes/farm_jobs.toml: generated
 sessions, no model server) and the test waits on the job's status, then reads the run's results table.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from vak_context.farm.farm_jobs import (
+from vak_context.farm.jobs import (
     RAY_CLI,
     REPO,
     LocalHead,
@@ -56,7 +56,7 @@ def test_a_farm_runs_as_a_job_through_vak_farm_submit_and_ray_job_submit(
     `vak farm submit` holds the project without .venv, .git or vak-data, under 20 MB; every socket of the
     head's process tree (GCS, raylet, dashboard, agents, workers) listens on loopback."""
     from tests.fakes.sockets import is_loopback
-    from vak_context.farm.cli import main
+    from vak_context.cli.main import main
 
     env = {**os.environ, "RAY_ADDRESS": head.dashboard_url}
     ray_cli = subprocess.Popen(

@@ -1,4 +1,4 @@
-"""The farm's progress actor on the shared local Ray: one per cluster, shared by the runs (vak_context.farm.farm_progress;
+"""The farm's progress actor on the shared local Ray: one per cluster, shared by the runs (vak_context.farm.progress;
 the reader and the actor class in this process: tests/unit/test_farm_progress.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from vak_context.farm.farm_progress import PROGRESS_ACTOR
+from vak_context.farm.progress import PROGRESS_ACTOR
 
 SPEC = """
 [[models]]
@@ -35,8 +35,8 @@ def test_runs_share_one_progress_actor_and_each_run_drops_its_log(ray_cluster: A
     import ray
 
     from vak_context.actors.factory import NAMESPACE
-    from vak_context.farm.farmrun import run_farm
-    from vak_context.farm.farmspec import parse_farm_spec
+    from vak_context.farm.run import run_farm
+    from vak_context.farm.spec import parse_farm_spec
 
     spec = parse_farm_spec(SPEC, base_dir=tmp_path)
     first = run_farm(spec, out_dir=tmp_path / "runs", run_id="one")

@@ -1,7 +1,7 @@
 """The local Ray listens on loopback only, whatever imported ``ray`` first, and leaves no temp folder.
 
 Each test starts a cluster in a fresh Python process, so the import order is real: the process
-imports ``ray`` (or not) before ``vak_context.farm.localray.start_local_ray`` runs, creates an actor and runs a
+imports ``ray`` (or not) before ``vak_context.engine.localray.start_local_ray`` runs, creates an actor and runs a
 task (so workers and agents exist), and waits. Meanwhile the test reads the kernel's socket tables
 (``/proc/<pid>/net/{tcp,tcp6,udp,udp6}``) and maps each socket's inode to the processes of the
 cluster's process tree through ``/proc/<pid>/fd``.
@@ -28,7 +28,7 @@ CLUSTER_SCRIPT = """
 import os, sys
 if sys.argv[1] == "ray_first":
     import ray  # what pytest's collection of a Ray test module does before any fixture runs
-from vak_context.farm.localray import start_local_ray, stop_local_ray
+from vak_context.engine.localray import start_local_ray, stop_local_ray
 
 start_local_ray(num_cpus=1, object_store_mb=96)
 import ray

@@ -47,8 +47,8 @@ def test_live_notebook_queries_the_named_actors_of_a_running_cluster(
     import ray
 
     from vak_context.actors.factory import evidence_actor, ledger_actor, ledger_actor_name, planner_actor
-    from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-    from vak_context.farm.sessiongen import generate_session
+    from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+    from vak_context.sessions.generator import generate_session
 
     ledger = tmp_path / "ledger"
     ledger.mkdir()
@@ -121,8 +121,8 @@ def test_farm_notebook_reads_a_runs_table_and_draws_the_reports_plots(
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from vak_context.farm.farmrun import run_farm
-    from vak_context.farm.farmspec import load_farm_spec
+    from vak_context.farm.run import run_farm
+    from vak_context.farm.spec import load_farm_spec
 
     spec_path = tmp_path / "nb.toml"
     spec_path.write_text(FARM_SPEC)

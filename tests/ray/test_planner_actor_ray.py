@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from tests.fakes.sessions import build_session
 from vak_context.actors.factory import ledger_actor, planner_actor
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.events.envelope import StoredEntry
 
 SMALL = CapacityProfile(ProfileKey("local", "small"), 8_192, Horizon(2_500, 0.9, 0.0), Ewma(0.25, 3), 256)

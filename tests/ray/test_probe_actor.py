@@ -19,7 +19,7 @@ from vak_context.actors.factory import get_ledger_actor, ledger_actor, probe_act
 from vak_context.actors.probe import ProbeActor, ProbeTarget
 from vak_context.agent.probe import ProbeSettings
 from vak_context.config import ProbeConfig, VakConfig
-from vak_context.context.capacity import LOCAL_TTL_S, ProfileKey
+from vak_context.context.capacity.profile import LOCAL_TTL_S, ProfileKey
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import Activity, CapacityProfileRecord
 from vak_context.storage.ledger import LedgerStore

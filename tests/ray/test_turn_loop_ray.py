@@ -14,8 +14,8 @@ from tests.fakes.httpserver import serve
 from tests.fakes.scripted import PROFILE, Scripted, completion, fixed, notes_workspace, tool_surface
 from vak_context.agent.loop import TurnConfig, TurnLoop
 from vak_context.agent.workspace import Workspace
-from vak_context.context.assemble import system_prompt
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.request.assemble import system_prompt
 from vak_context.events.envelope import Mapper
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.openai_compat import OpenAICompatProvider

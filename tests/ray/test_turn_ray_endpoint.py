@@ -25,9 +25,9 @@ from tests.fakes.sessions import ledger_session
 from vak_context.agent.endpoint import ModelEndpoint
 from vak_context.agent.loop import TurnConfig, TurnLoop
 from vak_context.agent.workspace import Workspace
-from vak_context.context.assemble import system_prompt
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from vak_context.context.packets import SUMMARISER_SYSTEM
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.history.packets import SUMMARISER_SYSTEM
+from vak_context.context.request.assemble import system_prompt
 from vak_context.events.envelope import Mapper
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.openai_compat import OpenAICompatProvider

@@ -11,7 +11,7 @@ import pytest
 
 from tests.fakes.cli import REPO
 from tests.fakes.threshold import ThresholdModel, loopback
-from vak_context.farm.cli import main
+from vak_context.cli.main import main
 
 
 @pytest.fixture()
@@ -27,9 +27,9 @@ def a_file(tmp_path: Path) -> Path:
     ["run", "--ledger", "{file}"],
 ])
 def test_the_vak_process_exits_with_one_line_and_no_traceback(argv: list[str], a_file: Path) -> None:
-    """The same errors from a real `python -m vak_context.farm.cli` process: non-zero exit, one stderr line, no traceback."""
+    """The same errors from a real `python -m vak_context.cli.main` process: non-zero exit, one stderr line, no traceback."""
     argv = [a.format(file=a_file) for a in argv]
-    proc = subprocess.run([sys.executable, "-m", "vak_context.farm.cli", *argv], capture_output=True, text=True, cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "vak_context.cli.main", *argv], capture_output=True, text=True, cwd=REPO,
                           timeout=120)
     assert proc.returncode in (1, 2), proc.stderr
     assert "Traceback" not in proc.stderr

@@ -30,7 +30,7 @@ def test_vak_import_errors_are_one_line_in_a_real_process(tmp_path: Path) -> Non
             [
                 sys.executable,
                 "-m",
-                "vak_context.farm.cli",
+                "vak_context.cli.main",
                 "import",
                 str(src),
                 "--ledger",

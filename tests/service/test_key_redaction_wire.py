@@ -13,7 +13,7 @@ import pytest
 from tests.fakes.canary import CANARY, reveals
 from tests.fakes.httpserver import serve
 from tests.fakes.provider_bodies.wire import fast_retry
-from vak_context.context.messages import ChatRequest, Message
+from vak_context.context.request.messages import ChatRequest, Message
 from vak_context.providers.registry import make_provider
 
 REQUEST = ChatRequest(model="m", system="sys", messages=(Message.user("hello"),), max_tokens=16)

@@ -38,11 +38,11 @@ def shared_tmp() -> Iterator[Path]:
 # then drops to nobody and calls main(): the permission error then comes from the ledger code.
 _AS_NOBODY = """
 import os, sys
-import vak_context.farm.cli, vak_context.farm.cmd_ledger, vak_context.storage.ledger, vak_context.storage.verify, json, traceback
-vak_context.farm.cli.build_parser()  # imports every command module
+import vak_context.cli.main, vak_context.cli.ledger, vak_context.storage.ledger, vak_context.storage.verify, json, traceback
+vak_context.cli.main.build_parser()  # imports every command module
 if os.geteuid() == 0:
     os.setgroups([]); os.setgid({uid}); os.setuid({uid})
-sys.exit(vak_context.farm.cli.main(sys.argv[1:]))
+sys.exit(vak_context.cli.main.main(sys.argv[1:]))
 """
 
 
@@ -71,7 +71,7 @@ def test_a_closed_pipe_exits_quietly(tmp_path: Path, command: str) -> None:
     r, w = os.pipe()
     os.close(r)  # the reader is gone before vak writes a byte
     try:
-        out = subprocess.run([sys.executable, "-m", "vak_context.farm.cli", command, str(root)], stdout=w,
+        out = subprocess.run([sys.executable, "-m", "vak_context.cli.main", command, str(root)], stdout=w,
                              stderr=subprocess.PIPE, text=True, cwd=REPO,
                              env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
     finally:
@@ -81,7 +81,7 @@ def test_a_closed_pipe_exits_quietly(tmp_path: Path, command: str) -> None:
 
 
 def test_cli_verify_and_inspect(tmp_path: Path) -> None:
-    from vak_context.farm.sessiongen import generate_session
+    from vak_context.sessions.generator import generate_session
 
     root = tmp_path / "ledger"
     with LedgerStore(root) as store:

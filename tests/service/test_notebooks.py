@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from vak_context.farm.sessiongen import generate_session
+from vak_context.sessions.generator import generate_session
 from vak_context.storage.ledger import LedgerStore
 
 # farm.ipynb and live.ipynb need a farm run and a running cluster: tests/ray/test_notebooks_farm.py runs them.

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vak_context.context.assemble import (
+from vak_context.context.request.assemble import (
     Tail,
     attach_tail,
     cache_breakpoints,
@@ -15,7 +15,7 @@ from vak_context.context.assemble import (
     render_tail,
     system_prompt,
 )
-from vak_context.context.messages import Message, TextPart, ToolResultPart, ToolSpec, ToolUsePart
+from vak_context.context.request.messages import Message, TextPart, ToolResultPart, ToolSpec, ToolUsePart
 from vak_context.errors import InvalidInput
 
 TOOLS = (ToolSpec(name="recall", description="Recall."), ToolSpec(name="grep", description="Search."))

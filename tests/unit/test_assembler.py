@@ -6,8 +6,8 @@ from pathlib import Path
 
 from vak_context.actors.assembler import AssemblerActor
 from vak_context.agent.steps import StepRequest
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars
-from vak_context.context.messages import ChatRequest, ToolSpec
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars
+from vak_context.context.request.messages import ChatRequest, ToolSpec
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import AssistantStep, Directive, TextBlock
 from vak_context.storage.ledger import LedgerStore

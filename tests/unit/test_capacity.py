@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vak_context.context.capacity import (
+from vak_context.context.capacity.profile import (
     ALPHA,
     HOSTED_TTL_S,
     LOCAL_TTL_S,
@@ -30,7 +30,7 @@ from vak_context.context.capacity import (
     request_chars,
     to_record,
 )
-from vak_context.context.messages import (
+from vak_context.context.request.messages import (
     ChatRequest,
     Message,
     ModelContext,

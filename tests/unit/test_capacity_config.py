@@ -11,11 +11,11 @@ import pytest
 
 from tests.fakes.threshold import ThresholdModel
 from vak_context.agent.probe import ProbeRunner
+from vak_context.cli.main import build_parser
+from vak_context.cli.probe_cmd import markdown_table, write_ladder
 from vak_context.config import config_path, load_config
-from vak_context.context.capacity import ProfileKey
+from vak_context.context.capacity.profile import ProfileKey
 from vak_context.errors import ConfigError
-from vak_context.farm.cli import build_parser
-from vak_context.farm.cmd_probe import markdown_table, write_ladder
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.openai_compat import OpenAICompatProvider
 

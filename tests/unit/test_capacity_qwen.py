@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from vak_context.errors import ModelServerError
-from vak_context.providers import models
-from vak_context.providers.localserver import MODELS, canonical_model, model_cache_dir, resolve_model
+from vak_context.providers.local import files as models
+from vak_context.providers.local.server import MODELS, canonical_model, model_cache_dir, resolve_model
 
 
 def test_qwen_is_registered_under_its_name_and_alias() -> None:

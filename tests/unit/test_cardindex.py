@@ -15,10 +15,10 @@ import pytest
 from tests.fakes.imported import Imported
 from vak_context.agent.carddocs import card_doc, docs_from_ledger
 from vak_context.config import parse_config
-from vak_context.context.turns import TurnIndex
+from vak_context.context.history.turns import TurnIndex
 from vak_context.errors import ConfigError, InvalidInput
 from vak_context.events.payloads import Answer, PresentationRef, TraceLine, TurnCard
-from vak_context.farm.importers import import_path
+from vak_context.importers import import_path
 from vak_context.storage.cardindex import CARDS_DIR, CardDoc, CardIndex, embedder_from_config
 from vak_context.storage.ledger import LedgerStore
 

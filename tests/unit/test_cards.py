@@ -11,7 +11,7 @@ import blake3
 import jsonschema
 import pytest
 
-from vak_context.context.cards import (
+from vak_context.context.history.cards import (
     CARD_KEYWORD,
     LIBRARY_ID,
     CardLibrary,
@@ -28,7 +28,7 @@ from vak_context.context.cards import (
     presentation_record,
     validate_payload,
 )
-from vak_context.context.messages import ToolCall, ToolUsePart
+from vak_context.context.request.messages import ToolCall, ToolUsePart
 from vak_context.errors import InvalidCardDefinition, InvalidPayload, UnknownCardType
 from vak_context.events import canonical
 from vak_context.events.payloads import Directive, Presentation, ToolUseBlock

@@ -1,4 +1,4 @@
-"""`vak chat`'s loop over lines (``vak_context.farm.cmd_chat.chat_loop``), without a model server: a turn per line, and a
+"""`vak chat`'s loop over lines (``vak_context.cli.chat.chat_loop``), without a model server: a turn per line, and a
 turn that fails on the model's side is reported while the session goes on."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from vak_context.agent.loop import TurnReport
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.cli.chat import Streamer, chat_loop
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.errors import ModelServerError, ProviderRequestError, RetryableProviderError
-from vak_context.farm.cmd_chat import Streamer, chat_loop
 
 PROFILE = CapacityProfile(ProfileKey("local", "m"), 4096, Horizon(2000, 0.9, 0.0), Ewma(0.25, 3), 256)
 

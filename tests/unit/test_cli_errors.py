@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from vak_context.farm.cli import main
+from vak_context.cli.main import main
 
 PROC = Path("/proc/self").is_dir()  # a folder nobody, not even root, can create anything in
 
@@ -27,8 +27,8 @@ class WorkStarted(Exception):
 def work(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """The work a command started (Ray, a model server, a probe): each attempt is recorded, then refused."""
     import vak_context.agent.probe
-    import vak_context.farm.localray
-    import vak_context.providers.localserver
+    import vak_context.engine.localray
+    import vak_context.providers.local.server
 
     started: list[str] = []
 
@@ -43,8 +43,8 @@ def work(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         started.append("probe")
         raise WorkStarted("probe")
 
-    monkeypatch.setattr(vak_context.farm.localray, "start_local_ray", refuse("ray"))
-    monkeypatch.setattr(vak_context.providers.localserver.LocalModelServer, "start", refuse("model server"))
+    monkeypatch.setattr(vak_context.engine.localray, "start_local_ray", refuse("ray"))
+    monkeypatch.setattr(vak_context.providers.local.server.LocalModelServer, "start", refuse("model server"))
     monkeypatch.setattr(vak_context.agent.probe.ProbeRunner, "run", refuse_probe)
     yield started
 
@@ -231,8 +231,8 @@ def test_the_checks_pass_for_good_arguments_and_work_starts(
 def test_main_job_checks_its_arguments_before_starting_ray(work: list[str], a_file: Path, tmp_path: Path) -> None:
     """run_main_job (the API under `vak run`) refuses bad turns, seed, session name, ledger and base URL with
     a typed error before Ray starts."""
+    from vak_context.cli.mainjob import run_main_job
     from vak_context.errors import InvalidInput
-    from vak_context.farm.mainjob import run_main_job
 
     ledger = tmp_path / "ledger"
     for kwargs in ({"turns": 0}, {"turns": 10**12}, {"seed": -1}, {"session": "bad\n"}, {"session": "../x"},

@@ -1,6 +1,6 @@
 """A current turn larger than the budget (issue 9, item 3): every request of a 140-step turn fits.
 
-The turn is ``vak_context.farm.longturn``'s generated coding turn (about 120k tokens as carried); it is planned
+The turn is ``vak_context.sessions.longturn``'s generated coding turn (about 120k tokens as carried); it is planned
 and projected after its directive and after each of its 140 steps, under an 8k, a 32k and a 200k
 profile, as the turn loop would.
 """
@@ -18,14 +18,14 @@ from hypothesis import strategies as st
 
 from tests.fakes.sessions import SessionBuilder
 from vak_context.agent.request import SessionView, prepare
-from vak_context.context.assemble import prefix_tokens, project, request_tokens
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from vak_context.context.messages import ChatRequest, ToolResultPart, ToolUsePart
-from vak_context.context.packets import render_step_packet, step_items, step_packet_chars
-from vak_context.context.planner import Plan
-from vak_context.context.render import api_problems
-from vak_context.context.turncard import short_id
-from vak_context.farm.longturn import LongTurn
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.history.packets import render_step_packet, step_items, step_packet_chars
+from vak_context.context.history.render import api_problems
+from vak_context.context.history.turncard import short_id
+from vak_context.context.planner.plan import Plan
+from vak_context.context.request.assemble import prefix_tokens, project, request_tokens
+from vak_context.context.request.messages import ChatRequest, ToolResultPart, ToolUsePart
+from vak_context.sessions.longturn import LongTurn
 
 
 def _profile(name: str, horizon: int, window: int, out: int) -> CapacityProfile:

@@ -17,8 +17,15 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.fakes.adversarial_bodies import ADVERSARIAL, Case, adversarial
-from vak_context.context import digest_shapes as digests
-from vak_context.context.evidence import DIGEST_CHARS, SHAPES, body_text, detect_shape, digest, evidence_tag
+from vak_context.context.evidence import shapes as digests
+from vak_context.context.evidence.digest import (
+    DIGEST_CHARS,
+    SHAPES,
+    body_text,
+    detect_shape,
+    digest,
+    evidence_tag,
+)
 
 
 @functools.cache

@@ -1,9 +1,9 @@
-"""The pure turn rules of vak_context.context.drift: state in, state and verdict out."""
+"""The pure turn rules of vak_context.context.rules.drift: state in, state and verdict out."""
 
 from __future__ import annotations
 
-from vak_context.context import drift
-from vak_context.context.drift import PriorTurn
+from vak_context.context.rules import drift
+from vak_context.context.rules.drift import PriorTurn
 
 
 def test_topic_mismatch_is_silent_until_a_retrieval_succeeded() -> None:

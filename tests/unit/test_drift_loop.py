@@ -19,10 +19,10 @@ from vak_context.actors.local_services import InProcessServices
 from vak_context.agent.loop import TurnConfig, TurnLoop, TurnReport
 from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
 from vak_context.agent.workspace import Workspace
-from vak_context.context.assemble import system_prompt
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from vak_context.context.evidence import RECALL_TOOL
-from vak_context.context.surface import Surface, ToolDecl
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.evidence.digest import RECALL_TOOL
+from vak_context.context.request.assemble import system_prompt
+from vak_context.context.request.surface import Surface, ToolDecl
 from vak_context.events.envelope import Mapper
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.openai_compat import OpenAICompatProvider

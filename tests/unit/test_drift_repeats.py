@@ -1,8 +1,8 @@
-"""The repeated-call rule of :mod:`vak_context.context.drift`, pure: what counts as the same call, what forgets, what closes."""
+"""The repeated-call rule of :mod:`vak_context.context.rules.drift`, pure: what counts as the same call, what forgets, what closes."""
 
 from __future__ import annotations
 
-from vak_context.context import drift
+from vak_context.context.rules import drift
 
 LISTING = "./ (2 entries)\nbig.log\t2 bytes\nnotes.txt\t6 bytes"
 

@@ -10,7 +10,7 @@ from vak_context.errors import InvalidPayload, UnknownKind
 from vak_context.events import canonical
 from vak_context.events.envelope import CURRENT_VERSION, Mapper, stored_entry
 from vak_context.events.payloads import KINDS, PAYLOAD_ADAPTER, Directive, ImageRef
-from vak_context.farm.sessiongen import generate_session
+from vak_context.sessions.generator import generate_session
 
 SPEC_KINDS = {
     "directive", "assistant_step", "tool_result", "evidence_body", "receipt", "presentation", "turn_card",

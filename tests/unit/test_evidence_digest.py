@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vak_context.context.digest_shapes import DIGEST_LINE_WIDTHS
-from vak_context.context.evidence import (
+from vak_context.context.evidence.digest import (
     DIGEST_CHARS,
     LINE_CHARS,
     body_text,
@@ -21,6 +20,7 @@ from vak_context.context.evidence import (
     recall_slice,
     select,
 )
+from vak_context.context.evidence.shapes import DIGEST_LINE_WIDTHS
 
 EID = "5e" * 32
 
@@ -392,10 +392,10 @@ def test_digests_of_a_64_mib_result_stay_small() -> None:
 
 
 def test_a_closed_turns_json_result_is_parsed_once_not_twice(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 9 item 2: ``vak_context.context.render.evidence_info`` (every closed-turn result) detects the shape and
+    """Issue 9 item 2: ``vak_context.context.history.render.evidence_info`` (every closed-turn result) detects the shape and
     digests in one pass, so a large JSON body goes through the JSON parser once, not twice."""
-    from vak_context.context.digest_shapes import jsonscan
-    from vak_context.context.render import evidence_info
+    from vak_context.context.evidence.shapes import jsonscan
+    from vak_context.context.history.render import evidence_info
     from vak_context.events.payloads import EvidenceBody
 
     parsed: list[int] = []

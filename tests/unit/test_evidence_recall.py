@@ -5,7 +5,7 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
-from vak_context.context.evidence import (
+from vak_context.context.evidence.digest import (
     RECALL_TOOL,
     WINDOW_CHARS,
     RecallError,

@@ -18,7 +18,7 @@ import pytest
 
 from tests.fakes.recall import expand
 from tests.fakes.trajectory_readers import READERS, Result
-from vak_context.context.evidence import (
+from vak_context.context.evidence.digest import (
     DIGEST_CHARS,
     SHAPES,
     WINDOW_CHARS,

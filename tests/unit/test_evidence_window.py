@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.fakes.recall import expand
-from vak_context.context.evidence import (
+from vak_context.context.evidence.digest import (
     LINE_CHARS,
     WINDOW_CHARS,
     RecallError,

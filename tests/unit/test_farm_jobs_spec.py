@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from vak_context.errors import InvalidInput
-from vak_context.farm.farm_jobs import REPO, farm_entrypoint, job_runtime_env, spec_in_project
+from vak_context.farm.jobs import REPO, farm_entrypoint, job_runtime_env, spec_in_project
 
 SPEC = REPO / "tests" / "fakes" / "farm_jobs.toml"
 
@@ -26,11 +26,11 @@ def test_a_spec_outside_the_project_is_refused_before_anything_is_sent(tmp_path:
 
 
 def test_the_job_runs_vak_farm_run_from_its_working_dir_and_writes_outside_it() -> None:
-    """The entrypoint runs the uploaded copy (python -m vak_context.farm.cli farm run SPEC), quotes what it is given,
+    """The entrypoint runs the uploaded copy (python -m vak_context.cli.main farm run SPEC), quotes what it is given,
     and sends results to --out (default $HOME/vak-data/farm-runs, and ~ too, expanded by the job's shell),
     because the working dir is removed with the job; a relative --out is refused for that reason."""
     assert shlex.split(farm_entrypoint("a b.toml", "/data/runs", "r1")) == \
-        ["python", "-m", "vak_context.farm.cli", "farm", "run", "a b.toml", "--out", "/data/runs", "--run-id", "r1"]
+        ["python", "-m", "vak_context.cli.main", "farm", "run", "a b.toml", "--out", "/data/runs", "--run-id", "r1"]
     default = farm_entrypoint("s.toml")
     assert default.endswith('--out "$HOME"/vak-data/farm-runs')
     home = farm_entrypoint("s.toml", "~/runs")
@@ -55,7 +55,7 @@ def test_the_working_dir_leaves_out_venv_ledgers_caches_and_model_files() -> Non
 def test_submit_needs_a_job_server_address(monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     """Without --address or an http RAY_ADDRESS, `vak farm submit` exits 1 and says which URL to pass."""
-    from vak_context.farm.cli import main
+    from vak_context.cli.main import main
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert main(["farm", "submit", str(SPEC)]) == 1

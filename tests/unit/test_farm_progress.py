@@ -1,8 +1,8 @@
-"""The farm's progress: one actor per cluster, read a piece at a time (vak_context.farm.farm_progress)."""
+"""The farm's progress: one actor per cluster, read a piece at a time (vak_context.farm.progress)."""
 
 from __future__ import annotations
 
-from vak_context.farm.farm_progress import Answer, FarmProgressActor, StartsReader
+from vak_context.farm.progress import Answer, FarmProgressActor, StartsReader
 
 
 class Recording:

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from vak_context.context.messages import ChatRequest, Message, TextPart
-from vak_context.farm.farm_replay import _check, replay_session
-from vak_context.farm.farm_rows import UnitKey
-from vak_context.farm.farmspec import ModelEntry
-from vak_context.farm.sessiongen import generate_session
+from vak_context.context.request.messages import ChatRequest, Message, TextPart
+from vak_context.farm.replay import _check, replay_session
+from vak_context.farm.rows import UnitKey
+from vak_context.farm.spec import ModelEntry
+from vak_context.sessions.generator import generate_session
 from vak_context.storage.ledger import LedgerStore
 
 
@@ -39,7 +39,7 @@ def test_a_pointer_packet_names_its_turns_results(tmp_path: Path, monkeypatch: p
         seen.append(args)
         return _check(*args)
 
-    monkeypatch.setattr("vak_context.farm.farm_replay._check", keep)
+    monkeypatch.setattr("vak_context.farm.replay._check", keep)
     rows = asyncio.run(replay_session(UnitKey("r", "small", "gen"), "run", "node", model, chain, ledger=store,
                                       decode=store.mapper.payload_of, target="gen.small.0", system="",
                                       summarise=no_summary))

@@ -14,8 +14,8 @@ from vak_context.storage.ledger import LedgerStore
 
 
 def generated(tmp_path: Path, turns: int = 6) -> tuple[Any, Any]:
-    from vak_context.farm.farm_sessions import materialise
-    from vak_context.farm.farmspec import SessionEntry
+    from vak_context.farm.sessions import materialise
+    from vak_context.farm.spec import SessionEntry
 
     mat = materialise(SessionEntry(name="gen", kind="generated", seed=5, turns=turns), tmp_path / "ledgers")
     store = LedgerStore(mat.root)
@@ -28,10 +28,10 @@ def test_replay_rows_and_the_checks_that_fail_them(tmp_path: Path, monkeypatch: 
     import asyncio
     import dataclasses
 
-    from vak_context.context.messages import ChatRequest
-    from vak_context.farm.farm_replay import _check, replay_name, replay_session
-    from vak_context.farm.farm_rows import UnitKey
-    from vak_context.farm.farmspec import ModelEntry
+    from vak_context.context.request.messages import ChatRequest
+    from vak_context.farm.replay import _check, replay_name, replay_session
+    from vak_context.farm.rows import UnitKey
+    from vak_context.farm.spec import ModelEntry
 
     mat, store = generated(tmp_path)
     chain = store.chain_to_root(mat.source_head)
@@ -46,7 +46,7 @@ def test_replay_rows_and_the_checks_that_fail_them(tmp_path: Path, monkeypatch: 
         seen.append(args)
         return _check(*args)
 
-    monkeypatch.setattr("vak_context.farm.farm_replay._check", keep)
+    monkeypatch.setattr("vak_context.farm.replay._check", keep)
     target = replay_name("gen", "big", store.sessions())
     rows = asyncio.run(replay_session(UnitKey("r", "big", "gen"), "run", "node", model, chain, ledger=store,
                                       decode=store.mapper.payload_of, target=target, system=mat.system,
@@ -82,8 +82,8 @@ def test_replay_rows_and_the_checks_that_fail_them(tmp_path: Path, monkeypatch: 
 def test_a_fork_stops_before_the_turn_it_reruns(tmp_path: Path) -> None:
     """A live rerun of turn N starts from a copy of the session that ends just before turn N's directive, and
     gets that directive's text; the session's own ledger is not touched."""
-    from vak_context.context.turns import TurnIndex
-    from vak_context.farm.farm_sessions import fork
+    from vak_context.context.history.turns import TurnIndex
+    from vak_context.farm.sessions import fork
 
     mat, store = generated(tmp_path)
     index = TurnIndex.build(store.chain_to_root(mat.source_head), mapper=store.mapper)

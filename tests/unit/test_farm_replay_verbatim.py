@@ -1,5 +1,5 @@
 """The farm's no-cut check counts a closed turn's short results, which its record keeps as sent
-(``vak_context.context.render.VERBATIM_CHARS``), as verbatim, not as missing.
+(``vak_context.context.history.render.VERBATIM_CHARS``), as verbatim, not as missing.
 
 The generated session of seed 3 (three turns) under a 32k window keeps every closed turn at full
 fidelity, and its results are short: later requests carry them as they were sent, naming no evidence id.
@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from vak_context.farm.farm_replay import _check, replay_session
-from vak_context.farm.farm_rows import UnitKey
-from vak_context.farm.farmspec import ModelEntry
-from vak_context.farm.sessiongen import generate_session
+from vak_context.farm.replay import _check, replay_session
+from vak_context.farm.rows import UnitKey
+from vak_context.farm.spec import ModelEntry
+from vak_context.sessions.generator import generate_session
 from vak_context.storage.ledger import LedgerStore
 
 
@@ -39,7 +39,7 @@ def test_a_closed_turns_short_results_count_as_verbatim(tmp_path: Path, monkeypa
                               for ex in view.index.turn(current).exchanges))
         return _check(*args)
 
-    monkeypatch.setattr("vak_context.farm.farm_replay._check", keep)
+    monkeypatch.setattr("vak_context.farm.replay._check", keep)
     rows = asyncio.run(replay_session(UnitKey("r", "wide", "gen"), "run", "node", model, chain, ledger=store,
                                       decode=store.mapper.payload_of, target="gen.wide.0", system="",
                                       summarise=no_summary))

@@ -1,4 +1,4 @@
-"""`vak farm report RUN` (vak_context.farm.farm_report): a run's table as report.md and PNGs, from a hand-made table."""
+"""`vak farm report RUN` (vak_context.farm.report): a run's table as report.md and PNGs, from a hand-made table."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from vak_context.farm.cli import main
-from vak_context.farm.farm_report import HORIZON_PNG, write_report
-from vak_context.farm.farm_rows import UnitKey, failed_unit_table, make_row, rows_table
+from vak_context.cli.main import main
+from vak_context.farm.report import HORIZON_PNG, write_report
+from vak_context.farm.rows import UnitKey, failed_unit_table, make_row, rows_table
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

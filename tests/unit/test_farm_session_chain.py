@@ -1,12 +1,12 @@
-"""A replay unit's session chain is read once per worker process (vak_context.farm.farm_ray.session_chain)."""
+"""A replay unit's session chain is read once per worker process (vak_context.farm.tasks.session_chain)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from vak_context.farm.farm_ray import SESSION_CHAINS, session_chain
-from vak_context.farm.farm_sessions import materialise
-from vak_context.farm.farmspec import parse_farm_spec
+from vak_context.farm.sessions import materialise
+from vak_context.farm.spec import parse_farm_spec
+from vak_context.farm.tasks import SESSION_CHAINS, session_chain
 from vak_context.storage.ledger import LedgerStore
 
 SPEC = """

@@ -1,4 +1,4 @@
-"""The farm spec (vak_context.farm.farmspec): TOML into frozen typed objects, and errors that name file, line, key and fix."""
+"""The farm spec (vak_context.farm.spec): TOML into frozen typed objects, and errors that name file, line, key and fix."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from vak_context.errors import FarmSpecError, InvalidInput
-from vak_context.farm.farmrun import plan_units
-from vak_context.farm.farmspec import (
+from vak_context.farm.run import plan_units
+from vak_context.farm.spec import (
     LiveTask,
     ProbeTask,
     ReplayTask,
@@ -157,7 +157,7 @@ def test_paths_resolve_against_the_spec_folder_and_shared(tmp_path: Path, monkey
 
 def test_vak_farm_run_reports_a_bad_spec_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`vak farm run` on a broken spec exits 1 with the file, line and key, before any Ray or model starts."""
-    from vak_context.farm.cli import main
+    from vak_context.cli.main import main
 
     bad = tmp_path / "farm.toml"
     bad.write_text('[[models]]\nname = "m"\n[[tasks]]\nname = "p"\nkind = "probe"\nmodels = ["x"]\n', encoding="utf-8")

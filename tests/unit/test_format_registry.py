@@ -1,5 +1,5 @@
-"""The two registries of issue 13 item 5: recorded-session formats (``vak_context.farm.importers.registry``) and
-digest shapes (``vak_context.context.digest_shapes``).
+"""The two registries of issue 13 item 5: recorded-session formats (``vak_context.importers.registry``) and
+digest shapes (``vak_context.context.evidence.shapes``).
 
 Every registered format sniffs its own fixture, and no other format's sniff claims it: each fixture
 is claimed by exactly one sniff. Detection asks the sniffs in the registry's fixed order and stops at
@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 
 from tests.fakes.recordings import CHAT, SAMPLES
-from vak_context.context import digest_shapes
-from vak_context.context.bodytext import body_text
-from vak_context.context.digest_shapes import DETECTION, SHAPES, Analysis
-from vak_context.context.evidence import shaped_digest
-from vak_context.farm.importers import registry
-from vak_context.farm.importers.base import Document, ImportFormat
-from vak_context.farm.importers.reading import read_document
+from vak_context.context.evidence import shapes as digest_shapes
+from vak_context.context.evidence.bodytext import body_text
+from vak_context.context.evidence.digest import shaped_digest
+from vak_context.context.evidence.shapes import DETECTION, SHAPES, Analysis
+from vak_context.importers import registry
+from vak_context.importers.base import Document, ImportFormat
+from vak_context.importers.reading import read_document
 
 # ------------------------------------------------------------------ formats
 

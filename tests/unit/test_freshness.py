@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vak_context.context.freshness import (
+from vak_context.context.rules.freshness import (
     RecordedFigure,
     accepts_no_live_data,
     fail_closed_statement,

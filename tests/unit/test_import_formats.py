@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from vak_context.context.turns import TurnIndex
+from vak_context.cli.main import main
+from vak_context.context.history.turns import TurnIndex
 from vak_context.errors import InvalidInput, InvalidRecording, UnknownRecordingFormat
 from vak_context.events.payloads import Activity, AssistantStep, Directive, EvidenceBody, ToolResult
-from vak_context.farm.cli import main
-from vak_context.farm.importers import import_path, read_recordings
+from vak_context.importers import import_path, read_recordings
 from vak_context.storage.cardindex import CardIndex
 from vak_context.storage.ledger import LedgerStore
 

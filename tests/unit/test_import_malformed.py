@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.fakes.recordings import CHAT, SAMPLES, Path_, Sample, get, put, render, write
+from vak_context.cli.main import main
 from vak_context.errors import InvalidInput, InvalidRecording, LedgerError, UnknownRecordingFormat
-from vak_context.farm.cli import main
-from vak_context.farm.importers import import_path, plan_import
+from vak_context.importers import import_path, plan_import
 from vak_context.storage.ledger import LedgerStore
 
 IDS = [s.name for s in SAMPLES]

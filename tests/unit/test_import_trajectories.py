@@ -7,8 +7,8 @@ from collections import Counter
 from pathlib import Path
 
 from tests.fakes.imported import TOKENS_PER_CHAR, Imported
-from vak_context.context.evidence import WINDOW_CHARS, recall_call
-from vak_context.context.turns import TurnIndex
+from vak_context.context.evidence.digest import WINDOW_CHARS, recall_call
+from vak_context.context.history.turns import TurnIndex
 from vak_context.events.payloads import AssistantStep, Compaction, EvidenceBody, Nudge, Receipt, ToolResult
 
 

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 from tests.fakes.canary import CANARY, base64_decodings, reveals
 from tests.fakes.provider_bodies.wire import fast_retry
-from vak_context.context.capacity import ProfileKey
-from vak_context.context.messages import ChatRequest, ChatResult, Message
+from vak_context.context.capacity.profile import ProfileKey
+from vak_context.context.request.messages import ChatRequest, ChatResult, Message
 from vak_context.errors import ContextOverflow, ProviderError
 from vak_context.providers.base import Provider
 from vak_context.providers.redaction import Redactor
@@ -490,9 +490,9 @@ async def test_a_turn_failed_by_an_error_echoing_the_key_records_no_trace_of_it(
     from vak_context.agent.loop import TurnConfig, TurnLoop
     from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
     from vak_context.agent.workspace import Workspace
-    from vak_context.context.assemble import system_prompt
-    from vak_context.context.capacity import CapacityProfile, Ewma, Horizon
-    from vak_context.context.surface import Surface, ToolDecl
+    from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon
+    from vak_context.context.request.assemble import system_prompt
+    from vak_context.context.request.surface import Surface, ToolDecl
     from vak_context.errors import RetryableProviderError
     from vak_context.storage.ledger import LedgerStore
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.cli import nudge_ledger, one_line_error
+from vak_context.cli.main import main
 from vak_context.errors import InvalidName, LedgerPathError
 from vak_context.events.payloads import Nudge
-from vak_context.farm.cli import main
 from vak_context.names import check_name
 from vak_context.storage.ledger import LedgerStore
 

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from vak_context.cli.main import main
 from vak_context.events.payloads import Nudge
-from vak_context.farm.cli import main
 from vak_context.storage.ledger import LedgerStore
 from vak_context.storage.segment_footer import read_footer
 from vak_context.storage.segments import SCHEMA, scan_segment

@@ -191,7 +191,7 @@ def test_verify_names_the_first_entry_that_no_longer_hashes_to_its_id() -> None:
 
 def test_reading_code_sees_the_same_turns_from_both(tmp_path: Path) -> None:
     """Code that reads through the contract (here: a turn index over the chain) sees the same turns from both."""
-    from vak_context.context.turns import TurnIndex
+    from vak_context.context.history.turns import TurnIndex
 
     built = []
     for ledger in (LedgerStore(tmp_path / "l", clock=_clock()), InMemoryLedger(clock=_clock())):

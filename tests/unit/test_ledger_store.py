@@ -22,7 +22,7 @@ from vak_context.errors import (
 )
 from vak_context.events.envelope import LedgerLimits
 from vak_context.events.payloads import Directive, EvidenceBody, Nudge
-from vak_context.farm.sessiongen import generate_session
+from vak_context.sessions.generator import generate_session
 from vak_context.storage.ledger import LedgerStore
 
 

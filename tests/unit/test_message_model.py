@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from vak_context.context import messages
-from vak_context.context.tokens import estimate_tokens
+from vak_context.context.capacity.tokens import estimate_tokens
+from vak_context.context.request import messages
 from vak_context.events import blocks, payloads
 from vak_context.events.canonical import decode
 from vak_context.events.envelope import Mapper

@@ -20,11 +20,18 @@ from hypothesis import HealthCheck, example, given, settings
 
 from tests.fakes.imported import Imported
 from vak_context.actors.evidence import EvidenceActor
-from vak_context.context.evidence import DIGEST_CHARS, LINE_CHARS, WINDOW_CHARS, body_text, evidence_tag
-from vak_context.context.messages import ToolResultPart
-from vak_context.context.render import SHORT_ID, VERBATIM_CHARS, render_turn
-from vak_context.context.turncard import render_card
-from vak_context.context.turns import TurnIndex
+from vak_context.context.evidence.digest import (
+    DIGEST_CHARS,
+    LINE_CHARS,
+    WINDOW_CHARS,
+    body_text,
+    evidence_tag,
+)
+from vak_context.context.history.render import SHORT_ID, VERBATIM_CHARS, render_turn
+from vak_context.context.history.turncard import render_card
+from vak_context.context.history.turns import TurnIndex
+from vak_context.context.request.messages import ToolResultPart
+from vak_context.engine.session_report import evidence_infos
 from vak_context.events.payloads import (
     AssistantStep,
     Compaction,
@@ -35,8 +42,7 @@ from vak_context.events.payloads import (
     ToolResult,
     ToolUseBlock,
 )
-from vak_context.farm.report import evidence_infos
-from vak_context.farm.sessiongen import generate_session
+from vak_context.sessions.generator import generate_session
 from vak_context.storage.ledger import LedgerStore
 
 _OMISSION = re.compile(r'recall\(\{"id": "([0-9a-f]{64})", "range": \[(\d+), (\d+)\]\}\)')
@@ -185,7 +191,7 @@ def _check_window(result: ToolResult, text: str, actor: EvidenceActor | None, se
 
 def _answer(text: str, args: dict[str, Any]) -> str:
     """What the recall tool returns for ``args`` on ``text``, for checks without an actor."""
-    from vak_context.context.evidence import RecallRequest, parse_recall_args, select
+    from vak_context.context.evidence.digest import RecallRequest, parse_recall_args, select
 
     request = parse_recall_args(args)
     assert isinstance(request, RecallRequest)
@@ -349,7 +355,7 @@ def test_a_64_mib_result_is_kept_whole(tmp_path: Path) -> None:
 
 
 def test_the_generated_demo_session_carries_windows_not_blind_cuts(tmp_path: Path) -> None:
-    """The session `vak run` writes (vak_context.farm.sessiongen) carries each long result as a real window: its
+    """The session `vak run` writes (vak_context.sessions.generator) carries each long result as a real window: its
     markers, answered, give back the body (it once carried the first 12,000 chars and no recall)."""
     with LedgerStore(tmp_path / "ledger") as store:
         generate_session(seed=3, turns=12, append=lambda p, b: store.append_one("demo", p, blob=b))

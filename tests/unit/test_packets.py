@@ -19,9 +19,8 @@ from tests.fakes.provider_bodies.wire import body
 from tests.fakes.sessions import build_session, ledger_session
 from vak_context.agent.request import SessionView
 from vak_context.agent.summarise import Summariser, write_packet
-from vak_context.context.assemble import project
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from vak_context.context.packets import (
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.history.packets import (
     SUMMARISER_SYSTEM,
     CoveredItem,
     compaction_payload,
@@ -34,9 +33,10 @@ from vak_context.context.packets import (
     stored_packet,
     summariser_prompt,
 )
-from vak_context.context.planner import PacketPlan, Plan
-from vak_context.context.render import VERBATIM_CHARS
-from vak_context.context.turncard import short_id
+from vak_context.context.history.render import VERBATIM_CHARS
+from vak_context.context.history.turncard import short_id
+from vak_context.context.planner.plan import PacketPlan, Plan
+from vak_context.context.request.assemble import project
 from vak_context.errors import InvalidInput
 from vak_context.events.payloads import Activity, Compaction, ResetWithHandoff
 from vak_context.providers.base import RetryPolicy

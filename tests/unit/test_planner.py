@@ -10,10 +10,10 @@ import pytest
 
 from tests.fakes.sessions import SessionBuilder, Tool, body_for, build_session, profile
 from vak_context.bm25 import Bm25Index
-from vak_context.context.assemble import prefix_tokens, project, request_tokens
-from vak_context.context.packets import PACKET_BATCH_TURNS
-from vak_context.context.planner import Plan, PlannerState, plan, refers_back
-from vak_context.context.render import api_problems
+from vak_context.context.history.packets import PACKET_BATCH_TURNS
+from vak_context.context.history.render import api_problems
+from vak_context.context.planner.plan import Plan, PlannerState, plan, refers_back
+from vak_context.context.request.assemble import prefix_tokens, project, request_tokens
 from vak_context.errors import InvalidInput
 from vak_context.events.payloads import (
     Compaction,
@@ -225,7 +225,7 @@ def search_call(i: int) -> Tool:
 
 def _store_summary(b: SessionBuilder, first: int, last: int, words: int, model: str = "local:test") -> str:
     index = b.view.index
-    from vak_context.context.packets import compaction_payload
+    from vak_context.context.history.packets import compaction_payload
 
     return b.add(compaction_payload(index, first, last, " ".join(["summary"] * words), model=model))
 

@@ -8,7 +8,7 @@ import pytest
 
 from tests.fakes.sessions import build_session, store_sink
 from vak_context.actors.planner import PlannerActor, as_profile
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey, to_record
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey, to_record
 from vak_context.errors import InvalidInput
 from vak_context.events.payloads import Directive, PlanRecord
 from vak_context.storage.ledger import LedgerStore

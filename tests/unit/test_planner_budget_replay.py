@@ -2,8 +2,8 @@
 
 The eval farm's replay checker found a request over its budget: the django session's one 25-step turn,
 replayed under a 16k window, carried a runtime redo nudge after its last step that the plan of the
-current turn did not count (``vak_context.context.currentturn.turn_costs``). These tests replay recorded sessions of
-``../shared/data/trajectories`` the way ``vak_context.farm.farm_replay`` does: the session copied entry by entry into
+current turn did not count (``vak_context.context.planner.currentturn.turn_costs``). These tests replay recorded sessions of
+``../shared/data/trajectories`` the way ``vak_context.farm.replay`` does: the session copied entry by entry into
 a real ledger, and just before each recorded assistant step the request that produced it prepared again
 (``vak_context.agent.request.prepare``: plan, write the packet summary the plan needs, plan again, project), with
 no tail, as the farm replays.
@@ -21,14 +21,14 @@ import pytest
 
 from tests.fakes.imported import FILES
 from vak_context.agent.request import Prepared, SessionView, prepare
-from vak_context.context.assemble import current_turn_messages, request_tokens
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars
-from vak_context.context.messages import ChatRequest
-from vak_context.context.packets import compaction_payload
-from vak_context.context.planner import Plan
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars
+from vak_context.context.history.packets import compaction_payload
+from vak_context.context.planner.plan import Plan
+from vak_context.context.request.assemble import current_turn_messages, request_tokens
+from vak_context.context.request.messages import ChatRequest
 from vak_context.errors import RequestTooLarge
-from vak_context.farm.farm_sessions import IdRemap, copy_entries
-from vak_context.farm.importers import import_recording, read_recordings
+from vak_context.farm.sessions import IdRemap, copy_entries
+from vak_context.importers import import_recording, read_recordings
 from vak_context.storage.ledger import LedgerStore
 
 TPC = 0.25
@@ -171,7 +171,7 @@ def test_the_plan_of_the_current_turn_is_what_the_request_carries(
     recorded: Recorded, window: int
 ) -> None:
     """For every request of the django replay, the plan's tokens for the current turn equal the tokens
-    of the current turn's messages as projected (``vak_context.context.assemble.current_turn_messages``, before the
+    of the current turn's messages as projected (``vak_context.context.request.assemble.current_turn_messages``, before the
     tail joins them): the estimate is the rendered text's size, not a guess that may fall short."""
     r = recorded.replay(recorded.source("mini"), window)
     wrong = []

@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 
 from tests.fakes.sessions import WORDS, SessionBuilder, profile
 from vak_context.bm25 import Bm25Index, terms
-from vak_context.context.planner import plan, scores_by_id
-from vak_context.context.planner_fill import history_codes as _history_codes
-from vak_context.context.planner_fill import promote as _promote
-from vak_context.context.planner_history import HistoryColumns as _Work
-from vak_context.context.relevance import PositionBm25, TurnScores
-from vak_context.context.turnsizes import TurnSize, TurnTable, running_totals, sizes_digest
+from vak_context.context.planner.fill import history_codes as _history_codes
+from vak_context.context.planner.fill import promote as _promote
+from vak_context.context.planner.history import HistoryColumns as _Work
+from vak_context.context.planner.plan import plan, scores_by_id
+from vak_context.context.planner.relevance import PositionBm25, TurnScores
+from vak_context.context.planner.sizes import TurnSize, TurnTable, running_totals, sizes_digest
 
 texts = st.lists(st.sampled_from([*WORDS, "alpha", "beta", "x1"]), max_size=30).map(" ".join)
 

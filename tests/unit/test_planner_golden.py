@@ -9,7 +9,7 @@ The corpus (``corpus_digests``):
   small profile's plan asks for one (as the summariser would), and the tiny profile's first rescue
   writes its reset-with-handoff (``vak_context.agent.request.write_reset``'s payload), so stored and seeded
   packets, per-model resets and turns behind them are planned too;
-- the benchmark's long turn (``vak_context.farm.longturn.LongTurn``), every step: current-turn compaction;
+- the benchmark's long turn (``vak_context.sessions.longturn.LongTurn``), every step: current-turn compaction;
 - recorded sessions from ``../shared/data/trajectories`` through the project's importers (a few
   tau-bench conversations, an OpenHands run, the spotter subagent session with its web results).
 
@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from vak_context.agent.request import SessionView, handoff_text
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from vak_context.context.packets import compaction_payload
-from vak_context.context.planner import Plan, PlannerState
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.history.packets import compaction_payload
+from vak_context.context.planner.plan import Plan, PlannerState
 from vak_context.errors import RequestTooLarge
 from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import AssistantStep, Directive, ResetWithHandoff
@@ -174,7 +174,7 @@ def _bench_turn(session: Any, w: _Walk, i: int) -> None:
 
 
 def _long_turn(steps: int) -> _Walk:
-    from vak_context.farm.longturn import LongTurn
+    from vak_context.sessions.longturn import LongTurn
 
     lt = LongTurn(steps=steps, tokens_per_char=TPC)
     w = _Walk("longturn")
@@ -205,7 +205,7 @@ class _KeepingSink:
 
 
 def _recorded(file: str, picks: tuple[int, ...]) -> Iterator[tuple[str, list[StoredEntry]]]:
-    from vak_context.farm.importers import SessionReport, SessionWriter, read_recordings
+    from vak_context.importers import SessionReport, SessionWriter, read_recordings
 
     fmt, recordings, _ = read_recordings(TRAJECTORIES / file)
     for i in picks:

@@ -19,13 +19,13 @@ import pytest
 from tests.fakes.imported import FILES
 from tests.fakes.sessions import SessionBuilder
 from vak_context.agent.request import SessionView
-from vak_context.context.assemble import prefix_tokens, project, request_tokens
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from vak_context.context.messages import ChatRequest, TextPart, ToolUsePart
-from vak_context.context.packets import seed_packet
-from vak_context.context.planner import Plan
-from vak_context.context.render import api_problems
-from vak_context.context.turncard import short_id
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.history.packets import seed_packet
+from vak_context.context.history.render import api_problems
+from vak_context.context.history.turncard import short_id
+from vak_context.context.planner.plan import Plan
+from vak_context.context.request.assemble import prefix_tokens, project, request_tokens
+from vak_context.context.request.messages import ChatRequest, TextPart, ToolUsePart
 from vak_context.events.payloads import (
     AssistantStep,
     Compaction,
@@ -34,7 +34,7 @@ from vak_context.events.payloads import (
     ToolResult,
     ToolUseBlock,
 )
-from vak_context.farm.importers import import_path
+from vak_context.importers import import_path
 from vak_context.storage.ledger import LedgerStore
 
 SYSTEM = "You are Claude Code, an interactive coding agent. " * 10

@@ -23,12 +23,12 @@ from vak_context.agent.request import (
     prepare,
 )
 from vak_context.agent.summarise import Summariser, write_packet
-from vak_context.context.assemble import request_tokens
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from vak_context.context.messages import ChatRequest
-from vak_context.context.packets import SUMMARISER_SYSTEM
-from vak_context.context.planner import Plan
-from vak_context.context.render import api_problems
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.history.packets import SUMMARISER_SYSTEM
+from vak_context.context.history.render import api_problems
+from vak_context.context.planner.plan import Plan
+from vak_context.context.request.assemble import request_tokens
+from vak_context.context.request.messages import ChatRequest
 from vak_context.errors import ContextOverflow
 from vak_context.events.payloads import ResetWithHandoff
 from vak_context.providers.base import RetryPolicy

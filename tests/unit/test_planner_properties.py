@@ -10,12 +10,12 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tests.fakes.sessions import WORDS, SessionBuilder
-from vak_context.context.assemble import prefix_tokens, project, request_tokens, text_tokens
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from vak_context.context.messages import ToolResultPart, ToolUsePart
-from vak_context.context.packets import compaction_payload
-from vak_context.context.render import VERBATIM_CHARS, api_problems
-from vak_context.context.turncard import short_id
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.history.packets import compaction_payload
+from vak_context.context.history.render import VERBATIM_CHARS, api_problems
+from vak_context.context.history.turncard import short_id
+from vak_context.context.request.assemble import prefix_tokens, project, request_tokens, text_tokens
+from vak_context.context.request.messages import ToolResultPart, ToolUsePart
 from vak_context.errors import RequestTooLarge
 from vak_context.events.payloads import ResetWithHandoff
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.sessions import build_session, store_sink
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.engine.plan_report import plan_report
 from vak_context.errors import InvalidInput
 from vak_context.events.payloads import ResetWithHandoff
-from vak_context.farm.plan_report import plan_report
 from vak_context.storage.ledger import LedgerStore
 
 SMALL = CapacityProfile(ProfileKey("local", "smollm2"), 8_192, Horizon(1_700, 0.9, 0.0), Ewma(0.25, 3), 256)

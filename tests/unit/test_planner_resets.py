@@ -11,14 +11,14 @@ from pathlib import Path
 
 from tests.fakes.sessions import ledger_session
 from vak_context.agent.request import Prepared, SessionView, prepare, record_plan
-from vak_context.context.assemble import prefix_tokens, project, request_tokens
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from vak_context.context.packets import compaction_payload
-from vak_context.context.planner import Plan
-from vak_context.context.render import api_problems
-from vak_context.context.turncard import build_card
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.history.packets import compaction_payload
+from vak_context.context.history.render import api_problems
+from vak_context.context.history.turncard import build_card
+from vak_context.context.planner.plan import Plan
+from vak_context.context.request.assemble import prefix_tokens, project, request_tokens
 from vak_context.events.payloads import AssistantStep, ResetWithHandoff, TextBlock
-from vak_context.farm.longturn import LongTurn
+from vak_context.sessions.longturn import LongTurn
 from vak_context.storage.ledger import LedgerStore
 
 FOLLOW_UP = "Thanks. Now also update the docs for that change."  # about 20 tokens, referring back

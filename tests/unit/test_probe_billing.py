@@ -16,7 +16,7 @@ import pytest
 from tests.fakes.probe import KEY, run_probe
 from tests.fakes.threshold import ThresholdModel
 from vak_context.agent.probe import ProbeRunner, ProbeSettings
-from vak_context.context.messages import ChatRequest
+from vak_context.context.request.messages import ChatRequest
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.openai_compat import OpenAICompatProvider
 

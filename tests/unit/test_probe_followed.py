@@ -13,7 +13,7 @@ import pytest
 from tests.fakes.probe import run_probe
 from tests.fakes.threshold import ThresholdModel
 from vak_context.agent.probe import ProbeSettings
-from vak_context.context.probe import SampleOutcome
+from vak_context.context.capacity.ladder import SampleOutcome
 
 CALL = '{"name": "probe_ack", "arguments": {"ack": "{nonce}"}}'
 ONE_RUNG = ProbeSettings(max_sizes=1, cache_rung=False, protocol="inline_fence")
@@ -79,7 +79,7 @@ async def test_the_sample_record_keeps_every_call_with_its_arguments() -> None:
 
 def test_a_control_that_calls_anything_does_not_abstain() -> None:
     """A control abstains only when it called no tool at all, in any wrapping."""
-    from vak_context.context.toolcalls import parse_tool_calls
+    from vak_context.context.request.toolcalls import parse_tool_calls
 
     calls = parse_tool_calls('{"name": "search_docs", "arguments": {"query": "x"}}')
     assert not SampleOutcome("control", 10, 10, calls=calls).abstained

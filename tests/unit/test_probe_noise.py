@@ -11,7 +11,7 @@ import random
 
 from bench.probe_noise import one_run, settings_for
 from tests.fakes.probe import outcome
-from vak_context.context.probe import DEFAULT_CAP, DEFAULT_LEAD, LadderSearch, plan_rungs
+from vak_context.context.capacity.ladder import DEFAULT_CAP, DEFAULT_LEAD, LadderSearch, plan_rungs
 
 STEP = 64
 

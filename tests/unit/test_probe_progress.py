@@ -11,7 +11,7 @@ import httpx
 
 from tests.fakes.threshold import ThresholdModel
 from vak_context.agent.probe import ProbeRunner, ProbeSettings
-from vak_context.context.capacity import ProfileKey
+from vak_context.context.capacity.profile import ProfileKey
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.openai_compat import OpenAICompatProvider
 

@@ -16,14 +16,14 @@ import pytest
 from tests.fakes.probe import ACK, outcome, run_probe
 from tests.fakes.threshold import ThresholdModel
 from vak_context.agent.probe import ProbeSettings, build_request, synthetic_turn
-from vak_context.context.capacity import CacheBehaviour, from_record, request_chars
-from vak_context.context.probe import (
+from vak_context.context.capacity.ladder import (
     LadderSearch,
     SampleOutcome,
     judge_cache,
     plan_rungs,
 )
-from vak_context.context.toolcalls import parse_tool_calls
+from vak_context.context.capacity.profile import CacheBehaviour, from_record, request_chars
+from vak_context.context.request.toolcalls import parse_tool_calls
 from vak_context.errors import InvalidInput
 from vak_context.events.payloads import Activity, CapacityProfileRecord
 from vak_context.storage.ledger import LedgerStore

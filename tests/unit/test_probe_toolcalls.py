@@ -1,4 +1,4 @@
-"""The one tool-call parser (context/toolcalls.py): content decides, not wrapping (issue 9, item 15)."""
+"""The one tool-call parser (context/request/toolcalls.py): content decides, not wrapping (issue 9, item 15)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vak_context.context.toolcalls import ParsedCall, ends_inside_call, parse_tool_calls
+from vak_context.context.request.toolcalls import ParsedCall, ends_inside_call, parse_tool_calls
 
 NAMES = st.sampled_from(["probe_ack", "search_docs", "read_file", "do_x"])
 SCALARS = st.one_of(st.text(max_size=12), st.integers(-1000, 1000), st.booleans(), st.none())
@@ -152,7 +152,7 @@ def _nest(depth: int) -> Any:
 def test_nesting_depth_counts_levels_and_bounded_drops_arguments_past_the_limit(depth: int) -> None:
     """Property: ``nesting_depth`` of a value nested ``depth`` times is ``depth``; ``bounded`` keeps arguments up
     to MAX_ARGUMENT_DEPTH and turns deeper ones into None (malformed), keeping the name and wrapping."""
-    from vak_context.context.toolcalls import MAX_ARGUMENT_DEPTH, bounded, nesting_depth
+    from vak_context.context.request.toolcalls import MAX_ARGUMENT_DEPTH, bounded, nesting_depth
 
     assert nesting_depth(_nest(depth)) == depth
     args = {"x": _nest(max(depth - 1, 0))}

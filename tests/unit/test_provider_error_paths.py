@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from vak_context.context.messages import ChatRequest, Message
+from vak_context.context.request.messages import ChatRequest, Message
 from vak_context.errors import ContextOverflow, ProviderError, ProviderRequestError, RetryableProviderError
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.openai_compat import OpenAICompatProvider

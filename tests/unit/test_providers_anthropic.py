@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from tests.fakes.provider_bodies.wire import Wire, body, fast_retry
-from vak_context.context.messages import (
+from vak_context.context.request.messages import (
     CacheHints,
     ChatRequest,
     ImagePart,
@@ -235,7 +235,7 @@ DEFERRED = (ToolSpec(name="sql_query", description="Run SQL."), ToolSpec(name="s
 
 
 def _loaded_result(*names: str) -> str:
-    from vak_context.context.surface import ToolDecl, find_tools_result
+    from vak_context.context.request.surface import ToolDecl, find_tools_result
 
     return find_tools_result([ToolDecl(t) for t in DEFERRED if t.name in names], "sql")
 
@@ -263,7 +263,7 @@ async def test_deferred_tools_go_with_defer_loading_and_the_beta_header() -> Non
 def test_a_find_tools_result_of_deferred_tools_becomes_tool_references() -> None:
     """The projection marks what a find_tools result loaded; Anthropic sends it as tool_reference blocks
     when every loaded tool is deferred in the request, else as the schemas' text (as every other adapter)."""
-    from vak_context.context.toolrefs import tools_loaded_by
+    from vak_context.context.request.toolrefs import tools_loaded_by
 
     text = _loaded_result("sql_query")
     assert tools_loaded_by(text) == ("sql_query",) and tools_loaded_by("no tool matches 'x'") == ()

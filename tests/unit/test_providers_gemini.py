@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from tests.fakes.provider_bodies.wire import Wire, body, fast_retry
-from vak_context.context.messages import (
+from vak_context.context.request.messages import (
     ChatRequest,
     ImagePart,
     Message,

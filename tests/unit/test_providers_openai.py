@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from tests.fakes.provider_bodies.wire import Wire, body
-from vak_context.context.messages import (
+from vak_context.context.request.messages import (
     CacheHints,
     ChatRequest,
     ImagePart,

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from vak_context.context.messages import ChatRequest, Message
+from vak_context.context.request.messages import ChatRequest, Message
 from vak_context.errors import ContextOverflow, ProviderRequestError, RetryableProviderError
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.openai_compat import OpenAICompatProvider
@@ -177,7 +177,7 @@ async def test_a_turn_with_on_text_streams_each_step_and_keeps_the_receipts(tmp_
     from vak_context.actors.local_services import InProcessServices
     from vak_context.agent.loop import TurnConfig, TurnLoop
     from vak_context.agent.workspace import Workspace
-    from vak_context.context.assemble import system_prompt
+    from vak_context.context.request.assemble import system_prompt
     from vak_context.events.envelope import Mapper
     from vak_context.storage.ledger import LedgerStore
 

@@ -1,7 +1,7 @@
 """One tokeniser and one BM25 (``vak_context.bm25``): the card index, ``find_tools`` and the planner's relevance
 rank one shared fixture the same way.
 
-The fixture is a tool catalogue. Each tool's ``find_tools`` document (``vak_context.context.surface.tool_document``)
+The fixture is a tool catalogue. Each tool's ``find_tools`` document (``vak_context.context.request.surface.tool_document``)
 is also one turn of a session written to a real on-disk ledger: the turn's directive and its card's
 ``asked`` are that document, so its index text is too. The card index is rebuilt from that ledger
 (``vak_context.agent.carddocs.docs_from_ledger``), the planner reads it through ``SessionView`` (its list path and
@@ -19,8 +19,8 @@ import pytest
 from vak_context.agent.carddocs import docs_from_ledger
 from vak_context.agent.request import SessionView
 from vak_context.bm25 import Bm25Index, best_first, terms
-from vak_context.context.messages import ToolSpec
-from vak_context.context.surface import Surface, ToolDecl, tool_document
+from vak_context.context.request.messages import ToolSpec
+from vak_context.context.request.surface import Surface, ToolDecl, tool_document
 from vak_context.events.payloads import AssistantStep, Directive, TextBlock, TurnCard
 from vak_context.storage.cardindex import CARDS_FILE, CardDoc, CardIndex
 from vak_context.storage.ledger import LedgerStore

@@ -19,11 +19,11 @@ from tests.fakes.sessions import Chain, add_result
 from vak_context.actors.local_services import InProcessServices
 from vak_context.agent.loop import TurnConfig, TurnLoop
 from vak_context.agent.workspace import Workspace
-from vak_context.context.assemble import system_prompt
-from vak_context.context.evidence import evidence_tag
-from vak_context.context.messages import TextPart, ToolResultPart
-from vak_context.context.render import SHORT_ID, VERBATIM_CHARS, evidence_info, render_turn
-from vak_context.context.turns import TurnIndex
+from vak_context.context.evidence.digest import evidence_tag
+from vak_context.context.history.render import SHORT_ID, VERBATIM_CHARS, evidence_info, render_turn
+from vak_context.context.history.turns import TurnIndex
+from vak_context.context.request.assemble import system_prompt
+from vak_context.context.request.messages import TextPart, ToolResultPart
 from vak_context.events.payloads import (
     AssistantStep,
     Directive,

@@ -7,9 +7,8 @@ import re
 
 from tests.fakes.imported import TOKENS_PER_CHAR, Imported
 from tests.fakes.sessions import Chain
-from vak_context.context.cards import card_ack, payload_digest
-from vak_context.context.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
-from vak_context.context.render import (
+from vak_context.context.history.cards import card_ack, payload_digest
+from vak_context.context.history.render import (
     NO_RESULT,
     SHORT_ID,
     VERBATIM_CHARS,
@@ -18,7 +17,9 @@ from vak_context.context.render import (
     record_text,
     render_turn,
 )
-from vak_context.context.turns import TurnIndex
+from vak_context.context.history.turns import TurnIndex
+from vak_context.context.request.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
+from vak_context.engine.session_report import evidence_infos
 from vak_context.events.payloads import (
     AssistantStep,
     Directive,
@@ -30,7 +31,6 @@ from vak_context.events.payloads import (
     ToolResult,
     ToolUseBlock,
 )
-from vak_context.farm.report import evidence_infos
 
 TAG = re.compile(r"\[evidence:([0-9a-f]{12}) — (\d+) chars; call recall to expand\]$")
 

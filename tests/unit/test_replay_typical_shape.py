@@ -8,8 +8,8 @@ from pathlib import Path
 from tests.fakes.imported import TAU_FOLLOW_UP, TAU_SESSION, import_tau
 from tests.fakes.local_model import LOCAL_MODEL_N_CTX
 from vak_context.agent.request import SessionView
-from vak_context.context.assemble import prefix_tokens
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.request.assemble import prefix_tokens
 
 
 def test_typical_shape_31_turns_on_a_small_profile_carry_under_3k_tokens_of_history(

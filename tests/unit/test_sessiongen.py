@@ -1,11 +1,11 @@
-"""The session generator (vak_context.farm.sessiongen) is a pure function of its seed: golden digests pin it."""
+"""The session generator (vak_context.sessions.generator) is a pure function of its seed: golden digests pin it."""
 
 from __future__ import annotations
 
 import blake3
 import pytest
 
-from vak_context.farm.sessiongen import generate_session
+from vak_context.sessions.generator import generate_session
 
 # Taken from the generator before generate_session was split into named steps (issue 13). Entry ids
 # chain every payload's canonical bytes to its parent, so a digest of the ids and blobs covers every

@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
-from vak_context.context.cards import card_tools
-from vak_context.context.evidence import RECALL_TOOL
-from vak_context.context.messages import ToolSpec
-from vak_context.context.surface import (
+from vak_context.context.evidence.digest import RECALL_TOOL
+from vak_context.context.history.cards import card_tools
+from vak_context.context.request.messages import ToolSpec
+from vak_context.context.request.surface import (
     FIND_TOOLS,
     Surface,
     ToolDecl,

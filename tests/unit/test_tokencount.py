@@ -24,10 +24,10 @@ from vak_context.actors.local_services import InProcessServices
 from vak_context.agent.loop import TurnConfig, TurnLoop
 from vak_context.agent.steps import StepRequest
 from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
-from vak_context.context.assemble import Tail, render_tail, system_prompt
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars
-from vak_context.context.evidence import RECALL_TOOL
-from vak_context.context.surface import Surface, ToolDecl
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars
+from vak_context.context.evidence.digest import RECALL_TOOL
+from vak_context.context.request.assemble import Tail, render_tail, system_prompt
+from vak_context.context.request.surface import Surface, ToolDecl
 from vak_context.errors import ProviderRequestError, RetryableProviderError, TokenCountError
 from vak_context.events.payloads import Directive
 from vak_context.providers.base import RetryPolicy

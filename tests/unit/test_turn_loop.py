@@ -25,10 +25,10 @@ from tests.fakes.scripted import (
 from vak_context.actors.local_services import InProcessServices
 from vak_context.agent.loop import TurnConfig, TurnLoop
 from vak_context.agent.workspace import Workspace
-from vak_context.context.assemble import system_prompt
-from vak_context.context.capacity import CapacityProfile, Ewma, Horizon, ProfileKey
-from vak_context.context.messages import ToolSpec
-from vak_context.context.surface import Surface, ToolDecl
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.request.assemble import system_prompt
+from vak_context.context.request.messages import ToolSpec
+from vak_context.context.request.surface import Surface, ToolDecl
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.openai_compat import OpenAICompatProvider
 from vak_context.storage.ledger import LedgerStore
@@ -312,9 +312,9 @@ async def test_a_read_only_call_repeated_across_steps_is_not_run_and_a_second_re
     """The live demo's loop (list_dir(".") at every step): step 2's repeat is not run, its error result names
     the tool and says the result is above (the earlier call's id is in the activity, not the text); a ``rule.repeated_call`` activity is written; step 3's repeat
     closes the turn "degraded" with an answer quoting the listing; every tool_use keeps one tool_result."""
-    from vak_context.context.render import api_problems, render_turn
-    from vak_context.context.turns import TurnIndex
-    from vak_context.farm.report import evidence_infos
+    from vak_context.context.history.render import api_problems, render_turn
+    from vak_context.context.history.turns import TurnIndex
+    from vak_context.engine.session_report import evidence_infos
 
     same = fence(("list_dir", {"path": "."}))
     script = Scripted([fixed(completion(same)), fixed(completion(same)), fixed(completion(same))])
@@ -370,9 +370,9 @@ async def test_a_provider_failure_mid_turn_is_raised_typed_and_the_turn_closes_f
     activity naming the error and a TurnCard "failed". The next turn on the same loop runs normally and its
     request carries the failed turn, every tool_use with its result."""
     import vak_context.errors as errors
-    from vak_context.context.render import api_problems, render_turn
-    from vak_context.context.turns import TurnIndex
-    from vak_context.farm.report import evidence_infos
+    from vak_context.context.history.render import api_problems, render_turn
+    from vak_context.context.history.turns import TurnIndex
+    from vak_context.engine.session_report import evidence_infos
 
     script = Scripted([fixed(completion(calls=[("read_file", {"path": "notes.txt"})])), failure,
                        fixed(completion("The notes list alpha, beta and gamma."))])

@@ -6,8 +6,8 @@ import math
 
 from tests.fakes.imported import TOKENS_PER_CHAR, Imported
 from tests.fakes.sessions import Chain
-from vak_context.context.render import SHORT_ID
-from vak_context.context.turncard import (
+from vak_context.context.history.render import SHORT_ID
+from vak_context.context.history.turncard import (
     args_digest,
     asked_of,
     build_card,
@@ -17,7 +17,8 @@ from vak_context.context.turncard import (
     narration_of,
     render_card,
 )
-from vak_context.context.turns import TurnIndex
+from vak_context.context.history.turns import TurnIndex
+from vak_context.engine.session_report import evidence_infos
 from vak_context.events import canonical
 from vak_context.events.payloads import (
     AssistantStep,
@@ -30,7 +31,6 @@ from vak_context.events.payloads import (
     ToolResult,
     ToolUseBlock,
 )
-from vak_context.farm.report import evidence_infos
 
 SIXTY = " ".join(f"w{i}" for i in range(60))
 
@@ -111,7 +111,7 @@ def _card_turn() -> tuple[TurnIndex, str]:
 
 
 def test_card_fields_and_rendering() -> None:
-    from vak_context.context.render import evidence_info
+    from vak_context.context.history.render import evidence_info
 
     index, ev = _card_turn()
     turn = index.turn(1)

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from tests.fakes.imported import FILES, TOKENS_PER_CHAR, Imported
 from tests.fakes.sessions import Chain, add_result
-from vak_context.context.turns import TurnIndex
+from vak_context.context.history.turns import TurnIndex
 from vak_context.errors import InvalidInput
 from vak_context.events import canonical
 from vak_context.events.payloads import (
@@ -35,8 +35,8 @@ from vak_context.events.payloads import (
     Usage,
     WorkContract,
 )
-from vak_context.farm.importers import SessionReport, SessionWriter, read_recordings
-from vak_context.farm.sessiongen import generate_session
+from vak_context.importers import SessionReport, SessionWriter, read_recordings
+from vak_context.sessions.generator import generate_session
 from vak_context.storage.ledger import LedgerStore
 
 

@@ -1,0 +1,83 @@
+"""`vak run`, `vak verify`, `vak inspect`: the main job and ledger checks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from vak_context.checks import bounded_int
+from vak_context.cli.mainjob import DEFAULT_LEDGER, DEFAULT_MODEL, MAX_SEED, MAX_TURNS
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("run", help="run the main job on embedded defaults (local Ray, local ledger, local model)")
+    p.add_argument("--ledger", type=Path, default=DEFAULT_LEDGER, help="ledger folder (default: %(default)s)")
+    p.add_argument("--turns", type=bounded_int(1, MAX_TURNS), default=12,
+                   help=f"turns in the generated session, 1-{MAX_TURNS} (default 12)")
+    p.add_argument("--seed", type=bounded_int(0, MAX_SEED), default=7,
+                   help="seed of the session generator (default 7)")
+    p.add_argument("--model", default=DEFAULT_MODEL,
+                   help="the local model for the probe and the live turns (default qwen: Qwen2.5-Coder-0.5B)")
+    p.add_argument("--workspace", type=Path, default=Path("."),
+                   help="the folder the live turns' tools may read (default: the current folder)")
+    p.set_defaults(func=_run)
+
+    p = sub.add_parser("verify", help="check every hash link of a ledger folder; names the first bad entry")
+    p.add_argument("ledger", type=Path)
+    p.add_argument("--session", default=None)
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=_verify)
+
+    p = sub.add_parser("inspect", help="sessions, entries by kind, bytes and heads of a ledger folder")
+    p.add_argument("ledger", type=Path)
+    p.set_defaults(func=_inspect)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from vak_context.checks import check_ledger_folder
+    from vak_context.cli.mainjob import run_main_job
+    from vak_context.errors import InvalidInput
+    from vak_context.providers.local.server import resolve_model
+
+    check_ledger_folder(args.ledger, "--ledger")  # here too, so the message names the option
+    if not args.workspace.is_dir():
+        raise InvalidInput(f"the workspace {str(args.workspace)!r} is not a folder: pass --workspace DIR")
+    resolve_model(args.model)  # an unknown or missing model is said now, not after Ray started
+    run_main_job(args.ledger, turns=args.turns, seed=args.seed, local_model=args.model, workspace=args.workspace)
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from vak_context.storage.ledger import LedgerStore
+
+    with LedgerStore(args.ledger, readonly=True) as store:
+        report = store.verify(args.session)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+    elif report.ok:
+        print(f"ok: {report.entries} entries in {report.sessions} session(s) hash-check")
+        for note in report.notes:
+            print(f"note: {note}")
+    else:
+        print(f"FAILED: {report.first_bad}")
+        print("The entries before it are intact. Keep a copy of the folder before repairing anything.")
+    return 0 if report.ok else 1
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    """The stats, and the same checks as `vak verify`: a damaged ledger is never reported as fine."""
+    from vak_context.storage.ledger import LedgerStore
+
+    with LedgerStore(args.ledger, readonly=True) as store:
+        report = store.verify()
+        stats = store.stats().as_dict()
+    stats["verify"] = report.as_dict()
+    print(json.dumps(stats, indent=2))
+    if not report.ok:
+        print(f"vak: the ledger is damaged: {report.first_bad}. Run `vak verify` on it for the full report; "
+              "keep a copy of the folder before repairing anything.", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,256 @@
+"""The main job: what `vak run` (the README's first command) does on embedded defaults.
+
+1. Starts a local Ray on 127.0.0.1 and opens the ledger in a local folder through its LedgerActor.
+2. Starts the bundled local model (Qwen2.5-Coder-0.5B-Instruct on llama.cpp, 127.0.0.1), runs the quick
+   probe ladder against it, prints the measured CapacityProfile, and records the probe and the profile.
+3. Runs three live turns with that model through the whole engine, on Ray (Ledger, Assembler and
+   Evidence actors), with the current folder (the project's source) as the read-only workspace: per step
+   the plan, prompt and cached tokens and the prefix digest, then each turn's answer.
+4. Writes a realistic agent session from the project's session generator, verifies the hash chain, and
+   prints a summary (sessions, turns, entries by kind, bytes, head), then its turns, cards and digests.
+5. Plans that session under the local model's measured profile and under a large (frontier) profile,
+   side by side: which turns are Full, cards or packet, and the tokens of each.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+DEFAULT_LEDGER = Path("vak-data") / "ledger"
+DEFAULT_MODEL = "qwen"
+# The quick ladder and the live turns share one server. The ladder's cost is its top rung's prefill (90% of
+# the window; rungs share their prefix, so the fresh part is the top rung's last tokens, the slowest): at
+# 6144 it is about 2.5 minutes on 2 cores, at 8192 about 3 (the 7,372 rung alone ~90 s at ~65 tokens/s).
+# The model's full 16k ladder takes much longer (docs/CAPACITY.md).
+DEMO_N_CTX = 6144
+# The demo's directives ask for one sentence; a small model that loops on one call spends the whole
+# max_tokens decoding the loop (~19 tokens/s here), so the demo caps each step at 128 tokens. A call cut
+# inside its first object is still continued (vak_context.agent.loop's _extend).
+DEMO_MAX_TOKENS = 128
+LIVE_DIRECTIVES = (
+    "List the files in the workspace.",
+    "Read README.md and say in one sentence what this project is.",
+    "Which command runs the tests, according to what you read? Answer in one sentence.",
+)
+MAX_TURNS = 1000  # a generated demo session; more says nothing new and takes minutes to plan
+MAX_SEED = 2**32 - 1
+
+
+def check_job(ledger: Path, turns: int, seed: int, session: str | None, local_base_url: str | None) -> None:
+    """What can be wrong with the job's arguments, said before Ray, a model server or the probe start."""
+    from vak_context.checks import check_base_url, check_ledger_folder
+    from vak_context.errors import InvalidInput
+
+    if isinstance(turns, bool) or not isinstance(turns, int) or not 1 <= turns <= MAX_TURNS:
+        raise InvalidInput(f"turns must be a whole number from 1 to {MAX_TURNS:,} (got {turns!r}): pass --turns N.")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise InvalidInput(f"seed must be a whole number from 0 to {MAX_SEED:,} (got {seed!r}): pass --seed N.")
+    check_ledger_folder(ledger, "the ledger folder")
+    if session is not None:
+        from vak_context.names import check_name
+
+        check_name(session, "session name")
+    if local_base_url is not None:
+        check_base_url(local_base_url, "the local model's base URL")
+
+
+def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 7,
+                 session: str | None = None, out: Callable[[str], None] = print,
+                 local_model: str | None = DEFAULT_MODEL, local_base_url: str | None = None,
+                 live_turns: Sequence[str] = LIVE_DIRECTIVES, workspace: Path | None = None) -> dict[str, Any]:
+    """Run the main job. ``local_model=None`` skips the probe and the live turns (and plans under a
+    metadata-only profile); ``local_base_url`` uses an already running server (asked with
+    ``$OPENAI_COMPAT_API_KEY``) instead of starting one. ``workspace`` defaults to the current folder."""
+    from vak_context.engine.localray import start_local_ray
+
+    check_job(ledger, turns, seed, session, local_base_url)
+    t0 = time.perf_counter()
+    out("vak: starting a local Ray on 127.0.0.1 ...")
+    start_local_ray()
+    from vak_context.actors.factory import ledger_actor
+    from vak_context.actors.ledger_client import LedgerClient
+    from vak_context.sessions.generator import generate_session
+
+    ledger.mkdir(parents=True, exist_ok=True)
+    client = LedgerClient(str(ledger), ledger_actor(ledger))
+    session = session or time.strftime("demo-%Y%m%d-%H%M%S")
+    out(f"vak: ledger at {ledger.resolve()}; writing session {session!r} ({turns} turns) through the LedgerActor")
+
+    written: list[str] = []
+
+    def append(payload: Any, blob: bytes | None) -> str:
+        written.append(client.append(session, [payload], blobs=[blob])[0])
+        return written[-1]
+
+    with _local_server(local_model, local_base_url) as (base_url, api_key):
+        profile = measure_profile(local_model, base_url, api_key, append, out)
+        live = run_live_turns(ledger, f"{session}-live", local_model, base_url, api_key, profile,
+                              workspace or Path.cwd(), live_turns, out) if local_model and live_turns else []
+    gen = generate_session(seed=seed, turns=turns, append=append)
+    report = client.verify().as_dict()
+    client.checkpoint()  # seal segments so plain Arrow readers see everything
+    stats = client.stats().as_dict()
+    summary = {
+        "ledger": str(ledger.resolve()),
+        "session": session,
+        "written": len(written),
+        "turns": gen.turns,
+        "verify": report,
+        "stats": stats,
+        "head": stats["heads"][session],
+        "profile": profile,
+        "live": live,
+        "seconds": 0.0,
+    }
+    out(render_summary(summary))
+    if not report["ok"]:
+        raise SystemExit(f"vak: verify failed: {report['first_bad']}")
+    out(_section("the session's turns, cards and digests (read back from the ledger)"))
+    out(session_report(ledger, session))
+    out(_section("the same session planned for two models"))
+    out(plans_report(ledger, session, profile))
+    summary["seconds"] = round(time.perf_counter() - t0, 2)
+    out(f"\ndone in {summary['seconds']} s")
+    return summary
+
+
+@contextmanager
+def _local_server(model: str | None, base_url: str | None) -> Iterator[tuple[str | None, str | None]]:
+    """(base URL, API key) of the local model for the job: the given server, or one started here."""
+    if model is None or base_url is not None:
+        yield base_url, os.environ.get("OPENAI_COMPAT_API_KEY")
+        return
+    from vak_context.providers.local.server import LocalModelServer
+
+    with LocalModelServer(model, n_ctx=DEMO_N_CTX) as server:
+        yield server.base_url, server.api_key
+
+
+def run_live_turns(ledger: Path, session: str, model: str, base_url: str | None, api_key: str | None,
+                   profile: Any, workspace: Path, directives: Sequence[str],
+                   out: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The live turns, on Ray through the folder's actors; returns what each turn came to."""
+    import asyncio
+
+    from vak_context.actors.turn_services import RayServices
+    from vak_context.engine.live import LiveSession, step_line
+
+    out(_section(f"three live turns with {model} (workspace {workspace.resolve()})"))
+
+    async def go() -> list[dict[str, Any]]:
+        done: list[dict[str, Any]] = []
+        live = LiveSession(ledger=ledger, session=session, workspace=workspace, model=model, n_ctx=DEMO_N_CTX,
+                           base_url=base_url, api_key=api_key, profile=profile, max_steps=4, max_tokens=DEMO_MAX_TOKENS,
+                           on_step=lambda s: out(step_line(s)),
+                           services_factory=lambda _store: RayServices(ledger, session))
+        async with live:
+            for directive in directives:
+                out(f"you> {directive}")
+                report = await live.turn(directive)
+                out(f"{model}> {report.answer.strip() or '(no answer)'}  [{report.outcome}]")
+                done.append({"directive": directive, "outcome": report.outcome, "answer": report.answer,
+                             "steps": len(report.steps),
+                             "prompt_tokens": [s.prompt_tokens for s in report.steps],
+                             "cached_tokens": [s.cached_tokens for s in report.steps],
+                             "prefix_digest": report.steps[0].prefix_digest if report.steps else ""})
+        return done
+
+    return asyncio.run(go())
+
+
+def measure_profile(model: str | None, base_url: str | None, api_key: str | None,
+                    append: Callable[[Any, bytes | None], str], out: Callable[[str], None]) -> Any:
+    """Probe the bundled local model (quick ladder) and record the probe and the profile in the ledger."""
+    from vak_context.context.capacity.profile import ProfileKey, describe, metadata_profile, to_record
+    from vak_context.context.request.messages import ModelContext
+
+    if model is None:
+        return metadata_profile(ProfileKey("local", "none", ""),
+                                ModelContext(provider="local", model="none", declared_window=8192,
+                                             source="no local model (--no-model)"), now=time.time())
+    import asyncio
+
+    from vak_context.agent.probe import probe_local
+    from vak_context.providers.local.server import canonical_model
+
+    out(_section(f"measuring the local model ({model}) with the quick probe ladder"))
+    from vak_context.cli.probe_cmd import print_progress
+
+    report = asyncio.run(probe_local(canonical_model(model), base_url=base_url, api_key=api_key,
+                                     on_progress=print_progress))
+    append(report.activity(), None)
+    append(to_record(report.profile), None)
+    out(describe(report.profile))
+    return report.profile
+
+
+def large_profile(tokens_per_char: float) -> Any:
+    """A frontier-sized profile (200k window, well measured) to plan the same session against."""
+    from vak_context.context.capacity.profile import (
+        CacheBehaviour,
+        CapacityProfile,
+        Ewma,
+        Horizon,
+        ProbeProvenance,
+        ProfileKey,
+    )
+
+    return CapacityProfile(
+        key=ProfileKey("frontier", "large-200k", ""), declared_window=200_000, verified_window=None,
+        instruction_horizon=Horizon(tokens=160_000, confidence=0.9, last_confirmed=0.0),
+        tokens_per_char=Ewma(tokens_per_char, 1), prefill_tps=None, cache=CacheBehaviour.PROVIDER_REPORTED,
+        output_reserve=8_192, provenance=ProbeProvenance(source="metadata", signals=("illustrative frontier profile",)),
+    )
+
+
+SYSTEM_PROMPT = (
+    "You are a research and coding agent. Use the tools to find evidence before you answer; answer with a "
+    "card when a card type fits. Earlier turns may be shown as cards or a summary: call recall to expand them."
+)
+
+
+def plans_report(ledger: Path, session: str, profile: Any) -> str:
+    from vak_context.context.evidence.digest import RECALL_TOOL
+    from vak_context.context.history.cards import card_tools
+    from vak_context.engine.plan_report import plan_report
+    from vak_context.storage.ledger import LedgerStore
+
+    tools = (RECALL_TOOL, *card_tools())
+    profiles = {"local (measured)": profile, "frontier (200k)": large_profile(profile.tokens_per_char.value)}
+    with LedgerStore(ledger, readonly=True) as store:
+        return plan_report(store, session, profiles, system=SYSTEM_PROMPT, tools=tools)
+
+
+def _section(title: str) -> str:
+    return f"\n{'=' * 8} {title} {'=' * max(4, 90 - len(title))}"
+
+
+def session_report(ledger: Path, session: str) -> str:
+    from vak_context.engine.session_report import summarize_session
+    from vak_context.storage.ledger import LedgerStore
+
+    # The LedgerActor is the writer; a read-only store reads the same folder without the lock.
+    with LedgerStore(ledger, readonly=True) as store:
+        return summarize_session(store, session, digests_per_turn=2)
+
+
+def render_summary(s: dict[str, Any]) -> str:
+    st = s["stats"]
+    lines = [
+        "",
+        f"ledger    {s['ledger']}",
+        f"sessions  {st['sessions']}   (this run: {s['session']}, {s['turns']} turns, {s['written']} entries)",
+        f"entries   {st['entries']}   on disk {st['bytes'] / 1e6:.2f} MB (zstd Arrow IPC)",
+        f"verify    {'ok' if s['verify']['ok'] else 'FAILED'}: {s['verify']['entries']} entries hash-checked",
+        f"head      {s['head']}",
+        "",
+        "entries by kind:",
+    ]
+    width = max(len(k) for k in st["by_kind"]) if st["by_kind"] else 4
+    lines += [f"  {k:<{width}}  {n:>6}" for k, n in st["by_kind"].items()]
+    return "\n".join(lines)

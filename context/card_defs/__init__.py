@@ -1,1 +1,0 @@
-"""The card-definition library: one JSON Schema per card type (loaded by ``vak_context.context.cards``)."""

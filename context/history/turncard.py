@@ -1,0 +1,301 @@
+"""TurnCard (spec §10): the deterministic record of a closed turn, and the text a model sees of it.
+
+Closing a turn never calls a model: every field comes from the turn's entries.
+
+* ``asked``: the directive verbatim when it is short (about 60 tokens at the profile's
+  tokens_per_char), else its first sentence and a gist (its size and its key terms).
+* ``did``: one TraceLine per tool call that is not an ``emit_*_card``: the tool, a digest of its
+  arguments, the evidence id and the result's shape.
+* ``answered``: the turn's presentations in emit order, and the narration: the final answer's
+  prose (minus ```vak fences that repeat a card), verbatim at 60 words or fewer, else its leading
+  sentence, cut at a sentence boundary (. ! ?), never at a character count.
+* ``outcome``: completed, degraded, cancelled or failed (see ``derive_outcome``).
+* ``tokens_full`` / ``tokens_card``: the full record's and the card's size in tokens.
+
+``render_card`` is the model-visible card. It names the turn number (``recall({"turn": N})``) and
+every evidence id, so the model can go one level deeper with ``recall({"id": ...})``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from vak_context.context.capacity.tokens import estimate_tokens
+from vak_context.context.history.render import (
+    SHORT_ID,
+    EvidenceInfo,
+    is_card_tool,
+    record_chars,
+    render_turn,
+    strip_card_fences,
+)
+from vak_context.context.history.turns import Exchange, Turn, TurnIndex
+from vak_context.events.payloads import Answer, PresentationRef, ReadingKey, TraceLine, TurnCard
+
+NARRATION_WORDS = 60  # spec §10: verbatim when short (≤ 60 words)
+ASKED_TOKENS = 60  # spec §10: the directive verbatim if ≤ ~60 tokens
+GIST_TERMS = 8
+ARG_CHARS = 200  # an argument string up to this is shown whole in the args digest
+
+Outcome = Literal["completed", "degraded", "cancelled", "failed"]
+
+# A sentence ends at . ! or ? (closing quotes/brackets may follow) before whitespace or the end,
+# or at a blank line; common abbreviations do not end one.
+_BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*(?=\s|\Z)|\n[ \t]*\n")
+_ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "cf.", "Mr.", "Mrs.", "Ms.", "Dr.", "St.", "No.", "approx.")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-/]*[A-Za-z0-9_]|[A-Za-z]{2,}")
+_STOPWORDS = frozenset(
+    """a about above after again against all also am an and any are as at be because been before
+being below between both but by can could did do does doing down during each few for from further had has have
+having he her here hers herself him himself his how i if in into is it its itself just let like make me more most
+my myself need no nor not now of off on once only or other our ours ourselves out over own please same she should
+so some such than that the their theirs them themselves then there these they this those through to too under
+until up use very was we were what when where which while who whom why will with would you your yours yourself
+yourselves want see find show tell give get""".split()
+)
+
+
+# ------------------------------------------------------------------ text rules
+
+
+def leading_sentence(text: str) -> str:
+    """The text up to its first sentence boundary (. ! ? or a blank line); all of it if it has none."""
+    stripped = text.strip()
+    for m in _BOUNDARY.finditer(stripped):
+        candidate = stripped[: m.end()].rstrip()
+        if candidate.endswith(_ABBREVIATIONS) and m.group(0).strip() == "":
+            continue
+        if candidate:
+            return candidate
+    return stripped
+
+
+def word_count(text: str) -> int:
+    return len(text.split())
+
+
+def narration_of(text: str, word_limit: int = NARRATION_WORDS) -> str:
+    """Verbatim at ``word_limit`` words or fewer; otherwise the leading sentence."""
+    stripped = text.strip()
+    if word_count(stripped) <= word_limit:
+        return stripped
+    return leading_sentence(stripped)
+
+
+def key_terms(text: str, limit: int = GIST_TERMS) -> list[str]:
+    """The most frequent content words of ``text`` (ties by first appearance): a deterministic gist."""
+    words = [w for w in _WORD.findall(text) if w.lower() not in _STOPWORDS and len(w) > 2]
+    counts = Counter(w.lower() for w in words)
+    first: dict[str, str] = {}
+    for w in words:
+        first.setdefault(w.lower(), w)
+    order = {k: i for i, k in enumerate(first)}
+    ranked = sorted(counts, key=lambda k: (-counts[k], order[k]))
+    return [first[k] for k in ranked[:limit]]
+
+
+def asked_of(text: str, tokens_per_char: float, token_limit: int = ASKED_TOKENS) -> str:
+    """The directive verbatim when it is about ``token_limit`` tokens or fewer; else first sentence + gist.
+
+    The gist names what the rest holds: its size and its key terms. A first sentence that is itself
+    far over the budget (a pasted log with no boundary) is shown by its first words and its size;
+    the directive stays whole in the full record (recall({turn})).
+    """
+    stripped = text.strip()
+    if estimate_tokens(len(stripped), tokens_per_char) <= token_limit:
+        return stripped
+    first = leading_sentence(stripped)
+    budget_words = max(8, int(token_limit * 2 / 1.3))  # at most about twice the budget, in words
+    words = first.split()
+    if len(words) > budget_words:
+        first = " ".join(words[:budget_words]) + f" … ({len(words)} words)"
+    rest = stripped[len(leading_sentence(stripped)) :]
+    terms = key_terms(rest)
+    gist = f"[+{word_count(rest)} more words"
+    gist += f"; key terms: {', '.join(terms)}]" if terms else "]"
+    return f"{first} {gist}"
+
+
+def args_digest(args: Mapping[str, Any]) -> str:
+    """``key=value`` for each argument, in key order: short values whole, long strings named by size."""
+    parts = []
+    for key in sorted(args):
+        value = args[key]
+        if isinstance(value, str):
+            if len(value) <= ARG_CHARS and "\n" not in value:
+                shown = json.dumps(value, ensure_ascii=False)
+            else:
+                first_line = value.strip().splitlines()[0] if value.strip() else ""
+                words = " ".join(first_line.split()[:8])
+                shown = f"<{len(value)} chars: {json.dumps(words, ensure_ascii=False)}…>"
+        else:
+            text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+            if len(text) <= ARG_CHARS:
+                shown = text
+            elif isinstance(value, list):
+                shown = f"<list of {len(value)}>"
+            elif isinstance(value, dict):
+                shown = f"<object with keys {', '.join(sorted(map(str, value))[:8])}>"
+            else:
+                shown = f"<{len(text)} chars>"
+        parts.append(f"{key}={shown}")
+    return ", ".join(parts)
+
+
+def short_id(entry_id: str | None) -> str:
+    return (entry_id or "")[:SHORT_ID]
+
+
+# ------------------------------------------------------------------ the card
+
+
+def derive_outcome(index: TurnIndex, turn: Turn) -> Outcome:
+    """completed: the last step answered in prose (it made no call that was then answered);
+    cancelled: the user interrupted the turn, or it has no step at all; degraded: it stopped mid-work."""
+    tags = {c.tag for c in index.controls if c.id in set(turn.controls)}
+    if "interrupt" in tags or not turn.steps:
+        return "cancelled"
+    last = turn.steps[-1]
+    if last.text.strip() and all(ex.result is None for ex in last.exchanges):
+        return "completed"
+    return "degraded"
+
+
+def _trace_shape(ex: Exchange, evidence: Mapping[str, EvidenceInfo]) -> str:
+    """The result's shape; ``none`` for a call never answered, ``inline`` for a result with no body."""
+    if ex.evidence_id is not None and ex.evidence_id in evidence:
+        return evidence[ex.evidence_id].shape
+    return "none" if ex.result is None else "inline"
+
+
+def build_card(
+    index: TurnIndex,
+    turn: Turn,
+    evidence: Mapping[str, EvidenceInfo],
+    *,
+    outcome: Outcome | None = None,
+    reading: ReadingKey | None = None,
+) -> TurnCard:
+    """The TurnCard of ``turn``. ``evidence`` maps evidence ids to their digests (from the bodies)."""
+    tpc = index.tokens_per_char
+    did = tuple(
+        TraceLine(
+            tool=ex.tool_name,
+            args_digest=args_digest(ex.input),
+            evidence_id=ex.evidence_id,
+            shape=_trace_shape(ex, evidence),
+        )
+        for ex in turn.exchanges
+        if not is_card_tool(ex.tool_name)
+    )
+    refs = tuple(
+        PresentationRef(
+            id=pid,
+            semantic_type=p.semantic_type,
+            title=p.title,
+            digest=p.identity_digest,
+            derived_from=p.derived_from,
+        )
+        for pid, p in ((pid, turn.presentation_payloads[pid]) for pid in turn.presentations)
+    )
+    narration = ""
+    if turn.steps and turn.steps[-1].text.strip():
+        last = turn.steps[-1]
+        prose = strip_card_fences(last.text, last.id, turn.presentation_payloads, set())
+        narration = narration_of(prose)
+    full = estimate_tokens(record_chars(render_turn(turn, evidence)), tpc)
+    card = TurnCard(
+        turn_id=turn.id,
+        asked=asked_of(turn.directive.text, tpc),
+        did=did,
+        answered=Answer(presentations=refs, narration=narration),
+        outcome=outcome or derive_outcome(index, turn),
+        reading=reading or ReadingKey(),
+        tokens_full=full,
+        tokens_card=0,
+    )
+    return card.model_copy(update={"tokens_card": estimate_tokens(len(render_card(card, turn.ordinal)), tpc)})
+
+
+def render_card(card: TurnCard, ordinal: int | None = None) -> str:
+    """The card as the model reads it: what was asked, done and answered, with every id to recall."""
+    head = f"Turn {ordinal}" if ordinal is not None else f"Turn {short_id(card.turn_id)}"
+    lines = [f"{head} ({card.outcome}). Asked: {card.asked}"]
+    for t in card.did:
+        ev = f" [evidence:{short_id(t.evidence_id)}]" if t.evidence_id else ""
+        lines.append(f"- {t.tool}({t.args_digest}) → {t.shape}{ev}")
+    for p in card.answered.presentations:
+        digest = p.digest.replace("\n", "; ")
+        lines.append(f'- card {p.semantic_type} "{p.title}" [presentation:{short_id(p.id)}]: {digest}')
+    if card.answered.narration:
+        lines.append(f"Answered: {card.answered.narration}")
+    recall = f'recall({{"turn": {ordinal}}})' if ordinal is not None else "recall({turn})"
+    lines.append(f"(full record: {recall})")
+    return "\n".join(lines)
+
+
+def index_text(card: TurnCard, presentations: Mapping[str, Any] | None = None) -> str:
+    """What the card index searches (spec §10): asked, each presentation's title, labels, values and
+    takeaways, the narration, and the trace's tool names and arguments."""
+    parts = [card.asked]
+    for ref in card.answered.presentations:
+        parts.append(ref.title)
+        payload = (presentations or {}).get(ref.id)
+        parts.extend(_card_terms(payload) if payload is not None else [ref.digest])
+    parts.append(card.answered.narration)
+    for t in card.did:
+        parts.append(f"{t.tool} {t.args_digest}")
+    return "\n".join(p for p in parts if p)
+
+
+_CARD_FIELDS = frozenset(
+    {
+        "title",
+        "label",
+        "value",
+        "unit",
+        "takeaways",
+        "question",
+        "name",
+        "type",
+        "fields",
+        "columns",
+        "accessible_summary",
+        "caption",
+        "summary",
+        "when",
+        "as_of",
+        "change",
+        "x_label",
+        "y_label",
+        "items",
+        "series",
+        "sources",
+    }
+)
+
+
+def _card_terms(payload: Any) -> list[str]:
+    """Labels, values and takeaways of a card payload: the structured fields, not the prose body."""
+    out: list[str] = []
+
+    def walk(value: Any, key: str | None) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if key == "fields":  # entity attributes: name and value both identify
+                    out.append(str(k))
+                    walk(v, "value")
+                elif k in _CARD_FIELDS and k not in ("url", "snippet", "points", "body"):
+                    walk(v, k)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, key)
+        elif value is not None and not isinstance(value, bool):
+            out.append(str(value))
+
+    walk(payload, None)
+    return out

@@ -1,0 +1,181 @@
+"""The planner's fill (``vak_context.context.planner.plan`` steps 1 and 2): coverage, the packet, and Full by value. Pure.
+
+1. Coverage: from the newest turn back, each turn is carried at its cheaper form (its card, or its
+   full record when that is no larger) while it fits. When the oldest ones do not, they collapse
+   into one packet over the oldest contiguous range, grown in batches of ``PACKET_BATCH_TURNS``
+   from the first planned turn; the packet's room is reserved first (``vak_context.context.history.packets``).
+2. Full: in descending value (ties: anaphora, then newer), each turn is raised to Full while the
+   extra cost fits, skipping one that does not for a cheaper one further down. A turn inside the
+   packet range is retrieved whole (before the packet) only when it is relevant or referred to.
+
+The fill writes ``Fidelity.code`` letters into the ``HistoryColumns`` it is given (its own, built
+for this plan); the caller's ``PlanCache`` keeps what is worth keeping between plans.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from operator import le
+
+import numpy as np
+
+from vak_context.context.capacity.tokens import estimate_tokens
+from vak_context.context.history.packets import (
+    PACKET_BATCH_TURNS,
+    PACKET_SHARE,
+    PacketRoom,
+    packet_room,
+    render_stored,
+    seed_packet,
+    stored_packet,
+)
+from vak_context.context.history.turns import Summary, TurnIndex
+from vak_context.context.planner.history import CARD as CARD_TOTALS
+from vak_context.context.planner.history import CHEAP, EVIDENCE_CHARS, EVIDENCE_ITEMS, HistoryColumns
+from vak_context.context.planner.records import CARD, FULL, PACKET, PacketPlan
+from vak_context.context.planner.relevance import ranked_columns, ranked_lists
+
+
+@dataclass
+class PlanCache:
+    """What a caller keeps between the plans of one session (``SessionView`` holds one), so a plan
+    need not redo it: the characters of each stored packet's rendering, by its id. A stored packet
+    and the evidence it names never change, and rendering it walks every evidence line it lists.
+    Plans with and without a cache are the same plans."""
+
+    packet_chars: dict[str, int] = field(default_factory=dict)
+
+    def stored_chars(self, index: TurnIndex, stored: Summary) -> int:
+        chars = self.packet_chars.get(stored.id)
+        if chars is None:
+            chars = self.packet_chars[stored.id] = len(render_stored(index, stored))
+        return chars
+
+
+def fill(index: TurnIndex, w: HistoryColumns, budget: int, tpc: float, cache: PlanCache
+         ) -> tuple[PacketPlan | None, str]:
+    """Place every turn of ``w`` within ``budget``: (the packet, if any; a rescue reason, or "")."""
+    n = len(w.turns)
+    packet: PacketPlan | None = None
+    keep_from = 0
+    if w.total(CHEAP, 0, n) > budget:
+        span = packet_span(w, budget, tpc)
+        if isinstance(span, str):
+            return None, span
+        last_pos, room, reserved = span
+        packet = _packet(index, w, last_pos, room, reserved, tpc, cache)
+        keep_from = w.keep_from = last_pos + 1
+    w.fid[keep_from:] = map(_KEPT_CODE.__getitem__, map(le, w.full[keep_from:], w.card[keep_from:]))
+    left = budget - (packet.tokens if packet else 0) - w.total(CHEAP, keep_from, n)
+    if left > 0:
+        promote(w, keep_from, left)
+    return packet, ""
+
+
+def packet_span(w: HistoryColumns, budget: int, tpc: float) -> tuple[int, PacketRoom, int] | str:
+    """The packet's last position, its room and what is reserved for it; or why no packet can point
+    at the turns it leaves out (a rescue). The room and the range depend on each other: both grow
+    to a fixed point."""
+    n = len(w.turns)
+    share = math.floor(budget * PACKET_SHARE)
+    reserved, last_pos = 0, -1
+    while True:
+        need = max(w.suffix_start(budget - reserved), 1, last_pos + 1)
+        last_pos = min(n, math.ceil(need / PACKET_BATCH_TURNS) * PACKET_BATCH_TURNS) - 1
+        stop = last_pos + 1
+        room = packet_room(
+            w.turns[0].ordinal, w.turns[last_pos].ordinal, share=share, budget=budget, tokens_per_char=tpc,
+            card_tokens=w.total(CARD_TOTALS, 0, stop), item_chars=w.total(EVIDENCE_CHARS, 0, stop),
+            items=w.total(EVIDENCE_ITEMS, 0, stop),
+        )
+        if room is None:
+            return (f"no usable horizon: a budget of {budget} tokens cannot even point at the "
+                    f"{n} earlier turn(s) it leaves out")
+        if room.allowance <= reserved:
+            return last_pos, room, reserved
+        reserved = room.allowance
+
+
+_KEPT_CODE = {True: FULL, False: CARD}  # a kept turn whose full record is no larger than its card is Full
+
+
+def promote(w: HistoryColumns, keep_from: int, left: int) -> None:
+    """Raise turns to Full in descending value (ties: the referred-to, then the newer) while the extra
+    cost fits ``left``. Candidates: the kept cards, and packeted turns that are relevant or referred to.
+
+    One greedy pass over the candidates in the order of ``(-value, i != anaphora, -i)``. The
+    referred-to turn comes first (its value is 1.0, the most there is). The kept cards (as many as the
+    budget holds) are sorted; the packeted relevant turns (up to a share of the session) are ranked as
+    numpy columns and taken only while one of them could still fit: each costs its whole record, so
+    once ``left`` is below the cheapest none can, and the rest of the order is the cards'."""
+    n, an, fid, full, card = len(w.turns), w.anaphora, w.fid, w.full, w.card
+    if an is not None and fid[an] in (CARD, PACKET):
+        extra = full[an] - (card[an] if fid[an] == CARD else 0)
+        if extra <= left:
+            _raise(w, an)
+            left -= extra
+    # Keys are (-value, -i), value = max(recency, relevance). The packeted relevant turns are the
+    # scored positions before ``keep_from``, ranked; the kept cards' scores are the ones after.
+    scored, scores = w.scored, w.scores
+    if isinstance(scored, np.ndarray) and isinstance(scores, np.ndarray):
+        cut = int(np.searchsorted(scored, keep_from))
+        rel = dict(zip(scored[cut:].tolist(), scores[cut:].tolist(), strict=True))
+        ranked, cheapest = ranked_columns(full, scored[:cut], scores[:cut], n, an, left)
+    else:  # few scores, as Python lists: numpy's per-call overhead would outweigh them
+        cut = bisect_left(scored, keep_from)
+        rel = dict(zip(scored[cut:], scores[cut:], strict=True))
+        ranked, cheapest = ranked_lists(full, list(scored[:cut]), list(scores[:cut]), n, an, left)
+    kept = sorted((-max(1.0 / (n - i), rel.get(i, 0.0)), -i) for i in range(keep_from, n) if fid[i] == CARD and i != an)
+    k = h = 0
+    while left > 0:
+        if h < len(ranked) and left >= cheapest and (k == len(kept) or ranked[h] < kept[k]):
+            i = -ranked[h][1]
+            h += 1
+        elif k < len(kept):
+            i = -kept[k][1]
+            k += 1
+        else:
+            break  # no kept card is left and no packeted turn can fit any more
+        extra = full[i] - (card[i] if fid[i] == CARD else 0)
+        if extra <= left:
+            _raise(w, i)
+            left -= extra
+
+
+def _raise(w: HistoryColumns, i: int) -> None:
+    if w.fid[i] == PACKET:
+        w.retrieved.add(i)  # shown whole before the packet
+    w.fid[i] = FULL
+
+
+def _packet(index: TurnIndex, w: HistoryColumns, last_pos: int, room: PacketRoom, reserved: int, tpc: float,
+            cache: PlanCache) -> PacketPlan:
+    first, last = w.turns[0], w.turns[last_pos]
+    span = (first.ordinal, last.ordinal, first.id, last.id)
+    if room.level == "pointer":
+        return PacketPlan(*span, "pointer", room.pointer_tokens, reserved, 0)
+    if room.level == "list":
+        return PacketPlan(*span, "list", room.list_tokens, reserved, 0)
+    stored = stored_packet(index, first.id, last.id)
+    if stored is not None:
+        cost = estimate_tokens(cache.stored_chars(index, stored), tpc)  # tokens_of its rendering
+        if cost <= reserved:
+            return PacketPlan(*span, "summary", cost, reserved, 0, stored.id)
+        # A stored summary too large for this model's room: the evidence list stands in, no new call.
+        return PacketPlan(*span, "list", room.list_tokens, reserved, 0)
+    seed = seed_packet(index, first.id, last.ordinal)
+    return PacketPlan(*span, "summary", reserved, reserved, room.summary_tokens, None, seed.id if seed else None)
+
+
+def history_codes(w: HistoryColumns, rescue: bool) -> str:
+    """``w.fid`` as text. The packet's turns are ``p`` but for the few retrieved ones, so that part is
+    built from runs of ``p`` instead of joining a code per packeted turn."""
+    if rescue or not w.keep_from:
+        return "".join(w.fid)
+    runs, at = [], 0
+    for i in sorted(w.retrieved):
+        runs += [PACKET * (i - at), FULL]
+        at = i + 1
+    return "".join([*runs, PACKET * (w.keep_from - at), *w.fid[w.keep_from :]])

@@ -1,0 +1,245 @@
+"""The WorkingSetPlanner (spec §4): which past turns a request carries, and at what fidelity. Pure.
+
+``plan(index, profile, directive, prefix_tokens=, tail_tokens=, state=)`` reads no clock and does no
+I/O: the TurnIndex, the bound model's CapacityProfile, the directive, the measured prefix and tail
+sizes and the planner's own state go in; a ``Plan`` comes out, carrying the next state (like an
+autoscaling policy that returns its decision and its new state).
+
+Budget::
+
+    budget = horizon − prefix − tail − output_reserve − handoff − current_turn_reserve
+
+``horizon`` is the instruction horizon, never past the verified (or declared) window; ``handoff``
+the reset this model's plan starts after. ``current_turn_reserve`` is what the history leaves for
+the current turn (``vak_context.context.planner.currentturn.current_reserve``): an EWMA (α 0.3) of the sizes past turns
+had while current, held to half of what is left, doubled while the current turn is larger, up to
+three quarters. The current turn gets what the history's plan leaves, and compacts itself in whole
+steps when it outgrows that (``vak_context.context.planner.currentturn``); when even its most compact form does not fit,
+``plan`` raises ``RequestTooLarge``: a request over the budget is never sent.
+
+Value of a closed turn: ``max(recency, relevance, anaphora)``; recency = 1 / (1 + age in closed
+turns), relevance = BM25 score of the directive and reading terms over the turn's card, divided by
+the best score, anaphora = 1.0 for the preceding turn when the directive refers back.
+
+Fill (a turn is never split; every cost is turn-whole): coverage, then Full by value
+(``vak_context.context.planner.fill``).
+
+So Full is chosen by value while it fits, where "fits" means the turns not yet placed can still be
+carried as cards (spec §10: a 31-turn session on a small model keeps about 2 turns Full and the
+rest as cards). Reset-with-handoff is the one boundary: turns behind it are listed ``behind_reset``
+and never planned; a reset that names its model applies to that model's plans only, and the plan
+carries it (``Plan.reset``) so the projection renders its handoff. A profile with no usable horizon
+(no rung passed, or the history cannot even be pointed at) gets a plan with ``rescue`` set: the
+caller writes the reset-with-handoff for this model.
+
+``plan`` is a composition of named steps, each a pure function of what the ones before it decided
+(``request_of``, ``_apply_observations``, ``room_of``, ``_apply_history``, ``_apply_fill``,
+``_apply_current_turn``, ``_apply_record``). It takes the caller's size table and scores as they are,
+changes neither and keeps no reference to either; what is worth keeping between plans is the
+caller's: the table's own memoised columns, and a ``PlanCache``.
+"""
+
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from vak_context.context.capacity.profile import CapacityProfile, to_record
+from vak_context.context.capacity.tokens import estimate_tokens
+from vak_context.context.history.render import EvidenceInfo
+from vak_context.context.history.turns import TurnIndex
+from vak_context.context.planner.currentturn import TurnCosts, fit
+from vak_context.context.planner.fill import PlanCache, fill, history_codes
+from vak_context.context.planner.history import (
+    HistoryColumns,
+    apply_relevance,
+    behind_tokens,
+    card_scores,
+    history_columns,
+    relevance_digest,
+    scores_by_id,
+    shifted_relevance,
+    sizes_digest_of,
+    turn_ids,
+)
+from vak_context.context.planner.records import (
+    BEHIND,
+    CURRENT,
+    PACKET,
+    SHOWN,
+    Budget,
+    CurrentTurnPlan,
+    Fidelity,
+    PacketPlan,
+    Plan,
+    PlannedTurn,
+    PlannerState,
+    Rows,
+    canonical_digest,
+    flat_record,
+    plan_digest,
+)
+from vak_context.context.planner.relevance import TurnScores
+from vak_context.context.planner.room import Request, Room, midturn_reuse, refers_back, request_of, room_of
+from vak_context.context.planner.sizes import TurnTable
+
+__all__ = [
+    "Budget", "Fidelity", "PacketPlan", "Plan", "PlanCache", "PlannedTurn", "PlannerState", "Rows",
+    "plan", "refers_back", "scores_by_id",
+]
+
+def plan(
+    index: TurnIndex,
+    profile: CapacityProfile,
+    directive: str,
+    *,
+    prefix_tokens: int,
+    tail_tokens: int,
+    state: PlannerState | None = None,
+    sizes: TurnTable | None = None,
+    relevance: TurnScores | None = None,
+    reading_terms: Sequence[str] = (),
+    current: int | None = None,
+    infos: Mapping[str, EvidenceInfo] | None = None,
+    current_costs: TurnCosts | None = None,
+    cache: PlanCache | None = None,
+) -> Plan:
+    """Plan one request. ``current`` is the ordinal of the current turn when its directive is already
+    in the index (turns after it are ignored: a replay as of that turn); None means ``directive`` is
+    new. ``sizes`` is the caller's ``TurnTable`` of each turn's ``measure_turn`` result (None, or a
+    table not in step with the index: sizes are estimated from the cards); ``relevance`` the raw BM25
+    scores by turn position (None: computed here over the cards; ``scores_by_id`` converts scores by
+    turn id). Neither is changed: the plan keeps no reference to them, and the token columns, running
+    totals and sizes digest it reads are ones the table derives from its rows and memoises itself (the
+    caller's cache, like ``cache``). ``infos`` digests the current turn's evidence (without them its
+    steps go from as carried to the step packet); ``current_costs`` is
+    ``vak_context.context.planner.currentturn.turn_costs`` of the current turn, when the caller keeps it; ``cache`` is the
+    caller's ``PlanCache`` (None: nothing is kept; the plan is the same).
+
+    Raises ``RequestTooLarge`` when even the current turn's most compact form does not fit."""
+    state_in = state or PlannerState()
+    req = request_of(index, profile, directive, prefix_tokens, tail_tokens, current, infos, current_costs)
+    new_state = _apply_observations(index, state_in, req)
+    room = room_of(index, profile, req, new_state)
+    w = _apply_history(index, req, room, sizes, relevance, reading_terms)
+    packet, rescue = _apply_fill(index, w, req, room, cache or PlanCache())
+    packet, turn_plan = _apply_current_turn(index, w, req, room, packet, rescue)
+    return _apply_record(index, profile, req, room, w, sizes, packet, rescue, turn_plan,
+                         (state_in, new_state), reading_terms)
+
+
+def _apply_observations(index: TurnIndex, state: PlannerState, req: Request) -> PlannerState:
+    """Fold every closed turn not yet seen into the EWMA of the sizes turns had while current."""
+    for t in index.turns[state.observed_through : req.end]:  # ordinal k sits at position k − 1
+        seen = t.tokens if t.tokens_source == "receipt" else estimate_tokens(t.chars, req.tpc)
+        state = state.observe(seen, t.ordinal)
+    return state
+
+
+def _apply_history(index: TurnIndex, req: Request, room: Room, sizes: TurnTable | None,
+                   relevance: TurnScores | None, reading_terms: Sequence[str]) -> HistoryColumns:
+    """The planned turns as columns, with their relevance and the referred-to turn."""
+    w = history_columns(index, room.start, req.end, sizes, req.tpc)
+    if relevance is None:
+        relevance = card_scores(index, w.turns, " ".join([req.directive, *reading_terms]))
+    apply_relevance(w, relevance)
+    if req.refers_back and w.turns:
+        w.anaphora = len(w.turns) - 1
+    return w
+
+
+def _apply_fill(index: TurnIndex, w: HistoryColumns, req: Request, room: Room, cache: PlanCache
+                ) -> tuple[PacketPlan | None, str]:
+    """Place the history in the budget: (the packet, the rescue reason). A rescue carries no history."""
+    packet: PacketPlan | None = None
+    rescue = room.rescue
+    if not rescue and w.turns:
+        packet, rescue = fill(index, w, max(room.budget, 0), req.tpc, cache)
+    if rescue:
+        packet = None
+        _carry_none(w, BEHIND)
+    return packet, rescue
+
+
+def _carry_none(w: HistoryColumns, code: str) -> None:
+    """Every planned turn at ``code`` (behind a reset, or in a packet): the request carries none of them."""
+    w.fid = [code] * len(w.turns)
+    w.retrieved = set()
+    w.keep_from = len(w.turns)
+
+
+def _apply_current_turn(index: TurnIndex, w: HistoryColumns, req: Request, room: Room,
+                        packet: PacketPlan | None, rescue: str) -> tuple[PacketPlan | None, CurrentTurnPlan | None]:
+    """Fit the current turn in what the history leaves; reuse a recorded mid-turn compaction when the
+    turn must compact anyway and it fits (it then covers the whole history)."""
+    if req.costs is None or req.turn is None:
+        return packet, None
+    turn_plan = fit(req.costs, req.tpc, room.available - _history_tokens(w, packet))
+    if turn_plan.compacted and not rescue:
+        reuse = midturn_reuse(index, w.turns, req.turn, req.costs, req.tpc, room.available)
+        if reuse is not None:
+            _carry_none(w, PACKET)
+            return reuse
+    return packet, turn_plan
+
+
+def _spent(w: HistoryColumns) -> tuple[int, int]:
+    """Tokens of the history the request shows: (Full, cards)."""
+    shown = [i for i in (*w.retrieved, *range(w.keep_from, len(w.turns))) if w.fid[i] in SHOWN]
+    full = sum(w.full[i] for i in shown if w.fid[i] == Fidelity.FULL.code)
+    cards = sum(w.card[i] for i in shown if w.fid[i] == Fidelity.CARD.code)
+    return full, cards
+
+
+def _history_tokens(w: HistoryColumns, packet: PacketPlan | None) -> int:
+    return (packet.tokens if packet else 0) + sum(_spent(w))
+
+
+def _apply_record(index: TurnIndex, profile: CapacityProfile, req: Request, room: Room, w: HistoryColumns,
+                  sizes: TurnTable | None, packet: PacketPlan | None, rescue: str,
+                  turn_plan: CurrentTurnPlan | None, states: tuple[PlannerState, PlannerState],
+                  reading_terms: Sequence[str]) -> Plan:
+    """The plan as a frozen record: its rows, its budget, the inputs it was made from and its digests."""
+    current_tokens = turn_plan.tokens if turn_plan is not None else req.directive_tokens
+    full_spent, card_spent = _spent(w)
+    ids = turn_ids(index, req.end + (1 if req.current is not None else 0), sizes)
+    rows = _rows(index, req, room, w, sizes, ids, bool(rescue), current_tokens)
+    spent = Budget(
+        room.horizon, req.prefix, req.tail, room.out, room.reserve, room.budget, current_tokens,
+        packet=packet.tokens if packet else 0, cards=card_spent, full=full_spent,
+    )
+    inputs = {
+        "model": req.key,
+        "profile": to_record(profile).model_dump(mode="json"),
+        "directive": req.directive,
+        "current": req.current,
+        "prefix_tokens": req.prefix,
+        "tail_tokens": req.tail,
+        "reading_terms": list(reading_terms),
+        "state": flat_record(states[0]),
+        "head": index.head,
+        "turns": len(index.turns),
+        "sizes": sizes_digest_of(index, sizes, ids, req.end),
+        "relevance": relevance_digest(w.scored, w.scores, room.start),
+    }
+    result = Plan(
+        model=req.key, directive=req.directive, current_ordinal=req.current, rows=rows, packet=packet,
+        budget=spent, state=states[1], refers_back=req.refers_back, rescue=bool(rescue), rescue_reason=rescue,
+        inputs_digest=canonical_digest(inputs), inputs=inputs, current_turn=turn_plan, reset=room.reset,
+    )
+    return replace(result, digest=plan_digest(result))
+
+
+def _rows(index: TurnIndex, req: Request, room: Room, w: HistoryColumns, sizes: TurnTable | None,
+          ids: list[str], rescue: bool, current_tokens: int) -> Rows:
+    """The plan's own columns (copies: the caller's table may change after the plan is made)."""
+    start = room.start
+    behind_full, behind_card = behind_tokens(index, start, sizes, req.tpc)
+    codes = BEHIND * start + history_codes(w, rescue) + (CURRENT if req.current is not None else "")
+    return Rows(
+        tuple(ids), codes, (*behind_full, *w.full), (*behind_card, *w.card), start, req.end,
+        shifted_relevance(w, start),
+        start + w.anaphora if w.anaphora is not None else None,
+        frozenset(start + i for i in w.retrieved), current_tokens,
+    )

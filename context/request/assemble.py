@@ -1,0 +1,293 @@
+"""The request's stable prefix and moving tail (spec §6, §10 "Cache mechanics"). Pure.
+
+* :func:`system_prompt`: the static layers only (identity, contract, guardrails, the tool catalogue):
+  byte-identical across turns, so nothing that changes per turn may enter it.
+* :func:`prefix_digest`: blake3 of the canonical system + tool list; written with every receipt. A turn
+  whose digest differs from the previous turn's is a cache break, surfaced as an activity.
+* :class:`Tail` / :func:`render_tail`: the per-turn block (``<turn_context>``, ``<intent>``, ``<stance>``,
+  ``<thread>``, ``<work_contract>``). It never restates the directive.
+* :func:`attach_tail`: puts the tail into the turn's *directive* message (resolved from the turn
+  structure, never "the last user message"), after any leading tool results and before the directive's
+  own words, so the last thing the model reads there is the user's text.
+* :func:`cache_breakpoints`: after the prefix, after the previous turn, on the current step.
+* :func:`project`: the ChatRequest a plan asks for: stable prefix (system + tools), the reset's handoff,
+  retrieved older turns whole, the packet, the working-set turns (Full or card), and the current turn
+  (as its plan carries it) with the tail before the directive's own words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import blake3
+
+from vak_context.context.capacity.profile import CapacityProfile, request_chars
+from vak_context.context.capacity.tokens import estimate_tokens
+from vak_context.context.history.packets import (
+    covered_evidence,
+    evidence_count,
+    render_handoff,
+    render_packet,
+    render_step_packet,
+    render_stored,
+    step_items,
+)
+from vak_context.context.history.render import EvidenceInfo, render_turn
+from vak_context.context.history.turns import TurnIndex
+from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.sizes import card_text
+from vak_context.context.request.messages import (
+    CacheHints,
+    ChatRequest,
+    Message,
+    Part,
+    TextPart,
+    ToolResultPart,
+    ToolSpec,
+)
+from vak_context.errors import InvalidInput
+from vak_context.events.canonical import encode
+
+DEFAULT_IDENTITY = (
+    "You are a careful software agent working in the user's workspace through tools. "
+    "Use the tools to look before you answer; answer from what they returned."
+)
+DEFAULT_CONTRACT = (
+    "Tool results from earlier turns may appear as digests ending in [evidence:<id> …]; recall returns any "
+    "of them in full. Earlier turns may appear as cards or a summary packet that names what it covers."
+)
+DEFAULT_STANCE = "Answer directly; still use a tool when the answer depends on what the workspace holds."
+
+
+def system_prompt(catalogue: str = "", *, identity: str = DEFAULT_IDENTITY, contract: str = DEFAULT_CONTRACT,
+                  guardrails: str = "") -> str:
+    """The system prompt's static layers in a fixed order, blank layers left out."""
+    return "\n\n".join(layer.strip() for layer in (identity, contract, guardrails, catalogue) if layer.strip())
+
+
+def prefix_digest(system: str, tools: Sequence[ToolSpec]) -> str:
+    """blake3 over the canonical JSON of the system prompt and the tool schemas, in order."""
+    record = {"system": system, "tools": [t.model_dump(mode="json") for t in tools]}
+    return blake3.blake3(encode(record)).hexdigest()
+
+
+def prefix_change(before: tuple[str, Sequence[ToolSpec]], after: tuple[str, Sequence[ToolSpec]]) -> str:
+    """What changed between two prefixes, in words, for the cache-break activity."""
+    (s0, t0), (s1, t1) = before, after
+    parts: list[str] = []
+    if s0 != s1:
+        at = next((i for i, (a, b) in enumerate(zip(s0, s1, strict=False)) if a != b), min(len(s0), len(s1)))
+        parts.append(f"system prompt differs from char {at} ({len(s0)} → {len(s1)} chars)")
+    names0, names1 = [t.name for t in t0], [t.name for t in t1]
+    if names0 != names1:
+        added = [n for n in names1 if n not in names0]
+        removed = [n for n in names0 if n not in names1]
+        parts.append(f"tools added {added}, removed {removed}" if added or removed else "tool order changed")
+    else:
+        changed = [a.name for a, b in zip(t0, t1, strict=True) if a != b]
+        if changed:
+            parts.append(f"tool schemas changed: {changed}")
+    return "; ".join(parts) or "no change"
+
+
+@dataclass(frozen=True)
+class Tail:
+    """The moving tail of one turn. ``now`` is a UTC timestamp (seconds); the caller owns the clock."""
+
+    now: float
+    timezone: str = "UTC"
+    intent: str = ""
+    stance: str = DEFAULT_STANCE
+    thread: tuple[str, ...] = ()  # directives NOT in the working set verbatim
+    paused: tuple[str, ...] = ()  # superseded directives: "earlier, now paused"
+    work_contract: str = ""
+
+
+def render_tail(tail: Tail) -> str:
+    """The tail block, each part on its own tagged line(s); empty parts are left out."""
+    try:
+        zone = ZoneInfo(tail.timezone)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise InvalidInput(f"unknown time zone {tail.timezone!r}; use an IANA name such as 'Europe/Paris'") from exc
+    instant = datetime.fromtimestamp(tail.now, UTC)
+    local = instant.astimezone(zone)
+    lines = [
+        f"<turn_context>UTC {instant.strftime('%Y-%m-%dT%H:%M:%SZ')}; local {local.strftime('%Y-%m-%d %H:%M')} "
+        f"{tail.timezone} (UTC{local.strftime('%z')})</turn_context>"
+    ]
+    if tail.intent.strip():
+        lines.append(f"<intent>{tail.intent.strip()}</intent>")
+    if tail.stance.strip():
+        lines.append(f"<stance>{tail.stance.strip()}</stance>")
+    thread = [f"- {d}" for d in tail.thread] + [f"- (earlier, now paused) {d}" for d in tail.paused]
+    if thread:
+        lines.append("<thread>\n" + "\n".join(thread) + "\n</thread>")
+    if tail.work_contract.strip():
+        lines.append(f"<work_contract>{tail.work_contract.strip()}</work_contract>")
+    return "\n".join(lines) + "\n"
+
+
+def attach_tail(messages: Sequence[Message], tail: str, directive_index: int) -> tuple[Message, ...]:
+    """``messages`` with ``tail`` inserted into the directive message at ``directive_index``: after its
+    leading tool results, before its first other part. Every other message is returned unchanged."""
+    if not 0 <= directive_index < len(messages):
+        raise InvalidInput(f"directive index {directive_index} is not a message index (0–{len(messages) - 1})")
+    msg = messages[directive_index]
+    if msg.role != "user":
+        raise InvalidInput(f"message {directive_index} is an {msg.role} message, not the turn's directive")
+    if not tail.strip():  # providers refuse blank text parts
+        return tuple(messages)
+    lead = 0
+    while lead < len(msg.content) and isinstance(msg.content[lead], ToolResultPart):
+        lead += 1
+    content = (*msg.content[:lead], TextPart(text=tail), *msg.content[lead:])
+    return (*messages[:directive_index], Message(role="user", content=content), *messages[directive_index + 1:])
+
+
+def cache_breakpoints(n_messages: int, directive_index: int | None, session_key: str | None) -> CacheHints:
+    """Breakpoints computed once per request: after the prefix (``prefix=True``), on the last message
+    before the current turn (the previous turn), and on the current step (the last message)."""
+    points: list[int] = []
+    if directive_index is not None and directive_index > 0:
+        points.append(directive_index - 1)
+    if n_messages:
+        points.append(n_messages - 1)
+    return CacheHints(session_key=session_key, prefix=True, breakpoints=tuple(sorted(set(points))))
+
+
+# ------------------------------------------------------------------ the projection (moved from agent/request.py)
+
+
+def text_tokens(profile: CapacityProfile, text: str) -> int:
+    return estimate_tokens(len(text), profile.tokens_per_char.value)
+
+
+def prefix_tokens(profile: CapacityProfile, system: str, tools: Sequence[ToolSpec] = ()) -> int:
+    """The stable prefix's size: system prompt and tool schemas, counted as a request counts them."""
+    return estimate_tokens(request_chars(ChatRequest(model="", system=system, tools=tuple(tools))), profile.tokens_per_char.value)
+
+
+def packet_text(index: TurnIndex, p: Plan) -> str | None:
+    """The packet a plan renders, or None when it has none. Raises when the summary is still to write."""
+    pk = p.packet
+    if pk is None:
+        return None
+    if pk.level == "pointer":
+        return render_packet(
+            pk.first_ordinal, pk.last_ordinal, level="pointer",
+            total_evidence=evidence_count(index, pk.first_ordinal, pk.last_ordinal),
+        )
+    if pk.level == "list":
+        items = covered_evidence(index, pk.first_ordinal, pk.last_ordinal)
+        return render_packet(pk.first_ordinal, pk.last_ordinal, level="list", evidence=items)
+    if pk.stored_id is None:
+        raise InvalidInput(
+            f"the plan wants a summary of turns {pk.first_ordinal}–{pk.last_ordinal} that is not written yet: "
+            "write it with vak_context.agent.summarise.write_packet, then plan again"
+        )
+    stored = next((s for s in index.summaries if s.id == pk.stored_id), None)
+    if stored is None:
+        raise InvalidInput(f"stored packet {pk.stored_id} is not in this index; plan against the same index")
+    return render_stored(index, stored)
+
+
+def project(
+    index: TurnIndex,
+    p: Plan,
+    *,
+    model: str,
+    infos: Mapping[str, EvidenceInfo],
+    system: str = "",
+    tools: Sequence[ToolSpec] = (),
+    tail: str = "",
+    max_tokens: int = 1024,
+    temperature: float | None = None,
+    cache: CacheHints | None = None,
+) -> ChatRequest:
+    """The ChatRequest ``p`` asks for. ``infos`` digests the evidence of the turns shown at Full and of
+    the current turn's steps the plan digests."""
+    messages: list[Message] = []
+    if p.reset is not None:  # the reset this model's plan starts after: its handoff comes first
+        mark = next((r for r in index.reset_marks if r.id == p.reset.entry_id), None)
+        if mark is None:
+            raise InvalidInput(f"reset {p.reset.entry_id} is not in this index; plan against the same index")
+        _append(messages, Message(role="user", content=(TextPart(text=render_handoff(mark.turns, mark.handoff)),)))
+    turns = [(index.turn(t.ordinal), t) for t in p.shown()]
+    for turn, pt in turns:  # retrieved older turns come first, whole
+        if pt.retrieved:
+            _extend(messages, render_turn(turn, infos))
+    text = packet_text(index, p)
+    if text is not None:
+        _append(messages, Message(role="user", content=(TextPart(text=text),)))
+    for turn, pt in turns:
+        if pt.retrieved:
+            continue
+        if pt.fidelity == "full":
+            _extend(messages, render_turn(turn, infos))
+        else:
+            _append(messages, Message(role="user", content=(TextPart(text=card_text(index, turn, infos)),)))
+    if p.current_ordinal is not None:
+        current = current_turn_messages(index, p, infos)
+        first = current[0]
+        if tail.strip():  # providers refuse blank text parts
+            first = Message(role="user", content=(TextPart(text=tail), *first.content))
+        _extend(messages, [first, *current[1:]])
+    else:
+        parts: tuple[Part, ...] = (TextPart(text=tail),) if tail.strip() else ()
+        _append(messages, Message(role="user", content=(*parts, TextPart(text=p.directive))))
+    return ChatRequest(
+        model=model,
+        system=system,
+        messages=tuple(messages),
+        tools=tuple(tools),
+        max_tokens=max_tokens,
+        temperature=temperature,
+        cache=cache or CacheHints(),
+    )
+
+
+def current_turn_messages(index: TurnIndex, p: Plan, infos: Mapping[str, EvidenceInfo]) -> list[Message]:
+    """The current turn's messages as its plan carries them (before the tail joins the first one): steps in a stored or step packet left out whole (the
+    step packet, naming their evidence, follows the directive), then digested steps, then the rest
+    with their results as the request carried them."""
+    turn = index.turn(p.current_ordinal or 0)
+    ct = p.current_turn
+    if ct is None or ct.digest_through == 0:  # nothing left out, nothing digested
+        return render_turn(turn, {}, with_tail=False)
+    lead: tuple[Part, ...] = ()
+    if ct.packet_through > ct.covered:
+        items = [item for step in step_items(index, turn)[ct.covered : ct.packet_through] for item in step]
+        lead = (TextPart(text=render_step_packet(turn.ordinal, ct.covered + 1, ct.packet_through,
+                                                 level="ids" if ct.level == "ids" else "list", items=items)),)
+    return render_turn(turn, infos, first_step=ct.packet_through, digest_until=ct.digest_through, lead=lead,
+                       with_tail=False)
+
+
+def _extend(messages: list[Message], more: Iterable[Message]) -> None:
+    for m in more:
+        _append(messages, m)
+
+
+def _append(messages: list[Message], msg: Message) -> None:
+    """Consecutive messages of one role merge (providers want roles to alternate); tool results lead."""
+    if messages and messages[-1].role == msg.role:
+        prev = messages[-1]
+        results = tuple(p for p in msg.content if isinstance(p, ToolResultPart))
+        if msg.role == "user" and results:
+            rest = tuple(p for p in msg.content if not isinstance(p, ToolResultPart))
+            lead = tuple(p for p in prev.content if isinstance(p, ToolResultPart))
+            other = tuple(p for p in prev.content if not isinstance(p, ToolResultPart))
+            messages[-1] = Message(role="user", content=lead + results + other + rest)
+        else:
+            messages[-1] = Message(role=msg.role, content=prev.content + msg.content)
+        return
+    messages.append(msg)
+
+
+def request_tokens(profile: CapacityProfile, request: ChatRequest) -> int:
+    return estimate_tokens(request_chars(request), profile.tokens_per_char.value)
+
+

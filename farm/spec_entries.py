@@ -1,0 +1,155 @@
+"""The farm spec's typed objects: models, sessions, tasks and the ``FarmSpec`` that holds them.
+
+All frozen; ``vak_context.farm.spec_parse`` builds them from TOML and ``vak_context.farm.spec`` is the entry point
+(its docstring is the file format's reference).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+ModelKind = Literal["local", "endpoint", "hosted"]
+SessionKind = Literal["recording", "ledger", "generated"]
+Expect = Literal["card", "answer", "tool_call"]
+MODEL_KINDS: tuple[str, ...] = ("local", "endpoint", "hosted")
+SESSION_KINDS: tuple[str, ...] = ("recording", "ledger", "generated")
+TASK_KINDS: tuple[str, ...] = ("probe", "replay", "live")
+EXPECTS: tuple[str, ...] = ("card", "answer", "tool_call")
+REPO = Path(__file__).resolve().parent.parent
+SHARED_PREFIX = "shared:"
+# The quick ladder: small enough for a few minutes on 2 cores with a 135M model.
+QUICK_PROBE = {"window": 2048, "first_rung": 1024, "max_sizes": 2, "samples": 1, "controls": 0}
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One model of the farm. ``profile_*`` fields are what replay projects under."""
+
+    name: str
+    kind: ModelKind
+    model: str = ""  # local: alias or .gguf path; endpoint: the served model name
+    spec: str = ""  # hosted: provider:model
+    base_url: str = ""  # endpoint
+    api_key_env: str = ""  # endpoint: the environment variable that holds the key
+    n_ctx: int = 4096  # local
+    threads: int = 1  # local
+    n_parallel: int = 1  # local
+    resource: str = "vak_model_node"  # local: the custom resource a node serving models advertises
+    window: int | None = None  # declared window (local: n_ctx)
+    horizon: int | None = None  # instruction horizon for replay (default: the window)
+    output_reserve: int = 512
+    tokens_per_char: float = 0.25
+
+    @property
+    def declared_window(self) -> int:
+        if self.window is not None:
+            return self.window
+        return self.n_ctx if self.kind == "local" else 8192
+
+    @property
+    def replay_horizon(self) -> int:
+        return self.horizon if self.horizon is not None else self.declared_window
+
+    @property
+    def provider(self) -> str:
+        """The ProfileKey provider: ``local``, ``openai-compat`` or the hosted spec's provider."""
+        if self.kind == "local":
+            return "local"
+        if self.kind == "endpoint":
+            return "openai-compat"
+        return self.spec.partition(":")[0]
+
+
+@dataclass(frozen=True)
+class SessionEntry:
+    name: str
+    kind: SessionKind
+    path: Path | None = None  # recording: the file; ledger: the ledger folder
+    select: str = ""  # recording: a suffix of the recording's name in a file holding several
+    session: str = ""  # ledger: the session's name in that ledger
+    seed: int = 0  # generated
+    turns: int = 12  # generated
+
+
+@dataclass(frozen=True)
+class ProbeTask:
+    name: str
+    models: tuple[str, ...]
+    kind: Literal["probe"] = "probe"
+    window: int | None = None  # probe as if this were the declared window (a smaller ladder)
+    first_rung: int = 4096
+    max_sizes: int | None = None
+    samples: int = 3
+    controls: int = 1
+    protocol: Literal["native", "inline_fence"] | None = None  # None: the model's usual one (vak_context.agent.probe)
+    cache_rung: bool = False
+    max_tokens: int = 32
+
+    @property
+    def sessions(self) -> tuple[str, ...]:
+        return ()
+
+
+@dataclass(frozen=True)
+class ReplayTask:
+    name: str
+    models: tuple[str, ...]
+    sessions: tuple[str, ...]
+    kind: Literal["replay"] = "replay"
+
+
+@dataclass(frozen=True)
+class LiveTask:
+    name: str
+    models: tuple[str, ...]
+    session: str
+    directives: tuple[str, ...] = ()  # texts to run as new turns after the session
+    turns: tuple[int, ...] = ()  # recorded turns whose directive is run again (history up to it)
+    repeats: int = 3
+    require: int = 1
+    expect: Expect = "answer"
+    max_steps: int = 2
+    max_tokens: int = 96
+    kind: Literal["live"] = "live"
+
+    @property
+    def sessions(self) -> tuple[str, ...]:
+        return (self.session,)
+
+
+Task = ProbeTask | ReplayTask | LiveTask
+
+
+@dataclass(frozen=True)
+class FarmSpec:
+    name: str
+    models: tuple[ModelEntry, ...]
+    sessions: tuple[SessionEntry, ...]
+    tasks: tuple[Task, ...]
+    source: Path | None = field(default=None, compare=False)
+
+    def model(self, name: str) -> ModelEntry:
+        return next(m for m in self.models if m.name == name)
+
+    def session(self, name: str) -> SessionEntry:
+        return next(s for s in self.sessions if s.name == name)
+
+    def digest(self) -> str:
+        """A digest of what the spec asks for (not where the file lies): the default run id's suffix."""
+        body = {"name": self.name, "models": [asdict(m) for m in self.models],
+                "sessions": [asdict(s) for s in self.sessions], "tasks": [asdict(t) for t in self.tasks]}
+        return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+    def default_run_id(self) -> str:
+        return f"{self.name}-{self.digest()[:12]}"
+
+
+
+def shared_root() -> Path:
+    env = os.environ.get("VAK_SHARED")
+    return Path(env) if env else REPO.parent / "shared"

