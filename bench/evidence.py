@@ -142,8 +142,7 @@ def recorded() -> Iterator[Sample]:
     folder = SHARED / "data" / "trajectories"
     if not folder.is_dir():
         return
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from test_evidence_shapes import READERS  # the readers the shape tests use
+    from tests.fakes.trajectory_readers import READERS  # the readers the shape tests use
 
     by_shape: dict[str, list[Body]] = {}
     for name, read in READERS.items():
@@ -253,7 +252,7 @@ def adversarial_case(kind: str, size: int) -> dict[str, float | str]:
     """Detect and digest one adversarial body once, the way ``vak_context.context.history.render.evidence_info`` does:
     ``shaped_digest``, or where the code predates it, ``detect_shape`` then ``digest`` with that
     shape. Wall and CPU milliseconds, and the digest's length."""
-    from tests.adversarial_bodies import adversarial
+    from tests.fakes.adversarial_bodies import adversarial
     from vak_context.context.evidence import digest as evidence
 
     case = adversarial(kind, size)
@@ -278,13 +277,13 @@ def adversarial_case(kind: str, size: int) -> dict[str, float | str]:
 
 
 def adversarial_rows(*, quick: bool, limit_s: float) -> list[tuple[str, ...]]:
-    """Each adversarial body of tests/adversarial_bodies.py, at the issue's size and a tenth of it.
+    """Each adversarial body of tests/fakes/adversarial_bodies.py, at the issue's size and a tenth of it.
 
     Each run is a child process with a time limit (a quadratic digest would otherwise never end).
     Linear time shows as a CPU-time ratio near 10 (CPU time, since wall time on a shared machine
     mostly measures the neighbours).
     """
-    from tests.adversarial_bodies import ADVERSARIAL
+    from tests.fakes.adversarial_bodies import ADVERSARIAL
 
     rows: list[tuple[str, ...]] = []
     for kind, (_, full, _) in ADVERSARIAL.items():

@@ -1,6 +1,6 @@
 """How often the probe lands within one search step of a known threshold when answers are noisy.
 
-The scripted threshold model (``tests/test_probe_scripted.py``) follows the instruction iff the
+The scripted threshold model (``tests/fakes/threshold.py``) follows the instruction iff the
 billed prompt is under T tokens, and flips each instruction answer
 with probability ``noise``. Its billing is not what the probe asked for: a template overhead, a
 per-message cost and a tokens-per-char ratio far from the prior. For each sampling policy and noise
@@ -29,7 +29,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.test_probe_scripted import ThresholdModel
+from tests.fakes.threshold import ThresholdModel
 from vak_context.agent.probe import ProbeRunner, ProbeSettings
 from vak_context.context.capacity.profile import ProfileKey
 from vak_context.providers.base import RetryPolicy

@@ -1,1 +1,1 @@
-"""vak-context tests (a package so conftest can load tests.fixtures_model as a plugin)."""
+"""vak-context tests (a package, so test modules and the shared fakes import as ``tests.*``)."""

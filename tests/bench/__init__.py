@@ -1,0 +1,1 @@
+"""Bench tier: smoke tests of the scripts in bench/ (tiny sizes, no timing asserts)."""

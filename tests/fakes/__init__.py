@@ -1,0 +1,18 @@
+"""What the tests share: fakes, fixtures and data, imported as ``tests.fakes.*`` (never from a test module).
+
+- ``httpserver``: the one loopback HTTP server (127.0.0.1, port 0, a thread) serving an httpx handler.
+- ``threshold``: the scripted threshold model (follows a tool instruction iff the prompt is under T tokens).
+- ``scripted``: the scripted OpenAI-compatible model the turn-loop tests drive, and its completions.
+- ``sessions``: sessions built entry by entry (``SessionBuilder``, ``build_session``, ``ledger_session``, ``Chain``).
+- ``probe``: the probe run against the threshold model, and hand-made rung outcomes.
+- ``ledgers``, ``ledger_contract``: ways to reach a ledger that only tests need (the LedgerActor class in this
+  process), and the conformance suite every way to reach a ledger runs.
+- ``cli``: the `vak` command line as a test drives it (a small ledger, its one-line errors, its process).
+- ``network``: the guard that refuses connections outside loopback in the test process.
+- ``sockets``: the kernel's socket tables, read for a process tree.
+- ``local_model``, ``imported``: the session fixtures (the real local model server, the recorded sessions
+  imported once), registered as plugins by tests/conftest.py.
+- ``recall``, ``recordings``, ``trajectory_readers``, ``adversarial_bodies``, ``canary``, ``chat_requests``,
+  ``provider_bodies/``: inputs and oracles shared by several test files (and bench/).
+- ``crash_writer``: the crash test's child process; ``farm_jobs.toml``: the farm the Ray job test submits.
+"""

@@ -1,0 +1,1 @@
+"""Live tier: talks to the real local llama.cpp model server (some also need Ray)."""

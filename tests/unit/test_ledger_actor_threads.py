@@ -1,0 +1,81 @@
+"""The LedgerActor's appends as a threaded actor: ``LedgerStore.append_many`` commits a call's group
+in the calling thread (leader/follower), with no committer thread in between (issue 14)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vak_context.errors import UnknownKind
+from vak_context.events.envelope import Mapper
+from vak_context.events.payloads import Nudge
+from vak_context.storage.ledger import LedgerStore
+
+
+def test_followers_queued_behind_a_commit_share_the_next_one(ledger_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While one call's commit is held inside its fsync, six more calls from six threads queue behind
+    it; once it returns, one of them writes all six groups' appends as one commit (two commits in all),
+    each call gets its own ids, and the ids chain in order of the seq each was given."""
+    store = LedgerStore(ledger_dir)
+    store.append_many("s", [([Nudge(tag="t", text="first")], None)])  # the session and its tail exist
+    commits_before = store.commits("s")
+    in_fsync, release = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def held_fsync(fd: int) -> None:
+        if not in_fsync.is_set():
+            in_fsync.set()
+            assert release.wait(60)
+        real_fsync(fd)
+
+    arrived, all_arrived = [0], threading.Event()
+    lead_or_follow = store._lead_or_follow
+
+    def counted(*args: Any) -> Any:  # called with the session lock held, before a call waits or leads
+        arrived[0] += 1
+        if arrived[0] == 7:
+            all_arrived.set()
+        return lead_or_follow(*args)
+
+    monkeypatch.setattr(os, "fsync", held_fsync)
+    monkeypatch.setattr(store, "_lead_or_follow", counted)
+    results: dict[int, Any] = {}
+
+    def call(k: int) -> None:
+        results[k] = store.append_many("s", [([Nudge(tag="t", text=f"{k}.{j}")], None) for j in range(2)])
+
+    leader = threading.Thread(target=call, args=(0,))
+    leader.start()
+    assert in_fsync.wait(60)
+    followers = [threading.Thread(target=call, args=(k,)) for k in range(1, 7)]
+    for t in followers:
+        t.start()
+    assert all_arrived.wait(60)
+    release.set()
+    for t in [leader, *followers]:
+        t.join(60)
+    assert store.commits("s") - commits_before == 2
+    ids = [i for k in range(7) for r in results[k] for i in r]
+    assert all(len(r) == 1 for k in range(7) for r in results[k]) and len(set(ids)) == 14
+    chain = [e.id for e in store.entries("s")][1:]
+    assert sorted(ids, key=chain.index) == chain and set(chain) == set(ids)
+    assert store.verify().ok
+    store.close()
+
+
+def test_a_bad_request_fails_alone(ledger_dir: Path) -> None:
+    """In one ``append_many`` call a request with an unknown kind gets its own error; the requests
+    before and after it are written, one after the other in the chain."""
+    pair = Mapper().encode_payload(Nudge(tag="t", text="ok"))
+    with LedgerStore(ledger_dir) as store:
+        first, bad, last = store.append_many("s", [([pair], None), ([("no_such_kind", b"{}")], None), ([pair], None)])
+        assert isinstance(bad, UnknownKind)
+        assert isinstance(first, list) and isinstance(last, list)
+        assert [e.id for e in store.entries("s")] == first + last
+        assert store.entries("s")[1].parent == first[0]
+
+
