@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import tests.test_planner_golden as golden
+import tests.fakes.golden_plans as golden
 from tests.fakes.sessions import SessionBuilder
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey, request_budget
 from vak_context.context.planner.plan import Plan
