@@ -134,10 +134,14 @@ def _run_writers(writers: int, seconds: float, batch: int, step: Callable[[int, 
     def loop(w: int) -> None:
         barrier.wait()
         r = 0
-        while time.perf_counter() < stop:
+        # At least one round each: on a loaded machine a thread can start after ``stop``, and a cell with no
+        # entries would be a rate of 0 (and a ratio dividing by it).
+        while True:
             step(w, r)
             counts[w] += batch
             r += 1
+            if time.perf_counter() >= stop:
+                break
 
     threads = [threading.Thread(target=loop, args=(w,)) for w in range(writers)]
     for t in threads:
@@ -170,9 +174,11 @@ def bench_ledger_async(root: Path, writers: int, batch: int, seconds: float) -> 
         stop = time.perf_counter() + seconds
 
         async def loop(w: int) -> None:
-            while time.perf_counter() < stop:
+            while True:  # at least one round, as in _run_writers
                 await store.append_async("bench", pre[w])
                 counts[w] += batch
+                if time.perf_counter() >= stop:
+                    break
 
         t0 = time.perf_counter()
         await asyncio.gather(*[loop(w) for w in range(writers)])
