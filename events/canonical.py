@@ -109,7 +109,7 @@ def encode_plain_object(obj: dict[str, Any]) -> bytes | None:
     keys already in sorted order, each value a str, an int, a bool, None, or a list or tuple of str.
 
     On those, pydantic-core writes what ``encode`` writes (the same escapes, raw UTF-8, big ints in
-    decimal: tests/test_canonical_fast.py checks it on adversarial input) in about a third of the
+    decimal: tests/unit/test_canonical_fast.py checks it on adversarial input) in about a third of the
     time. Anything else (a float, a nested object, a subclass, unsorted keys, a lone surrogate)
     returns None, and the caller uses ``encode_str_keyed``, which gives today's bytes or error.
     """

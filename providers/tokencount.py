@@ -13,7 +13,7 @@ template and tokenizer can size a request exactly instead:
   with, so a BOS token the model adds is counted here too.
 
 The count therefore equals the ``usage.prompt_tokens`` the server reports for the same request
-(``tests/test_tokencount.py`` checks it against the real server). Both endpoints are unversioned:
+(``tests/unit/test_tokencount.py`` checks it against the real server). Both endpoints are unversioned:
 they live at the server root, not under ``/v1``, and need the API key like every other path.
 
 A server without them (an older llama.cpp, vLLM, a hosted API: 404, 405 or 501) is not an error:

@@ -57,7 +57,7 @@ from vak_context.sessions.text import Call, Corpus, Topic, quote, said, session_
 
 AppendFn = Callable[[BaseModel, bytes | None], str]
 
-# sessions/longturn.py's synthetic coding turn (the planner bench's, pinned by tests/planner_golden.json and
+# sessions/longturn.py's synthetic coding turn (the planner bench's, pinned by tests/unit/planner_golden.json and
 # sized by the current-turn budget tests) still builds its steps from these; generate_session does not.
 _WORDS = ("ledger segment commit batch model token window horizon probe cache prefix digest evidence "
           "turn card packet planner actor session arrow schema replay budget latency throughput").split()

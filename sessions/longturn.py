@@ -95,7 +95,7 @@ def _call(rng: random.Random, k: int) -> tuple[str, dict[str, object], str, bool
     if kind == "bash":
         code = rng.choice([0, 1, 1])
         lines = rng.choice([20, 60, 200])
-        return "Bash", {"command": "pytest -q tests/test_ledger_store.py"}, _command_output(rng, lines, code), code != 0
+        return "Bash", {"command": "pytest -q tests/unit/test_ledger_store.py"}, _command_output(rng, lines, code), code != 0
     if kind == "grep":
         word = rng.choice(_WORDS)
         hits = "\n".join(f"{path}:{rng.randint(1, 900)}:    {word} = {_sentence(rng, 6)}" for _ in range(rng.randint(3, 25)))

@@ -7,7 +7,7 @@ message's flatbuffer header has the same shape for every batch of this schema (n
 one row), so ``encode_message`` patches the numbers of a template header that pyarrow
 serialized and appends the body buffers (each padded to 8 bytes, as pyarrow writes them).
 It is checked against pyarrow once at import, and a property test checks it byte for byte
-(tests/test_ledger_perf_message.py); where it does not apply it falls back to pyarrow.
+(tests/unit/test_ledger_perf_message.py); where it does not apply it falls back to pyarrow.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The planner's golden plans: every request of the planner benchmark's sessions and of recorded
 sessions, planned under five profiles, must give the same plans byte for byte as the committed
-``tests/planner_golden.json`` (issue 13: a refactor of the planner keeps every plan it made).
+``tests/unit/planner_golden.json`` (issue 13: a refactor of the planner keeps every plan it made).
 
 The corpus (``corpus_digests``):
 
