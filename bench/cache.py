@@ -56,18 +56,11 @@ from vak_context.agent.loop import TurnConfig, TurnLoop
 from vak_context.agent.workspace import Workspace
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.request.assemble import system_prompt
-from vak_context.context.request.messages import (
-    ChatRequest,
-    ChatResult,
-    Message,
-    TextPart,
-    ToolResultPart,
-    ToolSpec,
-    ToolUsePart,
-)
+from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ToolSpec
 from vak_context.context.request.surface import ToolDecl, find_tools_result
 from vak_context.engine.live import default_surface
-from vak_context.events.payloads import AssistantStep, Directive, TextBlock, ToolUseBlock
+from vak_context.events.blocks import TextBlock, ToolResultBlock, ToolUseBlock
+from vak_context.events.payloads import AssistantStep, Directive
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.local.server import LocalModelServer, canonical_model
 from vak_context.providers.openai_compat import OpenAICompatProvider
@@ -147,7 +140,7 @@ def harness_violations(sent: Sequence[Sent], tail_tokens: int, prefix_tokens: in
 
 
 def is_tail(part: object) -> bool:
-    return isinstance(part, TextPart) and part.text.startswith(TAIL_OPEN)
+    return isinstance(part, TextBlock) and part.text.startswith(TAIL_OPEN)
 
 
 def tail_of(request: ChatRequest) -> str:
@@ -174,9 +167,9 @@ def promoted(request: ChatRequest, spec: ToolSpec, *, in_tools: bool) -> ChatReq
     """``request`` followed by a find_tools call that returns ``spec``; with ``in_tools`` the schema is
     also appended to the request's tools (promotion into the prefix)."""
     query = spec.name.replace("_", " ")
-    call = Message(role="assistant", content=(ToolUsePart(id="call_promote", name="find_tools",
+    call = Message(role="assistant", content=(ToolUseBlock(id="call_promote", name="find_tools",
                                                           input={"query": query}),))
-    result = Message(role="user", content=(ToolResultPart(
+    result = Message(role="user", content=(ToolResultBlock(
         tool_use_id="call_promote", content=find_tools_result((ToolDecl(spec),), query)),))
     tools = (*request.tools, spec) if in_tools else request.tools
     return request.model_copy(update={"messages": (*request.messages, call, result), "tools": tools})

@@ -36,8 +36,8 @@ from vak_context.context.capacity.tokens import estimate_tokens
 from vak_context.context.history.render import SHORT_ID, api_problems
 from vak_context.context.planner.plan import Plan
 from vak_context.context.request.assemble import packet_text, request_tokens
-from vak_context.context.request.messages import TextPart, ToolResultPart
 from vak_context.errors import VakError
+from vak_context.events.blocks import TextBlock, ToolResultBlock
 from vak_context.events.envelope import StoredEntry
 from vak_context.farm.rows import UnitKey, make_row
 from vak_context.farm.sessions import IdRemap, copy_entries
@@ -98,7 +98,7 @@ def result_fidelity(view: SessionView, plan: Plan, prep: Prepared, text: str) ->
     """How each tool result of the planned turns is carried by the request (see the module docstring)."""
     counts = dict.fromkeys(("verbatim", "windowed", "digested", "packeted", "reset", "missing"), 0)
     shown = {p.tool_use_id: p.content for m in prep.request.messages for p in m.content
-             if isinstance(p, ToolResultPart)}
+             if isinstance(p, ToolResultBlock)}
     pointed = _pointed(view, plan, prep)
     for pt in plan.turns:
         turn = view.index.turn(pt.ordinal)
@@ -129,7 +129,7 @@ def _pointed(view: SessionView, plan: Plan, prep: Prepared) -> range:
     if pk is None or pk.level != "pointer":
         return range(0)
     text = packet_text(view.index, plan)
-    if not any(isinstance(p, TextPart) and p.text == text for m in prep.request.messages for p in m.content):
+    if not any(isinstance(p, TextBlock) and p.text == text for m in prep.request.messages for p in m.content):
         return range(0)  # a pointer the request does not carry covers nothing
     return range(pk.first_ordinal, pk.last_ordinal + 1)
 

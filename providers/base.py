@@ -35,7 +35,7 @@ from typing import Any, ClassVar, TypedDict, TypeVar
 
 import httpx
 
-from vak_context.context.request.messages import ChatRequest, ChatResult, ImagePart, Message, ModelContext
+from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext
 from vak_context.errors import (
     ContextOverflow,
     InvalidInput,
@@ -43,6 +43,7 @@ from vak_context.errors import (
     ProviderRequestError,
     RetryableProviderError,
 )
+from vak_context.events.blocks import ImageBlock
 from vak_context.providers.httperrors import (
     error_body,
     error_message,
@@ -153,7 +154,7 @@ def is_remote_url(ref: str) -> bool:
     return ref.startswith(("http://", "https://", "gs://"))
 
 
-def require_loaded_image(part: ImagePart, provider: str) -> None:
+def require_loaded_image(part: ImageBlock, provider: str) -> None:
     """Render is pure, so it cannot read an image from disk; ``complete()`` loads paths first."""
     if not (is_remote_url(part.ref) or part.ref.startswith("data:")):
         raise InvalidInput(
@@ -164,13 +165,13 @@ def require_loaded_image(part: ImagePart, provider: str) -> None:
 
 def load_images(request: ChatRequest) -> ChatRequest:
     """Replace image file paths with ``data:`` URLs so render() stays pure. URLs are left as they are."""
-    if not any(isinstance(p, ImagePart) for m in request.messages for p in m.content):
+    if not any(isinstance(p, ImageBlock) for m in request.messages for p in m.content):
         return request
     messages: list[Message] = []
     for message in request.messages:
         parts = []
         for part in message.content:
-            if isinstance(part, ImagePart) and not (is_remote_url(part.ref) or part.ref.startswith("data:")):
+            if isinstance(part, ImageBlock) and not (is_remote_url(part.ref) or part.ref.startswith("data:")):
                 path = Path(part.ref)
                 try:
                     data = path.read_bytes()
@@ -180,7 +181,7 @@ def load_images(request: ChatRequest) -> ChatRequest:
                     ) from exc
                 media_type = part.media_type or mimetypes.guess_type(path.name)[0] or "image/png"
                 encoded = base64.b64encode(data).decode("ascii")
-                part = ImagePart(ref=f"data:{media_type};base64,{encoded}", media_type=media_type)
+                part = ImageBlock(ref=f"data:{media_type};base64,{encoded}", media_type=media_type)
             parts.append(part)
         messages.append(message.model_copy(update={"content": tuple(parts)}))
     return request.model_copy(update={"messages": tuple(messages)})

@@ -21,18 +21,9 @@ from typing import Any, ClassVar, Unpack
 
 import httpx
 
-from vak_context.context.request.messages import (
-    ChatRequest,
-    ChatResult,
-    ImagePart,
-    Message,
-    ModelContext,
-    TextPart,
-    ToolCall,
-    ToolResultPart,
-    ToolUsePart,
-)
+from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext, ToolCall
 from vak_context.errors import ContextOverflow
+from vak_context.events.blocks import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import Usage
 from vak_context.providers.base import (
     Provider,
@@ -158,19 +149,19 @@ class OpenAICompatProvider(Provider):
         out: list[dict[str, Any]] = [
             {"role": "tool", "tool_call_id": p.tool_use_id, "content": p.content}
             for p in message.content
-            if isinstance(p, ToolResultPart)
+            if isinstance(p, ToolResultBlock)
         ]
-        rest = [p for p in message.content if isinstance(p, TextPart | ImagePart)]
+        rest = [p for p in message.content if isinstance(p, TextBlock | ImageBlock)]
         if rest:
             out.append({"role": "user", "content": self._render_content(rest)})
         return out
 
-    def _render_content(self, parts: list[TextPart | ImagePart]) -> str | list[dict[str, Any]]:
-        if all(isinstance(p, TextPart) for p in parts) and len(parts) == 1:
+    def _render_content(self, parts: list[TextBlock | ImageBlock]) -> str | list[dict[str, Any]]:
+        if all(isinstance(p, TextBlock) for p in parts) and len(parts) == 1:
             return parts[0].text  # type: ignore[union-attr]
         content: list[dict[str, Any]] = []
         for part in parts:
-            if isinstance(part, TextPart):
+            if isinstance(part, TextBlock):
                 content.append({"type": "text", "text": part.text})
             else:
                 require_loaded_image(part, self.name)
@@ -178,7 +169,7 @@ class OpenAICompatProvider(Provider):
         return content
 
     def _render_assistant(self, message: Message) -> dict[str, Any]:
-        text = "".join(p.text for p in message.content if isinstance(p, TextPart))
+        text = "".join(p.text for p in message.content if isinstance(p, TextBlock))
         calls = [
             {
                 "id": p.id,
@@ -186,7 +177,7 @@ class OpenAICompatProvider(Provider):
                 "function": {"name": p.name, "arguments": json.dumps(p.input, ensure_ascii=False)},
             }
             for p in message.content
-            if isinstance(p, ToolUsePart)
+            if isinstance(p, ToolUseBlock)
         ]
         out: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
         if calls:

@@ -28,10 +28,11 @@ from vak_context.context.history.cards import (
     presentation_record,
     validate_payload,
 )
-from vak_context.context.request.messages import ToolCall, ToolUsePart
+from vak_context.context.request.messages import ToolCall
 from vak_context.errors import InvalidCardDefinition, InvalidPayload, UnknownCardType
 from vak_context.events import canonical
-from vak_context.events.payloads import Directive, Presentation, ToolUseBlock
+from vak_context.events.blocks import ToolUseBlock
+from vak_context.events.payloads import Directive, Presentation
 from vak_context.storage.ledger import LedgerStore
 
 TURN = "d1" * 32
@@ -227,7 +228,7 @@ def test_a_second_card_with_the_same_digest_in_a_turn_is_a_duplicate() -> None:
     "tool_use",
     [
         ToolUseBlock(id="toolu_1", name="emit_research_card", input=EXAMPLES["research.synthesis"]),
-        ToolUsePart(id="toolu_1", name="emit_research_card", input=EXAMPLES["research.synthesis"]),
+        ToolUseBlock(id="toolu_1", name="emit_research_card", input=EXAMPLES["research.synthesis"]),
         ToolCall(id="toolu_1", name="emit_research_card", arguments=EXAMPLES["research.synthesis"]),
     ],
 )

@@ -15,8 +15,8 @@ from vak_context.context.history.packets import compaction_payload
 from vak_context.context.history.render import VERBATIM_CHARS, api_problems
 from vak_context.context.history.turncard import short_id
 from vak_context.context.request.assemble import prefix_tokens, project, request_tokens, text_tokens
-from vak_context.context.request.messages import ToolResultPart, ToolUsePart
 from vak_context.errors import RequestTooLarge
+from vak_context.events.blocks import ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import ResetWithHandoff
 
 WORDS = "copper ledger flight report commit cache horizon window packet turn card token price test".split()
@@ -168,8 +168,8 @@ def _check(b: SessionBuilder, prof: CapacityProfile, system: str, tail: str, dir
         assert p.budget.history == 0 and p.packet is None
 
     # a turn is never split: a Full turn's calls and results are all there, any other turn's are not
-    used = {part.id for m in request.messages for part in m.content if isinstance(part, ToolUsePart)}
-    answered = {part.tool_use_id for m in request.messages for part in m.content if isinstance(part, ToolResultPart)}
+    used = {part.id for m in request.messages for part in m.content if isinstance(part, ToolUseBlock)}
+    answered = {part.tool_use_id for m in request.messages for part in m.content if isinstance(part, ToolResultBlock)}
     for t in p.turns:
         calls = {ex.tool_use_id for ex in index.turn(t.ordinal).exchanges}
         if t.fidelity == "full":
@@ -181,7 +181,7 @@ def _check(b: SessionBuilder, prof: CapacityProfile, system: str, tail: str, dir
     # no cut: every result of a planned turn is shown whole, digested with its id, on its card, or
     # named by the packet (a pointer packet names how many and how to recall them)
     contents = {part.tool_use_id: part.content for m in request.messages for part in m.content
-                if isinstance(part, ToolResultPart)}
+                if isinstance(part, ToolResultBlock)}
     shown_whole = {ex.result.evidence_id for t in planned for ex in index.turn(t.ordinal).exchanges
                    if ex.result is not None and ex.result.evidence_id and len(ex.result.content) <= VERBATIM_CHARS
                    and contents.get(ex.tool_use_id) == ex.result.content}

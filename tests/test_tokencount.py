@@ -26,16 +26,10 @@ from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars
 from vak_context.context.evidence.digest import RECALL_TOOL
 from vak_context.context.request.assemble import Tail, render_tail, system_prompt
-from vak_context.context.request.messages import (
-    ChatRequest,
-    Message,
-    TextPart,
-    ToolResultPart,
-    ToolSpec,
-    ToolUsePart,
-)
+from vak_context.context.request.messages import ChatRequest, Message, ToolSpec
 from vak_context.context.request.surface import Surface, ToolDecl
 from vak_context.errors import ProviderRequestError, RetryableProviderError, TokenCountError
+from vak_context.events.blocks import TextBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import Directive
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.local.server import LocalModelServer
@@ -63,12 +57,12 @@ REQUEST = ChatRequest(
     system="You are a careful assistant. Use the tools when a file is needed.",
     messages=(
         Message.user("What does config.json set the port to?"),
-        Message(role="assistant", content=(ToolUsePart(id="call_1", name="read_file",
+        Message(role="assistant", content=(ToolUseBlock(id="call_1", name="read_file",
                                                        input={"path": "config.json"}),)),
         Message(role="user", content=(
-            ToolResultPart(tool_use_id="call_1", content=json.dumps(
+            ToolResultBlock(tool_use_id="call_1", content=json.dumps(
                 {"server": {"host": "127.0.0.1", "port": 8080, "workers": [1, 2, 3]}, "debug": False})),
-            TextPart(text="Answer in one line."),
+            TextBlock(text="Answer in one line."),
         )),
     ),
     tools=(READ_FILE,),
