@@ -71,6 +71,14 @@ class ChatRequest(Frozen):
 
 
 class ToolCall(Frozen):
+    """A tool call as a provider's reply carried it natively (``ChatResult.tool_calls``): the provider's
+    id, the decoded arguments, and the argument string as sent (for receipts and redaction).
+
+    One of three call types with distinct roles (docs/TURNS.md "Tool calls"): the turn loop and the probe
+    read these through ``toolcalls.native_calls`` as ``ParsedCall``s, the same type the text parser
+    yields, and the loop stores each call it runs as a ``ToolUseBlock``.
+    """
+
     id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
