@@ -23,7 +23,7 @@ from vak_context.agent.endpoint import EndpointTools, build_tools
 from vak_context.agent.request import Prepared, SessionView, Summarise, prepare, record_plan
 from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.context.capacity.profile import CapacityProfile, request_chars
-from vak_context.context.history.turns import DEFAULT_TOKENS_PER_CHAR
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.context.planner.plan import Plan
 from vak_context.context.request.assemble import (
     cache_breakpoints,
@@ -62,7 +62,7 @@ class AssemblerActor:
     tokenizer); without it the budget check uses ``chars × tokens_per_char``."""
 
     def __init__(self, root: str, ledger: LedgerStore | Any, summarise: Summarise | None = None,
-                 tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
+                 tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
                  count: Callable[[ChatRequest], Awaitable[int]] | None = None,
                  count_prefix: Callable[[ChatRequest], Awaitable[int]] | None = None) -> None:
         self.ledger = LedgerClient(root, ledger)

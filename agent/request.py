@@ -22,9 +22,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, request_chars
-from vak_context.context.capacity.tokens import estimate_tokens
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
 from vak_context.context.history.render import EvidenceInfo, evidence_info
-from vak_context.context.history.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
+from vak_context.context.history.turns import Turn, TurnIndex
 from vak_context.context.planner.currentturn import TurnCosts, turn_costs
 from vak_context.context.planner.plan import Plan, PlanCache, PlannerState, plan
 from vak_context.context.planner.relevance import PositionBm25, TurnScores
@@ -49,7 +49,7 @@ from vak_context.storage.contract import Ledger
 
 
 class SessionView:
-    def __init__(self, tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR, *, mapper: Mapper | None = None) -> None:
+    def __init__(self, tokens_per_char: float = PRIOR_TOKENS_PER_CHAR, *, mapper: Mapper | None = None) -> None:
         self.mapper = mapper or Mapper()
         self.index = TurnIndex(tokens_per_char, mapper=self.mapper)
         self.infos: dict[str, EvidenceInfo] = {}
@@ -65,7 +65,7 @@ class SessionView:
         self.plan_cache = PlanCache()  # what the planner keeps between this session's plans
 
     @classmethod
-    def build(cls, entries: Iterable[StoredEntry], tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR) -> SessionView:
+    def build(cls, entries: Iterable[StoredEntry], tokens_per_char: float = PRIOR_TOKENS_PER_CHAR) -> SessionView:
         view = cls(tokens_per_char)
         view.add_all(entries)
         return view

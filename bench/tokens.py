@@ -52,6 +52,7 @@ from vak_context.context.capacity.profile import (  # noqa: E402
     apply_feedback,
     request_chars,
 )
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR  # noqa: E402
 from vak_context.context.request.messages import ChatRequest, Message  # noqa: E402
 from vak_context.events.blocks import TextBlock, ToolResultBlock, ToolUseBlock  # noqa: E402
 from vak_context.events.payloads import Usage  # noqa: E402
@@ -59,7 +60,7 @@ from vak_context.providers.base import RetryPolicy  # noqa: E402
 from vak_context.providers.openai_compat import OpenAICompatProvider  # noqa: E402
 from vak_context.providers.tokencount import LlamaCppTokenCounter  # noqa: E402
 
-PRIORS = (0.25, 0.27)
+PRIORS = (PRIOR_TOKENS_PER_CHAR, 0.27)
 SYSTEM = (
     "You are a coding assistant working in the user's repository. Use the tools to read files and "
     "list folders; answer from what they return, and say which file each fact came from."

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from vak_context.context.history.turns import DEFAULT_TOKENS_PER_CHAR
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.errors import InvalidInput, InvalidRecording, LedgerError
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import Activity
@@ -95,7 +95,7 @@ def dry_run(
     session: str,
     *,
     mapper: Mapper | None = None,
-    tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
+    tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
     close_turns: bool = True,
     source_path: str = "",
 ) -> SessionReport:
@@ -156,7 +156,7 @@ def import_recording(
     rec: Recording,
     session: str,
     *,
-    tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
+    tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
     close_turns: bool = True,
     card_index: CardIndex | None = None,
     progress: Progress | None = None,
@@ -226,7 +226,7 @@ def plan_import(
     path: str | Path,
     *,
     session: str | None = None,
-    tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
+    tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
     close_turns: bool = True,
     skip_bad_lines: bool = False,
     mapper: Mapper | None = None,
@@ -292,7 +292,7 @@ def import_path(
     path: str | Path,
     *,
     session: str | None = None,
-    tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
+    tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
     close_turns: bool = True,
     card_index: CardIndex | None = None,
     progress: Progress | None = None,

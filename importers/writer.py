@@ -24,10 +24,11 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from vak_context.agent.carddocs import card_doc
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.context.evidence.digest import body_text, window
 from vak_context.context.history.render import EvidenceInfo, evidence_info
 from vak_context.context.history.turncard import args_digest, build_card
-from vak_context.context.history.turns import DEFAULT_TOKENS_PER_CHAR, TurnIndex
+from vak_context.context.history.turns import TurnIndex
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import (
     Activity,
@@ -104,7 +105,7 @@ class SessionWriter:
         session: str,
         report: SessionReport,
         *,
-        tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
+        tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
         close_turns: bool = True,
     ) -> None:
         self.store, self.session, self.report = store, session, report

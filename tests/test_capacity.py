@@ -12,7 +12,6 @@ from vak_context.context.capacity.profile import (
     HOSTED_TTL_S,
     LOCAL_TTL_S,
     METADATA_CONFIDENCE,
-    PRIOR_TOKENS_PER_CHAR,
     CacheBehaviour,
     CapacityProfile,
     Ewma,
@@ -30,6 +29,7 @@ from vak_context.context.capacity.profile import (
     request_chars,
     to_record,
 )
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.context.request.messages import ChatRequest, Message, ModelContext, ToolSpec
 from vak_context.errors import InvalidInput
 from vak_context.events.blocks import ToolResultBlock, ToolUseBlock

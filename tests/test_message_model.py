@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from vak_context import events as events_package
-from vak_context.context.capacity.tokens import estimate_tokens
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
 from vak_context.context.request import messages
 from vak_context.events import blocks, payloads
 from vak_context.events.canonical import decode
@@ -229,15 +229,41 @@ def _inline_conversions(tree: ast.AST) -> list[int]:
     return hits
 
 
+CODE_FOLDERS = ("context", "agent", "actors", "sessions", "importers", "engine", "farm", "cli", "providers")
+
+
 def test_no_inline_chars_to_tokens_conversion_is_left() -> None:
-    """No module of the engine, agent, actors, farm or providers rounds chars × tokens_per_char itself."""
+    """No module of the engine, agent, actors, farm, CLI or providers rounds chars × tokens_per_char itself."""
     found = {}
-    for folder in ("context", "agent", "actors", "farm", "providers"):
+    for folder in CODE_FOLDERS:
         for path in sorted((ROOT / folder).rglob("*.py")):
             lines = _inline_conversions(ast.parse(path.read_text(encoding="utf-8")))
             if lines:
                 found[str(path.relative_to(ROOT))] = lines
     assert found == {}
+
+
+def _unnamed_quarters(tree: ast.Module) -> list[int]:
+    """Lines with the literal 0.25 anywhere but as the whole value of a module-level named constant."""
+    named = {id(node.value) for node in tree.body if isinstance(node, ast.Assign | ast.AnnAssign)}
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value == 0.25 and id(node) not in named]
+
+
+def test_the_token_prior_is_one_named_constant() -> None:
+    """The chars-to-tokens prior is written once, ``PRIOR_TOKENS_PER_CHAR`` in context/capacity/tokens.py:
+    no module of the code folders spells 0.25 inline (issue 22 found it in the actor factory and the farm
+    spec), and the old second name is gone."""
+    found = {}
+    for folder in CODE_FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            lines = _unnamed_quarters(ast.parse(path.read_text(encoding="utf-8")))
+            if lines:
+                found[str(path.relative_to(ROOT))] = lines
+    assert found == {}
+    assert PRIOR_TOKENS_PER_CHAR == 0.25
+    from vak_context.context.history import turns
+    assert not hasattr(turns, "DEFAULT_TOKENS_PER_CHAR")
 
 
 def test_prompt_cache_key_defaults_live_on_the_class() -> None:

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import blake3
 
 from vak_context.context.capacity.tokens import (
-    PRIOR_TOKENS_PER_CHAR,  # re-exported: callers import it from here too
+    PRIOR_TOKENS_PER_CHAR,
 )
 from vak_context.context.request.messages import ChatRequest, ModelContext
 from vak_context.errors import InvalidInput
