@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from vak_context.actors.local_services import InProcessServices
 from vak_context.agent.loop import TurnConfig, TurnLoop
 from vak_context.agent.workspace import Workspace
-from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon
 from vak_context.context.request.assemble import system_prompt
 from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ToolSpec
 from vak_context.context.request.surface import ToolDecl, find_tools_result
@@ -62,7 +62,8 @@ from vak_context.engine.live import default_surface
 from vak_context.events.blocks import TextBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import AssistantStep, Directive
 from vak_context.providers.base import RetryPolicy
-from vak_context.providers.local.server import LocalModelServer, canonical_model
+from vak_context.providers.local.catalogue import canonical_model, local_profile_key
+from vak_context.providers.local.server import LocalModelServer
 from vak_context.providers.openai_compat import OpenAICompatProvider
 from vak_context.storage.ledger import LedgerStore
 
@@ -340,7 +341,7 @@ async def run_bench(model: str, n_ctx: int, session_tokens: int, turns: int, max
             # A seeded turn renders to about 700 tokens (two results and the exchange around them).
             seeded = max(1, round(session_tokens / 700))
             await seed_history(services, workspace, names, seeded, model)
-            profile = CapacityProfile(ProfileKey("local", model, ""), n_ctx,
+            profile = CapacityProfile(local_profile_key(model), n_ctx,
                                       Horizon(n_ctx - max_tokens - 256, 0.9, time.time()), Ewma(0.30, 1), max_tokens)
             config = TurnConfig(model=model, provider="local", system=system, surface=surface, max_steps=5,
                                 max_tokens=max_tokens, temperature=0.0, session_key="bench")

@@ -176,7 +176,7 @@ def measure_profile(model: str | None, base_url: str | None, api_key: str | None
     import asyncio
 
     from vak_context.agent.probe import probe_local
-    from vak_context.providers.local.server import canonical_model
+    from vak_context.providers.local.catalogue import canonical_model
 
     out(_section(f"measuring the local model ({model}) with the quick probe ladder"))
     from vak_context.cli.probe_cmd import print_progress

@@ -40,6 +40,7 @@ from vak_context.context.request.messages import ModelContext
 from vak_context.context.request.surface import Surface, ToolDecl
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import CapacityProfileRecord
+from vak_context.providers.local.catalogue import canonical_model, local_profile_key
 from vak_context.providers.tokencount import token_counter
 from vak_context.storage.ledger import LedgerStore
 
@@ -55,13 +56,6 @@ def default_surface(*, cards_loaded: bool = False) -> Surface:
     core += [ToolDecl(t.spec, always_loaded=True, observes=t.observes) for t in WORKSPACE_TOOLS]
     core += [ToolDecl(spec, always_loaded=cards_loaded) for spec in card_tools()]
     return Surface.build(core)
-
-
-def local_key(model: str) -> ProfileKey:
-    """The profile key a bundled local model is probed and bound under (``vak_context.agent.probe`` names it)."""
-    from vak_context.agent.probe import LOCAL_QUANTISATION
-
-    return ProfileKey("local", model, LOCAL_QUANTISATION.get(model, ""))
 
 
 def recorded_profile(store: LedgerStore, key: ProfileKey) -> CapacityProfile | None:
@@ -111,7 +105,7 @@ class LiveSession:
     api_key: str | None = None  # that server's key
 
     async def __aenter__(self) -> LiveSession:
-        from vak_context.providers.local.server import LocalModelServer, canonical_model
+        from vak_context.providers.local.server import LocalModelServer
         from vak_context.providers.openai_compat import OpenAICompatProvider
 
         self._stack = AsyncExitStack()
@@ -129,7 +123,7 @@ class LiveSession:
                                                        assembler=self._assembler(self.store, provider))
         else:
             services = self.services_factory(None)
-        key = local_key(self.model)
+        key = local_profile_key(self.model)
         profile = self.profile or self._bound_profile(key, self.n_ctx)
         surface = default_surface()
         config = TurnConfig(model=self.model, provider="local", system=system_prompt(surface.catalogue()),

@@ -16,7 +16,8 @@ import httpx
 import pytest
 
 from vak_context.errors import ModelServerError
-from vak_context.providers.local.server import GEMMA_FILE, SMOLLM2_FILE, LocalModelServer, resolve_model
+from vak_context.providers.local.catalogue import GEMMA_FILE, SMOLLM2_FILE, resolve_model
+from vak_context.providers.local.server import LocalModelServer
 
 REPO = Path(__file__).resolve().parent.parent
 
