@@ -25,6 +25,7 @@ from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.context.capacity.profile import CapacityProfile, request_chars
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.request.assemble import (
     cache_breakpoints,
     current_turn_messages,
@@ -41,7 +42,8 @@ Count = Callable[[ChatRequest], Awaitable[int]]
 
 
 def fidelity_counts(p: Plan) -> dict[str, int]:
-    counts = {"full": 0, "card": 0, "packet": 0, "behind_reset": 0}
+    """How many turns the plan carries at each fidelity, keyed by ``Fidelity`` value (a report's counts)."""
+    counts = {f.value: 0 for f in (Fidelity.FULL, Fidelity.CARD, Fidelity.PACKET, Fidelity.BEHIND_RESET)}
     for t in p.turns:
         counts[t.fidelity] = counts.get(t.fidelity, 0) + 1
     return counts

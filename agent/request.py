@@ -27,6 +27,7 @@ from vak_context.context.history.render import EvidenceInfo, evidence_info
 from vak_context.context.history.turns import Turn, TurnIndex
 from vak_context.context.planner.currentturn import TurnCosts, turn_costs
 from vak_context.context.planner.plan import Plan, PlanCache, PlannerState, plan
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.planner.relevance import PositionBm25, TurnScores
 from vak_context.context.planner.sizes import (
     TurnSize,
@@ -187,7 +188,7 @@ def record_plan(ledger: Ledger, session: str, view: SessionView, p: Plan) -> str
 
 
 def handoff_text(p: Plan) -> str:
-    omitted = [t.ordinal for t in p.turns if t.fidelity == "behind_reset"]
+    omitted = [t.ordinal for t in p.turns if t.fidelity == Fidelity.BEHIND_RESET]
     span = f"turns {omitted[0]}–{omitted[-1]}" if omitted else "no turns"
     return (
         f"Context reset for {p.model}: {p.rescue_reason}. The session's {span} are behind this point and are "
@@ -199,7 +200,7 @@ def write_reset(ledger: Ledger, session: str, view: SessionView, p: Plan) -> str
     """The rescue: a reset-with-handoff entry, after which the turns before it are never planned."""
     if not p.rescue:
         raise InvalidInput("only a rescue plan (plan.rescue) writes a reset-with-handoff")
-    history = [t for t in p.turns if t.fidelity == "behind_reset"]
+    history = [t for t in p.turns if t.fidelity == Fidelity.BEHIND_RESET]
     payload = ResetWithHandoff(
         handoff=handoff_text(p),
         last_turn_id=history[-1].turn_id if history else None,

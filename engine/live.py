@@ -35,6 +35,7 @@ from vak_context.context.capacity.profile import (
 from vak_context.context.evidence.digest import RECALL_TOOL
 from vak_context.context.history.cards import card_tools
 from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.request.assemble import system_prompt
 from vak_context.context.request.messages import ModelContext
 from vak_context.context.request.surface import Surface, ToolDecl
@@ -77,7 +78,8 @@ def recorded_profile(store: LedgerStore, key: ProfileKey) -> CapacityProfile | N
 def step_line(step: StepReport) -> str:
     """One line per step: the plan, prompt and cached tokens, and the prefix digest."""
     f = step.fidelity
-    plan = f"full {f.get('full', 0)} / card {f.get('card', 0)} / packet {f.get('packet', 0)}"
+    plan = (f"full {f.get(Fidelity.FULL, 0)} / card {f.get(Fidelity.CARD, 0)} / "
+            f"packet {f.get(Fidelity.PACKET, 0)}")
     ratio = f" ({step.cached_tokens / step.prompt_tokens:.0%} cached)" if step.prompt_tokens else ""
     calls = ", ".join(step.calls) if step.calls else "answer"
     return (f"  step {step.index + 1}: plan {plan}{' (planned)' if step.replanned else ''}; "

@@ -126,6 +126,7 @@ async def live_unit(unit: UnitKey, run_id: str, node: str, model: ModelEntry, ta
                     *, source_root: Path, source_head: str, work: Path) -> list[dict[str, Any]]:
     """Each directive run ``task.repeats`` times, each time from the same history (a fork of the session's
     ledger); one row per run. Whether the task passes (``require`` of ``repeats``) is the report's."""
+    from vak_context.context.planner.records import Fidelity
     from vak_context.engine.live import LiveSession
     from vak_context.farm.sessions import fork
 
@@ -151,9 +152,9 @@ async def live_unit(unit: UnitKey, run_id: str, node: str, model: ModelEntry, ta
                 unit, "live", run_id, n, passed=ok, reason=why, node=node,
                 horizon=report.profile.instruction_horizon.tokens, window=report.profile.declared_window,
                 budget=last.budget_tokens if last else None, request_tokens=last.prompt_tokens if last else None,
-                full_turns=last.fidelity.get("full") if last else None,
-                card_turns=last.fidelity.get("card") if last else None,
-                packet_turns=last.fidelity.get("packet") if last else None,
+                full_turns=last.fidelity.get(Fidelity.FULL) if last else None,
+                card_turns=last.fidelity.get(Fidelity.CARD) if last else None,
+                packet_turns=last.fidelity.get(Fidelity.PACKET) if last else None,
                 cache_tokens=sum(s.cached_tokens for s in report.steps), wall_ms=wall,
                 detail={"directive": directive[:200], "turn": before_turn, "repeat": repeat, "expect": task.expect,
                         "outcome": report.outcome, "steps": len(report.steps),

@@ -28,6 +28,7 @@ from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon,
 from vak_context.context.history.packets import SUMMARISER_SYSTEM
 from vak_context.context.history.render import api_problems
 from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.request.assemble import request_tokens
 from vak_context.context.request.messages import ChatRequest
 from vak_context.errors import ContextOverflow
@@ -183,7 +184,7 @@ async def test_no_usable_horizon_writes_the_reset_with_handoff_and_sends_the_cur
     assert reset.last_turn_id == view.index.turns[5].id and 'recall({"turn": N})' in reset.handoff
     assert reset.model == "local:smollm2"  # this model's rescue: the index marks no turn for every model
     assert not any(t.behind_reset for t in view.index.turns)
-    assert [t.fidelity for t in prep.plan.turns] == ["behind_reset"] * 6
+    assert [t.fidelity for t in prep.plan.turns] == [Fidelity.BEHIND_RESET] * 6
     # one message: the handoff (a pointer to turns 1-6), then the directive
     assert len(prep.request.messages) == 1
     handoff, directive = prep.request.messages[0].content

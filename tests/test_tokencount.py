@@ -25,6 +25,7 @@ from vak_context.agent.steps import StepRequest
 from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars
 from vak_context.context.evidence.digest import RECALL_TOOL
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.request.assemble import Tail, render_tail, system_prompt
 from vak_context.context.request.messages import ChatRequest, Message, ToolSpec
 from vak_context.context.request.surface import Surface, ToolDecl
@@ -260,7 +261,7 @@ async def test_the_assembler_sizes_with_the_exact_count_and_plans_again_when_it_
             plain_size, exact_size = await counter.count(plain.request), await counter.count(exact.request)
     assert plain.estimated_tokens <= budget < plain_size  # the estimate said it fits; it does not
     assert exact.estimated_tokens == exact_size <= budget
-    assert exact.fidelity["full"] < plain.fidelity["full"]
+    assert exact.fidelity[Fidelity.FULL] < plain.fidelity[Fidelity.FULL]
 
 
 def _profile(horizon: int) -> CapacityProfile:

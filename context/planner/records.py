@@ -249,8 +249,8 @@ class Plan:
             raise InvalidInput(f"turn {ordinal} is not in this plan (it plans turns 1..{len(self.rows.codes)})")
         return Fidelity.of_code(self.rows.codes[ordinal - 1])
 
-    def with_fidelity(self, fidelity: Fidelity | str) -> list[PlannedTurn]:
-        code = Fidelity(fidelity).code
+    def with_fidelity(self, fidelity: Fidelity) -> list[PlannedTurn]:
+        code = fidelity.code
         return [self._turn(i) for i, c in enumerate(self.rows.codes) if c == code]
 
     def shown(self) -> list[PlannedTurn]:

@@ -38,6 +38,7 @@ from vak_context.context.history.packets import (
 from vak_context.context.history.render import EvidenceInfo, render_turn
 from vak_context.context.history.turns import TurnIndex
 from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.planner.sizes import card_text
 from vak_context.context.request.messages import CacheHints, ChatRequest, Message, ToolSpec
 from vak_context.errors import InvalidInput
@@ -218,7 +219,7 @@ def project(
     for turn, pt in turns:
         if pt.retrieved:
             continue
-        if pt.fidelity == "full":
+        if pt.fidelity == Fidelity.FULL:
             _extend(messages, render_turn(turn, infos))
         else:
             _append(messages, Message(role="user", content=(TextBlock(text=card_text(index, turn, infos)),)))
