@@ -55,7 +55,8 @@ MIN_PREFILL_SAMPLE_TOKENS = 64
 
 
 class ProbeRunner:
-    """Runs the probe for one (provider, model) through its adapter. See ``vak_context.agent.probe``'s docstring.
+    """The probe runner: drives one ladder (``LadderSearch``) for one (provider, model) through its adapter,
+    from synthetic histories, to a ``ProbeReport``. See ``vak_context.agent.probe``'s docstring.
 
     ``salt`` goes at the head of every prompt and into the nonces, so this run shares no cached prefix
     with any earlier probe of the same server: each rung's first sample is a true cache miss (that is

@@ -1,4 +1,6 @@
-"""The plan: what ``vak_context.context.planner.plan.plan`` decides, as frozen records, with its JSON and digests.
+"""The plan records: what the planner decides, as frozen data with its JSON and digests; no deciding here.
+
+The planner is ``plan()`` in ``vak_context.context.planner.plan`` (which re-exports these names).
 
 A ``Plan`` carries one fidelity code per turn (``Rows``), the packet it asks for (``PacketPlan``),
 the budget arithmetic (``Budget``) and the planner's next state (``PlannerState``). Its digest
