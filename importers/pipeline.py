@@ -22,9 +22,9 @@ from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.errors import InvalidInput, InvalidRecording, LedgerError
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import Activity
+from vak_context.importers.outcome import ImportOutcome, SessionOutcome
 from vak_context.importers.reading import read_recordings
 from vak_context.importers.recording import Recording
-from vak_context.importers.report import ImportReport, SessionReport
 from vak_context.importers.strict_json import one_line
 from vak_context.importers.writer import DryRunLedger, SessionWriter, jsonable
 from vak_context.storage.cardindex import CardIndex
@@ -98,10 +98,10 @@ def dry_run(
     tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
     close_turns: bool = True,
     source_path: str = "",
-) -> SessionReport:
+) -> SessionOutcome:
     """Run ``rec`` through a DryRunLedger: InvalidRecording with the record's line if the ledger would
     refuse any entry of it; else the report the import will give."""
-    report = SessionReport(session=session, format=rec.format, skipped=Counter(rec.skipped))
+    report = SessionOutcome(session=session, format=rec.format, skipped=Counter(rec.skipped))
     writer = SessionWriter(
         DryRunLedger(mapper), session, report, tokens_per_char=tokens_per_char, close_turns=close_turns
     )
@@ -136,8 +136,8 @@ def _write_recording(
     card_index: CardIndex | None,
     progress: Progress | None,
     source_path: str,
-) -> SessionReport:
-    report = SessionReport(session=session, format=rec.format, skipped=Counter(rec.skipped))
+) -> SessionOutcome:
+    report = SessionOutcome(session=session, format=rec.format, skipped=Counter(rec.skipped))
     writer = SessionWriter(store, session, report, tokens_per_char=tokens_per_char, close_turns=close_turns)
     writer.put(_source_activity(rec, source_path))
     total = len(rec.events)
@@ -161,7 +161,7 @@ def import_recording(
     card_index: CardIndex | None = None,
     progress: Progress | None = None,
     source_path: str = "",
-) -> SessionReport:
+) -> SessionOutcome:
     """Write one recording as a new session, after a dry run; returns what was written and skipped."""
     tokens_per_char = check_tokens_per_char(tokens_per_char)
     refuse_existing(existing_sessions(store, [session]), store.root)
@@ -259,10 +259,10 @@ def write_import(
     *,
     card_index: CardIndex | None = None,
     progress: Progress | None = None,
-) -> ImportReport:
+) -> ImportOutcome:
     """Write a plan's sessions (refused, before any write, if one of them exists already)."""
     refuse_existing(existing_sessions(store, plan.names), store.root)
-    report = ImportReport(path=plan.path, format=plan.format, skipped=plan.skipped)
+    report = ImportOutcome(path=plan.path, format=plan.format, skipped=plan.skipped)
     for rec, name in plan.sessions:
         try:
             written = _write_recording(
@@ -297,7 +297,7 @@ def import_path(
     card_index: CardIndex | None = None,
     progress: Progress | None = None,
     skip_bad_lines: bool = False,
-) -> ImportReport:
+) -> ImportOutcome:
     """Import every session in a recorded-session file, all or nothing (``plan_import``, then
     ``write_import``). ``session`` names it (a prefix when the file holds several sessions:
     ``<session>-<record id>``)."""

@@ -42,6 +42,7 @@ from vak_context.events.payloads import (
     ToolResult,
     ToolUseBlock,
 )
+from vak_context.importers.outcome import SessionOutcome
 from vak_context.importers.recording import (
     CompactionMark,
     ControlText,
@@ -52,7 +53,6 @@ from vak_context.importers.recording import (
     ToolOutput,
     UserText,
 )
-from vak_context.importers.report import SessionReport
 from vak_context.names import check_name
 from vak_context.storage.cardindex import CardDoc
 
@@ -103,7 +103,7 @@ class SessionWriter:
         self,
         store: EntrySink,
         session: str,
-        report: SessionReport,
+        report: SessionOutcome,
         *,
         tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
         close_turns: bool = True,

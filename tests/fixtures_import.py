@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from vak_context.importers import ImportReport, import_path
+from vak_context.importers import ImportOutcome, import_path
 from vak_context.storage.cardindex import CardIndex
 from vak_context.storage.ledger import LedgerStore
 
@@ -34,7 +34,7 @@ class Imported:
     root: Path
     store: LedgerStore
     cards: CardIndex
-    reports: dict[str, ImportReport]
+    reports: dict[str, ImportOutcome]
 
     def sessions(self, key: str) -> list[str]:
         return [s.session for s in self.reports[key].sessions]

@@ -30,7 +30,7 @@ from vak_context.context.evidence.digest import (
 from vak_context.context.history.render import SHORT_ID, VERBATIM_CHARS, render_turn
 from vak_context.context.history.turncard import render_card
 from vak_context.context.history.turns import TurnIndex
-from vak_context.engine.session_report import evidence_infos
+from vak_context.engine.session_summary import evidence_infos
 from vak_context.events.blocks import ToolResultBlock
 from vak_context.events.payloads import (
     AssistantStep,

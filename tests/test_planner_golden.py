@@ -206,13 +206,13 @@ class _KeepingSink:
 
 
 def _recorded(file: str, picks: tuple[int, ...]) -> Iterator[tuple[str, list[StoredEntry]]]:
-    from vak_context.importers import SessionReport, SessionWriter, read_recordings
+    from vak_context.importers import SessionOutcome, SessionWriter, read_recordings
 
     fmt, recordings, _ = read_recordings(TRAJECTORIES / file)
     for i in picks:
         rec = recordings[i]
         sink = _KeepingSink()
-        writer = SessionWriter(sink, "golden", SessionReport(session="golden", format=fmt), tokens_per_char=TPC)
+        writer = SessionWriter(sink, "golden", SessionOutcome(session="golden", format=fmt), tokens_per_char=TPC)
         for event in rec.events:
             writer.write(event)
         writer.finish()

@@ -19,7 +19,7 @@ from vak_context.context.history.render import (
 )
 from vak_context.context.history.turns import TurnIndex
 from vak_context.context.request.messages import Message
-from vak_context.engine.session_report import evidence_infos
+from vak_context.engine.session_summary import evidence_infos
 from vak_context.events.blocks import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import (
     AssistantStep,

@@ -24,7 +24,8 @@ for models whose template has no tool support.
 Where the pieces are (this module re-exports the public names):
 
 * ``vak_context.agent.probe.history``: the synthetic turns and ``build_request``;
-* ``vak_context.agent.probe.report``: ``ProbeSettings`` and ``ProbeReport``;
+* ``vak_context.agent.probe.settings``: ``ProbeSettings``, what a run is asked;
+* ``vak_context.agent.probe.results``: ``ProbeReport``, what it returns;
 * ``vak_context.agent.probe.runner``: ``ProbeRunner``;
 * ``vak_context.agent.probe.local``: ``probe_local`` and ``measure_local_profile`` for the bundled local models
   (their protocol and profile key are the catalogue's: ``vak_context.providers.local.catalogue``).
@@ -41,8 +42,9 @@ from vak_context.agent.probe.history import (
     synthetic_turn,
 )
 from vak_context.agent.probe.local import QUICK, measure_local_profile, probe_local
-from vak_context.agent.probe.report import ProbeReport, ProbeSettings
+from vak_context.agent.probe.results import ProbeReport
 from vak_context.agent.probe.runner import MIN_PREFILL_SAMPLE_TOKENS, SIZING_SHOTS, ProbeRunner, Progress
+from vak_context.agent.probe.settings import ProbeSettings
 
 __all__ = [
     "ACK_SPEC", "MIN_PREFILL_SAMPLE_TOKENS", "QUICK", "SIZING_SHOTS",

@@ -13,8 +13,9 @@ import os
 
 import httpx
 
-from vak_context.agent.probe.report import ProbeReport, ProbeSettings
+from vak_context.agent.probe.results import ProbeReport
 from vak_context.agent.probe.runner import ProbeRunner, Progress
+from vak_context.agent.probe.settings import ProbeSettings
 from vak_context.context.capacity.profile import CapacityProfile
 from vak_context.providers.local.catalogue import local_profile_key, local_protocol
 from vak_context.providers.local.server import LocalModelServer

@@ -16,7 +16,8 @@ from typing import Any
 import blake3
 
 from vak_context.agent.probe.history import OFFERED_TOOLS, build_request
-from vak_context.agent.probe.report import ProbeReport, ProbeSettings
+from vak_context.agent.probe.results import ProbeReport
+from vak_context.agent.probe.settings import ProbeSettings
 from vak_context.context.capacity.ladder import (
     CacheVerdict,
     LadderSearch,

@@ -1,6 +1,6 @@
 """Plan one session under several capacity profiles and print the plans side by side.
 
-``plan_report(store_or_entries, session, profiles)`` is what the main job prints: for each turn, its
+``compare_plans(store_or_entries, session, profiles)`` is what the main job prints: for each turn, its
 fidelity (Full, card, packet, behind a reset) and what it costs under each profile, then each plan's
 budget arithmetic and packet. Nothing is written: a packet whose summary does not exist yet is shown
 as "to write", with the room the plan reserved for it.
@@ -42,7 +42,7 @@ def recorded_system_prompt(view: SessionView) -> str:
     return ""
 
 
-def plan_report(
+def compare_plans(
     store_or_entries: LedgerStore | Iterable[StoredEntry],
     session: str,
     profiles: Mapping[str, CapacityProfile],
