@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Unpack
 
 import httpx
 
+from vak_context.coerce import int_or_none
 from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext, ToolCall
 from vak_context.errors import ContextOverflow, InvalidInput
 from vak_context.events.blocks import ImageBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
@@ -25,7 +26,6 @@ from vak_context.providers.base import (
     ProviderOptions,
     error_message,
     first_int,
-    int_or_none,
     overflow_error,
     require_loaded_image,
     split_data_url,

@@ -94,18 +94,6 @@ class RetryPolicy:
         return backoff * (1.0 + self.jitter * (2.0 * self.rng.random() - 1.0))
 
 
-def int_or_none(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
-
-
 def first_int(pattern: str, text: str) -> int | None:
     match = re.search(pattern, text, flags=re.IGNORECASE)
     return int(match.group(1).replace(",", "")) if match else None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
+from vak_context.coerce import int_or_none
 from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext, ToolCall
 from vak_context.errors import ContextOverflow, ProviderError
 from vak_context.events.blocks import ImageBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
@@ -24,7 +25,6 @@ from vak_context.providers.base import (
     Provider,
     error_message,
     first_int,
-    int_or_none,
     overflow_error,
     require_loaded_image,
     split_data_url,

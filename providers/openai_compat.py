@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Unpack
 
 import httpx
 
+from vak_context.coerce import int_or_none
 from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext, ToolCall
 from vak_context.errors import ContextOverflow
 from vak_context.events.blocks import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
@@ -30,7 +31,6 @@ from vak_context.providers.base import (
     ProviderOptions,
     error_message,
     first_int,
-    int_or_none,
     load_images,
     overflow_error,
     parse_json_arguments,

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Unpack
 
 import httpx
 
+from vak_context.coerce import int_or_none
 from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext, ToolCall
 from vak_context.errors import ContextOverflow
 from vak_context.events.blocks import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
@@ -27,7 +28,6 @@ from vak_context.events.payloads import Usage
 from vak_context.providers.base import (
     Provider,
     ProviderOptions,
-    int_or_none,
     parse_json_arguments,
     require_loaded_image,
 )
