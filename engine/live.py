@@ -19,10 +19,8 @@ import httpx
 
 from vak_context.actors.assembler import AssemblerActor
 from vak_context.actors.local_services import InProcessServices
-from vak_context.agent.endpoint import ModelEndpoint
+from vak_context.agent.endpoint import ModelEndpoint, model_tools
 from vak_context.agent.loop import StepReport, TurnConfig, TurnLoop, TurnReport, TurnServices
-from vak_context.agent.request import SessionView
-from vak_context.agent.summarise import Summariser, write_packet
 from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
 from vak_context.agent.workspace import Workspace
 from vak_context.context.capacity.profile import (
@@ -34,7 +32,6 @@ from vak_context.context.capacity.profile import (
 )
 from vak_context.context.evidence.digest import RECALL_TOOL
 from vak_context.context.history.cards import card_tools
-from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.records import Fidelity
 from vak_context.context.request.assemble import system_prompt
 from vak_context.context.request.messages import ModelContext
@@ -42,7 +39,6 @@ from vak_context.context.request.surface import Surface, ToolDecl
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import CapacityProfileRecord
 from vak_context.providers.local.catalogue import canonical_model, local_profile_key
-from vak_context.providers.tokencount import token_counter
 from vak_context.storage.ledger import LedgerStore
 
 DEFAULT_MODEL = "qwen"
@@ -140,15 +136,13 @@ class LiveSession:
 
     def _assembler(self, store: LedgerStore, provider: Any) -> AssemblerActor:
         """In-process: requests sized exactly by the server's own tokenizer, packets summarised by the
-        same model (a side call with its own prompt, never the turn's history)."""
-        counter = token_counter(provider, lambda: self.loop.profile.tokens_per_char.value)
-        summariser = Summariser(provider, self.model, window_tokens=self.n_ctx, max_summary_tokens=256)
-        assembler: AssemblerActor
-
-        async def summarise(view: SessionView, plan: Plan) -> list[str]:
-            return await write_packet(assembler.ledger, self.session, view, plan, summariser)
-
-        assembler = AssemblerActor(str(store.root), store, summarise=summarise, count=counter.count)
+        same model (a side call with its own prompt, never the turn's history): ``model_tools``, as an
+        actor builds them from the ModelEndpoint on Ray."""
+        tools = model_tools(provider, self.model, window_tokens=self.n_ctx,
+                            tokens_per_char=lambda: self.loop.profile.tokens_per_char.value)
+        assembler = AssemblerActor(str(store.root), store, count=tools.count)
+        # The packet is written through the actor's own ledger client, which exists once the actor does.
+        assembler.summarise = tools.summarise_for(assembler.ledger, self.session)
         return assembler
 
     def _bound_profile(self, key: ProfileKey, n_ctx: int) -> CapacityProfile:
