@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from vak_context.farm.jobs import process_tree  # the one /proc walk: the farm's head stop uses it too
+
 pytestmark = pytest.mark.ray
 
 REPO = Path(__file__).resolve().parent.parent
@@ -75,26 +77,6 @@ def _is_loopback(address: str) -> bool:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     return ip.is_loopback
-
-
-def process_tree(root: int) -> set[int]:
-    """``root`` and every process descended from it, from /proc/<pid>/stat."""
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            stat_line = Path(f"/proc/{name}/stat").read_text()
-        except OSError:  # it exited while we looked
-            continue
-        ppid = int(stat_line.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(name))
-    tree, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        tree.add(pid)
-        todo.extend(children.get(pid, []))
-    return tree
 
 
 def _process_name(pid: int) -> str:
