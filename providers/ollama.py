@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Unpack
 import httpx
 
 from vak_context.coerce import int_or_none
-from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext, ToolCall
+from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext
 from vak_context.errors import ContextOverflow, InvalidInput, ProviderError, ProviderRequestError
 from vak_context.events.blocks import ImageBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import Usage
@@ -30,8 +30,8 @@ from vak_context.providers.base import (
     ProviderOptions,
     error_message,
     first_int,
+    openai_tool_calls,
     overflow_error,
-    parse_json_arguments,
     require_loaded_image,
     split_data_url,
 )
@@ -145,19 +145,7 @@ class OllamaProvider(Provider):
 
     def parse(self, body: dict[str, Any], *, latency_ms: float) -> ChatResult:
         message = body.get("message") or {}
-        calls = []
-        for i, call in enumerate(message.get("tool_calls") or []):
-            fn = call.get("function") or {}
-            arguments, raw = parse_json_arguments(fn.get("arguments"))
-            # Ollama gives calls no id (newer versions may): the position keeps them unique within the reply.
-            calls.append(
-                ToolCall(
-                    id=str(call.get("id") or f"call_{i}"),
-                    name=str(fn.get("name", "")),
-                    arguments=arguments,
-                    raw_arguments=raw,
-                )
-            )
+        calls = openai_tool_calls(message)
         timings = {
             "prompt_n": int_or_none(body.get("prompt_eval_count")),
             "predicted_n": int_or_none(body.get("eval_count")),
@@ -177,7 +165,7 @@ class OllamaProvider(Provider):
             model=str(body.get("model") or ""),
             text=str(message.get("content") or ""),
             thinking=str(message.get("thinking") or ""),
-            tool_calls=tuple(calls),
+            tool_calls=calls,
             usage=Usage(
                 input_tokens=int_or_none(body.get("prompt_eval_count")) or 0,
                 output_tokens=int_or_none(body.get("eval_count")) or 0,

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Unpack
 import httpx
 
 from vak_context.coerce import int_or_none
-from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext, ToolCall
+from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext
 from vak_context.errors import ContextOverflow
 from vak_context.events.blocks import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import Usage
@@ -32,8 +32,8 @@ from vak_context.providers.base import (
     error_message,
     first_int,
     load_images,
+    openai_tool_calls,
     overflow_error,
-    parse_json_arguments,
     require_loaded_image,
 )
 from vak_context.providers.streaming import ShownText, StreamAssembler
@@ -243,25 +243,14 @@ class OpenAICompatProvider(Provider):
         if isinstance(content, list):  # some gateways return content parts
             content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
         thinking = message.get("reasoning_content") or message.get("reasoning") or ""
-        calls = []
-        for i, call in enumerate(message.get("tool_calls") or []):
-            fn = call.get("function") or {}
-            arguments, raw = parse_json_arguments(fn.get("arguments"))
-            calls.append(
-                ToolCall(
-                    id=str(call.get("id") or f"call_{i}"),
-                    name=str(fn.get("name", "")),
-                    arguments=arguments,
-                    raw_arguments=raw,
-                )
-            )
+        calls = openai_tool_calls(message)
         timings = body.get("timings")
         return ChatResult(
             provider=self.name,
             model=str(body.get("model") or ""),
             text=content or "",
             thinking=thinking if isinstance(thinking, str) else "",
-            tool_calls=tuple(calls),
+            tool_calls=calls,
             usage=self.parse_usage(body.get("usage") or {}),
             stop_reason=choice.get("finish_reason"),
             latency_ms=latency_ms,
