@@ -1,4 +1,4 @@
-"""Concurrent appends from one process's threads, coalesced into few LedgerActor calls.
+"""Appends from one process's threads, coalesced into few LedgerActor calls: a call costs more than a commit.
 
 An actor call costs about a millisecond or two, more than the commit it waits for, so while calls
 are in flight (two per session at most) the appends of other threads queue here and go out

@@ -28,7 +28,7 @@ from vak_context.agent.endpoint import EndpointTools, build_tools
 from vak_context.agent.request import Prepared, Summarise, prepare, record_plan
 from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.context.capacity.profile import CapacityProfile, request_chars
-from vak_context.context.history.turns import DEFAULT_TOKENS_PER_CHAR
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.policy import (
     Asked,
@@ -41,6 +41,7 @@ from vak_context.context.planner.policy import (
     decide,
     state_of_entry,
 )
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import (
     cache_breakpoints,
@@ -59,7 +60,8 @@ Count = Callable[[ChatRequest], Awaitable[int]]
 
 
 def fidelity_counts(p: Plan) -> dict[str, int]:
-    counts = {"full": 0, "card": 0, "packet": 0, "behind_reset": 0}
+    """How many turns the plan carries at each fidelity, keyed by ``Fidelity`` value (a report's counts)."""
+    counts = {f.value: 0 for f in (Fidelity.FULL, Fidelity.CARD, Fidelity.PACKET, Fidelity.BEHIND_RESET)}
     for t in p.turns:
         counts[t.fidelity] = counts.get(t.fidelity, 0) + 1
     return counts
@@ -73,7 +75,7 @@ class AssemblerActor:
     tokenizer); without it the budget check uses ``chars × tokens_per_char``."""
 
     def __init__(self, root: str, ledger: LedgerStore | Any, summarise: Summarise | None = None,
-                 tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
+                 tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
                  count: Callable[[ChatRequest], Awaitable[int]] | None = None,
                  count_prefix: Callable[[ChatRequest], Awaitable[int]] | None = None) -> None:
         self.ledger = LedgerClient(root, ledger)

@@ -20,11 +20,12 @@ from vak_context.actors.ledger_client import LedgerClient
 from vak_context.actors.session_fold import FoldedSessions
 from vak_context.agent.carddocs import card_doc, docs_from_ledger
 from vak_context.config import VakConfig
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.context.evidence.digest import RecallError, body_text, parse_recall_args, select, window
 from vak_context.context.history.presentations import card_results, plan_cards
 from vak_context.context.history.render import EvidenceInfo, evidence_info, record_text, render_turn
 from vak_context.context.history.turncard import Outcome, build_card, render_card
-from vak_context.context.history.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
+from vak_context.context.history.turns import Turn, TurnIndex
 from vak_context.errors import InvalidInput, InvalidUtf8, VakError
 from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import EvidenceBody, ReadingKey, ToolResult
@@ -46,7 +47,7 @@ class EvidenceActor:
         self,
         root: str,
         ledger: LedgerStore | Any,
-        tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
+        tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
         config: VakConfig | None = None,
     ) -> None:
         self.root = root

@@ -14,6 +14,7 @@ import blake3
 import ray
 
 from vak_context.actors.ledger import LedgerActor
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.errors import ActorError
 
 NAMESPACE = "vak"
@@ -83,7 +84,7 @@ def evidence_actor_name(root: str | os.PathLike[str]) -> str:
 
 
 def evidence_actor(
-    root: str | os.PathLike[str], *, ledger: Any = None, tokens_per_char: float = 0.25, namespace: str = NAMESPACE
+    root: str | os.PathLike[str], *, ledger: Any = None, tokens_per_char: float = PRIOR_TOKENS_PER_CHAR, namespace: str = NAMESPACE
 ) -> Any:
     """Get or create the detached EvidenceActor for ``root``.
 
@@ -128,7 +129,7 @@ def planner_actor_name(root: str | os.PathLike[str]) -> str:
 
 
 def planner_actor(
-    root: str | os.PathLike[str], *, ledger: Any = None, tokens_per_char: float = 0.25, namespace: str = NAMESPACE
+    root: str | os.PathLike[str], *, ledger: Any = None, tokens_per_char: float = PRIOR_TOKENS_PER_CHAR, namespace: str = NAMESPACE
 ) -> Any:
     """Get or create the detached PlannerActor for ``root``.
 
@@ -148,7 +149,7 @@ def assembler_actor_name(root: str | os.PathLike[str]) -> str:
 
 
 def assembler_actor(
-    root: str | os.PathLike[str], *, ledger: Any = None, tokens_per_char: float = 0.25, namespace: str = NAMESPACE
+    root: str | os.PathLike[str], *, ledger: Any = None, tokens_per_char: float = PRIOR_TOKENS_PER_CHAR, namespace: str = NAMESPACE
 ) -> Any:
     """Get or create the detached AssemblerActor for ``root`` (an async actor: ``assemble`` awaits a
     summariser when a plan needs a packet). ``ledger`` is the folder's LedgerActor handle (None: get or

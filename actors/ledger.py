@@ -1,7 +1,8 @@
-"""LedgerActor: the one writer of a ledger folder, as a plain class (wrapped by vak_context.actors.factory).
+"""LedgerActor: a ledger folder's one writer, so every process of a cluster appends through the same store.
 
-It offers the calls of ``vak_context.storage.contract.Ledger`` with the same result types (``VerifyReport``,
-``LedgerStats``); callers reach it through ``vak_context.actors.ledger_client.LedgerClient``."""
+A plain class, wrapped by ``vak_context.actors.factory``. It offers the calls of
+``vak_context.storage.contract.Ledger`` with the same result types (``VerifyReport``, ``LedgerStats``);
+callers reach it through ``vak_context.actors.ledger_client.LedgerClient``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from vak_context.storage.ledger import LedgerStore
 
 
 class LedgerActor:
-    """Owns a LedgerStore. Every method is a thin, blocking call into the store.
+    """The folder's one writer on Ray: it owns the LedgerStore, and every method is a thin, blocking call into it.
 
     On Ray it is a threaded actor (``vak_context.actors.factory.ledger_actor``): each call runs in one of the
     actor's threads, so concurrent appends share fsyncs through the store's group commit and reads

@@ -1,4 +1,6 @@
-"""The one way callers reach a ledger: a LedgerStore this process holds, or the LedgerActor on Ray.
+"""The one way callers reach a ledger, so they read and append alike whether its writer is here or on Ray.
+
+The writer is a LedgerStore this process holds, or the folder's LedgerActor.
 
 ``LedgerClient`` implements ``vak_context.storage.contract.Ledger`` over either, so the Evidence, Planner,
 Assembler and Probe actors, the turn loop's Ray wiring and the main job read and append the same
@@ -27,7 +29,9 @@ if TYPE_CHECKING:
 
 
 class LedgerClient:
-    """``ledger``: the folder's LedgerActor handle (``vak_context.actors.factory.ledger_actor(root)``), or a
+    """The ledger contract over a store or the LedgerActor; through the actor it encodes payloads here, once.
+
+    ``ledger``: the folder's LedgerActor handle (``vak_context.actors.factory.ledger_actor(root)``), or a
     LedgerStore this process holds as the folder's writer (used as is; the caller closes it)."""
 
     def __init__(self, root: str, ledger: LedgerStore | Any, *, coalesce: bool = True, max_in_flight: int = 2,

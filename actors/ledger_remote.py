@@ -1,6 +1,7 @@
-"""The ledger contract over a LedgerActor handle: each call is one actor call, Ray's errors translated.
+"""The ledger contract as LedgerActor calls; apart from LedgerClient so an in-process one never imports Ray.
 
-Used through ``vak_context.actors.ledger_client.LedgerClient``, which picks it when it is given an actor handle.
+Each call is one actor call. Used through ``vak_context.actors.ledger_client.LedgerClient``, which picks it
+(importing it only then) when it is given an actor handle.
 Every ``ray.get`` (and every await) on the LedgerActor runs inside ``map_ray_errors``, so a caller sees
 the actor's own typed errors as if in-process, and ``ActorError`` for anything Ray itself reports.
 """
@@ -28,7 +29,9 @@ def _get_append(ref: Any) -> Any:
 
 
 class RemoteLedger:
-    """``handle``: the folder's LedgerActor. Concurrent appends from this process's threads are
+    """The contract's calls sent to the LedgerActor, each awaited with Ray's errors translated.
+
+    ``handle``: the folder's LedgerActor. Concurrent appends from this process's threads are
     coalesced into few actor calls (``AppendCoalescer``) unless ``coalesce`` is false."""
 
     def __init__(self, handle: Any, *, coalesce: bool = True, max_in_flight: int = 2) -> None:

@@ -1,5 +1,6 @@
-"""The turn loop's services as plain objects in this process: the same calls as
-``vak_context.actors.turn_services.RayServices``, without Ray (``vak chat``, tests, benches).
+"""The turn loop's services in this process, so a turn runs without Ray (``vak chat``, tests, benches).
+
+The same calls as ``vak_context.actors.turn_services.RayServices``: the loop's code is one either way.
 
 The actor classes are used as plain classes sharing one LedgerStore, the folder's writer.
 """
@@ -21,7 +22,10 @@ from vak_context.storage.ledger import LedgerStore
 
 
 class InProcessServices:
-    """The services as plain objects in this process, sharing one LedgerStore (the folder's writer)."""
+    """The turn loop's services without Ray: the actor classes as plain objects sharing one LedgerStore.
+
+    The store is the folder's writer; ``append`` runs it in a thread so the loop's event loop never waits
+    on a sync."""
 
     def __init__(self, store: LedgerStore, session: str, *, assembler: AssemblerActor | None = None,
                  evidence: EvidenceActor | None = None, probe: ProbeActor | None = None,

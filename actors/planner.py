@@ -21,7 +21,7 @@ from vak_context.actors.ledger_client import LedgerClient
 from vak_context.actors.session_fold import FoldedSessions
 from vak_context.agent.request import plan_record
 from vak_context.context.capacity.profile import CapacityProfile, from_record
-from vak_context.context.history.turns import DEFAULT_TOKENS_PER_CHAR
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.context.planner.plan import PlannerState
 from vak_context.context.planner.view import SessionView
 from vak_context.errors import InvalidInput
@@ -44,7 +44,7 @@ def as_profile(profile: CapacityProfile | CapacityProfileRecord | Mapping[str, A
 class PlannerActor:
     """``ledger``: the folder's LedgerActor handle, or a LedgerStore this process holds as its writer."""
 
-    def __init__(self, root: str, ledger: LedgerStore | Any, tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR) -> None:
+    def __init__(self, root: str, ledger: LedgerStore | Any, tokens_per_char: float = PRIOR_TOKENS_PER_CHAR) -> None:
         self.root = root
         self.ledger = LedgerClient(root, ledger)
         self.tokens_per_char = tokens_per_char

@@ -80,7 +80,9 @@ class ProbeTarget:
 
 
 class ProbeActor:
-    """``ledger``: the LedgerActor handle of the folder probes are written to, or a LedgerStore this
+    """When to probe, off the turn's path: runs a ``ProbeRunner`` in the background and records its outcome.
+
+    ``ledger``: the LedgerActor handle of the folder probes are written to, or a LedgerStore this
     process holds as its writer. ``config`` None loads the operator's file."""
 
     def __init__(

@@ -1,5 +1,7 @@
-"""The turn loop's services on Ray: the same calls as ``vak_context.actors.local_services.InProcessServices``, through the
-folder's actors (LedgerActor, AssemblerActor, EvidenceActor and, when given, the ProbeActor).
+"""The turn loop's services on Ray, so the same loop runs against a cluster's actors as against plain objects.
+
+The same calls as ``vak_context.actors.local_services.InProcessServices``, through the folder's actors
+(LedgerActor, AssemblerActor, EvidenceActor and, when given, the ProbeActor).
 
 Wiring only: the loop's code is the same either way. Ray's errors are translated at this edge into
 ``ActorError``, which says which actor failed and what to do.
@@ -29,7 +31,9 @@ async def _call(what: str, ref: Awaitable[T]) -> T:
 
 
 class RayServices:
-    """``root``: the ledger folder; its actors are got or created by name (one writer per folder)."""
+    """The turn loop's services as calls to the folder's actors (the Ray form of ``InProcessServices``).
+
+    ``root``: the ledger folder; its actors are got or created by name (one writer per folder)."""
 
     def __init__(self, root: str | os.PathLike[str], session: str, *, probe: Any = None,
                  probe_target: ProbeTarget | None = None) -> None:

@@ -21,6 +21,7 @@ from typing import Protocol
 from vak_context.context.capacity.profile import CapacityProfile
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.policy import plan_entry
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.planner.view import SessionView, handoff_text
 from vak_context.context.request.assemble import prefix_tokens, project, text_tokens
 from vak_context.context.request.messages import (
@@ -53,7 +54,7 @@ def write_reset(ledger: Ledger, session: str, view: SessionView, p: Plan) -> str
     """The rescue: a reset-with-handoff entry, after which the turns before it are never planned."""
     if not p.rescue:
         raise InvalidInput("only a rescue plan (plan.rescue) writes a reset-with-handoff")
-    history = [t for t in p.turns if t.fidelity == "behind_reset"]
+    history = [t for t in p.turns if t.fidelity == Fidelity.BEHIND_RESET]
     payload = ResetWithHandoff(
         handoff=handoff_text(p),
         last_turn_id=history[-1].turn_id if history else None,

@@ -35,7 +35,8 @@ from typing import Any
 import httpx
 
 from vak_context.context.request.toolcalls import parse_tool_calls
-from vak_context.providers.local.server import LocalModelServer, canonical_model
+from vak_context.providers.local.catalogue import canonical_model
+from vak_context.providers.local.server import LocalModelServer
 
 LISTING = "./ (6 entries)\nMakefile\t821 bytes\nREADME.md\t7,370 bytes\npyproject.toml\t2,688 bytes\nsrc/\ntests/\n"
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")[:2400]

@@ -54,22 +54,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from vak_context.actors.local_services import InProcessServices
 from vak_context.agent.loop import TurnConfig, TurnLoop
 from vak_context.agent.workspace import Workspace
-from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon
 from vak_context.context.request.assemble import system_prompt
-from vak_context.context.request.messages import (
-    ChatRequest,
-    ChatResult,
-    Message,
-    TextPart,
-    ToolResultPart,
-    ToolSpec,
-    ToolUsePart,
-)
+from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ToolSpec
 from vak_context.context.request.surface import ToolDecl, find_tools_result
 from vak_context.engine.live import default_surface
-from vak_context.events.payloads import AssistantStep, Directive, TextBlock, ToolUseBlock
+from vak_context.events.blocks import TextBlock, ToolResultBlock, ToolUseBlock
+from vak_context.events.payloads import AssistantStep, Directive
 from vak_context.providers.base import RetryPolicy
-from vak_context.providers.local.server import LocalModelServer, canonical_model
+from vak_context.providers.local.catalogue import canonical_model, local_profile_key
+from vak_context.providers.local.server import LocalModelServer
 from vak_context.providers.openai_compat import OpenAICompatProvider
 from vak_context.storage.ledger import LedgerStore
 
@@ -147,7 +141,7 @@ def harness_violations(sent: Sequence[Sent], tail_tokens: int, prefix_tokens: in
 
 
 def is_tail(part: object) -> bool:
-    return isinstance(part, TextPart) and part.text.startswith(TAIL_OPEN)
+    return isinstance(part, TextBlock) and part.text.startswith(TAIL_OPEN)
 
 
 def tail_of(request: ChatRequest) -> str:
@@ -174,9 +168,9 @@ def promoted(request: ChatRequest, spec: ToolSpec, *, in_tools: bool) -> ChatReq
     """``request`` followed by a find_tools call that returns ``spec``; with ``in_tools`` the schema is
     also appended to the request's tools (promotion into the prefix)."""
     query = spec.name.replace("_", " ")
-    call = Message(role="assistant", content=(ToolUsePart(id="call_promote", name="find_tools",
+    call = Message(role="assistant", content=(ToolUseBlock(id="call_promote", name="find_tools",
                                                           input={"query": query}),))
-    result = Message(role="user", content=(ToolResultPart(
+    result = Message(role="user", content=(ToolResultBlock(
         tool_use_id="call_promote", content=find_tools_result((ToolDecl(spec),), query)),))
     tools = (*request.tools, spec) if in_tools else request.tools
     return request.model_copy(update={"messages": (*request.messages, call, result), "tools": tools})
@@ -347,7 +341,7 @@ async def run_bench(model: str, n_ctx: int, session_tokens: int, turns: int, max
             # A seeded turn renders to about 700 tokens (two results and the exchange around them).
             seeded = max(1, round(session_tokens / 700))
             await seed_history(services, workspace, names, seeded, model)
-            profile = CapacityProfile(ProfileKey("local", model, ""), n_ctx,
+            profile = CapacityProfile(local_profile_key(model), n_ctx,
                                       Horizon(n_ctx - max_tokens - 256, 0.9, time.time()), Ewma(0.30, 1), max_tokens)
             config = TurnConfig(model=model, provider="local", system=system, surface=surface, max_steps=5,
                                 max_tokens=max_tokens, temperature=0.0, session_key="bench")

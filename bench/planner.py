@@ -43,6 +43,7 @@ from vak_context.context.history.packets import compaction_payload
 from vak_context.context.history.turncard import build_card
 from vak_context.context.history.turns import TurnIndex
 from vak_context.context.planner.plan import Plan, PlannerState
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import prefix_tokens, project, request_tokens
 from vak_context.context.request.messages import ChatRequest
@@ -177,9 +178,9 @@ def main() -> None:
                 plan_t += _time(1, view.plan, prof, directive, prefix_tokens=pre, tail_tokens=40, state=state)
                 floor_t += _time(1, _wire, provider, request)
             med, floor = statistics.median(plan_t), statistics.median(floor_t)
-            shape = (f"{len(p.with_fidelity('full'))} full, {len(p.with_fidelity('card'))} cards, "
+            shape = (f"{len(p.with_fidelity(Fidelity.FULL))} full, {len(p.with_fidelity(Fidelity.CARD))} cards, "
                      f"packet {p.packet_range[0]}-{p.packet_range[1]}" if p.packet_range else
-                     f"{len(p.with_fidelity('full'))} full, {len(p.with_fidelity('card'))} cards, no packet")
+                     f"{len(p.with_fidelity(Fidelity.FULL))} full, {len(p.with_fidelity(Fidelity.CARD))} cards, no packet")
             rows.append((n, name, med, _p95(plan_t), floor, shape))
             print(f"{n:>6}  {name:<14} {med * 1e3:>7.2f}ms {_p95(plan_t) * 1e3:>7.2f}ms {floor * 1e3:>8.2f}ms "
                   f"{med / floor:>5.1f}x  {shape}")

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from vak_context.agent.probe import ProbeRunner, ProbeSettings
 from vak_context.context.capacity.ladder import DEFAULT_CAP, DEFAULT_LEAD, SampleOutcome, plan_rungs
-from vak_context.context.capacity.profile import ProfileKey
+from vak_context.providers.local.catalogue import local_profile_key
 from vak_context.providers.openai_compat import OpenAICompatProvider
 
 # (label, samples per rung (the cap), stop once settled, lead that settles)
@@ -82,7 +82,7 @@ async def one_repeat(client: httpx.AsyncClient, url: str, model: str, sizes: lis
     for samples, early, lead in ((s, e, ld) for _, s, e, ld in LADDERS):
         provider = OpenAICompatProvider(client, base_url=url, api_key=api_key, timeout_s=900.0)
         settings = ProbeSettings(samples=samples, lead=lead, controls=1, cache_rung=False, decide_early=early)
-        runner = ProbeRunner(provider, ProfileKey("local", model), settings=settings, salt=f"bench-{time.time_ns()}")
+        runner = ProbeRunner(provider, local_profile_key(model), settings=settings, salt=f"bench-{time.time_ns()}")
         await runner.cache_rung(256)  # calibrates tokens per char, untimed
         runners.append(runner)
     tallies = [Tally() for _ in LADDERS]

@@ -27,21 +27,16 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vak_context.agent.probe import (
-    LOCAL_PROTOCOL,
-    LOCAL_QUANTISATION,
-    ProbeReport,
-    ProbeRunner,
-    ProbeSettings,
-)
+from vak_context.agent.probe import ProbeReport, ProbeRunner, ProbeSettings
 from vak_context.cli.probe_cmd import print_progress, write_ladder
-from vak_context.context.capacity.profile import ProfileKey, describe
-from vak_context.providers.local.server import LocalModelServer, canonical_model
+from vak_context.context.capacity.profile import describe
+from vak_context.providers.local.catalogue import canonical_model, local_profile_key, local_protocol
+from vak_context.providers.local.server import LocalModelServer
 from vak_context.providers.openai_compat import OpenAICompatProvider
 
 
 async def ladder(model: str, n_ctx: int, threads: int, settings: ProbeSettings) -> ProbeReport:
-    key = ProfileKey("local", model, LOCAL_QUANTISATION.get(model, ""))
+    key = local_profile_key(model)
     with LocalModelServer(model, n_ctx=n_ctx, threads=threads) as server:
         print(f"started {model} at {server.base_url} (n_ctx {n_ctx}, {threads} threads)", flush=True)
         async with httpx.AsyncClient(trust_env=False, timeout=1800.0) as client:
@@ -80,7 +75,7 @@ def main() -> int:
         print(summarise(args.summarise))
         return 0
     model = canonical_model(args.model)
-    settings = ProbeSettings(protocol=args.protocol or LOCAL_PROTOCOL.get(model, "native"))
+    settings = ProbeSettings(protocol=args.protocol or local_protocol(model))
     started = time.perf_counter()
     report = asyncio.run(ladder(model, args.n_ctx, args.threads, settings))
     wall = time.perf_counter() - started

@@ -52,13 +52,15 @@ from vak_context.context.capacity.profile import (  # noqa: E402
     apply_feedback,
     request_chars,
 )
-from vak_context.context.request.messages import ChatRequest, Message, TextPart, ToolResultPart, ToolUsePart  # noqa: E402
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR  # noqa: E402
+from vak_context.context.request.messages import ChatRequest, Message  # noqa: E402
+from vak_context.events.blocks import TextBlock, ToolResultBlock, ToolUseBlock  # noqa: E402
 from vak_context.events.payloads import Usage  # noqa: E402
 from vak_context.providers.base import RetryPolicy  # noqa: E402
 from vak_context.providers.openai_compat import OpenAICompatProvider  # noqa: E402
 from vak_context.providers.tokencount import LlamaCppTokenCounter  # noqa: E402
 
-PRIORS = (0.25, 0.27)
+PRIORS = (PRIOR_TOKENS_PER_CHAR, 0.27)
 SYSTEM = (
     "You are a coding assistant working in the user's repository. Use the tools to read files and "
     "list folders; answer from what they return, and say which file each fact came from."
@@ -164,9 +166,9 @@ def step_request(model: str, shape: str, body: str) -> ChatRequest:
         system=SYSTEM,
         messages=(
             Message.user("Look at what the tool returns and tell me the one thing that stands out."),
-            Message(role="assistant", content=(ToolUsePart(id="call_1", name=name, input=args),)),
-            Message(role="user", content=(ToolResultPart(tool_use_id="call_1", content=body),
-                                          TextPart(text="Answer in two sentences."))),
+            Message(role="assistant", content=(ToolUseBlock(id="call_1", name=name, input=args),)),
+            Message(role="user", content=(ToolResultBlock(tool_use_id="call_1", content=body),
+                                          TextBlock(text="Answer in two sentences."))),
         ),
         tools=tuple(t.spec for t in WORKSPACE_TOOLS),
         max_tokens=1,

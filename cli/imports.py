@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from vak_context.cli.mainjob import DEFAULT_LEDGER
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 
 
 def register(sub: Any) -> None:
@@ -27,7 +28,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--tokens-per-char",
         type=_tokens_per_char,
-        default=0.25,
+        default=PRIOR_TOKENS_PER_CHAR,
         help="the model's tokens per character, for turn sizes no receipt covers: a number from 0.01 to 4 "
         "(default: %(default)s)",
     )
@@ -57,6 +58,9 @@ def _tokens_per_char(text: str) -> float:
         raise argparse.ArgumentTypeError(message) from exc
 
 
+PROGRESS_INTERVAL_S = 0.25  # a rewritten status line more often than this only flickers
+
+
 class _Progress:
     """One status line on stderr, rewritten at most a few times a second."""
 
@@ -69,7 +73,7 @@ class _Progress:
         if session != self.current:
             self.current, self.sessions = session, self.sessions + 1
         now = time.monotonic()
-        if done == total or now - self.last > 0.25:
+        if done == total or now - self.last > PROGRESS_INTERVAL_S:
             self.last = now
             line = f"  session {self.sessions}: {session[:60]} {done}/{total} events"
             print(f"\r{line:<90}", end="", file=sys.stderr)

@@ -40,7 +40,7 @@ def _run(args: argparse.Namespace) -> int:
     from vak_context.checks import check_ledger_folder
     from vak_context.cli.mainjob import run_main_job
     from vak_context.errors import InvalidInput
-    from vak_context.providers.local.server import resolve_model
+    from vak_context.providers.local.catalogue import resolve_model
 
     check_ledger_folder(args.ledger, "--ledger")  # here too, so the message names the option
     if not args.workspace.is_dir():

@@ -113,9 +113,9 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
     if not report["ok"]:
         raise SystemExit(f"vak: verify failed: {report['first_bad']}")
     out(_section("the session's turns, cards and digests (read back from the ledger)"))
-    out(session_report(ledger, session))
+    out(session_summary(ledger, session))
     out(_section("the same session planned for two models"))
-    out(plans_report(ledger, session, profile))
+    out(plan_comparison(ledger, session, profile))
     summary["seconds"] = round(time.perf_counter() - t0, 2)
     out(f"\ndone in {summary['seconds']} s")
     return summary
@@ -178,7 +178,7 @@ def measure_profile(model: str | None, base_url: str | None, api_key: str | None
     import asyncio
 
     from vak_context.agent.probe import probe_local
-    from vak_context.providers.local.server import canonical_model
+    from vak_context.providers.local.catalogue import canonical_model
 
     out(_section(f"measuring the local model ({model}) with the quick probe ladder"))
     from vak_context.cli.probe_cmd import print_progress
@@ -216,24 +216,24 @@ SYSTEM_PROMPT = (
 )
 
 
-def plans_report(ledger: Path, session: str, profile: Any) -> str:
+def plan_comparison(ledger: Path, session: str, profile: Any) -> str:
     from vak_context.context.evidence.digest import RECALL_TOOL
     from vak_context.context.history.cards import card_tools
-    from vak_context.engine.plan_report import plan_report
+    from vak_context.engine.plan_comparison import compare_plans
     from vak_context.storage.ledger import LedgerStore
 
     tools = (RECALL_TOOL, *card_tools())
     profiles = {"local (measured)": profile, "frontier (200k)": large_profile(profile.tokens_per_char.value)}
     with LedgerStore(ledger, readonly=True) as store:
-        return plan_report(store, session, profiles, system=SYSTEM_PROMPT, tools=tools)
+        return compare_plans(store, session, profiles, system=SYSTEM_PROMPT, tools=tools)
 
 
 def _section(title: str) -> str:
     return f"\n{'=' * 8} {title} {'=' * max(4, 90 - len(title))}"
 
 
-def session_report(ledger: Path, session: str) -> str:
-    from vak_context.engine.session_report import summarize_session
+def session_summary(ledger: Path, session: str) -> str:
+    from vak_context.engine.session_summary import summarize_session
     from vak_context.storage.ledger import LedgerStore
 
     # The LedgerActor is the writer; a read-only store reads the same folder without the lock.

@@ -18,13 +18,7 @@ from typing import Any
 
 import httpx
 
-from vak_context.agent.probe import (
-    LOCAL_PROTOCOL,
-    LOCAL_QUANTISATION,
-    ProbeReport,
-    ProbeRunner,
-    ProbeSettings,
-)
+from vak_context.agent.probe import ProbeReport, ProbeRunner, ProbeSettings
 from vak_context.checks import (
     MAX_TOKENS,
     base_url_arg,
@@ -36,6 +30,7 @@ from vak_context.context.capacity.ladder import DEFAULT_CAP, TOP_FRACTION
 from vak_context.context.capacity.profile import ProfileKey, describe
 from vak_context.errors import InvalidInput, MissingExtra
 from vak_context.extras import has_extra, pyplot
+from vak_context.providers.local.catalogue import local_profile_key, local_protocol
 
 LADDER_FILES = ("ladder.csv", "ladder.md", "ladder.png", "profile.json")
 LADDER_FIELDS = ("target", "prompt_tokens", "followed", "asked", "pass_rate", "control_calls", "controls",
@@ -119,7 +114,7 @@ def check_args(args: argparse.Namespace) -> tuple[str, str, Path]:
         raise InvalidInput(f"{args.spec!r} names no model: write provider:model, e.g. local:smollm2")
     if provider_name == "local":
         if args.base_url is None:
-            from vak_context.providers.local.server import MODELS, canonical_model
+            from vak_context.providers.local.catalogue import MODELS, canonical_model
 
             model = canonical_model(model)  # `qwen` is qwen2.5-coder-0.5b
             if model not in MODELS and not (model.endswith(".gguf") and Path(model).expanduser().is_file()):
@@ -152,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     provider_name, model, out = check_args(args)
     if not has_extra("plots"):  # said before the probe, not after it
         print(f"note: ladder.png will not be drawn. {MissingExtra('plots', 'the PNG').args[0]}")
-    protocol = args.protocol or (LOCAL_PROTOCOL.get(model, "native") if provider_name == "local" else "native")
+    protocol = args.protocol or (local_protocol(model) if provider_name == "local" else "native")
     settings = ProbeSettings(samples=args.samples, controls=args.controls, first_rung=args.first_rung,
                              max_sizes=args.max_sizes, protocol=protocol)
     window: list[int] = []
@@ -188,11 +183,12 @@ async def _probe(args: argparse.Namespace, provider_name: str, model: str, setti
 
         with LocalModelServer(model, n_ctx=args.n_ctx) as server:
             print(f"started {model} at {server.base_url} (n_ctx {args.n_ctx})", flush=True)
-            return await _run(f"openai-compat:{model}", server.base_url,
-                              ProfileKey("local", model, LOCAL_QUANTISATION.get(model, "")), settings, make_provider,
-                              on_progress, api_key=server.api_key)
-    spec = f"openai-compat:{model}" if provider_name == "local" else args.spec
-    return await _run(spec, args.base_url, ProfileKey(provider_name, model), settings, make_provider, on_progress)
+            return await _run(f"openai-compat:{model}", server.base_url, local_profile_key(model), settings,
+                              make_provider, on_progress, api_key=server.api_key)
+    if provider_name == "local":  # a local model already served at --base-url
+        return await _run(f"openai-compat:{model}", args.base_url, local_profile_key(model), settings,
+                          make_provider, on_progress)
+    return await _run(args.spec, args.base_url, ProfileKey(provider_name, model), settings, make_provider, on_progress)
 
 
 async def _run(spec: str, base_url: str | None, key: ProfileKey, settings: ProbeSettings, make: Any,

@@ -13,7 +13,8 @@ from typing import Any
 
 from vak_context.checks import MAX_TOKENS, bounded_int
 from vak_context.errors import ModelServerError
-from vak_context.providers.local.server import MODELS, LocalModelServer
+from vak_context.providers.local.catalogue import MODELS
+from vak_context.providers.local.server import LocalModelServer
 
 
 def register(subparsers: Any) -> None:

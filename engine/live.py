@@ -19,9 +19,8 @@ import httpx
 
 from vak_context.actors.assembler import AssemblerActor
 from vak_context.actors.local_services import InProcessServices
-from vak_context.agent.endpoint import ModelEndpoint
+from vak_context.agent.endpoint import ModelEndpoint, model_tools
 from vak_context.agent.loop import StepReport, TurnConfig, TurnLoop, TurnReport, TurnServices
-from vak_context.agent.summarise import Summariser, write_packet
 from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
 from vak_context.agent.workspace import Workspace
 from vak_context.context.capacity.profile import (
@@ -33,14 +32,13 @@ from vak_context.context.capacity.profile import (
 )
 from vak_context.context.evidence.digest import RECALL_TOOL
 from vak_context.context.history.cards import card_tools
-from vak_context.context.planner.plan import Plan
-from vak_context.context.planner.view import SessionView
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.request.assemble import system_prompt
 from vak_context.context.request.messages import ModelContext
 from vak_context.context.request.surface import Surface, ToolDecl
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import CapacityProfileRecord
-from vak_context.providers.tokencount import token_counter
+from vak_context.providers.local.catalogue import canonical_model, local_profile_key
 from vak_context.storage.ledger import LedgerStore
 
 DEFAULT_MODEL = "qwen"
@@ -55,13 +53,6 @@ def default_surface(*, cards_loaded: bool = False) -> Surface:
     core += [ToolDecl(t.spec, always_loaded=True, observes=t.observes) for t in WORKSPACE_TOOLS]
     core += [ToolDecl(spec, always_loaded=cards_loaded) for spec in card_tools()]
     return Surface.build(core)
-
-
-def local_key(model: str) -> ProfileKey:
-    """The profile key a bundled local model is probed and bound under (``vak_context.agent.probe`` names it)."""
-    from vak_context.agent.probe import LOCAL_QUANTISATION
-
-    return ProfileKey("local", model, LOCAL_QUANTISATION.get(model, ""))
 
 
 def recorded_profile(store: LedgerStore, key: ProfileKey) -> CapacityProfile | None:
@@ -83,7 +74,8 @@ def recorded_profile(store: LedgerStore, key: ProfileKey) -> CapacityProfile | N
 def step_line(step: StepReport) -> str:
     """One line per step: the plan, prompt and cached tokens, and the prefix digest."""
     f = step.fidelity
-    plan = f"full {f.get('full', 0)} / card {f.get('card', 0)} / packet {f.get('packet', 0)}"
+    plan = (f"full {f.get(Fidelity.FULL, 0)} / card {f.get(Fidelity.CARD, 0)} / "
+            f"packet {f.get(Fidelity.PACKET, 0)}")
     ratio = f" ({step.cached_tokens / step.prompt_tokens:.0%} cached)" if step.prompt_tokens else ""
     calls = ", ".join(step.calls) if step.calls else "answer"
     return (f"  step {step.index + 1}: plan {plan}{' (planned)' if step.replanned else ''}; "
@@ -111,7 +103,7 @@ class LiveSession:
     api_key: str | None = None  # that server's key
 
     async def __aenter__(self) -> LiveSession:
-        from vak_context.providers.local.server import LocalModelServer, canonical_model
+        from vak_context.providers.local.server import LocalModelServer
         from vak_context.providers.openai_compat import OpenAICompatProvider
 
         self._stack = AsyncExitStack()
@@ -129,7 +121,7 @@ class LiveSession:
                                                        assembler=self._assembler(self.store, provider))
         else:
             services = self.services_factory(None)
-        key = local_key(self.model)
+        key = local_profile_key(self.model)
         profile = self.profile or self._bound_profile(key, self.n_ctx)
         surface = default_surface()
         config = TurnConfig(model=self.model, provider="local", system=system_prompt(surface.catalogue()),
@@ -144,15 +136,13 @@ class LiveSession:
 
     def _assembler(self, store: LedgerStore, provider: Any) -> AssemblerActor:
         """In-process: requests sized exactly by the server's own tokenizer, packets summarised by the
-        same model (a side call with its own prompt, never the turn's history)."""
-        counter = token_counter(provider, lambda: self.loop.profile.tokens_per_char.value)
-        summariser = Summariser(provider, self.model, window_tokens=self.n_ctx, max_summary_tokens=256)
-        assembler: AssemblerActor
-
-        async def summarise(view: SessionView, plan: Plan) -> list[str]:
-            return await write_packet(assembler.ledger, self.session, view, plan, summariser)
-
-        assembler = AssemblerActor(str(store.root), store, summarise=summarise, count=counter.count)
+        same model (a side call with its own prompt, never the turn's history): ``model_tools``, as an
+        actor builds them from the ModelEndpoint on Ray."""
+        tools = model_tools(provider, self.model, window_tokens=self.n_ctx,
+                            tokens_per_char=lambda: self.loop.profile.tokens_per_char.value)
+        assembler = AssemblerActor(str(store.root), store, count=tools.count)
+        # The packet is written through the actor's own ledger client, which exists once the actor does.
+        assembler.summarise = tools.summarise_for(assembler.ledger, self.session)
         return assembler
 
     def _bound_profile(self, key: ProfileKey, n_ctx: int) -> CapacityProfile:

@@ -16,7 +16,7 @@ from vak_context.events.payloads import (
     EvidenceBody,
     EwmaRecord,
     HorizonRecord,
-    ImageRef,
+    ImageBlock,
     IntentNote,
     Nudge,
     Presentation,
@@ -42,7 +42,7 @@ from vak_context.events.payloads import (
 __all__ = [
     "CONTROL_KINDS", "CURRENT_VERSION", "KINDS", "PAYLOAD_ADAPTER", "Activity", "Answer", "AssistantStep",
     "CapacityProfileRecord", "Compaction", "CoveredEvidence", "Directive", "EvidenceBody", "EwmaRecord",
-    "HorizonRecord", "ImageRef", "IntentNote", "LedgerLimits", "Mapper", "Nudge", "Presentation",
+    "HorizonRecord", "ImageBlock", "IntentNote", "LedgerLimits", "Mapper", "Nudge", "Presentation",
     "PresentationFeedback", "PresentationRef", "PresentationSelection", "PresentationSource", "ReadingKey",
     "Receipt", "ResetWithHandoff", "StoredEntry", "TextBlock", "ThinkingBlock", "Thread", "ToolResult",
     "ToolUseBlock", "TraceLine", "TurnCard", "TurnTail", "Usage", "WorkContract",

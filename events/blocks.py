@@ -45,6 +45,9 @@ class ThinkingBlock(Frozen):
 
 
 class ToolUseBlock(Frozen):
+    """A tool call as the ledger stores it in an assistant step and a request sends it back: id, name and
+    arguments (``input``). The turn loop writes one per ``ParsedCall`` it runs (docs/TURNS.md "Tool calls")."""
+
     type: Literal["tool_use"] = "tool_use"
     id: str
     name: str

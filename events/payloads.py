@@ -26,8 +26,6 @@ from vak_context.events.blocks import (
 
 EntryId = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
-ImageRef = ImageBlock  # the name the ledger's API has always used for a directive's image
-
 
 def _stored_image(image: ImageBlock) -> dict[str, str]:
     # A directive's images were stored before blocks had one model, as {ref, media_type} with no tag: the
@@ -346,7 +344,7 @@ CONTROL_KINDS = frozenset({"nudge", "intent_note", "thread", "work_contract"})
 __all__ = [
     "CONTROL_KINDS", "KINDS", "PAYLOAD_ADAPTER", "PAYLOAD_TYPES", "Activity", "Answer", "AssistantStep",
     "CapacityProfileRecord", "Compaction", "CoveredEvidence", "Directive", "EntryId", "EntryPayload",
-    "EvidenceBody", "EwmaRecord", "HorizonRecord", "ImageBlock", "ImageRef", "IntentNote", "JsonValue", "Nudge",
+    "EvidenceBody", "EwmaRecord", "HorizonRecord", "ImageBlock", "IntentNote", "JsonValue", "Nudge",
     "PlanRecord", "Presentation", "PresentationFeedback", "PresentationRef", "PresentationSelection",
     "PresentationSource", "ReadingKey", "Receipt", "ResetWithHandoff", "StepBlock", "StoredImage", "TextBlock",
     "ThinkingBlock", "Thread", "ToolResult", "ToolUseBlock", "TraceLine", "TurnCard", "TurnTail", "Usage",

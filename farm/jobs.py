@@ -44,6 +44,7 @@ WORKING_DIR_EXCLUDES = (
 )
 DEFAULT_JOB_OUT = '"$HOME"/vak-data/farm-runs'  # expanded by the shell that runs the entrypoint
 FINAL_STATES = ("SUCCEEDED", "FAILED", "STOPPED")
+JOBS_API_POLL_S = 0.25  # between checks of a starting head's Jobs API, up to its deadline
 RAY_CLI = Path(sys.executable).with_name("ray")
 
 
@@ -288,7 +289,7 @@ class LocalHead:
             if time.monotonic() > deadline or (self.process is not None and self.process.poll() is not None):
                 self.stop()
                 raise ActorError("the local Ray head's Jobs API never answered:\n" + "\n".join(self.log))
-            time.sleep(0.25)
+            time.sleep(JOBS_API_POLL_S)
 
     def stop(self, timeout_s: float = 60.0) -> None:
         """SIGTERM the `ray start` process (it stops what it started), wait for every process it started

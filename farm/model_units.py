@@ -67,15 +67,17 @@ def provider_for(endpoint: Endpoint, client: httpx.AsyncClient) -> Provider:
 async def probe_unit(unit: UnitKey, run_id: str, node: str, model: ModelEntry, task: ProbeTask,
                      endpoint: Endpoint) -> list[dict[str, Any]]:
     """One row per rung of the ladder; ``horizon`` is the profile the probe measured."""
-    from vak_context.agent.probe import LOCAL_PROTOCOL, LOCAL_QUANTISATION, ProbeRunner, ProbeSettings
+    from vak_context.agent.probe import ProbeRunner, ProbeSettings
     from vak_context.context.capacity.profile import ProfileKey
+    from vak_context.providers.local.catalogue import local_profile_key, local_protocol
 
     local = endpoint.local_model
-    protocol = task.protocol or (LOCAL_PROTOCOL.get(local, "native") if local else "native")
+    protocol = task.protocol or (local_protocol(local) if local else "native")
     settings = ProbeSettings(samples=task.samples, controls=task.controls, first_rung=task.first_rung,
                              max_sizes=task.max_sizes, protocol=protocol, window=task.window,
                              cache_rung=task.cache_rung, max_tokens=task.max_tokens, second_look=False)
-    key = ProfileKey(model.provider, model.name, LOCAL_QUANTISATION.get(local, "") if local else "")
+    # A local model is keyed under the spec's own name for it, with the catalogue's quantisation.
+    key = local_profile_key(local, name=model.name) if local else ProfileKey(model.provider, model.name)
     started = time.perf_counter()
     async with httpx.AsyncClient(trust_env=False) as client:
         report = await ProbeRunner(provider_for(endpoint, client), key, settings=settings).run()
@@ -124,6 +126,7 @@ async def live_unit(unit: UnitKey, run_id: str, node: str, model: ModelEntry, ta
                     *, source_root: Path, source_head: str, work: Path) -> list[dict[str, Any]]:
     """Each directive run ``task.repeats`` times, each time from the same history (a fork of the session's
     ledger); one row per run. Whether the task passes (``require`` of ``repeats``) is the report's."""
+    from vak_context.context.planner.records import Fidelity
     from vak_context.engine.live import LiveSession
     from vak_context.farm.sessions import fork
 
@@ -149,9 +152,9 @@ async def live_unit(unit: UnitKey, run_id: str, node: str, model: ModelEntry, ta
                 unit, "live", run_id, n, passed=ok, reason=why, node=node,
                 horizon=report.profile.instruction_horizon.tokens, window=report.profile.declared_window,
                 budget=last.budget_tokens if last else None, request_tokens=last.prompt_tokens if last else None,
-                full_turns=last.fidelity.get("full") if last else None,
-                card_turns=last.fidelity.get("card") if last else None,
-                packet_turns=last.fidelity.get("packet") if last else None,
+                full_turns=last.fidelity.get(Fidelity.FULL) if last else None,
+                card_turns=last.fidelity.get(Fidelity.CARD) if last else None,
+                packet_turns=last.fidelity.get(Fidelity.PACKET) if last else None,
                 cache_tokens=sum(s.cached_tokens for s in report.steps), wall_ms=wall,
                 detail={"directive": directive[:200], "turn": before_turn, "repeat": repeat, "expect": task.expect,
                         "outcome": report.outcome, "steps": len(report.steps),

@@ -35,10 +35,11 @@ from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon,
 from vak_context.context.capacity.tokens import estimate_tokens
 from vak_context.context.history.render import SHORT_ID, api_problems
 from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import packet_text, request_tokens
-from vak_context.context.request.messages import TextPart, ToolResultPart
 from vak_context.errors import VakError
+from vak_context.events.blocks import TextBlock, ToolResultBlock
 from vak_context.events.envelope import StoredEntry
 from vak_context.farm.rows import UnitKey, make_row
 from vak_context.farm.sessions import IdRemap, copy_entries
@@ -99,7 +100,7 @@ def result_fidelity(view: SessionView, plan: Plan, prep: Prepared, text: str) ->
     """How each tool result of the planned turns is carried by the request (see the module docstring)."""
     counts = dict.fromkeys(("verbatim", "windowed", "digested", "packeted", "reset", "missing"), 0)
     shown = {p.tool_use_id: p.content for m in prep.request.messages for p in m.content
-             if isinstance(p, ToolResultPart)}
+             if isinstance(p, ToolResultBlock)}
     pointed = _pointed(view, plan, prep)
     for pt in plan.turns:
         turn = view.index.turn(pt.ordinal)
@@ -108,7 +109,7 @@ def result_fidelity(view: SessionView, plan: Plan, prep: Prepared, text: str) ->
             if eid is None or ex.result is None:
                 continue
             named = eid[:SHORT_ID] in text
-            if pt.fidelity == "behind_reset":
+            if pt.fidelity == Fidelity.BEHIND_RESET:
                 counts["reset"] += 1
             elif shown.get(ex.tool_use_id) == ex.result.content:  # as sent: the current turn's results, and
                 # a closed turn's short ones (at most vak_context.context.history.render.VERBATIM_CHARS: their own record)
@@ -116,7 +117,7 @@ def result_fidelity(view: SessionView, plan: Plan, prep: Prepared, text: str) ->
                 counts["windowed" if ex.result.windowed and ok else "verbatim" if ok else "missing"] += 1
             elif not named and pt.ordinal not in pointed:
                 counts["missing"] += 1
-            elif pt.fidelity == "packet":
+            elif pt.fidelity == Fidelity.PACKET:
                 counts["packeted"] += 1
             else:  # a digest (a closed turn at Full, a digested current step) or a card naming the id
                 counts["digested"] += 1
@@ -130,7 +131,7 @@ def _pointed(view: SessionView, plan: Plan, prep: Prepared) -> range:
     if pk is None or pk.level != "pointer":
         return range(0)
     text = packet_text(view.index, plan)
-    if not any(isinstance(p, TextPart) and p.text == text for m in prep.request.messages for p in m.content):
+    if not any(isinstance(p, TextBlock) and p.text == text for m in prep.request.messages for p in m.content):
         return range(0)  # a pointer the request does not carry covers nothing
     return range(pk.first_ordinal, pk.last_ordinal + 1)
 
@@ -215,13 +216,14 @@ def _check(unit: UnitKey, run_id: str, node: str, n: int, view: SessionView, pro
         problems.append("gate: re-projection after the other model's is not byte-identical")
     elif again.written:
         problems.append("gate: re-projection wrote entries again")
-    fid = {f: len(plan.with_fidelity(f)) for f in ("full", "card", "packet", "behind_reset")}
+    fid = {f: len(plan.with_fidelity(f)) for f in (Fidelity.FULL, Fidelity.CARD, Fidelity.PACKET, Fidelity.BEHIND_RESET)}
     packet = plan.packet_range
     return make_row(
         unit, "replay", run_id, n, passed=not problems, reason="; ".join(problems), node=node,
         horizon=profile.instruction_horizon.tokens, window=profile.declared_window, budget=budget,
         request_tokens=tokens, turns=len(plan.turns),
-        full_turns=fid["full"], card_turns=fid["card"], packet_turns=fid["packet"], reset_turns=fid["behind_reset"],
+        full_turns=fid[Fidelity.FULL], card_turns=fid[Fidelity.CARD], packet_turns=fid[Fidelity.PACKET],
+        reset_turns=fid[Fidelity.BEHIND_RESET],
         verbatim_results=counts["verbatim"], windowed_results=counts["windowed"],
         digested_results=counts["digested"], packeted_results=counts["packeted"], reset_results=counts["reset"],
         missing_results=counts["missing"], packet_first=packet[0] if packet else None,

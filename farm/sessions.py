@@ -106,7 +106,7 @@ def materialise(entry: SessionEntry, ledgers: Path) -> Materialised:
                                 "Point it at a recording or ledger session with at least one turn.")
         chain = store.chain_to_root(head)
     from vak_context.context.planner.view import SessionView
-    from vak_context.engine.plan_report import recorded_system_prompt
+    from vak_context.engine.plan_comparison import recorded_system_prompt
 
     system = recorded_system_prompt(SessionView.build(chain))
     done = Materialised(entry.name, root, head, system, len(chain))

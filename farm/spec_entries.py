@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
+
 ModelKind = Literal["local", "endpoint", "hosted"]
 SessionKind = Literal["recording", "ledger", "generated"]
 Expect = Literal["card", "answer", "tool_call"]
@@ -43,7 +45,7 @@ class ModelEntry:
     window: int | None = None  # declared window (local: n_ctx)
     horizon: int | None = None  # instruction horizon for replay (default: the window)
     output_reserve: int = 512
-    tokens_per_char: float = 0.25
+    tokens_per_char: float = PRIOR_TOKENS_PER_CHAR
 
     @property
     def declared_window(self) -> int:

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.errors import FarmSpecError, InvalidName
 from vak_context.farm.spec_entries import (
     EXPECTS,
@@ -187,7 +188,7 @@ class SpecParser:
             "window": self.optional_int(t, tn, i, "window", 256, 10_000_000),
             "horizon": self.optional_int(t, tn, i, "horizon", 256, 10_000_000),
             "output_reserve": self.get(t, tn, i, "output_reserve", int, 512, low=16, high=200_000),
-            "tokens_per_char": self.get(t, tn, i, "tokens_per_char", float, 0.25, low=0.01, high=4.0),
+            "tokens_per_char": self.get(t, tn, i, "tokens_per_char", float, PRIOR_TOKENS_PER_CHAR, low=0.01, high=4.0),
         }
         if kind == "local":
             model = self.get(t, tn, i, "model", str, name)

@@ -64,7 +64,8 @@ class ModelServerActor:
         if self.error is not None:
             raise self.error
         if self.server is None or not self.server.running():
-            from vak_context.providers.local.server import LocalModelServer, canonical_model
+            from vak_context.providers.local.catalogue import canonical_model
+            from vak_context.providers.local.server import LocalModelServer
 
             try:
                 self.server = LocalModelServer(self.entry.model, n_ctx=self.entry.n_ctx,

@@ -18,6 +18,7 @@ written. This package's names below are the API the CLI, the farm and the tests 
 
 from __future__ import annotations
 
+from vak_context.importers.outcome import ImportOutcome, SessionOutcome
 from vak_context.importers.pipeline import (
     MAX_TOKENS_PER_CHAR,
     MIN_TOKENS_PER_CHAR,
@@ -47,7 +48,6 @@ from vak_context.importers.recording import (
     UserText,
 )
 from vak_context.importers.registry import FORMATS, REGISTRY, detect
-from vak_context.importers.report import ImportReport, SessionReport
 from vak_context.importers.writer import DryRunLedger, EntrySink, SessionWriter
 
 __all__ = [
@@ -60,13 +60,13 @@ __all__ = [
     "DryRunLedger",
     "EntrySink",
     "Event",
+    "ImportOutcome",
     "ImportPlan",
-    "ImportReport",
     "ModelStep",
     "Note",
     "Progress",
     "Recording",
-    "SessionReport",
+    "SessionOutcome",
     "SessionWriter",
     "SystemPrompt",
     "ToolOutput",

@@ -1,7 +1,8 @@
 """``mini-swe-agent``: a ``.traj.json`` whose actions are fenced ```bash blocks in the model's text.
 
 The first user message is the task; a user message after a response with one action is that
-action's output; any other is the agent telling the model its format was wrong.
+action's output; any other is the agent telling the model its format was wrong (the walk over the
+messages is ``vak_context.importers.chat_walk``, shared with ``swe-agent``).
 """
 
 from __future__ import annotations
@@ -11,17 +12,10 @@ from typing import Any
 
 from vak_context.events.payloads import TextBlock, ThinkingBlock, ToolUseBlock
 from vak_context.importers.base import Document, ImportFormat
-from vak_context.importers.parts import content_text, openai_usage
-from vak_context.importers.recording import (
-    ControlText,
-    ModelStep,
-    Note,
-    Recording,
-    SystemPrompt,
-    ToolOutput,
-    UserText,
-)
-from vak_context.importers.strict_json import Where, array, obj, record_at
+from vak_context.importers.chat_walk import walk_chat
+from vak_context.importers.parts import openai_usage
+from vak_context.importers.recording import ModelStep, Note, Recording
+from vak_context.importers.strict_json import Where, array, obj
 
 NAME = "mini-swe-agent"
 
@@ -41,31 +35,7 @@ def parse(doc: Document) -> list[Recording]:
 def parse_mini_swe(data: dict[str, Any], name: str) -> Recording:
     """Message ``i`` is at ``("messages", i)`` in the file."""
     rec = Recording(name=name, format=NAME)
-    open_call: ToolUseBlock | None = None
-    seen_task = False
-    for i, msg in enumerate(array(data.get("messages"), ("messages",), "messages")):
-        where: Where = ("messages", i)
-        rec.at(where)
-        with record_at(where, f"message #{i}"):
-            msg = obj(msg, where, f"message #{i}")
-            role = msg.get("role")
-            text, _ = content_text(msg.get("content"), rec.skipped)
-            if role == "system":
-                rec.events.append(SystemPrompt(text))
-            elif role == "assistant":
-                step = _step(i, msg, text, where)
-                rec.events.append(step)
-                open_call = next((b for b in step.blocks if isinstance(b, ToolUseBlock)), None)
-            elif role == "user" and not seen_task:
-                seen_task = True
-                rec.events.append(UserText(text))
-            elif role == "user" and open_call is not None:
-                rec.events.append(ToolOutput(open_call.id, "bash", text))
-                open_call = None
-            elif role == "user":
-                rec.events.append(ControlText("format-error", text))
-            else:
-                rec.skipped[f"message with role {role!r}"] += 1
+    walk_chat(rec, data.get("messages"), "messages", "message", _step, other_user="format-error")
     rec.at(())
     info = obj(data.get("info"), ("info",), "info")
     rec.events.append(

@@ -9,7 +9,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from vak_context.events.payloads import ImageRef, Usage
+from vak_context.events.payloads import ImageBlock, Usage
 from vak_context.importers.strict_json import RecordShapeError, Where, count, first_bad_value, loads, obj
 
 RAW_ARGUMENTS = "tool arguments that are not a JSON object (kept as raw_arguments)"
@@ -62,14 +62,14 @@ def arguments(raw: Any, where: Where = ()) -> tuple[dict[str, Any], bool]:
     return {"raw_arguments": json.dumps(raw)}, False
 
 
-def content_text(content: Any, skipped: Counter[str]) -> tuple[str, tuple[ImageRef, ...]]:
+def content_text(content: Any, skipped: Counter[str]) -> tuple[str, tuple[ImageBlock, ...]]:
     """Text (and image references) of a message's content: a string or a list of parts."""
     if content is None:
         return "", ()
     if isinstance(content, str):
         return content, ()
     texts: list[str] = []
-    images: list[ImageRef] = []
+    images: list[ImageBlock] = []
     for part in content if isinstance(content, list) else [content]:
         if isinstance(part, str):
             texts.append(part)
@@ -82,7 +82,7 @@ def content_text(content: Any, skipped: Counter[str]) -> tuple[str, tuple[ImageR
                 else str(part.get("image_url", ""))
             )
             if url and not url.startswith("data:"):
-                images.append(ImageRef(ref=url))
+                images.append(ImageBlock(ref=url))
             else:
                 skipped["inline image bytes (the ledger keeps image references, not bytes)"] += 1
         else:

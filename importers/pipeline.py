@@ -18,13 +18,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from vak_context.context.history.turns import DEFAULT_TOKENS_PER_CHAR
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.errors import InvalidInput, InvalidRecording, LedgerError
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import Activity
+from vak_context.importers.outcome import ImportOutcome, SessionOutcome
 from vak_context.importers.reading import read_recordings
 from vak_context.importers.recording import Recording
-from vak_context.importers.report import ImportReport, SessionReport
 from vak_context.importers.strict_json import one_line
 from vak_context.importers.writer import DryRunLedger, SessionWriter, jsonable
 from vak_context.storage.cardindex import CardIndex
@@ -95,13 +95,13 @@ def dry_run(
     session: str,
     *,
     mapper: Mapper | None = None,
-    tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
+    tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
     close_turns: bool = True,
     source_path: str = "",
-) -> SessionReport:
+) -> SessionOutcome:
     """Run ``rec`` through a DryRunLedger: InvalidRecording with the record's line if the ledger would
     refuse any entry of it; else the report the import will give."""
-    report = SessionReport(session=session, format=rec.format, skipped=Counter(rec.skipped))
+    report = SessionOutcome(session=session, format=rec.format, skipped=Counter(rec.skipped))
     writer = SessionWriter(
         DryRunLedger(mapper), session, report, tokens_per_char=tokens_per_char, close_turns=close_turns
     )
@@ -136,8 +136,8 @@ def _write_recording(
     card_index: CardIndex | None,
     progress: Progress | None,
     source_path: str,
-) -> SessionReport:
-    report = SessionReport(session=session, format=rec.format, skipped=Counter(rec.skipped))
+) -> SessionOutcome:
+    report = SessionOutcome(session=session, format=rec.format, skipped=Counter(rec.skipped))
     writer = SessionWriter(store, session, report, tokens_per_char=tokens_per_char, close_turns=close_turns)
     writer.put(_source_activity(rec, source_path))
     total = len(rec.events)
@@ -156,12 +156,12 @@ def import_recording(
     rec: Recording,
     session: str,
     *,
-    tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
+    tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
     close_turns: bool = True,
     card_index: CardIndex | None = None,
     progress: Progress | None = None,
     source_path: str = "",
-) -> SessionReport:
+) -> SessionOutcome:
     """Write one recording as a new session, after a dry run; returns what was written and skipped."""
     tokens_per_char = check_tokens_per_char(tokens_per_char)
     refuse_existing(existing_sessions(store, [session]), store.root)
@@ -226,7 +226,7 @@ def plan_import(
     path: str | Path,
     *,
     session: str | None = None,
-    tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
+    tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
     close_turns: bool = True,
     skip_bad_lines: bool = False,
     mapper: Mapper | None = None,
@@ -259,10 +259,10 @@ def write_import(
     *,
     card_index: CardIndex | None = None,
     progress: Progress | None = None,
-) -> ImportReport:
+) -> ImportOutcome:
     """Write a plan's sessions (refused, before any write, if one of them exists already)."""
     refuse_existing(existing_sessions(store, plan.names), store.root)
-    report = ImportReport(path=plan.path, format=plan.format, skipped=plan.skipped)
+    report = ImportOutcome(path=plan.path, format=plan.format, skipped=plan.skipped)
     for rec, name in plan.sessions:
         try:
             written = _write_recording(
@@ -292,12 +292,12 @@ def import_path(
     path: str | Path,
     *,
     session: str | None = None,
-    tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
+    tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
     close_turns: bool = True,
     card_index: CardIndex | None = None,
     progress: Progress | None = None,
     skip_bad_lines: bool = False,
-) -> ImportReport:
+) -> ImportOutcome:
     """Import every session in a recorded-session file, all or nothing (``plan_import``, then
     ``write_import``). ``session`` names it (a prefix when the file holds several sessions:
     ``<session>-<record id>``)."""

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vak_context.events.payloads import ImageRef, TextBlock, ThinkingBlock, ToolUseBlock, Usage
+from vak_context.events.payloads import ImageBlock, TextBlock, ThinkingBlock, ToolUseBlock, Usage
 from vak_context.importers.strict_json import Where
 
 
@@ -26,7 +26,7 @@ class UserText:
     """A user directive: the start of a turn."""
 
     text: str
-    images: tuple[ImageRef, ...] = ()
+    images: tuple[ImageBlock, ...] = ()
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """``swe-agent``: a SWE-agent ``.traj`` with ``history`` chat messages and ``trajectory`` steps.
 
-An assistant message's ``action`` is its tool call; the next user message is its output. When the
-run ended on an action, the model never saw its output, but the trajectory step recorded it.
+An assistant message's ``action`` is its tool call; the next user message is its output (the walk over
+the messages is ``vak_context.importers.chat_walk``, shared with ``mini-swe-agent``). When the run ended on
+an action, the model never saw its output, but the trajectory step recorded it.
 """
 
 from __future__ import annotations
@@ -10,17 +11,9 @@ from typing import Any
 
 from vak_context.events.payloads import TextBlock, ThinkingBlock, ToolUseBlock
 from vak_context.importers.base import Document, ImportFormat
-from vak_context.importers.parts import content_text
-from vak_context.importers.recording import (
-    ControlText,
-    ModelStep,
-    Note,
-    Recording,
-    SystemPrompt,
-    ToolOutput,
-    UserText,
-)
-from vak_context.importers.strict_json import Where, array, obj, record_at
+from vak_context.importers.chat_walk import walk_chat
+from vak_context.importers.recording import ModelStep, Note, Recording, ToolOutput
+from vak_context.importers.strict_json import Where, array, obj
 
 NAME = "swe-agent"
 
@@ -45,39 +38,17 @@ def parse_swe_agent(data: dict[str, Any], name: str) -> Recording:
     trajectory = array(data.get("trajectory"), ("trajectory",), "trajectory")
     info = obj(data.get("info"), ("info",), "info")
     model = str(obj(info.get("model_stats"), ("info",), "info.model_stats").get("model", ""))
-    open_call: ToolUseBlock | None = None
-    seen_task = False
-    n_steps = 0
-    for i, msg in enumerate(array(data.get("history"), ("history",), "history")):
-        where: Where = ("history", i)
-        rec.at(where)
-        with record_at(where, f"history message #{i}"):
-            msg = obj(msg, where, f"history message #{i}")
-            role = msg.get("role")
-            text, _ = content_text(msg.get("content"), rec.skipped)
-            if role == "system":
-                rec.events.append(SystemPrompt(text))
-            elif role == "user" and msg.get("is_demo"):
-                rec.events.append(ControlText("demonstration", text))
-            elif role == "user" and not seen_task:
-                seen_task = True
-                rec.events.append(UserText(text))
-            elif role == "assistant":
-                blocks: list[TextBlock | ThinkingBlock | ToolUseBlock] = [TextBlock(text=text)]
-                action = str(msg.get("action") or "").rstrip("\n")
-                open_call = None
-                if action.strip():
-                    open_call = ToolUseBlock(id=f"swe-{i}", name=action.split()[0], input={"command": action})
-                    blocks.append(open_call)
-                rec.events.append(ModelStep(blocks, model=model))
-                n_steps += 1
-            elif role == "user" and open_call is not None:
-                rec.events.append(ToolOutput(open_call.id, open_call.name, text))
-                open_call = None
-            elif role == "user":
-                rec.events.append(ControlText("observation", text))
-            else:
-                rec.skipped[f"message with role {role!r}"] += 1
+
+    def read_step(i: int, msg: dict[str, Any], text: str, where: Where) -> ModelStep:
+        blocks: list[TextBlock | ThinkingBlock | ToolUseBlock] = [TextBlock(text=text)]
+        action = str(msg.get("action") or "").rstrip("\n")
+        if action.strip():
+            blocks.append(ToolUseBlock(id=f"swe-{i}", name=action.split()[0], input={"command": action}))
+        return ModelStep(blocks, model=model)
+
+    walk = walk_chat(rec, data.get("history"), "history", "history message", read_step,
+                     other_user="observation", is_demo=lambda msg: bool(msg.get("is_demo")))
+    open_call, n_steps = walk.open_call, walk.steps
     if open_call is not None and len(trajectory) >= n_steps > 0:
         # The run ended on this action: the model never saw its output, but the tool returned it.
         where = ("trajectory", n_steps - 1)

@@ -24,10 +24,11 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from vak_context.agent.carddocs import card_doc
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.context.evidence.digest import body_text, window
 from vak_context.context.history.render import EvidenceInfo, evidence_info
 from vak_context.context.history.turncard import args_digest, build_card
-from vak_context.context.history.turns import DEFAULT_TOKENS_PER_CHAR, TurnIndex
+from vak_context.context.history.turns import TurnIndex
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import (
     Activity,
@@ -41,6 +42,7 @@ from vak_context.events.payloads import (
     ToolResult,
     ToolUseBlock,
 )
+from vak_context.importers.outcome import SessionOutcome
 from vak_context.importers.recording import (
     CompactionMark,
     ControlText,
@@ -51,7 +53,6 @@ from vak_context.importers.recording import (
     ToolOutput,
     UserText,
 )
-from vak_context.importers.report import SessionReport
 from vak_context.names import check_name
 from vak_context.storage.cardindex import CardDoc
 
@@ -102,9 +103,9 @@ class SessionWriter:
         self,
         store: EntrySink,
         session: str,
-        report: SessionReport,
+        report: SessionOutcome,
         *,
-        tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
+        tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
         close_turns: bool = True,
     ) -> None:
         self.store, self.session, self.report = store, session, report

@@ -16,26 +16,16 @@ from typing import Any, ClassVar, Unpack
 
 import httpx
 
-from vak_context.context.request.messages import (
-    ChatRequest,
-    ChatResult,
-    ImagePart,
-    Message,
-    ModelContext,
-    TextPart,
-    ThinkingPart,
-    ToolCall,
-    ToolResultPart,
-    ToolUsePart,
-)
+from vak_context.coerce import int_or_none
+from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext, ToolCall
 from vak_context.errors import ContextOverflow, InvalidInput
+from vak_context.events.blocks import ImageBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import Usage
 from vak_context.providers.base import (
     Provider,
     ProviderOptions,
     error_message,
     first_int,
-    int_or_none,
     overflow_error,
     require_loaded_image,
     split_data_url,
@@ -129,20 +119,20 @@ class AnthropicProvider(Provider):
     def render_message(self, message: Message, referable: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
         blocks: list[dict[str, Any]] = []
         for part in message.content:
-            if isinstance(part, TextPart):
+            if isinstance(part, TextBlock):
                 if part.text:  # the API rejects empty text blocks
                     blocks.append({"type": "text", "text": part.text})
-            elif isinstance(part, ImagePart):
+            elif isinstance(part, ImageBlock):
                 blocks.append(self._render_image(part))
-            elif isinstance(part, ThinkingPart):
+            elif isinstance(part, ThinkingBlock):
                 # A thinking block without its signature is rejected; one from another provider has none.
                 if part.signature:
                     blocks.append(
                         {"type": "thinking", "thinking": part.thinking, "signature": part.signature}
                     )
-            elif isinstance(part, ToolUsePart):
+            elif isinstance(part, ToolUseBlock):
                 blocks.append({"type": "tool_use", "id": part.id, "name": part.name, "input": part.input})
-            elif isinstance(part, ToolResultPart):
+            elif isinstance(part, ToolResultBlock):
                 block: dict[str, Any] = {
                     "type": "tool_result",
                     "tool_use_id": part.tool_use_id,
@@ -156,7 +146,7 @@ class AnthropicProvider(Provider):
                 blocks.append(block)
         return {"role": message.role, "content": blocks}
 
-    def _render_image(self, part: ImagePart) -> dict[str, Any]:
+    def _render_image(self, part: ImageBlock) -> dict[str, Any]:
         require_loaded_image(part, self.name)
         inline = split_data_url(part.ref)
         if inline is not None:

@@ -35,7 +35,7 @@ from typing import Any, ClassVar, TypedDict, TypeVar
 
 import httpx
 
-from vak_context.context.request.messages import ChatRequest, ChatResult, ImagePart, Message, ModelContext
+from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext, ToolCall
 from vak_context.errors import (
     ContextOverflow,
     InvalidInput,
@@ -43,6 +43,7 @@ from vak_context.errors import (
     ProviderRequestError,
     RetryableProviderError,
 )
+from vak_context.events.blocks import ImageBlock
 from vak_context.providers.httperrors import (
     error_body,
     error_message,
@@ -93,18 +94,6 @@ class RetryPolicy:
         return backoff * (1.0 + self.jitter * (2.0 * self.rng.random() - 1.0))
 
 
-def int_or_none(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
-
-
 def first_int(pattern: str, text: str) -> int | None:
     match = re.search(pattern, text, flags=re.IGNORECASE)
     return int(match.group(1).replace(",", "")) if match else None
@@ -141,6 +130,19 @@ def parse_json_arguments(raw: Any) -> tuple[dict[str, Any], str]:
     return (value if isinstance(value, dict) else {}), raw
 
 
+def openai_tool_calls(message: Mapping[str, Any]) -> tuple[ToolCall, ...]:
+    """The ``tool_calls`` of an OpenAI-shaped chat message (OpenAI-compatible servers, Ollama) as
+    ``ToolCall``s. A call with no id (Ollama's; newer versions may send one) is named by its position,
+    which keeps the ids unique within the reply."""
+    calls = []
+    for i, call in enumerate(message.get("tool_calls") or []):
+        fn = call.get("function") or {}
+        arguments, raw = parse_json_arguments(fn.get("arguments"))
+        calls.append(ToolCall(id=str(call.get("id") or f"call_{i}"), name=str(fn.get("name", "")),
+                              arguments=arguments, raw_arguments=raw))
+    return tuple(calls)
+
+
 def split_data_url(ref: str) -> tuple[str, str] | None:
     """(media_type, base64 data) of a ``data:`` URL, or None for anything else."""
     match = re.match(r"data:([^;,]+)?(;base64)?,(.*)$", ref, flags=re.DOTALL)
@@ -153,7 +155,7 @@ def is_remote_url(ref: str) -> bool:
     return ref.startswith(("http://", "https://", "gs://"))
 
 
-def require_loaded_image(part: ImagePart, provider: str) -> None:
+def require_loaded_image(part: ImageBlock, provider: str) -> None:
     """Render is pure, so it cannot read an image from disk; ``complete()`` loads paths first."""
     if not (is_remote_url(part.ref) or part.ref.startswith("data:")):
         raise InvalidInput(
@@ -164,13 +166,13 @@ def require_loaded_image(part: ImagePart, provider: str) -> None:
 
 def load_images(request: ChatRequest) -> ChatRequest:
     """Replace image file paths with ``data:`` URLs so render() stays pure. URLs are left as they are."""
-    if not any(isinstance(p, ImagePart) for m in request.messages for p in m.content):
+    if not any(isinstance(p, ImageBlock) for m in request.messages for p in m.content):
         return request
     messages: list[Message] = []
     for message in request.messages:
         parts = []
         for part in message.content:
-            if isinstance(part, ImagePart) and not (is_remote_url(part.ref) or part.ref.startswith("data:")):
+            if isinstance(part, ImageBlock) and not (is_remote_url(part.ref) or part.ref.startswith("data:")):
                 path = Path(part.ref)
                 try:
                     data = path.read_bytes()
@@ -180,7 +182,7 @@ def load_images(request: ChatRequest) -> ChatRequest:
                     ) from exc
                 media_type = part.media_type or mimetypes.guess_type(path.name)[0] or "image/png"
                 encoded = base64.b64encode(data).decode("ascii")
-                part = ImagePart(ref=f"data:{media_type};base64,{encoded}", media_type=media_type)
+                part = ImageBlock(ref=f"data:{media_type};base64,{encoded}", media_type=media_type)
             parts.append(part)
         messages.append(message.model_copy(update={"content": tuple(parts)}))
     return request.model_copy(update={"messages": tuple(messages)})

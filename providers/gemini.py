@@ -16,25 +16,15 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from vak_context.context.request.messages import (
-    ChatRequest,
-    ChatResult,
-    ImagePart,
-    Message,
-    ModelContext,
-    TextPart,
-    ThinkingPart,
-    ToolCall,
-    ToolResultPart,
-    ToolUsePart,
-)
+from vak_context.coerce import int_or_none
+from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext, ToolCall
 from vak_context.errors import ContextOverflow, ProviderError
+from vak_context.events.blocks import ImageBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import Usage
 from vak_context.providers.base import (
     Provider,
     error_message,
     first_int,
-    int_or_none,
     overflow_error,
     require_loaded_image,
     split_data_url,
@@ -63,7 +53,7 @@ class GeminiProvider(Provider):
     # ------------------------------------------------------------- render
 
     def render(self, request: ChatRequest) -> dict[str, Any]:
-        names = {p.id: p.name for m in request.messages for p in m.content if isinstance(p, ToolUsePart)}
+        names = {p.id: p.name for m in request.messages for p in m.content if isinstance(p, ToolUseBlock)}
         body: dict[str, Any] = {}
         if request.system:
             body["systemInstruction"] = {"parts": [{"text": request.system}]}
@@ -91,16 +81,16 @@ class GeminiProvider(Provider):
         signature: str | None = None
         for part in message.content:
             rendered: dict[str, Any] | None = None
-            if isinstance(part, TextPart):
+            if isinstance(part, TextBlock):
                 rendered = {"text": part.text}
-            elif isinstance(part, ImagePart):
+            elif isinstance(part, ImageBlock):
                 rendered = self._render_image(part)
-            elif isinstance(part, ThinkingPart):
+            elif isinstance(part, ThinkingBlock):
                 # Thought text is never sent back; its signature rides on the next part.
                 signature = part.signature or signature
-            elif isinstance(part, ToolUsePart):
+            elif isinstance(part, ToolUseBlock):
                 rendered = {"functionCall": {"id": part.id, "name": part.name, "args": part.input}}
-            elif isinstance(part, ToolResultPart):
+            elif isinstance(part, ToolResultBlock):
                 key = "error" if part.is_error else "result"
                 rendered = {
                     "functionResponse": {
@@ -115,7 +105,7 @@ class GeminiProvider(Provider):
                 parts.append(rendered)
         return {"role": "model" if message.role == "assistant" else "user", "parts": parts}
 
-    def _render_image(self, part: ImagePart) -> dict[str, Any]:
+    def _render_image(self, part: ImageBlock) -> dict[str, Any]:
         require_loaded_image(part, self.name)
         inline = split_data_url(part.ref)
         if inline is not None:

@@ -20,28 +20,18 @@ from typing import Any, ClassVar, Unpack
 
 import httpx
 
-from vak_context.context.request.messages import (
-    ChatRequest,
-    ChatResult,
-    ImagePart,
-    Message,
-    ModelContext,
-    TextPart,
-    ThinkingPart,
-    ToolCall,
-    ToolResultPart,
-    ToolUsePart,
-)
+from vak_context.coerce import int_or_none
+from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext
 from vak_context.errors import ContextOverflow, InvalidInput, ProviderError, ProviderRequestError
+from vak_context.events.blocks import ImageBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import Usage
 from vak_context.providers.base import (
     Provider,
     ProviderOptions,
     error_message,
     first_int,
-    int_or_none,
+    openai_tool_calls,
     overflow_error,
-    parse_json_arguments,
     require_loaded_image,
     split_data_url,
 )
@@ -75,7 +65,7 @@ class OllamaProvider(Provider):
     # ------------------------------------------------------------- render
 
     def render(self, request: ChatRequest) -> dict[str, Any]:
-        names = {p.id: p.name for m in request.messages for p in m.content if isinstance(p, ToolUsePart)}
+        names = {p.id: p.name for m in request.messages for p in m.content if isinstance(p, ToolUseBlock)}
         messages: list[dict[str, Any]] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
@@ -114,15 +104,15 @@ class OllamaProvider(Provider):
         if message.role == "assistant":
             out: dict[str, Any] = {
                 "role": "assistant",
-                "content": "".join(p.text for p in message.content if isinstance(p, TextPart)),
+                "content": "".join(p.text for p in message.content if isinstance(p, TextBlock)),
             }
-            thinking = "".join(p.thinking for p in message.content if isinstance(p, ThinkingPart))
+            thinking = "".join(p.thinking for p in message.content if isinstance(p, ThinkingBlock))
             if thinking:
                 out["thinking"] = thinking
             calls = [
                 {"function": {"name": p.name, "arguments": p.input}}
                 for p in message.content
-                if isinstance(p, ToolUsePart)
+                if isinstance(p, ToolUseBlock)
             ]
             if calls:
                 out["tool_calls"] = calls
@@ -130,10 +120,10 @@ class OllamaProvider(Provider):
         rendered: list[dict[str, Any]] = [
             {"role": "tool", "content": p.content, "tool_name": names.get(p.tool_use_id, p.tool_use_id)}
             for p in message.content
-            if isinstance(p, ToolResultPart)
+            if isinstance(p, ToolResultBlock)
         ]
-        text = "".join(p.text for p in message.content if isinstance(p, TextPart))
-        images = [self._image_base64(p) for p in message.content if isinstance(p, ImagePart)]
+        text = "".join(p.text for p in message.content if isinstance(p, TextBlock))
+        images = [self._image_base64(p) for p in message.content if isinstance(p, ImageBlock)]
         if text or images:
             user: dict[str, Any] = {"role": "user", "content": text}
             if images:
@@ -141,7 +131,7 @@ class OllamaProvider(Provider):
             rendered.append(user)
         return rendered
 
-    def _image_base64(self, part: ImagePart) -> str:
+    def _image_base64(self, part: ImageBlock) -> str:
         require_loaded_image(part, self.name)
         inline = split_data_url(part.ref)
         if inline is None:
@@ -155,19 +145,7 @@ class OllamaProvider(Provider):
 
     def parse(self, body: dict[str, Any], *, latency_ms: float) -> ChatResult:
         message = body.get("message") or {}
-        calls = []
-        for i, call in enumerate(message.get("tool_calls") or []):
-            fn = call.get("function") or {}
-            arguments, raw = parse_json_arguments(fn.get("arguments"))
-            # Ollama gives calls no id (newer versions may): the position keeps them unique within the reply.
-            calls.append(
-                ToolCall(
-                    id=str(call.get("id") or f"call_{i}"),
-                    name=str(fn.get("name", "")),
-                    arguments=arguments,
-                    raw_arguments=raw,
-                )
-            )
+        calls = openai_tool_calls(message)
         timings = {
             "prompt_n": int_or_none(body.get("prompt_eval_count")),
             "predicted_n": int_or_none(body.get("eval_count")),
@@ -187,7 +165,7 @@ class OllamaProvider(Provider):
             model=str(body.get("model") or ""),
             text=str(message.get("content") or ""),
             thinking=str(message.get("thinking") or ""),
-            tool_calls=tuple(calls),
+            tool_calls=calls,
             usage=Usage(
                 input_tokens=int_or_none(body.get("prompt_eval_count")) or 0,
                 output_tokens=int_or_none(body.get("eval_count")) or 0,

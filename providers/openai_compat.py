@@ -21,28 +21,19 @@ from typing import Any, ClassVar, Unpack
 
 import httpx
 
-from vak_context.context.request.messages import (
-    ChatRequest,
-    ChatResult,
-    ImagePart,
-    Message,
-    ModelContext,
-    TextPart,
-    ToolCall,
-    ToolResultPart,
-    ToolUsePart,
-)
+from vak_context.coerce import int_or_none
+from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext
 from vak_context.errors import ContextOverflow
+from vak_context.events.blocks import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import Usage
 from vak_context.providers.base import (
     Provider,
     ProviderOptions,
     error_message,
     first_int,
-    int_or_none,
     load_images,
+    openai_tool_calls,
     overflow_error,
-    parse_json_arguments,
     require_loaded_image,
 )
 from vak_context.providers.streaming import ShownText, StreamAssembler
@@ -158,19 +149,19 @@ class OpenAICompatProvider(Provider):
         out: list[dict[str, Any]] = [
             {"role": "tool", "tool_call_id": p.tool_use_id, "content": p.content}
             for p in message.content
-            if isinstance(p, ToolResultPart)
+            if isinstance(p, ToolResultBlock)
         ]
-        rest = [p for p in message.content if isinstance(p, TextPart | ImagePart)]
+        rest = [p for p in message.content if isinstance(p, TextBlock | ImageBlock)]
         if rest:
             out.append({"role": "user", "content": self._render_content(rest)})
         return out
 
-    def _render_content(self, parts: list[TextPart | ImagePart]) -> str | list[dict[str, Any]]:
-        if all(isinstance(p, TextPart) for p in parts) and len(parts) == 1:
+    def _render_content(self, parts: list[TextBlock | ImageBlock]) -> str | list[dict[str, Any]]:
+        if all(isinstance(p, TextBlock) for p in parts) and len(parts) == 1:
             return parts[0].text  # type: ignore[union-attr]
         content: list[dict[str, Any]] = []
         for part in parts:
-            if isinstance(part, TextPart):
+            if isinstance(part, TextBlock):
                 content.append({"type": "text", "text": part.text})
             else:
                 require_loaded_image(part, self.name)
@@ -178,7 +169,7 @@ class OpenAICompatProvider(Provider):
         return content
 
     def _render_assistant(self, message: Message) -> dict[str, Any]:
-        text = "".join(p.text for p in message.content if isinstance(p, TextPart))
+        text = "".join(p.text for p in message.content if isinstance(p, TextBlock))
         calls = [
             {
                 "id": p.id,
@@ -186,7 +177,7 @@ class OpenAICompatProvider(Provider):
                 "function": {"name": p.name, "arguments": json.dumps(p.input, ensure_ascii=False)},
             }
             for p in message.content
-            if isinstance(p, ToolUsePart)
+            if isinstance(p, ToolUseBlock)
         ]
         out: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
         if calls:
@@ -252,25 +243,14 @@ class OpenAICompatProvider(Provider):
         if isinstance(content, list):  # some gateways return content parts
             content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
         thinking = message.get("reasoning_content") or message.get("reasoning") or ""
-        calls = []
-        for i, call in enumerate(message.get("tool_calls") or []):
-            fn = call.get("function") or {}
-            arguments, raw = parse_json_arguments(fn.get("arguments"))
-            calls.append(
-                ToolCall(
-                    id=str(call.get("id") or f"call_{i}"),
-                    name=str(fn.get("name", "")),
-                    arguments=arguments,
-                    raw_arguments=raw,
-                )
-            )
+        calls = openai_tool_calls(message)
         timings = body.get("timings")
         return ChatResult(
             provider=self.name,
             model=str(body.get("model") or ""),
             text=content or "",
             thinking=thinking if isinstance(thinking, str) else "",
-            tool_calls=tuple(calls),
+            tool_calls=calls,
             usage=self.parse_usage(body.get("usage") or {}),
             stop_reason=choice.get("finish_reason"),
             latency_ms=latency_ms,

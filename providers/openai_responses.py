@@ -20,23 +20,14 @@ from typing import Any, ClassVar, Unpack
 
 import httpx
 
-from vak_context.context.request.messages import (
-    ChatRequest,
-    ChatResult,
-    ImagePart,
-    Message,
-    ModelContext,
-    TextPart,
-    ToolCall,
-    ToolResultPart,
-    ToolUsePart,
-)
+from vak_context.coerce import int_or_none
+from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext, ToolCall
 from vak_context.errors import ContextOverflow
+from vak_context.events.blocks import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import Usage
 from vak_context.providers.base import (
     Provider,
     ProviderOptions,
-    int_or_none,
     parse_json_arguments,
     require_loaded_image,
 )
@@ -102,12 +93,12 @@ class OpenAIResponsesProvider(Provider):
 
         # Items keep the order of the parts, so a call and its output stay next to each other.
         for part in message.content:
-            if isinstance(part, TextPart):
+            if isinstance(part, TextBlock):
                 content.append({"type": text_type, "text": part.text})
-            elif isinstance(part, ImagePart):
+            elif isinstance(part, ImageBlock):
                 require_loaded_image(part, self.name)
                 content.append({"type": "input_image", "image_url": part.ref})
-            elif isinstance(part, ToolUsePart):
+            elif isinstance(part, ToolUseBlock):
                 flush()
                 items.append(
                     {
@@ -117,7 +108,7 @@ class OpenAIResponsesProvider(Provider):
                         "arguments": json.dumps(part.input, ensure_ascii=False),
                     }
                 )
-            elif isinstance(part, ToolResultPart):
+            elif isinstance(part, ToolResultBlock):
                 flush()
                 items.append(
                     {"type": "function_call_output", "call_id": part.tool_use_id, "output": part.content}

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from vak_context.coerce import int_or_none
 from vak_context.context.request.messages import ChatRequest, ModelContext
-from vak_context.providers.base import int_or_none
 from vak_context.providers.openai_compat import OpenAICompatProvider
 
 

@@ -27,8 +27,8 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from vak_context.context.capacity.profile import PRIOR_TOKENS_PER_CHAR, request_chars
-from vak_context.context.capacity.tokens import estimate_tokens
+from vak_context.context.capacity.profile import request_chars
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
 from vak_context.context.request.messages import ChatRequest
 from vak_context.errors import ProviderRequestError, TokenCountError
 from vak_context.providers.base import load_images

@@ -1,4 +1,4 @@
-"""The ledger's write path: appends queue into groups, and each group is one record batch, one fsync.
+"""The ledger's write path, so concurrent appends share syncs: each group is one record batch, one fsync.
 
 Durability: ``append`` returns only after the entries' record batch is synced to the session's tail.
 Appends that arrive while a commit is in flight queue up and go out together in the next batch,
@@ -52,7 +52,7 @@ def _not_durable(s: SessionState, group: Group) -> LedgerError:
 
 
 class GroupCommit:
-    """Appending, for ``LedgerStore``: public ``append*`` calls, the queue, the committer, sealing."""
+    """The write half of ``LedgerStore``, apart for size: ``append*``, the queue, committer, sealing."""
 
     # A writer alone may commit its own group in its own thread, saving two thread hand-offs (20-35%
     # of a one-entry commit when the sync is cheap). But when the sync blocks, on a loaded machine the

@@ -53,7 +53,7 @@ def _now_us() -> int:
 
 
 class LedgerStore(GroupCommit):
-    """One ledger folder. Thread-safe; one writer per session, enforced with a file lock."""
+    """One ledger folder on disk, where every append ends. Thread-safe; one writer per session (file lock)."""
 
     def __init__(
         self,

@@ -24,10 +24,11 @@ for models whose template has no tool support.
 Where the pieces are (this module re-exports the public names):
 
 * ``vak_context.agent.probe.history``: the synthetic turns and ``build_request``;
-* ``vak_context.agent.probe.report``: ``ProbeSettings`` and ``ProbeReport``;
+* ``vak_context.agent.probe.settings``: ``ProbeSettings``, what a run is asked;
+* ``vak_context.agent.probe.results``: ``ProbeReport``, what it returns;
 * ``vak_context.agent.probe.runner``: ``ProbeRunner``;
-* ``vak_context.agent.probe.local``: ``probe_local`` and ``measure_local_profile`` for the bundled local models,
-  with their usual protocol (``LOCAL_PROTOCOL``) and quantisation (``LOCAL_QUANTISATION``).
+* ``vak_context.agent.probe.local``: ``probe_local`` and ``measure_local_profile`` for the bundled local models
+  (their protocol and profile key are the catalogue's: ``vak_context.providers.local.catalogue``).
 """
 
 from __future__ import annotations
@@ -40,18 +41,13 @@ from vak_context.agent.probe.history import (
     instruction_text,
     synthetic_turn,
 )
-from vak_context.agent.probe.local import (
-    LOCAL_PROTOCOL,
-    LOCAL_QUANTISATION,
-    QUICK,
-    measure_local_profile,
-    probe_local,
-)
-from vak_context.agent.probe.report import ProbeReport, ProbeSettings
+from vak_context.agent.probe.local import QUICK, measure_local_profile, probe_local
+from vak_context.agent.probe.results import ProbeReport
 from vak_context.agent.probe.runner import MIN_PREFILL_SAMPLE_TOKENS, SIZING_SHOTS, ProbeRunner, Progress
+from vak_context.agent.probe.settings import ProbeSettings
 
 __all__ = [
-    "ACK_SPEC", "LOCAL_PROTOCOL", "LOCAL_QUANTISATION", "MIN_PREFILL_SAMPLE_TOKENS", "QUICK", "SIZING_SHOTS",
+    "ACK_SPEC", "MIN_PREFILL_SAMPLE_TOKENS", "QUICK", "SIZING_SHOTS",
     "SYSTEM", "ProbeReport", "ProbeRunner", "ProbeSettings", "Progress", "SyntheticTurn", "build_request",
     "instruction_text", "measure_local_profile", "probe_local", "synthetic_turn",
 ]

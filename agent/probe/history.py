@@ -18,7 +18,8 @@ import blake3
 
 from vak_context.context.capacity.ladder import ACK_TOOL, SampleKind
 from vak_context.context.capacity.profile import Protocol, request_chars
-from vak_context.context.request.messages import ChatRequest, Message, ToolResultPart, ToolSpec, ToolUsePart
+from vak_context.context.request.messages import ChatRequest, Message, ToolSpec
+from vak_context.events.blocks import ToolResultBlock, ToolUseBlock
 
 _TOPICS = (
     "the billing service", "the search index", "quarterly revenue", "the deploy pipeline", "customer churn",
@@ -90,8 +91,8 @@ def synthetic_turn(index: int, lines: int | None = None) -> SyntheticTurn:
 def _turn_messages(turn: SyntheticTurn, index: int, protocol: Protocol) -> list[Message]:
     call_id = f"call_{index}"
     if protocol == "native":
-        call = Message(role="assistant", content=(ToolUsePart(id=call_id, name=turn.tool, input=turn.arguments),))
-        result = Message(role="user", content=(ToolResultPart(tool_use_id=call_id, content=turn.result),))
+        call = Message(role="assistant", content=(ToolUseBlock(id=call_id, name=turn.tool, input=turn.arguments),))
+        result = Message(role="user", content=(ToolResultBlock(tool_use_id=call_id, content=turn.result),))
     else:
         fence = json.dumps({"name": turn.tool, "arguments": turn.arguments})
         call = Message.assistant(f"```tool_call\n{fence}\n```")

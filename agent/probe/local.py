@@ -1,7 +1,8 @@
 """The probe of a bundled local model, end to end: its llama.cpp server, an adapter and the runner.
 
 ``probe_local`` starts the model's server (unless pointed at one), sizes rungs with the server's own
-token counter and runs ``ProbeRunner``; ``measure_local_profile`` is its synchronous form for the
+token counter and runs ``ProbeRunner`` with the protocol and profile key the local-model catalogue
+(``vak_context.providers.local.catalogue``) gives; ``measure_local_profile`` is its synchronous form for the
 main job's banner.
 """
 
@@ -12,9 +13,11 @@ import os
 
 import httpx
 
-from vak_context.agent.probe.report import ProbeReport, ProbeSettings
+from vak_context.agent.probe.results import ProbeReport
 from vak_context.agent.probe.runner import ProbeRunner, Progress
-from vak_context.context.capacity.profile import CapacityProfile, ProfileKey, Protocol
+from vak_context.agent.probe.settings import ProbeSettings
+from vak_context.context.capacity.profile import CapacityProfile
+from vak_context.providers.local.catalogue import local_profile_key, local_protocol
 from vak_context.providers.local.server import LocalModelServer
 from vak_context.providers.openai_compat import OpenAICompatProvider
 from vak_context.providers.tokencount import CharRatioCounter, LlamaCppTokenCounter
@@ -22,11 +25,6 @@ from vak_context.providers.tokencount import CharRatioCounter, LlamaCppTokenCoun
 # The main job's quick ladder (a few minutes on 2 cores): four sizes, majority of three stopping when
 # two agree, no second look. A full `vak probe` uses the defaults (docs/CAPACITY.md "Noise").
 QUICK = ProbeSettings(samples=3, lead=2, second_look=False, controls=1, first_rung=1024, max_sizes=4)
-# SmolLM2 is served with the project's tool template; Gemma keeps its own, which has no tools.
-# Qwen2.5-Coder keeps its own template: asked plainly it writes its call in a ```json fence in the text.
-LOCAL_PROTOCOL: dict[str, Protocol] = {"smollm2": "native", "gemma3-270m": "inline_fence",
-                                       "qwen2.5-coder-0.5b": "inline_fence", "qwen": "inline_fence"}
-LOCAL_QUANTISATION = {"smollm2": "Q4_1", "gemma3-270m": "Q4_K_M", "qwen2.5-coder-0.5b": "Q4_K_M", "qwen": "Q4_K_M"}
 
 
 async def probe_local(
@@ -45,9 +43,9 @@ async def probe_local(
     chosen = settings or ProbeSettings(
         samples=QUICK.samples, lead=QUICK.lead, second_look=QUICK.second_look, controls=QUICK.controls,
         first_rung=QUICK.first_rung, max_sizes=QUICK.max_sizes,
-        protocol=LOCAL_PROTOCOL.get(model, "native"),
+        protocol=local_protocol(model),
     )
-    key = ProfileKey("local", model, LOCAL_QUANTISATION.get(model, ""))
+    key = local_profile_key(model)
 
     async def run(url: str, url_key: str | None) -> ProbeReport:
         async with httpx.AsyncClient(trust_env=False, timeout=600.0) as client:

@@ -16,7 +16,8 @@ from typing import Any
 import blake3
 
 from vak_context.agent.probe.history import OFFERED_TOOLS, build_request
-from vak_context.agent.probe.report import ProbeReport, ProbeSettings
+from vak_context.agent.probe.results import ProbeReport
+from vak_context.agent.probe.settings import ProbeSettings
 from vak_context.context.capacity.ladder import (
     CacheVerdict,
     LadderSearch,
@@ -55,7 +56,8 @@ MIN_PREFILL_SAMPLE_TOKENS = 64
 
 
 class ProbeRunner:
-    """Runs the probe for one (provider, model) through its adapter. See ``vak_context.agent.probe``'s docstring.
+    """The probe runner: drives one ladder (``LadderSearch``) for one (provider, model) through its adapter,
+    from synthetic histories, to a ``ProbeReport``. See ``vak_context.agent.probe``'s docstring.
 
     ``salt`` goes at the head of every prompt and into the nonces, so this run shares no cached prefix
     with any earlier probe of the same server: each rung's first sample is a true cache miss (that is

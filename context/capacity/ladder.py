@@ -1,5 +1,6 @@
 """The capacity ladder, pure: rung plan, per-sample and per-rung verdicts, the search, the cache rung,
-and the profile a finished ladder yields (spec §1). No I/O and no clock; ``vak_context.agent.probe`` runs it.
+and the profile a finished ladder yields (spec §1). No I/O and no clock: the probe runner
+(``vak_context.agent.probe.ProbeRunner``) drives it, and the ``ProbeActor`` decides when (docs/CAPACITY.md).
 
 The search (``LadderSearch``) is a small state machine. Ask it for the next prompt size, run the
 samples there, hand back a ``RungOutcome``; repeat until it says ``None``:

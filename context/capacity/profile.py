@@ -29,17 +29,11 @@ from typing import Any, Literal
 import blake3
 
 from vak_context.context.capacity.tokens import (
-    PRIOR_TOKENS_PER_CHAR,  # re-exported: callers import it from here too
+    PRIOR_TOKENS_PER_CHAR,
 )
-from vak_context.context.request.messages import (
-    ChatRequest,
-    ModelContext,
-    TextPart,
-    ThinkingPart,
-    ToolResultPart,
-    ToolUsePart,
-)
+from vak_context.context.request.messages import ChatRequest, ModelContext
 from vak_context.errors import InvalidInput
+from vak_context.events.blocks import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.canonical import encode
 from vak_context.events.payloads import CapacityProfileRecord, EwmaRecord, HorizonRecord, Usage
 
@@ -440,13 +434,13 @@ def request_chars(request: ChatRequest) -> int:
     total = len(request.system)
     for message in request.messages:
         for part in message.content:
-            if isinstance(part, TextPart):
+            if isinstance(part, TextBlock):
                 total += len(part.text)
-            elif isinstance(part, ThinkingPart):
+            elif isinstance(part, ThinkingBlock):
                 total += len(part.thinking)
-            elif isinstance(part, ToolUsePart):
+            elif isinstance(part, ToolUseBlock):
                 total += len(part.name) + len(json.dumps(part.input, ensure_ascii=False))
-            elif isinstance(part, ToolResultPart):
+            elif isinstance(part, ToolResultBlock):
                 total += len(part.content)
     for tool in request.tools:
         total += (

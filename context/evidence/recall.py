@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from vak_context.coerce import int_or_none
 from vak_context.context.evidence.window import line_count, line_offsets, recall_call, window
 from vak_context.context.request.messages import ToolSpec
 
@@ -158,26 +159,14 @@ def _parse_id(value: Any, what: str) -> str | RecallError:
 _RANGE_TEXT = re.compile(r"^\s*\[?\s*(-?\d+)\s*(?:[-:,–]|\.\.)\s*(-?\d+)\s*\]?\s*$")
 
 
-def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
-        return int(value)
-    return None
-
-
 def _parse_range(value: Any, what: str = "range") -> tuple[int, int] | RecallError:
     pair: tuple[int | None, int | None] | None = None
     if isinstance(value, list | tuple) and len(value) == 2:
-        pair = (_as_int(value[0]), _as_int(value[1]))
+        pair = (int_or_none(value[0]), int_or_none(value[1]))
     elif isinstance(value, list | tuple) and len(value) == 1:
-        pair = (_as_int(value[0]), _as_int(value[0]))
-    elif _as_int(value) is not None:
-        pair = (_as_int(value), _as_int(value))
+        pair = (int_or_none(value[0]), int_or_none(value[0]))
+    elif int_or_none(value) is not None:
+        pair = (int_or_none(value), int_or_none(value))
     elif isinstance(value, str) and (m := _RANGE_TEXT.match(value)):
         pair = (int(m.group(1)), int(m.group(2)))
     unit = _UNITS[what]
@@ -204,7 +193,7 @@ def _check_range(first: int, last: int, what: str = "range") -> tuple[int, int] 
 
 
 def _parse_turn(value: Any) -> int | str | RecallError:
-    number = _as_int(value)
+    number = int_or_none(value)
     if number is not None:
         if number < 1:
             return RecallError(f"turn {number} does not exist: turns are numbered from 1. {_USAGE}")

@@ -33,7 +33,7 @@ import blake3
 import jsonschema
 import pydantic
 
-from vak_context.context.request.messages import ToolCall, ToolSpec
+from vak_context.context.request.messages import ToolSpec
 from vak_context.errors import InvalidCardDefinition, InvalidPayload, UnknownCardType
 from vak_context.events import canonical
 from vak_context.events.payloads import Presentation, PresentationSource, ToolUseBlock
@@ -295,7 +295,7 @@ def is_duplicate(digest: str, seen_in_turn: Collection[str]) -> bool:
 
 def presentation_record(
     turn_id: str,
-    tool_use: ToolUseBlock | ToolCall,  # a stored or requested tool_use (one class), or a parsed call
+    tool_use: ToolUseBlock,  # the stored call
     derived_from: Sequence[str],
     *,
     library: CardLibrary | None = None,
@@ -306,9 +306,8 @@ def presentation_record(
     dropped). Raises ``UnknownCardType`` for a tool that is not a card tool and ``InvalidPayload``
     for arguments that fail the schema (its message is the tool error for the model).
     """
-    arguments = tool_use.arguments if isinstance(tool_use, ToolCall) else tool_use.input
     source = PresentationSource(type="tool_call", tool_use_id=tool_use.id)
-    return _record(turn_id, tool_use.name, arguments, derived_from, source, library or default_library())
+    return _record(turn_id, tool_use.name, tool_use.input, derived_from, source, library or default_library())
 
 
 def fence_presentation_record(

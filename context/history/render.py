@@ -32,17 +32,11 @@ from typing import Any
 from vak_context.context.evidence.digest import DIGEST_CHARS, body_text, shaped_digest
 from vak_context.context.history.cards import card_ack, payload_digest
 from vak_context.context.history.turns import Exchange, Step, Turn
-from vak_context.context.request.messages import (
-    ImagePart,
-    Message,
-    Part,
-    TextPart,
-    ToolResultPart,
-    ToolUsePart,
-)
+from vak_context.context.request.messages import Message
 from vak_context.context.request.toolrefs import FIND_TOOLS_NAME, tools_loaded_by
 from vak_context.errors import VakError
-from vak_context.events.payloads import EvidenceBody, Presentation, TextBlock, ToolUseBlock
+from vak_context.events.blocks import ImageBlock, MessageBlock, TextBlock, ToolResultBlock, ToolUseBlock
+from vak_context.events.payloads import EvidenceBody, Presentation
 
 SHORT_ID = 12  # digests and cards name ids by their first 12 hex digits; recall resolves a unique prefix
 # A result this short is its own record: its digest could be as long (``DIGEST_CHARS`` is the longest a
@@ -157,7 +151,7 @@ def render_turn(
     *,
     first_step: int = 0,
     digest_until: int | None = None,
-    lead: Sequence[Part] = (),
+    lead: Sequence[MessageBlock] = (),
     with_tail: bool = True,
 ) -> list[Message]:
     """The full record of ``turn``: its tail and directive, then each step and its results, API-valid.
@@ -170,8 +164,8 @@ def render_turn(
     """
     # The ledger's image blocks are the request's: they go in as they are. The recorded tail goes where
     # ``vak_context.context.request.assemble.project`` put it while the turn was current: first in the directive's message.
-    tail: tuple[Part, ...] = (TextPart(text=turn.tail),) if with_tail and turn.tail.strip() else ()
-    directive_parts: tuple[Part, ...] = (*tail, TextPart(text=turn.directive.text), *turn.directive.images)
+    tail: tuple[MessageBlock, ...] = (TextBlock(text=turn.tail),) if with_tail and turn.tail.strip() else ()
+    directive_parts: tuple[MessageBlock, ...] = (*tail, TextBlock(text=turn.directive.text), *turn.directive.images)
     messages: list[Message] = [Message(role="user", content=(*directive_parts, *lead))]
     for k, (assistant, results) in enumerate(_step_messages(turn, evidence, digest_until, digest_until is None)):
         if k < first_step:
@@ -201,11 +195,11 @@ def _chars(msg: Message | None) -> int:
         return 0
     n = 0
     for p in msg.content:
-        if isinstance(p, TextPart):
+        if isinstance(p, TextBlock):
             n += len(p.text)
-        elif isinstance(p, ToolUsePart):
+        elif isinstance(p, ToolUseBlock):
             n += len(p.name) + len(json.dumps(p.input, ensure_ascii=False))  # as vak_context.context.capacity.profile.request_chars
-        elif isinstance(p, ToolResultPart):
+        elif isinstance(p, ToolResultBlock):
             n += len(p.content)
     return n
 
@@ -235,13 +229,13 @@ def _step_messages(
     return out
 
 
-def _assistant_parts(step: Step, turn: Turn, shown: set[str]) -> list[Part]:
-    parts: list[Part] = []
+def _assistant_parts(step: Step, turn: Turn, shown: set[str]) -> list[MessageBlock]:
+    parts: list[MessageBlock] = []
     for block in step.payload.blocks:
         if isinstance(block, TextBlock):
             text = strip_card_fences(block.text, step.id, turn.presentation_payloads, shown)
             if text.strip():  # providers refuse empty or whitespace-only text blocks
-                parts.append(TextPart(text=text))
+                parts.append(TextBlock(text=text))
         elif isinstance(block, ToolUseBlock):
             parts.append(block)  # the stored block is the request's block
     return parts
@@ -249,23 +243,23 @@ def _assistant_parts(step: Step, turn: Turn, shown: set[str]) -> list[Part]:
 
 def _result_part(
     ex: Exchange, evidence: Mapping[str, EvidenceInfo], acks: Mapping[str, str], keep_short: bool
-) -> ToolResultPart:
+) -> ToolResultBlock:
     if ex.tool_use_id in acks:
-        return ToolResultPart(tool_use_id=ex.tool_use_id, content=card_ack(acks[ex.tool_use_id]))
+        return ToolResultBlock(tool_use_id=ex.tool_use_id, content=card_ack(acks[ex.tool_use_id]))
     if ex.result is None:
-        return ToolResultPart(tool_use_id=ex.tool_use_id, content=NO_RESULT, is_error=True)
+        return ToolResultBlock(tool_use_id=ex.tool_use_id, content=NO_RESULT, is_error=True)
     info = evidence.get(ex.result.evidence_id) if ex.result.evidence_id else None
     short = keep_short and len(ex.result.content) <= VERBATIM_CHARS
     content = info.digest if info is not None and not short else ex.result.content
     loads = tools_loaded_by(content) if ex.result.tool_name == FIND_TOOLS_NAME and not ex.result.is_error else ()
-    return ToolResultPart(tool_use_id=ex.tool_use_id, content=content, is_error=ex.result.is_error, loads=loads)
+    return ToolResultBlock(tool_use_id=ex.tool_use_id, content=content, is_error=ex.result.is_error, loads=loads)
 
 
 def _append(messages: list[Message], msg: Message) -> None:
     """Consecutive messages of one role merge: providers want user and assistant to alternate."""
     if messages and messages[-1].role == msg.role:
         prev = messages[-1]
-        if msg.role == "user" and any(isinstance(p, ToolResultPart) for p in msg.content):
+        if msg.role == "user" and any(isinstance(p, ToolResultBlock) for p in msg.content):
             # tool results lead their user message (before any text), as Anthropic requires
             messages[-1] = Message(role="user", content=msg.content + prev.content)
         else:
@@ -285,7 +279,7 @@ def api_problems(messages: Sequence[Message]) -> list[str]:
     placed before any other content there; and no tool_result answers a call that was not made.
     """
     problems: list[str] = []
-    ids = [p.id for m in messages for p in m.content if isinstance(p, ToolUsePart)]
+    ids = [p.id for m in messages for p in m.content if isinstance(p, ToolUseBlock)]
     repeated = sorted({i for i in ids if ids.count(i) > 1})
     if repeated:
         problems.append(f"tool_use ids {repeated} occur more than once")
@@ -297,22 +291,22 @@ def api_problems(messages: Sequence[Message]) -> list[str]:
         if i and messages[i - 1].role == msg.role:
             problems.append(f"messages {i - 1} and {i} are both {msg.role}")
         for p in msg.content:
-            if isinstance(p, TextPart) and not p.text.strip():
+            if isinstance(p, TextBlock) and not p.text.strip():
                 problems.append(f"message {i} has a blank text part")
-        calls = [p.id for p in msg.content if isinstance(p, ToolUsePart)]
+        calls = [p.id for p in msg.content if isinstance(p, ToolUseBlock)]
         if msg.role == "assistant" and calls:
             nxt = messages[i + 1] if i + 1 < len(messages) else None
-            answered = [p.tool_use_id for p in nxt.content if isinstance(p, ToolResultPart)] if nxt else []
+            answered = [p.tool_use_id for p in nxt.content if isinstance(p, ToolResultBlock)] if nxt else []
             if answered != calls:
                 problems.append(f"message {i} calls {calls} but the next message answers {answered}")
             elif nxt is not None and any(
-                not isinstance(p, ToolResultPart) for p in nxt.content[: len(calls)]
+                not isinstance(p, ToolResultBlock) for p in nxt.content[: len(calls)]
             ):
                 problems.append(f"message {i + 1} puts content before its tool results")
         if msg.role == "user":
-            answered = [p.tool_use_id for p in msg.content if isinstance(p, ToolResultPart)]
+            answered = [p.tool_use_id for p in msg.content if isinstance(p, ToolResultBlock)]
             prev_calls = (
-                [p.id for p in messages[i - 1].content if isinstance(p, ToolUsePart)]
+                [p.id for p in messages[i - 1].content if isinstance(p, ToolUseBlock)]
                 if i and messages[i - 1].role == "assistant"
                 else []
             )
@@ -326,16 +320,16 @@ def record_text(messages: Sequence[Message]) -> str:
     lines: list[str] = []
     for msg in messages:
         for p in msg.content:
-            if isinstance(p, TextPart):
+            if isinstance(p, TextBlock):
                 lines.append(f"{msg.role}: {p.text}")
-            elif isinstance(p, ImagePart):
+            elif isinstance(p, ImageBlock):
                 lines.append(f"{msg.role}: [image {p.ref}]")
-            elif isinstance(p, ToolUsePart):
+            elif isinstance(p, ToolUseBlock):
                 lines.append(
                     f"{msg.role}: tool_use {p.name} {json.dumps(p.input, ensure_ascii=False, sort_keys=True)}"
                     f" (id {p.id})"
                 )
-            elif isinstance(p, ToolResultPart):
+            elif isinstance(p, ToolResultBlock):
                 flag = " (error)" if p.is_error else ""
                 lines.append(f"{msg.role}: tool_result for {p.tool_use_id}{flag} → {p.content}")
     return "\n".join(lines)
@@ -346,10 +340,10 @@ def record_chars(messages: Sequence[Message]) -> int:
     n = 0
     for msg in messages:
         for p in msg.content:
-            if isinstance(p, TextPart):
+            if isinstance(p, TextBlock):
                 n += len(p.text)
-            elif isinstance(p, ToolUsePart):
+            elif isinstance(p, ToolUseBlock):
                 n += len(p.name) + len(json.dumps(p.input, ensure_ascii=False, separators=(",", ":")))
-            elif isinstance(p, ToolResultPart):
+            elif isinstance(p, ToolResultBlock):
                 n += len(p.content)
     return n

@@ -53,22 +53,19 @@ from vak_context.events.payloads import (
 )
 
 __all__ = [
-    "DEFAULT_TOKENS_PER_CHAR", "Control", "EntryLike", "EvidenceMeta", "Exchange", "ResetMark", "Step", "Summary",
-    "Turn", "TurnIndex",
+    "Control", "EntryLike", "EvidenceMeta", "Exchange", "ResetMark", "Step", "Summary", "Turn", "TurnIndex",
 ]
 
 # What an index accepts: a stored entry (decoded here), or an (entry, payload) / (id, payload) pair
 # when the caller already holds the decoded payload (the importer and the EvidenceActor do).
 EntryLike = StoredEntry | tuple[StoredEntry, Any] | tuple[str, Any]
 
-DEFAULT_TOKENS_PER_CHAR = PRIOR_TOKENS_PER_CHAR  # only a starting point: callers pass the profile's measured value
-
 
 class TurnIndex:
     """Turns of one chain, kept current entry by entry."""
 
     def __init__(
-        self, tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR, *, mapper: Mapper | None = None
+        self, tokens_per_char: float = PRIOR_TOKENS_PER_CHAR, *, mapper: Mapper | None = None
     ) -> None:
         if not (tokens_per_char > 0 and math.isfinite(tokens_per_char)):
             raise InvalidInput(
@@ -97,7 +94,7 @@ class TurnIndex:
     def build(
         cls,
         entries: Iterable[EntryLike],
-        tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
+        tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
         *,
         mapper: Mapper | None = None,
     ) -> TurnIndex:

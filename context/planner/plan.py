@@ -1,4 +1,6 @@
-"""The WorkingSetPlanner (spec §4): which past turns a request carries, and at what fidelity. Pure.
+"""The planner (spec §4's WorkingSetPlanner): ``plan()`` picks the past turns a request carries, at what fidelity.
+
+Pure. What it returns (``Plan`` and its parts) are records, defined in ``vak_context.context.planner.records``.
 
 ``plan(index, profile, directive, prefix_tokens=, tail_tokens=, state=)`` reads no clock and does no
 I/O: the TurnIndex, the bound model's CapacityProfile, the directive, the measured prefix and tail

@@ -1,4 +1,6 @@
-"""The plan: what ``vak_context.context.planner.plan.plan`` decides, as frozen records, with its JSON and digests.
+"""The plan records: what the planner decides, as frozen data with its JSON and digests; no deciding here.
+
+The planner is ``plan()`` in ``vak_context.context.planner.plan`` (which re-exports these names).
 
 A ``Plan`` carries one fidelity code per turn (``Rows``), the packet it asks for (``PacketPlan``),
 the budget arithmetic (``Budget``) and the planner's next state (``PlannerState``). Its digest
@@ -249,8 +251,8 @@ class Plan:
             raise InvalidInput(f"turn {ordinal} is not in this plan (it plans turns 1..{len(self.rows.codes)})")
         return Fidelity.of_code(self.rows.codes[ordinal - 1])
 
-    def with_fidelity(self, fidelity: Fidelity | str) -> list[PlannedTurn]:
-        code = Fidelity(fidelity).code
+    def with_fidelity(self, fidelity: Fidelity) -> list[PlannedTurn]:
+        code = fidelity.code
         return [self._turn(i) for i, c in enumerate(self.rows.codes) if c == code]
 
     def shown(self) -> list[PlannedTurn]:

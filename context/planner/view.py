@@ -13,10 +13,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from vak_context.context.capacity.profile import CapacityProfile
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.context.history.render import EvidenceInfo, evidence_info
-from vak_context.context.history.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
+from vak_context.context.history.turns import Turn, TurnIndex
 from vak_context.context.planner.currentturn import TurnCosts, turn_costs
 from vak_context.context.planner.plan import Plan, PlanCache, PlannerState, plan
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.planner.relevance import PositionBm25, TurnScores
 from vak_context.context.planner.sizes import (
     TurnSize,
@@ -30,7 +32,7 @@ from vak_context.events.payloads import EvidenceBody, PlanRecord, TurnCard
 
 
 class SessionView:
-    def __init__(self, tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR, *, mapper: Mapper | None = None) -> None:
+    def __init__(self, tokens_per_char: float = PRIOR_TOKENS_PER_CHAR, *, mapper: Mapper | None = None) -> None:
         self.mapper = mapper or Mapper()
         self.index = TurnIndex(tokens_per_char, mapper=self.mapper)
         self.infos: dict[str, EvidenceInfo] = {}
@@ -46,7 +48,7 @@ class SessionView:
         self.plan_cache = PlanCache()  # what the planner keeps between this session's plans
 
     @classmethod
-    def build(cls, entries: Iterable[StoredEntry], tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR) -> SessionView:
+    def build(cls, entries: Iterable[StoredEntry], tokens_per_char: float = PRIOR_TOKENS_PER_CHAR) -> SessionView:
         view = cls(tokens_per_char)
         view.add_all(entries)
         return view
@@ -153,7 +155,7 @@ class SessionView:
 
 
 def handoff_text(p: Plan) -> str:
-    omitted = [t.ordinal for t in p.turns if t.fidelity == "behind_reset"]
+    omitted = [t.ordinal for t in p.turns if t.fidelity == Fidelity.BEHIND_RESET]
     span = f"turns {omitted[0]}–{omitted[-1]}" if omitted else "no turns"
     return (
         f"Context reset for {p.model}: {p.rescue_reason}. The session's {span} are behind this point and are "

@@ -38,17 +38,11 @@ from vak_context.context.history.packets import (
 from vak_context.context.history.render import EvidenceInfo, render_turn
 from vak_context.context.history.turns import TurnIndex
 from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.planner.sizes import card_text
-from vak_context.context.request.messages import (
-    CacheHints,
-    ChatRequest,
-    Message,
-    Part,
-    TextPart,
-    ToolResultPart,
-    ToolSpec,
-)
+from vak_context.context.request.messages import CacheHints, ChatRequest, Message, ToolSpec
 from vak_context.errors import InvalidInput
+from vak_context.events.blocks import MessageBlock, TextBlock, ToolResultBlock
 from vak_context.events.canonical import encode
 
 DEFAULT_IDENTITY = (
@@ -141,9 +135,9 @@ def attach_tail(messages: Sequence[Message], tail: str, directive_index: int) ->
     if not tail.strip():  # providers refuse blank text parts
         return tuple(messages)
     lead = 0
-    while lead < len(msg.content) and isinstance(msg.content[lead], ToolResultPart):
+    while lead < len(msg.content) and isinstance(msg.content[lead], ToolResultBlock):
         lead += 1
-    content = (*msg.content[:lead], TextPart(text=tail), *msg.content[lead:])
+    content = (*msg.content[:lead], TextBlock(text=tail), *msg.content[lead:])
     return (*messages[:directive_index], Message(role="user", content=content), *messages[directive_index + 1:])
 
 
@@ -214,30 +208,30 @@ def project(
         mark = next((r for r in index.reset_marks if r.id == p.reset.entry_id), None)
         if mark is None:
             raise InvalidInput(f"reset {p.reset.entry_id} is not in this index; plan against the same index")
-        _append(messages, Message(role="user", content=(TextPart(text=render_handoff(mark.turns, mark.handoff)),)))
+        _append(messages, Message(role="user", content=(TextBlock(text=render_handoff(mark.turns, mark.handoff)),)))
     turns = [(index.turn(t.ordinal), t) for t in p.shown()]
     for turn, pt in turns:  # retrieved older turns come first, whole
         if pt.retrieved:
             _extend(messages, render_turn(turn, infos))
     text = packet_text(index, p)
     if text is not None:
-        _append(messages, Message(role="user", content=(TextPart(text=text),)))
+        _append(messages, Message(role="user", content=(TextBlock(text=text),)))
     for turn, pt in turns:
         if pt.retrieved:
             continue
-        if pt.fidelity == "full":
+        if pt.fidelity == Fidelity.FULL:
             _extend(messages, render_turn(turn, infos))
         else:
-            _append(messages, Message(role="user", content=(TextPart(text=card_text(index, turn, infos)),)))
+            _append(messages, Message(role="user", content=(TextBlock(text=card_text(index, turn, infos)),)))
     if p.current_ordinal is not None:
         current = current_turn_messages(index, p, infos)
         first = current[0]
         if tail.strip():  # providers refuse blank text parts
-            first = Message(role="user", content=(TextPart(text=tail), *first.content))
+            first = Message(role="user", content=(TextBlock(text=tail), *first.content))
         _extend(messages, [first, *current[1:]])
     else:
-        parts: tuple[Part, ...] = (TextPart(text=tail),) if tail.strip() else ()
-        _append(messages, Message(role="user", content=(*parts, TextPart(text=p.directive))))
+        parts: tuple[MessageBlock, ...] = (TextBlock(text=tail),) if tail.strip() else ()
+        _append(messages, Message(role="user", content=(*parts, TextBlock(text=p.directive))))
     return ChatRequest(
         model=model,
         system=system,
@@ -257,10 +251,10 @@ def current_turn_messages(index: TurnIndex, p: Plan, infos: Mapping[str, Evidenc
     ct = p.current_turn
     if ct is None or ct.digest_through == 0:  # nothing left out, nothing digested
         return render_turn(turn, {}, with_tail=False)
-    lead: tuple[Part, ...] = ()
+    lead: tuple[MessageBlock, ...] = ()
     if ct.packet_through > ct.covered:
         items = [item for step in step_items(index, turn)[ct.covered : ct.packet_through] for item in step]
-        lead = (TextPart(text=render_step_packet(turn.ordinal, ct.covered + 1, ct.packet_through,
+        lead = (TextBlock(text=render_step_packet(turn.ordinal, ct.covered + 1, ct.packet_through,
                                                  level="ids" if ct.level == "ids" else "list", items=items)),)
     return render_turn(turn, infos, first_step=ct.packet_through, digest_until=ct.digest_through, lead=lead,
                        with_tail=False)
@@ -275,11 +269,11 @@ def _append(messages: list[Message], msg: Message) -> None:
     """Consecutive messages of one role merge (providers want roles to alternate); tool results lead."""
     if messages and messages[-1].role == msg.role:
         prev = messages[-1]
-        results = tuple(p for p in msg.content if isinstance(p, ToolResultPart))
+        results = tuple(p for p in msg.content if isinstance(p, ToolResultBlock))
         if msg.role == "user" and results:
-            rest = tuple(p for p in msg.content if not isinstance(p, ToolResultPart))
-            lead = tuple(p for p in prev.content if isinstance(p, ToolResultPart))
-            other = tuple(p for p in prev.content if not isinstance(p, ToolResultPart))
+            rest = tuple(p for p in msg.content if not isinstance(p, ToolResultBlock))
+            lead = tuple(p for p in prev.content if isinstance(p, ToolResultBlock))
+            other = tuple(p for p in prev.content if not isinstance(p, ToolResultBlock))
             messages[-1] = Message(role="user", content=lead + results + other + rest)
         else:
             messages[-1] = Message(role=msg.role, content=prev.content + msg.content)

@@ -11,39 +11,25 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from vak_context.events.blocks import (
-    Frozen,
-    ImageBlock,
-    MessageBlock,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-    text_of,
-)
+from vak_context.events.blocks import Frozen, MessageBlock, TextBlock, text_of
 from vak_context.events.payloads import Usage
-
-# The request side's names for the content blocks: the same classes the ledger stores (``vak_context.events.blocks``),
-# so an assistant step read back from the ledger goes into a request unchanged.
-TextPart = TextBlock
-ImagePart = ImageBlock
-ThinkingPart = ThinkingBlock
-ToolUsePart = ToolUseBlock
-ToolResultPart = ToolResultBlock
-Part = MessageBlock
 
 
 class Message(Frozen):
+    """One whole-turn message of a request. Its content is the ledger's own blocks
+    (``vak_context.events.blocks``, one name each), so an assistant step read back from the ledger goes
+    into a request unchanged."""
+
     role: Literal["user", "assistant"]
     content: tuple[MessageBlock, ...]
 
     @classmethod
     def user(cls, text: str) -> Message:
-        return cls(role="user", content=(TextPart(text=text),))
+        return cls(role="user", content=(TextBlock(text=text),))
 
     @classmethod
     def assistant(cls, text: str) -> Message:
-        return cls(role="assistant", content=(TextPart(text=text),))
+        return cls(role="assistant", content=(TextBlock(text=text),))
 
     @property
     def text(self) -> str:
@@ -85,6 +71,14 @@ class ChatRequest(Frozen):
 
 
 class ToolCall(Frozen):
+    """A tool call as a provider's reply carried it natively (``ChatResult.tool_calls``): the provider's
+    id, the decoded arguments, and the argument string as sent (for receipts and redaction).
+
+    One of three call types with distinct roles (docs/TURNS.md "Tool calls"): the turn loop and the probe
+    read these through ``toolcalls.native_calls`` as ``ParsedCall``s, the same type the text parser
+    yields, and the loop stores each call it runs as a ``ToolUseBlock``.
+    """
+
     id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)

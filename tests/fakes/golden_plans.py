@@ -32,6 +32,7 @@ from typing import Any
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.history.packets import compaction_payload
 from vak_context.context.planner.plan import Plan, PlannerState
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.planner.view import SessionView, handoff_text
 from vak_context.errors import RequestTooLarge
 from vak_context.events.envelope import Mapper, StoredEntry
@@ -149,7 +150,7 @@ def _bench_session(turns: int) -> _Walk:
                                      model=asks[0].model))
         rescue = plans.get("none")
         if not reset_written and rescue is not None and i >= turns // 2:
-            history = [t for t in rescue.turns if t.fidelity == "behind_reset"]
+            history = [t for t in rescue.turns if t.fidelity == Fidelity.BEHIND_RESET]
             w.add(ResetWithHandoff(handoff=handoff_text(rescue), last_turn_id=history[-1].turn_id,
                                    reason=rescue.rescue_reason, model=rescue.model))
             reset_written = True
@@ -206,13 +207,13 @@ class _KeepingSink:
 
 
 def _recorded(file: str, picks: tuple[int, ...]) -> Iterator[tuple[str, list[StoredEntry]]]:
-    from vak_context.importers import SessionReport, SessionWriter, read_recordings
+    from vak_context.importers import SessionOutcome, SessionWriter, read_recordings
 
     fmt, recordings, _ = read_recordings(TRAJECTORIES / file)
     for i in picks:
         rec = recordings[i]
         sink = _KeepingSink()
-        writer = SessionWriter(sink, "golden", SessionReport(session="golden", format=fmt), tokens_per_char=TPC)
+        writer = SessionWriter(sink, "golden", SessionOutcome(session="golden", format=fmt), tokens_per_char=TPC)
         for event in rec.events:
             writer.write(event)
         writer.finish()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from vak_context.events.payloads import Activity
-from vak_context.importers import ImportReport, import_path, import_recording, read_recordings
+from vak_context.importers import ImportOutcome, import_path, import_recording, read_recordings
 from vak_context.storage.cardindex import CardIndex
 from vak_context.storage.ledger import LedgerStore
 
@@ -35,7 +35,7 @@ class Imported:
     root: Path
     store: LedgerStore
     cards: CardIndex
-    reports: dict[str, ImportReport]
+    reports: dict[str, ImportOutcome]
 
     def sessions(self, key: str) -> list[str]:
         return [s.session for s in self.reports[key].sessions]

@@ -39,26 +39,6 @@ def is_loopback(address: str) -> bool:
     return ip.is_loopback
 
 
-def process_tree(root: int) -> set[int]:
-    """``root`` and every process descended from it, from /proc/<pid>/stat."""
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            stat_line = Path(f"/proc/{name}/stat").read_text()
-        except OSError:  # it exited while we looked
-            continue
-        ppid = int(stat_line.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(name))
-    tree, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        tree.add(pid)
-        todo.extend(children.get(pid, []))
-    return tree
-
-
 def process_name(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode() or "?"

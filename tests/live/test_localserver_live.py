@@ -9,8 +9,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from vak_context.context.request.messages import ChatRequest, Message, ToolResultPart, ToolSpec, ToolUsePart
+from vak_context.context.request.messages import ChatRequest, Message, ToolSpec
 from vak_context.errors import ContextOverflow
+from vak_context.events.blocks import ToolResultBlock, ToolUseBlock
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.local.server import LocalModelServer
 from vak_context.providers.openai_compat import OpenAICompatProvider
@@ -85,8 +86,8 @@ async def test_the_tools_template_renders_tools_calls_and_results(local_model: L
         system="You are a probe.",
         messages=(
             Message.user("Look it up."),
-            Message(role="assistant", content=(ToolUsePart(id="c1", name="probe_ack", input={"token": "k7"}),)),
-            Message(role="user", content=(ToolResultPart(tool_use_id="c1", content="[evidence:ab12] ok"),)),
+            Message(role="assistant", content=(ToolUseBlock(id="c1", name="probe_ack", input={"token": "k7"}),)),
+            Message(role="user", content=(ToolResultBlock(tool_use_id="c1", content="[evidence:ab12] ok"),)),
         ),
         tools=(ACK,),
     )

@@ -9,15 +9,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from vak_context.context.request.messages import (
-    ChatRequest,
-    Message,
-    TextPart,
-    ToolResultPart,
-    ToolSpec,
-    ToolUsePart,
-)
+from vak_context.context.request.messages import ChatRequest, Message, ToolSpec
 from vak_context.errors import ContextOverflow
+from vak_context.events.blocks import TextBlock, ToolResultBlock, ToolUseBlock
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.local.server import LocalModelServer
 from vak_context.providers.openai_compat import OpenAICompatProvider
@@ -78,15 +72,15 @@ async def test_a_whole_tool_exchange_renders_into_a_request_the_server_accepts(
             Message(
                 role="assistant",
                 content=(
-                    TextPart(text="Calling."),
-                    ToolUsePart(id="c1", name="probe_ack", input={"token": "k7"}),
+                    TextBlock(text="Calling."),
+                    ToolUseBlock(id="c1", name="probe_ack", input={"token": "k7"}),
                 ),
             ),
             Message(
                 role="user",
                 content=(
-                    ToolResultPart(tool_use_id="c1", content="[evidence:ab12] ok"),
-                    TextPart(text="Done?"),
+                    ToolResultBlock(tool_use_id="c1", content="[evidence:ab12] ok"),
+                    TextBlock(text="Done?"),
                 ),
             ),
         ),

@@ -24,6 +24,7 @@ from vak_context.agent.summarise import Summariser, write_packet
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.history.render import api_problems
 from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import request_tokens
 from vak_context.events.payloads import Compaction
@@ -100,7 +101,7 @@ async def test_two_model_replay_gate(local_model: LocalModelServer, trajectories
         assert small.plan.packet is not None and small.plan.packet.stored_id == small.written[-1]
         small_text = request_bytes(small).decode()
         assert small_text.count("<context_summary") == 1
-        packeted = [t.ordinal for t in small.plan.turns if t.fidelity == "packet"]
+        packeted = [t.ordinal for t in small.plan.turns if t.fidelity == Fidelity.PACKET]
         assert packeted and all(first <= o <= last for o in packeted)
 
         # 2. the large profile brings the packeted turns back at Full, with no summary
@@ -108,7 +109,7 @@ async def test_two_model_replay_gate(local_model: LocalModelServer, trajectories
         large = await run(LARGE)
         assert summariser.calls == calls and large.written == []
         assert large.plan.packet is None
-        assert all(large.plan.fidelity(o) == "full" for o in range(1, 31))
+        assert all(large.plan.fidelity(o) == Fidelity.FULL for o in range(1, 31))
         large_text = request_bytes(large).decode()
         assert "<context_summary" not in large_text
         for o in packeted:

@@ -15,8 +15,9 @@ from vak_context.context.request.assemble import (
     render_tail,
     system_prompt,
 )
-from vak_context.context.request.messages import Message, TextPart, ToolResultPart, ToolSpec, ToolUsePart
+from vak_context.context.request.messages import Message, ToolSpec
 from vak_context.errors import InvalidInput
+from vak_context.events.blocks import TextBlock, ToolResultBlock, ToolUseBlock
 
 TOOLS = (ToolSpec(name="recall", description="Recall."), ToolSpec(name="grep", description="Search."))
 
@@ -56,9 +57,9 @@ def _turn() -> list[Message]:
     return [
         Message.user("old question"),
         Message.assistant("old answer"),
-        Message(role="user", content=(ToolResultPart(tool_use_id="t0", content="r"), TextPart(text="new directive"))),
-        Message(role="assistant", content=(ToolUsePart(id="t1", name="grep", input={"pattern": "x"}),)),
-        Message(role="user", content=(ToolResultPart(tool_use_id="t1", content="hit"),)),
+        Message(role="user", content=(ToolResultBlock(tool_use_id="t0", content="r"), TextBlock(text="new directive"))),
+        Message(role="assistant", content=(ToolUseBlock(id="t1", name="grep", input={"pattern": "x"}),)),
+        Message(role="user", content=(ToolResultBlock(tool_use_id="t1", content="hit"),)),
     ]
 
 
@@ -66,8 +67,8 @@ def test_attach_tail_goes_into_the_directive_not_the_last_message() -> None:
     """The tail lands after the directive's leading tool results and before its words; nothing else moves."""
     msgs = _turn()
     out = attach_tail(msgs, "<tail/>", 2)
-    assert [type(p) for p in out[2].content] == [ToolResultPart, TextPart, TextPart]
-    assert out[2].content[1] == TextPart(text="<tail/>") and out[2].content[2] == TextPart(text="new directive")
+    assert [type(p) for p in out[2].content] == [ToolResultBlock, TextBlock, TextBlock]
+    assert out[2].content[1] == TextBlock(text="<tail/>") and out[2].content[2] == TextBlock(text="new directive")
     assert out[:2] == tuple(msgs[:2]) and out[3:] == tuple(msgs[3:])
     assert attach_tail(msgs, "  ", 2) == tuple(msgs)
     for bad in (5, -1, 1):
@@ -85,8 +86,8 @@ def test_steps_append_and_never_rewrite_earlier_messages(steps: int) -> None:
     for k in range(steps + 1):
         msgs = list(base)
         for i in range(k):
-            msgs.append(Message(role="assistant", content=(ToolUsePart(id=f"s{i}", name="grep"),)))
-            msgs.append(Message(role="user", content=(ToolResultPart(tool_use_id=f"s{i}", content=str(i)),)))
+            msgs.append(Message(role="assistant", content=(ToolUseBlock(id=f"s{i}", name="grep"),)))
+            msgs.append(Message(role="user", content=(ToolResultBlock(tool_use_id=f"s{i}", content=str(i)),)))
         out = attach_tail(msgs, "<tail/>", 2)
         if previous is not None:
             assert out[: len(previous)] == previous

@@ -12,7 +12,6 @@ from vak_context.context.capacity.profile import (
     HOSTED_TTL_S,
     LOCAL_TTL_S,
     METADATA_CONFIDENCE,
-    PRIOR_TOKENS_PER_CHAR,
     CacheBehaviour,
     CapacityProfile,
     Ewma,
@@ -30,15 +29,10 @@ from vak_context.context.capacity.profile import (
     request_chars,
     to_record,
 )
-from vak_context.context.request.messages import (
-    ChatRequest,
-    Message,
-    ModelContext,
-    ToolResultPart,
-    ToolSpec,
-    ToolUsePart,
-)
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
+from vak_context.context.request.messages import ChatRequest, Message, ModelContext, ToolSpec
 from vak_context.errors import InvalidInput
+from vak_context.events.blocks import ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import PAYLOAD_ADAPTER, CapacityProfileRecord, Usage
 from vak_context.storage.ledger import LedgerStore
 
@@ -234,8 +228,8 @@ def test_request_chars_counts_system_parts_and_tool_schemas() -> None:
     tool = ToolSpec(name="t", description="dd", input_schema={"type": "object"})
     request = ChatRequest(model="m", system="sys", tools=(tool,), messages=(
         Message.user("hello"),
-        Message(role="assistant", content=(ToolUsePart(id="1", name="t", input={"a": 1}),)),
-        Message(role="user", content=(ToolResultPart(tool_use_id="1", content="result"),)),
+        Message(role="assistant", content=(ToolUseBlock(id="1", name="t", input={"a": 1}),)),
+        Message(role="user", content=(ToolResultBlock(tool_use_id="1", content="result"),)),
     ))
     assert request_chars(request) == 3 + 5 + (1 + len('{"a": 1}')) + 6 + (1 + 2 + len('{"type": "object"}'))
 

@@ -7,16 +7,37 @@ from pathlib import Path
 
 import pytest
 
+from vak_context.context.capacity.profile import ProfileKey
 from vak_context.errors import ModelServerError
 from vak_context.providers.local import files as models
-from vak_context.providers.local.server import MODELS, canonical_model, model_cache_dir, resolve_model
+from vak_context.providers.local.catalogue import (
+    MODELS,
+    QWEN_NAME,
+    canonical_model,
+    local_profile_key,
+    local_protocol,
+    model_cache_dir,
+    resolve_model,
+)
 
 
 def test_qwen_is_registered_under_its_name_and_alias() -> None:
     """`qwen` resolves to `qwen2.5-coder-0.5b`, which keeps its own (tool-aware) chat template."""
-    assert canonical_model("qwen") == "qwen2.5-coder-0.5b" == models.QWEN_NAME
+    assert canonical_model("qwen") == "qwen2.5-coder-0.5b" == QWEN_NAME
     assert MODELS["qwen2.5-coder-0.5b"].template is None
     assert canonical_model("smollm2") == "smollm2"
+
+
+def test_the_catalogue_gives_each_local_models_protocol_and_profile_key() -> None:
+    """One function builds a local model's profile key: an alias and its model share one key, a .gguf path
+    has no quantisation, and a farm entry keeps its own name with the catalogue's quantisation."""
+    assert local_profile_key("qwen") == local_profile_key(QWEN_NAME) == ProfileKey("local", QWEN_NAME, "Q4_K_M")
+    assert local_profile_key("smollm2") == ProfileKey("local", "smollm2", "Q4_1")
+    assert local_profile_key("/m/x.gguf") == ProfileKey("local", "/m/x.gguf", "")
+    assert local_profile_key("qwen", name="qwen-16k") == ProfileKey("local", "qwen-16k", "Q4_K_M")
+    assert [local_protocol(m) for m in ("smollm2", "gemma3-270m", "qwen", "/m/x.gguf")] == [
+        "native", "inline_fence", "inline_fence", "native"]
+    assert all(MODELS[name].name == name for name in MODELS)
 
 
 def test_resolved_file_is_the_pinned_gguf() -> None:

@@ -28,10 +28,10 @@ from vak_context.context.history.cards import (
     presentation_record,
     validate_payload,
 )
-from vak_context.context.request.messages import ToolCall, ToolUsePart
 from vak_context.errors import InvalidCardDefinition, InvalidPayload, UnknownCardType
 from vak_context.events import canonical
-from vak_context.events.payloads import Directive, Presentation, ToolUseBlock
+from vak_context.events.blocks import ToolUseBlock
+from vak_context.events.payloads import Directive, Presentation
 from vak_context.storage.ledger import LedgerStore
 
 TURN = "d1" * 32
@@ -223,15 +223,8 @@ def test_a_second_card_with_the_same_digest_in_a_turn_is_a_duplicate() -> None:
     assert not is_duplicate(payload_digest(EXAMPLES["metric"]), set())
 
 
-@pytest.mark.parametrize(
-    "tool_use",
-    [
-        ToolUseBlock(id="toolu_1", name="emit_research_card", input=EXAMPLES["research.synthesis"]),
-        ToolUsePart(id="toolu_1", name="emit_research_card", input=EXAMPLES["research.synthesis"]),
-        ToolCall(id="toolu_1", name="emit_research_card", arguments=EXAMPLES["research.synthesis"]),
-    ],
-)
-def test_a_validated_card_call_becomes_a_presentation_record(tool_use: Any) -> None:
+def test_a_validated_card_call_becomes_a_presentation_record() -> None:
+    tool_use = ToolUseBlock(id="toolu_1", name="emit_research_card", input=EXAMPLES["research.synthesis"])
     record = presentation_record(TURN, tool_use, [EV1, EV2, EV1])
     assert isinstance(record, Presentation)
     assert record.turn_id == TURN

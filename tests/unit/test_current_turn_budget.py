@@ -25,7 +25,8 @@ from vak_context.context.history.turncard import short_id
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import prefix_tokens, project, request_tokens
-from vak_context.context.request.messages import ChatRequest, ToolResultPart, ToolUsePart
+from vak_context.context.request.messages import ChatRequest
+from vak_context.events.blocks import ToolResultBlock, ToolUseBlock
 from vak_context.sessions.longturn import LongTurn
 
 
@@ -92,8 +93,8 @@ def test_every_request_of_a_140_step_turn_fits_the_budget_with_pairs_kept_and_id
         assert api_problems(request.messages) == []
         ct = p.current_turn
         assert ct is not None and ct.tokens <= ct.room
-        calls = {part.id for m in request.messages for part in m.content if isinstance(part, ToolUsePart)}
-        results = {part.tool_use_id for m in request.messages for part in m.content if isinstance(part, ToolResultPart)}
+        calls = {part.id for m in request.messages for part in m.content if isinstance(part, ToolUseBlock)}
+        results = {part.tool_use_id for m in request.messages for part in m.content if isinstance(part, ToolResultBlock)}
         assert calls == results
         text = _messages_json(request)
         for k in range(1, ct.steps + 1):
@@ -218,7 +219,7 @@ def test_any_current_turn_is_planned_within_budget_or_refused(
     assert api_problems(request.messages) == []
     turn = b.view.index.turn(current)
     text = _messages_json(request)
-    calls = {part.id for m in request.messages for part in m.content if isinstance(part, ToolUsePart)}
+    calls = {part.id for m in request.messages for part in m.content if isinstance(part, ToolUseBlock)}
     for k, step in enumerate(turn.steps, start=1):
         for ex in step.exchanges:
             assert (ex.tool_use_id in calls) == (k > ct.packet_through)

@@ -9,7 +9,7 @@ import pytest
 from vak_context.errors import InvalidPayload, UnknownKind
 from vak_context.events import canonical
 from vak_context.events.envelope import CURRENT_VERSION, Mapper, stored_entry
-from vak_context.events.payloads import KINDS, PAYLOAD_ADAPTER, Directive, ImageRef
+from vak_context.events.payloads import KINDS, PAYLOAD_ADAPTER, Directive, ImageBlock
 from vak_context.sessions.generator import generate_session
 
 SPEC_KINDS = {
@@ -60,7 +60,7 @@ def test_directive_v1_upcasts_to_current() -> None:
     old = canonical.encode({"kind": "directive", "text": "see", "images": ["a.jpg", "b.png"]})
     e = stored_entry(session="s", seq=0, parent=None, time_us=0, kind="directive", v=1, payload=old)
     got = Mapper().payload_of(e)
-    assert got == Directive(text="see", images=(ImageRef(ref="a.jpg", media_type="image/jpeg"), ImageRef(ref="b.png")))
+    assert got == Directive(text="see", images=(ImageBlock(ref="a.jpg", media_type="image/jpeg"), ImageBlock(ref="b.png")))
     # the id still covers the bytes as written by the old version
     assert e.compute_id() == e.id
 

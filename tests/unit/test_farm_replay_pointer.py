@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from vak_context.context.request.messages import ChatRequest, Message, TextPart
+from vak_context.context.request.messages import ChatRequest, Message
+from vak_context.events.blocks import TextBlock
 from vak_context.farm.replay import _check, replay_session
 from vak_context.farm.rows import UnitKey
 from vak_context.farm.spec import ModelEntry
@@ -52,7 +53,7 @@ def test_a_pointer_packet_names_its_turns_results(tmp_path: Path, monkeypatch: p
     assert row["packeted_results"] > 0 and row["missing_results"] == 0
 
     def without_pointer(m: Message) -> Message:
-        kept = tuple(p for p in m.content if not (isinstance(p, TextPart) and p.text.startswith("<context_summary turns=")))
+        kept = tuple(p for p in m.content if not (isinstance(p, TextBlock) and p.text.startswith("<context_summary turns=")))
         return Message(role=m.role, content=kept)
 
     request = first.request

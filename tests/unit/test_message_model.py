@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from vak_context.context.capacity.tokens import estimate_tokens
+from vak_context import events as events_package
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
 from vak_context.context.request import messages
 from vak_context.events import blocks, payloads
 from vak_context.events.canonical import decode
@@ -37,13 +38,16 @@ HEX = "ab" * 32
 # ------------------------------------------------------------------ one set of blocks
 
 
-def test_request_parts_are_the_ledger_blocks() -> None:
-    """Each request-side block name is the very class the ledger stores, and each union lists them once."""
-    assert messages.TextPart is payloads.TextBlock is blocks.TextBlock
-    assert messages.ThinkingPart is payloads.ThinkingBlock is blocks.ThinkingBlock
-    assert messages.ToolUsePart is payloads.ToolUseBlock is blocks.ToolUseBlock
-    assert messages.ImagePart is payloads.ImageRef is blocks.ImageBlock
-    assert messages.ToolResultPart is blocks.ToolResultBlock
+def test_each_block_has_one_name() -> None:
+    """The request side and the payloads use the ledger's block classes under their own names: no module
+    binds a block class to a second name (issue 22 removed the request side's aliases and the payloads'
+    image alias), and each union lists the blocks once."""
+    block_classes = {v for v in vars(blocks).values() if isinstance(v, type) and issubclass(v, BaseModel)}
+    for module in (messages, payloads, events_package):
+        for name, value in vars(module).items():
+            if isinstance(value, type) and value in block_classes:
+                assert name == value.__name__, f"{module.__name__}.{name} is a second name for {value.__name__}"
+    assert not hasattr(payloads, "ImageRef")
     step_members = get_args(get_args(blocks.StepBlock)[0])
     message_members = get_args(get_args(blocks.MessageBlock)[0])
     assert set(step_members) < set(message_members)
@@ -87,8 +91,8 @@ def test_payload_types_are_read_off_the_union() -> None:
 def _golden_payloads() -> list[BaseModel]:
     return [
         payloads.Directive(text="look at this\n", images=(
-            payloads.ImageRef(ref="evidence:" + HEX),
-            payloads.ImageRef(ref="https://x/y.jpg", media_type="image/jpeg"),
+            payloads.ImageBlock(ref="evidence:" + HEX),
+            payloads.ImageBlock(ref="https://x/y.jpg", media_type="image/jpeg"),
         )),
         payloads.AssistantStep(
             blocks=(blocks.ThinkingBlock(thinking="hm", signature="sig"), blocks.TextBlock(text="I'll grep."),
@@ -225,15 +229,41 @@ def _inline_conversions(tree: ast.AST) -> list[int]:
     return hits
 
 
+CODE_FOLDERS = ("context", "agent", "actors", "sessions", "importers", "engine", "farm", "cli", "providers")
+
+
 def test_no_inline_chars_to_tokens_conversion_is_left() -> None:
-    """No module of the engine, agent, actors, farm or providers rounds chars × tokens_per_char itself."""
+    """No module of the engine, agent, actors, farm, CLI or providers rounds chars × tokens_per_char itself."""
     found = {}
-    for folder in ("context", "agent", "actors", "farm", "providers"):
+    for folder in CODE_FOLDERS:
         for path in sorted((ROOT / folder).rglob("*.py")):
             lines = _inline_conversions(ast.parse(path.read_text(encoding="utf-8")))
             if lines:
                 found[str(path.relative_to(ROOT))] = lines
     assert found == {}
+
+
+def _unnamed_quarters(tree: ast.Module) -> list[int]:
+    """Lines with the literal 0.25 anywhere but as the whole value of a module-level named constant."""
+    named = {id(node.value) for node in tree.body if isinstance(node, ast.Assign | ast.AnnAssign)}
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value == 0.25 and id(node) not in named]
+
+
+def test_the_token_prior_is_one_named_constant() -> None:
+    """The chars-to-tokens prior is written once, ``PRIOR_TOKENS_PER_CHAR`` in context/capacity/tokens.py:
+    no module of the code folders spells 0.25 inline (issue 22 found it in the actor factory and the farm
+    spec), and the old second name is gone."""
+    found = {}
+    for folder in CODE_FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            lines = _unnamed_quarters(ast.parse(path.read_text(encoding="utf-8")))
+            if lines:
+                found[str(path.relative_to(ROOT))] = lines
+    assert found == {}
+    assert PRIOR_TOKENS_PER_CHAR == 0.25
+    from vak_context.context.history import turns
+    assert not hasattr(turns, "DEFAULT_TOKENS_PER_CHAR")
 
 
 def test_prompt_cache_key_defaults_live_on_the_class() -> None:

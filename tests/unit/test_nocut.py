@@ -30,8 +30,8 @@ from vak_context.context.evidence.digest import (
 from vak_context.context.history.render import SHORT_ID, VERBATIM_CHARS, render_turn
 from vak_context.context.history.turncard import render_card
 from vak_context.context.history.turns import TurnIndex
-from vak_context.context.request.messages import ToolResultPart
-from vak_context.engine.session_report import evidence_infos
+from vak_context.engine.session_summary import evidence_infos
+from vak_context.events.blocks import ToolResultBlock
 from vak_context.events.payloads import (
     AssistantStep,
     Compaction,
@@ -226,7 +226,7 @@ def check_no_cut(
             p.tool_use_id: p.content
             for m in render_turn(turn, infos)
             for p in m.content
-            if isinstance(p, ToolResultPart)
+            if isinstance(p, ToolResultBlock)
         }
         card = render_card(turn.card, turn.ordinal) if turn.card is not None else ""
         for ex in turn.exchanges:

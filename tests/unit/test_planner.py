@@ -13,6 +13,7 @@ from vak_context.bm25 import Bm25Index
 from vak_context.context.history.packets import PACKET_BATCH_TURNS
 from vak_context.context.history.render import api_problems
 from vak_context.context.planner.plan import Plan, PlannerState, plan, refers_back
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.request.assemble import prefix_tokens, project, request_tokens
 from vak_context.errors import InvalidInput
 from vak_context.events.payloads import (
@@ -22,7 +23,8 @@ from vak_context.events.payloads import (
 
 
 def fidelities(p: Plan) -> str:
-    marks = {"full": "F", "card": "c", "packet": "p", "behind_reset": "x", "current": "*"}
+    marks = {Fidelity.FULL: "F", Fidelity.CARD: "c", Fidelity.PACKET: "p", Fidelity.BEHIND_RESET: "x",
+             Fidelity.CURRENT: "*"}
     return "".join(marks[t.fidelity] for t in p.turns)
 
 
@@ -105,12 +107,12 @@ def test_cards_cover_every_turn_and_full_goes_by_value_skipping_what_does_not_fi
     b = build_session(10, tools_per_turn=2, answer_words=60)
     p = _tight(b, 700, "Tell me about the copper price trend again")
     assert p.packet is None
-    full = [t for t in p.turns if t.fidelity == "full"]
-    cards = [t for t in p.turns if t.fidelity == "card"]
+    full = [t for t in p.turns if t.fidelity == Fidelity.FULL]
+    cards = [t for t in p.turns if t.fidelity == Fidelity.CARD]
     assert full and cards and len(full) + len(cards) == 10
     assert p.budget.history <= p.budget.budget
     ranked = sorted(p.turns, key=lambda t: (-t.value, -t.anaphora, -t.ordinal))
-    assert ranked[0].fidelity == "full"  # the most valuable turn is Full
+    assert ranked[0].fidelity == Fidelity.FULL  # the most valuable turn is Full
     left = p.budget.budget - p.budget.history
     for t in cards:  # raising happens in value order while it fits: every card left would not fit
         assert t.full_tokens - t.card_tokens > left
@@ -122,9 +124,9 @@ def test_a_turn_that_does_not_fit_at_full_is_skipped_for_a_cheaper_one_further_d
     b.turn("Run the slow job and show me the log.", [("bash", {"command": "job"}, big, False)], "It ran.")
     p = _tight(b, 150, "unrelated new question")
     by = {t.ordinal: t for t in p.turns}
-    assert by[5].value == 1.0 and by[5].fidelity == "card"  # the newest turn is too big to raise
+    assert by[5].value == 1.0 and by[5].fidelity == Fidelity.CARD  # the newest turn is too big to raise
     assert by[5].full_tokens - by[5].card_tokens > 150
-    assert by[4].fidelity == "full" and by[4].value == 0.5  # the next one down is raised instead
+    assert by[4].fidelity == Fidelity.FULL and by[4].value == 0.5  # the next one down is raised instead
     assert by[4].full_tokens > by[4].card_tokens  # raised, not merely cheaper whole
 
 
@@ -142,9 +144,9 @@ def test_overflow_collapses_into_one_packet_in_batches_of_eight_from_the_first_t
     assert first == 1 and last % PACKET_BATCH_TURNS == 0
     for t in p.turns:
         if t.ordinal <= last:
-            assert t.fidelity == "packet" or (t.fidelity == "full" and t.retrieved)
+            assert t.fidelity == Fidelity.PACKET or (t.fidelity == Fidelity.FULL and t.retrieved)
         else:
-            assert t.fidelity in ("full", "card")
+            assert t.fidelity in (Fidelity.FULL, Fidelity.CARD)
     assert p.budget.history <= p.budget.budget
 
 
@@ -164,7 +166,7 @@ def test_the_packet_boundary_holds_steady_as_turns_arrive() -> None:
 def test_replaying_as_of_a_turn_ignores_the_turns_after_it() -> None:
     b = build_session(6)
     p = b.view.plan(profile(50_000), "", prefix_tokens=0, tail_tokens=0, current=4)
-    assert [t.ordinal for t in p.turns] == [1, 2, 3, 4] and p.turns[-1].fidelity == "current"
+    assert [t.ordinal for t in p.turns] == [1, 2, 3, 4] and p.turns[-1].fidelity == Fidelity.CURRENT
     assert p.directive == b.view.index.turn(4).directive.text
     with pytest.raises(InvalidInput, match="differs"):
         b.view.plan(profile(50_000), "not the turn's text", prefix_tokens=0, tail_tokens=0, current=4)
@@ -181,7 +183,7 @@ def test_13k_horizon_with_12k_prefix_keeps_only_the_current_turn_and_says_what_i
     directive = "Thanks. One more thing about the ledger module."
     p = b.view.plan(prof, directive, prefix_tokens=12_000, tail_tokens=120)
     assert not p.rescue, p.rescue_reason
-    assert all(t.fidelity == "packet" for t in p.turns)  # the working set is the current turn only
+    assert all(t.fidelity == Fidelity.PACKET for t in p.turns)  # the working set is the current turn only
     assert p.packet is not None and p.packet.level == "pointer" and p.packet_range == (1, 31)
     request = project(b.view.index, p, model="m", infos=b.view.infos, tail="<turn_context/>")
     summary = request.messages[0].content[0].text  # type: ignore[union-attr]
@@ -336,8 +338,8 @@ def test_typical_shape_of_a_31_turn_session_on_a_small_model() -> None:
                f"I found twelve sources on {subject}; the main point is that it changed this quarter.")
     small = profile(5_000, out=512)  # a small model's measured horizon, with a 1.5k-token prefix
     p = b.view.plan(small, "Tell me again what the copper prices were", prefix_tokens=1_500, tail_tokens=60)
-    full = [t.ordinal for t in p.turns if t.fidelity == "full"]
-    cards = [t for t in p.turns if t.fidelity == "card"]
+    full = [t.ordinal for t in p.turns if t.fidelity == Fidelity.FULL]
+    cards = [t for t in p.turns if t.fidelity == Fidelity.CARD]
     assert p.packet is None and len(p.turns) == 30  # 30 closed turns and the new one: 31
     assert 30 in full and any(b.view.index.turn(o).directive.text.startswith("Look up copper") for o in full)
     assert len(full) <= 3 and len(cards) >= 27

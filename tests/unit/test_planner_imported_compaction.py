@@ -25,15 +25,9 @@ from vak_context.context.history.turncard import short_id
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import prefix_tokens, project, request_tokens
-from vak_context.context.request.messages import ChatRequest, TextPart, ToolUsePart
-from vak_context.events.payloads import (
-    AssistantStep,
-    Compaction,
-    CoveredEvidence,
-    EvidenceBody,
-    ToolResult,
-    ToolUseBlock,
-)
+from vak_context.context.request.messages import ChatRequest
+from vak_context.events.blocks import TextBlock, ToolUseBlock
+from vak_context.events.payloads import AssistantStep, Compaction, CoveredEvidence, EvidenceBody, ToolResult
 from vak_context.importers import import_path
 from vak_context.storage.ledger import LedgerStore
 
@@ -91,11 +85,11 @@ def test_replaying_turn_two_on_a_32k_model_renders_the_recorded_compaction(spott
     ct = p.current_turn
     assert ct is not None and ct.covered == k and ct.steps == len(spotter.index.turn(2).steps)
     packet = request.messages[0].content[0]
-    assert isinstance(packet, TextPart)
+    assert isinstance(packet, TextBlock)
     assert packet.text.startswith(f'<context_summary turns="1-2" through_step="{k}">')
     assert summary.summary in packet.text
     assert all(short_id(eid) in packet.text for eid in summary.covered_evidence)
-    calls = {part.id for m in request.messages for part in m.content if isinstance(part, ToolUsePart)}
+    calls = {part.id for m in request.messages for part in m.content if isinstance(part, ToolUseBlock)}
     turn1, turn2 = spotter.index.turns
     covered_calls = {ex.tool_use_id for ex in turn1.exchanges} | {
         ex.tool_use_id for s in turn2.steps[:k] for ex in s.exchanges}
@@ -116,7 +110,7 @@ def test_a_model_that_holds_the_whole_turn_gets_it_from_the_ledger(spotter: Sess
     assert p.packet is None and p.fidelities == "F*"
     text = json.dumps(request.model_dump(mode="json"), ensure_ascii=False)
     assert "<context_summary" not in text
-    calls = {part.id for m in request.messages for part in m.content if isinstance(part, ToolUsePart)}
+    calls = {part.id for m in request.messages for part in m.content if isinstance(part, ToolUseBlock)}
     assert {ex.tool_use_id for t in spotter.index.turns for ex in t.exchanges} <= calls
     assert request_tokens(FRONTIER, request) + FRONTIER.output_reserve <= p.budget.horizon
 
@@ -147,9 +141,9 @@ def test_a_compaction_inside_the_first_turn_covers_its_first_steps() -> None:
     assert p.packet is not None and p.packet.stored_id == summary.id and p.packet_range == (1, 1)
     request = project(index, p, model="m", infos=b.view.infos)
     lead = request.messages[0].content[0]
-    assert isinstance(lead, TextPart) and lead.text.startswith(f'<context_summary turns="1-1" through_step="{k}">')
+    assert isinstance(lead, TextBlock) and lead.text.startswith(f'<context_summary turns="1-1" through_step="{k}">')
     assert f"Steps 1–{k} of turn 1 are not shown whole here" in lead.text and "Modules 0-5" in lead.text
-    calls = {part.id for m in request.messages for part in m.content if isinstance(part, ToolUsePart)}
+    calls = {part.id for m in request.messages for part in m.content if isinstance(part, ToolUseBlock)}
     assert not calls & {ex.tool_use_id for s in turn.steps[:k] for ex in s.exchanges}
     assert "call_late_9" in calls
     assert request_tokens(prof, request) + prof.output_reserve <= p.budget.horizon

@@ -36,6 +36,7 @@ from vak_context.context.evidence.digest import RECALL_TOOL
 from vak_context.context.history.packets import SUMMARISER_SYSTEM
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.policy import GiveUp, Rejected, Retry, StepState, decide
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request.surface import Surface, ToolDecl
 from vak_context.errors import ContextOverflow
@@ -197,7 +198,7 @@ async def test_no_usable_horizon_writes_the_reset_with_handoff_and_sends_the_cur
     assert reset.last_turn_id == view.index.turns[5].id and 'recall({"turn": N})' in reset.handoff
     assert reset.model == "local:smollm2"  # this model's rescue: the index marks no turn for every model
     assert not any(t.behind_reset for t in view.index.turns)
-    assert [t.fidelity for t in prep.plan.turns] == ["behind_reset"] * 6
+    assert [t.fidelity for t in prep.plan.turns] == [Fidelity.BEHIND_RESET] * 6
     # one message: the handoff (a pointer to turns 1-6), then the directive
     assert len(prep.request.messages) == 1
     handoff, directive = prep.request.messages[0].content

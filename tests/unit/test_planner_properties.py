@@ -14,9 +14,10 @@ from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon,
 from vak_context.context.history.packets import compaction_payload
 from vak_context.context.history.render import VERBATIM_CHARS, api_problems
 from vak_context.context.history.turncard import short_id
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.request.assemble import prefix_tokens, project, request_tokens, text_tokens
-from vak_context.context.request.messages import ToolResultPart, ToolUsePart
 from vak_context.errors import RequestTooLarge
+from vak_context.events.blocks import ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import ResetWithHandoff
 
 tool_calls = st.lists(
@@ -110,7 +111,7 @@ def test_tight_budgets_packet_the_oldest_turns_and_still_fit(
         tokens_per_char=Ewma(tpc, 3), output_reserve=out,
     )
     first = b.view.plan(probe, directive, prefix_tokens=0, tail_tokens=0)
-    cheap = sum(min(t.full_tokens, t.card_tokens) for t in first.turns if t.fidelity != "behind_reset")
+    cheap = sum(min(t.full_tokens, t.card_tokens) for t in first.turns if t.fidelity != Fidelity.BEHIND_RESET)
     horizon = out + first.budget.current_turn_reserve + int(cheap * fraction)
     prof = CapacityProfile(
         key=ProfileKey("local", "prop"), declared_window=horizon, instruction_horizon=Horizon(horizon, 0.9, 0.0),
@@ -141,16 +142,16 @@ def _check(b: SessionBuilder, prof: CapacityProfile, system: str, tail: str, dir
     # every turn is listed once; behind-reset turns are never planned nor covered
     assert [t.ordinal for t in p.turns] == list(range(1, len(index.turns) + 1))
     for t in p.turns:
-        assert (t.fidelity == "behind_reset") == (index.turn(t.ordinal).behind_reset or p.rescue)
-        if t.fidelity in ("behind_reset", "packet"):
+        assert (t.fidelity == Fidelity.BEHIND_RESET) == (index.turn(t.ordinal).behind_reset or p.rescue)
+        if t.fidelity in (Fidelity.BEHIND_RESET, Fidelity.PACKET):
             assert t.tokens == 0
-    planned = [t for t in p.turns if t.fidelity != "behind_reset"]
+    planned = [t for t in p.turns if t.fidelity != Fidelity.BEHIND_RESET]
     if p.packet is not None:
         assert p.packet.first_ordinal == planned[0].ordinal
         assert not index.turn(p.packet.first_ordinal).behind_reset
         for t in planned:
             inside = t.ordinal <= p.packet.last_ordinal
-            assert (t.fidelity == "packet" or (t.fidelity == "full" and t.retrieved)) if inside else t.fidelity in ("full", "card")
+            assert (t.fidelity == Fidelity.PACKET or (t.fidelity == Fidelity.FULL and t.retrieved)) if inside else t.fidelity in (Fidelity.FULL, Fidelity.CARD)
 
     request = project(index, p, model="m", infos=b.view.infos, system=system, tail=tail)
     assert api_problems(request.messages) == []
@@ -165,11 +166,11 @@ def _check(b: SessionBuilder, prof: CapacityProfile, system: str, tail: str, dir
         assert p.budget.history == 0 and p.packet is None
 
     # a turn is never split: a Full turn's calls and results are all there, any other turn's are not
-    used = {part.id for m in request.messages for part in m.content if isinstance(part, ToolUsePart)}
-    answered = {part.tool_use_id for m in request.messages for part in m.content if isinstance(part, ToolResultPart)}
+    used = {part.id for m in request.messages for part in m.content if isinstance(part, ToolUseBlock)}
+    answered = {part.tool_use_id for m in request.messages for part in m.content if isinstance(part, ToolResultBlock)}
     for t in p.turns:
         calls = {ex.tool_use_id for ex in index.turn(t.ordinal).exchanges}
-        if t.fidelity == "full":
+        if t.fidelity == Fidelity.FULL:
             assert calls <= used and calls <= answered
             assert index.turn(t.ordinal).directive.text in text or index.turn(t.ordinal).directive.text == ""
         else:
@@ -178,17 +179,17 @@ def _check(b: SessionBuilder, prof: CapacityProfile, system: str, tail: str, dir
     # no cut: every result of a planned turn is shown whole, digested with its id, on its card, or
     # named by the packet (a pointer packet names how many and how to recall them)
     contents = {part.tool_use_id: part.content for m in request.messages for part in m.content
-                if isinstance(part, ToolResultPart)}
+                if isinstance(part, ToolResultBlock)}
     shown_whole = {ex.result.evidence_id for t in planned for ex in index.turn(t.ordinal).exchanges
                    if ex.result is not None and ex.result.evidence_id and len(ex.result.content) <= VERBATIM_CHARS
                    and contents.get(ex.tool_use_id) == ex.result.content}
     if not p.rescue:
         for t in planned:
             for eid in index.turn(t.ordinal).evidence:
-                in_packet = p.packet is not None and t.fidelity == "packet"
+                in_packet = p.packet is not None and t.fidelity == Fidelity.PACKET
                 if in_packet and p.packet is not None and p.packet.level == "pointer":
                     assert "tool result" in text and 'recall({\\"turn\\": N})' in text
-                elif t.fidelity == "full" and eid in shown_whole:  # as short as a digest: as it was sent
+                elif t.fidelity == Fidelity.FULL and eid in shown_whole:  # as short as a digest: as it was sent
                     continue
                 else:
                     assert short_id(eid) in text, (t.fidelity, eid)

@@ -16,6 +16,7 @@ from vak_context.context.history.packets import compaction_payload
 from vak_context.context.history.render import api_problems
 from vak_context.context.history.turncard import build_card
 from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import prefix_tokens, project, request_tokens
 from vak_context.events.payloads import AssistantStep, ResetWithHandoff, TextBlock
@@ -59,14 +60,14 @@ def test_a_follow_up_after_a_140_step_turn_keeps_the_previous_turn_in_view() -> 
     available = p.budget.horizon - pre - prof.output_reserve
     assert p.budget.current_turn_reserve <= 0.75 * available < big  # CURRENT_TURN_SHARE of what is left
     # a card, or (its card alone is over 3k tokens: one trace line per call) the packet that names it
-    assert p.fidelity(turn.ordinal) in ("card", "full", "packet")
+    assert p.fidelity(turn.ordinal) in (Fidelity.CARD, Fidelity.FULL, Fidelity.PACKET)
     if p.packet is not None and p.packet.needs_summary:  # as prepare() would: the summary, then plan again
         lt.add(compaction_payload(lt.view.index, p.packet.first_ordinal, p.packet.last_ordinal,
                                   "A long coding turn fixed the ledger's segment reader.", model=p.model))
         p = lt.view.plan(prof, FOLLOW_UP, prefix_tokens=pre, tail_tokens=0, state=p.state)
     request = project(lt.view.index, p, model="m", infos=lt.view.infos, system=SYSTEM)
     text = json.dumps(request.model_dump(mode="json")["messages"], ensure_ascii=False)
-    if p.fidelity(turn.ordinal) == "packet":
+    if p.fidelity(turn.ordinal) == Fidelity.PACKET:
         assert p.packet is not None and p.packet.last_ordinal == turn.ordinal
         assert f'<context_summary turns=\\"{p.packet.first_ordinal}-{turn.ordinal}\\">' in text
         assert 'recall({\\"turn\\": N})' in text
@@ -120,7 +121,7 @@ async def test_the_two_model_gate_holds_after_prepare_with_a_third_models_reset(
     small = await _prepare(view, store, SMALL, calls)
     assert calls == ["local:small"] and small.plan.packet is not None and small.plan.packet.stored_id is not None
     large = await _prepare(view, store, LARGE, calls)
-    assert large.plan.packet is None and all(t.fidelity == "full" for t in large.plan.turns)
+    assert large.plan.packet is None and all(t.fidelity == Fidelity.FULL for t in large.plan.turns)
 
     dead = await _prepare(view, store, DEAD, calls)
     reset = store.payload(dead.written[0])
@@ -131,7 +132,7 @@ async def test_the_two_model_gate_holds_after_prepare_with_a_third_models_reset(
     assert calls == ["local:small"] and large_after.written == [] and small_after.written == []
     assert _bytes(large_after) == _bytes(large) and _bytes(small_after) == _bytes(small)
     for prep in (large_after, small_after):
-        assert prep.plan.reset is None and not prep.plan.with_fidelity("behind_reset")
-    assert all(t.fidelity == "behind_reset" for t in dead.plan.turns)
+        assert prep.plan.reset is None and not prep.plan.with_fidelity(Fidelity.BEHIND_RESET)
+    assert all(t.fidelity == Fidelity.BEHIND_RESET for t in dead.plan.turns)
     assert reset.model == "local:dead"
     store.close()

@@ -9,15 +9,11 @@ from tests.fakes.provider_bodies.wire import Wire, body, fast_retry
 from vak_context.context.request.messages import (
     CacheHints,
     ChatRequest,
-    ImagePart,
     Message,
-    TextPart,
-    ThinkingPart,
-    ToolResultPart,
     ToolSpec,
-    ToolUsePart,
 )
 from vak_context.errors import ContextOverflow, InvalidInput, ProviderRequestError, RetryableProviderError
+from vak_context.events.blocks import ImageBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from vak_context.providers.anthropic import AnthropicProvider
 
 KEY = "sk-ant-test-0123456789"
@@ -57,22 +53,22 @@ def test_render_blocks_for_every_part_kind() -> None:
             Message(
                 role="user",
                 content=(
-                    TextPart(text="What is this?"),
-                    TextPart(text=""),
-                    ImagePart(ref="data:image/png;base64,iVBORw0KGgo=", media_type="image/png"),
-                    ImagePart(ref="https://example.com/cat.jpg", media_type="image/jpeg"),
+                    TextBlock(text="What is this?"),
+                    TextBlock(text=""),
+                    ImageBlock(ref="data:image/png;base64,iVBORw0KGgo=", media_type="image/png"),
+                    ImageBlock(ref="https://example.com/cat.jpg", media_type="image/jpeg"),
                 ),
             ),
             Message(
                 role="assistant",
                 content=(
-                    ThinkingPart(thinking="signed", signature="sig-1"),
-                    ThinkingPart(thinking="from another provider"),
-                    ToolUsePart(id="toolu_1", name="get_weather", input={"location": "SF"}),
+                    ThinkingBlock(thinking="signed", signature="sig-1"),
+                    ThinkingBlock(thinking="from another provider"),
+                    ToolUseBlock(id="toolu_1", name="get_weather", input={"location": "SF"}),
                 ),
             ),
             Message(
-                role="user", content=(ToolResultPart(tool_use_id="toolu_1", content="boom", is_error=True),)
+                role="user", content=(ToolResultBlock(tool_use_id="toolu_1", content="boom", is_error=True),)
             ),
         ),
     )
@@ -143,7 +139,7 @@ def test_at_most_four_breakpoints_keeping_the_latest() -> None:
 def test_breakpoint_skips_thinking_blocks() -> None:
     message = Message(
         role="assistant",
-        content=(TextPart(text="a"), ThinkingPart(thinking="t", signature="s")),
+        content=(TextBlock(text="a"), ThinkingBlock(thinking="t", signature="s")),
     )
     request = ChatRequest(
         model="m", messages=(Message.user("q"), message), cache=CacheHints(breakpoints=(1,))
@@ -267,8 +263,8 @@ def test_a_find_tools_result_of_deferred_tools_becomes_tool_references() -> None
 
     text = _loaded_result("sql_query")
     assert tools_loaded_by(text) == ("sql_query",) and tools_loaded_by("no tool matches 'x'") == ()
-    result = Message(role="user", content=(ToolResultPart(tool_use_id="t1", content=text, loads=("sql_query",)),))
-    call = Message(role="assistant", content=(ToolUsePart(id="t1", name="find_tools", input={"query": "sql"}),))
+    result = Message(role="user", content=(ToolResultBlock(tool_use_id="t1", content=text, loads=("sql_query",)),))
+    call = Message(role="assistant", content=(ToolUseBlock(id="t1", name="find_tools", input={"query": "sql"}),))
     base = ChatRequest(model="m", messages=(Message.user("q"), call, result), tools=TOOLS)
     with_refs = provider().render(base.model_copy(update={"deferred_tools": DEFERRED}))
     assert with_refs["messages"][2]["content"][0]["content"] == [{"type": "tool_reference", "tool_name": "sql_query"}]

@@ -15,14 +15,11 @@ import pytest
 from tests.fakes.provider_bodies.wire import Wire, body, fast_retry
 from vak_context.context.request.messages import (
     ChatRequest,
-    ImagePart,
     Message,
-    TextPart,
-    ToolResultPart,
     ToolSpec,
-    ToolUsePart,
 )
 from vak_context.errors import ContextOverflow, InvalidInput, ProviderRequestError, RetryableProviderError
+from vak_context.events.blocks import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from vak_context.providers.anthropic import AnthropicProvider
 from vak_context.providers.base import RetryPolicy, load_images, parse_retry_after
 from vak_context.providers.bedrock import BedrockProvider
@@ -180,8 +177,8 @@ RICH = ChatRequest(
     tools=(ToolSpec(name="probe_ack", description="ack"),),
     messages=(
         Message.user("hi"),
-        Message(role="assistant", content=(ToolUsePart(id="c1", name="probe_ack", input={"a": 1}),)),
-        Message(role="user", content=(ToolResultPart(tool_use_id="c1", content="ok"),)),
+        Message(role="assistant", content=(ToolUseBlock(id="c1", name="probe_ack", input={"a": 1}),)),
+        Message(role="user", content=(ToolResultBlock(tool_use_id="c1", content="ok"),)),
     ),
 )
 
@@ -242,20 +239,20 @@ def test_load_images_turns_paths_into_data_urls(tmp_path: Path) -> None:
     request = ChatRequest(
         model="m",
         messages=(
-            Message(role="user", content=(TextPart(text="see"), ImagePart(ref=str(png)))),
-            Message(role="user", content=(ImagePart(ref="https://example.com/a.png"),)),
+            Message(role="user", content=(TextBlock(text="see"), ImageBlock(ref=str(png)))),
+            Message(role="user", content=(ImageBlock(ref="https://example.com/a.png"),)),
         ),
     )
     loaded = load_images(request)
     first = loaded.messages[0].content[1]
-    assert isinstance(first, ImagePart)
+    assert isinstance(first, ImageBlock)
     assert first.ref == "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()
-    assert loaded.messages[1].content[0] == ImagePart(ref="https://example.com/a.png")
+    assert loaded.messages[1].content[0] == ImageBlock(ref="https://example.com/a.png")
 
 
 def test_render_refuses_a_bare_path_and_a_missing_file_is_clear(tmp_path: Path) -> None:
     request = ChatRequest(
-        model="m", messages=(Message(role="user", content=(ImagePart(ref="/no/such.png"),)),)
+        model="m", messages=(Message(role="user", content=(ImageBlock(ref="/no/such.png"),)),)
     )
     provider = AnthropicProvider(httpx.AsyncClient())
     with pytest.raises(InvalidInput, match="render\\(\\) cannot read"):

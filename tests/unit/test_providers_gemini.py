@@ -8,15 +8,11 @@ import pytest
 from tests.fakes.provider_bodies.wire import Wire, body, fast_retry
 from vak_context.context.request.messages import (
     ChatRequest,
-    ImagePart,
     Message,
-    TextPart,
-    ThinkingPart,
-    ToolResultPart,
     ToolSpec,
-    ToolUsePart,
 )
 from vak_context.errors import ContextOverflow, ProviderRequestError, RetryableProviderError
+from vak_context.events.blocks import ImageBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from vak_context.providers.gemini import GeminiProvider
 
 KEY = "AIza-test-0123456789"
@@ -31,19 +27,19 @@ REQUEST = ChatRequest(
         Message(
             role="user",
             content=(
-                TextPart(text="Weather here?"),
-                ImagePart(ref="data:image/jpeg;base64,/9j/4AAQ", media_type="image/jpeg"),
-                ImagePart(ref="gs://bucket/map.png", media_type="image/png"),
+                TextBlock(text="Weather here?"),
+                ImageBlock(ref="data:image/jpeg;base64,/9j/4AAQ", media_type="image/jpeg"),
+                ImageBlock(ref="gs://bucket/map.png", media_type="image/png"),
             ),
         ),
         Message(
             role="assistant",
             content=(
-                ThinkingPart(thinking="plan", signature="sig-A"),
-                ToolUsePart(id="call_0", name="get_weather", input={"location": "Boston"}),
+                ThinkingBlock(thinking="plan", signature="sig-A"),
+                ToolUseBlock(id="call_0", name="get_weather", input={"location": "Boston"}),
             ),
         ),
-        Message(role="user", content=(ToolResultPart(tool_use_id="call_0", content="12C"),)),
+        Message(role="user", content=(ToolResultBlock(tool_use_id="call_0", content="12C"),)),
     ),
 )
 

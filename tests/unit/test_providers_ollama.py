@@ -8,14 +8,11 @@ import pytest
 from tests.fakes.provider_bodies.wire import Wire, body
 from vak_context.context.request.messages import (
     ChatRequest,
-    ImagePart,
     Message,
-    TextPart,
-    ToolResultPart,
     ToolSpec,
-    ToolUsePart,
 )
 from vak_context.errors import ContextOverflow, InvalidInput, ProviderRequestError
+from vak_context.events.blocks import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from vak_context.providers.ollama import OllamaProvider
 
 ROOT = "http://127.0.0.1:11434"
@@ -29,16 +26,16 @@ REQUEST = ChatRequest(
     messages=(
         Message(
             role="user",
-            content=(TextPart(text="Weather in Tokyo?"), ImagePart(ref="data:image/png;base64,iVBORw0KGgo=")),
+            content=(TextBlock(text="Weather in Tokyo?"), ImageBlock(ref="data:image/png;base64,iVBORw0KGgo=")),
         ),
         Message(
             role="assistant",
             content=(
-                TextPart(text=""),
-                ToolUsePart(id="call_0", name="get_weather", input={"city": "Tokyo"}),
+                TextBlock(text=""),
+                ToolUseBlock(id="call_0", name="get_weather", input={"city": "Tokyo"}),
             ),
         ),
-        Message(role="user", content=(ToolResultPart(tool_use_id="call_0", content="18C"),)),
+        Message(role="user", content=(ToolResultBlock(tool_use_id="call_0", content="18C"),)),
     ),
 )
 
@@ -63,7 +60,7 @@ def test_render_sends_keep_alive_num_ctx_and_no_truncation() -> None:
 
 def test_url_images_are_refused_with_a_next_step() -> None:
     request = ChatRequest(
-        model="m", messages=(Message(role="user", content=(ImagePart(ref="https://x/y.png"),)),)
+        model="m", messages=(Message(role="user", content=(ImageBlock(ref="https://x/y.png"),)),)
     )
     with pytest.raises(InvalidInput, match="Ollama fetches no URLs"):
         OllamaProvider(httpx.AsyncClient()).render(request)

@@ -11,15 +11,11 @@ from tests.fakes.provider_bodies.wire import Wire, body
 from vak_context.context.request.messages import (
     CacheHints,
     ChatRequest,
-    ImagePart,
     Message,
-    TextPart,
-    ThinkingPart,
-    ToolResultPart,
     ToolSpec,
-    ToolUsePart,
 )
 from vak_context.errors import ContextOverflow, InvalidInput, ProviderRequestError
+from vak_context.events.blocks import ImageBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from vak_context.providers.bedrock import BedrockProvider
 from vak_context.providers.openai_compat import OpenAIChatProvider, OpenAICompatProvider
 from vak_context.providers.openai_responses import OpenAIResponsesProvider
@@ -40,21 +36,21 @@ CONVERSATION = ChatRequest(
     messages=(
         Message(
             role="user",
-            content=(TextPart(text="Weather in Boston?"), ImagePart(ref="https://example.com/map.png")),
+            content=(TextBlock(text="Weather in Boston?"), ImageBlock(ref="https://example.com/map.png")),
         ),
         Message(
             role="assistant",
             content=(
-                ThinkingPart(thinking="need the tool"),
-                TextPart(text="Checking."),
-                ToolUsePart(id="call_1", name="get_weather", input={"location": "Boston"}),
+                ThinkingBlock(thinking="need the tool"),
+                TextBlock(text="Checking."),
+                ToolUseBlock(id="call_1", name="get_weather", input={"location": "Boston"}),
             ),
         ),
         Message(
             role="user",
             content=(
-                ToolResultPart(tool_use_id="call_1", content="12C, rain"),
-                TextPart(text="And tomorrow?"),
+                ToolResultBlock(tool_use_id="call_1", content="12C, rain"),
+                TextBlock(text="And tomorrow?"),
             ),
         ),
     ),
@@ -103,7 +99,7 @@ def test_render_chat_messages_tools_and_tool_results() -> None:
 def test_assistant_with_only_tool_calls_has_null_content_and_extra_passes_through() -> None:
     request = ChatRequest(
         model="m",
-        messages=(Message(role="assistant", content=(ToolUsePart(id="c", name="t", input={}),)),),
+        messages=(Message(role="assistant", content=(ToolUseBlock(id="c", name="t", input={}),)),),
         extra={"cache_prompt": True, "top_k": 1},
     )
     sent = OpenAICompatProvider(httpx.AsyncClient(), base_url=LOCAL, prompt_cache_key=True).render(request)

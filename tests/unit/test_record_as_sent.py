@@ -23,15 +23,8 @@ from vak_context.context.evidence.digest import evidence_tag
 from vak_context.context.history.render import SHORT_ID, VERBATIM_CHARS, evidence_info, render_turn
 from vak_context.context.history.turns import TurnIndex
 from vak_context.context.request.assemble import system_prompt
-from vak_context.context.request.messages import TextPart, ToolResultPart
-from vak_context.events.payloads import (
-    AssistantStep,
-    Directive,
-    EvidenceBody,
-    TextBlock,
-    ToolUseBlock,
-    TurnTail,
-)
+from vak_context.events.blocks import TextBlock, ToolResultBlock
+from vak_context.events.payloads import AssistantStep, Directive, EvidenceBody, ToolUseBlock, TurnTail
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.openai_compat import OpenAICompatProvider
 from vak_context.storage.ledger import LedgerStore
@@ -114,7 +107,7 @@ def test_results_up_to_verbatim_chars_stay_as_sent_and_longer_ones_are_digests(s
     turn = TurnIndex.build(c.entries).turn(1)
     meta = EvidenceBody(tool_use_id="a", tool_name="read_file", chars=len(body), bytes=len(body.encode()))
     record = render_turn(turn, {ev: evidence_info(ev, meta, body.encode(), {"path": "x"})})
-    shown = next(p for m in record for p in m.content if isinstance(p, ToolResultPart)).content
+    shown = next(p for m in record for p in m.content if isinstance(p, ToolResultBlock)).content
     if size <= VERBATIM_CHARS:
         assert shown == body
     else:
@@ -133,10 +126,10 @@ def test_the_recorded_tail_leads_the_closed_directive_and_a_misplaced_one_is_a_p
     late = c.add(TurnTail(text="<turn_context>late</turn_context>\n"))
     index = TurnIndex.build(c.entries)
     first = render_turn(index.turn(1), {})[0].content
-    assert [p.text for p in first if isinstance(p, TextPart)] == [
+    assert [p.text for p in first if isinstance(p, TextBlock)] == [
         "<turn_context>UTC 2026-12-01T00:00:00Z</turn_context>\n", "First."]
     assert [p.text for p in render_turn(index.turn(1), {}, with_tail=False)[0].content
-            if isinstance(p, TextPart)] == ["First."]
+            if isinstance(p, TextBlock)] == ["First."]
     assert index.turn(2).tail == "" and render_turn(index.turn(2), {})[0].text == "Second."
     assert any(late in problem for problem in index.problems)
     assert index.dump()["turns"][0]["tail"].startswith("<turn_context>UTC")

@@ -18,18 +18,16 @@ from vak_context.context.history.render import (
     render_turn,
 )
 from vak_context.context.history.turns import TurnIndex
-from vak_context.context.request.messages import Message, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
-from vak_context.engine.session_report import evidence_infos
+from vak_context.context.request.messages import Message
+from vak_context.engine.session_summary import evidence_infos
+from vak_context.events.blocks import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import (
     AssistantStep,
     Directive,
     EvidenceBody,
     Presentation,
     PresentationSource,
-    TextBlock,
-    ThinkingBlock,
     ToolResult,
-    ToolUseBlock,
 )
 
 TAG = re.compile(r"\[evidence:([0-9a-f]{12}) — (\d+) chars; call recall to expand\]$")
@@ -49,9 +47,9 @@ def test_every_imported_turn_renders_api_valid(imported: Imported) -> None:
                 assert api_problems(messages) == [], (session, turn.ordinal)
                 assert messages[0].role == "user" and messages[0].text == turn.directive.text
                 parts = [p for m in messages for p in m.content]
-                assert not any(isinstance(p, ThinkingPart) for p in parts)  # thinking is dropped
-                uses = [p for p in parts if isinstance(p, ToolUsePart)]
-                results = {p.tool_use_id: p for p in parts if isinstance(p, ToolResultPart)}
+                assert not any(isinstance(p, ThinkingBlock) for p in parts)  # thinking is dropped
+                uses = [p for p in parts if isinstance(p, ToolUseBlock)]
+                results = {p.tool_use_id: p for p in parts if isinstance(p, ToolResultBlock)}
                 assert [u.id for u in uses] == [ex.tool_use_id for ex in turn.exchanges]
                 for ex in turn.exchanges:
                     shown = results[ex.tool_use_id].content
@@ -143,12 +141,12 @@ def test_record_drops_thinking_digests_evidence_acks_cards_and_drops_duplicate_f
     messages = render_turn(turn, {ev: evidence_info(ev, meta, b"Error: rate limited", {"query": "copper"})})
     assert api_problems(messages) == []
     assert [m.role for m in messages] == ["user", "assistant", "user", "assistant", "user", "assistant"]
-    assert not any(isinstance(p, ThinkingPart) for m in messages for p in m.content)
+    assert not any(isinstance(p, ThinkingBlock) for m in messages for p in m.content)
     search_result = messages[2].content[0]
-    assert isinstance(search_result, ToolResultPart) and search_result.is_error
+    assert isinstance(search_result, ToolResultBlock) and search_result.is_error
     assert search_result.content == "Error: rate limited"  # shorter than any digest: shown as it was sent
     card_result = messages[4].content[0]
-    assert isinstance(card_result, ToolResultPart) and card_result.content == card_ack(pid)
+    assert isinstance(card_result, ToolResultBlock) and card_result.content == card_ack(pid)
     final = messages[5].text
     assert "Copper is 9,100." in final and "Sources above." in final
     assert '"Copper"' not in final  # the fence repeating the emitted card is dropped
@@ -160,7 +158,7 @@ def test_record_drops_thinking_digests_evidence_acks_cards_and_drops_duplicate_f
 def test_api_problems_finds_broken_records() -> None:
     call = Message(
         role="assistant",
-        content=(ToolUsePart(id="a", name="t", input={}), ToolUsePart(id="b", name="t", input={})),
+        content=(ToolUseBlock(id="a", name="t", input={}), ToolUseBlock(id="b", name="t", input={})),
     )
     ok = [
         Message.user("hi"),
@@ -168,8 +166,8 @@ def test_api_problems_finds_broken_records() -> None:
         Message(
             role="user",
             content=(
-                ToolResultPart(tool_use_id="a", content="1"),
-                ToolResultPart(tool_use_id="b", content="2"),
+                ToolResultBlock(tool_use_id="a", content="1"),
+                ToolResultBlock(tool_use_id="b", content="2"),
             ),
         ),
     ]
@@ -179,26 +177,26 @@ def test_api_problems_finds_broken_records() -> None:
         Message(
             role="user",
             content=(
-                ToolResultPart(tool_use_id="b", content="2"),
-                ToolResultPart(tool_use_id="a", content="1"),
+                ToolResultBlock(tool_use_id="b", content="2"),
+                ToolResultBlock(tool_use_id="a", content="1"),
             ),
         ),
     ]
     assert api_problems(swapped)
-    missing = [*ok[:2], Message(role="user", content=(ToolResultPart(tool_use_id="a", content="1"),))]
+    missing = [*ok[:2], Message(role="user", content=(ToolResultBlock(tool_use_id="a", content="1"),))]
     assert api_problems(missing)
     assert api_problems([Message.user("a"), Message.user("b")])
     twice = [
         *ok,
-        Message(role="assistant", content=(ToolUsePart(id="a", name="t", input={}),)),
-        Message(role="user", content=(ToolResultPart(tool_use_id="a", content="3"),)),
+        Message(role="assistant", content=(ToolUseBlock(id="a", name="t", input={}),)),
+        Message(role="user", content=(ToolResultBlock(tool_use_id="a", content="3"),)),
     ]
     assert any("more than once" in p for p in api_problems(twice))
     assert api_problems([Message.assistant("first")])
-    assert api_problems([Message.user("x"), Message(role="assistant", content=(TextPart(text="  "),))])
+    assert api_problems([Message.user("x"), Message(role="assistant", content=(TextBlock(text="  "),))])
     stray = [
         Message.user("x"),
         Message.assistant("y"),
-        Message(role="user", content=(ToolResultPart(tool_use_id="z", content="?"),)),
+        Message(role="user", content=(ToolResultBlock(tool_use_id="z", content="?"),)),
     ]
     assert api_problems(stray)

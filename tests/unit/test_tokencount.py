@@ -21,6 +21,7 @@ import pytest
 from tests.fakes.chat_requests import REQUEST
 from vak_context.actors.assembler import AssemblerActor
 from vak_context.actors.local_services import InProcessServices
+from vak_context.agent.endpoint import ModelEndpoint, build_tools, model_tools
 from vak_context.agent.loop import TurnConfig, TurnLoop
 from vak_context.agent.steps import StepRequest
 from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
@@ -33,8 +34,10 @@ from vak_context.context.capacity.profile import (
     request_chars,
 )
 from vak_context.context.evidence.digest import RECALL_TOOL
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.request.assemble import Tail, render_tail, system_prompt
 from vak_context.context.request.surface import Surface, ToolDecl
+from vak_context.engine.live import LiveSession
 from vak_context.errors import ProviderRequestError, RetryableProviderError, TokenCountError
 from vak_context.events.payloads import Directive
 from vak_context.providers.base import RetryPolicy
@@ -239,7 +242,7 @@ async def test_the_assembler_sizes_with_the_exact_count_and_plans_again_when_it_
             plain_size, exact_size = await counter.count(plain.request), await counter.count(exact.request)
     assert plain.estimated_tokens <= budget < plain_size  # the estimate said it fits; it does not
     assert exact.estimated_tokens == exact_size <= budget
-    assert exact.fidelity["full"] < plain.fidelity["full"]
+    assert exact.fidelity[Fidelity.FULL] < plain.fidelity[Fidelity.FULL]
 
 
 def _profile(horizon: int) -> CapacityProfile:
@@ -275,3 +278,30 @@ async def test_the_token_bench_measures_every_shape_against_the_exact_count() ->
         assert row.calibrated > 0.3
     assert rows[0].planned_at == 0.25 and rows[1].planned_at > 0.3
     assert "listing" in bench.table(rows)
+
+
+async def test_one_function_builds_the_bound_models_counter_and_summariser(tmp_path: Path) -> None:
+    """``model_tools`` is the one wiring of the counter and the summariser (issue 22): the live session's
+    in-process assembler and an actor's endpoint tools both count with the server's own tokenizer and
+    summarise on the bound model, with the same window and summary cap."""
+    server = FakeLlamaServer()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(server.handle)) as client:
+        provider = OpenAICompatProvider(client, base_url=f"{ROOT}/v1", api_key=KEY, retry=RetryPolicy(attempts=1))
+        exact = await LlamaCppTokenCounter(provider).count(REQUEST)
+        tools = model_tools(provider, "m", window_tokens=4096, tokens_per_char=lambda: 0.25)
+        assert await tools.count(REQUEST) == exact
+        assert (tools.summariser.provider, tools.summariser.model, tools.summariser.window_tokens,
+                tools.summariser.max_summary_tokens) == (provider, "m", 4096, 256)
+        with LedgerStore(tmp_path / "ledger") as store:
+            live = LiveSession(ledger=tmp_path / "ledger", session="s1", workspace=tmp_path, model="m", n_ctx=4096)
+            assembler = live._assembler(store, provider)
+            assert assembler.count is not None and await assembler.count(REQUEST) == exact
+            assert assembler.summarise is not None
+    endpoint = build_tools(ModelEndpoint(base_url=f"{ROOT}/v1", model="m", window_tokens=4096, api_key=KEY),
+                           lambda: 0.25)
+    try:
+        assert (endpoint.summariser.model, endpoint.summariser.window_tokens,
+                endpoint.summariser.max_summary_tokens) == ("m", 4096, 256)
+        assert isinstance(endpoint.summariser.provider, OpenAICompatProvider)
+    finally:
+        await endpoint.client.aclose()

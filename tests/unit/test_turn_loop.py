@@ -314,7 +314,7 @@ async def test_a_read_only_call_repeated_across_steps_is_not_run_and_a_second_re
     closes the turn "degraded" with an answer quoting the listing; every tool_use keeps one tool_result."""
     from vak_context.context.history.render import api_problems, render_turn
     from vak_context.context.history.turns import TurnIndex
-    from vak_context.engine.session_report import evidence_infos
+    from vak_context.engine.session_summary import evidence_infos
 
     same = fence(("list_dir", {"path": "."}))
     script = Scripted([fixed(completion(same)), fixed(completion(same)), fixed(completion(same))])
@@ -372,7 +372,7 @@ async def test_a_provider_failure_mid_turn_is_raised_typed_and_the_turn_closes_f
     import vak_context.errors as errors
     from vak_context.context.history.render import api_problems, render_turn
     from vak_context.context.history.turns import TurnIndex
-    from vak_context.engine.session_report import evidence_infos
+    from vak_context.engine.session_summary import evidence_infos
 
     script = Scripted([fixed(completion(calls=[("read_file", {"path": "notes.txt"})])), failure,
                        fixed(completion("The notes list alpha, beta and gamma."))])

@@ -18,7 +18,7 @@ from vak_context.context.history.turncard import (
     render_card,
 )
 from vak_context.context.history.turns import TurnIndex
-from vak_context.engine.session_report import evidence_infos
+from vak_context.engine.session_summary import evidence_infos
 from vak_context.events import canonical
 from vak_context.events.payloads import (
     AssistantStep,

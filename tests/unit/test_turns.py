@@ -35,7 +35,7 @@ from vak_context.events.payloads import (
     Usage,
     WorkContract,
 )
-from vak_context.importers import SessionReport, SessionWriter, read_recordings
+from vak_context.importers import SessionOutcome, SessionWriter, read_recordings
 from vak_context.sessions.generator import generate_session
 from vak_context.storage.ledger import LedgerStore
 
@@ -225,7 +225,7 @@ def test_importer_index_equals_a_rebuild(tmp_path: Path, trajectories: Path, key
     """The importer keeps its TurnIndex from (id, payload) pairs as it appends; the ledger rebuild matches."""
     _, [rec], _ = read_recordings(trajectories / FILES[key])
     with LedgerStore(tmp_path / "ledger") as store:
-        writer = SessionWriter(store, "s", SessionReport("s", rec.format), tokens_per_char=TOKENS_PER_CHAR)
+        writer = SessionWriter(store, "s", SessionOutcome("s", rec.format), tokens_per_char=TOKENS_PER_CHAR)
         for event in rec.events:
             writer.write(event)
         writer.finish()

@@ -1,4 +1,4 @@
-"""What an import wrote and left out: one ``SessionReport`` per session, and the file's ``ImportReport``."""
+"""What an import wrote and left out: one ``SessionOutcome`` per session, and the file's ``ImportOutcome``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 
 @dataclass
-class SessionReport:
+class SessionOutcome:
     session: str
     format: str
     entries: int = 0
@@ -27,10 +27,10 @@ class SessionReport:
 
 
 @dataclass
-class ImportReport:
+class ImportOutcome:
     path: str
     format: str
-    sessions: list[SessionReport] = field(default_factory=list)
+    sessions: list[SessionOutcome] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)  # records of the file no session took
 
     def totals(self) -> dict[str, int]:

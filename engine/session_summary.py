@@ -9,9 +9,10 @@ shortened here to its first lines, and the tag says how to get the rest.
 
 from __future__ import annotations
 
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.context.history.render import SHORT_ID, EvidenceInfo, evidence_info
 from vak_context.context.history.turncard import build_card, render_card
-from vak_context.context.history.turns import DEFAULT_TOKENS_PER_CHAR, Turn, TurnIndex
+from vak_context.context.history.turns import Turn, TurnIndex
 from vak_context.events.payloads import EvidenceBody
 from vak_context.storage.ledger import LedgerStore
 
@@ -41,7 +42,7 @@ def summarize_session(
     store: LedgerStore,
     session: str,
     *,
-    tokens_per_char: float = DEFAULT_TOKENS_PER_CHAR,
+    tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
     max_turns: int | None = None,
     digests_per_turn: int = 3,
 ) -> str:

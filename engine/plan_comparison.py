@@ -1,6 +1,6 @@
 """Plan one session under several capacity profiles and print the plans side by side.
 
-``plan_report(store_or_entries, session, profiles)`` is what the main job prints: for each turn, its
+``compare_plans(store_or_entries, session, profiles)`` is what the main job prints: for each turn, its
 fidelity (Full, card, packet, behind a reset) and what it costs under each profile, then each plan's
 budget arithmetic and packet. Nothing is written: a packet whose summary does not exist yet is shown
 as "to write", with the room the plan reserved for it.
@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from vak_context.context.capacity.profile import CapacityProfile
 from vak_context.context.planner.plan import Plan, PlannedTurn
+from vak_context.context.planner.records import Fidelity
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import prefix_tokens, text_tokens
 from vak_context.context.request.messages import ToolSpec
@@ -20,7 +21,8 @@ from vak_context.events.envelope import StoredEntry
 from vak_context.events.payloads import Activity
 from vak_context.storage.ledger import LedgerStore
 
-LABELS = {"full": "full", "card": "card", "packet": "packet", "behind_reset": "reset", "current": "current"}
+LABELS = {Fidelity.FULL: "full", Fidelity.CARD: "card", Fidelity.PACKET: "packet", Fidelity.BEHIND_RESET: "reset",
+          Fidelity.CURRENT: "current"}
 
 
 def session_view(store_or_entries: LedgerStore | Iterable[StoredEntry], session: str) -> SessionView:
@@ -40,7 +42,7 @@ def recorded_system_prompt(view: SessionView) -> str:
     return ""
 
 
-def plan_report(
+def compare_plans(
     store_or_entries: LedgerStore | Iterable[StoredEntry],
     session: str,
     profiles: Mapping[str, CapacityProfile],
@@ -83,7 +85,7 @@ def _cell(t: PlannedTurn | None) -> str:
     if t is None:
         return "-"
     label = LABELS[t.fidelity]
-    if t.fidelity in ("full", "card", "current"):
+    if t.fidelity in (Fidelity.FULL, Fidelity.CARD, Fidelity.CURRENT):
         label += f" {t.tokens:>6,}"
         if t.retrieved:
             label += " (retrieved)"
@@ -100,8 +102,8 @@ def _footer(p: Plan) -> list[str]:
         f"{b.horizon:,} − {b.prefix:,} − {b.tail:,} − {b.output_reserve:,} − {b.current_turn_reserve:,} = {b.budget:,}",
         f"{b.history:,} (full {b.full:,}, cards {b.cards:,}, packet {b.packet:,})",
         packet,
-        f"{len(p.with_fidelity('full'))} full, {len(p.with_fidelity('card'))} cards, "
-        f"{len(p.with_fidelity('packet'))} packet, {len(p.with_fidelity('behind_reset'))} reset",
+        f"{len(p.with_fidelity(Fidelity.FULL))} full, {len(p.with_fidelity(Fidelity.CARD))} cards, "
+        f"{len(p.with_fidelity(Fidelity.PACKET))} packet, {len(p.with_fidelity(Fidelity.BEHIND_RESET))} reset",
         "RESCUE: " + p.rescue_reason if p.rescue else f"digest {p.digest[:16]}",
     ]
 
