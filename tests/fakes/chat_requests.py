@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import json
 
-from vak_context.context.request.messages import (
-    ChatRequest,
-    Message,
-    TextPart,
-    ToolResultPart,
-    ToolSpec,
-    ToolUsePart,
-)
+from vak_context.context.request.messages import ChatRequest, Message, ToolSpec
+from vak_context.events.blocks import TextBlock, ToolResultBlock, ToolUseBlock
 
 READ_FILE = ToolSpec(
     name="read_file",
@@ -25,12 +19,12 @@ REQUEST = ChatRequest(
     system="You are a careful assistant. Use the tools when a file is needed.",
     messages=(
         Message.user("What does config.json set the port to?"),
-        Message(role="assistant", content=(ToolUsePart(id="call_1", name="read_file",
+        Message(role="assistant", content=(ToolUseBlock(id="call_1", name="read_file",
                                                        input={"path": "config.json"}),)),
         Message(role="user", content=(
-            ToolResultPart(tool_use_id="call_1", content=json.dumps(
+            ToolResultBlock(tool_use_id="call_1", content=json.dumps(
                 {"server": {"host": "127.0.0.1", "port": 8080, "workers": [1, 2, 3]}, "debug": False})),
-            TextPart(text="Answer in one line."),
+            TextBlock(text="Answer in one line."),
         )),
     ),
     tools=(READ_FILE,),

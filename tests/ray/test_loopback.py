@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.sockets import bound_sockets, is_loopback, process_name, process_tree
+from tests.fakes.sockets import bound_sockets, is_loopback, process_name
+from vak_context.farm.jobs import process_tree
 
 pytestmark = pytest.mark.ray
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from vak_context.errors import ModelServerError
-from vak_context.providers.local.server import GEMMA_FILE, SMOLLM2_FILE, LocalModelServer, resolve_model
+from vak_context.providers.local.catalogue import GEMMA_FILE, SMOLLM2_FILE, resolve_model
+from vak_context.providers.local.server import LocalModelServer
 
 
 def test_smollm2_resolves_to_the_gguf_inside_the_package() -> None:
