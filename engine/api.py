@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Card", "Engine", "Session", "Step", "TurnResult"]
 
-# The stance and identity a session gets when the embedder sets none (the engine's own defaults).
+# A turn's limits when the embedder sets none: model calls per turn, and tokens per completion.
 DEFAULT_MAX_STEPS = 8
 DEFAULT_MAX_TOKENS = 512
 

@@ -87,7 +87,10 @@ async def session_profile(store: LedgerStore, bound: BoundModel, *, horizon: int
                           output_reserve: int | None = None, now: float | None = None) -> CapacityProfile:
     """The newest profile the ledger records for the model's key; else the metadata rung's, from the
     caller's window or the provider's metadata, with the caller's horizon and output reserve over it."""
-    recorded = recorded_profile(store, bound.key)
+    # Read through a read-only view of the folder: the scan covers every session, and a writer's scan would
+    # take every session's writer lock (shutting out another engine writing a different session).
+    with LedgerStore(store.root, readonly=True) as reader:
+        recorded = recorded_profile(reader, bound.key)
     if recorded is not None:
         return recorded
     at = time.time() if now is None else now

@@ -124,6 +124,9 @@ async def test_a_second_writer_of_a_session_is_refused(tmp_path: Path) -> None:
                     await second.session("s", **SCRIPTED, http_client=client).start()
                 with pytest.raises(vak_context.InvalidInput, match="already open in this engine"):
                     first.session("s", **SCRIPTED, http_client=client)
+                # Another session of the same folder is another writer's to take.
+                async with second.session("t", **SCRIPTED, http_client=client, tools=make_tools()[0]) as other:
+                    assert (await other.run("please search query-002")).outcome == "completed"
 
 
 async def test_a_caller_exception_leaves_a_failed_turn_in_the_ledger_and_the_next_turn_works(tmp_path: Path) -> None:
