@@ -13,9 +13,10 @@
    registers the workspace tools), the engine's own (recall, find_tools) through
    :func:`~vak_context.agent.tools.engine_tools`. A tool that raises gives the model an error result
    naming the exception, and the turn goes on;
-4. the TurnCard closes the turn; ``turn_finished`` lets the probe run in the idle time. A typed error mid-turn
-   (a provider's 4xx/5xx or timeout after its retries, the server gone, an actor or the ledger) closes the
-   turn ``failed`` with a ``turn.failed`` activity naming it, then propagates.
+4. the TurnCard closes the turn; ``turn_finished`` lets the probe run in the idle time. An exception mid-turn
+   (a provider's 4xx/5xx or timeout after its retries, the server gone, an actor or the ledger, or a plain
+   exception from the caller's own code such as an ``on_step`` callback) closes the turn ``failed`` with a
+   ``turn.failed`` activity naming it, then propagates.
 
 The turn rules (:mod:`vak_context.agent.turnrules` over :mod:`vak_context.context.rules.drift`) run at three points: card calls are
 gated before they run (freshness, topic mismatch), a step's results and acks are folded in after (an
@@ -52,7 +53,7 @@ from vak_context.context.capacity.profile import (
 )
 from vak_context.context.history.cards import default_library
 from vak_context.context.planner.policy import GiveUp, Rejected, Retry, StepState, decide
-from vak_context.context.request.assemble import Tail, prefix_change, render_tail
+from vak_context.context.request.assemble import DEFAULT_STANCE, Tail, prefix_change, render_tail
 from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ToolSpec
 from vak_context.context.request.surface import Surface, ToolDecl
 from vak_context.context.request.toolcalls import (
@@ -120,6 +121,7 @@ class TurnConfig:
     timezone: str = "UTC"
     session_key: str | None = None
     endpoint: ModelEndpoint | None = None  # for an assembler that calls the server itself (on Ray)
+    stance: str = DEFAULT_STANCE  # the tail's <stance>: the embedder's per-turn guidance
 
 
 @dataclass
@@ -183,14 +185,14 @@ class TurnLoop:
             if self.turn_open:  # the card records why the turn has no answer; shielded from the cancel itself
                 await asyncio.shield(self._close_cancelled(directive))
             raise
-        except VakError as exc:  # a provider, server, actor or ledger failure mid-turn: typed, and raised
-            if self.turn_open:
+        except Exception as exc:  # any failure mid-turn (a provider's, the ledger's, the caller's own code) is
+            if self.turn_open:  # recorded on the turn's card, then raised: every turn ends with a card
                 await self._close_failed(directive, exc)
             raise
         finally:
             await self.services.turn_finished()
 
-    async def _close_failed(self, directive: str, exc: VakError) -> None:
+    async def _close_failed(self, directive: str, exc: Exception) -> None:
         """The turn's card records the failure (a ``turn.failed`` activity names the error), so the session
         stays whole and the next turn starts clean; everything the turn appended before it stays. A failure
         to write that (the ledger itself is what failed) leaves the original error to propagate."""
@@ -219,7 +221,7 @@ class TurnLoop:
             self.rules.history = await self.services.prior_turns()
         self.seeded = True
         paused = self.rules.begin(directive)
-        tail = render_tail(Tail(now=self.clock(), timezone=cfg.timezone, paused=paused))
+        tail = render_tail(Tail(now=self.clock(), timezone=cfg.timezone, stance=cfg.stance, paused=paused))
         # Recorded, so the closed turn's record carries the tail it was sent with (byte-stable across turns).
         await self.services.append([TurnTail(text=tail)])
         step_request = StepRequest(model=cfg.model, system=cfg.system, tools=cfg.surface.schemas, tail=tail,

@@ -1,0 +1,341 @@
+"""The public API: embed the engine in an agent with these names only (``import vak_context``).
+
+::
+
+    import vak_context
+
+    with vak_context.Engine.open("ledger") as engine:
+        async with engine.session("support-1", model="openai:gpt-4o-mini", tools=[search]) as session:
+            result = await session.run("Find the open invoices of ACME")
+            print(result.answer, result.outcome, result.card.text)
+
+An :class:`Engine` owns one ledger folder in this process (its writer: a second writer of a session gets
+:class:`~vak_context.errors.SessionLocked`). A :class:`Session` is one conversation bound to one model; each
+:meth:`Session.run` is one turn of the engine's own loop (plan, project, call the model, run the tools, close
+the turn with its card). Every turn ends with a card, also one that raised: it is closed ``failed`` and the
+exception propagates; the next turn starts clean.
+
+Importing this module starts nothing and imports neither Ray nor pyarrow: the ledger, the actors' classes
+and the providers are imported when an engine is opened or a session bound. docs/EMBEDDING.md has the guide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from vak_context.errors import InvalidInput, LedgerClosed
+
+if TYPE_CHECKING:
+    import httpx
+
+    from vak_context.agent.loop import StepReport, TurnLoop
+    from vak_context.agent.tools.registry import Tool, ToolRegistry
+    from vak_context.storage.ledger import LedgerStore
+
+__all__ = ["Card", "Engine", "Session", "Step", "TurnResult"]
+
+# A turn's limits when the embedder sets none: model calls per turn, and tokens per completion.
+DEFAULT_MAX_STEPS = 8
+DEFAULT_MAX_TOKENS = 512
+
+
+@dataclass(frozen=True)
+class Step:
+    """One model call of a turn: what the plan carried (turns at ``full``/``card``, ``packet`` when a
+    summary stood in for older turns), the prompt and cached tokens the provider billed, the calls made."""
+
+    index: int
+    fidelity: Mapping[str, int]
+    replanned: bool
+    prompt_tokens: int
+    cached_tokens: int
+    budget_tokens: int
+    calls: tuple[str, ...]
+    text: str
+
+
+@dataclass(frozen=True)
+class Card:
+    """A closed turn's card: the deterministic record the engine writes for every turn (``text`` is what a
+    model is shown of it, naming the turn and its evidence ids for ``recall``)."""
+
+    id: str
+    turn: int  # the turn's ordinal in the session, from 1
+    asked: str
+    outcome: str  # completed, degraded, cancelled or failed
+    text: str
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """What one turn of :meth:`Session.run` gave: the answer, how the turn ended, its card, its steps."""
+
+    answer: str
+    outcome: str
+    card: Card
+    steps: tuple[Step, ...]
+
+
+class Engine:
+    """The engine over one ledger folder, in this process. Open it with :meth:`open`; close it (or use it as
+    a context manager) to close its sessions and release the folder."""
+
+    def __init__(self, store: LedgerStore) -> None:
+        self._store: LedgerStore | None = store
+        self._sessions: dict[str, Session] = {}
+
+    @classmethod
+    def open(cls, ledger_folder: str | os.PathLike[str]) -> Engine:
+        """The engine over ``ledger_folder`` (made if missing). This process becomes its writer: a session
+        another process or engine writes raises :class:`~vak_context.errors.SessionLocked` when bound."""
+        from vak_context.storage.ledger import LedgerStore
+
+        return cls(LedgerStore(Path(ledger_folder)))
+
+    @property
+    def folder(self) -> Path:
+        return self._live_store().root
+
+    def session(self, name: str, *, model: str, tools: ToolRegistry | Iterable[Callable[..., Any] | Tool] = (),
+                workspace: str | os.PathLike[str] | None = None, stance: str | None = None,
+                identity: str | None = None, window: int | None = None, horizon: int | None = None,
+                output_reserve: int | None = None, base_url: str | None = None, api_key: str | None = None,
+                http_client: httpx.AsyncClient | None = None, on_step: Callable[[Step], None] | None = None,
+                max_steps: int = DEFAULT_MAX_STEPS, max_tokens: int = DEFAULT_MAX_TOKENS,
+                timezone: str = "UTC") -> Session:
+        """A session named ``name`` (an existing one in the ledger is continued), bound to ``model``.
+
+        ``model``: ``provider:model`` (``openai:gpt-4o-mini``, ``anthropic:claude-sonnet-4-5``,
+        ``openai-compat:<model>`` with ``base_url=``, ...; the key from ``api_key=`` or the provider's
+        environment variable) or ``local:<name>`` (a bundled model, started for the session; the
+        ``[local]`` extra). ``tools``: a ToolRegistry or callables (each registered with its hints and
+        docstring); ``workspace``: a folder whose read-only workspace tools are added. ``stance`` (the tail's
+        per-turn guidance) and ``identity`` (the system prompt's first layer) are the embedder's; unset, the
+        engine's defaults. ``window``, ``horizon`` and ``output_reserve`` (tokens) override what the
+        provider publishes until a measured profile is recorded in the ledger. ``http_client``: the client
+        requests go through (the caller keeps it open and closes it). ``on_step``: called after each step.
+        """
+        store = self._live_store()
+        if name in self._sessions:
+            raise InvalidInput(f"session {name!r} is already open in this engine; use that Session, or close it first")
+        options = _Options(model=model, tools=tools, workspace=workspace, stance=stance, identity=identity,
+                           window=window, horizon=horizon, output_reserve=output_reserve, base_url=base_url,
+                           api_key=api_key, http_client=http_client, on_step=on_step, max_steps=max_steps,
+                           max_tokens=max_tokens, timezone=timezone)
+        session = Session(self, store, name, options)
+        self._sessions[name] = session
+        return session
+
+    def close(self) -> None:
+        """Close the ledger (idempotent). Close sessions first (``await session.close()``): a session still
+        open is left unusable, and its local model server, if any, is stopped."""
+        for session in list(self._sessions.values()):
+            session._stop_sync()
+        self._sessions.clear()
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def _forget(self, name: str) -> None:
+        self._sessions.pop(name, None)
+
+    def _live_store(self) -> LedgerStore:
+        if self._store is None:
+            raise LedgerClosed()
+        return self._store
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Engine:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for session in list(self._sessions.values()):
+            await session.close()
+        self.close()
+
+
+@dataclass(frozen=True)
+class _Options:
+    model: str
+    tools: Any
+    workspace: str | os.PathLike[str] | None
+    stance: str | None
+    identity: str | None
+    window: int | None
+    horizon: int | None
+    output_reserve: int | None
+    base_url: str | None
+    api_key: str | None
+    http_client: Any
+    on_step: Callable[[Step], None] | None
+    max_steps: int
+    max_tokens: int
+    timezone: str
+
+
+class Session:
+    """One conversation of an :class:`Engine`, bound to one model. Made by :meth:`Engine.session`; bound
+    on first use (``async with`` or the first :meth:`run`); ``await close()`` when done."""
+
+    def __init__(self, engine: Engine, store: LedgerStore, name: str, options: _Options) -> None:
+        self.name, self.model = name, options.model
+        self._engine, self._store, self._options = engine, store, options
+        self._loop: TurnLoop | None = None
+        self._stack = ExitStack()  # the bundled model's server, when there is one
+        self._client: httpx.AsyncClient | None = None  # the client this session made (and closes)
+        self._turn = asyncio.Lock()
+        self._closed = False
+
+    async def start(self) -> Session:
+        """Bind the model, the profile and the tools (idempotent; :meth:`run` does it on first use)."""
+        if self._closed:
+            raise InvalidInput(f"session {self.name!r} is closed; open it again with engine.session({self.name!r}, ...)")
+        if self._loop is None:
+            try:
+                self._loop = await self._bind()
+            except BaseException:
+                await self._release()
+                raise
+        return self
+
+    async def _bind(self) -> TurnLoop:
+        import httpx
+
+        from vak_context.actors.local_services import InProcessServices
+        from vak_context.agent.loop import TurnConfig, TurnLoop
+        from vak_context.agent.tools import surface_for
+        from vak_context.context.request.assemble import DEFAULT_IDENTITY, DEFAULT_STANCE, system_prompt
+        from vak_context.engine.binding import bind_model, in_process_assembler, session_profile
+
+        o, store = self._options, self._store
+        client: httpx.AsyncClient = o.http_client
+        if client is None:
+            client = self._client = httpx.AsyncClient(trust_env=False, timeout=900.0)
+        bound = bind_model(o.model, client, self._stack, base_url=o.base_url, api_key=o.api_key, window=o.window)
+        if self.name in store.sessions():
+            store.head(self.name)  # takes the session's writer lock now: SessionLocked if another writer holds it
+        profile = await session_profile(store, bound, horizon=o.horizon, output_reserve=o.output_reserve)
+        registry = _registry(o.tools, o.workspace)
+        surface = surface_for(registry)
+        config = TurnConfig(model=bound.model, provider=bound.provider_name,
+                            system=system_prompt(surface.catalogue(), identity=o.identity or DEFAULT_IDENTITY),
+                            surface=surface, max_steps=o.max_steps, max_tokens=o.max_tokens, timezone=o.timezone,
+                            session_key=self.name, stance=o.stance if o.stance is not None else DEFAULT_STANCE)
+        # The counter follows the profile that receipts keep calibrating: read from the loop at each count.
+        assembler = in_process_assembler(store, self.name, bound, profile.declared_window,
+                                         lambda: loop.profile.tokens_per_char.value)
+        loop = TurnLoop(InProcessServices(store, self.name, assembler=assembler), bound.provider, profile, config,
+                        tools=registry, on_step=self._on_step if o.on_step is not None else None)
+        return loop
+
+    def _on_step(self, report: StepReport) -> None:
+        assert self._options.on_step is not None
+        self._options.on_step(_step(report))
+
+    async def run(self, directive: str) -> TurnResult:
+        """One turn: the engine's loop runs until the model answers (or a rule closes the turn). An exception
+        while the turn is open (the provider's, a callback's, the ledger's) closes it ``failed`` with its card,
+        then propagates; the session stays usable."""
+        if not directive.strip():
+            raise InvalidInput("the directive is empty; pass the user's request as text")
+        if self._turn.locked():
+            raise InvalidInput(f"session {self.name!r} is already running a turn; await it before the next")
+        async with self._turn:
+            loop = (await self.start())._loop
+            assert loop is not None
+            report = await loop.run(directive)
+            return TurnResult(report.answer, report.outcome, self._card(report.card_id),
+                              tuple(_step(s) for s in report.steps))
+
+    def cards(self) -> list[Card]:
+        """The cards of the session's closed turns, oldest first (a failed turn's too)."""
+        loop = self._bound_loop()
+        index = loop.services.evidence.index(self.name)  # type: ignore[attr-defined]
+        return [_card(t) for t in index.turns if t.card is not None and t.card_id is not None]
+
+    @property
+    def window(self) -> int:
+        """The bound profile's prompt budget in tokens (the horizon and the window less the output reserve)."""
+        return self._bound_loop().profile.usable_window
+
+    def _card(self, card_id: str) -> Card:
+        found = next((c for c in reversed(self.cards()) if c.id == card_id), None)
+        if found is None:
+            raise InvalidInput(f"card {card_id} is not in session {self.name!r}")
+        return found
+
+    def _bound_loop(self) -> TurnLoop:
+        if self._loop is None:
+            raise InvalidInput(f"session {self.name!r} is not bound yet: await session.start() or run a turn")
+        return self._loop
+
+    async def close(self) -> None:
+        """Release the session: its HTTP client (one it made), the bundled model's server, its name in the
+        engine. The ledger keeps everything; the session can be opened again."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._release()
+        self._engine._forget(self.name)
+
+    async def _release(self) -> None:
+        self._stack.close()
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def _stop_sync(self) -> None:
+        self._closed = True
+        self._stack.close()
+
+    async def __aenter__(self) -> Session:
+        return await self.start()
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+
+def _registry(tools: Any, workspace: str | os.PathLike[str] | None) -> ToolRegistry:
+    from vak_context.agent.tools import ToolRegistry, workspace_tools
+    from vak_context.agent.tools.registry import Tool
+    from vak_context.agent.workspace import Workspace
+
+    if isinstance(tools, ToolRegistry):
+        registry = tools
+    else:
+        registry = ToolRegistry()
+        for item in tools:
+            if isinstance(item, Tool):
+                registry.add(item)
+            elif callable(item):
+                registry.register(item)
+            else:
+                raise InvalidInput(f"tools: {item!r} is neither a callable nor a Tool; pass functions or a ToolRegistry")
+    # The workspace tools join only when the caller names a folder for them.
+    return registry.merged(*workspace_tools(Workspace(Path(workspace)))) if workspace is not None else registry
+
+
+def _step(report: StepReport) -> Step:
+    return Step(index=report.index, fidelity=dict(report.fidelity), replanned=report.replanned,
+                prompt_tokens=report.prompt_tokens, cached_tokens=report.cached_tokens,
+                budget_tokens=report.budget_tokens, calls=tuple(report.calls), text=report.text)
+
+
+def _card(turn: Any) -> Card:
+    from vak_context.context.history.turncard import render_card
+
+    return Card(id=turn.card_id, turn=turn.ordinal, asked=turn.card.asked, outcome=turn.card.outcome,
+                text=render_card(turn.card, turn.ordinal))
