@@ -22,9 +22,10 @@ from vak_context.context.capacity.profile import CapacityProfile, Horizon, Profi
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request.messages import ModelContext
-from vak_context.engine.live import DEFAULT_N_CTX, local_key, recorded_profile
+from vak_context.engine.live import DEFAULT_N_CTX, recorded_profile
 from vak_context.errors import InvalidInput
 from vak_context.providers.base import Provider
+from vak_context.providers.local.catalogue import local_profile_key
 from vak_context.providers.registry import ALIASES, make_provider, parse_spec
 from vak_context.providers.tokencount import token_counter
 from vak_context.storage.ledger import LedgerStore
@@ -80,7 +81,7 @@ def _bind_local(name: str, client: httpx.AsyncClient, stack: ExitStack, window: 
     server = stack.enter_context(LocalModelServer(model, n_ctx=n_ctx))
     provider = OpenAICompatProvider(client, base_url=server.base_url, api_key=server.api_key, timeout_s=900.0)
     ctx = ModelContext(provider=LOCAL, model=model, declared_window=n_ctx, source="the local server's n_ctx")
-    return BoundModel(provider, model, LOCAL, local_key(model), ctx)
+    return BoundModel(provider, model, LOCAL, local_profile_key(model), ctx)
 
 
 async def session_profile(store: LedgerStore, bound: BoundModel, *, horizon: int | None = None,

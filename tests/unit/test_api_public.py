@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 import vak_context
-from tests.test_api_session import ScriptedModel, make_tools
+from tests.fakes.embedder import ScriptedModel, make_tools
 from vak_context import errors, extras
 
 SCRIPTED = {"model": "openai-compat:scripted", "base_url": "http://127.0.0.1:9/v1", "window": 8_000}

@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.test_api_session import ScriptedModel
+from tests.fakes.embedder import ScriptedModel
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "EMBEDDING.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "EMBEDDING.md"
 
 
 def example() -> dict[str, Any]:
