@@ -44,7 +44,7 @@ WORKING_DIR_EXCLUDES = (
 )
 DEFAULT_JOB_OUT = '"$HOME"/vak-data/farm-runs'  # expanded by the shell that runs the entrypoint
 FINAL_STATES = ("SUCCEEDED", "FAILED", "STOPPED")
-JOBS_API_POLL_S = 0.25  # between checks of a starting head's Jobs API, up to its deadline
+JOBS_API_POLL_S = 0.2  # between checks of a starting head's Jobs API, up to its deadline
 RAY_CLI = Path(sys.executable).with_name("ray")
 
 
