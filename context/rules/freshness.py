@@ -26,8 +26,8 @@ not uses, and a directive whose every occurrence is one of them does not fire:
 * **about the conversation itself**: the clause talks about what its speakers said or asked
   ("What did I just say?", "Summarize what we discussed today", "the latest thing I asked you"), names
   the conversation ("our conversation", "this chat", "my last question"), or the deixis modifies one of
-  its parts ("the current topic", "today's chat"). "I asked you for the current weather" is still a
-  request for the weather, and a leading "as I said," is only a parenthesis.
+  its parts ("the current topic", "today's chat"). "I asked you for the current price" is still a
+  request for the price, and a leading "as I said," is only a parenthesis.
 
 The decision reads the directive alone: no tool names. What satisfies a firing directive is a call of
 any tool the embedder declared ``observes=True`` (``ToolDecl.observes``), judged by the turn rules.

@@ -17,7 +17,8 @@ import pytest
 from vak_context.config import VakConfig, load_config, mcp_server_names
 
 REPO = Path(__file__).resolve().parents[2]
-PRODUCTION = ("vak", "events", "storage", "actors", "context", "providers", "agent", "farm")
+PRODUCTION = ("vak", "events", "storage", "actors", "context", "providers", "agent", "sessions", "importers", "engine",
+              "farm", "cli")
 FIXED = ("weather", "noida")
 
 
