@@ -4,8 +4,10 @@ A plain class (``vak_context.actors.factory.assembler_actor`` applies ``ray.remo
 session's ``SessionView`` current by following the chain (``vak_context.actors.session_fold``: a branch
 rebuilds it from the new head), loads the step policy's state (memory, else the model's last ``plan``
 entry), and does what the pure policy (``vak_context.context.planner.policy.decide``) says: project the plan
-frozen for the turn, or plan through ``vak_context.agent.request.prepare`` (writing the packet summary or
-the reset the plan needs), size the request, and append the ``plan`` entry of a new plan.
+frozen for the turn, or ask the **PlannerActor** for a new plan (``plan_step``: it writes the packet
+summary or the reset the plan needs, and holds the summariser), size the request, and have the planner
+record the ``plan`` entry of the plan it sends (``record_step``: the entry names the PlannerActor). The
+planner is the folder's PlannerActor handle on Ray, a ``PlannerActor`` object in-process.
 
 **The history is frozen within a turn.** The spec says that within a turn "nothing before the tail
 changes": the older turns are planned once, at the turn's first step, and that plan is kept for every
@@ -18,14 +20,16 @@ entry, so an assembler restarted mid-turn sends the same bytes the old one would
 
 from __future__ import annotations
 
+import inspect
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from vak_context.actors.ledger_client import LedgerClient
-from vak_context.actors.session_fold import FoldedSessions
+from vak_context.actors.planner import PlannerActor, StepPlan
+from vak_context.actors.session_fold import FoldedSessions, fold_unseen
 from vak_context.agent.endpoint import EndpointTools, build_tools
-from vak_context.agent.request import Prepared, Summarise, prepare, record_plan
+from vak_context.agent.request import Summarise
 from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.context.capacity.profile import CapacityProfile, request_chars
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
@@ -52,7 +56,7 @@ from vak_context.context.request.assemble import (
 )
 from vak_context.context.request.messages import ChatRequest, Message
 from vak_context.errors import InvalidInput
-from vak_context.events.envelope import Mapper, StoredEntry
+from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import PlanRecord
 from vak_context.storage.ledger import LedgerStore
 
@@ -69,26 +73,33 @@ def fidelity_counts(p: Plan) -> dict[str, int]:
 
 class AssemblerActor:
     """``ledger``: the folder's LedgerActor handle, or a LedgerStore this process holds as its writer.
-    ``summarise`` writes a packet summary when a plan needs one (``vak_context.agent.summarise.write_packet``
-    bound to a summariser); without it a plan that needs a new summary is an error.
+    ``planner``: the folder's PlannerActor handle (Ray), or a ``PlannerActor`` object; None makes one here
+    over the same ledger, holding ``summarise`` (``vak_context.agent.summarise.write_packet`` bound to a
+    summariser, for plans that need a packet summary; a planner given holds its own).
     ``count`` sizes a request exactly (``vak_context.providers.tokencount``: the server's own template and
-    tokenizer); without it the budget check uses ``chars × tokens_per_char``."""
+    tokenizer); without it the budget check uses ``chars × tokens_per_char``. Without ``count``, on Ray, the
+    counter is built from the step's endpoint (any provider, ``vak_context.agent.endpoint``)."""
 
     def __init__(self, root: str, ledger: LedgerStore | Any, summarise: Summarise | None = None,
                  tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
                  count: Callable[[ChatRequest], Awaitable[int]] | None = None,
-                 count_prefix: Callable[[ChatRequest], Awaitable[int]] | None = None) -> None:
+                 count_prefix: Callable[[ChatRequest], Awaitable[int]] | None = None,
+                 planner: PlannerActor | Any = None) -> None:
         self.ledger = LedgerClient(root, ledger)
+        if planner is None:
+            planner = PlannerActor(root, ledger, tokens_per_char, summarise=summarise)
+        elif summarise is not None:
+            raise InvalidInput("summarise= goes to the planner when one is given: PlannerActor(..., summarise=)")
+        self.planner = planner
         self.count = count
         # Sizes the stable prefix once per digest where no per-request counter is wired (a hosted provider):
         # ``vak_context.providers.tokencount.UsageCounter``, a usage-only request (max_tokens 1).
         self.count_prefix = count_prefix
-        self.summarise = summarise
         self.tokens_per_char = tokens_per_char
         self.mapper = Mapper()
         self._lock = threading.RLock()
         self._views = FoldedSessions(self.ledger, lambda chain: SessionView.build(chain, self.tokens_per_char),
-                                     _fold_unseen, self._lock)
+                                     fold_unseen, self._lock)
         # The step policy's state per (session, model), with the id of the plan entry it stands for: the
         # model's last plan entry in the chain is the state, this only saves decoding it at every step.
         self._states: dict[tuple[str, str], tuple[str | None, StepState]] = {}
@@ -96,15 +107,39 @@ class AssemblerActor:
         self._endpoints: dict[tuple[str, str], EndpointTools] = {}
         self._rate = tokens_per_char  # the bound profile's tokens per char: an endpoint counter's fallback
 
-    def _hooks(self, session: str, step: StepRequest) -> tuple[Count | None, Summarise | None]:
-        """The counter and summariser for this step: the ones given at construction, else those built
-        from the step's endpoint (kept for every later step that names the same server and model)."""
-        if step.endpoint is None or (self.count is not None and self.summarise is not None):
-            return self.count, self.summarise
+    @property
+    def summarise(self) -> Summarise | None:
+        """The in-process planner's summariser (set after construction where it writes through this actor's
+        ledger client, as ``vak_context.engine.live`` does)."""
+        return self.planner.summarise if isinstance(self.planner, PlannerActor) else None
+
+    @summarise.setter
+    def summarise(self, summarise: Summarise | None) -> None:
+        if not isinstance(self.planner, PlannerActor):
+            raise InvalidInput("this assembler's planner is an actor: it builds its summariser from the step's endpoint")
+        self.planner.summarise = summarise
+
+    def _counter(self, step: StepRequest) -> Count | None:
+        """The counter for this step: the one given at construction, else the one built from the step's
+        endpoint (kept for every later step that names the same endpoint)."""
+        if self.count is not None or step.endpoint is None:
+            return self.count
         tools = self._endpoints.get(step.endpoint.ident)
         if tools is None:
             tools = self._endpoints[step.endpoint.ident] = build_tools(step.endpoint, lambda: self._rate)
-        return self.count or tools.count, self.summarise or tools.summarise_for(self.ledger, session)
+        return tools.count
+
+    async def _ask_planner(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Call the planner: through Ray on a handle (its errors translated), directly on an object."""
+        call = getattr(self.planner, method)
+        remote = getattr(call, "remote", None)
+        if remote is not None:
+            from vak_context.actors.ray_errors import map_ray_errors  # Ray only where the planner is on Ray
+
+            with map_ray_errors(f"planner {method}"):
+                return await remote(*args, **kwargs)
+        result = call(*args, **kwargs)
+        return await result if inspect.isawaitable(result) else result
 
     def view(self, session: str) -> SessionView:
         """The session's view, brought up to date with what was appended since the last call."""
@@ -130,7 +165,7 @@ class AssemblerActor:
         """The request for the open turn's next step (see the module docstring for when it plans)."""
         view = self.view(session)
         self._rate = profile.tokens_per_char.value
-        count, summarise = self._hooks(session, step)
+        count = self._counter(step)
         turn = view.index.current
         if turn is None:
             raise InvalidInput(f"session {session!r} has no open turn; append the directive first")
@@ -143,16 +178,22 @@ class AssemblerActor:
                 size = await self._size(profile, request, count)
                 decision, state = decide(Projected(profile, size, request_chars(request), count is not None), state)
             elif isinstance(decision, Replan):
-                prepared = await self._prepare(session, view, decision.profile, step, turn.ordinal, count, summarise)
-                written += prepared.written  # a packet or reset a plan wrote stays written
-                request = self._with_cache(prepared.request, view, prepared.plan, step)
+                planned: StepPlan = await self._ask_planner(
+                    "plan_step", session, decision.profile, step, current=turn.ordinal,
+                    prefix_tokens=await self._prefix_tokens(step, count))
+                written += planned.written  # a packet or reset the plan wrote stays written
+                view = self.view(session)  # with what the planner wrote
+                request = self._project(view, planned.plan, step)
                 size = await self._size(profile, request, count)
-                decision, state = decide(Planned(prepared.plan, profile, size, request_chars(request),
+                decision, state = decide(Planned(planned.plan, profile, size, request_chars(request),
                                                  count is not None), state)
             else:
                 raise InvalidInput(f"the step policy asked the assembler to {type(decision).__name__}; "
                                    "only the turn loop retries a send")
-        plan_id = record_plan(self.ledger, session, view, decision.plan) if decision.record else None
+        plan_id = None
+        if decision.record:
+            plan_id = await self._ask_planner("record_step", session, decision.plan)
+            view = self.view(session)  # with the plan entry: the model's last, standing for ``state``
         with self._lock:
             self._states[(session, model)] = (view.plans.get(model), state)
         return Assembled(
@@ -171,20 +212,6 @@ class AssemblerActor:
     async def _size(profile: CapacityProfile, request: ChatRequest, count: Count | None) -> int:
         """The request's tokens: exact when a counter is wired, else the plan's chars × tokens_per_char."""
         return await count(request) if count is not None else request_tokens(profile, request)
-
-    async def _prepare(self, session: str, view: SessionView, profile: CapacityProfile, step: StepRequest,
-                       ordinal: int, count: Count | None, summarise: Summarise | None) -> Prepared:
-        async def no_summariser(_view: SessionView, _plan: Plan) -> list[str]:
-            raise InvalidInput(
-                "the plan needs a packet summary and this assembler has no summariser; "
-                "pass summarise= (vak_context.agent.summarise.write_packet bound to a model)"
-            )
-
-        return await prepare(
-            view, profile, "", ledger=self.ledger, session=session, summarise=summarise or no_summariser,
-            model=step.model, system=step.system, tools=step.tools, tail=step.tail, current=ordinal,
-            max_tokens=step.max_tokens, prefix=await self._prefix_tokens(step, count),
-        )
 
     async def _prefix_tokens(self, step: StepRequest, count: Count | None) -> int | None:
         """The stable prefix (system + tools) as the server counts it, measured once per prefix digest;
@@ -225,9 +252,3 @@ def _directive_index(request: ChatRequest, view: SessionView, p: Plan) -> int | 
     return max(0, at)
 
 
-
-def _fold_unseen(view: SessionView, entries: Sequence[StoredEntry]) -> None:
-    """Fold in what was appended since the last look, past what the view already holds: the packets,
-    resets and plans this actor wrote are folded in as it writes them (the plan after them reads them)."""
-    index = view.index
-    view.add_all(e for e in entries if index.turn_of(e.id) is None and e.id not in index.preamble)

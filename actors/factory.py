@@ -133,8 +133,9 @@ def planner_actor(
 ) -> Any:
     """Get or create the detached PlannerActor for ``root``.
 
-    ``ledger`` is the folder's LedgerActor handle (the one writer); None gets or creates it. Calls run
-    one at a time: each brings the session's view up to date and appends its plan after it.
+    ``ledger`` is the folder's LedgerActor handle (the one writer); None gets or creates it. An async actor
+    (``plan_step`` awaits the summariser): its sync calls run one at a time on its event loop, and a
+    session's step plans one at a time (a lock per session).
     """
     from vak_context.actors.planner import PlannerActor  # imported here: it pulls in the pure engine
 
@@ -151,13 +152,14 @@ def assembler_actor_name(root: str | os.PathLike[str]) -> str:
 def assembler_actor(
     root: str | os.PathLike[str], *, ledger: Any = None, tokens_per_char: float = PRIOR_TOKENS_PER_CHAR, namespace: str = NAMESPACE
 ) -> Any:
-    """Get or create the detached AssemblerActor for ``root`` (an async actor: ``assemble`` awaits a
-    summariser when a plan needs a packet). ``ledger`` is the folder's LedgerActor handle (None: get or
-    create it)."""
+    """Get or create the detached AssemblerActor for ``root`` (an async actor: ``assemble`` awaits the
+    PlannerActor and the model's counter). ``ledger`` is the folder's LedgerActor handle (None: get or
+    create it); its plans come from the folder's PlannerActor (got or created here)."""
     from vak_context.actors.assembler import AssemblerActor  # imported here: it pulls in the pure engine
 
     root = os.path.realpath(os.fspath(root))
     ledger = _writer(root, ledger, namespace)
+    planner = planner_actor(root, ledger=ledger, tokens_per_char=tokens_per_char, namespace=namespace)
     return _detached(AssemblerActor, assembler_actor_name(root), namespace).remote(
-        root, ledger, None, tokens_per_char
+        root, ledger, None, tokens_per_char, planner=planner
     )

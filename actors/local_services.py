@@ -2,7 +2,9 @@
 
 The same calls as ``vak_context.actors.turn_services.RayServices``: the loop's code is one either way.
 
-The actor classes are used as plain classes sharing one LedgerStore, the folder's writer.
+The actor classes are used as plain classes sharing one LedgerStore, the folder's writer: the
+PlannerActor plans (and holds the summariser), the AssemblerActor projects, the EvidenceActor stores
+results and closes turns, and the ProbeActor, when given, probes the bound model between turns.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from typing import Any
 
 from vak_context.actors.assembler import AssemblerActor
 from vak_context.actors.evidence import EvidenceActor
+from vak_context.actors.planner import PlannerActor
 from vak_context.actors.probe import ProbeActor, ProbeTarget
 from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.agent.turnrules import prior_turns_of
-from vak_context.context.capacity.profile import CapacityProfile
+from vak_context.context.capacity.profile import CapacityProfile, from_record
 from vak_context.context.rules.drift import PriorTurn
 from vak_context.storage.ledger import LedgerStore
 
@@ -25,14 +28,15 @@ class InProcessServices:
     """The turn loop's services without Ray: the actor classes as plain objects sharing one LedgerStore.
 
     The store is the folder's writer; ``append`` runs it in a thread so the loop's event loop never waits
-    on a sync."""
+    on a sync. ``planner`` is the assembler's planner when no assembler is given (None: a plain one)."""
 
     def __init__(self, store: LedgerStore, session: str, *, assembler: AssemblerActor | None = None,
                  evidence: EvidenceActor | None = None, probe: ProbeActor | None = None,
-                 probe_target: ProbeTarget | None = None) -> None:
+                 probe_target: ProbeTarget | None = None, planner: PlannerActor | None = None) -> None:
         root = str(store.root)
         self.store, self.session = store, session
-        self.assembler = assembler or AssemblerActor(root, store)
+        self.assembler = assembler or AssemblerActor(root, store, planner=planner)
+        self.planner = self.assembler.planner
         self.evidence = evidence or EvidenceActor(root, store)
         self.probe, self.probe_target = probe, probe_target
 
@@ -59,9 +63,15 @@ class InProcessServices:
     async def close_turn(self, outcome: str) -> str:
         return await asyncio.to_thread(self.evidence.close_turn, self.session, None, outcome)  # type: ignore[arg-type]
 
-    async def turn_started(self) -> None:
-        if self.probe is not None and self.probe_target is not None:
-            await self.probe.turn_started(self.probe_target.key)
+    async def turn_started(self) -> CapacityProfile | None:
+        """Cancel the bound model's in-flight probe; the newest profile the probe holds for it (the loop
+        binds it when it is newer than its own)."""
+        if self.probe is None or self.probe_target is None:
+            return None
+        key = self.probe_target.key
+        await self.probe.turn_started(key)
+        record = await self.probe.profile(key)
+        return from_record(record) if record is not None else None
 
     async def turn_finished(self) -> None:
         if self.probe is not None and self.probe_target is not None:

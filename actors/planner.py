@@ -9,25 +9,48 @@ any request can be explained after the fact: equal digests mean the same plan.
 Each model's planner state (the current-turn reserve) is read back from its last recorded plan, so
 a restarted actor carries on where the old one stopped. It writes through a LedgerActor handle when
 given one (the folder's one writer), else through its own LedgerStore.
+
+**A live turn's plans.** The AssemblerActor asks this actor for each plan of a turn (its first step, and a
+re-plan when the turn outgrew the frozen plan or the server's count said the estimate undercounted):
+``plan_step`` plans, writes what the plan needs first (the packet summary, through the summariser this
+actor holds, or a rescue's reset-with-handoff), plans again, and returns the settled plan; the
+assembler projects and sizes it, and ``record_step`` appends the ``plan`` entry of the plan it sends,
+naming this actor (``PlanRecord.producer``). The summariser is the one given (in-process), else the one
+built from the step's endpoint (on Ray: ``vak_context.agent.endpoint.build_tools``, once per endpoint, on
+the bound model or the endpoint's cheaper summary model).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from vak_context.actors.ledger_client import LedgerClient
-from vak_context.actors.session_fold import FoldedSessions
-from vak_context.agent.request import plan_record
+from vak_context.actors.session_fold import FoldedSessions, fold_unseen
+from vak_context.agent.endpoint import EndpointTools, build_tools
+from vak_context.agent.request import Summarise, plan_record, settle_plan
+from vak_context.agent.steps import StepRequest
 from vak_context.context.capacity.profile import CapacityProfile, from_record
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
-from vak_context.context.planner.plan import PlannerState
+from vak_context.context.planner.plan import Plan, PlannerState
 from vak_context.context.planner.view import SessionView
 from vak_context.errors import InvalidInput
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import CapacityProfileRecord, PlanRecord
 from vak_context.storage.ledger import LedgerStore
+
+PRODUCER = "PlannerActor"  # what a plan entry this actor writes names as its producer
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """``plan_step``'s answer: the settled plan, and the entries written on the way (packet, reset)."""
+
+    plan: Plan
+    written: list[str] = field(default_factory=list)
 
 
 def as_profile(profile: CapacityProfile | CapacityProfileRecord | Mapping[str, Any]) -> CapacityProfile:
@@ -44,14 +67,21 @@ def as_profile(profile: CapacityProfile | CapacityProfileRecord | Mapping[str, A
 class PlannerActor:
     """``ledger``: the folder's LedgerActor handle, or a LedgerStore this process holds as its writer."""
 
-    def __init__(self, root: str, ledger: LedgerStore | Any, tokens_per_char: float = PRIOR_TOKENS_PER_CHAR) -> None:
+    def __init__(self, root: str, ledger: LedgerStore | Any, tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
+                 summarise: Summarise | None = None) -> None:
         self.root = root
         self.ledger = LedgerClient(root, ledger)
         self.tokens_per_char = tokens_per_char
+        # Writes a packet summary when a plan needs one (``vak_context.agent.summarise.write_packet`` bound to
+        # a model); None: built from each step's endpoint, else a plan that needs a summary is an error.
+        self.summarise = summarise
         self.mapper = Mapper()
         self._lock = threading.RLock()
+        # The packets, resets and plans this actor writes are folded into its view as it writes them.
         self._views = FoldedSessions(self.ledger, lambda chain: SessionView.build(chain, self.tokens_per_char),
-                                     SessionView.add_all, self._lock)
+                                     fold_unseen, self._lock)
+        self._endpoints: dict[tuple[Any, ...], EndpointTools] = {}
+        self._sessions: dict[str, asyncio.Lock] = {}  # one step plan at a time per session (an async actor)
 
     def view(self, session: str) -> SessionView:
         """The session's view, brought up to date with what was appended since last time."""
@@ -86,6 +116,38 @@ class PlannerActor:
             entry_id = self.ledger.append(session, [plan_record(p, view.index.head)])[0] if record else None
         return {"plan": p.to_json(), "digest": p.digest, "inputs_digest": p.inputs_digest, "entry_id": entry_id}
 
+    async def plan_step(self, session: str, profile: CapacityProfile, step: StepRequest, *, current: int,
+                        prefix_tokens: int | None = None) -> StepPlan:
+        """The settled plan for the open turn's step (its ordinal ``current``), with the packet summary or
+        the reset it needed written first. ``prefix_tokens``: the stable prefix as the assembler's counter
+        measured it (None: estimated). Not recorded: ``record_step`` records the plan that is sent."""
+        lock = self._sessions.setdefault(session, asyncio.Lock())
+        async with lock:
+            view = self.view(session)
+            p, written = await settle_plan(
+                view, profile, "", ledger=self.ledger, session=session, summarise=self._summariser(session, step),
+                system=step.system, tools=step.tools, tail=step.tail, current=current, prefix=prefix_tokens,
+            )
+        return StepPlan(p, written)
+
+    def record_step(self, session: str, plan: Plan) -> str:
+        """Append the ``plan`` entry of a step's plan (the one sent), naming this actor; its entry id."""
+        with self._lock:
+            view = self.view(session)
+            entry_id = self.ledger.append(session, [plan_record(plan, view.index.head, PRODUCER)])[0]
+            view.add(self.ledger.get(entry_id))
+            return entry_id
+
+    def _summariser(self, session: str, step: StepRequest) -> Summarise:
+        if self.summarise is not None:
+            return self.summarise
+        if step.endpoint is not None:
+            tools = self._endpoints.get(step.endpoint.ident)
+            if tools is None:
+                tools = self._endpoints[step.endpoint.ident] = build_tools(step.endpoint, lambda: self.tokens_per_char)
+            return tools.summarise_for(self.ledger, session)
+        return _no_summariser
+
     def explain(self, plan_id: str) -> dict[str, Any]:
         """Plan again from a recorded plan's inputs, on the chain as it was; say whether it is the same."""
         entry = self.ledger.get(plan_id)
@@ -116,3 +178,11 @@ class PlannerActor:
         st = self.view(session).states.get(model)
         return None if st is None else {"current_turn_reserve": st.current_turn_reserve, "samples": st.samples,
                                         "observed_through": st.observed_through}
+
+
+async def _no_summariser(_view: SessionView, _plan: Plan) -> list[str]:
+    raise InvalidInput(
+        "the plan needs a packet summary and this planner has no summariser; pass summarise= "
+        "(vak_context.agent.summarise.write_packet bound to a model), or bind the session with a ModelEndpoint "
+        "(vak_context.agent.endpoint) so the PlannerActor builds one"
+    )

@@ -66,9 +66,14 @@ class ProbeTarget:
     metadata_digest: str | None = None
     settings: ProbeSettings | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    # The key the session binds under, where it is not the spec's (a bundled model: ``local:<name>``
+    # served as ``openai-compat:<name>``), so the profile the probe writes is the one the next turn binds.
+    profile_key: ProfileKey | None = None
 
     @property
     def key(self) -> ProfileKey:
+        if self.profile_key is not None:
+            return self.profile_key
         provider, _, model = self.spec.partition(":")
         return ProfileKey(provider, model, self.quantisation)
 
@@ -207,7 +212,8 @@ class ProbeActor:
         }
 
     async def profile(self, key: ProfileKey) -> CapacityProfileRecord | None:
-        """The process cache's profile for ``key`` as its ledger record (what bind-time reads)."""
+        """The process cache's profile for ``key`` as its ledger record (what bind-time reads, and what the
+        turn services hand the next turn at its start: ``turn_started``)."""
         cached = self.cache.get(key)
         return to_record(cached) if cached is not None else None
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 from vak_context.actors.ledger_client import LedgerClient
+from vak_context.context.planner.view import SessionView
 from vak_context.errors import InvalidInput
 from vak_context.events.envelope import StoredEntry
 
@@ -50,3 +51,10 @@ class FoldedSessions(Generic[S]):
         state = self._build(chain)
         self._states[session] = (state, chain[-1].seq + 1 if chain else 0)
         return state
+
+
+def fold_unseen(view: SessionView, entries: Sequence[StoredEntry]) -> None:
+    """Fold in what was appended since the last look, past what the view already holds: the packets,
+    resets and plans an actor wrote are folded in as it writes them (the plan after them reads them)."""
+    index = view.index
+    view.add_all(e for e in entries if index.turn_of(e.id) is None and e.id not in index.preamble)

@@ -1,7 +1,9 @@
 """The turn loop's services on Ray, so the same loop runs against a cluster's actors as against plain objects.
 
-The same calls as ``vak_context.actors.local_services.InProcessServices``, through the folder's actors
-(LedgerActor, AssemblerActor, EvidenceActor and, when given, the ProbeActor).
+The same calls as ``vak_context.actors.local_services.InProcessServices``, through the folder's actors:
+the LedgerActor owns the folder, the PlannerActor plans each turn (and writes its packet summaries), the
+AssemblerActor projects each step, the EvidenceActor stores results and closes turns, and the ProbeActor,
+when given, probes the bound model between turns. ``ray_services`` wires all of them for a bound model.
 
 Wiring only: the loop's code is the same either way. Ray's errors are translated at this edge into
 ``ActorError``, which says which actor failed and what to do.
@@ -13,13 +15,21 @@ import os
 from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
-from vak_context.actors.factory import assembler_actor, evidence_actor, ledger_actor
+from vak_context.actors.factory import (
+    assembler_actor,
+    evidence_actor,
+    ledger_actor,
+    planner_actor,
+    probe_actor,
+)
 from vak_context.actors.ledger_client import LedgerClient
 from vak_context.actors.probe import ProbeTarget
 from vak_context.actors.ray_errors import map_ray_errors
+from vak_context.agent.endpoint import ModelEndpoint
+from vak_context.agent.probe import ProbeSettings
 from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.agent.turnrules import prior_turns_of
-from vak_context.context.capacity.profile import CapacityProfile
+from vak_context.context.capacity.profile import CapacityProfile, ProfileKey, from_record
 from vak_context.context.rules.drift import PriorTurn
 
 T = TypeVar("T")
@@ -41,6 +51,7 @@ class RayServices:
         handle = ledger_actor(root)
         self.ledger = LedgerClient(os.fspath(root), handle, coalesce=False)  # appends come from one event loop
         self.evidence = evidence_actor(root, ledger=handle)
+        self.planner = planner_actor(root, ledger=handle)  # the assembler's planner (also for explain)
         self.assembler = assembler_actor(root, ledger=handle)
         self.probe, self.probe_target = probe, probe_target
 
@@ -68,10 +79,44 @@ class RayServices:
     async def close_turn(self, outcome: str) -> str:
         return await _call("close_turn", self.evidence.close_turn.remote(self.session, None, outcome))
 
-    async def turn_started(self) -> None:
-        if self.probe is not None and self.probe_target is not None:
-            await _call("probe turn_started", self.probe.turn_started.remote(self.probe_target.key))
+    async def turn_started(self) -> CapacityProfile | None:
+        """Cancel the bound model's in-flight probe; the newest profile the ProbeActor holds for it (the
+        loop binds it when it is newer than its own)."""
+        if self.probe is None or self.probe_target is None:
+            return None
+        key = self.probe_target.key
+        await _call("probe turn_started", self.probe.turn_started.remote(key))
+        record = await _call("probe profile", self.probe.profile.remote(key))
+        return from_record(record) if record is not None else None
 
     async def turn_finished(self) -> None:
         if self.probe is not None and self.probe_target is not None:
             await _call("probe turn_finished", self.probe.turn_finished.remote(self.probe_target))
+
+
+def probe_target_for(endpoint: ModelEndpoint, key: ProfileKey, *, local: bool | None = None,
+                     settings: ProbeSettings | None = None, metadata_digest: str | None = None) -> ProbeTarget:
+    """What the ProbeActor probes for a session bound to ``endpoint`` under the profile ``key``: the same
+    spec and base URL (the probe's adapter is built inside the actor, its key read from the environment
+    there), recorded under the session's key. ``local`` None: local when the base URL is loopback; a hosted
+    model is probed only where the operator's config says ``[probe] hosted = "full"``."""
+    options = {"api_key": endpoint.api_key} if endpoint.api_key else {}  # a loopback server's own key only
+    return ProbeTarget(spec=endpoint.spec, base_url=endpoint.base_url, quantisation=key.quantisation, local=local,
+                       metadata_digest=metadata_digest, settings=settings, options=options, profile_key=key)
+
+
+def ray_services(root: str | os.PathLike[str], session: str, endpoint: ModelEndpoint, key: ProfileKey, *,
+                 probe: bool = True, local: bool | None = None, settings: ProbeSettings | None = None,
+                 probe_session: str = "capacity", config: Any = None) -> tuple[RayServices, ProbeTarget | None]:
+    """The turn services for a session bound to ``endpoint`` on the Ray cluster this process is connected
+    to: every role its actor (the folder's Ledger, Planner, Assembler, Evidence and, with ``probe``, Probe
+    actors, got or created by name), and the probe target built from the bound model. Pass ``endpoint`` as
+    the loop's ``TurnConfig.endpoint`` too: the actors build the counter and summariser from it.
+
+    Provider keys are read from the environment inside the actors: on a connected cluster, the workers
+    need the key in their environment."""
+    if not probe:
+        return RayServices(root, session), None
+    target = probe_target_for(endpoint, key, local=local, settings=settings)
+    actor = probe_actor(root, session=probe_session, config=config)
+    return RayServices(root, session, probe=actor, probe_target=target), target

@@ -102,7 +102,7 @@ class TurnServices(Protocol):
 
     async def close_turn(self, outcome: str) -> str: ...
 
-    async def turn_started(self) -> None: ...
+    async def turn_started(self) -> CapacityProfile | None: ...  # the newest probed profile, if any
 
     async def turn_finished(self) -> None: ...
 
@@ -177,7 +177,10 @@ class TurnLoop:
         self.turn_open = False  # the directive is written and its card is not
 
     async def run(self, directive: str) -> TurnReport:
-        await self.services.turn_started()
+        probed = await self.services.turn_started()  # a profile the probe wrote since binding is what this turn binds
+        if probed is not None and probed.key == self.profile.key and (probed.provenance.probed_at or 0) > (
+                self.profile.provenance.probed_at or 0):
+            self.profile = probed
         self.turn_open = False
         try:
             return await self._run(directive)

@@ -34,15 +34,17 @@ from vak_context.events.payloads import PlanRecord, ResetWithHandoff
 from vak_context.storage.contract import Ledger
 
 
-def plan_record(p: Plan, head: str | None) -> PlanRecord:
+def plan_record(p: Plan, head: str | None, producer: str | None = None) -> PlanRecord:
     """The ``plan`` entry (``vak_context.context.planner.policy.plan_entry``): the plan, its inputs and both
-    digests, so the request can be explained later and the plan decoded back after a restart."""
-    return plan_entry(p, head)
+    digests, so the request can be explained later and the plan decoded back after a restart; ``producer``
+    names the actor that made it (outside both digests)."""
+    record = plan_entry(p, head)
+    return record if producer is None else record.model_copy(update={"producer": producer})
 
 
-def record_plan(ledger: Ledger, session: str, view: SessionView, p: Plan) -> str:
+def record_plan(ledger: Ledger, session: str, view: SessionView, p: Plan, producer: str | None = None) -> str:
     """Append the plan to the session (and to the view, so the model's state carries to its next plan)."""
-    entry_id = ledger.append(session, [plan_record(p, view.index.head)])[0]
+    entry_id = ledger.append(session, [plan_record(p, view.index.head, producer)])[0]
     view.add(ledger.get(entry_id))
     return entry_id
 
@@ -94,6 +96,32 @@ async def prepare(
     prefix: int | None = None,
 ) -> Prepared:
     """Plan; write the packet summary or the reset the plan needs; plan again; project."""
+    p, written = await settle_plan(view, profile, directive, ledger=ledger, session=session, summarise=summarise,
+                                   system=system, tools=tools, tail=tail, current=current,
+                                   reading_terms=reading_terms, prefix=prefix)
+    request = project(
+        view.index, p, model=model, infos=view.infos, system=system, tools=tools, tail=tail, max_tokens=max_tokens
+    )
+    return Prepared(p, request, written)
+
+
+async def settle_plan(
+    view: SessionView,
+    profile: CapacityProfile,
+    directive: str,
+    *,
+    ledger: Ledger,
+    session: str,
+    summarise: Summarise,
+    system: str = "",
+    tools: Sequence[ToolSpec] = (),
+    tail: str = "",
+    current: int | None = None,
+    reading_terms: Sequence[str] = (),
+    prefix: int | None = None,
+) -> tuple[Plan, list[str]]:
+    """The planning half of ``prepare`` (what the PlannerActor does for a step): plan; write the packet
+    summary or the reset the plan needs; plan again. Returns the settled plan and the entries written."""
     written: list[str] = []
     # The stable prefix as measured (the server's own count, when the caller has one), else estimated.
     pre = prefix if prefix is not None else prefix_tokens(profile, system, tools)
@@ -111,10 +139,7 @@ async def prepare(
         break
     if p.packet is not None and p.packet.needs_summary:
         raise InvalidInput("the packet's summary could not be settled in three rounds; plan again")
-    request = project(
-        view.index, p, model=model, infos=view.infos, system=system, tools=tools, tail=tail, max_tokens=max_tokens
-    )
-    return Prepared(p, request, written)
+    return p, written
 
 
 # ------------------------------------------------------------------ sending

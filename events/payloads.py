@@ -260,6 +260,9 @@ class PlanRecord(Frozen):
     # The one plan field its JSON lacks (``Plan.rows.history_start``), so the plan decodes back from the
     # entry with its digest (``vak_context.context.planner.policy.plan_of_entry``). None in entries written before.
     history_start: int | None = None
+    # The actor that made the plan ("PlannerActor"), so the pipeline is checkable from the ledger; outside
+    # both digests (``explain`` matches either way). None in entries written before, and by the pure tools.
+    producer: str | None = None
 
 
 # ------------------------------------------------------------------ control messages (not turns)
