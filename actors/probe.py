@@ -32,6 +32,7 @@ from urllib.parse import urlparse
 import httpx
 
 from vak_context.actors.ledger_client import LedgerClient
+from vak_context.agent.endpoint import ModelEndpoint
 from vak_context.agent.probe import ProbeRunner, ProbeSettings
 from vak_context.config import VakConfig, load_config
 from vak_context.context.capacity.profile import (
@@ -256,3 +257,14 @@ class ProbeActor:
             "outcome": outcome, "why": why, "reason": reason, "at": self.clock(),
         }
         await self._append([Activity(activity="capacity.probe", detail=detail)])
+
+
+def probe_target_for(endpoint: ModelEndpoint, key: ProfileKey, *, local: bool | None = None,
+                     settings: ProbeSettings | None = None, metadata_digest: str | None = None) -> ProbeTarget:
+    """What the ProbeActor probes for a session bound to ``endpoint`` under the profile ``key``: the same
+    spec and base URL (the probe's adapter is built inside the actor, its key read from the environment
+    there), recorded under the session's key. ``local`` None: local when the base URL is loopback; a hosted
+    model is probed only where the operator's config says ``[probe] hosted = "full"``."""
+    options = {"api_key": endpoint.api_key} if endpoint.api_key else {}  # a loopback server's own key only
+    return ProbeTarget(spec=endpoint.spec, base_url=endpoint.base_url, quantisation=key.quantisation, local=local,
+                       metadata_digest=metadata_digest, settings=settings, options=options, profile_key=key)

@@ -23,7 +23,7 @@ from vak_context.actors.factory import (
     probe_actor,
 )
 from vak_context.actors.ledger_client import LedgerClient
-from vak_context.actors.probe import ProbeTarget
+from vak_context.actors.probe import ProbeTarget, probe_target_for
 from vak_context.actors.ray_errors import map_ray_errors
 from vak_context.agent.endpoint import ModelEndpoint
 from vak_context.agent.probe import ProbeSettings
@@ -92,17 +92,6 @@ class RayServices:
     async def turn_finished(self) -> None:
         if self.probe is not None and self.probe_target is not None:
             await _call("probe turn_finished", self.probe.turn_finished.remote(self.probe_target))
-
-
-def probe_target_for(endpoint: ModelEndpoint, key: ProfileKey, *, local: bool | None = None,
-                     settings: ProbeSettings | None = None, metadata_digest: str | None = None) -> ProbeTarget:
-    """What the ProbeActor probes for a session bound to ``endpoint`` under the profile ``key``: the same
-    spec and base URL (the probe's adapter is built inside the actor, its key read from the environment
-    there), recorded under the session's key. ``local`` None: local when the base URL is loopback; a hosted
-    model is probed only where the operator's config says ``[probe] hosted = "full"``."""
-    options = {"api_key": endpoint.api_key} if endpoint.api_key else {}  # a loopback server's own key only
-    return ProbeTarget(spec=endpoint.spec, base_url=endpoint.base_url, quantisation=key.quantisation, local=local,
-                       metadata_digest=metadata_digest, settings=settings, options=options, profile_key=key)
 
 
 def ray_services(root: str | os.PathLike[str], session: str, endpoint: ModelEndpoint, key: ProfileKey, *,
