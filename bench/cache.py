@@ -58,7 +58,7 @@ from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon
 from vak_context.context.request.assemble import system_prompt
 from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ToolSpec
 from vak_context.context.request.surface import ToolDecl, find_tools_result
-from vak_context.engine.live import default_surface
+from vak_context.engine.binding import default_surface
 from vak_context.events.blocks import TextBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import AssistantStep, Directive
 from vak_context.providers.base import RetryPolicy

@@ -1,7 +1,7 @@
 """One step of `vak turn`, file by file: which project files a step visits and how often it climbs back
 up a layer (a call from a lower layer into a higher one: a callback or an object handed down).
 
-Runs `vak turn`'s own wiring (``LiveSession``, in-process, as `vak turn` builds it) on the bundled local
+Runs `vak turn`'s own wiring (a public-API ``Session``, in-process, as `vak turn` builds it) on the bundled local
 model, traces every Python call from the turn's start until its first step is reported, and prints the
 files in the order first visited with their layer, then each climb (caller -> callee). The baseline is
 the same trace of the tree before the restructure (issue 22): pass ``--root`` a checkout of it (its
@@ -90,11 +90,11 @@ class StepTracer:
 
 
 async def traced_step(root: Path, model: str, directive: str) -> StepTracer:
-    if (root / "engine" / "live.py").is_file():
-        from vak_context.engine.live import LiveSession
-    else:  # the older tree (before the namespace): its folders import by their bare names
-        sys.path.insert(0, str(root))
-        LiveSession = importlib.import_module(OLD_LIVE_MODULE).LiveSession
+    if (root / "engine" / "api.py").is_file():
+        return await _traced_api_step(root, model, directive)
+    # the older tree (before the namespace): its folders import by their bare names
+    sys.path.insert(0, str(root))
+    LiveSession = importlib.import_module(OLD_LIVE_MODULE).LiveSession
     tracer = StepTracer(root)
 
     def first_step(_step: Any) -> None:
@@ -111,6 +111,31 @@ async def traced_step(root: Path, model: str, directive: str) -> StepTracer:
             sys.setprofile(tracer.profile)
             try:
                 await live.turn(directive)
+            finally:
+                sys.setprofile(None)
+                threading.setprofile(None)  # type: ignore[arg-type]
+    return tracer
+
+
+async def _traced_api_step(root: Path, model: str, directive: str) -> StepTracer:
+    """This tree: the public API's session, as `vak turn` opens it (a bundled model, the workspace tools)."""
+    import vak_context
+
+    tracer = StepTracer(root)
+
+    def first_step(_step: Any) -> None:
+        tracer.active = False
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
+
+    with tempfile.TemporaryDirectory() as tmp, vak_context.Engine.open(Path(tmp) / "ledger") as engine:
+        async with engine.session("trace", model=f"local:{model}", workspace=root, card_tools=True, max_steps=1,
+                                  max_tokens=48, on_step=first_step) as live:
+            tracer.active = True
+            threading.setprofile(tracer.profile)
+            sys.setprofile(tracer.profile)
+            try:
+                await live.run(directive)
             finally:
                 sys.setprofile(None)
                 threading.setprofile(None)  # type: ignore[arg-type]

@@ -91,7 +91,7 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
 
     with _local_server(local_model, local_base_url) as (base_url, api_key):
         profile = measure_profile(local_model, base_url, api_key, append, out)
-        live = run_live_turns(ledger, f"{session}-live", local_model, base_url, api_key, profile,
+        live = run_live_turns(ledger, f"{session}-live", local_model, base_url, api_key,
                               workspace or Path.cwd(), live_turns, out) if local_model and live_turns else []
     gen = generate_session(seed=seed, turns=turns, append=append, workspace=workspace or Path.cwd())
     report = client.verify().as_dict()
@@ -134,35 +134,34 @@ def _local_server(model: str | None, base_url: str | None) -> Iterator[tuple[str
 
 
 def run_live_turns(ledger: Path, session: str, model: str, base_url: str | None, api_key: str | None,
-                   profile: Any, workspace: Path, directives: Sequence[str],
-                   out: Callable[[str], None]) -> list[dict[str, Any]]:
-    """The live turns, on Ray through the folder's actors; returns what each turn came to."""
+                   workspace: Path, directives: Sequence[str], out: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The live turns, on Ray through the folder's actors (a session of the public API on the Ray this job
+    started); the profile is the one the probe just recorded. Returns what each turn came to."""
     import asyncio
 
-    from vak_context.actors.turn_services import RayServices
-    from vak_context.engine.live import LiveSession, step_line
+    from vak_context import Engine
+    from vak_context.cli.chat import step_line
 
     out(_section(f"three live turns with {model} (workspace {workspace.resolve()})"))
 
-    async def go() -> list[dict[str, Any]]:
+    async def go(engine: Engine) -> list[dict[str, Any]]:
         done: list[dict[str, Any]] = []
-        live = LiveSession(ledger=ledger, session=session, workspace=workspace, model=model, n_ctx=DEMO_N_CTX,
-                           base_url=base_url, api_key=api_key, profile=profile, max_steps=4, max_tokens=DEMO_MAX_TOKENS,
-                           on_step=lambda s: out(step_line(s)),
-                           services_factory=lambda _store: RayServices(ledger, session))
-        async with live:
+        async with engine.session(session, model=f"local:{model}", base_url=base_url, api_key=api_key,
+                                  window=DEMO_N_CTX, workspace=workspace, card_tools=True, max_steps=4,
+                                  max_tokens=DEMO_MAX_TOKENS, on_step=lambda s: out(step_line(s))) as live:
             for directive in directives:
                 out(f"you> {directive}")
-                report = await live.turn(directive)
-                out(f"{model}> {report.answer.strip() or '(no answer)'}  [{report.outcome}]")
-                done.append({"directive": directive, "outcome": report.outcome, "answer": report.answer,
-                             "steps": len(report.steps),
-                             "prompt_tokens": [s.prompt_tokens for s in report.steps],
-                             "cached_tokens": [s.cached_tokens for s in report.steps],
-                             "prefix_digest": report.steps[0].prefix_digest if report.steps else ""})
+                result = await live.run(directive)
+                out(f"{model}> {result.answer.strip() or '(no answer)'}  [{result.outcome}]")
+                done.append({"directive": directive, "outcome": result.outcome, "answer": result.answer,
+                             "steps": len(result.steps),
+                             "prompt_tokens": [s.prompt_tokens for s in result.steps],
+                             "cached_tokens": [s.cached_tokens for s in result.steps],
+                             "prefix_digest": result.steps[0].prefix_digest if result.steps else ""})
         return done
 
-    return asyncio.run(go())
+    with Engine.open(ledger, ray=True) as engine:  # joins the Ray this job started; leaves it up
+        return asyncio.run(go(engine))
 
 
 def measure_profile(model: str | None, base_url: str | None, api_key: str | None,

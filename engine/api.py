@@ -10,7 +10,8 @@
             print(result.answer, result.outcome, result.card.text)
 
 An :class:`Engine` owns one ledger folder in this process (its writer: a second writer of a session gets
-:class:`~vak_context.errors.SessionLocked`). A :class:`Session` is one conversation bound to one model; each
+:class:`~vak_context.errors.SessionLocked`), or serves it on Ray (``Engine.open(folder, ray=True)`` or
+``ray="host:port"``), where the folder's LedgerActor owns it and several processes may serve one ledger. A :class:`Session` is one conversation bound to one model; each
 :meth:`Session.run` is one turn of the engine's own loop (plan, project, call the model, run the tools, close
 the turn with its card). Every turn ends with a card, also one that raised: it is closed ``failed`` and the
 exception propagates; the next turn starts clean.
@@ -59,6 +60,7 @@ class Step:
     budget_tokens: int
     calls: tuple[str, ...]
     text: str
+    prefix_digest: str = ""  # the digest of the request's stable prefix (what a prefix cache keys on)
 
 
 @dataclass(frozen=True)
@@ -84,30 +86,51 @@ class TurnResult:
 
 
 class Engine:
-    """The engine over one ledger folder, in this process. Open it with :meth:`open`; close it (or use it as
-    a context manager) to close its sessions and release the folder."""
+    """The engine over one ledger folder, in this process or on Ray. Open it with :meth:`open`; close it (or
+    use it as a context manager) to close its sessions and release the folder."""
 
-    def __init__(self, store: LedgerStore) -> None:
+    def __init__(self, store: LedgerStore | None, *, ray: _RayLink | None = None) -> None:
+        if (store is None) == (ray is None):
+            raise InvalidInput("an Engine has a LedgerStore (in-process) or a Ray link, not both: use Engine.open")
         self._store: LedgerStore | None = store
+        self._ray = ray
+        self._folder = store.root if store is not None else ray.folder  # type: ignore[union-attr]
+        self._open = True
         self._sessions: dict[str, Session] = {}
 
     @classmethod
-    def open(cls, ledger_folder: str | os.PathLike[str]) -> Engine:
-        """The engine over ``ledger_folder`` (made if missing). This process becomes its writer: a session
-        another process or engine writes raises :class:`~vak_context.errors.SessionLocked` when bound."""
-        from vak_context.storage.ledger import LedgerStore
+    def open(cls, ledger_folder: str | os.PathLike[str], *, ray: bool | str | None = None) -> Engine:
+        """The engine over ``ledger_folder`` (made if missing).
 
-        return cls(LedgerStore(Path(ledger_folder)))
+        ``ray`` None or False: in this process, which becomes the folder's writer (a session another
+        process or engine writes raises :class:`~vak_context.errors.SessionLocked` when bound). True: on
+        Ray: a local cluster started on 127.0.0.1 (or the Ray this process already joined). A string: on
+        the running cluster at that address (``host:port`` or ``ray://host:port``). On Ray the folder's
+        LedgerActor owns it (several processes may serve one ledger), each role is its actor, and the
+        ProbeActor measures each bound model in the background; the folder's path must be the same on
+        the cluster's nodes as here."""
+        folder = Path(ledger_folder)
+        if ray is None or ray is False:
+            from vak_context.storage.ledger import LedgerStore
+
+            return cls(LedgerStore(folder))
+        return cls(None, ray=_RayLink.join(folder, ray))
 
     @property
     def folder(self) -> Path:
-        return self._live_store().root
+        return self._folder
+
+    @property
+    def on_ray(self) -> bool:
+        """Whether the engine's sessions run on Ray (the folder's actors) rather than in this process."""
+        return self._ray is not None
 
     def session(self, name: str, *, model: str, tools: ToolRegistry | Iterable[Callable[..., Any] | Tool] = (),
                 workspace: str | os.PathLike[str] | None = None, stance: str | None = None,
                 identity: str | None = None, window: int | None = None, horizon: int | None = None,
                 output_reserve: int | None = None, base_url: str | None = None, api_key: str | None = None,
                 http_client: httpx.AsyncClient | None = None, on_step: Callable[[Step], None] | None = None,
+                on_text: Callable[[str], None] | None = None, card_tools: bool = False,
                 max_steps: int = DEFAULT_MAX_STEPS, max_tokens: int = DEFAULT_MAX_TOKENS,
                 timezone: str = "UTC") -> Session:
         """A session named ``name`` (an existing one in the ledger is continued), bound to ``model``.
@@ -120,34 +143,42 @@ class Engine:
         per-turn guidance) and ``identity`` (the system prompt's first layer) are the embedder's; unset, the
         engine's defaults. ``window``, ``horizon`` and ``output_reserve`` (tokens) override what the
         provider publishes until a measured profile is recorded in the ledger. ``http_client``: the client
-        requests go through (the caller keeps it open and closes it). ``on_step``: called after each step.
+        requests go through (the caller keeps it open and closes it). ``on_step``: called after each step;
+        ``on_text``: called with each piece of a step's text as the model streams it (where the adapter
+        streams). ``card_tools``: offer the engine's card tools (``emit_*_card``: a structured answer the
+        engine validates and records) in the catalogue, reached through ``find_tools``.
         """
         store = self._live_store()
         if name in self._sessions:
             raise InvalidInput(f"session {name!r} is already open in this engine; use that Session, or close it first")
         options = _Options(model=model, tools=tools, workspace=workspace, stance=stance, identity=identity,
                            window=window, horizon=horizon, output_reserve=output_reserve, base_url=base_url,
-                           api_key=api_key, http_client=http_client, on_step=on_step, max_steps=max_steps,
-                           max_tokens=max_tokens, timezone=timezone)
+                           api_key=api_key, http_client=http_client, on_step=on_step, on_text=on_text,
+                           card_tools=card_tools, max_steps=max_steps, max_tokens=max_tokens, timezone=timezone)
         session = Session(self, store, name, options)
         self._sessions[name] = session
         return session
 
     def close(self) -> None:
         """Close the ledger (idempotent). Close sessions first (``await session.close()``): a session still
-        open is left unusable, and its local model server, if any, is stopped."""
+        open is left unusable, and its local model server, if any, is stopped. On Ray the folder's actors
+        are detached and stay up for other processes; a local cluster this engine started is stopped."""
         for session in list(self._sessions.values()):
             session._stop_sync()
         self._sessions.clear()
+        self._open = False
         if self._store is not None:
             self._store.close()
             self._store = None
+        if self._ray is not None:
+            self._ray.release()
 
     def _forget(self, name: str) -> None:
         self._sessions.pop(name, None)
 
-    def _live_store(self) -> LedgerStore:
-        if self._store is None:
+    def _live_store(self) -> LedgerStore | None:
+        """The folder's writer in this process (None on Ray); LedgerClosed once the engine is closed."""
+        if not self._open:
             raise LedgerClosed()
         return self._store
 
@@ -180,6 +211,8 @@ class _Options:
     api_key: str | None
     http_client: Any
     on_step: Callable[[Step], None] | None
+    on_text: Callable[[str], None] | None
+    card_tools: bool
     max_steps: int
     max_tokens: int
     timezone: str
@@ -189,7 +222,7 @@ class Session:
     """One conversation of an :class:`Engine`, bound to one model. Made by :meth:`Engine.session`; bound
     on first use (``async with`` or the first :meth:`run`); ``await close()`` when done."""
 
-    def __init__(self, engine: Engine, store: LedgerStore, name: str, options: _Options) -> None:
+    def __init__(self, engine: Engine, store: LedgerStore | None, name: str, options: _Options) -> None:
         self.name, self.model = name, options.model
         self._engine, self._store, self._options = engine, store, options
         self._loop: TurnLoop | None = None
@@ -214,30 +247,44 @@ class Session:
         import httpx
 
         from vak_context.actors.local_services import InProcessServices
-        from vak_context.agent.loop import TurnConfig, TurnLoop
+        from vak_context.agent.loop import TurnConfig, TurnLoop, TurnServices
         from vak_context.agent.tools import surface_for
         from vak_context.context.request.assemble import DEFAULT_IDENTITY, DEFAULT_STANCE, system_prompt
-        from vak_context.engine.binding import bind_model, in_process_assembler, session_profile
+        from vak_context.engine.binding import bind_model, in_process_assembler, ray_services, session_profile
 
         o, store = self._options, self._store
         client: httpx.AsyncClient = o.http_client
         if client is None:
             client = self._client = httpx.AsyncClient(trust_env=False, timeout=900.0)
         bound = bind_model(o.model, client, self._stack, base_url=o.base_url, api_key=o.api_key, window=o.window)
-        if self.name in store.sessions():
-            store.head(self.name)  # takes the session's writer lock now: SessionLocked if another writer holds it
-        profile = await session_profile(store, bound, horizon=o.horizon, output_reserve=o.output_reserve)
+        services: TurnServices
+        if store is None:  # on Ray: the folder's actors; the profile is read through the LedgerActor
+            from vak_context.actors.ledger_client import LedgerClient
+            from vak_context.actors.factory import ledger_actor
+
+            reader = LedgerClient(str(self._engine.folder), ledger_actor(self._engine.folder), coalesce=False)
+            profile = await session_profile(None, bound, horizon=o.horizon, output_reserve=o.output_reserve,
+                                            ledger=reader)
+            # The actors build the exact counter and the packet summariser from the endpoint (a client cannot
+            # travel to an actor); the ProbeActor probes it between turns.
+            services, endpoint = ray_services(self._engine.folder, self.name, bound, profile.declared_window)
+        else:
+            if self.name in store.sessions():
+                store.head(self.name)  # takes the session's writer lock now: SessionLocked if another writer holds it
+            profile = await session_profile(store, bound, horizon=o.horizon, output_reserve=o.output_reserve)
+            # The counter follows the profile that receipts keep calibrating: read from the loop at each count.
+            assembler = in_process_assembler(store, self.name, bound, profile.declared_window,
+                                             lambda: loop.profile.tokens_per_char.value)
+            services, endpoint = InProcessServices(store, self.name, assembler=assembler), None
         registry = _registry(o.tools, o.workspace)
-        surface = surface_for(registry)
+        surface = surface_for(registry, *(_card_decls() if o.card_tools else ()))
         config = TurnConfig(model=bound.model, provider=bound.provider_name,
                             system=system_prompt(surface.catalogue(), identity=o.identity or DEFAULT_IDENTITY),
                             surface=surface, max_steps=o.max_steps, max_tokens=o.max_tokens, timezone=o.timezone,
-                            session_key=self.name, stance=o.stance if o.stance is not None else DEFAULT_STANCE)
-        # The counter follows the profile that receipts keep calibrating: read from the loop at each count.
-        assembler = in_process_assembler(store, self.name, bound, profile.declared_window,
-                                         lambda: loop.profile.tokens_per_char.value)
-        loop = TurnLoop(InProcessServices(store, self.name, assembler=assembler), bound.provider, profile, config,
-                        tools=registry, on_step=self._on_step if o.on_step is not None else None)
+                            session_key=self.name, stance=o.stance if o.stance is not None else DEFAULT_STANCE,
+                            endpoint=endpoint)
+        loop = TurnLoop(services, bound.provider, profile, config, tools=registry,
+                        on_step=self._on_step if o.on_step is not None else None, on_text=o.on_text)
         return loop
 
     def _on_step(self, report: StepReport) -> None:
@@ -262,13 +309,38 @@ class Session:
     def cards(self) -> list[Card]:
         """The cards of the session's closed turns, oldest first (a failed turn's too)."""
         loop = self._bound_loop()
-        index = loop.services.evidence.index(self.name)  # type: ignore[attr-defined]
+        evidence: Any = loop.services.evidence  # type: ignore[attr-defined]
+        if self._store is None:  # the EvidenceActor's index of the session, on Ray
+            import ray
+
+            from vak_context.actors.ray_errors import map_ray_errors
+
+            with map_ray_errors("evidence index"):
+                index = ray.get(evidence.index.remote(self.name))
+        else:
+            index = evidence.index(self.name)
         return [_card(t) for t in index.turns if t.card is not None and t.card_id is not None]
 
     @property
     def window(self) -> int:
         """The bound profile's prompt budget in tokens (the horizon and the window less the output reserve)."""
         return self._bound_loop().profile.usable_window
+
+    @property
+    def declared_window(self) -> int:
+        """The bound model's context window in tokens, as its provider (or the caller's ``window=``) states it."""
+        return self._bound_loop().profile.declared_window
+
+    @property
+    def horizon(self) -> int:
+        """The bound profile's instruction horizon in tokens: measured by a probe, else the metadata rung's."""
+        return self._bound_loop().profile.instruction_horizon.tokens
+
+    def describe_profile(self) -> str:
+        """The bound profile in a few lines (window, horizon and where it came from, tokens per char, cache)."""
+        from vak_context.context.capacity.profile import describe
+
+        return describe(self._bound_loop().profile)
 
     def _card(self, card_id: str) -> Card:
         found = next((c for c in reversed(self.cards()) if c.id == card_id), None)
@@ -328,10 +400,19 @@ def _registry(tools: Any, workspace: str | os.PathLike[str] | None) -> ToolRegis
     return registry.merged(*workspace_tools(Workspace(Path(workspace)))) if workspace is not None else registry
 
 
+def _card_decls() -> list[Any]:
+    from vak_context.context.history.cards import card_tools
+    from vak_context.context.request.surface import ToolDecl
+
+    # Listed in the catalogue, not loaded: their schemas are about 2,000 tokens a request, rarely needed.
+    return [ToolDecl(spec, always_loaded=False) for spec in card_tools()]
+
+
 def _step(report: StepReport) -> Step:
     return Step(index=report.index, fidelity=dict(report.fidelity), replanned=report.replanned,
                 prompt_tokens=report.prompt_tokens, cached_tokens=report.cached_tokens,
-                budget_tokens=report.budget_tokens, calls=tuple(report.calls), text=report.text)
+                budget_tokens=report.budget_tokens, calls=tuple(report.calls), text=report.text,
+                prefix_digest=report.prefix_digest)
 
 
 def _card(turn: Any) -> Card:
@@ -339,3 +420,37 @@ def _card(turn: Any) -> Card:
 
     return Card(id=turn.card_id, turn=turn.ordinal, asked=turn.card.asked, outcome=turn.card.outcome,
                 text=render_card(turn.card, turn.ordinal))
+
+
+class _RayLink:
+    """An engine's hold on Ray: the folder its actors serve, and whether this engine started the local
+    cluster (then closing the engine stops it) or connected this process (then it disconnects)."""
+
+    def __init__(self, folder: Path, started: bool, connected: bool) -> None:
+        self.folder, self.started, self.connected = folder, started, connected
+
+    @classmethod
+    def join(cls, folder: Path, ray: bool | str) -> _RayLink:
+        from vak_context.actors.factory import ledger_actor
+        from vak_context.actors.ray_errors import map_ray_errors
+        from vak_context.engine.localray import join_ray
+
+        if not isinstance(ray, bool) and not (isinstance(ray, str) and ray.strip()):
+            raise InvalidInput(f"ray={ray!r}: pass True (a local cluster on 127.0.0.1) or a cluster's address "
+                               "(host:port or ray://host:port)")
+        started, connected = join_ray(None if ray is True else str(ray).strip())
+        link = cls(folder.resolve(), started, connected)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with map_ray_errors("the LedgerActor"):
+                ledger_actor(link.folder)  # got or created now: a wrong folder or cluster says so at open
+        except BaseException:
+            link.release()
+            raise
+        return link
+
+    def release(self) -> None:
+        from vak_context.engine.localray import leave_ray
+
+        leave_ray(started=self.started, connected=self.connected)
+        self.started = self.connected = False

@@ -1,29 +1,44 @@
-"""Binding one session to a model in this process: the pieces :mod:`vak_context.engine.api` wires.
+"""Binding one session to a model: the pieces :mod:`vak_context.engine.api` wires, in-process or on Ray.
 
-``engine/live.py`` wires the CLI's sessions through ``LiveSession``'s private methods; the same wiring for
-an embedded session is here as plain functions (the model spec, the profile, the in-process assembler with
-its exact counter and packet summariser), so the public API builds sessions from public functions. The two
-are meant to merge (live.py then calls these).
+Plain functions: the model spec (``bind_model``), the profile (``session_profile``: recorded in the ledger,
+else metadata and the caller's overrides), the in-process assembler with its exact counter and packet
+summariser, and on Ray the services (``ray_services``: the folder's actors, with the ProbeActor and the
+bound model's probe target) and the endpoint the AssemblerActor builds its counter and summariser from.
+Every session (the CLI's among them) is wired by the public API through these: one wiring.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
 
 from vak_context.actors.assembler import AssemblerActor
+from vak_context.agent.endpoint import ModelEndpoint
 from vak_context.agent.summarise import Summariser, write_packet
-from vak_context.context.capacity.profile import CapacityProfile, Horizon, ProfileKey, metadata_profile
+from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
+from vak_context.context.capacity.profile import (
+    CapacityProfile,
+    Horizon,
+    ProfileKey,
+    from_record,
+    metadata_profile,
+)
+from vak_context.context.evidence.digest import RECALL_TOOL
+from vak_context.context.history.cards import card_tools
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request.messages import ModelContext
-from vak_context.engine.live import DEFAULT_N_CTX, recorded_profile
+from vak_context.context.request.surface import Surface, ToolDecl
 from vak_context.errors import InvalidInput
+from vak_context.events.envelope import Mapper, StoredEntry
+from vak_context.events.payloads import CapacityProfileRecord
 from vak_context.providers.base import Provider
 from vak_context.providers.local.catalogue import local_profile_key
 from vak_context.providers.registry import ALIASES, make_provider, parse_spec
@@ -31,7 +46,39 @@ from vak_context.providers.tokencount import token_counter
 from vak_context.storage.ledger import LedgerStore
 
 LOCAL = "local"  # ``local:<name>``: a bundled model, served by llama.cpp on 127.0.0.1 for the session
-SUMMARY_TOKENS = 256  # one packet summary's cap (a slow local model summarises too), as live.py caps it
+SUMMARY_TOKENS = 256  # one packet summary's cap (a slow local model summarises too)
+DEFAULT_N_CTX = 16384  # a bundled model's context size when the caller sets no window
+
+
+def default_surface(*, cards_loaded: bool = False) -> Surface:
+    """recall, find_tools and the workspace tools, always loaded, in that order; the card tools loaded
+    too, or (the default) listed in the catalogue for find_tools. Their schemas are about 2,000 tokens:
+    a fifth of a small model's measured horizon, spent on every request, for tools it rarely needs."""
+    core = [ToolDecl(RECALL_TOOL, always_loaded=True)]
+    core += [ToolDecl(t.spec, always_loaded=True, observes=t.observes) for t in WORKSPACE_TOOLS]
+    core += [ToolDecl(spec, always_loaded=cards_loaded) for spec in card_tools()]
+    return Surface.build(core)
+
+
+def newest_profile(entries: Iterable[StoredEntry], key: ProfileKey) -> CapacityProfile | None:
+    """The newest (by entry time) capacity profile recorded for ``key`` among ``entries``."""
+    mapper = Mapper()
+    newest: tuple[int, CapacityProfile] | None = None
+    for entry in entries:
+        if entry.kind != "capacity_profile":
+            continue
+        record = mapper.payload_of(entry)
+        if isinstance(record, CapacityProfileRecord):
+            profile = from_record(record)
+            if profile.key == key and (newest is None or entry.time_us >= newest[0]):
+                newest = (entry.time_us, profile)
+    return newest[1] if newest is not None else None
+
+
+def recorded_profile(store: LedgerStore, key: ProfileKey) -> CapacityProfile | None:
+    """The newest capacity profile recorded for ``key`` in any session of the ledger (a probe's, in its
+    own session, or one a session's receipts tightened)."""
+    return newest_profile((e for session in store.sessions() for e in store.entries(session)), key)
 
 
 @dataclass(frozen=True)
@@ -44,17 +91,31 @@ class BoundModel:
     provider_name: str
     key: ProfileKey
     ctx: ModelContext | None
+    base_url: str | None = None  # where the adapter sends requests (the Ray actors' endpoint and probe)
+    api_key: str | None = field(default=None, repr=False)  # that server's key; never in a repr or the ledger
+
+    def endpoint(self, window_tokens: int) -> ModelEndpoint:
+        """The bound model as the Ray actors reach it (agent/endpoint.py): the AssemblerActor and the
+        PlannerActor build its counter and summariser from this, the ProbeActor its probe. Only a bundled
+        model's server carries its own per-run key here; a provider's key is read from the environment
+        inside the actors and never travels through Ray."""
+        if self.provider_name == LOCAL:
+            return ModelEndpoint(base_url=self.base_url, model=self.model, window_tokens=window_tokens,
+                                 api_key=self.api_key, max_summary_tokens=SUMMARY_TOKENS)
+        return ModelEndpoint.of(f"{self.provider_name}:{self.model}", window_tokens=window_tokens,
+                                base_url=self.base_url, max_summary_tokens=SUMMARY_TOKENS)
 
 
 def bind_model(spec: str, client: httpx.AsyncClient, stack: ExitStack, *, base_url: str | None = None,
                api_key: str | None = None, window: int | None = None,
                options: dict[str, Any] | None = None) -> BoundModel:
     """The adapter for ``spec`` (``provider:model``, or ``local:<bundled model>``, which starts the bundled
-    model's server on ``stack``). Keys come from ``api_key`` or the provider's environment variable (a
-    missing one is a ConfigError naming it) and go only into the adapter's headers."""
+    model's server on ``stack`` unless ``base_url`` names one already running). Keys come from ``api_key``
+    or the provider's environment variable (a missing one is a ConfigError naming it) and go only into the
+    adapter's headers."""
     name, _, rest = spec.strip().partition(":")
     if name.lower() == LOCAL:
-        return _bind_local(rest, client, stack, window)
+        return _bind_local(rest, client, stack, window, base_url, api_key)
     try:
         parse_spec(spec)
     except InvalidInput as exc:
@@ -66,32 +127,48 @@ def bind_model(spec: str, client: httpx.AsyncClient, stack: ExitStack, *, base_u
     ctx = None
     if window is not None:  # the caller's window wins over (and saves asking) the provider's metadata
         ctx = ModelContext(provider=canonical, model=model, declared_window=window, source="the caller's window=")
-    return BoundModel(provider, model, canonical, ProfileKey(canonical, model), ctx)
+    # No key kept here: a provider's key stays in its adapter's headers (and, on Ray, in the environment).
+    return BoundModel(provider, model, canonical, ProfileKey(canonical, model), ctx,
+                      base_url=getattr(provider, "base_url", None))
 
 
-def _bind_local(name: str, client: httpx.AsyncClient, stack: ExitStack, window: int | None) -> BoundModel:
-    # Imported here: the server module is only needed (and only importable in full) with the [local] extra.
-    from vak_context.extras import require_extra
-    from vak_context.providers.local.server import LocalModelServer, canonical_model
+def _bind_local(name: str, client: httpx.AsyncClient, stack: ExitStack, window: int | None,
+                base_url: str | None, api_key: str | None) -> BoundModel:
+    from vak_context.providers.local.catalogue import canonical_model
     from vak_context.providers.openai_compat import OpenAICompatProvider
 
     model = canonical_model(name or "qwen")
-    require_extra(LOCAL, f"the bundled local model ({model})")
     n_ctx = window or DEFAULT_N_CTX
-    server = stack.enter_context(LocalModelServer(model, n_ctx=n_ctx))
-    provider = OpenAICompatProvider(client, base_url=server.base_url, api_key=server.api_key, timeout_s=900.0)
+    if base_url is None:
+        # Imported here: the server module is only needed (and only importable in full) with the [local] extra.
+        from vak_context.extras import require_extra
+
+        require_extra(LOCAL, f"the bundled local model ({model})")
+        from vak_context.providers.local.server import LocalModelServer
+
+        server = stack.enter_context(LocalModelServer(model, n_ctx=n_ctx))
+        base_url, api_key = server.base_url, server.api_key
+    provider = OpenAICompatProvider(client, base_url=base_url, api_key=api_key, timeout_s=900.0)
     ctx = ModelContext(provider=LOCAL, model=model, declared_window=n_ctx, source="the local server's n_ctx")
-    return BoundModel(provider, model, LOCAL, local_profile_key(model), ctx)
+    return BoundModel(provider, model, LOCAL, local_profile_key(model), ctx, base_url=base_url, api_key=api_key)
 
 
-async def session_profile(store: LedgerStore, bound: BoundModel, *, horizon: int | None = None,
-                          output_reserve: int | None = None, now: float | None = None) -> CapacityProfile:
+async def session_profile(store: LedgerStore | None, bound: BoundModel, *, horizon: int | None = None,
+                          output_reserve: int | None = None, now: float | None = None,
+                          ledger: Any = None) -> CapacityProfile:
     """The newest profile the ledger records for the model's key; else the metadata rung's, from the
-    caller's window or the provider's metadata, with the caller's horizon and output reserve over it."""
-    # Read through a read-only view of the folder: the scan covers every session, and a writer's scan would
-    # take every session's writer lock (shutting out another engine writing a different session).
-    with LedgerStore(store.root, readonly=True) as reader:
-        recorded = recorded_profile(reader, bound.key)
+    caller's window or the provider's metadata, with the caller's horizon and output reserve over it.
+
+    ``store``: the folder's writer in this process; on Ray ``store`` is None and ``ledger`` is a
+    ``LedgerClient`` over the folder's LedgerActor (the driver never opens the folder itself)."""
+    if store is not None:
+        # Read through a read-only view of the folder: the scan covers every session, and a writer's scan
+        # would take every session's writer lock (shutting out another engine writing a different session).
+        with LedgerStore(store.root, readonly=True) as reader:
+            recorded = recorded_profile(reader, bound.key)
+    else:
+        sessions = await asyncio.to_thread(ledger.sessions)
+        recorded = newest_profile([e for s in sessions for e in await ledger.entries_async(s)], bound.key)
     if recorded is not None:
         return recorded
     at = time.time() if now is None else now
@@ -112,7 +189,7 @@ async def session_profile(store: LedgerStore, bound: BoundModel, *, horizon: int
 
 def in_process_assembler(store: LedgerStore, session: str, bound: BoundModel, window_tokens: int,
                          tokens_per_char: Callable[[], float]) -> AssemblerActor:
-    """The assembler as live.py wires it in-process: requests sized by the server's own tokenizer where it
+    """The assembler in-process: requests sized by the server's own tokenizer where it
     has one (else chars x the profile's calibrated rate), packets summarised by the same model (a side
     call with its own prompt, never the turn's history)."""
     counter = token_counter(bound.provider, tokens_per_char)
@@ -125,3 +202,16 @@ def in_process_assembler(store: LedgerStore, session: str, bound: BoundModel, wi
 
     assembler = AssemblerActor(str(store.root), store, summarise=summarise, count=counter.count)
     return assembler
+
+
+def ray_services(root: str | os.PathLike[str], session: str, bound: BoundModel, window_tokens: int) -> Any:
+    """The turn loop's services on Ray for a session bound to ``bound``, and the endpoint its
+    ``TurnConfig`` carries: the folder's Ledger, Planner, Assembler and Evidence actors, and its ProbeActor
+    with the bound model as the target (probed in the background after a turn, cancelled when a turn on it
+    starts; a hosted model only where the operator's config allows it)."""
+    from vak_context.actors.turn_services import ray_services as actor_services
+
+    endpoint = bound.endpoint(window_tokens)
+    services, _target = actor_services(root, session, endpoint, bound.key, local=True if bound.provider_name == LOCAL
+                                       else None)
+    return services, endpoint

@@ -124,3 +124,35 @@ def _remove_root() -> None:
         return
     # A folder the caller named is kept; only what Ray put in it goes.
     shutil.rmtree(root if made else root / RAY_SUBDIR, ignore_errors=True)
+
+
+def join_ray(address: str | None) -> tuple[bool, bool]:
+    """Join Ray for this process: the Ray it already joined; else the cluster at ``address`` (``host:port``
+    or ``ray://host:port``: its reach is the operator's choice); else (``address`` None) a new local
+    cluster on 127.0.0.1. Returns (started a local cluster, connected this process): what ``leave_ray``
+    undoes. A cluster this process starts is loopback only."""
+    pin_loopback()
+    import ray
+
+    if ray.is_initialized():
+        return False, False
+    if address is None:
+        start_local_ray()
+        return True, False
+    try:
+        ray.init(address=address, log_to_driver=False, configure_logging=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise ActorError(f"cannot join the Ray cluster at {address}: {exc}. Start it (`ray start --head "
+                         "--node-ip-address=127.0.0.1`) or check the address.") from exc
+    return False, True
+
+
+def leave_ray(*, started: bool, connected: bool) -> None:
+    """Undo ``join_ray``: stop the local cluster it started, or disconnect from the one it joined. Detached
+    actors (the ledger folder's) keep running on a joined cluster for other processes."""
+    if started:
+        stop_local_ray()
+    elif connected:
+        import ray
+
+        ray.shutdown()

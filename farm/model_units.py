@@ -125,14 +125,15 @@ def live_outcome(expect: str, report: Any) -> tuple[bool, str]:
 async def live_unit(unit: UnitKey, run_id: str, node: str, model: ModelEntry, task: LiveTask, endpoint: Endpoint,
                     *, source_root: Path, source_head: str, work: Path) -> list[dict[str, Any]]:
     """Each directive run ``task.repeats`` times, each time from the same history (a fork of the session's
-    ledger); one row per run. Whether the task passes (``require`` of ``repeats``) is the report's."""
-    from vak_context.context.planner.records import Fidelity
-    from vak_context.engine.live import LiveSession
+    ledger); one row per run. Whether the task passes (``require`` of ``repeats``) is the report's. Each
+    run is a session of the public API over its fork, in this process."""
+    from vak_context import Engine
     from vak_context.farm.sessions import fork
 
     runs: list[tuple[int | None, str]] = [(None, d) for d in task.directives] + [(t, "") for t in task.turns]
     rows: list[dict[str, Any]] = []
     n = 0
+    spec, window = session_model(model, endpoint)
     for which, (before_turn, text) in enumerate(runs):
         for repeat in range(task.repeats):
             ledger = work / f"d{which}-r{repeat}"
@@ -140,21 +141,23 @@ async def live_unit(unit: UnitKey, run_id: str, node: str, model: ModelEntry, ta
             workspace = work / f"d{which}-r{repeat}.ws"
             workspace.mkdir(parents=True, exist_ok=True)
             started = time.perf_counter()
-            async with LiveSession(ledger=ledger, session=unit.session, workspace=workspace,
-                                   model=endpoint.local_model or model.model, n_ctx=endpoint.n_ctx or model.n_ctx,
-                                   base_url=endpoint.base_url, api_key=endpoint.api_key, max_steps=task.max_steps,
-                                   max_tokens=task.max_tokens) as live:
-                report = await live.turn(directive)
+            with Engine.open(ledger) as engine:
+                async with engine.session(unit.session, model=spec, base_url=endpoint.base_url,
+                                          api_key=endpoint.api_key, window=window, workspace=workspace,
+                                          card_tools=True, max_steps=task.max_steps,
+                                          max_tokens=task.max_tokens) as live:
+                    report = await live.run(directive)
+                    horizon, declared = live.horizon, live.declared_window
             wall = (time.perf_counter() - started) * 1000
             ok, why = live_outcome(task.expect, report)
             last = report.steps[-1] if report.steps else None
             rows.append(make_row(
                 unit, "live", run_id, n, passed=ok, reason=why, node=node,
-                horizon=report.profile.instruction_horizon.tokens, window=report.profile.declared_window,
+                horizon=horizon, window=declared,
                 budget=last.budget_tokens if last else None, request_tokens=last.prompt_tokens if last else None,
-                full_turns=last.fidelity.get(Fidelity.FULL) if last else None,
-                card_turns=last.fidelity.get(Fidelity.CARD) if last else None,
-                packet_turns=last.fidelity.get(Fidelity.PACKET) if last else None,
+                full_turns=last.fidelity.get("full") if last else None,
+                card_turns=last.fidelity.get("card") if last else None,
+                packet_turns=last.fidelity.get("packet") if last else None,
                 cache_tokens=sum(s.cached_tokens for s in report.steps), wall_ms=wall,
                 detail={"directive": directive[:200], "turn": before_turn, "repeat": repeat, "expect": task.expect,
                         "outcome": report.outcome, "steps": len(report.steps),
@@ -163,3 +166,12 @@ async def live_unit(unit: UnitKey, run_id: str, node: str, model: ModelEntry, ta
             ))
             n += 1
     return rows
+
+
+def session_model(model: ModelEntry, endpoint: Endpoint) -> tuple[str, int | None]:
+    """The API's model spec and window for a live unit: a local model on the node's server
+    (``local:<name>`` with its base URL, keyed as ``vak probe`` keys it), else the endpoint's spec."""
+    window = (endpoint.n_ctx or model.n_ctx) if endpoint.local_model else endpoint.n_ctx
+    if endpoint.local_model:
+        return f"local:{endpoint.local_model}", window
+    return endpoint.spec, window

@@ -26,7 +26,7 @@ from vak_context.config import VakConfig
 from vak_context.context.capacity.profile import ProfileKey, metadata_profile
 from vak_context.context.request.assemble import system_prompt
 from vak_context.context.request.messages import ModelContext
-from vak_context.engine.live import default_surface
+from vak_context.engine.binding import default_surface
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import Activity, AssistantStep, Receipt, TurnCard
 from vak_context.providers.local.server import LocalModelServer

@@ -1,4 +1,4 @@
-"""`vak chat`'s loop over lines (``vak_context.cli.chat.chat_loop``), without a model server: a turn per line, and a
+"""`vak chat`'s loop over lines (``vak_context.cli.chat.chat_loop``), without a model: a turn per line, and a
 turn that fails on the model's side is reported while the session goes on."""
 
 from __future__ import annotations
@@ -7,27 +7,24 @@ from typing import Any
 
 import pytest
 
-from vak_context.agent.loop import TurnReport
+import vak_context
 from vak_context.cli.chat import Streamer, chat_loop
-from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.errors import ModelServerError, ProviderRequestError, RetryableProviderError
-
-PROFILE = CapacityProfile(ProfileKey("local", "m"), 4096, Horizon(2000, 0.9, 0.0), Ewma(0.25, 3), 256)
 
 
 class Session:
-    """What the loop needs of a LiveSession: ``turn``. Each directive gets the next scripted outcome."""
+    """What the loop needs of a public ``Session``: ``run``. Each directive gets the next scripted outcome."""
 
     def __init__(self, outcomes: list[Any]) -> None:
         self.outcomes, self.asked = outcomes, []  # type: list[Any], list[str]
 
-    async def turn(self, directive: str) -> TurnReport:
+    async def run(self, directive: str) -> vak_context.TurnResult:
         self.asked.append(directive)
         outcome = self.outcomes.pop(0)
         if isinstance(outcome, BaseException):
             raise outcome
-        return TurnReport(directive_id="d" * 64, answer=outcome, outcome="completed", card_id="c" * 64,
-                          profile=PROFILE)
+        card = vak_context.Card(id="c" * 64, turn=len(self.asked), asked=directive, outcome="completed", text="")
+        return vak_context.TurnResult(answer=outcome, outcome="completed", card=card, steps=())
 
 
 def _reader(lines: list[str]) -> Any:

@@ -37,7 +37,7 @@ from vak_context.context.evidence.digest import RECALL_TOOL
 from vak_context.context.planner.records import Fidelity
 from vak_context.context.request.assemble import Tail, render_tail, system_prompt
 from vak_context.context.request.surface import Surface, ToolDecl
-from vak_context.engine.live import LiveSession
+from vak_context.engine.binding import BoundModel, in_process_assembler
 from vak_context.errors import ProviderRequestError, RetryableProviderError, TokenCountError
 from vak_context.events.payloads import Directive
 from vak_context.providers.base import RetryPolicy
@@ -281,7 +281,7 @@ async def test_the_token_bench_measures_every_shape_against_the_exact_count() ->
 
 
 async def test_one_function_builds_the_bound_models_counter_and_summariser(tmp_path: Path) -> None:
-    """``model_tools`` is the one wiring of the counter and the summariser (issue 22): the live session's
+    """``model_tools`` is the one wiring of the counter and the summariser (issue 22): the session's
     in-process assembler and an actor's endpoint tools both count with the server's own tokenizer and
     summarise on the bound model, with the same window and summary cap."""
     server = FakeLlamaServer()
@@ -293,8 +293,8 @@ async def test_one_function_builds_the_bound_models_counter_and_summariser(tmp_p
         assert (tools.summariser.provider, tools.summariser.model, tools.summariser.window_tokens,
                 tools.summariser.max_summary_tokens) == (provider, "m", 4096, 256)
         with LedgerStore(tmp_path / "ledger") as store:
-            live = LiveSession(ledger=tmp_path / "ledger", session="s1", workspace=tmp_path, model="m", n_ctx=4096)
-            assembler = live._assembler(store, provider)
+            bound = BoundModel(provider, "m", "openai-compat", ProfileKey("openai-compat", "m"), None)
+            assembler = in_process_assembler(store, "s1", bound, 4096, lambda: 0.25)
             assert assembler.count is not None and await assembler.count(REQUEST) == exact
             assert assembler.summarise is not None
     endpoint = build_tools(ModelEndpoint(base_url=f"{ROOT}/v1", model="m", window_tokens=4096, api_key=KEY),
