@@ -30,16 +30,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from vak_context.engine.caller import Action, Call, ModelRequest, Turn
 from vak_context.errors import InvalidInput, LedgerClosed
 
 if TYPE_CHECKING:
     import httpx
 
-    from vak_context.agent.loop import StepReport, TurnLoop
+    from vak_context.agent.loop import StepReport, TurnLoop, TurnReport
     from vak_context.agent.tools.registry import Tool, ToolRegistry
     from vak_context.storage.ledger import LedgerStore
 
-__all__ = ["Card", "Engine", "Session", "Step", "TurnResult"]
+__all__ = ["Action", "Call", "Card", "Engine", "ModelRequest", "Session", "Step", "Turn", "TurnResult"]
 
 # A turn's limits when the embedder sets none: model calls per turn, and tokens per completion.
 DEFAULT_MAX_STEPS = 8
@@ -187,7 +188,7 @@ class _Options:
 
 class Session:
     """One conversation of an :class:`Engine`, bound to one model. Made by :meth:`Engine.session`; bound
-    on first use (``async with`` or the first :meth:`run`); ``await close()`` when done."""
+    on first use (``async with``, the first :meth:`run` or :meth:`begin`); ``await close()`` when done."""
 
     def __init__(self, engine: Engine, store: LedgerStore, name: str, options: _Options) -> None:
         self.name, self.model = name, options.model
@@ -196,6 +197,7 @@ class Session:
         self._stack = ExitStack()  # the bundled model's server, when there is one
         self._client: httpx.AsyncClient | None = None  # the client this session made (and closes)
         self._turn = asyncio.Lock()
+        self._caller: Turn | None = None  # the caller's-loop turn open now, if any
         self._closed = False
 
     async def start(self) -> Session:
@@ -250,14 +252,51 @@ class Session:
         then propagates; the session stays usable."""
         if not directive.strip():
             raise InvalidInput("the directive is empty; pass the user's request as text")
-        if self._turn.locked():
-            raise InvalidInput(f"session {self.name!r} is already running a turn; await it before the next")
+        self._refuse_second_turn()
         async with self._turn:
             loop = (await self.start())._loop
             assert loop is not None
-            report = await loop.run(directive)
-            return TurnResult(report.answer, report.outcome, self._card(report.card_id),
-                              tuple(_step(s) for s in report.steps))
+            return self._result_of(await loop.run(directive))
+
+    def begin(self, directive: str) -> Turn:
+        """One turn of the caller's loop (:mod:`vak_context.engine.caller`): ``turn = await
+        session.begin(directive)`` or ``async with session.begin(directive) as turn``; then
+        ``turn.request()`` / ``turn.reply(body, status)`` / ``turn.tool_result(call_id, body)`` until it is
+        done. The engine plans, records and judges each step as in :meth:`run`; you send each request with
+        your own client and run your own tools."""
+        if not directive.strip():
+            raise InvalidInput("the directive is empty; pass the user's request as text")
+        return Turn(self, directive)
+
+    def _refuse_second_turn(self) -> None:
+        if self._turn.locked() or self._caller is not None:
+            raise InvalidInput(f"session {self.name!r} is already running a turn; finish it (or close it) "
+                               "before the next")
+
+    async def _claim(self, turn: Turn) -> TurnLoop:
+        """The bound loop, held for ``turn`` until it ends (a caller's-loop turn spans many calls)."""
+        self._refuse_second_turn()
+        self._caller = turn
+        try:
+            loop = (await self.start())._loop
+        except BaseException:
+            self._caller = None
+            raise
+        assert loop is not None
+        return loop
+
+    def _release_turn(self, turn: Turn) -> None:
+        if self._caller is turn:
+            self._caller = None
+
+    def _stepped(self, report: StepReport) -> None:
+        if self._options.on_step is not None:
+            self._on_step(report)
+
+    def _result_of(self, report: TurnReport | None) -> TurnResult:
+        assert report is not None
+        return TurnResult(report.answer, report.outcome, self._card(report.card_id),
+                          tuple(_step(s) for s in report.steps))
 
     def cards(self) -> list[Card]:
         """The cards of the session's closed turns, oldest first (a failed turn's too)."""
@@ -286,6 +325,8 @@ class Session:
         engine. The ledger keeps everything; the session can be opened again."""
         if self._closed:
             return
+        if self._caller is not None:  # a caller's-loop turn left open: its card says it was cancelled
+            await self._caller.close()
         self._closed = True
         await self._release()
         self._engine._forget(self.name)
