@@ -208,7 +208,7 @@ class WireModel:
         if "long" in directive and directive not in self._long:
             self._long.add(directive)
             self.overflows += 1
-            prompt = _tokens(body)
+            prompt = math.ceil(len(json.dumps(body)) / 4)  # the whole request, as the provider counts it
             return 400, self.wire.overflow(prompt, prompt - 64)
         return 200, self.wire.reply(body, "", [self._call(n, a) for n, a in self._plan(directive, body)])
 
