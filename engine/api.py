@@ -12,7 +12,9 @@
 An :class:`Engine` owns one ledger folder in this process (its writer: a second writer of a session gets
 :class:`~vak_context.errors.SessionLocked`). A :class:`Session` is one conversation bound to one model; each
 :meth:`Session.run` is one turn of the engine's own loop (plan, project, call the model, run the tools, close
-the turn with its card). Every turn ends with a card, also one that raised: it is closed ``failed`` and the
+the turn with its card); each :meth:`Session.begin` is one turn of the caller's loop (the embedder sends each
+request with its own client and runs its own tools: :mod:`vak_context.engine.caller`), the same turn
+implementation driven from outside. Every turn ends with a card, also one that raised: it is closed ``failed`` and the
 exception propagates; the next turn starts clean.
 
 Importing this module starts nothing and imports neither Ray nor pyarrow: the ledger, the actors' classes
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +33,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from vak_context.engine.caller import Action, Call, ModelRequest, Turn
+from vak_context.engine.results import Card, Step, TurnResult, card_of, step_of
 from vak_context.errors import InvalidInput, LedgerClosed
 
 if TYPE_CHECKING:
@@ -45,43 +48,6 @@ __all__ = ["Action", "Call", "Card", "Engine", "ModelRequest", "Session", "Step"
 # A turn's limits when the embedder sets none: model calls per turn, and tokens per completion.
 DEFAULT_MAX_STEPS = 8
 DEFAULT_MAX_TOKENS = 512
-
-
-@dataclass(frozen=True)
-class Step:
-    """One model call of a turn: what the plan carried (turns at ``full``/``card``, ``packet`` when a
-    summary stood in for older turns), the prompt and cached tokens the provider billed, the calls made."""
-
-    index: int
-    fidelity: Mapping[str, int]
-    replanned: bool
-    prompt_tokens: int
-    cached_tokens: int
-    budget_tokens: int
-    calls: tuple[str, ...]
-    text: str
-
-
-@dataclass(frozen=True)
-class Card:
-    """A closed turn's card: the deterministic record the engine writes for every turn (``text`` is what a
-    model is shown of it, naming the turn and its evidence ids for ``recall``)."""
-
-    id: str
-    turn: int  # the turn's ordinal in the session, from 1
-    asked: str
-    outcome: str  # completed, degraded, cancelled or failed
-    text: str
-
-
-@dataclass(frozen=True)
-class TurnResult:
-    """What one turn of :meth:`Session.run` gave: the answer, how the turn ended, its card, its steps."""
-
-    answer: str
-    outcome: str
-    card: Card
-    steps: tuple[Step, ...]
 
 
 class Engine:
@@ -244,7 +210,7 @@ class Session:
 
     def _on_step(self, report: StepReport) -> None:
         assert self._options.on_step is not None
-        self._options.on_step(_step(report))
+        self._options.on_step(step_of(report))
 
     async def run(self, directive: str) -> TurnResult:
         """One turn: the engine's loop runs until the model answers (or a rule closes the turn). An exception
@@ -296,13 +262,13 @@ class Session:
     def _result_of(self, report: TurnReport | None) -> TurnResult:
         assert report is not None
         return TurnResult(report.answer, report.outcome, self._card(report.card_id),
-                          tuple(_step(s) for s in report.steps))
+                          tuple(step_of(s) for s in report.steps))
 
     def cards(self) -> list[Card]:
         """The cards of the session's closed turns, oldest first (a failed turn's too)."""
         loop = self._bound_loop()
         index = loop.services.evidence.index(self.name)  # type: ignore[attr-defined]
-        return [_card(t) for t in index.turns if t.card is not None and t.card_id is not None]
+        return [card_of(t) for t in index.turns if t.card is not None and t.card_id is not None]
 
     @property
     def window(self) -> int:
@@ -367,16 +333,3 @@ def _registry(tools: Any, workspace: str | os.PathLike[str] | None) -> ToolRegis
                 raise InvalidInput(f"tools: {item!r} is neither a callable nor a Tool; pass functions or a ToolRegistry")
     # The workspace tools join only when the caller names a folder for them.
     return registry.merged(*workspace_tools(Workspace(Path(workspace)))) if workspace is not None else registry
-
-
-def _step(report: StepReport) -> Step:
-    return Step(index=report.index, fidelity=dict(report.fidelity), replanned=report.replanned,
-                prompt_tokens=report.prompt_tokens, cached_tokens=report.cached_tokens,
-                budget_tokens=report.budget_tokens, calls=tuple(report.calls), text=report.text)
-
-
-def _card(turn: Any) -> Card:
-    from vak_context.context.history.turncard import render_card
-
-    return Card(id=turn.card_id, turn=turn.ordinal, asked=turn.card.asked, outcome=turn.card.outcome,
-                text=render_card(turn.card, turn.ordinal))

@@ -36,16 +36,30 @@ import time
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from vak_context.engine.results import TurnResult
 from vak_context.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from vak_context.agent.turn import OpenTurn, WorldCall
-    from vak_context.engine.api import Session, TurnResult
+    from vak_context.agent.loop import TurnLoop
+    from vak_context.agent.turn import OpenTurn, StepReport, TurnReport, WorldCall
     from vak_context.providers.base import Provider
 
 T = TypeVar("T")
+
+
+class Host(Protocol):
+    """What a turn needs of its session (:class:`vak_context.engine.api.Session`): the bound loop, held
+    for the turn; its step hook; the result of a closed turn."""
+
+    async def _claim(self, turn: Turn) -> TurnLoop: ...
+
+    def _release_turn(self, turn: Turn) -> None: ...
+
+    def _stepped(self, report: StepReport) -> None: ...
+
+    def _result_of(self, report: TurnReport | None) -> TurnResult: ...
 
 
 @dataclass(frozen=True)
@@ -85,7 +99,7 @@ class Action:
 class Turn:
     """One turn of the caller's loop; made by :meth:`Session.begin` (await it, or ``async with`` it)."""
 
-    def __init__(self, session: Session, directive: str) -> None:
+    def __init__(self, session: Host, directive: str) -> None:
         self.session, self.directive = session, directive
         self._turn: OpenTurn | None = None
         self._provider: Provider | None = None
