@@ -6,6 +6,7 @@ closes the turn failed and raises the adapter's typed error; an unfinished turn 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -160,3 +161,21 @@ async def test_closing_an_unfinished_turn_cancels_it_and_the_next_works(session:
     assert turn.done and turn.result.outcome == "cancelled"
     assert (await session.run("please search query-002")).outcome == "completed"
     assert [c.outcome for c in session.cards()] == ["cancelled", "completed"]
+
+
+async def test_a_cancelled_task_inside_the_turn_closes_it_cancelled(session: vak_context.Session) -> None:
+    entered = asyncio.Event()
+
+    async def caller() -> None:
+        async with session.begin("please search query-001") as turn:
+            assert await turn.request() is not None
+            entered.set()
+            await asyncio.Event().wait()  # the caller's own await, cancelled from outside
+
+    task = asyncio.create_task(caller())
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [c.outcome for c in session.cards()] == ["cancelled"]
+    assert (await session.run("please search query-002")).outcome == "completed"
