@@ -13,7 +13,9 @@ An :class:`Engine` owns one ledger folder in this process (its writer: a second 
 :class:`~vak_context.errors.SessionLocked`), or serves it on Ray (``Engine.open(folder, ray=True)`` or
 ``ray="host:port"``), where the folder's LedgerActor owns it and several processes may serve one ledger. A :class:`Session` is one conversation bound to one model; each
 :meth:`Session.run` is one turn of the engine's own loop (plan, project, call the model, run the tools, close
-the turn with its card). Every turn ends with a card, also one that raised: it is closed ``failed`` and the
+the turn with its card); each :meth:`Session.begin` is one turn of the caller's loop (the embedder sends each
+request with its own client and runs its own tools: :mod:`vak_context.engine.caller`), the same turn
+implementation driven from outside. Every turn ends with a card, also one that raised: it is closed ``failed`` and the
 exception propagates; the next turn starts clean.
 
 Importing this module starts nothing and imports neither Ray nor pyarrow: the ledger, the actors' classes
@@ -24,65 +26,29 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from vak_context.engine.caller import Action, Call, ModelRequest, Turn
+from vak_context.engine.results import Card, Step, TurnResult, card_of, step_of
 from vak_context.errors import InvalidInput, LedgerClosed
 
 if TYPE_CHECKING:
     import httpx
 
-    from vak_context.agent.loop import StepReport, TurnLoop
+    from vak_context.agent.loop import StepReport, TurnLoop, TurnReport
     from vak_context.agent.tools.registry import Tool, ToolRegistry
     from vak_context.storage.ledger import LedgerStore
 
-__all__ = ["Card", "Engine", "Session", "Step", "TurnResult"]
+__all__ = ["Action", "Call", "Card", "Engine", "ModelRequest", "Session", "Step", "Turn", "TurnResult"]
 
 # A turn's limits when the embedder sets none: model calls per turn, and tokens per completion.
 DEFAULT_MAX_STEPS = 8
 DEFAULT_MAX_TOKENS = 512
-
-
-@dataclass(frozen=True)
-class Step:
-    """One model call of a turn: what the plan carried (turns at ``full``/``card``, ``packet`` when a
-    summary stood in for older turns), the prompt and cached tokens the provider billed, the calls made."""
-
-    index: int
-    fidelity: Mapping[str, int]
-    replanned: bool
-    prompt_tokens: int
-    cached_tokens: int
-    budget_tokens: int
-    calls: tuple[str, ...]
-    text: str
-    prefix_digest: str = ""  # the digest of the request's stable prefix (what a prefix cache keys on)
-
-
-@dataclass(frozen=True)
-class Card:
-    """A closed turn's card: the deterministic record the engine writes for every turn (``text`` is what a
-    model is shown of it, naming the turn and its evidence ids for ``recall``)."""
-
-    id: str
-    turn: int  # the turn's ordinal in the session, from 1
-    asked: str
-    outcome: str  # completed, degraded, cancelled or failed
-    text: str
-
-
-@dataclass(frozen=True)
-class TurnResult:
-    """What one turn of :meth:`Session.run` gave: the answer, how the turn ended, its card, its steps."""
-
-    answer: str
-    outcome: str
-    card: Card
-    steps: tuple[Step, ...]
 
 
 class Engine:
@@ -220,7 +186,7 @@ class _Options:
 
 class Session:
     """One conversation of an :class:`Engine`, bound to one model. Made by :meth:`Engine.session`; bound
-    on first use (``async with`` or the first :meth:`run`); ``await close()`` when done."""
+    on first use (``async with``, the first :meth:`run` or :meth:`begin`); ``await close()`` when done."""
 
     def __init__(self, engine: Engine, store: LedgerStore | None, name: str, options: _Options) -> None:
         self.name, self.model = name, options.model
@@ -229,6 +195,7 @@ class Session:
         self._stack = ExitStack()  # the bundled model's server, when there is one
         self._client: httpx.AsyncClient | None = None  # the client this session made (and closes)
         self._turn = asyncio.Lock()
+        self._caller: Turn | None = None  # the caller's-loop turn open now, if any
         self._closed = False
 
     async def start(self) -> Session:
@@ -289,7 +256,7 @@ class Session:
 
     def _on_step(self, report: StepReport) -> None:
         assert self._options.on_step is not None
-        self._options.on_step(_step(report))
+        self._options.on_step(step_of(report))
 
     async def run(self, directive: str) -> TurnResult:
         """One turn: the engine's loop runs until the model answers (or a rule closes the turn). An exception
@@ -297,14 +264,51 @@ class Session:
         then propagates; the session stays usable."""
         if not directive.strip():
             raise InvalidInput("the directive is empty; pass the user's request as text")
-        if self._turn.locked():
-            raise InvalidInput(f"session {self.name!r} is already running a turn; await it before the next")
+        self._refuse_second_turn()
         async with self._turn:
             loop = (await self.start())._loop
             assert loop is not None
-            report = await loop.run(directive)
-            return TurnResult(report.answer, report.outcome, self._card(report.card_id),
-                              tuple(_step(s) for s in report.steps))
+            return self._result_of(await loop.run(directive))
+
+    def begin(self, directive: str) -> Turn:
+        """One turn of the caller's loop (:mod:`vak_context.engine.caller`): ``turn = await
+        session.begin(directive)`` or ``async with session.begin(directive) as turn``; then
+        ``turn.request()`` / ``turn.reply(body, status)`` / ``turn.tool_result(call_id, body)`` until it is
+        done. The engine plans, records and judges each step as in :meth:`run`; you send each request with
+        your own client and run your own tools."""
+        if not directive.strip():
+            raise InvalidInput("the directive is empty; pass the user's request as text")
+        return Turn(self, directive)
+
+    def _refuse_second_turn(self) -> None:
+        if self._turn.locked() or self._caller is not None:
+            raise InvalidInput(f"session {self.name!r} is already running a turn; finish it (or close it) "
+                               "before the next")
+
+    async def _claim(self, turn: Turn) -> TurnLoop:
+        """The bound loop, held for ``turn`` until it ends (a caller's-loop turn spans many calls)."""
+        self._refuse_second_turn()
+        self._caller = turn
+        try:
+            loop = (await self.start())._loop
+        except BaseException:
+            self._caller = None
+            raise
+        assert loop is not None
+        return loop
+
+    def _release_turn(self, turn: Turn) -> None:
+        if self._caller is turn:
+            self._caller = None
+
+    def _stepped(self, report: StepReport) -> None:
+        if self._options.on_step is not None:
+            self._on_step(report)
+
+    def _result_of(self, report: TurnReport | None) -> TurnResult:
+        assert report is not None
+        return TurnResult(report.answer, report.outcome, self._card(report.card_id),
+                          tuple(step_of(s) for s in report.steps))
 
     def cards(self) -> list[Card]:
         """The cards of the session's closed turns, oldest first (a failed turn's too)."""
@@ -319,7 +323,7 @@ class Session:
                 index = ray.get(evidence.index.remote(self.name))
         else:
             index = evidence.index(self.name)
-        return [_card(t) for t in index.turns if t.card is not None and t.card_id is not None]
+        return [card_of(t) for t in index.turns if t.card is not None and t.card_id is not None]
 
     @property
     def window(self) -> int:
@@ -358,6 +362,8 @@ class Session:
         engine. The ledger keeps everything; the session can be opened again."""
         if self._closed:
             return
+        if self._caller is not None:  # a caller's-loop turn left open: its card says it was cancelled
+            await self._caller.close()
         self._closed = True
         await self._release()
         self._engine._forget(self.name)
@@ -406,20 +412,6 @@ def _card_decls() -> list[Any]:
 
     # Listed in the catalogue, not loaded: their schemas are about 2,000 tokens a request, rarely needed.
     return [ToolDecl(spec, always_loaded=False) for spec in card_tools()]
-
-
-def _step(report: StepReport) -> Step:
-    return Step(index=report.index, fidelity=dict(report.fidelity), replanned=report.replanned,
-                prompt_tokens=report.prompt_tokens, cached_tokens=report.cached_tokens,
-                budget_tokens=report.budget_tokens, calls=tuple(report.calls), text=report.text,
-                prefix_digest=report.prefix_digest)
-
-
-def _card(turn: Any) -> Card:
-    from vak_context.context.history.turncard import render_card
-
-    return Card(id=turn.card_id, turn=turn.ordinal, asked=turn.card.asked, outcome=turn.card.outcome,
-                text=render_card(turn.card, turn.ordinal))
 
 
 class _RayLink:

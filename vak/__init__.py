@@ -17,7 +17,8 @@ _ASSEMBLE = "vak_context.context.request.assemble"
 _ERRORS = "vak_context.errors"
 _TOOLS = "vak_context.agent.tools.registry"
 _PUBLIC: dict[str, str] = {
-    "Card": _API, "Engine": _API, "Session": _API, "Step": _API, "TurnResult": _API,
+    "Action": _API, "Call": _API, "Card": _API, "Engine": _API, "ModelRequest": _API, "Session": _API,
+    "Step": _API, "Turn": _API, "TurnResult": _API,
     "DEFAULT_IDENTITY": _ASSEMBLE, "DEFAULT_STANCE": _ASSEMBLE,
     "Tool": _TOOLS, "ToolRegistry": _TOOLS, "tool": _TOOLS,
     **{name: _ERRORS for name in (

@@ -36,3 +36,18 @@ async def test_own_tools_then_read_session(tmp_path: Path, capsys: pytest.Captur
     assert summary["outcomes"] == ["completed", "completed"]
     kinds = summary["kinds"]
     assert isinstance(kinds, dict) and kinds["tool_result"] == 2 and kinds["receipt"] >= 4
+
+
+async def test_callers_loop_runs_two_turns_with_its_own_client_and_tools(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """examples/callers_loop.py: the example's own httpx client sends each request (OpenAI chat
+    completions) to the scripted model, its own two tools run, and both turns complete with their cards."""
+    model = ScriptedModel()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(model.handle)) as client:
+        await load("callers_loop").main(folder=str(tmp_path / "ledger"), model="openai:gpt-4o-mini",
+                                        http_client=client, api_key="sk-test-example-0123456789", window=8_000,
+                                        base_url="http://127.0.0.1:9/v1")
+    out = capsys.readouterr().out
+    assert out.count("[completed] Done:") == 2 and "Turn 2 (completed). Asked: run echo hello" in out
+    results = [m["content"] for body in model.requests for m in body["messages"][-1:] if m["role"] == "tool"]
+    assert '"0.1.0 shipped on 2026-12-01"' in results[0] and results[1] == "hello\nexit code: 0"

@@ -1,0 +1,551 @@
+"""One turn, step by step (spec §6, §10): the single implementation both drivers run.
+
+:class:`TurnCore` holds what lasts across a session's turns (the profile every receipt updates, the turn
+rules and their history, the tools, the last request's prefix); :meth:`TurnCore.open_turn` gives an
+:class:`OpenTurn`, whose steps are the turn:
+
+1. ``begin``: the directive and the tail (computed once per turn: the message it sits in must not change
+   between steps);
+2. ``request``: the assembler plans (at the turn's first step; the plan is then frozen) and projects the
+   next request; a turn that cannot fit even at its most compact closes ``failed`` (nothing is sent);
+3. ``rejected``: an over-length rejection goes to the step policy: the profile it implies is recorded and
+   the step planned again once; rejected again, the turn closes ``failed``;
+4. ``replied``: the model's reply (native or inline calls, each distinct call once), the assistant step,
+   its receipt, ``apply_feedback`` and the updated profile, a ``cache.break`` activity when the prefix
+   changed;
+5. ``judge``: a step with no call is judged by the rules (the answer, a redo nudge, or a close); a step
+   with calls is gated (card calls, read-only repeats) and gives the world calls the *driver* runs;
+   ``answer_engine`` answers the rest (``find_tools``, malformed or unknown calls, calls over
+   :data:`MAX_CALLS_PER_STEP`);
+6. ``take_results``: every result stored in call order (``recall`` answered here, in order; card calls
+   through ``present``), the rules' verdict after the calls;
+7. the card closes the turn (also ``close_failed`` / ``close_cancelled`` for a turn that raised or was
+   cancelled).
+
+The drivers differ only in who talks to the model and who runs the world tools:
+:class:`~vak_context.agent.loop.TurnLoop` (the engine's loop: the provider, the inline-call continuation,
+the ToolRegistry) and the caller's loop (:mod:`vak_context.engine.caller`: the embedder's own client and
+tools). No policy, rule or retry lives in either.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from vak_context.agent.endpoint import ModelEndpoint
+from vak_context.agent.steps import Assembled, StepRequest
+from vak_context.agent.tools import EngineCall, EngineTools, ToolRegistry, engine_tools, workspace_tools
+from vak_context.agent.turnrules import TurnRules, ack_id
+from vak_context.agent.workspace import Workspace
+from vak_context.context.capacity.profile import (
+    CapacityProfile,
+    TurnFeedback,
+    apply_feedback,
+    request_chars,
+    to_record,
+)
+from vak_context.context.history.cards import default_library
+from vak_context.context.planner.policy import GiveUp, Rejected, Retry, StepState, decide
+from vak_context.context.request.assemble import DEFAULT_STANCE, Tail, prefix_change, render_tail
+from vak_context.context.request.messages import ChatResult, ToolSpec
+from vak_context.context.request.surface import Surface, ToolDecl
+from vak_context.context.request.toolcalls import ParsedCall, bounded, native_calls, parse_tool_calls
+from vak_context.context.rules.drift import PriorTurn, Verdict
+from vak_context.errors import ContextOverflow, RequestTooLarge, VakError
+from vak_context.events.payloads import (
+    Activity,
+    AssistantStep,
+    Directive,
+    Receipt,
+    StepBlock,
+    TextBlock,
+    ToolUseBlock,
+    TurnTail,
+    Usage,
+)
+
+log = logging.getLogger("vak.loop")
+
+# Calls run per step; the rest get a short error result. A small model can emit dozens of identical calls in
+# one step, and every result (even digested) then rides in each later request of the turn.
+MAX_CALLS_PER_STEP = 8
+
+Outcome = tuple[str, bool]  # (body, is_error) of one call
+
+
+class TurnServices(Protocol):
+    """Everything stateful a turn touches, for one session: in-process objects or Ray actors."""
+
+    session: str
+
+    async def append(self, payloads: Sequence[Any]) -> list[str]: ...
+
+    async def assemble(self, profile: CapacityProfile, step: StepRequest) -> Assembled: ...
+
+    async def store_result(self, tool_use_id: str, tool_name: str, body: str, is_error: bool) -> dict[str, Any]: ...
+
+    async def recall(self, args: dict[str, Any], tool_use_id: str) -> dict[str, Any]: ...
+
+    async def present(self, step_id: str) -> list[dict[str, Any]]: ...
+
+    async def close_turn(self, outcome: str) -> str: ...
+
+    async def turn_started(self) -> CapacityProfile | None: ...  # the newest probed profile, if any
+
+    async def turn_finished(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class TurnConfig:
+    """How turns are run for one bound model."""
+
+    model: str  # the model name requests carry
+    provider: str  # the provider's name, for receipts
+    system: str
+    surface: Surface
+    max_steps: int = 8
+    max_tokens: int = 512
+    temperature: float | None = 0.0
+    timezone: str = "UTC"
+    session_key: str | None = None
+    endpoint: ModelEndpoint | None = None  # for an assembler that calls the server itself (on Ray)
+    stance: str = DEFAULT_STANCE  # the tail's <stance>: the embedder's per-turn guidance
+
+
+@dataclass
+class StepReport:
+    """What one step did, for the CLI and the tests."""
+
+    index: int
+    fidelity: dict[str, int]
+    replanned: bool
+    estimated_tokens: int
+    budget_tokens: int
+    prompt_tokens: int
+    cached_tokens: int
+    prefix_digest: str
+    calls: list[str]
+    text: str
+    overflows: int = 0
+
+
+@dataclass
+class TurnReport:
+    directive_id: str
+    answer: str
+    outcome: str
+    card_id: str
+    profile: CapacityProfile
+    steps: list[StepReport] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class WorldCall:
+    """A call of a world tool (the embedder's or the workspace's), for the driver to run. ``position`` is
+    its place in the model's call order, where its result is stored."""
+
+    position: int
+    tool_use_id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class TurnCore:
+    """A session's turns for one bound model: the state that lasts across turns. ``profile`` is updated by
+    every receipt; :meth:`open_turn` starts the next turn."""
+
+    def __init__(self, services: TurnServices, profile: CapacityProfile, config: TurnConfig, *,
+                 tools: ToolRegistry | None = None, workspace: Workspace | None = None,
+                 engine: EngineTools | None = None, clock: Callable[[], float] = time.time,
+                 history: Sequence[PriorTurn] = ()) -> None:
+        self.services, self.profile, self.config = services, profile, config
+        # ``workspace=`` is the shorthand for registering the workspace tools over that root.
+        registry = tools or ToolRegistry()
+        self.tools = registry.merged(*workspace_tools(workspace)) if workspace is not None else registry
+        self.engine = engine or engine_tools()
+        # The repeated-call rule's read-only set, from the tools' own declarations.
+        surface = config.surface
+        read_only = frozenset(n for t in (*surface.core, *surface.deferred) if (d := self.decl(n := t.name))
+                              and d.read_only)
+        self.rules = TurnRules(services, history, read_only=read_only)  # ``history``: earlier turns, oldest first
+        self.seeded = bool(history)  # else the first turn reads them from services that can (``prior_turns``)
+        self.workspace, self.clock = workspace, clock
+        self.last_prefix: tuple[str, tuple[ToolSpec, ...], str] | None = None  # system, tools, digest
+        self.promoted: set[str] = set()  # deferred tools a find_tools call returned this turn
+
+    def open_turn(self, directive: str) -> OpenTurn:
+        """The next turn (nothing is written until its ``begin``)."""
+        return OpenTurn(self, directive)
+
+    # ------------------------------------------------------------ what the steps share
+
+    def tool_names(self) -> set[str]:
+        return {t.name for t in self.config.surface.core} | {t.name for t in self.config.surface.deferred}
+
+    def calls_of(self, result: ChatResult) -> list[ParsedCall]:
+        """The step's calls: native ones when the provider parsed any, else the ones inline in the text;
+        a call repeated with the same arguments in one step runs once (``distinct_calls``)."""
+        if result.tool_calls:
+            calls = list(native_calls((tc.name, tc.arguments) for tc in result.tool_calls))
+        else:
+            calls = [c for c in parse_tool_calls(result.text, self.tool_names()) if c.name and c.complete]
+        return distinct_calls([bounded(c) for c in calls])
+
+    def decl(self, name: str) -> ToolDecl | None:
+        """A tool's declaration: its registration's (what runs it knows its flags), else the engine's, else
+        the surface's."""
+        registered = self.tools.get(name)
+        if registered is not None:
+            return registered.decl
+        engine = self.engine.get(name)
+        return engine.decl if engine is not None else self.config.surface.declared(name)
+
+    def engine_call(self, call: ParsedCall, tool_use_id: str = "") -> EngineCall:
+        return EngineCall(arguments=call.arguments or {}, tool_use_id=tool_use_id, services=self.services,
+                          surface=self.config.surface, registry=self.tools, promoted=self.promoted)
+
+    async def record_step(self, result: ChatResult, calls: Sequence[ParsedCall], call_ids: Sequence[str],
+                          assembled: Assembled) -> str:
+        blocks: list[StepBlock] = []
+        inline = bool(calls) and not result.tool_calls
+        if result.text.strip() and not inline:
+            blocks.append(TextBlock(text=result.text))
+        for call_id, call in zip(call_ids, calls, strict=True):
+            blocks.append(ToolUseBlock(id=call_id, name=call.name or "", input=call.arguments or {}))
+        if not blocks:
+            blocks.append(TextBlock(text=result.text))
+        step = AssistantStep(blocks=tuple(blocks), model=self.config.model, provider=self.config.provider,
+                             stop_reason=result.stop_reason)
+        step_id = (await self.services.append([step]))[0]
+        receipt = Receipt(provider=self.config.provider, model=self.config.model, usage=result.usage,
+                          latency_ms=max(0.0, result.latency_ms), first_token_ms=result.first_token_ms,
+                          prefix_digest=assembled.prefix_digest, request_chars=request_chars(assembled.request),
+                          step_id=step_id)
+        self.profile = apply_feedback(self.profile, TurnFeedback(
+            usage=result.usage, chars_sent=request_chars(assembled.request), prefill_ms=_prefill_ms(result),
+        ), now=self.clock())
+        extra: list[Any] = []
+        if inline:  # the ledger keeps the completion as the model wrote it
+            extra.append(Activity(activity="step.inline_calls", detail={
+                "step_id": step_id, "text": result.text, "wrappings": [c.wrapping for c in calls]}))
+        await self.services.append([receipt, to_record(self.profile), *extra])
+        return step_id
+
+    async def lower_horizon(self, result: ChatResult, assembled: Assembled) -> None:
+        """Model drift is a failed instruction: the feedback rules lower the horizon's confidence when the
+        request was near it (a request well inside the horizon leaves it alone)."""
+        size = result.usage.prompt_tokens or assembled.estimated_tokens
+        self.profile = apply_feedback(self.profile, TurnFeedback(
+            usage=Usage(), chars_sent=0, request_tokens=size, followed_instruction=False), now=self.clock())
+        await self.services.append([to_record(self.profile)])
+
+    async def note_prefix(self, digest: str) -> None:
+        """A prefix that differs from the previous step's is a cache break: an activity says what changed."""
+        cfg = self.config
+        current = (cfg.system, cfg.surface.schemas, digest)
+        if self.last_prefix is not None and self.last_prefix[2] != digest:
+            what = prefix_change(self.last_prefix[:2], current[:2])
+            await self.services.append([Activity(activity="cache.break", detail={
+                "before": self.last_prefix[2], "after": digest, "changed": what})])
+        self.last_prefix = current
+
+
+class OpenTurn:
+    """One turn's steps, in the order a driver takes them (the module's docstring). ``done`` once the card
+    is written; ``report`` then says how the turn ended."""
+
+    def __init__(self, core: TurnCore, directive: str) -> None:
+        self.core, self.directive = core, directive
+        self.open = False  # the directive is written and the card is not
+        self.done = False
+        self.directive_id = ""
+        self.card_id = ""
+        self.steps: list[StepReport] = []
+        self.report: TurnReport | None = None
+        self.calling = False  # the step's calls are gated and their results awaited
+        self._index = 0
+        self._answer, self._outcome, self._prose = "", "degraded", ""
+        self._step_request: StepRequest | None = None
+        self._state = StepState()  # this step's rejections
+        self._assembled: Assembled | None = None
+        self._result: ChatResult | None = None
+        self._calls: list[ParsedCall] = []
+        self._ids: list[str] = []
+        self._step_id = ""
+        self._cards: list[tuple[int, str, str, dict[str, Any]]] = []
+        self._intercepted: set[int] = set()
+        self._repeats: set[int] = set()
+        self._verdicts: tuple[Verdict, ...] = ()
+
+    # ------------------------------------------------------------ the turn's edges
+
+    async def started(self) -> None:
+        """Before the turn: a running background probe of the model is cancelled, and a profile the probe
+        wrote since binding (same key, newer ``probed_at``) is what this turn binds."""
+        core = self.core
+        probed = await core.services.turn_started()
+        if probed is not None and probed.key == core.profile.key and (probed.provenance.probed_at or 0) > (
+                core.profile.provenance.probed_at or 0):
+            core.profile = probed
+
+    async def finished(self) -> None:
+        """After the turn (however it ended): the probe may run in the idle time."""
+        await self.core.services.turn_finished()
+
+    async def begin(self) -> None:
+        core, cfg = self.core, self.core.config
+        self.directive_id = (await core.services.append([Directive(text=self.directive)]))[0]
+        self.open = True
+        core.promoted = set()
+        if not core.seeded and hasattr(core.services, "prior_turns"):
+            core.rules.history = await core.services.prior_turns()
+        core.seeded = True
+        paused = core.rules.begin(self.directive)
+        tail = render_tail(Tail(now=core.clock(), timezone=cfg.timezone, stance=cfg.stance, paused=paused))
+        # Recorded, so the closed turn's record carries the tail it was sent with (byte-stable across turns).
+        await core.services.append([TurnTail(text=tail)])
+        self._step_request = StepRequest(model=cfg.model, system=cfg.system, tools=cfg.surface.schemas, tail=tail,
+                                         max_tokens=cfg.max_tokens, temperature=cfg.temperature,
+                                         session_key=cfg.session_key, endpoint=cfg.endpoint,
+                                         deferred=tuple(t.spec for t in cfg.surface.deferred))
+        if cfg.max_steps <= 0:
+            await self._close()
+
+    async def close_failed(self, exc: BaseException) -> None:
+        """The turn's card records the failure (a ``turn.failed`` activity names the error), so the session
+        stays whole and the next turn starts clean; everything the turn appended before it stays. A failure
+        to write that (the ledger itself is what failed) leaves the original error to propagate."""
+        services = self.core.services
+        try:
+            # Provider errors are redacted by their adapter before they are raised: no key reaches this text.
+            await services.append([Activity(activity="turn.failed", detail={
+                "error": type(exc).__name__, "why": str(exc)[:4_000]})])
+            self.core.rules.finish(self.directive, "", self.core.clock())
+            self._outcome, self._answer = "failed", ""
+            self.card_id = await services.close_turn("failed")
+            self._ended()
+        except VakError:
+            log.warning("turn %s failed (%s) and its close could not be written", self.directive[:60],
+                        type(exc).__name__)
+
+    async def close_cancelled(self) -> None:
+        await self.core.services.append([Activity(activity="turn.cancelled", detail={})])
+        self.core.rules.finish(self.directive, "", self.core.clock())
+        self._outcome, self._answer = "cancelled", ""
+        self.card_id = await self.core.services.close_turn("cancelled")
+        self._ended()
+
+    # ------------------------------------------------------------ one model call
+
+    async def request(self) -> Assembled | None:
+        """The next request, planned and projected; None when not even the turn at its most compact fits
+        (the turn is then closed ``failed``: nothing is sent)."""
+        assert self._step_request is not None and not self.done and not self.calling
+        core = self.core
+        try:
+            self._assembled = await core.services.assemble(core.profile, self._step_request)
+        except RequestTooLarge as exc:
+            self._answer, self._outcome = str(exc), "failed"
+            await core.services.append([Activity(activity="turn.request_too_large", detail={"why": str(exc)})])
+            await self._close()
+            return None
+        return self._assembled
+
+    async def rejected(self, exc: ContextOverflow) -> bool:
+        """The model rejected the request as over its window: the step policy's profile is recorded. True:
+        plan again (``request``); False: rejected twice, the turn is closed ``failed``."""
+        assembled, core = self._assembled, self.core
+        assert assembled is not None
+        decision, self._state = decide(Rejected(core.profile, exc, request_chars(assembled.request), core.clock()),
+                                       self._state)
+        assert isinstance(decision, Retry | GiveUp)  # what the policy answers a rejection with
+        core.profile = decision.profile
+        await core.services.append([to_record(core.profile)])
+        if isinstance(decision, Retry):
+            return True
+        await core.note_prefix(assembled.prefix_digest)
+        self._outcome = "failed"
+        self._answer = "the request was over the model's window twice; the turn has no answer"
+        await self._close()
+        return False
+
+    async def replied(self, result: ChatResult) -> StepReport:
+        """The model's reply to the last request: the step, its receipt and the profile it updates."""
+        assembled, core = self._assembled, self.core
+        assert assembled is not None
+        await core.note_prefix(assembled.prefix_digest)
+        calls = core.calls_of(result)
+        ids = [_call_id(self.directive_id, self._index, i, result) for i in range(len(calls))]
+        self._step_id = await core.record_step(result, calls, ids, assembled)
+        self._result, self._calls, self._ids = result, calls, ids
+        report = StepReport(
+            index=self._index, fidelity=assembled.fidelity, replanned=assembled.replanned,
+            estimated_tokens=assembled.estimated_tokens, budget_tokens=assembled.budget_tokens,
+            prompt_tokens=result.usage.prompt_tokens, cached_tokens=result.usage.cache_read_tokens,
+            prefix_digest=assembled.prefix_digest, calls=[c.name or "?" for c in calls], text=result.text,
+            overflows=self._state.rejections,
+        )
+        self.steps.append(report)
+        return report
+
+    # ------------------------------------------------------------ the step's calls
+
+    async def judge(self) -> list[WorldCall]:
+        """A step with no call: the rules' verdict (the answer, a redo, a close). A step with calls: card
+        calls and read-only repeats are gated (those intercepted are answered with their error), and the
+        world calls to run are returned, in call order (``calling`` is then set)."""
+        assert self._result is not None
+        rules, calls, ids = self.core.rules, self._calls, self._ids
+        if not calls:
+            await self._apply(await rules.on_reply(self._result.text))
+            return []
+        self._cards = [(i, ids[i], c.name or "", c.arguments or {}) for i, c in enumerate(calls)
+                       if _is_card(c.name or "")]
+        self._intercepted, verdict = await rules.gate(self._step_id, self._cards)
+        world = [(i, ids[i], c.name or "", c.arguments) for i, c in enumerate(calls) if not _is_card(c.name or "")]
+        self._repeats, repeated = await rules.gate_repeats(self._step_id, world)
+        self._verdicts = (verdict, repeated)
+        self.calling = True
+        return [WorldCall(i, ids[i], c.name or "", c.arguments or {}) for i, c in enumerate(calls)
+                if self._runs_in_world(i, c)]
+
+    def _runs_in_world(self, i: int, call: ParsedCall) -> bool:
+        name = call.name or ""
+        return (i not in self._repeats and i < MAX_CALLS_PER_STEP and call.arguments is not None
+                and self.core.engine.get(name) is None and not _is_card(name)
+                and self.core.config.surface.declared(name) is not None)
+
+    async def answer_engine(self) -> dict[int, Outcome]:
+        """(body, is_error) of every call of the step the engine answers itself, by position: find_tools,
+        malformed and unknown calls, calls over the step's limit; placeholders for those answered in
+        ``take_results`` (recall, card calls) and for repeats the rules answered."""
+        out: dict[int, Outcome] = {}
+        for i, call in enumerate(self._calls):
+            if self._runs_in_world(i, call):
+                continue
+            if i in self._repeats:
+                out[i] = ("", True)  # already answered by the rule
+            elif i >= MAX_CALLS_PER_STEP:
+                out[i] = (f"{call.name}: not run: at most {MAX_CALLS_PER_STEP} calls run in one step; "
+                          "make the calls you still need in the next step", True)
+            else:
+                out[i] = await self._engine_answer(call)
+        return out
+
+    async def _engine_answer(self, call: ParsedCall) -> Outcome:
+        name = call.name or ""
+        engine = self.core.engine.get(name)
+        if (engine is not None and engine.in_order) or _is_card(name):
+            return "", False  # answered while the results are stored
+        if call.arguments is None:
+            return f"{name}: the arguments must be a JSON object matching the tool's schema", True
+        if engine is not None:
+            return await engine.answer(self.core.engine_call(call))
+        return f"no tool named {name!r}; the tools are listed in the request and under 'More tools'", True
+
+    async def take_results(self, outcomes: Mapping[int, Outcome]) -> None:
+        """Every call's (body, is_error) by position (the driver's world results and ``answer_engine``'s):
+        stored in call order, card calls presented, the rules' verdict after the calls."""
+        core, calls, ids = self.core, self._calls, self._ids
+        services, rules = core.services, core.rules
+        await self._note_misread()
+        cards_done, acked, seen = bool(self._intercepted), [], []  # type: bool, list[tuple[str, Any]], list[tuple[bool, bool, str]]
+        ran: list[tuple[str, dict[str, Any] | None, str, str]] = []  # world calls run, for the repeat rule
+        for i, (tool_use_id, call) in enumerate(zip(ids, calls, strict=True)):
+            name = call.name or ""
+            if i in self._repeats:
+                continue  # answered by the rule
+            outcome = outcomes[i]
+            engine = core.engine.get(name)
+            if engine is not None and engine.in_order and not outcome[1]:  # it stores its own result
+                body, _ = await engine.answer(core.engine_call(call, tool_use_id))
+                ran.append((name, call.arguments, tool_use_id, body))
+            elif _is_card(name):
+                if not cards_done:  # present writes every card call of the step, in call order
+                    acks = await services.present(self._step_id)
+                    args = {t: a for _, t, _, a in self._cards}
+                    acked = [(pid, args.get(str(r.get("tool_use_id")), {})) for r in acks
+                             if (pid := ack_id(r)) is not None]
+                    cards_done = True
+            else:
+                body, is_error = outcome
+                await services.store_result(tool_use_id, name, body, is_error)
+                decl = core.decl(name)
+                seen.append((bool(decl and decl.observes), is_error, body))
+                if i < MAX_CALLS_PER_STEP:
+                    ran.append((name, call.arguments, tool_use_id, body))
+        rules.ran(ran)
+        self.calling = False
+        closing = next((v for v in self._verdicts if v.action == "close"), None)
+        verdict = closing or await rules.after_calls(seen, acked, only_cards=len(self._cards) == len(calls))
+        await self._apply(verdict)
+
+    async def _note_misread(self) -> None:
+        deferred = {t.name for t in self.core.config.surface.deferred}
+        misread = [c.name for c in self._calls if c.name in deferred and c.name not in self.core.promoted]
+        if misread:  # every admitted tool is callable; one the surface did not predict is the measured misread
+            await self.core.services.append([Activity(activity="surface.misread", detail={
+                "step_id": self._step_id, "tools": sorted(set(misread))})])
+
+    # ------------------------------------------------------------ the step's end
+
+    async def _apply(self, verdict: Verdict) -> None:
+        """The verdict on the step: the horizon lowered on drift; the answer or a close ends the turn, else
+        the next step (the turn ends ``degraded`` when it has had its steps)."""
+        assert self._result is not None and self._assembled is not None
+        if verdict.lower_horizon:
+            await self.core.lower_horizon(self._result, self._assembled)
+        if verdict.action in ("answer", "close"):
+            self._answer, self._outcome = verdict.text, verdict.outcome
+            self._prose = self._result.text if verdict.action == "answer" and not verdict.tag else ""
+            await self._close()
+            return
+        self._index += 1
+        self._state = StepState()
+        if self._index >= self.core.config.max_steps:
+            await self._close()
+
+    async def _close(self) -> None:
+        self.core.rules.finish(self.directive, self._prose, self.core.clock())
+        self.card_id = await self.core.services.close_turn(self._outcome)
+        self._ended()
+
+    def _ended(self) -> None:
+        self.open, self.done, self.calling = False, True, False
+        self.report = TurnReport(self.directive_id, self._answer, self._outcome, self.card_id, self.core.profile,
+                                 self.steps)
+
+
+def _is_card(name: str) -> bool:
+    return default_library().is_card_tool(name)
+
+
+def _call_id(directive_id: str, step: int, i: int, result: ChatResult) -> str:
+    """A tool_use id: the provider's for native calls, else derived from the turn, step and position."""
+    if result.tool_calls and i < len(result.tool_calls):
+        return result.tool_calls[i].id
+    return f"call_{directive_id[:8]}_{step}_{i}"
+
+
+def _prefill_ms(result: ChatResult) -> float | None:
+    value = result.timings.get("prompt_ms") if result.timings else None
+    return float(value) if isinstance(value, int | float) else result.first_token_ms
+
+
+def distinct_calls(calls: Sequence[ParsedCall]) -> list[ParsedCall]:
+    """The calls in order, each (name, arguments) once. A step that repeats one call (a small model looping
+    on ``list_dir(".")`` 85 times until max_tokens, seen in the main job) would get the same result each time
+    and fill the turn with copies; the ledger keeps the completion as written (``step.inline_calls``)."""
+    seen: set[str] = set()
+    out: list[ParsedCall] = []
+    for call in calls:
+        key = json.dumps([call.name, call.arguments], sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            out.append(call)
+    return out

@@ -1,0 +1,350 @@
+"""The caller's loop: the embedder sends each request with their own client and runs their own tools; the
+engine plans, projects, records and judges every step as in its own loop.
+
+::
+
+    async with session.begin("Find the open invoices of ACME") as turn:
+        while (request := await turn.request()) is not None:
+            reply = await my_client.post(request.url, json=request.body, headers=my_auth | request.headers)
+            action = await turn.reply(reply.json(), status=reply.status_code)
+            for call in action.calls:
+                await turn.tool_result(call.id, my_tools[call.name](**call.arguments))
+    print(turn.result.answer)
+
+A :class:`Turn` drives :class:`vak_context.agent.turn.OpenTurn`, the one implementation of a turn the
+engine's loop (:class:`vak_context.agent.loop.TurnLoop`) drives too: the plan and its re-plans, the
+over-length retry (an over-length error handed to :meth:`Turn.reply` corrects the profile and re-plans the
+next request once), inline-call parsing, receipts and feedback, the turn rules, ``recall`` and
+``find_tools`` (answered inside: only world calls reach the caller), cache-break activities, the card.
+Requests are rendered by the bound model's adapter (``render()``) for its wire format and replies parsed
+by it (``parse()``, ``map_error()``); packets, summaries and exact counts use the session's own provider
+and client, as :meth:`~vak_context.engine.api.Session.run` does. The key never appears in a request given
+out: the caller's client sends its own.
+
+Every turn ends with a card: an exception inside ``async with`` (the caller's code or the engine's) closes
+the turn ``failed`` with a ``turn.failed`` activity naming it, then propagates; a cancel closes it
+``cancelled``; :meth:`Turn.close` of an unfinished turn closes it ``cancelled``. Misuse (a reply before a
+request, a result for an unknown call, a request while results are pending, a second open turn) is an
+:class:`~vak_context.errors.InvalidInput` that says what to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from vak_context.engine.results import TurnResult
+from vak_context.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from vak_context.agent.loop import TurnLoop
+    from vak_context.agent.turn import OpenTurn, StepReport, TurnReport, WorldCall
+    from vak_context.providers.base import Provider
+
+T = TypeVar("T")
+
+
+class Host(Protocol):
+    """What a turn needs of its session (:class:`vak_context.engine.api.Session`): the bound loop, held
+    for the turn; its step hook; the result of a closed turn."""
+
+    async def _claim(self, turn: Turn) -> TurnLoop: ...
+
+    def _release_turn(self, turn: Turn) -> None: ...
+
+    def _stepped(self, report: StepReport) -> None: ...
+
+    def _result_of(self, report: TurnReport | None) -> TurnResult: ...
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """The next request of a turn, rendered for the bound model's wire format: POST ``body`` (JSON) to
+    ``url`` with your client's own auth headers (and Anthropic's ``anthropic-version``) plus ``headers``
+    (what this body needs beyond those, e.g. a beta feature it uses). Holds no key."""
+
+    body: dict[str, Any]
+    url: str  # the bound provider's base URL and ``path``
+    path: str  # e.g. /chat/completions, /responses, /messages, /models/<model>:generateContent
+    model: str
+    wire: str  # the adapter: openai, openai-compat, openai-responses, anthropic, gemini, ...
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Call:
+    """A call of one of your tools the model made: run it, then ``await turn.tool_result(call.id, ...)``."""
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Action:
+    """What to do after a reply: run ``calls`` (then :meth:`Turn.request` again), or, when ``done``, read
+    ``answer`` (and :attr:`Turn.result`). No calls and not done: the engine answered the step's calls
+    itself (``recall``, ``find_tools``) or re-planned an over-length request; send :meth:`Turn.request`."""
+
+    calls: tuple[Call, ...] = ()
+    done: bool = False
+    answer: str = ""
+
+
+class Turn:
+    """One turn of the caller's loop; made by :meth:`Session.begin` (await it, or ``async with`` it)."""
+
+    def __init__(self, session: Host, directive: str) -> None:
+        self.session, self.directive = session, directive
+        self._turn: OpenTurn | None = None
+        self._provider: Provider | None = None
+        self._sent: ModelRequest | None = None
+        self._sent_at = 0.0
+        self._world: dict[str, WorldCall] = {}  # pending world calls by id
+        self._outcomes: dict[int, tuple[str, bool]] = {}  # engine answers and world results, by position
+        self._ended = False
+        self._result: TurnResult | None = None
+
+    # ------------------------------------------------------------ opening and closing
+
+    def __await__(self) -> Generator[Any, None, Turn]:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> Turn:
+        return await self._open()
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        if exc is None or self._turn is None:
+            await self.close()
+        else:
+            await self._fail(exc)
+
+    async def _open(self) -> Turn:
+        if self._turn is not None:
+            return self
+        from vak_context.providers.base import Provider
+
+        loop = await self.session._claim(self)
+        try:
+            provider = loop.provider
+            if not isinstance(provider, Provider):
+                raise InvalidInput("the caller's loop renders requests with a provider adapter; bind the session "
+                                   "to a provider:model spec")
+            self._provider, self._turn = provider, loop.open_turn(self.directive)
+            await self._turn.started()
+        except BaseException:
+            self.session._release_turn(self)
+            raise
+        await self._guard(self._turn.begin)
+        return self
+
+    async def close(self) -> None:
+        """End the turn: an unfinished one is closed ``cancelled`` (its card says so). Idempotent."""
+        if self._ended or self._turn is None:
+            return
+        turn = self._turn
+        if turn.open:
+            try:
+                await asyncio.shield(turn.close_cancelled())
+            except BaseException:
+                await self._end()
+                raise
+        await self._end()
+
+    async def _fail(self, exc: BaseException) -> None:
+        """The caller's code raised (or the task was cancelled) inside ``async with``: the card records it."""
+        turn = self._turn
+        if self._ended or turn is None:
+            return
+        try:
+            if turn.open and isinstance(exc, asyncio.CancelledError):
+                await asyncio.shield(turn.close_cancelled())
+            elif turn.open and isinstance(exc, Exception):
+                await turn.close_failed(exc)
+        finally:
+            await self._end()
+
+    async def _end(self) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        turn = self._turn
+        assert turn is not None
+        try:
+            await turn.finished()
+        finally:
+            self.session._release_turn(self)
+        if turn.card_id:
+            self._result = self.session._result_of(turn.report)
+
+    async def _guard(self, step: Callable[[], Awaitable[T]]) -> T:
+        """Run one step of the turn; any exception closes the turn (``failed``, or ``cancelled`` for a
+        cancel) and propagates, as in the engine's loop."""
+        turn = self._turn
+        assert turn is not None
+        try:
+            value = await step()
+        except BaseException as exc:
+            await self._fail(exc)
+            raise
+        if turn.done:
+            await self._end()
+        return value
+
+    # ------------------------------------------------------------ the steps
+
+    @property
+    def done(self) -> bool:
+        """True once the turn's card is written (read :attr:`result`)."""
+        return self._ended or (self._turn is not None and self._turn.done)
+
+    @property
+    def result(self) -> TurnResult:
+        """The closed turn's result, the same as :meth:`Session.run` gives."""
+        if self._result is None:
+            raise InvalidInput("the turn is still open: send its requests until request() gives None or "
+                               "reply() says done, or close it")
+        return self._result
+
+    @property
+    def pending(self) -> tuple[str, ...]:
+        """The ids of the calls whose results are still to be handed back."""
+        return tuple(i for i, c in self._world.items() if c.position not in self._outcomes)
+
+    async def request(self) -> ModelRequest | None:
+        """The next request to send, rendered for the bound model's wire format; None when the turn is done
+        (also when not even the turn at its most compact fits the model: ``result`` says why). Asked again
+        before its reply is handed back, it gives the same request."""
+        turn = self._live("request()")
+        if self.pending:
+            raise InvalidInput(f"{len(self.pending)} tool call(s) are pending ({', '.join(self.pending)}); hand "
+                               "each result back with tool_result(call_id, body) before the next request()")
+        if turn.done:
+            return None
+        if self._sent is not None:
+            return self._sent
+        assembled = await self._guard(turn.request)
+        if assembled is None:
+            return None
+        from vak_context.providers.base import load_images
+
+        provider = self._provider
+        assert provider is not None
+        request = load_images(assembled.request)
+        body = provider.render(request)
+        url = provider.chat_url(request)
+        self._sent = ModelRequest(body=body, url=url, path=url.removeprefix(provider.base_url) or "/",
+                                  model=request.model, wire=provider.name, headers=provider.body_headers(body))
+        self._sent_at = time.perf_counter()
+        return self._sent
+
+    async def reply(self, body: Mapping[str, Any] | str | bytes, status: int = 200) -> Action:
+        """Hand back the provider's reply to the last request (its JSON body and HTTP status). A success is
+        parsed by the adapter and recorded; the :class:`Action` says what to do next. An over-length error
+        re-plans the next request once (a second one closes the turn ``failed``); any other error status
+        closes the turn ``failed`` and raises the adapter's typed
+        :class:`~vak_context.errors.ProviderError`."""
+        turn = self._live("reply()")
+        if self._sent is None:
+            raise InvalidInput("reply() came before request(): call request(), send its body, then hand back "
+                               "the provider's reply")
+        latency_ms = (time.perf_counter() - self._sent_at) * 1000.0
+        sent, self._sent = self._sent, None
+        decoded = _decoded(body)
+
+        async def step() -> Action:
+            if 200 <= status < 300:
+                return await self._success(decoded, latency_ms, sent.model)
+            from vak_context.errors import ContextOverflow
+
+            provider = self._provider
+            assert provider is not None
+            error = provider.map_error(status, decoded)
+            if not isinstance(error, ContextOverflow):
+                raise error
+            await turn.rejected(error)
+            return self._action()
+
+        return await self._guard(step)
+
+    async def _success(self, decoded: Any, latency_ms: float, model: str) -> Action:
+        from vak_context.errors import ProviderRequestError
+
+        turn, provider = self._turn, self._provider
+        assert turn is not None and provider is not None
+        if not isinstance(decoded, dict):
+            raise ProviderRequestError(f"{provider.name}: the reply is not a JSON object; hand back the "
+                                       f"provider's JSON body from {provider.chat_path}", provider=provider.name)
+        result = provider.parse_checked(decoded, latency_ms)
+        if not result.model:
+            result = result.model_copy(update={"model": model})
+        report = await turn.replied(provider._redact_result(result))
+        self.session._stepped(report)
+        world = await turn.judge()
+        if turn.calling:
+            self._outcomes = await turn.answer_engine()
+            self._world = {c.tool_use_id: c for c in world}
+            if not world:  # only the engine's calls: their results are in
+                await self._take()
+        return self._action()
+
+    async def tool_result(self, call_id: str, body: Any, is_error: bool = False) -> None:
+        """The result of one call :meth:`reply` gave: a str as it is, JSON values encoded, an exception as
+        the error result naming its type and message (the model reads it; the turn goes on). Any order;
+        once every call's result is in, they are stored in the model's call order: then :meth:`request`."""
+        self._live("tool_result()")
+        call = self._world.get(call_id)
+        if call is None:
+            pending = ", ".join(self.pending) or "none"
+            raise InvalidInput(f"tool_result({call_id!r}): no pending call has that id (pending: {pending}); "
+                               "pass the id of a call the last reply() gave")
+        if call.position in self._outcomes:
+            raise InvalidInput(f"tool_result({call_id!r}): its result was already handed back; each call takes one")
+        from vak_context.agent.tools.registry import encode_result, error_text
+
+        if isinstance(body, BaseException):
+            text, is_error = error_text(call.name, body), True
+        else:
+            text = encode_result(body)
+        self._outcomes[call.position] = (text, bool(is_error))
+        if not self.pending:
+            await self._guard(self._take)
+
+    async def _take(self) -> None:
+        turn = self._turn
+        assert turn is not None
+        outcomes, self._outcomes, self._world = self._outcomes, {}, {}
+        await turn.take_results(outcomes)
+
+    def _action(self) -> Action:
+        turn = self._turn
+        assert turn is not None
+        if turn.done:
+            return Action(done=True, answer=turn.report.answer if turn.report else "")
+        return Action(calls=tuple(Call(c.tool_use_id, c.name, dict(c.arguments)) for c in self._world.values()))
+
+    def _live(self, what: str) -> OpenTurn:
+        if self._turn is None:
+            raise InvalidInput(f"{what}: the turn is not open yet; await session.begin(directive) or use "
+                               "async with session.begin(directive) as turn")
+        if self._ended and what != "request()":
+            raise InvalidInput(f"{what}: the turn is done; read turn.result, or begin the next turn")
+        return self._turn
+
+
+def _decoded(body: Mapping[str, Any] | str | bytes) -> Any:
+    """A reply as the adapter reads it: an object as it is; text decoded from JSON, else kept as text (an
+    error page's)."""
+    if isinstance(body, Mapping):
+        return dict(body)
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

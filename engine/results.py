@@ -1,0 +1,63 @@
+"""What a turn gives the embedder: its result, its card, its steps (re-exported by :mod:`vak_context.engine.api`;
+here so that both drivers' modules build them without importing each other)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vak_context.agent.turn import StepReport
+
+
+@dataclass(frozen=True)
+class Step:
+    """One model call of a turn: what the plan carried (turns at ``full``/``card``, ``packet`` when a
+    summary stood in for older turns), the prompt and cached tokens the provider billed, the calls made."""
+
+    index: int
+    fidelity: Mapping[str, int]
+    replanned: bool
+    prompt_tokens: int
+    cached_tokens: int
+    budget_tokens: int
+    calls: tuple[str, ...]
+    text: str
+    prefix_digest: str = ""  # the digest of the request's stable prefix (what a prefix cache keys on)
+
+
+@dataclass(frozen=True)
+class Card:
+    """A closed turn's card: the deterministic record the engine writes for every turn (``text`` is what a
+    model is shown of it, naming the turn and its evidence ids for ``recall``)."""
+
+    id: str
+    turn: int  # the turn's ordinal in the session, from 1
+    asked: str
+    outcome: str  # completed, degraded, cancelled or failed
+    text: str
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """What one turn of :meth:`Session.run` gave: the answer, how the turn ended, its card, its steps."""
+
+    answer: str
+    outcome: str
+    card: Card
+    steps: tuple[Step, ...]
+
+
+def step_of(report: StepReport) -> Step:
+    return Step(index=report.index, fidelity=dict(report.fidelity), replanned=report.replanned,
+                prompt_tokens=report.prompt_tokens, cached_tokens=report.cached_tokens,
+                budget_tokens=report.budget_tokens, calls=tuple(report.calls), text=report.text,
+                prefix_digest=report.prefix_digest)
+
+
+def card_of(turn: Any) -> Card:
+    from vak_context.context.history.turncard import render_card
+
+    return Card(id=turn.card_id, turn=turn.ordinal, asked=turn.card.asked, outcome=turn.card.outcome,
+                text=render_card(turn.card, turn.ordinal))
