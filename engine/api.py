@@ -226,8 +226,8 @@ class Session:
         bound = bind_model(o.model, client, self._stack, base_url=o.base_url, api_key=o.api_key, window=o.window)
         services: TurnServices
         if store is None:  # on Ray: the folder's actors; the profile is read through the LedgerActor
-            from vak_context.actors.ledger_client import LedgerClient
             from vak_context.actors.factory import ledger_actor
+            from vak_context.actors.ledger_client import LedgerClient
 
             reader = LedgerClient(str(self._engine.folder), ledger_actor(self._engine.folder), coalesce=False)
             profile = await session_profile(None, bound, horizon=o.horizon, output_reserve=o.output_reserve,
