@@ -177,7 +177,7 @@ class EndpointTokenCounter:
     def _fall_back(self, exc: ProviderRequestError) -> None:
         self.exact = False
         self.notice = (
-            f"{self.where} has no {self.endpoint} (HTTP {exc.status}); requests are sized as "
+            f"{self.where} has no {self.endpoint}: HTTP {exc.status}; requests are sized as "
             "chars × tokens_per_char, calibrated by receipts"
         )
         log.warning("%s", self.notice)
