@@ -79,27 +79,29 @@ class InstantModel:
             self.handler_s += time.perf_counter() - start
             return httpx.Response(404, json={"error": {"message": "not found"}})
         body = json.loads(request.content)
+        # The usage a real server bills, about 4 chars a token: receipts calibrate the profile from it.
+        prompt = len(request.content) // 4
         if not body.get("tools"):
-            reply = _completion("Earlier turns asked about the repository and quoted its files.")
+            reply = _completion(prompt, "Earlier turns asked about the repository and quoted its files.")
         elif body["messages"][-1]["role"] == "tool":
             self.bodies.append(body)
-            reply = _completion("Done: the note says what was asked.")
+            reply = _completion(prompt, "Done: the note says what was asked.")
         else:
             self.bodies.append(body)
-            reply = _completion("", {"key": f"k{len(self.bodies)}"})
+            reply = _completion(prompt, "", {"key": f"k{len(self.bodies)}"})
         response = httpx.Response(200, json=reply)
         self.handler_s += time.perf_counter() - start
         return response
 
 
-def _completion(text: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+def _completion(prompt: int, text: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": text or None}
     if args is not None:
         message["tool_calls"] = [{"id": "call_1", "type": "function",
                                   "function": {"name": "lookup", "arguments": json.dumps(args)}}]
     return {"id": "chatcmpl-bench", "object": "chat.completion", "model": "scripted",
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if args else "stop"}],
-            "usage": {"prompt_tokens": 1000, "completion_tokens": 10, "total_tokens": 1010}}
+            "usage": {"prompt_tokens": prompt, "completion_tokens": 10, "total_tokens": prompt + 10}}
 
 
 @dataclass
