@@ -37,6 +37,13 @@ DEFERRED_TOOLS_BETA = "advanced-tool-use-2025-11-20"
 MAX_CACHE_BREAKPOINTS = 4  # the API rejects a request with more cache_control blocks
 EPHEMERAL = {"type": "ephemeral"}
 _TOOL_CHOICE = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
+# The token-counting endpoint: ``POST /v1/messages/count_tokens`` takes the Messages body's input fields
+# (https://platform.claude.com/docs/en/api/messages/count_tokens: model, messages, system, tools, tool_choice,
+# thinking, ...) and no generation settings (max_tokens, temperature, stop_sequences, ...), and answers
+# ``{"input_tokens": N}``.
+COUNT_TOKENS_PATH = "/messages/count_tokens"
+COUNTED_FIELDS = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers",
+                            "output_config", "context_management", "cache_control"})
 
 
 class AnthropicProvider(Provider):
@@ -153,6 +160,19 @@ class AnthropicProvider(Provider):
             media_type, data = inline
             return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
         return {"type": "image", "source": {"type": "url", "url": part.ref}}
+
+    def count_tokens_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The body for ``COUNT_TOKENS_PATH``: the one ``render`` sends, less what is not input.
+
+        A text block of whitespace only is one the API rejects ("text content blocks must contain
+        non-whitespace text"); the assembler sizes the stable prefix with a one-space user message, so that
+        block is counted as one ``.`` (one token either way)."""
+        body = {k: v for k, v in self.render(request).items() if k in COUNTED_FIELDS}
+        for message in body.get("messages") or ():
+            for block in message["content"]:
+                if block["type"] == "text" and not block["text"].strip():
+                    block["text"] = "."
+        return body
 
     # ------------------------------------------------------------- parse
 

@@ -112,6 +112,18 @@ class GeminiProvider(Provider):
             return {"inlineData": {"mimeType": inline[0], "data": inline[1]}}
         return {"fileData": {"mimeType": part.media_type, "fileUri": part.ref}}
 
+    def count_tokens_url(self, request: ChatRequest) -> str:
+        """``POST models/{model}:countTokens`` (https://ai.google.dev/api/tokens)."""
+        return self.url(f"/{model_path(request.model)}:countTokens")
+
+    def count_tokens_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The body for ``count_tokens_url``: ``{"generateContentRequest": <the body render sends>}``.
+
+        The plain ``{"contents": [...]}`` form would count the messages only; the documented
+        ``generateContentRequest`` form counts the system instruction and the function declarations too,
+        and carries the ``model`` a GenerateContentRequest requires. The reply is ``{"totalTokens": N}``."""
+        return {"generateContentRequest": {"model": model_path(request.model), **self.render(request)}}
+
     # ------------------------------------------------------------- parse
 
     def parse(self, body: dict[str, Any], *, latency_ms: float) -> ChatResult:

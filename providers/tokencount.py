@@ -16,9 +16,25 @@ The count therefore equals the ``usage.prompt_tokens`` the server reports for th
 (``tests/unit/test_tokencount.py`` checks it against the real server). Both endpoints are unversioned:
 they live at the server root, not under ``/v1``, and need the API key like every other path.
 
-A server without them (an older llama.cpp, vLLM, a hosted API: 404, 405 or 501) is not an error:
-the counter falls back to ``chars × tokens_per_char`` from then on and says so once (a log warning
-and the ``on_fallback`` callback, which the turn loop can turn into an activity).
+Two hosted APIs count too, each given the body its adapter's ``render`` sends, so the count is of
+exactly what the chat call will carry:
+
+* Anthropic ``POST /v1/messages/count_tokens`` takes the Messages body without its generation settings
+  (``model``, ``messages``, ``system``, ``tools``, ``tool_choice``, ``thinking``; no ``max_tokens``) with
+  the same ``x-api-key`` and ``anthropic-version`` headers, and answers ``{"input_tokens": N}``
+  (https://platform.claude.com/docs/en/api/messages/count_tokens, and the token-counting guide:
+  "accepts the same structured list of inputs for creating a message, including support for system
+  prompts, tools, images, and PDFs"). ``AnthropicProvider.count_tokens_body`` makes that body.
+* Gemini ``POST models/{model}:countTokens`` takes ``{"contents": [...]}`` or, mutually exclusive with it,
+  ``{"generateContentRequest": {...}}``, the overall input "including system instructions and/or function
+  declarations"; it answers ``{"totalTokens": N}`` (https://ai.google.dev/api/tokens). The
+  ``generateContentRequest`` form is the one used, so the system instruction and the tools are counted.
+
+A server without its endpoint (an older llama.cpp, vLLM, a proxy in front of a hosted API: 404, 405 or
+501) is not an error: the counter falls back to ``chars × tokens_per_char`` from then on and says so once
+(a log warning and the ``on_fallback`` callback, which the turn loop can turn into an activity). The
+warning names the URL, never the key (keys travel in headers only). Any other failure is the adapter's
+typed error; a 2xx reply without the documented number is a TokenCountError.
 """
 
 from __future__ import annotations
@@ -31,7 +47,9 @@ from vak_context.context.capacity.profile import request_chars
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
 from vak_context.context.request.messages import ChatRequest
 from vak_context.errors import ProviderRequestError, TokenCountError
-from vak_context.providers.base import load_images
+from vak_context.providers.anthropic import COUNT_TOKENS_PATH, AnthropicProvider
+from vak_context.providers.base import Provider, load_images
+from vak_context.providers.gemini import GeminiProvider
 from vak_context.providers.openai_compat import OpenAICompatProvider
 
 log = logging.getLogger("vak.tokencount")
@@ -90,21 +108,21 @@ class UsageCounter:
         return int(result.usage.prompt_tokens)
 
 
-class LlamaCppTokenCounter:
-    """The exact prompt size from a llama.cpp server's ``/apply-template`` and ``/tokenize``.
+class EndpointTokenCounter:
+    """What the exact counters share: sizing through the provider's own endpoint, with one fallback.
 
-    ``provider`` is the adapter that sends the requests (``OpenAICompatProvider`` for the server's
-    ``base_url`` with its ``api_key``): the counter renders the body with the adapter's own
-    ``render``, so the server templates exactly what the chat call will send, and it uses the
-    adapter's client, key, retries and error mapping. ``fallback`` sizes requests once the server
-    has shown it has no such endpoint.
+    ``provider`` is the adapter that sends the chat requests: a counter renders with the adapter's own
+    ``render`` and sends with its client, key, retries and error mapping. ``fallback`` sizes requests
+    once the server has shown it has no such endpoint (404, 405 or 501).
 
     ``exact`` is None until the first count, then True, or False after the fallback was taken.
     """
 
+    endpoint = "the token-count endpoint"  # said in the fallback notice
+
     def __init__(
         self,
-        provider: OpenAICompatProvider,
+        provider: Provider,
         *,
         fallback: TokenCounter | None = None,
         on_fallback: Callable[[str], None] | None = None,
@@ -116,18 +134,18 @@ class LlamaCppTokenCounter:
         self.notice: str | None = None  # why the fallback is in use, once it is
 
     def __repr__(self) -> str:  # the provider's repr never shows the key
-        return f"LlamaCppTokenCounter({self.provider!r}, exact={self.exact})"
+        return f"{type(self).__name__}({self.provider!r}, exact={self.exact})"
 
     @property
-    def root(self) -> str:
-        return self.provider.server_root()
+    def where(self) -> str:
+        """The server the endpoint is on, for the fallback notice."""
+        return self.provider.base_url
 
     async def count(self, request: ChatRequest) -> int:
         if self.exact is False:
             return await self.fallback.count(request)
         try:
-            prompt = await self.render_prompt(request)
-            tokens = await self.tokenize(prompt)
+            tokens = await self.count_exact(load_images(request))
         except ProviderRequestError as exc:
             if exc.status not in NO_SUCH_ENDPOINT:
                 raise
@@ -136,27 +154,22 @@ class LlamaCppTokenCounter:
         self.exact = True
         return tokens
 
-    async def render_prompt(self, request: ChatRequest) -> str:
-        """The prompt text the chat endpoint would evaluate for ``request``."""
-        body = self.provider.render(load_images(request))
-        prompt: str = await self._answer_field(APPLY_TEMPLATE_PATH, body, "prompt", str, "string")
-        return prompt
+    async def count_exact(self, request: ChatRequest) -> int:
+        """The server's count of ``request`` (its images already loaded)."""
+        raise NotImplementedError
 
-    async def tokenize(self, prompt: str) -> int:
-        """How many tokens the server's tokenizer makes of ``prompt``, as the chat endpoint tokenizes it."""
-        body = {"content": prompt, "add_special": True, "parse_special": True}
-        tokens: list[Any] = await self._answer_field(TOKENIZE_PATH, body, "tokens", list, "list")
-        return len(tokens)
-
-    async def _answer_field(self, path: str, body: dict[str, Any], field: str, kind: type, said: str) -> Any:
-        """``field`` of the server's answer to ``path``, which must be a ``kind``; else TokenCountError."""
-        reply = await self.provider.request_json("POST", f"{self.root}{path}", json_body=body)
+    async def _answer_field(self, url: str, body: dict[str, Any], field: str, kind: type, said: str,
+                            headers: dict[str, str] | None = None) -> Any:
+        """``field`` of the server's answer to ``url``, which must be a ``kind`` (an integer is not a
+        bool); else TokenCountError."""
+        reply = await self.provider.request_json("POST", url, json_body=body, headers=headers)
+        path = url.removeprefix(self.where) or url
         value = reply.get(field) if isinstance(reply, dict) else None
-        if not isinstance(value, kind):
+        if not isinstance(value, kind) or isinstance(value, bool):
             raise TokenCountError(
-                f"{self.provider.name}: {path} answered {_shape(reply)}, not an object with a "
-                f'"{field}" {said}. Check that {self.root} is a llama.cpp server, or size requests with '
-                "CharRatioCounter.",
+                f"{self.provider.name}: {path} answered {_shape(reply)}, not an object "
+                f'with a "{field}" {said}. Check that {self.where} serves {self.endpoint}, or size requests '
+                "with CharRatioCounter.",
                 provider=self.provider.name,
             )
         return value
@@ -164,12 +177,103 @@ class LlamaCppTokenCounter:
     def _fall_back(self, exc: ProviderRequestError) -> None:
         self.exact = False
         self.notice = (
-            f"{self.root} has no tokenizer endpoint (HTTP {exc.status} on {APPLY_TEMPLATE_PATH} or "
-            f"{TOKENIZE_PATH}); requests are sized as chars × tokens_per_char, calibrated by receipts"
+            f"{self.where} has no {self.endpoint}: HTTP {exc.status}; requests are sized as "
+            "chars × tokens_per_char, calibrated by receipts"
         )
         log.warning("%s", self.notice)
         if self.on_fallback is not None:
             self.on_fallback(self.notice)
+
+
+class LlamaCppTokenCounter(EndpointTokenCounter):
+    """The exact prompt size from a llama.cpp server's ``/apply-template`` and ``/tokenize``.
+
+    ``provider`` is ``OpenAICompatProvider`` for the server's ``base_url`` with its ``api_key``: the
+    server templates exactly what the chat call will send.
+    """
+
+    endpoint = f"tokenizer endpoint ({APPLY_TEMPLATE_PATH} or {TOKENIZE_PATH})"
+    provider: OpenAICompatProvider
+
+    def __init__(
+        self,
+        provider: OpenAICompatProvider,
+        *,
+        fallback: TokenCounter | None = None,
+        on_fallback: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__(provider, fallback=fallback, on_fallback=on_fallback)
+
+    @property
+    def root(self) -> str:
+        return self.provider.server_root()
+
+    @property
+    def where(self) -> str:
+        return self.root
+
+    async def count_exact(self, request: ChatRequest) -> int:
+        return await self.tokenize(await self.render_prompt(request))
+
+    async def render_prompt(self, request: ChatRequest) -> str:
+        """The prompt text the chat endpoint would evaluate for ``request``."""
+        body = self.provider.render(load_images(request))
+        url = f"{self.root}{APPLY_TEMPLATE_PATH}"
+        prompt: str = await self._answer_field(url, body, "prompt", str, "string")
+        return prompt
+
+    async def tokenize(self, prompt: str) -> int:
+        """How many tokens the server's tokenizer makes of ``prompt``, as the chat endpoint tokenizes it."""
+        body = {"content": prompt, "add_special": True, "parse_special": True}
+        tokens: list[Any] = await self._answer_field(f"{self.root}{TOKENIZE_PATH}", body, "tokens", list, "list")
+        return len(tokens)
+
+
+class AnthropicTokenCounter(EndpointTokenCounter):
+    """Anthropic's ``POST /v1/messages/count_tokens`` on the body the Messages call sends (less
+    ``max_tokens`` and the other generation settings): ``{"input_tokens": N}``. A body with deferred tools
+    carries their beta header, as the Messages call does."""
+
+    endpoint = f"token-count endpoint ({COUNT_TOKENS_PATH})"
+    provider: AnthropicProvider
+
+    def __init__(
+        self,
+        provider: AnthropicProvider,
+        *,
+        fallback: TokenCounter | None = None,
+        on_fallback: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__(provider, fallback=fallback, on_fallback=on_fallback)
+
+    async def count_exact(self, request: ChatRequest) -> int:
+        body = self.provider.count_tokens_body(request)
+        tokens: int = await self._answer_field(self.provider.url(COUNT_TOKENS_PATH), body, "input_tokens", int,
+                                               "integer", headers=self.provider.body_headers(body))
+        return tokens
+
+
+class GeminiTokenCounter(EndpointTokenCounter):
+    """Gemini's ``POST models/{model}:countTokens`` with ``{"generateContentRequest": <the body
+    generateContent is sent>}``, so the system instruction and tools count too: ``{"totalTokens": N}``."""
+
+    endpoint = "token-count endpoint (models/{model}:countTokens)"
+    provider: GeminiProvider
+
+    def __init__(
+        self,
+        provider: GeminiProvider,
+        *,
+        fallback: TokenCounter | None = None,
+        on_fallback: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__(provider, fallback=fallback, on_fallback=on_fallback)
+
+    async def count_exact(self, request: ChatRequest) -> int:
+        body = self.provider.count_tokens_body(request)
+        tokens: int = await self._answer_field(self.provider.count_tokens_url(request), body, "totalTokens", int,
+                                               "integer")
+        return tokens
 
 
 def token_counter(
@@ -178,16 +282,22 @@ def token_counter(
     *,
     on_fallback: Callable[[str], None] | None = None,
 ) -> TokenCounter:
-    """The best counter for ``provider``: exact for a self-hosted OpenAI-compatible server (llama.cpp
-    serves the endpoints; any other falls back after one 404), else ``chars × tokens_per_char``.
+    """The best counter for ``provider``: exact where the provider can say (a self-hosted
+    OpenAI-compatible server, which llama.cpp serves the endpoints for; Anthropic's count endpoint;
+    Gemini's ``countTokens``), each falling back after one 404; else ``chars × tokens_per_char``.
 
-    Hosted APIs (OpenAI and the other adapters, which subclass or differ from ``OpenAICompatProvider``)
-    publish no such endpoint, so they are not asked. Pass the profile's calibrated rate as a callable
+    The other hosted APIs (OpenAI and the adapters that subclass ``OpenAICompatProvider``, Ollama) publish
+    no such endpoint, so they are not asked. Pass the profile's calibrated rate as a callable
     (``lambda: loop.profile.tokens_per_char.value``) so the estimate follows the receipts.
     """
     estimate = CharRatioCounter(tokens_per_char)
+    # The exact type, not isinstance: a subclass (OpenAI, OpenRouter) is a hosted API without the endpoints.
     if type(provider) is OpenAICompatProvider:
         return LlamaCppTokenCounter(provider, fallback=estimate, on_fallback=on_fallback)
+    if isinstance(provider, AnthropicProvider):
+        return AnthropicTokenCounter(provider, fallback=estimate, on_fallback=on_fallback)
+    if isinstance(provider, GeminiProvider):
+        return GeminiTokenCounter(provider, fallback=estimate, on_fallback=on_fallback)
     return estimate
 
 

@@ -1,0 +1,35 @@
+"""bench/embed.py still runs (tiny sizes, no timing asserts: the figures live in docs/PERFORMANCE.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _load() -> Any:
+    spec = importlib.util.spec_from_file_location("bench_embed", BENCH / "embed.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_embed_bench_runs_in_process(capsys: pytest.CaptureFixture[str]) -> None:
+    (row,) = _load().main(["--sizes", "10", "--turns", "1"])
+    assert row.turns == 10 and row.steps == 2 and row.engine_ms > 0 and row.floor_ms > 0
+    out = capsys.readouterr().out
+    assert "the JSON floor (goal <= 2x)" in out and out.count("summary:") == 1
+
+
+@pytest.mark.ray
+def test_embed_bench_runs_on_ray(ray_cluster: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    (row,) = _load().main(["--sizes", "10", "--turns", "1", "--ray"], start_ray=lambda: None)
+    assert row.ray_ms is not None and row.loopback_ms is not None and row.ray_added_ms is not None
+    assert "ms per step over in-process (goal <= 5 ms)" in capsys.readouterr().out
