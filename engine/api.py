@@ -347,10 +347,18 @@ class Session:
         return describe(self._bound_loop().profile)
 
     def _card(self, card_id: str) -> Card:
-        found = next((c for c in reversed(self.cards()) if c.id == card_id), None)
-        if found is None:
-            raise InvalidInput(f"card {card_id} is not in session {self.name!r}")
-        return found
+        loop = self._bound_loop()
+        evidence: Any = loop.services.evidence  # type: ignore[attr-defined]
+        if self._store is None:  # one card from the EvidenceActor, on Ray
+            import ray
+
+            from vak_context.actors.ray_errors import map_ray_errors
+
+            with map_ray_errors("evidence card"):
+                found = ray.get(evidence.card.remote(self.name, card_id))
+        else:
+            found = evidence.card(self.name, card_id)
+        return Card(**found)
 
     def _bound_loop(self) -> TurnLoop:
         if self._loop is None:

@@ -281,7 +281,8 @@ class Plan:
 
 def _turn_json(t: PlannedTurn) -> dict[str, Any]:
     return {
-        "ordinal": t.ordinal, "turn_id": t.turn_id, "fidelity": t.fidelity, "tokens": t.tokens,
+        # The fidelity's value as a plain str: the same JSON, and a JSON encoder need not unwrap the enum.
+        "ordinal": t.ordinal, "turn_id": t.turn_id, "fidelity": _VALUES[t.fidelity], "tokens": t.tokens,
         "full_tokens": t.full_tokens, "card_tokens": t.card_tokens, "value": t.value, "recency": t.recency,
         "relevance": t.relevance, "anaphora": t.anaphora, "retrieved": t.retrieved,
     }
@@ -295,7 +296,8 @@ def flat_record(obj: Any) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in names}
 
 
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # a record type's field names: ``fields()`` is slow per call
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_VALUES: dict[Fidelity, str] = {f: str(f.value) for f in Fidelity}  # a record type's field names: ``fields()`` is slow per call
 
 
 def plan_digest(p: Plan) -> str:

@@ -23,10 +23,11 @@ from tests.fakes.provider_bodies.wire import body as documented
 
 
 def _tokens(body: dict[str, Any]) -> int:
-    """The prompt's tokens, about 4 characters a token of its conversation (as tests/fakes/embedder.py
-    sizes them), so the profile's calibration sees a real ratio."""
-    conversation = body.get("messages") or body.get("input") or body.get("contents") or body
-    return math.ceil(len(json.dumps(conversation)) / 4)
+    """The prompt's tokens, about 4 characters a token of the whole request (system, tools and conversation,
+    as a provider counts and bills them; Gemini's count body wraps the request), so the profile's
+    calibration and the count endpoints see one real ratio."""
+    request = body.get("generateContentRequest", body)
+    return math.ceil(len(json.dumps({k: v for k, v in request.items() if k not in ("max_tokens", "model")})) / 4)
 
 
 class Format:

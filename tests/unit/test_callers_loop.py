@@ -25,9 +25,10 @@ from tests.fakes.wire_models import FORMATS, WireModel
 
 SPECS = {"openai": "openai:gpt-4o-mini", "openai-responses": "openai-responses:gpt-4o-mini",
          "anthropic": "anthropic:claude-sonnet-4-5", "gemini": "gemini:gemini-2.5-flash"}
-# The window override each run plans against: small enough that older turns go to packets (with a summary)
-# well before turn 26; Gemini's rendering of the same turns is larger.
-WINDOWS = {"openai": 8_000, "openai-responses": 8_000, "anthropic": 8_000, "gemini": 9_000}
+# The window override each run plans against (the fake counts and bills the whole prompt: system, tools
+# and conversation): small enough that older turns go to packets, with room for a summary, well before
+# turn 26; Gemini's rendering of the same turns is larger.
+WINDOWS = {"openai": 9_500, "openai-responses": 9_500, "anthropic": 9_500, "gemini": 10_500}
 KEY = "sk-test-callers-loop-0123456789abcdef"
 FINDS, LONG, BOTH, FAILS = 5, 23, 10, 16  # find_tools; the over-length 400; two calls in one step; is_error
 
