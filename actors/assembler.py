@@ -66,8 +66,9 @@ Count = Callable[[ChatRequest], Awaitable[int]]
 def fidelity_counts(p: Plan) -> dict[str, int]:
     """How many turns the plan carries at each fidelity, keyed by ``Fidelity`` value (a report's counts)."""
     counts = {f.value: 0 for f in (Fidelity.FULL, Fidelity.CARD, Fidelity.PACKET, Fidelity.BEHIND_RESET)}
-    for t in p.turns:
-        counts[t.fidelity] = counts.get(t.fidelity, 0) + 1
+    for t in p.turns:  # keyed by the plain value (the public Step's fidelity is a str-keyed mapping)
+        key = str(t.fidelity.value)
+        counts[key] = counts.get(key, 0) + 1
     return counts
 
 

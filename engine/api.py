@@ -97,6 +97,7 @@ class Engine:
                 output_reserve: int | None = None, base_url: str | None = None, api_key: str | None = None,
                 http_client: httpx.AsyncClient | None = None, on_step: Callable[[Step], None] | None = None,
                 on_text: Callable[[str], None] | None = None, card_tools: bool = False,
+                summary_model: str | None = None, summary_base_url: str | None = None,
                 max_steps: int = DEFAULT_MAX_STEPS, max_tokens: int = DEFAULT_MAX_TOKENS,
                 timezone: str = "UTC") -> Session:
         """A session named ``name`` (an existing one in the ledger is continued), bound to ``model``.
@@ -112,7 +113,9 @@ class Engine:
         requests go through (the caller keeps it open and closes it). ``on_step``: called after each step;
         ``on_text``: called with each piece of a step's text as the model streams it (where the adapter
         streams). ``card_tools``: offer the engine's card tools (``emit_*_card``: a structured answer the
-        engine validates and records) in the catalogue, reached through ``find_tools``.
+        engine validates and records) in the catalogue, reached through ``find_tools``. ``summary_model``:
+        a ``provider:model`` spec (``summary_base_url=`` for its server) that writes the packet summaries
+        instead of the session's own model (a cheaper one; its key from the provider's environment variable).
         """
         store = self._live_store()
         if name in self._sessions:
@@ -120,7 +123,8 @@ class Engine:
         options = _Options(model=model, tools=tools, workspace=workspace, stance=stance, identity=identity,
                            window=window, horizon=horizon, output_reserve=output_reserve, base_url=base_url,
                            api_key=api_key, http_client=http_client, on_step=on_step, on_text=on_text,
-                           card_tools=card_tools, max_steps=max_steps, max_tokens=max_tokens, timezone=timezone)
+                           card_tools=card_tools, summary_model=summary_model,
+                           summary_base_url=summary_base_url, max_steps=max_steps, max_tokens=max_tokens, timezone=timezone)
         session = Session(self, store, name, options)
         self._sessions[name] = session
         return session
@@ -178,6 +182,8 @@ class _Options:
     http_client: Any
     on_step: Callable[[Step], None] | None
     on_text: Callable[[str], None] | None
+    summary_model: str | None
+    summary_base_url: str | None
     card_tools: bool
     max_steps: int
     max_tokens: int
@@ -217,7 +223,13 @@ class Session:
         from vak_context.agent.loop import TurnConfig, TurnLoop, TurnServices
         from vak_context.agent.tools import surface_for
         from vak_context.context.request.assemble import DEFAULT_IDENTITY, DEFAULT_STANCE, system_prompt
-        from vak_context.engine.binding import bind_model, in_process_assembler, ray_services, session_profile
+        from vak_context.engine.binding import (
+            bind_model,
+            in_process_assembler,
+            ray_services,
+            session_profile,
+            summary_model,
+        )
 
         o, store = self._options, self._store
         client: httpx.AsyncClient = o.http_client
@@ -234,14 +246,18 @@ class Session:
                                             ledger=reader)
             # The actors build the exact counter and the packet summariser from the endpoint (a client cannot
             # travel to an actor); the ProbeActor probes it between turns.
-            services, endpoint = ray_services(self._engine.folder, self.name, bound, profile.declared_window)
+            summary = None if o.summary_model is None else await summary_model(
+                o.summary_model, client, self._stack, base_url=o.summary_base_url, fallback_window=profile.declared_window)
+            services, endpoint = ray_services(self._engine.folder, self.name, bound, profile.declared_window, summary)
         else:
             if self.name in store.sessions():
                 store.head(self.name)  # takes the session's writer lock now: SessionLocked if another writer holds it
             profile = await session_profile(store, bound, horizon=o.horizon, output_reserve=o.output_reserve)
             # The counter follows the profile that receipts keep calibrating: read from the loop at each count.
+            summary = None if o.summary_model is None else await summary_model(
+                o.summary_model, client, self._stack, base_url=o.summary_base_url, fallback_window=profile.declared_window)
             assembler = in_process_assembler(store, self.name, bound, profile.declared_window,
-                                             lambda: loop.profile.tokens_per_char.value)
+                                             lambda: loop.profile.tokens_per_char.value, summary)
             services, endpoint = InProcessServices(store, self.name, assembler=assembler), None
         registry = _registry(o.tools, o.workspace)
         surface = surface_for(registry, *(_card_decls() if o.card_tools else ()))

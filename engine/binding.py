@@ -36,7 +36,7 @@ from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request.messages import ModelContext
 from vak_context.context.request.surface import Surface, ToolDecl
-from vak_context.errors import InvalidInput
+from vak_context.errors import InvalidInput, VakError
 from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import CapacityProfileRecord
 from vak_context.providers.base import Provider
@@ -94,16 +94,17 @@ class BoundModel:
     base_url: str | None = None  # where the adapter sends requests (the Ray actors' endpoint and probe)
     api_key: str | None = field(default=None, repr=False)  # that server's key; never in a repr or the ledger
 
-    def endpoint(self, window_tokens: int) -> ModelEndpoint:
+    def endpoint(self, window_tokens: int, summary: ModelEndpoint | None = None) -> ModelEndpoint:
         """The bound model as the Ray actors reach it (agent/endpoint.py): the AssemblerActor and the
-        PlannerActor build its counter and summariser from this, the ProbeActor its probe. Only a bundled
-        model's server carries its own per-run key here; a provider's key is read from the environment
-        inside the actors and never travels through Ray."""
+        PlannerActor build its counter and summariser from this (``summary``: another model's endpoint for
+        the packet summaries), the ProbeActor its probe. Only a bundled model's server carries its own
+        per-run key here; a provider's key is read from the environment inside the actors and never
+        travels through Ray."""
         if self.provider_name == LOCAL:
             return ModelEndpoint(base_url=self.base_url, model=self.model, window_tokens=window_tokens,
-                                 api_key=self.api_key, max_summary_tokens=SUMMARY_TOKENS)
+                                 api_key=self.api_key, max_summary_tokens=SUMMARY_TOKENS, summary=summary)
         return ModelEndpoint.of(f"{self.provider_name}:{self.model}", window_tokens=window_tokens,
-                                base_url=self.base_url, max_summary_tokens=SUMMARY_TOKENS)
+                                base_url=self.base_url, max_summary_tokens=SUMMARY_TOKENS, summary=summary)
 
 
 def bind_model(spec: str, client: httpx.AsyncClient, stack: ExitStack, *, base_url: str | None = None,
@@ -188,13 +189,14 @@ async def session_profile(store: LedgerStore | None, bound: BoundModel, *, horiz
 
 
 def in_process_assembler(store: LedgerStore, session: str, bound: BoundModel, window_tokens: int,
-                         tokens_per_char: Callable[[], float]) -> AssemblerActor:
-    """The assembler in-process: requests sized by the server's own tokenizer where it
-    has one (else chars x the profile's calibrated rate), packets summarised by the same model (a side
-    call with its own prompt, never the turn's history)."""
+                         tokens_per_char: Callable[[], float],
+                         summary: tuple[BoundModel, int] | None = None) -> AssemblerActor:
+    """The assembler in-process: requests sized by the provider's own count where it has one (else chars x
+    the profile's calibrated rate), packets summarised by the same model, or by ``summary`` (another bound
+    model and its window: a cheaper one), as a side call with its own prompt, never the turn's history."""
     counter = token_counter(bound.provider, tokens_per_char)
-    summariser = Summariser(bound.provider, bound.model, window_tokens=window_tokens,
-                            max_summary_tokens=SUMMARY_TOKENS)
+    on, window = (bound, window_tokens) if summary is None else summary
+    summariser = Summariser(on.provider, on.model, window_tokens=window, max_summary_tokens=SUMMARY_TOKENS)
     assembler: AssemblerActor
 
     async def summarise(view: SessionView, plan: Plan) -> list[str]:
@@ -204,14 +206,30 @@ def in_process_assembler(store: LedgerStore, session: str, bound: BoundModel, wi
     return assembler
 
 
-def ray_services(root: str | os.PathLike[str], session: str, bound: BoundModel, window_tokens: int) -> Any:
+def ray_services(root: str | os.PathLike[str], session: str, bound: BoundModel, window_tokens: int,
+                 summary: tuple[BoundModel, int] | None = None) -> Any:
     """The turn loop's services on Ray for a session bound to ``bound``, and the endpoint its
     ``TurnConfig`` carries: the folder's Ledger, Planner, Assembler and Evidence actors, and its ProbeActor
     with the bound model as the target (probed in the background after a turn, cancelled when a turn on it
     starts; a hosted model only where the operator's config allows it)."""
     from vak_context.actors.turn_services import ray_services as actor_services
 
-    endpoint = bound.endpoint(window_tokens)
+    endpoint = bound.endpoint(window_tokens, None if summary is None else summary[0].endpoint(summary[1]))
     services, _target = actor_services(root, session, endpoint, bound.key, local=True if bound.provider_name == LOCAL
                                        else None)
     return services, endpoint
+
+
+async def summary_model(spec: str, client: httpx.AsyncClient, stack: ExitStack, *, base_url: str | None,
+                        fallback_window: int) -> tuple[BoundModel, int]:
+    """The model packet summaries are written with, when it is not the session's own (a cheaper one), and
+    its window: the provider's published one, else the session's."""
+    bound = bind_model(spec, client, stack, base_url=base_url)
+    if bound.ctx is not None:
+        return bound, bound.ctx.declared_window
+    try:
+        published = (await bound.provider.model_context(bound.model)).declared_window
+    except VakError:
+        published = None
+    # A provider that publishes no window: the summary's input is bounded by the session's.
+    return bound, published or fallback_window

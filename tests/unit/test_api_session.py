@@ -96,3 +96,26 @@ async def test_a_27_turn_session_through_the_public_api(tmp_path: Path, model: S
     # Turn 27, after the failed one, ran its search and answered.
     assert results[27].steps[0].calls == ("web_search",) and calls[-1] == "search query-027"
     assert steps[0].calls == ("web_search",)
+
+
+async def test_packet_summaries_on_a_cheaper_model(tmp_path: Path) -> None:
+    """``summary_model=``: the packet summaries go to the other model's server (its spec, its base URL), and
+    the session's own model gets only the turns' requests."""
+    own, cheap = ScriptedModel(), ScriptedModel()
+
+    def route(request: httpx.Request) -> httpx.Response:
+        return (cheap if request.url.port == 10 else own).handle(request)
+
+    tools, _calls = make_tools()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(route)) as client:
+        with vak_context.Engine.open(tmp_path / "ledger") as engine:
+            async with engine.session("agent-2", model="openai-compat:scripted", base_url="http://127.0.0.1:9/v1",
+                                      http_client=client, tools=tools, window=6_000,
+                                      summary_model="openai-compat:cheap",
+                                      summary_base_url="http://127.0.0.1:10/v1") as session:
+                results = [await session.run(directive(turn)) for turn in range(1, 26) if turn != EXPLODES]
+    packets = [max(s.fidelity.get("packet", 0) for s in r.steps) for r in results]
+    assert any(packets), packets
+    assert cheap.summaries and not own.summaries
+    assert not cheap.requests and own.requests
+    assert {b["model"] for b in cheap.summaries} == {"cheap"}
