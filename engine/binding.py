@@ -225,7 +225,7 @@ async def summary_model(spec: str, client: httpx.AsyncClient, stack: ExitStack, 
     """The model packet summaries are written with, when it is not the session's own (a cheaper one), and
     its window: the provider's published one, else the session's."""
     bound = bind_model(spec, client, stack, base_url=base_url)
-    if bound.ctx is not None:
+    if bound.ctx is not None and bound.ctx.declared_window:
         return bound, bound.ctx.declared_window
     try:
         published = (await bound.provider.model_context(bound.model)).declared_window
