@@ -121,22 +121,26 @@ class ProbeActor:
         return await self.ledger.append_async(self.session, payloads)
 
     async def _recorded(self, key: ProfileKey) -> CapacityProfile | None:
-        """The newest capacity_profile record for ``key`` in the probe session (read once per key)."""
-        try:
-            entries = await self.ledger.entries_async(self.session)
-        except UnknownSession:
-            return None
+        """The newest measured capacity_profile for ``key`` in any session of the ledger (read once per key):
+        a probe recorded elsewhere (``vak run`` records its quick probe in its own session, ``vak probe``
+        in the one it is given) counts as fresh as one of this actor's own."""
+        sessions = await asyncio.to_thread(self.ledger.sessions)
         best: CapacityProfile | None = None
         mapper = Mapper()
-        for entry in entries:
-            if entry.kind != "capacity_profile":
+        for session in sessions:
+            try:
+                entries = await self.ledger.entries_async(session)
+            except UnknownSession:
                 continue
-            payload = mapper.payload_of(entry)
-            if isinstance(payload, CapacityProfileRecord):
-                profile = from_record(payload)
-                if profile.key == key and (best is None or (profile.provenance.probed_at or 0)
-                                           >= (best.provenance.probed_at or 0)):
-                    best = profile
+            for entry in entries:
+                if entry.kind != "capacity_profile":
+                    continue
+                payload = mapper.payload_of(entry)
+                if isinstance(payload, CapacityProfileRecord):
+                    profile = from_record(payload)
+                    if profile.key == key and (best is None or (profile.provenance.probed_at or 0)
+                                               >= (best.provenance.probed_at or 0)):
+                        best = profile
         return best
 
     # ------------------------------------------------------------------ the turn loop's calls
