@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from typing import Any
 
 import httpx
@@ -195,9 +196,16 @@ class WireModel:
         self.recalled: str | None = None
         self._calls = 0
         self._long: set[str] = set()
+        # Served over loopback (on Ray the actors call it from their processes) it answers in the server's
+        # threads, beside the embedder's own calls: one answer at a time keeps the records in order.
+        self._lock = threading.RLock()
 
     def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """(status, reply body) for one turn request (a body with tools) or a packet summary (none)."""
+        with self._lock:
+            return self._answer(body)
+
+    def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if not self.wire.has_tools(body):
             self.summaries.append(body)
             return 200, self.wire.reply(body, "Earlier turns searched and ran commands.", [])
@@ -249,7 +257,8 @@ class WireModel:
             return httpx.Response(200, json={"totalTokens": _tokens(body)})
         if not path.endswith(self.wire.path):
             return httpx.Response(404, json={"error": {"message": "not found", "type": "invalid_request_error"}})
-        if self.wire.has_tools(body):
-            self.sent.append(request.content)
-        status, reply = self.answer(body)
+        with self._lock:
+            if self.wire.has_tools(body):
+                self.sent.append(request.content)
+            status, reply = self.answer(body)
         return httpx.Response(status, json=reply)
