@@ -57,7 +57,7 @@ class OpenAIChat(Format):
     def last(self, body: dict[str, Any]) -> tuple[str, list[tuple[str, bool | None]]]:
         messages = body["messages"]
         if messages[-1]["role"] == "tool":
-            results = []
+            results: list[tuple[str, bool | None]] = []
             for m in reversed(messages):
                 if m["role"] != "tool":
                     break
@@ -91,7 +91,7 @@ class Responses(Format):
     def last(self, body: dict[str, Any]) -> tuple[str, list[tuple[str, bool | None]]]:
         items = body["input"]
         if items[-1]["type"] == "function_call_output":
-            results = []
+            results: list[tuple[str, bool | None]] = []
             for item in reversed(items):
                 if item["type"] != "function_call_output":
                     break
@@ -123,7 +123,7 @@ class Anthropic(Format):
 
     def last(self, body: dict[str, Any]) -> tuple[str, list[tuple[str, bool | None]]]:
         blocks = body["messages"][-1]["content"]
-        results = [(_text(b["content"]), bool(b.get("is_error"))) for b in blocks if b["type"] == "tool_result"]
+        results: list[tuple[str, bool | None]] = [(_text(b["content"]), bool(b.get("is_error"))) for b in blocks if b["type"] == "tool_result"]
         if blocks[-1]["type"] == "tool_result":  # (an earlier turn's dangling call can share the directive's message)
             return "tool", results
         return "user", [([b["text"] for b in blocks if b["type"] == "text"][-1], None)]
@@ -151,7 +151,7 @@ class Gemini(Format):
 
     def last(self, body: dict[str, Any]) -> tuple[str, list[tuple[str, bool | None]]]:
         parts = body["contents"][-1]["parts"]
-        results = [(_text(next(iter(p["functionResponse"]["response"].values()))),
+        results: list[tuple[str, bool | None]] = [(_text(next(iter(p["functionResponse"]["response"].values()))),
                     "error" in p["functionResponse"]["response"]) for p in parts if "functionResponse" in p]
         if "functionResponse" in parts[-1]:
             return "tool", results
