@@ -284,7 +284,7 @@ class Session:
         async with self._turn:
             loop = (await self.start())._loop
             assert loop is not None
-            return self._result_of(await loop.run(directive))
+            return await self._result_of(await loop.run(directive))
 
     def begin(self, directive: str) -> Turn:
         """One turn of the caller's loop (:mod:`vak_context.engine.caller`): ``turn = await
@@ -321,25 +321,47 @@ class Session:
         if self._options.on_step is not None:
             self._on_step(report)
 
-    def _result_of(self, report: TurnReport | None) -> TurnResult:
+    async def _result_of(self, report: TurnReport | None) -> TurnResult:
         assert report is not None
-        return TurnResult(report.answer, report.outcome, self._card(report.card_id),
+        return TurnResult(report.answer, report.outcome, await self._card(report.card_id),
                           tuple(step_of(s) for s in report.steps))
 
     def cards(self) -> list[Card]:
-        """The cards of the session's closed turns, oldest first (a failed turn's too)."""
-        loop = self._bound_loop()
-        evidence: Any = loop.services.evidence  # type: ignore[attr-defined]
-        if self._store is None:  # the EvidenceActor's index of the session, on Ray
-            import ray
+        """The cards of the session's closed turns, oldest first (a failed turn's too). For sync code (a
+        script, a notebook cell): on Ray it waits on the EvidenceActor, so from async code use
+        :meth:`cards_async`, which does not hold up the event loop while the actor answers."""
+        return self._cards_of(self._evidence_call("index", blocking=True))
 
-            from vak_context.actors.ray_errors import map_ray_errors
+    async def cards_async(self) -> list[Card]:
+        """:meth:`cards` for async code: on Ray the EvidenceActor's answer is awaited (the event loop runs
+        on meanwhile); in-process the same read as :meth:`cards`."""
+        return self._cards_of(await self._evidence_call("index"))
 
-            with map_ray_errors("evidence index"):
-                index = ray.get(evidence.index.remote(self.name))
-        else:
-            index = evidence.index(self.name)
+    def _cards_of(self, index: Any) -> list[Card]:
         return [card_of(t) for t in index.turns if t.card is not None and t.card_id is not None]
+
+    def _evidence_call(self, method: str, *args: Any, blocking: bool = False) -> Any:
+        """``evidence.<method>(session, *args)``: in-process the store's answer; on Ray an awaitable of the
+        EvidenceActor's answer (Ray's errors mapped to the project's), or (``blocking``) the answer itself.
+        An awaited ObjectRef yields to the event loop: ``ray.get`` would stop it until the actor answers."""
+        evidence: Any = self._bound_loop().services.evidence  # type: ignore[attr-defined]
+        if self._store is not None:
+            value = getattr(evidence, method)(self.name, *args)
+            return value if blocking else _ready(value)
+        import ray
+
+        from vak_context.actors.ray_errors import map_ray_errors
+
+        ref = getattr(evidence, method).remote(self.name, *args)
+        if blocking:
+            with map_ray_errors(f"evidence {method}"):
+                return ray.get(ref)
+
+        async def answer() -> Any:
+            with map_ray_errors(f"evidence {method}"):
+                return await ref
+
+        return answer()
 
     @property
     def window(self) -> int:
@@ -362,19 +384,9 @@ class Session:
 
         return describe(self._bound_loop().profile)
 
-    def _card(self, card_id: str) -> Card:
-        loop = self._bound_loop()
-        evidence: Any = loop.services.evidence  # type: ignore[attr-defined]
-        if self._store is None:  # one card from the EvidenceActor, on Ray
-            import ray
-
-            from vak_context.actors.ray_errors import map_ray_errors
-
-            with map_ray_errors("evidence card"):
-                found = ray.get(evidence.card.remote(self.name, card_id))
-        else:
-            found = evidence.card(self.name, card_id)
-        return Card(**found)
+    async def _card(self, card_id: str) -> Card:
+        """One closed turn's card (on Ray from the EvidenceActor, awaited: it runs inside the turn's task)."""
+        return Card(**await self._evidence_call("card", card_id))
 
     def _bound_loop(self) -> TurnLoop:
         if self._loop is None:
@@ -408,6 +420,11 @@ class Session:
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
         await self.close()
+
+
+async def _ready(value: Any) -> Any:
+    """An in-process answer as an awaitable, so both paths of ``_evidence_call`` are awaited alike."""
+    return value
 
 
 def _registry(tools: Any, workspace: str | os.PathLike[str] | None) -> ToolRegistry:

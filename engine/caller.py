@@ -59,7 +59,7 @@ class Host(Protocol):
 
     def _stepped(self, report: StepReport) -> None: ...
 
-    def _result_of(self, report: TurnReport | None) -> TurnResult: ...
+    async def _result_of(self, report: TurnReport | None) -> TurnResult: ...
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,7 @@ class Turn:
         finally:
             self.session._release_turn(self)
         if turn.card_id:
-            self._result = self.session._result_of(turn.report)
+            self._result = await self.session._result_of(turn.report)
 
     async def _guard(self, step: Callable[[], Awaitable[T]]) -> T:
         """Run one step of the turn; any exception closes the turn (``failed``, or ``cancelled`` for a

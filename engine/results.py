@@ -14,7 +14,9 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Step:
     """One model call of a turn: what the plan carried (turns at ``full``/``card``, ``packet`` when a
-    summary stood in for older turns), the prompt and cached tokens the provider billed, the calls made."""
+    summary stood in for older turns), the engine's own size of the request it sent (``estimated_tokens``:
+    the provider's count where it has one, else the calibrated estimate) against the plan's budget, the
+    prompt and cached tokens the provider billed, the calls made."""
 
     index: int
     fidelity: Mapping[str, int]
@@ -25,6 +27,7 @@ class Step:
     calls: tuple[str, ...]
     text: str
     prefix_digest: str = ""  # the digest of the request's stable prefix (what a prefix cache keys on)
+    estimated_tokens: int = 0  # the engine's size of the request before sending it (0: not sized)
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ def step_of(report: StepReport) -> Step:
     return Step(index=report.index, fidelity=dict(report.fidelity), replanned=report.replanned,
                 prompt_tokens=report.prompt_tokens, cached_tokens=report.cached_tokens,
                 budget_tokens=report.budget_tokens, calls=tuple(report.calls), text=report.text,
-                prefix_digest=report.prefix_digest)
+                prefix_digest=report.prefix_digest, estimated_tokens=report.estimated_tokens)
 
 
 def card_of(turn: Any) -> Card:

@@ -14,5 +14,8 @@
   imported once), registered as plugins by tests/conftest.py.
 - ``recall``, ``recordings``, ``trajectory_readers``, ``adversarial_bodies``, ``canary``, ``chat_requests``,
   ``provider_bodies/``: inputs and oracles shared by several test files (and bench/).
+- ``embedder``, ``wire_models``, ``done_when``: an embedder's two tools, the scripted model on each wire format,
+  and issue 23's done-when session (directives, drivers of both loops, the checks), in-process and on Ray.
+- ``ray_folders``: a ledger folder's detached actors on the shared Ray, killed when a test is done.
 - ``crash_writer``: the crash test's child process; ``farm_jobs.toml``: the farm the Ray job test submits.
 """

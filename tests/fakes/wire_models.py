@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from typing import Any
 
 import httpx
@@ -56,7 +57,7 @@ class OpenAIChat(Format):
     def last(self, body: dict[str, Any]) -> tuple[str, list[tuple[str, bool | None]]]:
         messages = body["messages"]
         if messages[-1]["role"] == "tool":
-            results = []
+            results: list[tuple[str, bool | None]] = []
             for m in reversed(messages):
                 if m["role"] != "tool":
                     break
@@ -90,7 +91,7 @@ class Responses(Format):
     def last(self, body: dict[str, Any]) -> tuple[str, list[tuple[str, bool | None]]]:
         items = body["input"]
         if items[-1]["type"] == "function_call_output":
-            results = []
+            results: list[tuple[str, bool | None]] = []
             for item in reversed(items):
                 if item["type"] != "function_call_output":
                     break
@@ -122,7 +123,7 @@ class Anthropic(Format):
 
     def last(self, body: dict[str, Any]) -> tuple[str, list[tuple[str, bool | None]]]:
         blocks = body["messages"][-1]["content"]
-        results = [(_text(b["content"]), bool(b.get("is_error"))) for b in blocks if b["type"] == "tool_result"]
+        results: list[tuple[str, bool | None]] = [(_text(b["content"]), bool(b.get("is_error"))) for b in blocks if b["type"] == "tool_result"]
         if blocks[-1]["type"] == "tool_result":  # (an earlier turn's dangling call can share the directive's message)
             return "tool", results
         return "user", [([b["text"] for b in blocks if b["type"] == "text"][-1], None)]
@@ -150,7 +151,7 @@ class Gemini(Format):
 
     def last(self, body: dict[str, Any]) -> tuple[str, list[tuple[str, bool | None]]]:
         parts = body["contents"][-1]["parts"]
-        results = [(_text(next(iter(p["functionResponse"]["response"].values()))),
+        results: list[tuple[str, bool | None]] = [(_text(next(iter(p["functionResponse"]["response"].values()))),
                     "error" in p["functionResponse"]["response"]) for p in parts if "functionResponse" in p]
         if "functionResponse" in parts[-1]:
             return "tool", results
@@ -195,9 +196,16 @@ class WireModel:
         self.recalled: str | None = None
         self._calls = 0
         self._long: set[str] = set()
+        # Served over loopback (on Ray the actors call it from their processes) it answers in the server's
+        # threads, beside the embedder's own calls: one answer at a time keeps the records in order.
+        self._lock = threading.RLock()
 
     def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """(status, reply body) for one turn request (a body with tools) or a packet summary (none)."""
+        with self._lock:
+            return self._answer(body)
+
+    def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if not self.wire.has_tools(body):
             self.summaries.append(body)
             return 200, self.wire.reply(body, "Earlier turns searched and ran commands.", [])
@@ -249,7 +257,8 @@ class WireModel:
             return httpx.Response(200, json={"totalTokens": _tokens(body)})
         if not path.endswith(self.wire.path):
             return httpx.Response(404, json={"error": {"message": "not found", "type": "invalid_request_error"}})
-        if self.wire.has_tools(body):
-            self.sent.append(request.content)
-        status, reply = self.answer(body)
+        with self._lock:
+            if self.wire.has_tools(body):
+                self.sent.append(request.content)
+            status, reply = self.answer(body)
         return httpx.Response(status, json=reply)

@@ -71,6 +71,7 @@ async def test_a_27_turn_session_through_the_public_api(tmp_path: Path, model: S
                         continue
                     results[turn] = await session.run(directive(turn))
                 cards = session.cards()
+                assert await session.cards_async() == cards  # the async form reads the same
     assert all(r.outcome == "completed" for r in results.values()), {t: r.outcome for t, r in results.items()}
     assert [c.turn for c in cards] == list(range(1, 28))
     assert [c.outcome for c in cards if c.outcome != "completed"] == ["failed"]

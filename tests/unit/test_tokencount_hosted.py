@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -216,7 +215,6 @@ async def test_a_session_sizes_its_requests_with_the_providers_count(provider: s
         with vak_context.Engine.open(tmp_path / "ledger") as engine:
             async with engine.session("s1", model=spec, base_url=base_url, api_key=KEY, http_client=client,
                                       window=200_000, max_steps=2, on_step=steps.append) as session:
-                estimates = _estimates_of(session)
                 result = await session.run("What is in the notes?")
     assert result.outcome == "completed" and result.answer == "Done." and len(steps) == 1
     chat = fake.of("/v1/messages" if provider == "anthropic" else ":generateContent")
@@ -228,24 +226,7 @@ async def test_a_session_sizes_its_requests_with_the_providers_count(provider: s
     else:
         expected = {"generateContentRequest": {"model": "models/gemini-2.5-flash", **sent}}
     assert counted[-1][1] == expected  # the last count was of the body sent
-    assert estimates == [fake.counts[-1]]
-
-
-def _estimates_of(session: vak_context.Session) -> list[int]:
-    """The estimated tokens of each step. The public ``Step`` does not carry them (engine/api.py), so this
-    reads the bound loop's step reports: the one place a test here reaches past the public names."""
-    loop = session._loop
-    assert loop is not None
-    estimates: list[int] = []
-    forward: Callable[[Any], None] | None = loop.on_step
-
-    def record(report: Any) -> None:
-        estimates.append(report.estimated_tokens)
-        if forward is not None:
-            forward(report)
-
-    loop.on_step = record
-    return estimates
+    assert [s.estimated_tokens for s in steps] == [fake.counts[-1]]  # the step's own size: that count
 
 
 async def test_the_other_hosted_apis_keep_the_estimate() -> None:
