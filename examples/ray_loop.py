@@ -35,7 +35,7 @@ async def main(folder: str = "ledger", model: str = os.environ.get("VAK_MODEL", 
             for directive in ("search the orders for acme", "search the orders for globex"):
                 result = await session.run(directive)
                 print(f"[{result.outcome}] {result.answer}")
-            print(f"{len(session.cards())} turns closed, each with its card, in {engine.folder}")
+            print(f"{len(await session.cards_async())} turns closed, each with its card, in {engine.folder}")
 
 
 if __name__ == "__main__":
