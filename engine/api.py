@@ -40,6 +40,7 @@ from vak_context.errors import InvalidInput, LedgerClosed
 if TYPE_CHECKING:
     import httpx
 
+    from vak_context.actors.ledger_client import LedgerClient
     from vak_context.agent.loop import StepReport, TurnLoop, TurnReport
     from vak_context.agent.tools.registry import Tool, ToolRegistry
     from vak_context.storage.ledger import LedgerStore
@@ -90,6 +91,20 @@ class Engine:
     def on_ray(self) -> bool:
         """Whether the engine's sessions run on Ray (the folder's actors) rather than in this process."""
         return self._ray is not None
+
+    def ledger(self) -> LedgerClient:
+        """The folder's ledger as this engine writes it: a client of its LedgerStore in this process, of the
+        folder's LedgerActor on Ray. For tools built on the engine (``vak serve`` notes what each client
+        request added and forks diverged sessions through it); the entries' format is internal
+        (docs/LEDGER_FORMAT.md). Never append to a session while one of its turns is open."""
+        from vak_context.actors.ledger_client import LedgerClient
+
+        store = self._live_store()
+        if store is not None:
+            return LedgerClient(str(self._folder), store)
+        from vak_context.actors.factory import ledger_actor
+
+        return LedgerClient(str(self._folder), ledger_actor(self._folder), coalesce=False)
 
     def session(self, name: str, *, model: str, tools: ToolRegistry | Iterable[Callable[..., Any] | Tool] = (),
                 workspace: str | os.PathLike[str] | None = None, stance: str | None = None,

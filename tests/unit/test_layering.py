@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 NS = "vak_context"
 # The base layer is the namespace's own modules (errors, names, config): layer "" below.
 LAYERS = ("", "events", "context", "storage", "providers", "agent", "actors", "sessions", "importers", "engine", "farm",
-          "cli")
+          "serve", "cli")
 SIDE_BY_SIDE = ({"storage", "providers"}, {"sessions", "importers"})  # one layer each: neither imports the other
 
 

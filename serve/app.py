@@ -1,0 +1,231 @@
+"""The Starlette app of ``vak serve``: ``/v1/chat/completions`` (OpenAI), ``/v1/messages`` (Anthropic) and
+``/v1/models``, in front of one upstream model, every request through the engine.
+
+Each request is routed to its conversation (the ``x-vak-session`` header names it; else a digest of the
+client's key, the system prompt, the tool names and the first user message), whose lock serialises its
+requests; different conversations run concurrently. Errors come back in the client's protocol's shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from vak_context.agent.tools.registry import tool
+from vak_context.engine.api import Engine
+from vak_context.errors import ContextOverflow, InvalidInput, InvalidName, ProviderError, VakError
+from vak_context.names import check_name
+from vak_context.serve.conversation import Conversation, Held, fork, read_held
+from vak_context.serve.protocol import (
+    ClientRequest,
+    Protocol,
+    Reply,
+    anthropic_reply,
+    anthropic_stream,
+    error_body,
+    openai_reply,
+    openai_stream,
+    read_anthropic,
+    read_openai,
+)
+from vak_context.serve.upstream import Upstream
+
+log = logging.getLogger("vak.serve")
+
+SESSION_HEADER = "x-vak-session"
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """What the server serves: the upstream spec (and base URL, key held in memory only), the budget to
+    plan against until a profile is measured, and the per-run key clients must send (None: any)."""
+
+    upstream: str
+    base_url: str | None = None
+    upstream_key: str | None = None
+    client_key: str | None = None
+    window: int | None = None
+    horizon: int | None = None
+    max_tokens: int = 1024
+
+    @property
+    def model(self) -> str:
+        return self.upstream.partition(":")[2] or self.upstream
+
+
+def _client_side(**arguments: Any) -> None:
+    """A client's tool: the client runs it (the caller's loop hands its calls back, never runs them)."""
+    raise InvalidInput("a client's tool runs in the client; the server only passes its calls back")
+
+
+class Server:
+    """The conversations of one ledger served against one upstream."""
+
+    def __init__(self, engine: Engine, config: ServeConfig, client: httpx.AsyncClient | None = None) -> None:
+        self.engine, self.config = engine, config
+        self._own_client = client is None
+        self.client = client or httpx.AsyncClient(trust_env=False, timeout=900.0)
+        self.upstream = Upstream(self.client, config.upstream_key)
+        self.ledger = engine.ledger()
+        self.conversations: dict[str, Conversation] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def key_of(self, request: ClientRequest, header: str | None, client_key: str) -> str:
+        if header:
+            try:
+                check_name(header, "session")
+            except InvalidName as exc:
+                raise InvalidInput(f"{SESSION_HEADER}: {exc}") from exc
+            return header
+        first = next((i.text for i in request.items if i.role == "user"), "")
+        basis = json.dumps([client_key, request.system, sorted(t.name for t in request.tools), first])
+        return "c-" + hashlib.sha256(basis.encode()).hexdigest()[:20]
+
+    async def handle(self, request: ClientRequest, key: str) -> Reply:
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            conversation, new = await self._route(request, key)
+            return await conversation.answer(request, new, self.upstream, self.ledger)
+
+    async def _route(self, request: ClientRequest, key: str) -> tuple[Conversation, tuple[Any, ...]]:
+        """The session of ``key``'s lineage whose history the request extends (the longest), else a fork of
+        the one it shares most with."""
+        digests = [i.digest() for i in request.items]
+        names = await asyncio.to_thread(self._lineage, key)
+        held = {n: self.conversations[n].held if n in self.conversations else await asyncio.to_thread(read_held, self.ledger, n)
+                for n in names}
+        extending = [n for n in names if len(held[n].digests) <= len(digests) and held[n].extends(digests)]
+        if extending:
+            name = max(extending, key=lambda n: (len(held[n].digests), names.index(n)))
+        else:
+            parent = max(names, key=lambda n: (held[n].common(digests), names.index(n)))
+            name = f"{key}.f{len(names)}"
+            common = held[parent].common(digests)
+            log.info("session %s diverges from %s after %d items: forked as %s", key, parent, common, name)
+            held[name] = await asyncio.to_thread(fork, self.ledger, parent, name, held[parent], common)
+        conversation = await self._conversation(name, request, held[name])
+        return conversation, request.items[len(conversation.held.digests):]
+
+    def _lineage(self, key: str) -> list[str]:
+        """``key`` and its forks (``key.f1``, ``key.f2``, ...), oldest first."""
+        prefix = f"{key}.f"
+        forks = [n for n in self.ledger.sessions() if n.startswith(prefix) and n[len(prefix):].isdigit()]
+        return [key, *sorted(forks, key=lambda n: int(n[len(prefix):]))]
+
+    async def _conversation(self, name: str, request: ClientRequest, held: Held) -> Conversation:
+        signature = (request.system, *sorted(t.name for t in request.tools))
+        current = self.conversations.get(name)
+        if current is not None and current.signature == signature:
+            return current
+        if current is not None:  # the client changed its system prompt or tools: bind them anew
+            await current.session.close()
+        tools = [tool(_client_side, name=t.name, description=t.description or t.name, schema=t.schema)
+                 for t in request.tools]
+        c = self.config
+        session = self.engine.session(name, model=c.upstream, base_url=c.base_url, api_key=c.upstream_key,
+                                      http_client=self.client, tools=tools, identity=request.system or None,
+                                      window=c.window, horizon=c.horizon,
+                                      max_tokens=int(request.max_tokens or c.max_tokens))
+        await session.start()
+        self.conversations[name] = conversation = Conversation(name, session, held, signature)
+        return conversation
+
+    async def close(self) -> None:
+        for conversation in list(self.conversations.values()):
+            await conversation.session.close()
+        self.conversations.clear()
+        if self._own_client:
+            await self.client.aclose()
+
+
+def error_response(protocol: Protocol, exc: BaseException) -> JSONResponse:
+    """An error in the client's protocol: its status and type as that protocol's clients expect."""
+    if isinstance(exc, ContextOverflow):
+        status, body = error_body(protocol, "overflow", str(exc))
+    elif isinstance(exc, ProviderError):
+        upstream = exc.status or 502
+        kind = "rate_limit" if upstream == 429 else "overloaded" if upstream == 529 else "upstream"
+        # A 429 or 5xx keeps its status (clients back off and retry on them); any other upstream failure
+        # (its auth, a malformed request) is the gateway's: 502.
+        status, body = error_body(protocol, kind, f"upstream: {exc}", upstream if upstream == 429 or upstream >= 500 else 502)
+    elif isinstance(exc, InvalidInput):
+        status, body = error_body(protocol, "invalid", str(exc))
+    elif isinstance(exc, VakError):
+        status, body = error_body(protocol, "internal", str(exc))
+    else:
+        log.exception("vak serve: an unexpected error", exc_info=exc)
+        status, body = error_body(protocol, "internal", f"{type(exc).__name__}: the server failed; see its log")
+    return JSONResponse(body, status_code=status)
+
+
+def _client_key(request: Request) -> str:
+    auth = request.headers.get("authorization", "")
+    return auth[7:].strip() if auth.lower().startswith("bearer ") else request.headers.get("x-api-key", "")
+
+
+def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | None = None) -> Starlette:
+    """The app; its lifespan closes the served sessions (an open turn's card says it was cancelled)."""
+    server = Server(engine, config, client)
+
+    def endpoint(protocol: Protocol, read: Callable[[Any], ClientRequest],
+                 render: Callable[[Reply], dict[str, Any]],
+                 stream: Callable[[Reply], Iterator[str]]) -> Callable[[Request], Any]:
+        async def answer(request: Request) -> Response:
+            key = _client_key(request)
+            if config.client_key is not None and not hmac.compare_digest(key, config.client_key):
+                status, body = error_body(protocol, "auth", "a wrong or missing API key: send this run's key "
+                                          "(the file vak serve printed) as the Bearer token or x-api-key")
+                return JSONResponse(body, status_code=status)
+            try:
+                try:
+                    raw = json.loads(await request.body())
+                except ValueError as exc:
+                    raise InvalidInput(f"the request body is not JSON: {exc}") from exc
+                if not isinstance(raw, dict):
+                    raise InvalidInput("the request body must be a JSON object")
+                client_request = read(raw)
+                reply = await server.handle(client_request,
+                                            server.key_of(client_request, request.headers.get(SESSION_HEADER), key))
+            except Exception as exc:
+                return error_response(protocol, exc)
+            if client_request.stream:
+                return StreamingResponse(stream(reply), media_type="text/event-stream")
+            return JSONResponse(render(reply))
+
+        return answer
+
+    async def models(request: Request) -> Response:
+        if "anthropic-version" in request.headers:
+            return JSONResponse({"data": [{"type": "model", "id": config.model, "display_name": config.model,
+                                           "created_at": "1970-01-01T00:00:00Z"}],
+                                 "has_more": False, "first_id": config.model, "last_id": config.model})
+        return JSONResponse({"object": "list", "data": [{"id": config.model, "object": "model", "created": 0,
+                                                         "owned_by": "vak"}]})
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await server.close()
+
+    app = Starlette(routes=[
+        Route("/v1/chat/completions", endpoint("openai", read_openai, openai_reply, openai_stream), methods=["POST"]),
+        Route("/v1/messages", endpoint("anthropic", read_anthropic, anthropic_reply, anthropic_stream), methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+    ], lifespan=lifespan)
+    app.state.server = server
+    return app

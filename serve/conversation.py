@@ -1,0 +1,179 @@
+"""One client conversation as the server serves it: which ledger session holds it, what of the client's
+history that session already holds, the turn left open while the client runs its tools, and the ingest
+of what is new in each request (then the caller's loop, ``Session.begin``, until an answer or the
+client's calls).
+
+What a session holds of the client's history is in its ledger: after each answered request, a
+``serve.history`` activity lists the digests of the items that request added (the new messages and the
+reply), so a restarted server reads every session back. A history that does not extend what any of the
+conversation's sessions holds (the client edited or dropped earlier messages) continues as a new session
+(``<name>.f<N>``) copied from the parent up to the last closed turn the two share, with a
+``session.forked`` activity naming the parent session and entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from vak_context.engine.api import Session, Turn
+from vak_context.errors import ContextOverflow, InvalidInput, ProviderError
+from vak_context.events.envelope import Mapper
+from vak_context.events.payloads import Activity
+from vak_context.farm.sessions import copy_entries
+from vak_context.serve.protocol import ClientRequest, Item, Reply, Usage
+from vak_context.serve.upstream import Upstream
+
+HISTORY = "serve.history"
+FORKED = "session.forked"
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A ``serve.history`` activity: the session held ``upto`` client items after it; ``closed``: no turn
+    was left open (a fork may start there)."""
+
+    upto: int
+    entry: str
+    closed: bool
+
+
+@dataclass
+class Held:
+    """What one ledger session holds of a client's history (digests in order) and where each request ended."""
+
+    digests: list[str] = field(default_factory=list)
+    markers: list[Marker] = field(default_factory=list)
+
+    def extends(self, digests: Sequence[str]) -> bool:
+        return list(digests[:len(self.digests)]) == self.digests
+
+    def common(self, digests: Sequence[str]) -> int:
+        n = 0
+        for held, new in zip(self.digests, digests, strict=False):
+            if held != new:
+                break
+            n += 1
+        return n
+
+
+def read_held(ledger: Any, name: str) -> Held:
+    """The client history a ledger session holds, from its ``serve.history`` activities."""
+    held = Held()
+    if name not in ledger.sessions():
+        return held
+    mapper = Mapper()
+    for entry in ledger.entries(name):
+        if entry.kind != "activity":
+            continue
+        payload = mapper.payload_of(entry)
+        if payload.activity == HISTORY:
+            held.digests += list(payload.detail["digests"])
+            held.markers.append(Marker(len(held.digests), entry.id, bool(payload.detail["closed"])))
+    return held
+
+
+def fork(ledger: Any, parent: str, child: str, held: Held, common: int) -> Held:
+    """Copy ``parent`` into ``child`` up to the last closed turn within the ``common`` items, then record
+    the fork; what ``child`` holds (the client items after it are ingested as new)."""
+    at = next((m for m in reversed(held.markers) if m.closed and m.upto <= common), None)
+    mapper = Mapper()
+    if at is not None:
+        copy_entries(ledger.chain_to_root(at.entry), mapper.payload_of, child,
+                     lambda s, p, b: ledger.append(s, [p], blobs=[b])[0])
+    ledger.append(child, [Activity(activity=FORKED, detail={
+        "parent": parent, "entry": at.entry if at else None, "items": at.upto if at else 0,
+        "common": common, "why": "the client's history diverges from what the parent holds"})])
+    return read_held(ledger, child)
+
+
+def _call_text(item: Item) -> str:
+    calls = "; ".join(f"{c.name}({json.dumps(dict(c.arguments))})" for c in item.calls)
+    return f"{item.text} [calls: {calls}]" if calls else item.text
+
+
+class Conversation:
+    """One ledger session serving a client conversation. The app holds the conversation's lock around
+    each call, so at most one request drives it at a time."""
+
+    def __init__(self, name: str, session: Session, held: Held, signature: tuple[str, ...]) -> None:
+        self.name, self.session, self.held, self.signature = name, session, held, signature
+        self.turn: Turn | None = None  # open while the client runs the calls it was given
+
+    async def answer(self, request: ClientRequest, new: Sequence[Item], upstream: Upstream, ledger: Any) -> Reply:
+        """Ingest ``new`` (the items after what the session holds), run the turn to an answer or to calls
+        of the client's tools, note what the session now holds."""
+        directive = await self._ingest(request, new)
+        turn = self.turn
+        if directive:
+            if turn is not None:  # the client moved on without the results of the calls it was given
+                await turn.close()
+            turn = self.turn = await self.session.begin(directive)
+        if turn is None:
+            raise InvalidInput("the history holds nothing new since the last reply: append the user's next "
+                               "message, or the results of the calls the last reply made")
+        usage, reply = Usage(), None
+        try:
+            reply = await self._drive(turn, request, upstream, usage)
+        finally:
+            if turn.done:
+                self.turn = None
+        items = [*new, reply.item()]
+        entry = (await asyncio.to_thread(ledger.append, self.name, [Activity(activity=HISTORY, detail={
+            "digests": [i.digest() for i in items], "closed": self.turn is None})]))[0]
+        self.held.digests += [i.digest() for i in items]
+        self.held.markers.append(Marker(len(self.held.digests), entry, self.turn is None))
+        return reply
+
+    async def _ingest(self, request: ClientRequest, new: Sequence[Item]) -> str:
+        """Hand the open turn the results it waits for; the rest of what is new is the next directive (the
+        user's words; results or replies the session holds no turn for are quoted into it, in order)."""
+        turn, parts = self.turn, []
+        calls = {c.id: c for i in request.items if i.role == "assistant" for c in i.calls}
+        for item in new:
+            if item.role == "tool" and turn is not None and item.call_id in turn.pending:
+                await turn.tool_result(item.call_id, item.text, is_error=item.is_error)
+            elif item.role == "tool":
+                call = calls.get(item.call_id)
+                what = f"{call.name}({json.dumps(dict(call.arguments))})" if call else f"call {item.call_id}"
+                parts.append(f"[the result of {what}{' (an error)' if item.is_error else ''}]: {item.text}")
+            elif item.role == "assistant":
+                parts.append(f"[an earlier reply of yours]: {_call_text(item)}")
+            elif item.text.strip():
+                parts.append(item.text)
+        if parts and not any(i.role == "user" for i in new):
+            # Results of a turn this server no longer holds (it restarted, or the upstream failed after
+            # them): the request they answer comes first.
+            asked = next((i.text for i in reversed(request.items[:len(request.items) - len(new)]) if i.role == "user"), "")
+            parts.insert(0, f"(continuing your earlier request: {asked})")
+        return "\n\n".join(parts)
+
+    async def _drive(self, turn: Turn, request: ClientRequest, upstream: Upstream, usage: Usage) -> Reply:
+        last_status = 200
+        while (sent := await turn.request()) is not None:
+            got = await upstream.send(sent)
+            usage.add(got.usage)
+            last_status = got.status
+            action = await turn.reply(got.body, got.status)
+            if action.calls:
+                return Reply(request.model, "", tuple(_client_calls(action)), usage)
+            if action.done:
+                break
+        result = turn.result
+        if result.outcome == "failed":
+            why = f"the turn failed: {result.card.text[:300]}"
+            if last_status == 400:  # the over-length request was re-planned once and rejected again
+                raise ContextOverflow(f"{why}; the upstream rejected the request as over-length after one re-plan",
+                                      provider="upstream")
+            raise ProviderError(f"{why}; the client may retry the request", provider="upstream",
+                                status=last_status if last_status >= 400 else 502)
+        return Reply(request.model, result.answer, (), usage)
+
+
+def _client_calls(action: Any) -> list[Any]:
+    from vak_context.serve.protocol import ClientCall
+
+    return [ClientCall(c.id, c.name, dict(c.arguments)) for c in action.calls]

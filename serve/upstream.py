@@ -1,0 +1,85 @@
+"""Sending each request a turn renders to the upstream model: the auth headers of its wire format (the key
+from the environment, or the bundled model's per-run key, held in memory only), and the usage its reply
+bills, read the same way per wire."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from vak_context.engine.api import ModelRequest
+from vak_context.serve.protocol import Usage
+
+# The environment variable each upstream provider's key is read from (the first one set).
+KEY_VARIABLES = {
+    "openai": ("OPENAI_API_KEY",),
+    "openai-responses": ("OPENAI_API_KEY",),
+    "openai-compat": ("OPENAI_COMPAT_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "ollama": ("OLLAMA_API_KEY",),
+}
+
+
+def key_from_environment(spec: str) -> str | None:
+    provider = spec.partition(":")[0].strip().lower()
+    return next((os.environ[v] for v in KEY_VARIABLES.get(provider, ()) if os.environ.get(v)), None)
+
+
+@dataclass(frozen=True)
+class UpstreamReply:
+    status: int
+    body: Any  # the decoded JSON, or the text of a body that is not JSON
+    usage: Usage
+
+
+class Upstream:
+    """Posts rendered requests with this server's own client and the upstream's auth headers."""
+
+    def __init__(self, client: httpx.AsyncClient, api_key: str | None) -> None:
+        self._client, self._key = client, api_key
+
+    def _auth(self, wire: str) -> dict[str, str]:
+        if not self._key:
+            return {}
+        if wire == "anthropic":
+            return {"x-api-key": self._key, "anthropic-version": "2023-06-01"}
+        if wire == "gemini":
+            return {"x-goog-api-key": self._key}
+        return {"Authorization": f"Bearer {self._key}"}
+
+    async def send(self, request: ModelRequest) -> UpstreamReply:
+        headers = {"anthropic-version": "2023-06-01"} if request.wire == "anthropic" else {}
+        response = await self._client.post(request.url, json=request.body,
+                                           headers=headers | self._auth(request.wire) | dict(request.headers))
+        try:
+            body: Any = response.json()
+        except ValueError:
+            body = response.text
+        return UpstreamReply(response.status_code, body, usage_of(body) if response.is_success else Usage())
+
+
+def usage_of(body: Any) -> Usage:
+    """What one upstream reply billed, from its wire's usage object (OpenAI chat or Responses, Anthropic,
+    Gemini): prompt tokens (cached ones included), completion tokens, cached prompt tokens."""
+    if not isinstance(body, Mapping):
+        return Usage()
+    u = body.get("usage") or {}
+    if "prompt_tokens" in u:  # OpenAI chat completions and compatible servers
+        cached = (u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+        return Usage(int(u["prompt_tokens"]), int(u.get("completion_tokens") or 0), int(cached))
+    if "input_tokens" in u and "output_tokens" in u and "cache_read_input_tokens" in u:  # Anthropic
+        cached = int(u.get("cache_read_input_tokens") or 0)
+        return Usage(int(u["input_tokens"]) + cached + int(u.get("cache_creation_input_tokens") or 0),
+                     int(u["output_tokens"]), cached)
+    if "input_tokens" in u:  # OpenAI Responses
+        cached = (u.get("input_tokens_details") or {}).get("cached_tokens") or 0
+        return Usage(int(u["input_tokens"]), int(u.get("output_tokens") or 0), int(cached))
+    g = body.get("usageMetadata") or {}
+    return Usage(int(g.get("promptTokenCount") or 0), int(g.get("candidatesTokenCount") or 0),
+                 int(g.get("cachedContentTokenCount") or 0))
