@@ -1,4 +1,5 @@
-"""`vak serve-local`: run the bundled local model on 127.0.0.1 until Ctrl-C or SIGTERM."""
+"""`vak serve-local`: run the bundled local model on 127.0.0.1 until Ctrl-C or SIGTERM; `vak serve`: the
+OpenAI- and Anthropic-speaking endpoint (vak_context.serve) in front of any model, on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -18,6 +19,22 @@ from vak_context.providers.local.server import LocalModelServer
 
 
 def register(subparsers: Any) -> None:
+    s: argparse.ArgumentParser = subparsers.add_parser(
+        "serve",
+        help="an OpenAI- and Anthropic-speaking endpoint on 127.0.0.1 in front of a model, through the engine",
+        description="Serve /v1/chat/completions, /v1/messages and /v1/models on 127.0.0.1, every request "
+        "projected from the ledger; the per-run API key goes to a 0600 file; upstream keys come from the "
+        "environment only. docs/INTEGRATIONS.md.",
+    )
+    s.add_argument("--upstream", required=True, help="provider:model (openai-compat:NAME, anthropic:..., local:qwen)")
+    s.add_argument("--base-url", default=None, help="the upstream's base URL (openai-compat, a running server)")
+    s.add_argument("--ledger", default="ledger", help="the ledger folder (default ./ledger)")
+    s.add_argument("--port", type=bounded_int(0, 65535), default=0, help="port to bind (default 0: any free port)")
+    s.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
+                   help="run on Ray: a local cluster, or the one at ADDRESS")
+    s.add_argument("--window", type=bounded_int(256, MAX_TOKENS), default=None,
+                   help="tokens to plan against until a profile is measured (a provider that publishes none)")
+    s.set_defaults(func=run_serve)
     p: argparse.ArgumentParser = subparsers.add_parser(
         "serve-local",
         help="serve a bundled local model (llama.cpp) on 127.0.0.1",
@@ -63,4 +80,51 @@ def run(args: argparse.Namespace) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     print(f"stopped (exit code {code})", flush=True)
+    return 0
+
+
+def _key_file(key_dir: Path, key: str) -> Path:
+    """The run's API key in a file only this user can read, never on the terminal or in a log."""
+    key_file = key_dir / "api_key"
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(key)
+    return key_file
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import secrets
+
+    import uvicorn
+
+    from vak_context.engine.api import Engine
+    from vak_context.serve.app import ServeConfig, build_app
+    from vak_context.serve.upstream import key_from_environment
+
+    upstream, base_url, upstream_key = args.upstream, args.base_url, key_from_environment(args.upstream)
+    local: LocalModelServer | None = None
+    if upstream.partition(":")[0].strip().lower() == "local" and base_url is None:
+        # The bundled model, started here: its per-run key stays in this process's memory.
+        from vak_context.providers.local.catalogue import canonical_model
+
+        local = LocalModelServer(canonical_model(upstream.partition(":")[2] or "qwen"), n_ctx=args.window or 8192)
+        local.start()
+        base_url, upstream_key = local.base_url, local.api_key
+    key_dir = Path(tempfile.mkdtemp(prefix="vak-serve-"))  # mode 0700
+    engine = Engine.open(args.ledger, ray=args.ray)
+    try:
+        client_key = secrets.token_urlsafe(24)
+        key_file = _key_file(key_dir, client_key)
+        app = build_app(engine, ServeConfig(upstream, base_url=base_url, upstream_key=upstream_key,
+                                            client_key=client_key, window=args.window))
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="info"))
+        print(f"vak serve: {upstream} through the engine (ledger {args.ledger}); key in {key_file}; stop: Ctrl-C",
+              flush=True)
+        print("  OpenAI: base_url=http://127.0.0.1:PORT/v1   Anthropic: base_url=http://127.0.0.1:PORT", flush=True)
+        server.run()  # logs the bound address (uvicorn, info); handles Ctrl-C and SIGTERM
+    finally:
+        engine.close()
+        shutil.rmtree(key_dir, ignore_errors=True)
+        if local is not None:
+            local.stop()
     return 0

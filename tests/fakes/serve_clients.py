@@ -81,7 +81,8 @@ class Client:
                       for n, (d, s) in SCHEMAS.items()]
         messages: Any = [{"role": "system", "content": SYSTEM}, *self.messages]
         if self.stream:
-            text, parts = "", {}
+            text = ""
+            parts: dict[int, dict[str, str]] = {}
             for chunk in self._openai.chat.completions.create(model="scripted", messages=messages, tools=tools,
                                                               stream=True, stream_options={"include_usage": True}):
                 if chunk.usage is not None:
@@ -115,7 +116,7 @@ class Client:
         if self.stream:
             with self._anthropic.messages.stream(model="scripted", max_tokens=512, system=SYSTEM, messages=messages,
                                                  tools=tools) as events:
-                message = events.get_final_message()
+                message: Any = events.get_final_message()
         else:
             message = self._anthropic.messages.create(model="scripted", max_tokens=512, system=SYSTEM,
                                                       messages=messages, tools=tools)
@@ -123,5 +124,5 @@ class Client:
         self.usage.append(((u.input_tokens or 0) + (u.cache_read_input_tokens or 0), u.output_tokens))
         self.messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in message.content]})
         text = "".join(b.text for b in message.content if b.type == "text")
-        calls = [(b.id, b.name, dict(b.input)) for b in message.content if b.type == "tool_use"]  # type: ignore[arg-type]
+        calls = [(b.id, b.name, dict(b.input)) for b in message.content if b.type == "tool_use"]
         return text, calls
