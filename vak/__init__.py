@@ -22,11 +22,11 @@ _PUBLIC: dict[str, str] = {
     "DEFAULT_IDENTITY": _ASSEMBLE, "DEFAULT_STANCE": _ASSEMBLE,
     "Tool": _TOOLS, "ToolRegistry": _TOOLS, "tool": _TOOLS,
     **{name: _ERRORS for name in (
-        "ActorError", "ConfigError", "ContextOverflow", "FarmSpecError", "InvalidCardDefinition", "InvalidInput",
+        "ActorError", "AppendOnlyHistory", "ConfigError", "ContextOverflow", "FarmSpecError", "InvalidCardDefinition", "InvalidInput",
         "InvalidName", "InvalidPayload", "InvalidRecording", "InvalidUtf8", "LedgerClosed", "LedgerCorrupt",
         "LedgerError", "LedgerPathError", "McpError", "MissingExtra", "ModelServerError", "NonCanonicalValue",
         "OversizeEntry", "ProviderError", "ProviderRequestError", "RequestTooLarge", "RetryableProviderError",
-        "SessionLocked", "TokenCountError", "ToolFailure", "UnknownCardType", "UnknownEntry", "UnknownKind",
+        "SessionLocked", "TokenCountError", "ToolFailure", "TurnOver", "UnknownCardType", "UnknownEntry", "UnknownKind",
         "UnknownParent", "UnknownRecordingFormat", "UnknownSession", "VakError")},
 }
 # Public names on their way out: name -> (the module that still defines it, what to use instead). Each

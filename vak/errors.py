@@ -297,6 +297,26 @@ class MissingExtra(VakError):
                          f"pip install 'vak-context[{extra}]' (or `make install`, which installs every extra).")
 
 
+class AppendOnlyHistory(InvalidInput):
+    """A framework asked to remove or rewrite what the ledger already holds (an adapter's session ``pop_item``
+    or ``clear_session``, a history edited between calls): the ledger only appends."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(f"{what}: the context engine's ledger is append-only, so nothing it recorded can be "
+                         "removed or rewritten; to start over, use a new session name (the old one stays readable)")
+
+
+class TurnOver(VakError):
+    """A framework asked for another model call in a turn the engine has already closed (its rules closed
+    it, or not even its most compact request fits the model)."""
+
+    def __init__(self, outcome: str, answer: str) -> None:
+        self.outcome, self.answer = outcome, answer
+        super().__init__(f"the engine closed this turn ({outcome}: {answer[:200]!r}) while the framework asked "
+                         "for another model call; end the framework's run here and send the next user message")
+
+
 class ToolFailure(VakError):
     """A tool call that cannot run (bad arguments, a path outside the workspace, a missing file).
 

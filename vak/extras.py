@@ -17,6 +17,10 @@ EXTRAS = {
     "local": ("xllamacpp",),
     "plots": ("matplotlib",),
     "mcp": ("mcp",),
+    # The framework adapters (vak_context.adapters): each framework as its own extra.
+    "pydantic-ai": ("pydantic_ai",),
+    "openai-agents": ("agents", "openai"),
+    "langchain": ("langchain", "langchain_core"),
 }
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 NS = "vak_context"
 # The base layer is the namespace's own modules (errors, names, config): layer "" below.
-LAYERS = ("", "events", "context", "storage", "providers", "agent", "actors", "sessions", "importers", "engine", "farm",
-          "serve", "cli")
+LAYERS = ("", "events", "context", "storage", "providers", "agent", "actors", "sessions", "importers", "engine", "adapters",
+          "farm", "serve", "cli")  # adapters: the framework adapters, on the public API (engine) only
 SIDE_BY_SIDE = ({"storage", "providers"}, {"sessions", "importers"})  # one layer each: neither imports the other
 
 

@@ -20,7 +20,7 @@ PACKAGE_DIR: dict[str, str] = tomllib.loads((REPO / "pyproject.toml").read_text(
 # Every folder the mapping names, by its bare name, plus `vak` (another distribution's import name).
 BARE = {folder for folder in PACKAGE_DIR.values()} | {"vak"}
 SCANNED = ("vak", "events", "storage", "actors", "context", "providers", "agent", "sessions", "importers",
-           "engine", "farm", "serve", "cli", "tests", "bench", "examples", "notebooks")
+           "engine", "adapters", "farm", "serve", "cli", "tests", "bench", "examples", "notebooks")
 
 
 def _sources() -> list[tuple[str, str]]:
