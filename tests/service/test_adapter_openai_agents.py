@@ -14,8 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-
-
 from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner, function_tool
 from openai import AsyncOpenAI
 

@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
