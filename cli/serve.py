@@ -92,8 +92,14 @@ def _key_file(key_dir: Path, key: str) -> Path:
     return key_file
 
 
+def _exit_cleanly(signum: int, frame: Any) -> None:
+    raise SystemExit(0)
+
+
 def run_serve(args: argparse.Namespace) -> int:
     import secrets
+    import signal
+    import socket
 
     import uvicorn
 
@@ -117,11 +123,20 @@ def run_serve(args: argparse.Namespace) -> int:
         key_file = _key_file(key_dir, client_key)
         app = build_app(engine, ServeConfig(upstream, base_url=base_url, upstream_key=upstream_key,
                                             client_key=client_key, window=args.window))
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="info"))
+        # Bound here, on loopback, before uvicorn starts: the address printed is the one listening (also
+        # with --port 0), and nothing else is ever bound.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", args.port))
+        root = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
         print(f"vak serve: {upstream} through the engine (ledger {args.ledger}); key in {key_file}; stop: Ctrl-C",
               flush=True)
-        print("  OpenAI: base_url=http://127.0.0.1:PORT/v1   Anthropic: base_url=http://127.0.0.1:PORT", flush=True)
-        server.run()  # logs the bound address (uvicorn, info); handles Ctrl-C and SIGTERM
+        print(f"  OpenAI: base_url={root}/v1   Anthropic: base_url={root}", flush=True)
+        # uvicorn shuts down gracefully on Ctrl-C or SIGTERM, then raises the signal again: this handler turns
+        # SIGTERM into a clean exit, so the cleanup below runs (the key's folder, the engine, a local model).
+        signal.signal(signal.SIGTERM, _exit_cleanly)
+        server.run(sockets=[sock])
     finally:
         engine.close()
         shutil.rmtree(key_dir, ignore_errors=True)
