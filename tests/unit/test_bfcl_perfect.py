@@ -90,3 +90,18 @@ async def test_an_injected_call_in_both_modes_is_refused_and_the_entry_goes_on(t
     assert engine.refused_calls == 0  # the engine answers a name its surface does not offer itself: never handed out
     for run in (direct, engine):
         assert run.verdict.valid, (run.mode, run.verdict)  # the refused call never ran: the state is the truth's
+
+
+async def test_the_report_prints_both_categories_in_both_modes_with_the_goals(tmp_path: Path) -> None:
+    from vak_context.farm.bfcl_report import figures, run_categories, table
+
+    model = PerfectModel([e for c in CATEGORIES for e in load_entries(c, 2)])
+    async with httpx.AsyncClient(transport=httpx.MockTransport(model.handle)) as client:
+        run = await run_categories(CATEGORIES, 2, TARGET, client, folder=tmp_path)
+    rows = figures(run)
+    assert sorted((f.category, f.mode, f.passed, f.entries) for f in rows) == \
+        sorted((c, m, 2, 2) for c in CATEGORIES for m in ("direct", "engine"))
+    text = table(rows, run.horizon)
+    assert "multi_turn_long_context engine: accuracy by largest request / horizon" in text
+    goals = [line for line in text.splitlines() if line.startswith("goal ")]
+    assert len(goals) == 5 and all(": met (" in g for g in goals), goals
