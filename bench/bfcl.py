@@ -1,0 +1,81 @@
+"""BFCL v4 multi-turn, a third-party benchmark: the first N entries of multi_turn_base and
+multi_turn_long_context (fixed order, so runs compare), direct and through the engine, scored by BFCL's own
+checker (farm/bfcl.py, farm/bfcl_modes.py, farm/bfcl_report.py; docs/BENCHMARKS.md).
+
+    .venv/bin/python bench/bfcl.py --entries 3                       # the bundled local:qwen, n_ctx 16384
+    .venv/bin/python bench/bfcl.py --entries 3 --model openai-compat:NAME --base-url http://127.0.0.1:8080/v1
+    .venv/bin/python bench/bfcl.py --entries 3 --via http://127.0.0.1:8765/v1   # adds the "serve" mode
+
+**direct**: the whole history and every tool sent as they are, as BFCL's OpenAI FC handler does.
+**engine**: each entry its own session in a fresh ledger, the public API's caller's loop, the entry's
+functions the caller's tools (deferred). **serve** (``--via URL``): the direct client pointed at
+``vak serve``'s OpenAI-compatible base URL, each entry naming its session with the ``x-vak-session``
+header. ``local:<name>`` starts the bundled model once on 127.0.0.1 for both modes (``[local]`` extra);
+an ``openai-compat:`` model's key is read from ``OPENAI_API_KEY`` when set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from contextlib import ExitStack
+
+import httpx
+
+from vak_context.errors import InvalidInput, VakError
+from vak_context.farm.bfcl import CATEGORIES
+from vak_context.farm.bfcl_modes import Target
+from vak_context.farm.bfcl_report import MODES, figures, run_categories, table
+
+
+def target_for(model: str, base_url: str | None, n_ctx: int, stack: ExitStack) -> Target:
+    provider, name = model.split(":", 1) if ":" in model else (model, "")
+    if provider == "local":
+        from vak_context.providers.local.catalogue import canonical_model
+        from vak_context.providers.local.server import LocalModelServer
+
+        server = stack.enter_context(LocalModelServer(canonical_model(name or "qwen"), n_ctx=n_ctx))
+        return Target(server.base_url, name or "qwen", server.auth_headers(), server.api_key)
+    if provider in ("openai-compat", "openai") and base_url:
+        key = os.environ.get("OPENAI_API_KEY")
+        return Target(base_url.rstrip("/"), name, {"Authorization": f"Bearer {key}"} if key else {}, key)
+    raise InvalidInput(f"--model {model!r}: both modes speak OpenAI chat completions; use local:<name> or "
+                       "openai-compat:<model> with --base-url")
+
+
+async def main(args: argparse.Namespace) -> int:
+    categories = args.category or list(CATEGORIES)
+    with ExitStack() as stack:
+        target = target_for(args.model, args.base_url, args.n_ctx, stack)
+        started = time.monotonic()
+        async with httpx.AsyncClient(timeout=args.timeout) as client:
+            run = await run_categories(categories, args.entries, target, client, modes=args.modes,
+                                       window=args.n_ctx, horizon=args.horizon, via=args.via)
+    print(f"BFCL v4 multi-turn, first {args.entries} entries per category, model {args.model}, "
+          f"n_ctx {args.n_ctx}, {time.monotonic() - started:.0f} s")
+    print(table(figures(run), run.horizon))
+    return 0
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--entries", type=int, default=3, help="the first N entry ids of each category")
+    ap.add_argument("--category", action="append", choices=CATEGORIES, help="default: both")
+    ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    ap.add_argument("--model", default="local:qwen", help="local:<name>, or openai-compat:<model> with --base-url")
+    ap.add_argument("--base-url", help="an OpenAI-compatible server's base URL (…/v1)")
+    ap.add_argument("--n-ctx", type=int, default=16_384, help="the local server's context, the engine's window")
+    ap.add_argument("--horizon", type=int, help="plan against this horizon (default: the session's profile)")
+    ap.add_argument("--via", help="vak serve's base URL: adds the mode 'serve' (the direct client pointed there)")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
+    return ap.parse_args(argv)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(asyncio.run(main(parse())))
+    except VakError as exc:
+        sys.exit(f"bench/bfcl.py: {exc}")
