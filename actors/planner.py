@@ -134,8 +134,9 @@ class PlannerActor:
         """Append the ``plan`` entry of a step's plan (the one sent), naming this actor; its entry id."""
         with self._lock:
             view = self.view(session)
-            entry_id = self.ledger.append(session, [plan_record(plan, view.index.head, PRODUCER)])[0]
-            view.add(self.ledger.get(entry_id))
+            record = plan_record(plan, view.index.head, PRODUCER)
+            entry_id = self.ledger.append(session, [record])[0]
+            view.add(self.ledger.get(entry_id), record)  # the record it was written from: not decoded again
             return entry_id
 
     def _summariser(self, session: str, step: StepRequest) -> Summarise:

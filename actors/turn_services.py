@@ -31,6 +31,7 @@ from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.agent.turnrules import prior_turns_of
 from vak_context.context.capacity.profile import CapacityProfile, ProfileKey, from_record
 from vak_context.context.rules.drift import PriorTurn
+from vak_context.errors import UnknownSession
 
 T = TypeVar("T")
 
@@ -72,8 +73,12 @@ class RayServices:
         return await _call("present", self.evidence.present.remote(self.session, step_id))
 
     async def prior_turns(self) -> list[PriorTurn]:
-        """The session's earlier turns as the turn rules compare against them, read through the LedgerActor."""
-        entries = await self.ledger.entries_async(self.session)
+        """The session's earlier turns as the turn rules compare against them, read through the LedgerActor
+        (none for a session not written yet: the first turn reads them before its directive is appended)."""
+        try:
+            entries = await self.ledger.entries_async(self.session)
+        except UnknownSession:
+            return []
         return prior_turns_of(entries)
 
     async def close_turn(self, outcome: str) -> str:
