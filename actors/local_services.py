@@ -73,9 +73,7 @@ class InProcessServices:
         binds it when it is newer than its own)."""
         if self.probe is None or self.probe_target is None:
             return None
-        key = self.probe_target.key
-        await self.probe.turn_started(key)
-        record = await self.probe.profile(key)
+        record = await self.probe.turn_starting(self.probe_target.key)
         return from_record(record) if record is not None else None
 
     async def turn_finished(self) -> None:

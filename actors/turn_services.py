@@ -89,9 +89,7 @@ class RayServices:
         loop binds it when it is newer than its own)."""
         if self.probe is None or self.probe_target is None:
             return None
-        key = self.probe_target.key
-        await _call("probe turn_started", self.probe.turn_started.remote(key))
-        record = await _call("probe profile", self.probe.profile.remote(key))
+        record = await _call("probe turn_starting", self.probe.turn_starting.remote(self.probe_target.key))
         return from_record(record) if record is not None else None
 
     async def turn_finished(self) -> None:
