@@ -18,6 +18,7 @@ from vak_context.errors import InvalidInput
 from vak_context.events.envelope import StoredEntry
 
 S = TypeVar("S")
+WRITTEN_KEPT = 64  # payloads noted by ``wrote`` and not folded yet, at most (the oldest go first)
 
 
 class FoldedSessions(Generic[S]):
@@ -52,6 +53,8 @@ class FoldedSessions(Generic[S]):
         """``payload`` was appended as ``entry_id`` by this actor: the fold that meets it takes it from here."""
         with self._lock:
             self._written[entry_id] = payload
+            while len(self._written) > WRITTEN_KEPT:  # a session that is not read again: decoded if it is
+                del self._written[next(iter(self._written))]
 
     def written(self, entry_id: str) -> Any:
         """The payload ``wrote`` noted for ``entry_id`` (taken: an entry is folded once), else None."""
