@@ -183,7 +183,8 @@ class AssemblerActor:
                     "plan_step", session, decision.profile, step, current=turn.ordinal,
                     prefix_tokens=await self._prefix_tokens(step, count))
                 written += planned.written  # a packet or reset the plan wrote stays written
-                view = self.view(session)  # with what the planner wrote
+                if planned.written:  # nothing else is appended while the turn waits on this step's request
+                    view = self.view(session)  # with what the planner wrote
                 request = self._project(view, planned.plan, step)
                 size = await self._size(profile, request, count)
                 decision, state = decide(Planned(planned.plan, profile, size, request_chars(request),
@@ -192,11 +193,13 @@ class AssemblerActor:
                 raise InvalidInput(f"the step policy asked the assembler to {type(decision).__name__}; "
                                    "only the turn loop retries a send")
         plan_id = None
+        last = view.plans.get(model)
         if decision.record:
-            plan_id = await self._ask_planner("record_step", session, decision.plan)
-            view = self.view(session)  # with the plan entry: the model's last, standing for ``state``
+            # The new plan entry is the model's last in the chain, standing for ``state``: the next step's
+            # view folds it in with whatever else was appended by then (one read of the ledger, not two).
+            plan_id = last = await self._ask_planner("record_step", session, decision.plan)
         with self._lock:
-            self._states[(session, model)] = (view.plans.get(model), state)
+            self._states[(session, model)] = (last, state)
         return Assembled(
             request=request,
             plan_digest=decision.plan.digest,

@@ -12,6 +12,7 @@ from typing import Any
 
 from vak_context.events.envelope import StoredEntry
 from vak_context.storage.contract import LedgerStats, Payload, VerifyReport
+from vak_context.storage.group_commit import COMMITS
 from vak_context.storage.ledger import LedgerStore
 
 
@@ -68,6 +69,10 @@ class LedgerActor:
 
     def stats(self) -> LedgerStats:
         return self.store.stats()
+
+    def commit_tally(self) -> dict[str, float]:
+        """This actor's process's durable commits so far (``vak_context.storage.group_commit.COMMITS``)."""
+        return COMMITS.snapshot()
 
     def recoveries(self) -> list[dict[str, Any]]:
         return list(self.store.recoveries)

@@ -21,6 +21,7 @@ from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.agent.turnrules import prior_turns_of
 from vak_context.context.capacity.profile import CapacityProfile, from_record
 from vak_context.context.rules.drift import PriorTurn
+from vak_context.errors import UnknownSession
 from vak_context.storage.ledger import LedgerStore
 
 
@@ -57,8 +58,12 @@ class InProcessServices:
         return await asyncio.to_thread(self.evidence.present, self.session, step_id)
 
     async def prior_turns(self) -> list[PriorTurn]:
-        """The session's earlier turns as the turn rules compare against them, read from the ledger."""
-        return await asyncio.to_thread(lambda: prior_turns_of(self.store.entries(self.session)))
+        """The session's earlier turns as the turn rules compare against them, read from the ledger (none
+        for a session not written yet: the first turn reads them before its directive is appended)."""
+        try:
+            return await asyncio.to_thread(lambda: prior_turns_of(self.store.entries(self.session)))
+        except UnknownSession:
+            return []
 
     async def close_turn(self, outcome: str) -> str:
         return await asyncio.to_thread(self.evidence.close_turn, self.session, None, outcome)  # type: ignore[arg-type]
@@ -68,9 +73,7 @@ class InProcessServices:
         binds it when it is newer than its own)."""
         if self.probe is None or self.probe_target is None:
             return None
-        key = self.probe_target.key
-        await self.probe.turn_started(key)
-        record = await self.probe.profile(key)
+        record = await self.probe.turn_starting(self.probe_target.key)
         return from_record(record) if record is not None else None
 
     async def turn_finished(self) -> None:

@@ -78,8 +78,9 @@ class PlannerActor:
         self.mapper = Mapper()
         self._lock = threading.RLock()
         # The packets, resets and plans this actor writes are folded into its view as it writes them.
-        self._views = FoldedSessions(self.ledger, lambda chain: SessionView.build(chain, self.tokens_per_char),
-                                     fold_unseen, self._lock)
+        self._views: FoldedSessions[SessionView] = FoldedSessions(
+            self.ledger, lambda chain: SessionView.build(chain, self.tokens_per_char),
+            lambda view, new: fold_unseen(view, new, self._views.written), self._lock)
         self._endpoints: dict[tuple[Any, ...], EndpointTools] = {}
         self._sessions: dict[str, asyncio.Lock] = {}  # one step plan at a time per session (an async actor)
 
@@ -134,8 +135,11 @@ class PlannerActor:
         """Append the ``plan`` entry of a step's plan (the one sent), naming this actor; its entry id."""
         with self._lock:
             view = self.view(session)
-            entry_id = self.ledger.append(session, [plan_record(plan, view.index.head, PRODUCER)])[0]
-            view.add(self.ledger.get(entry_id))
+            record = plan_record(plan, view.index.head, PRODUCER)
+            entry_id = self.ledger.append(session, [record])[0]
+            # Folded by the next view(), with whatever else was appended by then, from this record: no read
+            # of the entry back (on Ray a LedgerActor call carrying it) and no decoding it again.
+            self._views.wrote(entry_id, record)
             return entry_id
 
     def _summariser(self, session: str, step: StepRequest) -> Summarise:

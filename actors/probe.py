@@ -187,6 +187,12 @@ class ProbeActor:
             pass
         return True
 
+    async def turn_starting(self, key: ProfileKey) -> CapacityProfileRecord | None:
+        """``turn_started`` then ``profile`` in one call (one actor round trip a turn on Ray): cancel the
+        key's in-flight probe, and return the newest profile held for it, as its record."""
+        await self.turn_started(key)
+        return await self.profile(key)
+
     async def wait(self, key: ProfileKey, timeout: float | None = None) -> str:
         """Wait for the probe of ``key`` to end; returns its state (for tests and the CLI)."""
         task = self._tasks.get(key)

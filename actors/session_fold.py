@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from vak_context.actors.ledger_client import LedgerClient
 from vak_context.context.planner.view import SessionView
@@ -18,6 +18,7 @@ from vak_context.errors import InvalidInput
 from vak_context.events.envelope import StoredEntry
 
 S = TypeVar("S")
+WRITTEN_KEPT = 64  # payloads noted by ``wrote`` and not folded yet, at most (the oldest go first)
 
 
 class FoldedSessions(Generic[S]):
@@ -29,6 +30,9 @@ class FoldedSessions(Generic[S]):
         self._build, self._fold = build, fold
         self._lock = lock if lock is not None else threading.RLock()
         self._states: dict[str, tuple[S, int]] = {}  # session -> (state, entries folded in)
+        # Payloads this actor appended itself, by entry id (ids are content hashes): folded from the model
+        # they were written from rather than decoded again (a plan entry at 1,000 turns is ~275 KB of JSON).
+        self._written: dict[str, Any] = {}
 
     def get(self, session: str) -> S:
         """The session's state, brought up to date with what was appended since last time."""
@@ -45,16 +49,33 @@ class FoldedSessions(Generic[S]):
             self._states[session] = (state, seen + len(new))
             return state
 
+    def wrote(self, entry_id: str, payload: Any) -> None:
+        """``payload`` was appended as ``entry_id`` by this actor: the fold that meets it takes it from here."""
+        with self._lock:
+            self._written[entry_id] = payload
+            while len(self._written) > WRITTEN_KEPT:  # a session that is not read again: decoded if it is
+                del self._written[next(iter(self._written))]
+
+    def written(self, entry_id: str) -> Any:
+        """The payload ``wrote`` noted for ``entry_id`` (taken: an entry is folded once), else None."""
+        with self._lock:
+            return self._written.pop(entry_id, None)
+
     def _rebuild(self, session: str) -> S:
         head = self.ledger.head(session)
         chain = self.ledger.chain_to_root(head) if head else []
+        self._written.clear()  # the build decodes every entry of the chain
         state = self._build(chain)
         self._states[session] = (state, chain[-1].seq + 1 if chain else 0)
         return state
 
 
-def fold_unseen(view: SessionView, entries: Sequence[StoredEntry]) -> None:
+def fold_unseen(view: SessionView, entries: Sequence[StoredEntry],
+                known: Callable[[str], Any] | None = None) -> None:
     """Fold in what was appended since the last look, past what the view already holds: the packets,
-    resets and plans an actor wrote are folded in as it writes them (the plan after them reads them)."""
+    resets and plans an actor wrote are folded in as it writes them (the plan after them reads them).
+    ``known``: an entry's payload where the actor holds it already (``FoldedSessions.written``), else None."""
     index = view.index
-    view.add_all(e for e in entries if index.turn_of(e.id) is None and e.id not in index.preamble)
+    for e in entries:
+        if index.turn_of(e.id) is None and e.id not in index.preamble:
+            view.add(e, known(e.id) if known is not None else None)

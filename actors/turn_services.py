@@ -31,6 +31,7 @@ from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.agent.turnrules import prior_turns_of
 from vak_context.context.capacity.profile import CapacityProfile, ProfileKey, from_record
 from vak_context.context.rules.drift import PriorTurn
+from vak_context.errors import UnknownSession
 
 T = TypeVar("T")
 
@@ -72,8 +73,12 @@ class RayServices:
         return await _call("present", self.evidence.present.remote(self.session, step_id))
 
     async def prior_turns(self) -> list[PriorTurn]:
-        """The session's earlier turns as the turn rules compare against them, read through the LedgerActor."""
-        entries = await self.ledger.entries_async(self.session)
+        """The session's earlier turns as the turn rules compare against them, read through the LedgerActor
+        (none for a session not written yet: the first turn reads them before its directive is appended)."""
+        try:
+            entries = await self.ledger.entries_async(self.session)
+        except UnknownSession:
+            return []
         return prior_turns_of(entries)
 
     async def close_turn(self, outcome: str) -> str:
@@ -84,9 +89,7 @@ class RayServices:
         loop binds it when it is newer than its own)."""
         if self.probe is None or self.probe_target is None:
             return None
-        key = self.probe_target.key
-        await _call("probe turn_started", self.probe.turn_started.remote(key))
-        record = await _call("probe profile", self.probe.profile.remote(key))
+        record = await _call("probe turn_starting", self.probe.turn_starting.remote(self.probe_target.key))
         return from_record(record) if record is not None else None
 
     async def turn_finished(self) -> None:

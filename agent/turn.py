@@ -299,16 +299,17 @@ class OpenTurn:
 
     async def begin(self) -> None:
         core, cfg = self.core, self.core.config
-        self.directive_id = (await core.services.append([Directive(text=self.directive)]))[0]
-        self.open = True
         core.promoted = set()
         if not core.seeded and hasattr(core.services, "prior_turns"):
+            # Read before this turn's directive is written: only closed turns (their cards) count.
             core.rules.history = await core.services.prior_turns()
         core.seeded = True
         paused = core.rules.begin(self.directive)
         tail = render_tail(Tail(now=core.clock(), timezone=cfg.timezone, stance=cfg.stance, paused=paused))
-        # Recorded, so the closed turn's record carries the tail it was sent with (byte-stable across turns).
-        await core.services.append([TurnTail(text=tail)])
+        # The directive and the tail it is sent with (recorded, so the closed turn's record carries it,
+        # byte-stable across turns) in one append: one durable commit, one actor call on Ray.
+        self.directive_id = (await core.services.append([Directive(text=self.directive), TurnTail(text=tail)]))[0]
+        self.open = True
         self._step_request = StepRequest(model=cfg.model, system=cfg.system, tools=cfg.surface.schemas, tail=tail,
                                          max_tokens=cfg.max_tokens, temperature=cfg.temperature,
                                          session_key=cfg.session_key, endpoint=cfg.endpoint,

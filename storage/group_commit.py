@@ -13,7 +13,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from vak_context.errors import InvalidInput, LedgerClosed, LedgerError, UnknownParent
@@ -39,6 +39,31 @@ class _Encoded:
     vs: list[int]
     blobs: list[bytes | None]
     metas: list[dict[str, Any] | None]
+
+
+@dataclass(slots=True)
+class CommitTally:
+    """The durable commits this process made (every store, every session): how many, their entries, and
+    the seconds spent writing and syncing them. What a step's time split reports as its durable appends
+    (bench/embed.py); read it with ``snapshot`` (on Ray, ``LedgerActor.commit_tally`` reads the actor's)."""
+
+    commits: int = 0
+    entries: int = 0
+    seconds: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, entries: int, seconds: float) -> None:
+        with self._lock:
+            self.commits += 1
+            self.entries += entries
+            self.seconds += seconds
+
+    def snapshot(self) -> dict[str, float]:
+        with self._lock:
+            return {"commits": self.commits, "entries": self.entries, "seconds": self.seconds}
+
+
+COMMITS = CommitTally()
 
 
 def _check_blobs(payloads: Sequence[Payload], blobs: Sequence[bytes | None] | None) -> None:
@@ -356,6 +381,7 @@ class GroupCommit:
             t0 = time.perf_counter()
             offset = writer.write_message(message)
             s.last_write_s = time.perf_counter() - t0
+            COMMITS.add(len(group.ids), s.last_write_s)
             loc = (writer.number, offset)
         except BaseException as exc:  # an I/O error poisons the session: what is on disk is unknown
             error = exc

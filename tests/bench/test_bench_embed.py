@@ -1,4 +1,4 @@
-"""bench/embed.py still runs (tiny sizes, no timing asserts: the figures live in docs/PERFORMANCE.md)."""
+"""bench/embed.py still runs (tiny sizes, no timing asserts: the figures live in docs/EMBEDDING.md)."""
 
 from __future__ import annotations
 
@@ -24,12 +24,17 @@ def _load() -> Any:
 def test_embed_bench_runs_in_process(capsys: pytest.CaptureFixture[str]) -> None:
     (row,) = _load().main(["--sizes", "10", "--turns", "1"])
     assert row.turns == 10 and row.steps == 2 and row.engine_ms > 0 and row.floor_ms > 0
+    # The split: every step's entries are appended durably (write + fsync), the rest is everything else.
+    assert row.engine.commits >= row.steps and 0 < row.engine.append_ms < row.engine_ms
+    assert row.rest_ms == pytest.approx(row.engine_ms - row.engine.append_ms)
     out = capsys.readouterr().out
-    assert "the JSON floor (goal <= 2x)" in out and out.count("summary:") == 1
+    assert "the JSON floor (goal <= 2x)" in out and "ms a step durable appends" in out and out.count("summary:") == 1
 
 
 @pytest.mark.ray
 def test_embed_bench_runs_on_ray(ray_cluster: Any, capsys: pytest.CaptureFixture[str]) -> None:
     (row,) = _load().main(["--sizes", "10", "--turns", "1", "--ray"], start_ray=lambda: None)
     assert row.ray_ms is not None and row.loopback_ms is not None and row.ray_added_ms is not None
+    # Through the public API on Ray: the LedgerActor made the durable commits.
+    assert row.ray is not None and row.ray.commits >= row.ray.steps and row.ray.append_ms > 0
     assert "ms per step over in-process (goal <= 5 ms)" in capsys.readouterr().out
