@@ -12,7 +12,9 @@ evidence of its call (``status="error"`` an error result); the model's reply, an
 (text, ``tool_calls`` with their ids, ``usage_metadata``), recorded as soon as the model returns it (a
 middleware wraps the call, so it sees the reply). A reply without tool calls ends the agent's run, and so
 the engine's turn: its result and card are written then. ``SystemMessage``s are not recorded: the engine's
-system prompt (the binding's ``identity=``) replaces the agent's ``system_prompt``.
+system prompt (the binding's ``identity=``) replaces the agent's ``system_prompt``. A model call the agent
+asks for after the engine closed the turn (its rules ended it) raises
+:class:`~vak_context.errors.TurnOver`, the turn's result recorded first.
 
 The model gets the projection's messages, and of the agent's tools those the projection declares (the
 engine's tool surface, by name; a tool the agent does not have cannot be sent). ``recall`` and
@@ -101,7 +103,11 @@ class VakMiddleware(AgentMiddleware[Any, Any, Any]):
         if bridge.turn is None and bridge.results:  # the engine closed the turn, the agent went on
             last = bridge.results[-1]
             raise TurnOver(last.outcome, last.answer)
-        projection = await bridge.project()
+        try:
+            projection = await bridge.project()
+        except TurnOver:
+            await bridge.end_turn()  # its result and card, before the framework's run stops here
+            raise
         system, projected = _messages_of(projection)
         wanted = {str(t.get("function", {}).get("name", "")) for t in projection.tools}
         tools = [t for t in request.tools if _tool_name(t) in wanted]

@@ -4,7 +4,8 @@ adapter's middleware (which registers the engine's tools), driven by langchain-c
 then a ``recall`` of the first run's search result by the evidence id the projection shows; the model
 receives the engine's projection (the engine's system prompt instead of the agent's, turn 1 as a digest by
 the third run) and the recalled body byte for byte; the ledger holds three completed turns with their
-cards, each closed as its run ended; an edited history is refused."""
+cards, each closed as its run ended; an edited history is refused; a call after the engine closed the
+turn raises TurnOver."""
 
 from __future__ import annotations
 
@@ -131,4 +132,20 @@ async def test_an_edited_history_is_refused(tmp_path: Path) -> None:
         edited = [HumanMessage("something else"), *state["messages"][1:], HumanMessage("please run make check")]
         with pytest.raises(vak_context.AppendOnlyHistory, match="append-only"):
             await agent.ainvoke({"messages": edited})
+        await vak.close()
+
+
+async def test_a_call_after_the_engine_closed_the_turn_raises_turn_over(tmp_path: Path) -> None:
+    """The same search, over and over: the engine ends the turn; the agent's next model call raises
+    TurnOver, and the turn's result is recorded (the next user message begins a new turn)."""
+    repeated = (AIMessage("", tool_calls=[{"id": f"call-{i}", "name": "search", "args": {"query": "query-001"}}])
+                for i in range(40))
+    model = Recording(messages=iter([*repeated]))
+    with vak_context.Engine.open(tmp_path / "ledger") as engine:
+        vak = VakMiddleware(engine, "lc-3", model="openai:gpt-4o-mini", api_key=KEY, window=32_000)
+        agent = create_agent(model, tools=[search, run_command], middleware=[vak])
+        with pytest.raises(vak_context.TurnOver, match="closed this turn") as over:
+            await agent.ainvoke({"messages": [HumanMessage("please search query-001")]})
+        assert len(model.seen) < 40
+        assert [r.outcome for r in vak.results] == [over.value.outcome]
         await vak.close()
