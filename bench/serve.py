@@ -98,7 +98,7 @@ class Row:
 
 def parse_sse(lines: list[str]) -> tuple[str, list[tuple[str, str, dict[str, Any]]]]:
     """(text, calls) from an OpenAI chat-completions event stream."""
-    text, parts = "", {}
+    text, parts = "", dict[int, dict[str, str]]()
     for line in lines:
         if not line.startswith("data: ") or line == "data: [DONE]":
             continue
