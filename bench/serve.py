@@ -8,8 +8,8 @@ of the tests' scripted upstream (tests/fakes/wire_models.py on OpenAI chat compl
 127.0.0.1 by tests/fakes/httpserver.py). Each turn is two requests: the model calls the client's tool,
 then answers after the result.
 
-At each size N the turns N .. N+T-1 are timed (``--turns`` T), alternately plain and streaming (SSE,
-timed to the last chunk). Each timed request is sent twice: through ``vak serve`` (which ingests it,
+At each size N a fresh server and ledger hold turns 1 .. N-1 untimed, then turns N .. N+T-1 are timed
+(``--turns`` T), alternately plain and streaming (SSE, timed to the last chunk). Each timed request is sent twice: through ``vak serve`` (which ingests it,
 projects the session and calls the upstream), then the same body straight to the same upstream (plain:
 the scripted upstream does not stream, and ``vak serve`` calls it plain either way). Added latency =
 through ``vak serve`` minus direct, per request; p50 and p95 over the timed requests of a size and mode.
@@ -20,7 +20,7 @@ The floor is what any server in that place must do with a request: ``json.loads`
 client's body and one durable append (a ``LedgerStore`` append, acknowledged once fsync'd) of its last
 message. Goal: under 10 ms added at p50 at 100 turns; the ratio to the floor is printed beside it.
 
-    .venv/bin/python bench/serve.py                       # 1, 10 and 100 turns, 6 timed turns each
+    .venv/bin/python bench/serve.py                       # 1, 10 and 100 turns, 20 timed turns each
     .venv/bin/python bench/serve.py --sizes 1,2 --turns 2 # a smoke run
 """
 
@@ -205,30 +205,25 @@ class Bench:
         raise RuntimeError(f"turn {number} did not end in 4 requests")
 
 
-def measure(sizes: list[int], turns: int, root: Path) -> list[Row]:
+def measure(size: int, turns: int, root: Path) -> list[Row]:
+    """A fresh server, ledger and upstream; turns 1 .. size-1 untimed, then ``turns`` timed ones."""
     model = WireModel(FORMATS["openai"])
-    rows: dict[tuple[int, str], Row] = {}
+    rows = {mode: Row(size, mode) for mode in ("plain", "streaming")}
     with serve(model.handle) as upstream, running(root / "ledger", "openai-compat:scripted", upstream.base_url,
                                                   window=WINDOW) as server:
         bench = Bench(server.base_url, upstream.base_url, root / "floor")
         try:
-            number = 1
-            for size in sorted(set(sizes)):
-                while number < size:
-                    bench.turn(number, stream=False, timed=False)
-                    number += 1
-                for i in range(turns):
-                    mode = "streaming" if i % 2 else "plain"
-                    row = rows.setdefault((size, mode), Row(size, mode))
-                    row.samples += bench.turn(number, stream=mode == "streaming", timed=True)
-                    number += 1
-                # The scripted model keeps every body it saw: dropped between sizes, it holds no memory.
-                model.requests.clear()
-                model.sent.clear()
-                model.summaries.clear()
+            for number in range(1, size):
+                bench.turn(number, stream=False, timed=False)
+                if number % 20 == 0:  # the scripted model keeps every body it saw: dropped, it holds no memory
+                    model.requests.clear()
+                    model.sent.clear()
+            for i in range(turns):
+                row = rows["streaming" if i % 2 else "plain"]
+                row.samples += bench.turn(size + i, stream=row.mode == "streaming", timed=True)
         finally:
             bench.close()
-    return [rows[k] for k in sorted(rows)]
+    return list(rows.values())
 
 
 def table(rows: list[Row]) -> str:
@@ -238,7 +233,7 @@ def table(rows: list[Row]) -> str:
         lines.append(f"{r.turns:>6} {r.mode:>9} {len(r.samples):>4} {r.p('body_chars', 0.5) / 1000:>7.0f}"
                      f" {r.p('serve_ms', 0.5):>9.2f} {r.p('direct_ms', 0.5):>10.2f} {r.added_p50:>9.2f}"
                      f" {r.p('added_ms', 0.95):>9.2f} {r.floor_p50:>9.2f} {r.ratio:>5.1f}x")
-    lines.append("ms per request; turns = the first timed turn; added = through vak serve - direct; "
+    lines.append("ms per request; turns = timed from turn N (turns 1..N-1 held first); added = through vak serve - direct; "
                  "floor = json.loads + json.dumps of the body + one durable append; ratio = added p50 / floor p50")
     return "\n".join(lines)
 
@@ -256,13 +251,13 @@ def verdicts(rows: list[Row]) -> list[str]:
 def main(argv: list[str] | None = None) -> list[Row]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="turn numbers to time at, comma-separated")
-    parser.add_argument("--turns", type=int, default=6, help="timed turns per size, alternately plain and streaming")
+    parser.add_argument("--turns", type=int, default=20, help="timed turns per size, alternately plain and streaming")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     if not sizes or min(sizes) < 1 or args.turns < 1:
         parser.error("--sizes are turn numbers from 1, and --turns at least 1")
     with tempfile.TemporaryDirectory(prefix="vak-bench-serve-") as tmp:
-        rows = measure(sizes, args.turns, Path(tmp))
+        rows = [row for size in sorted(set(sizes)) for row in measure(size, args.turns, Path(tmp) / str(size))]
     print(table(rows))
     lines = verdicts(rows)
     for line in lines:
