@@ -1,6 +1,7 @@
 """`vak serve`'s app under a real uvicorn server on 127.0.0.1 (a free port) in a thread, in front of an
 upstream given by its spec and base URL; the engine over ``ledger`` is opened and closed with it, so a
-second ``running(...)`` on the same folder is a restarted server."""
+second ``running(...)`` on the same folder is a restarted server. ``ray`` (a cluster's address) opens the
+engine on Ray, as ``vak serve --ray ADDRESS`` does."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ class Running:
 
 @contextmanager
 def running(ledger: Path, upstream: str, base_url: str, *, window: int | None = 6_000,
-            client_key: str | None = CLIENT_KEY) -> Iterator[Running]:
-    engine = Engine.open(ledger)
+            client_key: str | None = CLIENT_KEY, ray: str | None = None) -> Iterator[Running]:
+    engine = Engine.open(ledger, ray=ray)
     app = build_app(engine, ServeConfig(upstream, base_url=base_url, client_key=client_key, window=window))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, name="vak-serve-test", daemon=True)
