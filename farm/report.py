@@ -3,7 +3,9 @@
 * ``report.md``: per task kind, the figures a researcher compares. Probe: each model's measured horizon
   and its rungs. Replay: per model and session, the requests checked and failed, the largest request
   against its budget, the fidelity mix and the packet ranges, with the reasons of failures. Live: runs
-  that showed the expected outcome against the task's ``require``. Then every unit that could not run.
+  that showed the expected outcome against the task's ``require``. BFCL: per model and category, the
+  modes side by side (accuracy, tokens, requests over the horizon, cached share) and the bench's goals.
+  Then every unit that could not run.
 * ``horizon_curves.png``: for each model, the share of probe samples that followed the instruction
   against prompt tokens, with the measured horizon marked ("curves for any model, one command").
 * ``session_<name>.png``: one session under each model, side by side: request size per request (with
@@ -61,6 +63,7 @@ def write_report(run_dir: Path) -> list[Path]:
     lines += _probe_section([r for r in ok if r["kind"] == "probe"])
     lines += _replay_section([r for r in ok if r["kind"] == "replay"])
     lines += _live_section([r for r in ok if r["kind"] == "live"], tasks)
+    lines += _bfcl_section([r for r in ok if r["kind"] == "bfcl"])
     failed = [r for r in rows if r["request"] == UNIT_FAILED]
     if failed:
         lines += ["## Units that could not run", "", "| task | model | session | reason |", "|---|---|---|---|"]
@@ -140,6 +143,40 @@ def _live_section(rows: list[dict[str, Any]], tasks: dict[str, dict[str, Any]]) 
                    f"{len(rs)} | {require} of {per_directive} per directive | "
                    f"{'PASS' if all(verdicts) else 'FAIL'} ({sum(verdicts)}/{len(verdicts)} directives) |")
     return [*out, ""]
+
+
+def _bfcl_section(rows: list[dict[str, Any]]) -> list[str]:
+    """The figures ``bench/bfcl.py`` prints, from the rows (vak_context.farm.bfcl_unit), one line per model and
+    category with the modes side by side (direct / engine), then each model's goals."""
+    if not rows:
+        return []
+    from vak_context.farm.bfcl_report import figures, goals
+    from vak_context.farm.bfcl_unit import runs_of
+
+    out = ["## BFCL v4 multi-turn: each model's calls made direct and through the engine", "",
+           "Each cell is direct / engine. Accuracy is BFCL's own checker; tokens are the server's prompt tokens.", "",
+           "| task | model | category | horizon | accuracy | tokens/entry | max request | over horizon | rejected "
+           "| cached | s/entry |", "|---|---|---|---:|---|---|---|---|---|---|---|"]
+    notes: list[str] = []
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["task"], r["model"])].append(r)
+    for (task, model), rs in sorted(groups.items()):
+        run = runs_of(rs)
+        by = {(f.category, f.mode): f for f in figures(run)}
+        for category in sorted({c for c, _ in by}):
+            fs = [by[(category, m)] for m in ("direct", "engine", "serve") if (category, m) in by]
+
+            def cell(fmt: str, value: Any, fs: list[Any] = fs) -> str:
+                return " / ".join(format(value(f), fmt) for f in fs)
+
+            out.append(f"| {task} | {model} | {category} | {run.horizon:,} | "
+                       f"{' / '.join(f'{f.passed}/{f.entries} ({f.accuracy:.0%})' for f in fs)} | "
+                       f"{cell(',.0f', lambda f: f.prompt_per_entry)} | {cell(',', lambda f: f.max_prompt)} | "
+                       f"{cell('d', lambda f: f.over_horizon)} | {cell('d', lambda f: f.rejected)} | "
+                       f"{cell('.1%', lambda f: f.cached_share)} | {cell('.1f', lambda f: f.seconds_per_entry)} |")
+        notes += [f"- {task}/{model}: goal {g}" for g in goals(list(by.values()))]
+    return [*out, "", *notes, *([""] if notes else [])]
 
 
 def _plots(run_dir: Path, rows: list[dict[str, Any]]) -> list[Path]:

@@ -1,4 +1,4 @@
-"""`vak farm run SPEC`: run an eval farm (probe, replay, live across models and sessions) on Ray.
+"""`vak farm run SPEC`: run an eval farm (probe, replay, live, bfcl across models and sessions) on Ray.
 
 API (for the CLI, ``vak farm submit``, notebooks and benchmarks)::
 
@@ -7,7 +7,7 @@ API (for the CLI, ``vak farm submit``, notebooks and benchmarks)::
 
     spec = load_farm_spec("farm/examples/small.toml")
     result = run_farm(spec, out_dir=Path("vak-data/farm"), run_id=None, progress=print_line, address=None)
-    result.run_dir         # out_dir / run_id: spec.json, units/, failed/, ledgers/, replays/, live/, results.parquet
+    result.run_dir         # out_dir / run_id: spec.json, units/, failed/, ledgers/, replays/, live/, bfcl/, results.parquet
     result.table_path      # run_dir / RESULTS_FILE: the run's table, schema RESULTS_SCHEMA
     result.failed_units    # [(unit, reason)] of units that could not run (a rerun tries them again)
 
@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 
 from vak_context.errors import ActorError, FarmSpecError, InvalidName, VakError
 from vak_context.farm.rows import RESULTS_SCHEMA, UNIT_FAILED, UnitKey, failed_unit_table
-from vak_context.farm.spec import FarmSpec, LiveTask, ModelEntry, ProbeTask, ReplayTask, Task
+from vak_context.farm.spec import BfclTask, FarmSpec, LiveTask, ModelEntry, ProbeTask, ReplayTask, Task
 from vak_context.names import check_name
 
 __all__ = ["RESULTS_FILE", "RESULTS_SCHEMA", "FarmProgress", "FarmRunResult", "ModelProgress", "UnitPlan",
@@ -116,6 +116,13 @@ def plan_units(spec: FarmSpec, *, hosted_probe: bool = False) -> tuple[list[Unit
             elif isinstance(task, ReplayTask):
                 for session in task.sessions or tuple(s.name for s in spec.sessions):
                     units.append(UnitPlan(UnitKey(task.name, name, session), task, model))
+            elif isinstance(task, BfclTask):
+                if model.kind == "hosted":
+                    notes.append(f"{task.name}/{name}: BFCL speaks OpenAI chat completions; give the model as "
+                                 "local or endpoint. Skipped")
+                    continue
+                for category in task.categories:  # a unit per category: BFCL's own unit of comparison
+                    units.append(UnitPlan(UnitKey(task.name, name, category), task, model))
             else:
                 if model.kind == "hosted":
                     notes.append(f"{task.name}/{name}: live runs need a local model or endpoint; skipped")
@@ -279,7 +286,7 @@ class _Driver:
         made: dict[str, Any] = {}
         out: list[tuple[UnitPlan, Any]] = []
         for unit in pending:
-            name = unit.key.session
+            name = "" if isinstance(unit.task, BfclTask) else unit.key.session  # a bfcl unit's is its category
             if name and name not in made:
                 try:
                     made[name] = materialise(self.spec.session(name), self.run_dir / "ledgers")
@@ -295,7 +302,8 @@ class _Driver:
                 session_root=mat.root if mat else None, source_head=mat.source_head if mat else "",
                 system=mat.system if mat else "", summariser=summariser if isinstance(unit.task, ReplayTask) else None,
                 replays=self.run_dir / REPLAYS_DIR if isinstance(unit.task, ReplayTask) else None,
-                work=self.run_dir / "live" / unit.key.file_name if isinstance(unit.task, LiveTask) else None,
+                work=self.run_dir / unit.task.kind / unit.key.file_name
+                if isinstance(unit.task, LiveTask | BfclTask) else None,
             )))
         return out
 

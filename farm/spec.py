@@ -46,7 +46,7 @@ task) becomes a path component of the run folder, so each is checked with ``vak_
 
     [[tasks]]
     name = "ladder"
-    kind = "probe"                       # probe | replay | live
+    kind = "probe"                       # probe | replay | live | bfcl
     models = ["smollm2"]                 # default: every model the task can run on
     quick = true                         # a small ladder: window 2048, 2 sizes, 1 sample, no controls
 
@@ -65,6 +65,15 @@ task) becomes a path component of the run folder, so each is checked with ``vak_
     require = 5                          # pass when >= 5 of the 6 runs show the expected outcome
     expect = "card"                      # card | answer | tool_call
 
+    [[tasks]]
+    name = "bfcl"
+    kind = "bfcl"                        # BFCL v4 multi-turn: one unit per (model, category)
+    models = ["box"]                     # models that speak OpenAI chat completions (local or endpoint)
+    categories = ["multi_turn_base"]     # default: multi_turn_base and multi_turn_long_context
+    entries = 200                        # the first N entries of each (200: the whole category)
+    modes = ["direct", "engine"]         # default: both, reported side by side
+    # window: the engine's window (default: the model's declared window); max_tokens = 1024
+
 Relative paths resolve against the spec file's folder; ``shared:REST`` resolves against the shared data
 folder (``$VAK_SHARED``, else ``../shared`` next to the checkout).
 
@@ -81,12 +90,14 @@ from pathlib import Path
 
 from vak_context.errors import FarmSpecError
 from vak_context.farm.spec_entries import (
+    BFCL_MODES,
     EXPECTS,
     MODEL_KINDS,
     QUICK_PROBE,
     SESSION_KINDS,
     SHARED_PREFIX,
     TASK_KINDS,
+    BfclTask,
     Expect,
     FarmSpec,
     LiveTask,
@@ -102,7 +113,8 @@ from vak_context.farm.spec_entries import (
 from vak_context.farm.spec_parse import SpecParser
 
 __all__ = [
-    "EXPECTS", "MODEL_KINDS", "QUICK_PROBE", "SESSION_KINDS", "SHARED_PREFIX", "TASK_KINDS", "Expect", "FarmSpec",
+    "BFCL_MODES", "EXPECTS", "MODEL_KINDS", "QUICK_PROBE", "SESSION_KINDS", "SHARED_PREFIX", "TASK_KINDS", "BfclTask",
+    "Expect", "FarmSpec",
     "LiveTask", "ModelEntry", "ModelKind", "ProbeTask", "ReplayTask", "SessionEntry", "SessionKind", "Task",
     "load_farm_spec", "parse_farm_spec", "shared_root",
 ]

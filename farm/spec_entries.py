@@ -18,9 +18,10 @@ from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 ModelKind = Literal["local", "endpoint", "hosted"]
 SessionKind = Literal["recording", "ledger", "generated"]
 Expect = Literal["card", "answer", "tool_call"]
+BFCL_MODES: tuple[str, ...] = ("direct", "engine")  # vak_context.farm.bfcl_report.MODES
 MODEL_KINDS: tuple[str, ...] = ("local", "endpoint", "hosted")
 SESSION_KINDS: tuple[str, ...] = ("recording", "ledger", "generated")
-TASK_KINDS: tuple[str, ...] = ("probe", "replay", "live")
+TASK_KINDS: tuple[str, ...] = ("probe", "replay", "live", "bfcl")
 EXPECTS: tuple[str, ...] = ("card", "answer", "tool_call")
 REPO = Path(__file__).resolve().parent.parent
 SHARED_PREFIX = "shared:"
@@ -124,7 +125,25 @@ class LiveTask:
         return (self.session,)
 
 
-Task = ProbeTask | ReplayTask | LiveTask
+@dataclass(frozen=True)
+class BfclTask:
+    """BFCL v4 multi-turn (vak_context.farm.bfcl): one unit per (model, category), each entry in every mode."""
+
+    name: str
+    models: tuple[str, ...]
+    categories: tuple[str, ...]  # default: every multi-turn category (vak_context.farm.bfcl.CATEGORIES)
+    entries: int = 200  # the first N entry ids of each category (fixed, so runs compare); 200 is a whole one
+    modes: tuple[str, ...] = BFCL_MODES
+    window: int | None = None  # the engine's window (default: the model's declared window)
+    max_tokens: int = 1024
+    kind: Literal["bfcl"] = "bfcl"
+
+    @property
+    def sessions(self) -> tuple[str, ...]:
+        return ()
+
+
+Task = ProbeTask | ReplayTask | LiveTask | BfclTask
 
 
 @dataclass(frozen=True)

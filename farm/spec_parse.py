@@ -13,12 +13,14 @@ from typing import Any, TypeVar, cast
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.errors import FarmSpecError, InvalidName
 from vak_context.farm.spec_entries import (
+    BFCL_MODES,
     EXPECTS,
     MODEL_KINDS,
     QUICK_PROBE,
     SESSION_KINDS,
     SHARED_PREFIX,
     TASK_KINDS,
+    BfclTask,
     FarmSpec,
     LiveTask,
     ModelEntry,
@@ -155,7 +157,7 @@ class SpecParser:
         snames = [s.name for s in sessions]
         tasks = tuple(self.task(t, i, mnames, snames) for i, t in enumerate(self.tables("tasks")))
         if not tasks:
-            raise FarmSpecError("the spec defines no [[tasks]]; add a probe, replay or live task.",
+            raise FarmSpecError("the spec defines no [[tasks]]; add a probe, replay, live or bfcl task.",
                                 path=self.where, key="tasks")
         self.unique("tasks", [t.name for t in tasks], "task names")
         return FarmSpec(name=name, models=models, sessions=sessions, tasks=tasks, source=source)
@@ -260,6 +262,8 @@ class SpecParser:
             return self.probe_task(t, i, name, ms)
         if kind == "replay":
             return self.replay_task(t, i, name, ms, sessions)
+        if kind == "bfcl":
+            return self.bfcl_task(t, i, name, ms)
         return self.live_task(t, i, name, ms, sessions)
 
     def probe_task(self, t: dict[str, Any], i: int, name: str, ms: tuple[str, ...]) -> ProbeTask:
@@ -322,3 +326,26 @@ class SpecParser:
                         repeats=repeats, require=require, expect=expect,  # type: ignore[arg-type]
                         max_steps=self.get(t, tn, i, "max_steps", int, 2, low=1, high=20),
                         max_tokens=self.get(t, tn, i, "max_tokens", int, 96, low=8, high=4096))
+
+    def bfcl_task(self, t: dict[str, Any], i: int, name: str, ms: tuple[str, ...]) -> BfclTask:
+        from vak_context.farm.bfcl import CATEGORIES
+
+        tn = "tasks"
+        self.check_keys(t, tn, i, {"name", "kind", "models", "categories", "entries", "modes", "window",
+                                   "max_tokens"})
+        categories = self.choices(t, i, "categories", CATEGORIES)
+        modes = self.choices(t, i, "modes", BFCL_MODES)
+        return BfclTask(name=name, models=ms, categories=categories, modes=modes,
+                        entries=self.get(t, tn, i, "entries", int, 200, low=1, high=200),
+                        window=self.optional_int(t, tn, i, "window", 1024, 10_000_000),
+                        max_tokens=self.get(t, tn, i, "max_tokens", int, 1024, low=16, high=32_768))
+
+    def choices(self, t: dict[str, Any], i: int, key: str, known: tuple[str, ...]) -> tuple[str, ...]:
+        """A list of some of ``known`` (each once, in ``known``'s order); every one when the key is absent."""
+        value = t.get(key, list(known))
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+            raise self.fail(f"must be a non-empty list, e.g. {key} = {list(known)}.", "tasks", i, key)
+        unknown = [v for v in value if v not in known]
+        if unknown or len(set(value)) != len(value):
+            raise self.fail(f"{unknown or value} is not a list of distinct names from {list(known)}.", "tasks", i, key)
+        return tuple(k for k in known if k in value)

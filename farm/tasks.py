@@ -40,7 +40,7 @@ from vak_context.errors import ModelServerError, VakError
 from vak_context.events.envelope import StoredEntry
 from vak_context.farm.model_units import Endpoint, endpoint_of, live_unit, probe_unit
 from vak_context.farm.rows import UnitKey, failed_unit_table, rows_table
-from vak_context.farm.spec import LiveTask, ModelEntry, ProbeTask, ReplayTask, Task
+from vak_context.farm.spec import BfclTask, LiveTask, ModelEntry, ProbeTask, ReplayTask, Task
 from vak_context.farm.unit_profile import unit_profile
 
 MODEL_ACTOR_PREFIX = "farmmodel-"
@@ -125,7 +125,7 @@ class UnitJob:
     system: str = ""
     summariser: ModelEntry | None = None  # the local model that writes replay packets
     summary_tokens: int = 64
-    work: Path | None = None  # live: where its forks go
+    work: Path | None = None  # live: where its forks go; bfcl: where the engine mode's ledgers go
 
     @property
     def kind(self) -> str:
@@ -152,6 +152,11 @@ async def _run(job: UnitJob, node: str) -> list[dict[str, Any]]:
     endpoint = await asyncio.to_thread(model_endpoint, job.run_id, job.model)
     if isinstance(task, ProbeTask):
         return await probe_unit(job.key, job.run_id, node, job.model, task, endpoint)
+    if isinstance(task, BfclTask):
+        from vak_context.farm.bfcl_unit import bfcl_unit
+
+        assert job.work is not None
+        return await bfcl_unit(job.key, job.run_id, node, job.model, task, endpoint, work=job.work)
     assert isinstance(task, LiveTask) and job.session_root is not None and job.work is not None
     return await live_unit(job.key, job.run_id, node, job.model, task, endpoint, source_root=job.session_root,
                            source_head=job.source_head, work=job.work)
