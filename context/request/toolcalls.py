@@ -41,7 +41,9 @@ _DECODER = json.JSONDecoder()
 _SPECIAL = re.compile(r'[{}\[\]"\\]')
 
 _TAG = re.compile(r"<tool_call>(.*?)(</tool_call>|\Z)", re.DOTALL)
-_FENCE = re.compile(r"```[ \t]*([A-Za-z_]*)[ \t]*\n?(.*?)(```|\Z)", re.DOTALL)
+# A fence opens where Markdown opens one: at the start of the text or after whitespace, never inside a word
+# or a JSON string (``{"```": 1}`` is an argument, not a fence); it closes at the next ``` or the end.
+_FENCE = re.compile(r"(?<!\S)```[ \t]*([A-Za-z_]*)[ \t]*\n?(.*?)(```|\Z)", re.DOTALL)
 _NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
 # A tool name right before an arguments object: `name {` or `name({` (the name starts a word).
 _NAMED = re.compile(r"(?<![\w.-])([A-Za-z_][\w.-]{0,63})[ \t]*\(?[ \t]*$")
