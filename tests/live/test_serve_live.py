@@ -31,7 +31,7 @@ from vak_context.serve.protocol import read_anthropic, read_openai
 pytestmark = [pytest.mark.live, pytest.mark.slow, pytest.mark.timeout(300)]
 
 SESSION = "live-smoke"
-MAX_TOKENS = 48  # the server's default for a request that names none (the OpenAI client's), and Capped's
+MAX_TOKENS = 32  # the server's default for a request that names none (the OpenAI client's), and Capped's
 REQUESTS_PER_TURN = 2  # a model that keeps calling tools is left mid-turn; the next message closes the turn
 DIRECTIVES = ("Search the notes for the release date.", "Run the command `make check`.", "Say done.")
 ENGINE_TOOLS = {"recall", "find_tools"}
