@@ -50,6 +50,9 @@ def _request_handler(handler: Handler, state: LoopbackServer, lock: threading.Lo
         def _answer(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
+            if len(body) < length:  # the client went away mid-request (an actor killed at a test's end)
+                self.close_connection = True
+                return
             request = httpx.Request(self.command, f"{state.url}{self.path}",
                                     headers=list(self.headers.items()), content=body)
             try:
@@ -64,11 +67,15 @@ def _request_handler(handler: Handler, state: LoopbackServer, lock: threading.Lo
                 for name, value in response.headers.multi_items():
                     if name.lower() not in _OWN_HEADERS:
                         self.send_header(name, value)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            # Counted before the reply goes out: a client that has its reply may read the count at once.
             with lock:
                 state.requests += 1
+            try:
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):  # the client went away before its reply
+                self.close_connection = True
 
         do_GET = do_POST = do_PUT = do_DELETE = _answer
 

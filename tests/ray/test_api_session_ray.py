@@ -61,7 +61,11 @@ class Served:
     def handle(self, request: httpx.Request) -> httpx.Response:
         if request.url.path.endswith(self.model.wire.path):
             text = request.content.decode()
-            tools = [t["function"]["name"] for t in json.loads(text).get("tools") or []]
+            try:
+                body = json.loads(text)
+            except ValueError:  # not a chat body (a probe cut off when its actor is killed at the end)
+                return httpx.Response(400, json={"error": {"message": "not JSON", "type": "invalid_request_error"}})
+            tools = [t["function"]["name"] for t in body.get("tools") or []]
             if "web_search" not in tools and MARK not in text:
                 with self._lock:
                     self.refused += 1
