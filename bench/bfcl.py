@@ -27,7 +27,7 @@ import httpx
 
 from vak_context.errors import InvalidInput, VakError
 from vak_context.farm.bfcl import CATEGORIES
-from vak_context.farm.bfcl_modes import Target
+from vak_context.farm.bfcl_modes import EntryRun, Target
 from vak_context.farm.bfcl_report import MODES, figures, run_categories, table
 
 
@@ -46,6 +46,13 @@ def target_for(model: str, base_url: str | None, n_ctx: int, stack: ExitStack) -
                        "openai-compat:<model> with --base-url")
 
 
+def progress(run: EntryRun) -> None:
+    prompts = [s.prompt_tokens for s in run.sent]
+    print(f"  {run.category} {run.entry_id} {run.mode}: {'pass' if run.verdict.valid else 'fail'} "
+          f"({run.verdict.error_type or 'ok'}), {len(prompts)} requests, {sum(prompts):,} prompt tokens, "
+          f"{run.seconds:.0f} s", flush=True)
+
+
 async def main(args: argparse.Namespace) -> int:
     categories = args.category or list(CATEGORIES)
     with ExitStack() as stack:
@@ -53,7 +60,7 @@ async def main(args: argparse.Namespace) -> int:
         started = time.monotonic()
         async with httpx.AsyncClient(timeout=args.timeout) as client:
             run = await run_categories(categories, args.entries, target, client, modes=args.modes,
-                                       window=args.n_ctx, horizon=args.horizon, via=args.via)
+                                       window=args.n_ctx, horizon=args.horizon, via=args.via, on_entry=progress)
     print(f"BFCL v4 multi-turn, first {args.entries} entries per category, model {args.model}, "
           f"n_ctx {args.n_ctx}, {time.monotonic() - started:.0f} s")
     print(table(figures(run), run.horizon))

@@ -4,7 +4,7 @@ what ``bench/bfcl.py`` prints and the farm's ``bfcl`` task reports (:mod:`.bfcl`
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,15 +26,17 @@ class Run:
 
 async def run_categories(categories: Sequence[str], entries: int, target: Target, client: httpx.AsyncClient, *,
                          modes: Sequence[str] = MODES, window: int = 16_384, horizon: int | None = None,
-                         folder: Path | None = None, via: str | None = None) -> Run:
+                         folder: Path | None = None, via: str | None = None,
+                         on_entry: Callable[[EntryRun], None] | None = None) -> Run:
     """The first ``entries`` of each category in each mode (engine: a fresh ledger per entry under
     ``folder``). ``via``: vak serve's base URL, for a third mode "serve" (the direct client pointed there,
-    each entry named by the session header)."""
+    each entry named by the session header). ``on_entry`` sees each entry's run as it ends (progress)."""
     root = folder or Path(tempfile.mkdtemp(prefix="vak-bfcl-ledgers-"))
     out, planned = [], horizon or 0
     served = Target(via, target.model, target.headers, target.api_key) if via else None
     for category in categories:
         for entry in load_entries(category, entries):
+            start = len(out)
             if "direct" in modes:
                 out.append(await run_direct(entry, target, client))
             if "engine" in modes:
@@ -45,6 +47,9 @@ async def run_categories(categories: Sequence[str], entries: int, target: Target
                 run = await run_direct(entry, served, client, session=f"bfcl-{entry.id}-{len(out)}")
                 run.mode = "serve"
                 out.append(run)
+            if on_entry is not None:
+                for run in out[start:]:
+                    on_entry(run)
     return Run(out, planned or window)
 
 
