@@ -34,6 +34,9 @@ def register(subparsers: Any) -> None:
                    help="run on Ray: a local cluster, or the one at ADDRESS")
     s.add_argument("--window", type=bounded_int(256, MAX_TOKENS), default=None,
                    help="tokens to plan against until a profile is measured (a provider that publishes none)")
+    s.add_argument("--defer-tools", choices=("auto", "always", "never"), default="auto",
+                   help="the client's tools behind find_tools (listed in the system prompt, each callable by name): "
+                   "auto (default) when their schemas exceed a quarter of the model's horizon")
     s.set_defaults(func=run_serve)
     p: argparse.ArgumentParser = subparsers.add_parser(
         "serve-local",
@@ -122,7 +125,8 @@ def run_serve(args: argparse.Namespace) -> int:
         client_key = secrets.token_urlsafe(24)
         key_file = _key_file(key_dir, client_key)
         app = build_app(engine, ServeConfig(upstream, base_url=base_url, upstream_key=upstream_key,
-                                            client_key=client_key, window=args.window))
+                                            client_key=client_key, window=args.window,
+                                            defer_tools=args.defer_tools))
         # Bound here, on loopback, before uvicorn starts: the address printed is the one listening (also
         # with --port 0), and nothing else is ever bound.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

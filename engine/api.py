@@ -401,6 +401,11 @@ class Session:
         """The bound profile's instruction horizon in tokens: measured by a probe, else the metadata rung's."""
         return self._bound_loop().profile.instruction_horizon.tokens
 
+    @property
+    def tokens_per_char(self) -> float:
+        """The bound profile's calibrated tokens per character of a request (updated by every receipt)."""
+        return self._bound_loop().profile.tokens_per_char.value
+
     def describe_profile(self) -> str:
         """The bound profile in a few lines (window, horizon and where it came from, tokens per char, cache)."""
         from vak_context.context.capacity.profile import describe

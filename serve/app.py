@@ -25,7 +25,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from vak_context.agent.tools.registry import tool
-from vak_context.engine.api import Engine
+from vak_context.context.request.messages import ToolSpec
+from vak_context.context.request.surface import should_defer
+from vak_context.engine.api import Engine, Session
 from vak_context.errors import ContextOverflow, InvalidInput, InvalidName, ProviderError, VakError
 from vak_context.names import check_name
 from vak_context.serve.conversation import Conversation, Held, fork, read_held
@@ -60,6 +62,9 @@ class ServeConfig:
     window: int | None = None
     horizon: int | None = None
     max_tokens: int = 1024
+    # The client's tools: "auto" defers them (catalogue + find_tools, each still callable by name) when their
+    # schemas exceed DEFER_SHARE of the bound model's horizon; "always" / "never" decide for every client.
+    defer_tools: str = "auto"
 
     @property
     def model(self) -> str:
@@ -132,16 +137,27 @@ class Server:
             return current
         if current is not None:  # the client changed its system prompt or tools: bind them anew
             await current.session.close()
-        tools = [tool(_client_side, name=t.name, description=t.description or t.name, schema=t.schema)
-                 for t in request.tools]
+        session = await self._session(name, request, deferred=self.config.defer_tools == "always")
+        if self.config.defer_tools == "auto" and should_defer(
+                [ToolSpec(name=t.name, description=t.description or t.name, input_schema=dict(t.schema)) for t in request.tools],
+                session.horizon, session.tokens_per_char):
+            # Bound once to read the horizon (measured, or the window's): nothing was written, so the
+            # session is bound again with the client's tools behind find_tools.
+            await session.close()
+            session = await self._session(name, request, deferred=True)
+        self.conversations[name] = conversation = Conversation(name, session, held, signature)
+        return conversation
+
+    async def _session(self, name: str, request: ClientRequest, *, deferred: bool) -> Session:
+        tools = [tool(_client_side, name=t.name, description=t.description or t.name, schema=t.schema,
+                      deferred=deferred) for t in request.tools]
         c = self.config
         session = self.engine.session(name, model=c.upstream, base_url=c.base_url, api_key=c.upstream_key,
                                       http_client=self.client, tools=tools, identity=request.system or None,
                                       window=c.window, horizon=c.horizon,
                                       max_tokens=int(request.max_tokens or c.max_tokens))
         await session.start()
-        self.conversations[name] = conversation = Conversation(name, session, held, signature)
-        return conversation
+        return session
 
     async def close(self) -> None:
         for conversation in list(self.conversations.values()):

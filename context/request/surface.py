@@ -32,6 +32,10 @@ from vak_context.context.request.toolrefs import FIND_TOOLS_NAME, LOADED_MARK
 from vak_context.errors import InvalidInput
 
 FIND_TOOLS_LIMIT = 5
+# Tools an embedder hands over in bulk (a client of ``vak serve``, an agent framework) are deferred when
+# their schemas would take more than this share of the bound model's instruction horizon on every request:
+# BFCL's entries offer 28 functions, ~5.7k tokens, most of a small model's horizon before the first message.
+DEFER_SHARE = 0.25
 
 FIND_TOOLS = ToolSpec(
     name=FIND_TOOLS_NAME,
@@ -67,6 +71,20 @@ class ToolDecl:
 
 
 _SENTENCE = re.compile(r"^(.+?[.!?])(?:\s|$)", re.DOTALL)
+
+
+def schema_chars(tools: Iterable[ToolSpec]) -> int:
+    """What the tools' schemas cost a request in characters, as a provider renders them (name, description,
+    parameters as JSON)."""
+    return sum(len(t.name) + len(t.description) + len(json.dumps(t.input_schema, separators=(",", ":")))
+               for t in tools)
+
+
+def should_defer(tools: Sequence[ToolSpec], horizon_tokens: int, tokens_per_char: float,
+                 share: float = DEFER_SHARE) -> bool:
+    """Whether tools handed over in bulk go behind ``find_tools`` (listed in the catalogue, every one still
+    callable by name) rather than ride every request: their schemas over ``share`` of the horizon."""
+    return bool(tools) and schema_chars(tools) * tokens_per_char > share * horizon_tokens
 
 
 def first_sentence(text: str) -> str:
