@@ -10,10 +10,12 @@ from pathlib import Path
 
 import httpx
 
+from vak_context.errors import InvalidInput
 from vak_context.farm.bfcl import load_entries
 from vak_context.farm.bfcl_modes import EntryRun, Target, run_direct, run_engine
 
 MODES = ("direct", "engine")
+ALL_MODES = (*MODES, "serve")  # "serve": the direct client pointed at vak serve (bench/bfcl.py starts one)
 FULL = 200  # entries per BFCL multi-turn category: the extrapolated full run
 SIZE_BANDS = ((0.0, 0.5), (0.5, 1.0), (1.0, float("inf")))  # an entry's largest request / the horizon
 
@@ -26,15 +28,18 @@ class Run:
 
 async def run_categories(categories: Sequence[str], entries: int, target: Target, client: httpx.AsyncClient, *,
                          modes: Sequence[str] = MODES, window: int = 16_384, horizon: int | None = None,
-                         folder: Path | None = None, via: str | None = None,
+                         folder: Path | None = None, via: Target | None = None,
                          on_entry: Callable[[EntryRun], None] | None = None) -> Run:
     """The first ``entries`` of each category in each mode (engine: a fresh ledger per entry under
-    ``folder``). ``via``: vak serve's base URL, for a third mode "serve" (the direct client pointed there,
-    each entry named by the session header). ``on_entry`` sees each entry's run as it ends (progress)."""
+    ``folder``). ``via``: vak serve (its base URL and its client key's headers), for the mode "serve" (the
+    direct client pointed there, each entry named by the session header). ``on_entry`` sees each entry's
+    run as it ends (progress)."""
+    if "serve" in modes and via is None:
+        raise InvalidInput("the mode 'serve' needs vak serve's address: pass via=Target(base_url, model, headers)")
     root = folder or Path(tempfile.mkdtemp(prefix="vak-bfcl-ledgers-"))
     out: list[EntryRun] = []
     planned = horizon or 0
-    served = Target(via, target.model, target.headers, target.api_key) if via else None
+    served = via if "serve" in modes else None
     for category in categories:
         for entry in load_entries(category, entries):
             start = len(out)
