@@ -14,7 +14,7 @@ from tests.fakes.httpserver import serve
 from tests.fakes.vak_server import CLIENT_KEY, running
 from vak_context.farm.bfcl import CATEGORIES, load_entries
 from vak_context.farm.bfcl_modes import Target
-from vak_context.farm.bfcl_report import figures, run_categories
+from vak_context.farm.bfcl_report import figures, run_categories, table
 
 
 async def test_both_categories_pass_through_vak_serve_with_smaller_requests(tmp_path: Path) -> None:
@@ -31,3 +31,5 @@ async def test_both_categories_pass_through_vak_serve_with_smaller_requests(tmp_
         direct, served = rows[category, "direct"], rows[category, "serve"]
         assert (direct.passed, served.passed) == (1, 1), [r.verdict for r in run.runs]
         assert served.prompt_per_entry < direct.prompt_per_entry
+    goals = [line for line in table(figures(run), run.horizon).splitlines() if line.startswith("goal ")]
+    assert len(goals) == 5 and all(" serve " in g and ": met (" in g for g in goals), goals
