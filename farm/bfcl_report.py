@@ -33,29 +33,31 @@ async def run_categories(categories: Sequence[str], entries: int, target: Target
     """The first ``entries`` of each category in each mode (engine: a fresh ledger per entry under
     ``folder``). ``via``: vak serve (its base URL and its client key's headers), for the mode "serve" (the
     direct client pointed there, each entry named by the session header). ``on_entry`` sees each entry's
-    run as it ends (progress)."""
+    run in each mode as it ends (progress)."""
     if "serve" in modes and via is None:
         raise InvalidInput("the mode 'serve' needs vak serve's address: pass via=Target(base_url, model, headers)")
     root = folder or Path(tempfile.mkdtemp(prefix="vak-bfcl-ledgers-"))
     out: list[EntryRun] = []
     planned = horizon or 0
     served = via if "serve" in modes else None
+
+    def done(run: EntryRun) -> None:
+        out.append(run)
+        if on_entry is not None:
+            on_entry(run)
+
     for category in categories:
         for entry in load_entries(category, entries):
-            start = len(out)
             if "direct" in modes:
-                out.append(await run_direct(entry, target, client))
+                done(await run_direct(entry, target, client))
             if "engine" in modes:
                 run, planned = await run_engine(entry, target, client, root / f"{entry.id}-{len(out)}",
                                                 window=window, horizon=horizon)
-                out.append(run)
+                done(run)
             if served is not None:
                 run = await run_direct(entry, served, client, session=f"bfcl-{entry.id}-{len(out)}")
                 run.mode = "serve"
-                out.append(run)
-            if on_entry is not None:
-                for run in out[start:]:
-                    on_entry(run)
+                done(run)
     return Run(out, planned or window)
 
 
