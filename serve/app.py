@@ -13,7 +13,7 @@ import hashlib
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -32,17 +32,20 @@ from vak_context.errors import ContextOverflow, InvalidInput, InvalidName, Provi
 from vak_context.names import check_name
 from vak_context.serve.conversation import Conversation, Held, fork, read_held
 from vak_context.serve.protocol import (
+    AnthropicEvents,
     ClientRequest,
+    Events,
+    OpenAIEvents,
     Protocol,
     Reply,
+    Usage,
     anthropic_reply,
-    anthropic_stream,
     error_body,
     openai_reply,
-    openai_stream,
     read_anthropic,
     read_openai,
 )
+from vak_context.serve.streaming import ClientGone, Stream
 from vak_context.serve.upstream import Upstream
 
 log = logging.getLogger("vak.serve")
@@ -87,6 +90,7 @@ class Server:
         self.ledger = engine.ledger()
         self.conversations: dict[str, Conversation] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._streams: set[Stream] = set()  # streamed requests still driving
 
     def key_of(self, request: ClientRequest, header: str | None, client_key: str) -> str:
         if header:
@@ -104,6 +108,29 @@ class Server:
         async with lock:
             conversation, new = await self._route(request, key)
             return await conversation.answer(request, new, self.upstream, self.ledger)
+
+    def stream(self, request: ClientRequest, key: str) -> Stream:
+        """Drive ``request`` in a task of its own that holds the session's lock to the stream's end and
+        posts its events to the returned stream (the response's generator writes them)."""
+        stream = Stream()
+
+        async def produce() -> None:
+            try:
+                async with self._locks.setdefault(key, asyncio.Lock()):
+                    if stream.gone:  # the client left while an earlier request of its session ran
+                        raise ClientGone("the client closed the stream before its request was driven")
+                    conversation, new = await self._route(request, key)
+                    await conversation.answer(request, new, self.upstream, self.ledger, stream)
+            except ClientGone as exc:
+                log.info("session %s: the client closed its stream; the turn is closed, nothing noted", key)
+                stream.fail(exc)  # nobody reads it, unless the response had not started yet
+            except Exception as exc:
+                stream.fail(exc)
+
+        stream.task = asyncio.create_task(produce(), name=f"vak-serve-stream-{key}")
+        self._streams.add(stream)
+        stream.task.add_done_callback(lambda _t: self._streams.discard(stream))
+        return stream
 
     async def _route(self, request: ClientRequest, key: str) -> tuple[Conversation, tuple[Any, ...]]:
         """The session of ``key``'s lineage whose history the request extends (the longest), else a fork of
@@ -160,6 +187,9 @@ class Server:
         return session
 
     async def close(self) -> None:
+        for stream in list(self._streams):  # their clients are gone with the server: end their turns
+            stream.leave()
+        await asyncio.gather(*(s.task for s in list(self._streams) if s.task is not None), return_exceptions=True)
         for conversation in list(self.conversations.values()):
             await conversation.session.close()
         self.conversations.clear()
@@ -187,6 +217,60 @@ def error_response(protocol: Protocol, exc: BaseException) -> JSONResponse:
     return JSONResponse(body, status_code=status)
 
 
+class StreamedResponse(StreamingResponse):
+    """The SSE response of a streamed request: however it ends (written out, or the client gone, even
+    before its first event), the driving task is told, so it stops waiting on the client."""
+
+    def __init__(self, stream: Stream, content: AsyncIterator[str]) -> None:
+        super().__init__(content, media_type="text/event-stream", headers={"cache-control": "no-cache"})
+        self.stream = stream
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.stream.leave()
+
+
+async def streamed(protocol: Protocol, stream: Stream, events: Events) -> Response:
+    """The response once the driving task posted its first event: an error before any byte went out keeps
+    the protocol's error status and shape; after that, an error ends the stream with the protocol's
+    in-stream error event."""
+    try:
+        first = await stream.events.get()
+    except BaseException:
+        stream.leave()
+        raise
+    if first.kind == "error":
+        assert first.error is not None
+        return error_response(protocol, first.error)
+
+    async def write() -> AsyncIterator[str]:
+        event = first
+        usage = first.reply.usage if first.reply is not None else Usage()
+        for chunk in events.start(usage):
+            yield chunk
+        while True:
+            if event.kind == "text":
+                for chunk in events.text(event.text):
+                    yield chunk
+            elif event.kind == "reply":
+                assert event.reply is not None
+                for chunk in events.end(event.reply):
+                    yield chunk
+                stream.delivered()
+                return
+            else:
+                assert event.error is not None
+                response = error_response(protocol, event.error)
+                for chunk in events.error(json.loads(response.body)):
+                    yield chunk
+                return
+            event = await stream.events.get()
+
+    return StreamedResponse(stream, write())
+
+
 def _client_key(request: Request) -> str:
     auth = request.headers.get("authorization", "")
     return auth[7:].strip() if auth.lower().startswith("bearer ") else request.headers.get("x-api-key", "")
@@ -197,8 +281,7 @@ def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | N
     server = Server(engine, config, client)
 
     def endpoint(protocol: Protocol, read: Callable[[Any], ClientRequest],
-                 render: Callable[[Reply], dict[str, Any]],
-                 stream: Callable[[Reply], Iterator[str]]) -> Callable[[Request], Any]:
+                 render: Callable[[Reply], dict[str, Any]], events: Callable[[str], Events]) -> Callable[[Request], Any]:
         async def answer(request: Request) -> Response:
             key = _client_key(request)
             if config.client_key is not None and not hmac.compare_digest(key, config.client_key):
@@ -213,12 +296,13 @@ def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | N
                 if not isinstance(raw, dict):
                     raise InvalidInput("the request body must be a JSON object")
                 client_request = read(raw)
-                reply = await server.handle(client_request,
-                                            server.key_of(client_request, request.headers.get(SESSION_HEADER), key))
+                session = server.key_of(client_request, request.headers.get(SESSION_HEADER), key)
+                if client_request.stream:
+                    return await streamed(protocol, server.stream(client_request, session),
+                                          events(client_request.model))
+                reply = await server.handle(client_request, session)
             except Exception as exc:
                 return error_response(protocol, exc)
-            if client_request.stream:
-                return StreamingResponse(stream(reply), media_type="text/event-stream")
             return JSONResponse(render(reply))
 
         return answer
@@ -239,8 +323,9 @@ def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | N
             await server.close()
 
     app = Starlette(routes=[
-        Route("/v1/chat/completions", endpoint("openai", read_openai, openai_reply, openai_stream), methods=["POST"]),
-        Route("/v1/messages", endpoint("anthropic", read_anthropic, anthropic_reply, anthropic_stream), methods=["POST"]),
+        Route("/v1/chat/completions", endpoint("openai", read_openai, openai_reply, OpenAIEvents), methods=["POST"]),
+        Route("/v1/messages", endpoint("anthropic", read_anthropic, anthropic_reply, AnthropicEvents),
+              methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
     ], lifespan=lifespan)
     app.state.server = server

@@ -25,6 +25,7 @@ from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import Activity
 from vak_context.farm.sessions import copy_entries
 from vak_context.serve.protocol import ClientRequest, Item, Reply, Usage
+from vak_context.serve.streaming import PARAGRAPH, ClientGone, StepText, Stream
 from vak_context.serve.upstream import Upstream
 
 HISTORY = "serve.history"
@@ -103,9 +104,12 @@ class Conversation:
         self.name, self.session, self.held, self.signature = name, session, held, signature
         self.turn: Turn | None = None  # open while the client runs the calls it was given
 
-    async def answer(self, request: ClientRequest, new: Sequence[Item], upstream: Upstream, ledger: Any) -> Reply:
+    async def answer(self, request: ClientRequest, new: Sequence[Item], upstream: Upstream, ledger: Any,
+                     stream: Stream | None = None) -> Reply:
         """Ingest ``new`` (the items after what the session holds), run the turn to an answer or to calls
-        of the client's tools, note what the session now holds."""
+        of the client's tools, note what the session now holds. With ``stream`` the text goes out as it
+        arrives and the reply is noted only once the response has written it: a client that left before
+        closes the open turn (``cancelled``) and leaves nothing noted, so its retry is ingested anew."""
         directive = await self._ingest(request, new)
         turn = self.turn
         if directive:
@@ -117,7 +121,12 @@ class Conversation:
                                "message, or the results of the calls the last reply made")
         usage, reply = Usage(), None
         try:
-            reply = await self._drive(turn, request, upstream, usage)
+            reply = await self._drive(turn, request, upstream, usage, stream)
+            if stream is not None and not await stream.deliver(reply):
+                raise ClientGone("the client closed the stream before the reply was written")
+        except ClientGone:
+            await turn.close()  # a turn waiting for calls the client never got, or one cut mid-step
+            raise
         finally:
             if turn.done:
                 self.turn = None
@@ -151,16 +160,31 @@ class Conversation:
             parts.insert(0, f"(continuing your earlier request: {asked})")
         return "\n\n".join(parts)
 
-    async def _drive(self, turn: Turn, request: ClientRequest, upstream: Upstream, usage: Usage) -> Reply:
-        last_status = 200
+    async def _drive(self, turn: Turn, request: ClientRequest, upstream: Upstream, usage: Usage,
+                     stream: Stream | None) -> Reply:
+        last_status, shown = 200, []  # shown: the text the client was sent, every step's
         while (sent := await turn.request()) is not None:
-            got = await upstream.send(sent)
+            if stream is None:
+                got = await upstream.send(sent)
+            else:
+                step = StepText(upstream.redactor, PARAGRAPH if shown else "")
+
+                def show(delta: str, calling: bool, step: StepText = step) -> None:
+                    out = step.add(delta, calling)
+                    if out:
+                        shown.append(out)
+                        stream.text(out)
+
+                got = await stream.guard(upstream.stream(sent, show))
             usage.add(got.usage)
             last_status = got.status
             action = await turn.reply(got.body, got.status)
             if action.calls:
-                return Reply(request.model, "", tuple(_client_calls(action)), usage)
+                return Reply(request.model, "".join(shown), tuple(_client_calls(action)), usage)
             if action.done:
+                if stream is not None and (rest := step.answer(action.answer)):
+                    shown.append(rest)
+                    stream.text(rest)
                 break
         result = turn.result
         if result.outcome == "failed":
@@ -170,7 +194,9 @@ class Conversation:
                                       provider="upstream")
             raise ProviderError(f"{why}; the client may retry the request", provider="upstream",
                                 status=last_status if last_status >= 400 else 502)
-        return Reply(request.model, result.answer, (), usage)
+        # Streamed, the reply is the text the client was sent (it sends that back): the answer, after any
+        # text an earlier step showed before it called the engine's tools.
+        return Reply(request.model, result.answer if stream is None else "".join(shown), (), usage)
 
 
 def _client_calls(action: Any) -> list[Any]:

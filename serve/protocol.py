@@ -225,49 +225,85 @@ def _sse(data: Any, event: str | None = None) -> str:
     return f"{head}data: {json.dumps(data)}\n\n"
 
 
-def openai_stream(reply: Reply) -> Iterator[str]:
-    """The reply as chat.completion.chunk events: the text as one delta (the caller's loop hands the server
-    each upstream reply whole), the calls once the step ended, then a chunk with ``usage`` and [DONE]."""
-    base = {"id": _id("chatcmpl-"), "object": "chat.completion.chunk", "created": int(time.time()), "model": reply.model}
+class OpenAIEvents:
+    """A reply as chat.completion.chunk events, written as it is driven: a first chunk with the role, text
+    deltas as they come, the client's calls once the step ended, the finish, a chunk with ``usage`` (every
+    upstream call of the request) and [DONE]; an error after the start is a chunk with an ``error`` object."""
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        return _sse(base | {"choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]})
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self._base = {"id": _id("chatcmpl-"), "object": "chat.completion.chunk", "created": int(time.time()),
+                      "model": model}
 
-    yield chunk({"role": "assistant", "content": ""})
-    if reply.text:
-        yield chunk({"content": reply.text})
-    for i, c in enumerate(reply.calls):
-        yield chunk({"tool_calls": [{"index": i, "id": c.id, "type": "function",
-                                     "function": {"name": c.name, "arguments": json.dumps(dict(c.arguments))}}]})
-    yield chunk({}, "tool_calls" if reply.calls else "stop")
-    yield _sse(base | {"choices": [], "usage": _openai_usage(reply.usage)})
-    yield "data: [DONE]\n\n"
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> str:
+        return _sse(self._base | {"choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]})
+
+    def start(self, usage: Usage) -> Iterator[str]:
+        yield self._chunk({"role": "assistant", "content": ""})
+
+    def text(self, delta: str) -> Iterator[str]:
+        yield self._chunk({"content": delta})
+
+    def end(self, reply: Reply) -> Iterator[str]:
+        for i, c in enumerate(reply.calls):
+            yield self._chunk({"tool_calls": [{"index": i, "id": c.id, "type": "function",
+                                               "function": {"name": c.name, "arguments": json.dumps(dict(c.arguments))}}]})
+        yield self._chunk({}, "tool_calls" if reply.calls else "stop")
+        yield _sse(self._base | {"choices": [], "usage": _openai_usage(reply.usage)})
+        yield "data: [DONE]\n\n"
+
+    def error(self, body: dict[str, Any]) -> Iterator[str]:
+        yield _sse(body)
+        yield "data: [DONE]\n\n"
 
 
-def anthropic_stream(reply: Reply) -> Iterator[str]:
-    """The reply as Messages stream events (message_start ... message_stop); ``usage`` in message_delta."""
-    start = anthropic_reply(Reply(reply.model, usage=Usage(reply.usage.prompt, 0, reply.usage.cached)))
-    yield _sse({"type": "message_start", "message": start | {"content": [], "stop_reason": None}}, "message_start")
-    index = 0
-    if reply.text:
-        yield _sse({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-                   "content_block_start")
-        yield _sse({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": reply.text}},
+class AnthropicEvents:
+    """A reply as Messages stream events, written as it is driven: ``message_start``, one text block whose
+    deltas come as they arrive, the client's tool_use blocks once the step ended, ``message_delta`` with
+    ``usage`` (every upstream call of the request) and ``message_stop``; an error after the start is an
+    ``event: error``."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self._index = 0
+        self._text_open = False
+
+    def start(self, usage: Usage) -> Iterator[str]:
+        start = anthropic_reply(Reply(self.model, usage=Usage(usage.prompt, 0, usage.cached)))
+        yield _sse({"type": "message_start", "message": start | {"content": [], "stop_reason": None}}, "message_start")
+
+    def text(self, delta: str) -> Iterator[str]:
+        if not self._text_open:
+            self._text_open = True
+            yield _sse({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                       "content_block_start")
+        yield _sse({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": delta}},
                    "content_block_delta")
-        yield _sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
-        index = 1
-    for c in reply.calls:
-        yield _sse({"type": "content_block_start", "index": index,
-                    "content_block": {"type": "tool_use", "id": c.id, "name": c.name, "input": {}}}, "content_block_start")
-        yield _sse({"type": "content_block_delta", "index": index,
-                    "delta": {"type": "input_json_delta", "partial_json": json.dumps(dict(c.arguments))}},
-                   "content_block_delta")
-        yield _sse({"type": "content_block_stop", "index": index}, "content_block_stop")
-        index += 1
-    yield _sse({"type": "message_delta", "delta": {"stop_reason": "tool_use" if reply.calls else "end_turn",
-                                                   "stop_sequence": None},
-                "usage": _anthropic_usage(reply.usage)}, "message_delta")
-    yield _sse({"type": "message_stop"}, "message_stop")
+
+    def end(self, reply: Reply) -> Iterator[str]:
+        index = 0
+        if self._text_open:
+            yield _sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
+            index = 1
+        for c in reply.calls:
+            yield _sse({"type": "content_block_start", "index": index,
+                        "content_block": {"type": "tool_use", "id": c.id, "name": c.name, "input": {}}},
+                       "content_block_start")
+            yield _sse({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": json.dumps(dict(c.arguments))}},
+                       "content_block_delta")
+            yield _sse({"type": "content_block_stop", "index": index}, "content_block_stop")
+            index += 1
+        yield _sse({"type": "message_delta", "delta": {"stop_reason": "tool_use" if reply.calls else "end_turn",
+                                                       "stop_sequence": None},
+                    "usage": _anthropic_usage(reply.usage)}, "message_delta")
+        yield _sse({"type": "message_stop"}, "message_stop")
+
+    def error(self, body: dict[str, Any]) -> Iterator[str]:
+        yield _sse(body, "error")
+
+
+Events = OpenAIEvents | AnthropicEvents
 
 
 # ---------------------------------------------------------------- errors

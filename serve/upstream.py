@@ -1,18 +1,31 @@
 """Sending each request a turn renders to the upstream model: the auth headers of its wire format (the key
 from the environment, or the bundled model's per-run key, held in memory only), and the usage its reply
-bills, read the same way per wire."""
+bills, read the same way per wire.
+
+A streamed client request streams its upstream requests too where the wire is OpenAI chat completions
+(``STREAMED_WIRES``: ``openai-compat``, which ``local:`` models use, ``openai`` and ``openrouter``): posted
+with ``"stream": true, "stream_options": {"include_usage": true}``, read as server-sent events, each
+delta handed on as it arrives and the chunks assembled (``providers/streaming.StreamAssembler``) into the
+body a plain reply would have had, which the turn parses as usual (the same receipt). Other wires
+(Anthropic, Gemini, Responses, Ollama's native chat, Bedrock) are sent plain, their text one delta per step.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from vak_context.engine.api import ModelRequest
+from vak_context.errors import ProviderRequestError
+from vak_context.providers.redaction import Redactor
+from vak_context.providers.streaming import StreamAssembler
 from vak_context.serve.protocol import Usage
+
+STREAMED_WIRES = frozenset({"openai-compat", "openai", "openrouter"})
 
 # The environment variable each upstream provider's key is read from (the first one set).
 KEY_VARIABLES = {
@@ -43,6 +56,7 @@ class Upstream:
 
     def __init__(self, client: httpx.AsyncClient, api_key: str | None) -> None:
         self._client, self._key = client, api_key
+        self.redactor = Redactor(api_key)  # scrubs the key out of text shown while it streams
 
     def _auth(self, wire: str) -> dict[str, str]:
         if not self._key:
@@ -53,15 +67,47 @@ class Upstream:
             return {"x-goog-api-key": self._key}
         return {"Authorization": f"Bearer {self._key}"}
 
-    async def send(self, request: ModelRequest) -> UpstreamReply:
+    def _headers(self, request: ModelRequest) -> dict[str, str]:
         headers = {"anthropic-version": "2023-06-01"} if request.wire == "anthropic" else {}
-        response = await self._client.post(request.url, json=request.body,
-                                           headers=headers | self._auth(request.wire) | dict(request.headers))
-        try:
-            body: Any = response.json()
-        except ValueError:
-            body = response.text
-        return UpstreamReply(response.status_code, body, usage_of(body) if response.is_success else Usage())
+        return headers | self._auth(request.wire) | dict(request.headers)
+
+    async def send(self, request: ModelRequest) -> UpstreamReply:
+        response = await self._client.post(request.url, json=request.body, headers=self._headers(request))
+        return _whole(response)
+
+    async def stream(self, request: ModelRequest, on_delta: Callable[[str, bool], None]) -> UpstreamReply:
+        """``request`` streamed (on a wire of ``STREAMED_WIRES``; others are sent plain, their text handed
+        on whole): ``on_delta(text, calling)`` for each chunk (``calling``: a tool-call delta came by
+        now); the reply as a plain one would have been. An error status, or a server that answers plain
+        JSON, is read whole."""
+        if request.wire not in STREAMED_WIRES:
+            return await self.send(request)
+        body = {**request.body, "stream": True, "stream_options": {"include_usage": True}}
+        assembled = StreamAssembler(request.wire)
+        async with self._client.stream("POST", request.url, json=body, headers=self._headers(request)) as response:
+            if not response.is_success or "text/event-stream" not in response.headers.get("content-type", ""):
+                await response.aread()
+                return _whole(response)
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue  # comments, event names and keep-alives
+                text = assembled.feed(line[5:].strip())
+                on_delta(text, bool(assembled.calls))
+                if assembled.done:
+                    break
+        if not (assembled.done or assembled.finish):
+            raise ProviderRequestError(f"{request.wire}: the upstream's stream ended before its last chunk; the "
+                                       "client may retry the request", provider="upstream")
+        reply = assembled.body()
+        return UpstreamReply(200, reply, usage_of(reply))
+
+
+def _whole(response: httpx.Response) -> UpstreamReply:
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = response.text
+    return UpstreamReply(response.status_code, body, usage_of(body) if response.is_success else Usage())
 
 
 def usage_of(body: Any) -> Usage:

@@ -5,6 +5,10 @@ model answers the same way in this process and over a real socket (a Ray actor, 
 httpcore's own transport, as a test needs). ``serve`` binds ``127.0.0.1`` port 0, serves each request in
 its own thread, and stops (shutdown, close, join) when the ``with`` block ends.
 
+A reply of ``text/event-stream`` whose content is an iterator (``httpx.Response(200, content=chunks)``)
+is written chunk by chunk as the iterator gives them, with no length (the connection's close ends it), so
+a fake can stream server-sent events and hold the rest of its stream on an event.
+
 A handler that raises answers 500 with the error's text, and the error is raised again when the block
 ends (unless the block itself failed), so a broken fake fails its test instead of turning into a
 confusing reply.
@@ -57,6 +61,9 @@ def _request_handler(handler: Handler, state: LoopbackServer, lock: threading.Lo
                                     headers=list(self.headers.items()), content=body)
             try:
                 response = handler(request)
+                if _streamed(response):
+                    self._stream(response)
+                    return
                 data = response.read()
             except Exception as exc:  # reported to the test when the server stops
                 with lock:
@@ -77,12 +84,33 @@ def _request_handler(handler: Handler, state: LoopbackServer, lock: threading.Lo
             except (BrokenPipeError, ConnectionResetError):  # the client went away before its reply
                 self.close_connection = True
 
+        def _stream(self, response: httpx.Response) -> None:
+            self.send_response(response.status_code)
+            for name, value in response.headers.multi_items():
+                if name.lower() not in _OWN_HEADERS:
+                    self.send_header(name, value)
+            with lock:
+                state.requests += 1
+            self.close_connection = True
+            try:
+                self.end_headers()
+                for chunk in response.iter_raw():
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):  # the client went away mid-stream
+                pass
+
         do_GET = do_POST = do_PUT = do_DELETE = _answer
 
         def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
             pass
 
     return Serve
+
+
+def _streamed(response: httpx.Response) -> bool:
+    return (response.headers.get("content-type", "").startswith("text/event-stream")
+            and not isinstance(response.stream, httpx.ByteStream))
 
 
 @contextmanager

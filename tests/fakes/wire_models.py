@@ -7,7 +7,8 @@ The caller's loop hands it a rendered body directly (:meth:`WireModel.answer`); 
 does the engine's loop. What the model does follows the directive: ``search Q``, ``run C`` (``search Q and
 run C``: two calls in one step), ``find tools`` (find_tools), ``recall turn 1`` (recall of turn 1's search
 result, by the evidence id the request shows), and ``long`` (one documented over-length 400 first). A step
-after tool results answers ``Done: <the first result's first 40 characters>``."""
+after tool results answers ``Done: <the first result's first 40 characters>``. On OpenAI chat completions
+a request with ``"stream": true`` is answered as server-sent events (tests/fakes/sse_upstream.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import httpx
 
 from tests.fakes.embedder import CLOCK_QUERY
 from tests.fakes.provider_bodies.wire import body as documented
+from tests.fakes.sse_upstream import streamed
 
 
 def _tokens(body: dict[str, Any]) -> int:
@@ -28,7 +30,8 @@ def _tokens(body: dict[str, Any]) -> int:
     as a provider counts and bills them; Gemini's count body wraps the request), so the profile's
     calibration and the count endpoints see one real ratio."""
     request = body.get("generateContentRequest", body)
-    return math.ceil(len(json.dumps({k: v for k, v in request.items() if k not in ("max_tokens", "model")})) / 4)
+    unbilled = ("max_tokens", "model", "stream", "stream_options")
+    return math.ceil(len(json.dumps({k: v for k, v in request.items() if k not in unbilled})) / 4)
 
 
 class Format:
@@ -261,4 +264,6 @@ class WireModel:
             if self.wire.has_tools(body):
                 self.sent.append(request.content)
             status, reply = self.answer(body)
+        if status == 200 and body.get("stream") and self.wire.name == "openai":
+            return streamed(reply)  # as server-sent events, a word at a time
         return httpx.Response(status, json=reply)

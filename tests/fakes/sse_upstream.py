@@ -1,0 +1,95 @@
+"""OpenAI chat-completions replies as the server-sent events of a streamed reply (``"stream": true``), as
+llama.cpp and OpenAI write them: a role chunk, the text a word at a time, each tool call's id and name
+then its arguments in two pieces, the finish reason, a last chunk with ``usage`` (``include_usage``) and
+``[DONE]``. ``gate`` holds every chunk after the first text delta until the test sets it, so a test can
+read the first delta while the upstream still holds the rest of its stream: no sleeps, no timing."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+
+def _event(data: Any) -> bytes:
+    return f"data: {json.dumps(data)}\n\n".encode()
+
+
+def chunks(reply: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chunks of a chat.completion body, in order (the text split after each run of whitespace)."""
+    base = {"id": reply.get("id", "chatcmpl-1"), "object": "chat.completion.chunk", "created": 1,
+            "model": reply.get("model", "scripted")}
+    choice = reply["choices"][0]
+    message = choice["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return base | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    out += [chunk({"content": word}) for word in re.findall(r"\S+\s*|\s+", message.get("content") or "")]
+    for i, call in enumerate(message.get("tool_calls") or ()):
+        arguments = call["function"]["arguments"]
+        half = len(arguments) // 2
+        out.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                          "function": {"name": call["function"]["name"], "arguments": ""}}]}))
+        out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": part}}]})
+                for part in (arguments[:half], arguments[half:])]
+    out.append(chunk({}, choice.get("finish_reason") or "stop"))
+    out.append(base | {"choices": [], "usage": reply.get("usage") or {}})
+    return out
+
+
+def streamed(reply: dict[str, Any], gate: threading.Event | None = None,
+             reached: threading.Event | None = None) -> httpx.Response:
+    """``reply`` as an event stream. With ``gate``: after the first text delta the stream sets ``reached``
+    (when given) and waits for ``gate`` before the rest."""
+
+    def body() -> Iterator[bytes]:
+        held = False
+        for c in chunks(reply):
+            yield _event(c)
+            text = any(ch.get("delta", {}).get("content") for ch in c.get("choices", ()))
+            if gate is not None and text and not held:
+                held = True
+                if reached is not None:
+                    reached.set()
+                if not gate.wait(60):  # a bound, not a timing: a test that never sets it fails, not hangs
+                    raise RuntimeError("the test never released the upstream's stream")
+        yield b"data: [DONE]\n\n"
+
+    return httpx.Response(200, content=body(), headers={"content-type": "text/event-stream"})
+
+
+class ScriptedStream:
+    """A scripted OpenAI-compatible upstream that streams: the n-th turn request (a body with tools) gets
+    ``replies[n]`` (chat.completion bodies, e.g. ``tests.fakes.scripted.completion``) as events, gated
+    on ``gates[n]`` where one is given; other requests (packet summaries) a plain one-line summary, other
+    paths 404. ``bodies`` are the turn requests as sent; ``reached[n]`` is set once reply n's first text
+    delta went out."""
+
+    def __init__(self, replies: list[dict[str, Any]], gates: dict[int, threading.Event] | None = None) -> None:
+        self.replies, self.gates = replies, gates or {}
+        self.reached = {n: threading.Event() for n in self.gates}
+        self.bodies: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        if not request.url.path.endswith("/chat/completions"):
+            return httpx.Response(404, json={"error": {"message": "not found", "type": "invalid_request_error"}})
+        body = json.loads(request.content)
+        if not body.get("tools"):
+            from tests.fakes.scripted import completion
+
+            return httpx.Response(200, json=completion("Earlier turns searched the notes."))
+        with self._lock:
+            n = len(self.bodies)
+            self.bodies.append(body)
+        if n >= len(self.replies):
+            raise AssertionError(f"turn request {n + 1} is past the script ({len(self.replies)} replies)")
+        if not body.get("stream"):
+            return httpx.Response(200, json=self.replies[n])
+        return streamed(self.replies[n], self.gates.get(n), self.reached.get(n))
