@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -68,10 +68,11 @@ class ScriptedStream:
     """A scripted OpenAI-compatible upstream that streams: the n-th turn request (a body with tools) gets
     ``replies[n]`` (chat.completion bodies, e.g. ``tests.fakes.scripted.completion``) as events, gated
     on ``gates[n]`` where one is given; other requests (packet summaries) a plain one-line summary, other
-    paths 404. ``bodies`` are the turn requests as sent; ``reached[n]`` is set once reply n's first text
+    paths 404; a callable in ``replies`` makes its own response. ``bodies`` are the turn requests as sent; ``reached[n]`` is set once reply n's first text
     delta went out."""
 
-    def __init__(self, replies: list[dict[str, Any]], gates: dict[int, threading.Event] | None = None) -> None:
+    def __init__(self, replies: list[dict[str, Any] | Callable[[dict[str, Any]], httpx.Response]],
+                 gates: dict[int, threading.Event] | None = None) -> None:
         self.replies, self.gates = replies, gates or {}
         self.reached = {n: threading.Event() for n in self.gates}
         self.bodies: list[dict[str, Any]] = []
@@ -90,6 +91,27 @@ class ScriptedStream:
             self.bodies.append(body)
         if n >= len(self.replies):
             raise AssertionError(f"turn request {n + 1} is past the script ({len(self.replies)} replies)")
+        reply = self.replies[n]
+        if callable(reply):  # a reply of its own: an error status, a stream that breaks
+            return reply(body)
         if not body.get("stream"):
-            return httpx.Response(200, json=self.replies[n])
-        return streamed(self.replies[n], self.gates.get(n), self.reached.get(n))
+            return httpx.Response(200, json=reply)
+        return streamed(reply, self.gates.get(n), self.reached.get(n))
+
+
+def broken_after_text(text: str) -> Callable[[dict[str, Any]], httpx.Response]:
+    """A stream that sends ``text`` then an ``error`` chunk (as OpenAI and llama.cpp end a stream that fails)."""
+
+    def reply(_body: dict[str, Any]) -> httpx.Response:
+        events = [_event(c) for c in chunks({"choices": [{"message": {"content": text}}]})[:-2]]
+        events.append(_event({"error": {"message": "the model crashed", "type": "server_error"}}))
+        return httpx.Response(200, content=iter(events), headers={"content-type": "text/event-stream"})
+
+    return reply
+
+
+def status(code: int) -> Callable[[dict[str, Any]], httpx.Response]:
+    """An error status before any event (a 429 as OpenAI words it, else a server error)."""
+    error = ({"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"} if code == 429
+             else {"message": "overloaded", "type": "server_error"})
+    return lambda _body: httpx.Response(code, json={"error": error})

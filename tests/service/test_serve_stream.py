@@ -20,7 +20,7 @@ import pytest
 from tests.fakes.httpserver import serve
 from tests.fakes.scripted import completion, fence
 from tests.fakes.serve_clients import SCHEMAS, SYSTEM, Client
-from tests.fakes.sse_upstream import ScriptedStream
+from tests.fakes.sse_upstream import ScriptedStream, broken_after_text, status
 from tests.fakes.vak_server import CLIENT_KEY, running
 from vak_context.context.history.turns import TurnIndex
 from vak_context.engine.api import Engine
@@ -149,3 +149,21 @@ def test_a_client_leaving_mid_stream_leaves_the_session_usable(tmp_path: Path) -
     mapper = Mapper()
     cards = [mapper.payload_of(e) for e in entries if e.kind == "turn_card"]
     assert [c.outcome for c in cards] == ["cancelled", "completed", "completed"]
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_errors_before_the_first_byte_keep_their_status_and_after_it_end_the_stream(tmp_path: Path,
+                                                                                   protocol: str) -> None:
+    """A 429 before anything was sent is the protocol's 429; a stream that breaks after its first text
+    ends the client's stream with the protocol's in-stream error; the retry then answers."""
+    upstream_model = ScriptedStream([status(429), broken_after_text("Hello, the notes"), completion(ANSWER)])
+    with serve(upstream_model.handle) as upstream, running(tmp_path / "ledger", SPEC, upstream.base_url) as server:
+        client = Client(protocol, server.base_url, CLIENT_KEY, stream=True, session="errs")
+        client.messages.append({"role": "user", "content": "list the notes"})
+        with pytest.raises(openai.RateLimitError if protocol == "openai" else anthropic.RateLimitError):
+            client.send()
+        with pytest.raises(openai.APIError if protocol == "openai" else anthropic.APIStatusError) as broken:
+            client.send()
+        # In the stream: the response had started with 200 (a plain error would carry its own status).
+        assert "the model crashed" in str(broken.value) and getattr(broken.value, "status_code", 200) == 200
+        assert client.send() == (ANSWER, [])
