@@ -10,8 +10,9 @@ then answers after the result.
 
 At each size N a fresh server and ledger hold turns 1 .. N-1 untimed, then turns N .. N+T-1 are timed
 (``--turns`` T), alternately plain and streaming (SSE, timed to the last chunk). Each timed request is sent twice: through ``vak serve`` (which ingests it,
-projects the session and calls the upstream), then the same body straight to the same upstream (plain:
-the scripted upstream does not stream, and ``vak serve`` calls it plain either way). Added latency =
+projects the session and calls the upstream), then the same body straight to the same upstream (a
+streaming one streamed both ways: ``vak serve`` streams its upstream requests for a streaming client, and
+the scripted upstream answers those as server-sent events, a word at a time). Added latency =
 through ``vak serve`` minus direct, per request; p50 and p95 over the timed requests of a size and mode.
 The direct request carries the client's whole history, the one through the server its projection, so
 the upstream parses less behind the server: the figure is what a client sees, not the server's CPU time.
@@ -160,10 +161,15 @@ class Bench:
         return 1000 * elapsed, text, calls
 
     def direct(self, body: dict[str, Any]) -> float:
-        plain = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+        url = f"{self.upstream_url}/chat/completions"
         start = time.perf_counter()
-        response = self.http.post(f"{self.upstream_url}/chat/completions", json=plain)
-        response.json()
+        if body.get("stream"):
+            with self.http.stream("POST", url, json=body) as response:
+                for _ in response.iter_lines():  # to the last chunk, as through the server
+                    pass
+        else:
+            response = self.http.post(url, json=body)
+            response.json()
         elapsed = time.perf_counter() - start
         if response.status_code != 200:
             raise RuntimeError(f"the upstream answered {response.status_code}")

@@ -263,7 +263,7 @@ async def streamed(protocol: Protocol, stream: Stream, events: Events) -> Respon
             else:
                 assert event.error is not None
                 response = error_response(protocol, event.error)
-                for chunk in events.error(json.loads(response.body)):
+                for chunk in events.error(json.loads(bytes(response.body))):
                     yield chunk
                 return
             event = await stream.events.get()

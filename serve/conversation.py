@@ -14,10 +14,13 @@ conversation's sessions holds (the client edited or dropped earlier messages) co
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import httpx
 
 from vak_context.engine.api import Session, Turn
 from vak_context.errors import ContextOverflow, InvalidInput, ProviderError
@@ -162,7 +165,7 @@ class Conversation:
 
     async def _drive(self, turn: Turn, request: ClientRequest, upstream: Upstream, usage: Usage,
                      stream: Stream | None) -> Reply:
-        last_status, shown = 200, []  # shown: the text the client was sent, every step's
+        last_status, shown = 200, list[str]()  # shown: the text the client was sent, every step's
         while (sent := await turn.request()) is not None:
             if stream is None:
                 got = await upstream.send(sent)
@@ -175,7 +178,14 @@ class Conversation:
                         shown.append(out)
                         stream.text(out)
 
-                got = await stream.guard(upstream.stream(sent, show))
+                try:
+                    got = await stream.guard(upstream.stream(sent, show))
+                except (ProviderError, httpx.HTTPError) as exc:
+                    await _broken(turn, exc)
+                    if isinstance(exc, ProviderError):
+                        raise
+                    raise ProviderError(f"the upstream's stream broke: {exc}; the client may retry the request",
+                                        provider="upstream", status=502) from exc
             usage.add(got.usage)
             last_status = got.status
             action = await turn.reply(got.body, got.status)
@@ -197,6 +207,13 @@ class Conversation:
         # Streamed, the reply is the text the client was sent (it sends that back): the answer, after any
         # text an earlier step showed before it called the engine's tools.
         return Reply(request.model, result.answer if stream is None else "".join(shown), (), usage)
+
+
+async def _broken(turn: Turn, exc: Exception) -> None:
+    """The upstream's stream broke after it began (an error chunk, a cut connection): the turn is closed
+    ``failed`` as for an error status (the error the caller raises is the gateway's)."""
+    with contextlib.suppress(ProviderError):
+        await turn.reply({"error": {"message": f"the upstream's stream broke: {exc}", "type": "server_error"}}, 502)
 
 
 def _client_calls(action: Any) -> list[Any]:

@@ -167,3 +167,8 @@ def test_errors_before_the_first_byte_keep_their_status_and_after_it_end_the_str
         # In the stream: the response had started with 200 (a plain error would carry its own status).
         assert "the model crashed" in str(broken.value) and getattr(broken.value, "status_code", 200) == 200
         assert client.send() == (ANSWER, [])
+    with Engine.open(tmp_path / "ledger") as engine:
+        entries = engine.ledger().entries("errs")
+    mapper = Mapper()
+    # The 429 and the broken stream each closed their turn failed; the retry's turn answered.
+    assert [mapper.payload_of(e).outcome for e in entries if e.kind == "turn_card"] == ["failed", "failed", "completed"]
