@@ -251,8 +251,10 @@ async def streamed(protocol: Protocol, stream: Stream, events: Events) -> Respon
         for chunk in events.start(usage):
             yield chunk
         while True:
+            pending = None
             if event.kind == "text":
-                for chunk in events.text(event.text):
+                text, pending = stream.joined(event.text)
+                for chunk in events.text(text):
                     yield chunk
             elif event.kind == "reply":
                 assert event.reply is not None
@@ -266,7 +268,7 @@ async def streamed(protocol: Protocol, stream: Stream, events: Events) -> Respon
                 for chunk in events.error(json.loads(bytes(response.body))):
                     yield chunk
                 return
-            event = await stream.events.get()
+            event = pending or await stream.events.get()
 
     return StreamedResponse(stream, write())
 

@@ -160,6 +160,16 @@ class Stream:
 
     # ---------------------------------------------------------------- the consumer's side
 
+    def joined(self, text: str) -> tuple[str, Event | None]:
+        """``text`` and the text events already queued behind it, as one delta (the driver ran ahead of the
+        connection: one event to write, not many), and the first other event taken from the queue."""
+        while not self.events.empty():
+            event = self.events.get_nowait()
+            if event.kind != "text":
+                return text, event
+            text += event.text
+        return text, None
+
     def delivered(self) -> None:
         self._delivered.set()
 
