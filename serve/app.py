@@ -4,6 +4,9 @@
 Each request is routed to its conversation (the ``x-vak-session`` header names it; else a digest of the
 client's key, the system prompt, the tool names and the first user message), whose lock serialises its
 requests; different conversations run concurrently. Errors come back in the client's protocol's shape.
+A streamed request (``"stream": true``) is driven by a task of its own holding that lock to the stream's
+end; the response writes its events as they come (``serve/streaming.py``), and its status is chosen once
+the first event is in: an error before then is a plain error response.
 """
 
 from __future__ import annotations
