@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import queue
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -39,6 +40,14 @@ class ServeChild:
         return self.base_url.removesuffix("/v1")
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when this process dies (a killed bench leaves no server behind;
+    SIGTERM is vak serve's clean exit)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 @contextmanager
 def serve_child(upstream: str, *, ledger: str | os.PathLike[str], base_url: str | None = None,
                 window: int | None = None, extra: Sequence[str] = (), env: Mapping[str, str] | None = None,
@@ -52,7 +61,8 @@ def serve_child(upstream: str, *, ledger: str | os.PathLike[str], base_url: str 
     if window:
         command += ["--window", str(window)]
     process = subprocess.Popen([*command, *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env={**os.environ, **(env or {})})
+                               env={**os.environ, **(env or {})},
+                               preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     lines: list[str] = []
     arrived: queue.Queue[str | None] = queue.Queue()
 
@@ -62,7 +72,8 @@ def serve_child(upstream: str, *, ledger: str | os.PathLike[str], base_url: str 
             arrived.put(line)
         arrived.put(None)
 
-    threading.Thread(target=read, name="vak-serve-child-output", daemon=True).start()
+    reader = threading.Thread(target=read, name="vak-serve-child-output", daemon=True)
+    reader.start()
     key_file = url = None
     deadline = time.monotonic() + start_timeout
     try:
@@ -90,3 +101,6 @@ def serve_child(upstream: str, *, ledger: str | os.PathLike[str], base_url: str 
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        reader.join(10)  # the pipe's end: everything it printed is in ``lines``
+        if process.stdout is not None:
+            process.stdout.close()
