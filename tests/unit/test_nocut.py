@@ -28,7 +28,7 @@ from vak_context.context.evidence.digest import (
     evidence_tag,
 )
 from vak_context.context.history.render import SHORT_ID, VERBATIM_CHARS, render_turn
-from vak_context.context.history.turncard import render_card
+from vak_context.context.history.turncard import card_evidence_ids, render_card
 from vak_context.context.history.turns import TurnIndex
 from vak_context.engine.session_summary import evidence_infos
 from vak_context.events.blocks import ToolResultBlock
@@ -228,7 +228,7 @@ def check_no_cut(
             for p in m.content
             if isinstance(p, ToolResultBlock)
         }
-        card = render_card(turn.card, turn.ordinal) if turn.card is not None else ""
+        card = card_evidence_ids(render_card(turn.card, turn.ordinal)) if turn.card is not None else []
         for ex in turn.exchanges:
             if ex.result is None or ex.result.evidence_id is None:
                 continue
@@ -253,7 +253,7 @@ def check_no_cut(
             if infos[eid].shape == "error" and len(text) + len(tag) < DIGEST_CHARS:
                 assert text.strip() in record[ex.tool_use_id]  # errors that fit are shown verbatim
             if turn.card is not None:
-                assert f"[evidence:{eid[:SHORT_ID]}]" in card
+                assert eid[:SHORT_ID] in card  # named in one of the card's [evidence:…] tags
             if actor is not None:
                 recalled = actor.recall(session, {"id": eid})
                 assert not recalled["is_error"] and recalled["content"] == text
