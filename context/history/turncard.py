@@ -12,8 +12,11 @@ Closing a turn never calls a model: every field comes from the turn's entries.
 * ``outcome``: completed, degraded, cancelled or failed (see ``derive_outcome``).
 * ``tokens_full`` / ``tokens_card``: the full record's and the card's size in tokens.
 
-``render_card`` is the model-visible card. It names the turn number (``recall({"turn": N})``) and
-every evidence id, so the model can go one level deeper with ``recall({"id": ...})``.
+``render_card`` is the model-visible card, at the spec's size (~80 tokens; issue 26): one line a
+tool however often it was called, arguments bounded, the narration folded to one line. It names the
+turn number (``recall({"turn": N})``) and every evidence id, so the model can go one level deeper
+with ``recall({"id": ...})``. A card longer than its turn's full record is never sent: the planner's
+sizes give it the record's size (``vak_context.context.planner.sizes.measure_turn``), so the turn goes Full.
 """
 
 from __future__ import annotations
@@ -228,19 +231,18 @@ def render_card(card: TurnCard, ordinal: int | None = None) -> str:
     line; every call of one tool is one line (its count, its calls' arguments, bounded, and all its
     evidence ids in one tag); the stored narration is shown by the narration rule, whitespace folded.
     Nothing stored is dropped: the full record is ``recall({"turn": N})`` away, every evidence id
-    and presentation id is on the card. Rendered from the stored fields alone, so an old ledger's
-    cards render the same way.
+    and presentation id is on the card. The reading stays in the stored card (the card index's key,
+    never shown in its text). Rendered from the stored fields alone, so an old ledger's cards render
+    the same way.
     """
     recall = f'recall({{"turn": {ordinal}}})' if ordinal is not None else "recall({turn})"
     head = f"Turn {ordinal}" if ordinal is not None else f"Turn {short_id(card.turn_id)}"
     lines = [f"{head} ({card.outcome}; full record: {recall}). Asked: {_folded(card.asked)}"]
-    reading = _reading_text(card.reading)
-    if reading:
-        lines.append(f"Reading: {reading}")
     lines.extend(_did_line(tool, calls) for tool, calls in _grouped(card.did))
     for p in card.answered.presentations:
-        digest = _folded(p.digest.replace("\n", "; "))
-        lines.append(f'- card {p.semantic_type} "{p.title}" [presentation:{short_id(p.id)}]: {digest}')
+        digest = _presentation_digest(p)
+        shown = f'- card {p.semantic_type} "{p.title}" [presentation:{short_id(p.id)}]'
+        lines.append(f"{shown}: {digest}" if digest else shown)
     narration = _folded(narration_of(card.answered.narration)).replace("**", "")  # bold marks: form, not fact
     if narration:
         lines.append(f"Answered: {narration}")
@@ -262,9 +264,21 @@ def _folded(text: str) -> str:
     return " ".join(text.split())
 
 
-def _reading_text(reading: ReadingKey) -> str:
-    parts = [reading.act, ", ".join(reading.domains), ", ".join(reading.entities), ", ".join(reading.modalities)]
-    return "; ".join(p for p in parts if p)
+def _presentation_digest(ref: PresentationRef) -> str:
+    """The identity digest on one line, ``key: value`` parts joined by ``; ``, without the part that
+    only repeats the card's title (a metric's label is its title). A digest stored as a JSON object
+    (the session generator's) is read as its fields."""
+    lines = ref.digest.splitlines()
+    if ref.digest.startswith("{"):
+        try:
+            value = json.loads(ref.digest)
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            lines = [f"{k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, separators=(',', ':'))}"
+                     for k, v in value.items()]
+    kept = [line for line in lines if line.partition(": ")[2].strip() != ref.title.strip()]
+    return _folded("; ".join(kept))
 
 
 def _grouped(did: tuple[TraceLine, ...]) -> list[tuple[str, list[TraceLine]]]:
@@ -308,7 +322,6 @@ def bounded_args(digest: str, limit: int = CALL_ARGS_CHARS) -> str:
     text = ", ".join(p for _, p in parts)
     if len(text) <= limit:
         return text
-
     ordered = [p for k, p in parts if _IDENTITY.search(k)] + [p for k, p in parts if not _IDENTITY.search(k)]
     shown = ""
     for part in ordered:
@@ -326,7 +339,14 @@ def _call_args(calls: list[TraceLine]) -> list[str]:
     split = [_arg_parts(d) for d in digests]
     if len(digests) > 1 and all(len(p) == 1 and p[0][0] for p in split) and len({p[0][0] for p in split}) == 1:
         key = split[0][0][0]
-        return [key + "=" + "|".join(p[0][1][len(key) + 1 :] for p in split)]
+        values = [p[0][1][len(key) + 1 :] for p in split]
+        shown = values[:1]
+        for v in values[1:]:
+            if len(key) + 1 + len("|".join([*shown, v])) > GROUP_ARGS_CHARS:
+                break
+            shown.append(v)
+        more = f"|+{len(values) - len(shown)} more" if len(shown) < len(values) else ""
+        return [key + "=" + "|".join(shown) + more]
     return digests
 
 
