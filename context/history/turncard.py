@@ -12,8 +12,11 @@ Closing a turn never calls a model: every field comes from the turn's entries.
 * ``outcome``: completed, degraded, cancelled or failed (see ``derive_outcome``).
 * ``tokens_full`` / ``tokens_card``: the full record's and the card's size in tokens.
 
-``render_card`` is the model-visible card. It names the turn number (``recall({"turn": N})``) and
-every evidence id, so the model can go one level deeper with ``recall({"id": ...})``.
+``render_card`` is the model-visible card, at the spec's size (~80 tokens; issue 26): one line a
+tool however often it was called, arguments bounded, the narration folded to one line. It names the
+turn number (``recall({"turn": N})``) and every evidence id, so the model can go one level deeper
+with ``recall({"id": ...})``. A card longer than its turn's full record is never sent: the planner's
+sizes give it the record's size (``vak_context.context.planner.sizes.measure_turn``), so the turn goes Full.
 """
 
 from __future__ import annotations
@@ -222,20 +225,147 @@ def build_card(
 
 
 def render_card(card: TurnCard, ordinal: int | None = None) -> str:
-    """The card as the model reads it: what was asked, done and answered, with every id to recall."""
-    head = f"Turn {ordinal}" if ordinal is not None else f"Turn {short_id(card.turn_id)}"
-    lines = [f"{head} ({card.outcome}). Asked: {card.asked}"]
-    for t in card.did:
-        ev = f" [evidence:{short_id(t.evidence_id)}]" if t.evidence_id else ""
-        lines.append(f"- {t.tool}({t.args_digest}) → {t.shape}{ev}")
-    for p in card.answered.presentations:
-        digest = p.digest.replace("\n", "; ")
-        lines.append(f'- card {p.semantic_type} "{p.title}" [presentation:{short_id(p.id)}]: {digest}')
-    if card.answered.narration:
-        lines.append(f"Answered: {card.answered.narration}")
+    """The card as the model reads it: what was asked, done and answered, with every id to recall.
+
+    Sized for a small model's history (spec §10: ~80 tokens): the recall pointer rides on the head
+    line; every call of one tool is one line (its count, its calls' arguments, bounded, and all its
+    evidence ids in one tag); the stored narration is shown by the narration rule, whitespace folded.
+    Nothing stored is dropped: the full record is ``recall({"turn": N})`` away, every evidence id
+    and presentation id is on the card. The reading stays in the stored card (the card index's key,
+    never shown in its text). Rendered from the stored fields alone, so an old ledger's cards render
+    the same way.
+    """
     recall = f'recall({{"turn": {ordinal}}})' if ordinal is not None else "recall({turn})"
-    lines.append(f"(full record: {recall})")
+    head = f"Turn {ordinal}" if ordinal is not None else f"Turn {short_id(card.turn_id)}"
+    lines = [f"{head} ({card.outcome}; full record: {recall}). Asked: {_folded(card.asked)}"]
+    lines.extend(_did_line(tool, calls) for tool, calls in _grouped(card.did))
+    for p in card.answered.presentations:
+        digest = _presentation_digest(p)
+        shown = f'- card {p.semantic_type} "{p.title}" [presentation:{short_id(p.id)}]'
+        lines.append(f"{shown}: {digest}" if digest else shown)
+    narration = _folded(narration_of(card.answered.narration)).replace("**", "")  # bold marks: form, not fact
+    if narration:
+        lines.append(f"Answered: {narration}")
     return "\n".join(lines)
+
+
+CALL_ARGS_CHARS = 60  # one call's argument digest, as a card shows it (whole in the full record)
+GROUP_ARGS_CHARS = 140  # all the calls of one tool line together; the rest are counted
+_EVIDENCE_TAG = re.compile(r"\[evidence:([0-9a-f ]+)\]")
+
+
+def card_evidence_ids(text: str) -> list[str]:
+    """The short evidence ids a rendered card names, in order (``[evidence:a]`` and ``[evidence:a b c]``)."""
+    return [eid for m in _EVIDENCE_TAG.finditer(text) for eid in m.group(1).split()]
+
+
+def _folded(text: str) -> str:
+    """Whitespace runs (line breaks of a markdown list) as one space: a card is one line per fact."""
+    return " ".join(text.split())
+
+
+def _presentation_digest(ref: PresentationRef) -> str:
+    """The identity digest on one line, ``key: value`` parts joined by ``; ``, without the part that
+    only repeats the card's title (a metric's label is its title). A digest stored as a JSON object
+    (the session generator's) is read as its fields."""
+    lines = ref.digest.splitlines()
+    if ref.digest.startswith("{"):
+        try:
+            value = json.loads(ref.digest)
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            lines = [f"{k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, separators=(',', ':'))}"
+                     for k, v in value.items()]
+    kept = [line for line in lines if line.partition(": ")[2].strip() != ref.title.strip()]
+    return _folded("; ".join(kept))
+
+
+def _grouped(did: tuple[TraceLine, ...]) -> list[tuple[str, list[TraceLine]]]:
+    """The trace lines by tool, tools in order of first call, calls in order."""
+    groups: dict[str, list[TraceLine]] = {}
+    for t in did:
+        groups.setdefault(t.tool, []).append(t)
+    return list(groups.items())
+
+
+_IDENTITY = re.compile(r"(^|_)(id|ids|key|name|path|file|url|query|q|command|cmd|pattern)$", re.IGNORECASE)
+_PART = re.compile(r"(?:^|, )([A-Za-z_][\w.\-]*)=")
+
+
+def _arg_parts(digest: str) -> list[tuple[str, str]]:
+    """A stored ``key=value, key=value`` digest as (key, part) pairs. A digest stored as a JSON
+    object (the session generator's) is read as its keys and values; any other form is one part."""
+    if digest.startswith("{"):
+        try:
+            value = json.loads(digest)
+        except ValueError:
+            value = None
+        if isinstance(value, dict) and value:
+            return [(str(k), f"{k}={json.dumps(v, ensure_ascii=False, separators=(',', ':'))}")
+                    for k, v in value.items()]
+    starts = list(_PART.finditer(digest))
+    if not starts or starts[0].start() != 0:
+        return [("", digest)]
+    out = []
+    for m, nxt in zip(starts, [*starts[1:], None], strict=True):
+        begin = m.start() + (2 if m.start() else 0)
+        out.append((m.group(1), digest[begin : nxt.start() if nxt is not None else len(digest)]))
+    return out
+
+
+def bounded_args(digest: str, limit: int = CALL_ARGS_CHARS) -> str:
+    """A stored args digest cut to about ``limit`` characters. Identity arguments (ids, names, paths,
+    queries, commands: what tells one call from another) come first, then the rest in stored order,
+    whole while they fit; the first is cut with ``…`` when it alone is longer; ``…`` marks the rest."""
+    parts = _arg_parts(_folded(digest))
+    text = ", ".join(p for _, p in parts)
+    if len(text) <= limit:
+        return text
+    ordered = [p for k, p in parts if _IDENTITY.search(k)] + [p for k, p in parts if not _IDENTITY.search(k)]
+    shown = ""
+    for part in ordered:
+        candidate = f"{shown}, {part}" if shown else part
+        if len(candidate) > limit:
+            break
+        shown = candidate
+    return (shown or ordered[0][: max(1, limit - 1)].rstrip()) + "…"
+
+
+def _call_args(calls: list[TraceLine]) -> list[str]:
+    """Each call's bounded digest, identical ones once; calls that differ in one argument alone
+    (``reservation_id="A"``, ``reservation_id="B"``) as that key once and the values (``key=A|B``)."""
+    digests = list(dict.fromkeys(bounded_args(t.args_digest) for t in calls))
+    split = [_arg_parts(d) for d in digests]
+    if len(digests) > 1 and all(len(p) == 1 and p[0][0] for p in split) and len({p[0][0] for p in split}) == 1:
+        key = split[0][0][0]
+        values = [p[0][1][len(key) + 1 :] for p in split]
+        shown = values[:1]
+        for v in values[1:]:
+            if len(key) + 1 + len("|".join([*shown, v])) > GROUP_ARGS_CHARS:
+                break
+            shown.append(v)
+        more = f"|+{len(values) - len(shown)} more" if len(shown) < len(values) else ""
+        return [key + "=" + "|".join(shown) + more]
+    return digests
+
+
+def _did_line(tool: str, calls: list[TraceLine]) -> str:
+    """One line for every call of ``tool``: ``- tool ×n(args; args; +k more) → shapes [evidence:ids]``."""
+    digests = _call_args(calls)
+    shown: list[str] = []
+    for d in digests:
+        if shown and len("; ".join([*shown, d])) > GROUP_ARGS_CHARS:
+            break
+        shown.append(d)
+    if len(shown) < len(digests):
+        shown.append(f"+{len(digests) - len(shown)} more")
+    shapes = Counter(t.shape for t in calls)
+    shape = ", ".join(s if n == len(calls) or n == 1 else f"{s} ×{n}" for s, n in shapes.items())
+    ids = [short_id(t.evidence_id) for t in calls if t.evidence_id]
+    ev = f" [evidence:{' '.join(ids)}]" if ids else ""
+    count = f" ×{len(calls)}" if len(calls) > 1 else ""
+    return f"- {tool}{count}({'; '.join(shown)}) → {shape}{ev}"
 
 
 def index_text(card: TurnCard, presentations: Mapping[str, Any] | None = None) -> str:

@@ -63,10 +63,13 @@ def evidence_lines(index: TurnIndex, turn: Turn) -> tuple[int, int]:
 
 
 def measure_turn(index: TurnIndex, turn: Turn, infos: Mapping[str, EvidenceInfo]) -> TurnSize:
-    """The exact size of a closed turn at Full (digested evidence), as a card, and in a packet's list."""
-    return TurnSize(
-        messages_chars(render_turn(turn, infos)), len(card_text(index, turn, infos)), *evidence_lines(index, turn)
-    )
+    """The exact size of a closed turn at Full (digested evidence), as a card, and in a packet's list.
+
+    A card never costs more than its turn's full record: where the card would be longer (a short
+    turn, whose record is a sentence each way), its size is the record's, and the fill carries the
+    turn Full (``vak_context.context.planner.fill``: a kept turn no larger in full than as a card is Full)."""
+    full = messages_chars(render_turn(turn, infos))
+    return TurnSize(full, min(full, len(card_text(index, turn, infos))), *evidence_lines(index, turn))
 
 
 def estimate_size(index: TurnIndex, turn: Turn) -> TurnSize:
@@ -75,7 +78,7 @@ def estimate_size(index: TurnIndex, turn: Turn) -> TurnSize:
     if turn.card is None:
         return TurnSize(turn.chars, turn.chars, *lines)
     full = math.ceil(turn.card.tokens_full / index.tokens_per_char) if turn.card.tokens_full else turn.chars
-    return TurnSize(full, len(render_card(turn.card, turn.ordinal)), *lines)
+    return TurnSize(full, min(full, len(render_card(turn.card, turn.ordinal))), *lines)  # as ``measure_turn``
 
 
 # ------------------------------------------------------------------ relevance

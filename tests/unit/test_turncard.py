@@ -10,7 +10,9 @@ from vak_context.context.history.render import SHORT_ID
 from vak_context.context.history.turncard import (
     args_digest,
     asked_of,
+    bounded_args,
     build_card,
+    card_evidence_ids,
     derive_outcome,
     index_text,
     leading_sentence,
@@ -18,9 +20,11 @@ from vak_context.context.history.turncard import (
     render_card,
 )
 from vak_context.context.history.turns import TurnIndex
+from vak_context.context.planner.sizes import card_text, measure_turn
 from vak_context.engine.session_summary import evidence_infos
 from vak_context.events import canonical
 from vak_context.events.payloads import (
+    Answer,
     AssistantStep,
     Directive,
     EvidenceBody,
@@ -30,6 +34,8 @@ from vak_context.events.payloads import (
     TextBlock,
     ToolResult,
     ToolUseBlock,
+    TraceLine,
+    TurnCard,
 )
 
 SIXTY = " ".join(f"w{i}" for i in range(60))
@@ -173,7 +179,79 @@ def test_cards_of_imported_sessions_rebuild_identically(imported: Imported) -> N
                 rebuilt = build_card(index, turn, evidence_infos(imported.store, turn))
                 assert rebuilt == turn.card
                 text = render_card(rebuilt, turn.ordinal)
+                named = card_evidence_ids(text)
                 for ev in turn.evidence:
-                    assert f"[evidence:{ev[:SHORT_ID]}]" in text  # every evidence id is on the card
+                    assert ev[:SHORT_ID] in named  # every evidence id is on the card
                 checked += 1
     assert checked == 7  # 2 + 1 + 1 + 3 turns
+
+
+def _trace(tool: str, digest: str, ev: str | None, shape: str = "json") -> TraceLine:
+    return TraceLine(tool=tool, args_digest=digest, evidence_id=ev, shape=shape)
+
+
+def test_a_tool_heavy_card_is_one_line_a_tool_with_bounded_arguments_and_every_id() -> None:
+    """Issue 26: repeated calls of one tool are one line (count, arguments bounded, all ids in one tag)."""
+    ids = [f"{i:x}" * 64 for i in range(1, 10)]
+    did = (
+        *(_trace("get_reservation_details", f'reservation_id="R{i}"', ids[i]) for i in range(5)),
+        _trace("search_direct_flight", 'date="2024-05-25", destination="EWR", origin="MSP"', ids[5]),
+        _trace("search_direct_flight", 'date="2024-05-27", destination="MSP", origin="EWR"', ids[6], "error"),
+        _trace("think", 'thought="' + "a long chain of thought " * 20 + '"', ids[7], "text"),
+        _trace("update_reservation_flights", 'cabin="business", flights=[{"date":"2024-05-10","flight_number":'
+               '"HAT271"},{"date":"2024-05-11","flight_number":"HAT197"}], reservation_id="WUNA5K"', ids[8]),
+        _trace("get_user", 'user_id="u1"', None, "none"),
+    )
+    card = TurnCard(turn_id="e" * 64, asked="Cancel my long flights.", did=did,
+                    answered=Answer(narration="Done.\n\n1. **R2** cancelled"))
+    text = render_card(card, 3)
+    lines = text.splitlines()
+    assert lines[0] == 'Turn 3 (completed; full record: recall({"turn": 3})). Asked: Cancel my long flights.'
+    assert lines[1] == ('- get_reservation_details ×5(reservation_id="R0"|"R1"|"R2"|"R3"|"R4") → json '
+                        f"[evidence:{' '.join(i[:SHORT_ID] for i in ids[:5])}]")
+    assert lines[2].startswith("- search_direct_flight ×2(date=") and "→ json, error" in lines[2]
+    assert lines[3].startswith('- think(thought="a long chain') and lines[3].count("…") == 1
+    assert 'reservation_id="WUNA5K"' in lines[4]  # the identity argument is kept when the digest is cut
+    assert lines[5] == "- get_user(user_id=\"u1\") → none"
+    assert lines[6] == "Answered: Done. 1. R2 cancelled"  # whitespace folded, bold marks dropped
+    assert card_evidence_ids(text) == [i[:SHORT_ID] for i in ids]
+    assert all(len(line) < 300 for line in lines)
+    one_line_a_call = sum(len(f"- {t.tool}({t.args_digest}) → {t.shape} [evidence:{'x' * SHORT_ID}]") for t in did)
+    assert len(text) < one_line_a_call / 2
+
+
+def test_bounded_args_keeps_identity_arguments_first_and_reads_json_digests() -> None:
+    assert bounded_args('q="copper"') == 'q="copper"'
+    cut = bounded_args('body="' + "x" * 100 + '", path="src/app.py"', limit=40)
+    assert cut == 'path="src/app.py"…'
+    assert bounded_args('{"path":"docs/PLANNER.md"}') == 'path="docs/PLANNER.md"'
+    assert bounded_args("x" * 100, limit=20) == "x" * 19 + "…"
+
+
+def test_an_old_turn_card_record_decodes_and_renders_by_the_same_rules() -> None:
+    """The stored TurnCard is unchanged: a record written before issue 26 decodes and renders the new way."""
+    stored = {"kind": "turn_card", "turn_id": "a" * 64, "asked": "What is copper at?",
+              "did": [{"tool": "web_search", "args_digest": 'q="copper"', "evidence_id": "b" * 64, "shape": "search"}],
+              "answered": {"presentations": [{"id": "c" * 64, "semantic_type": "metric", "title": "Copper",
+                                              "digest": "label: Copper\nunit: USD/t\nvalue: 9100",
+                                              "derived_from": ["b" * 64]}],
+                           "narration": "Copper is at $9,100. " + SIXTY},
+              "outcome": "completed", "reading": {"act": "lookup"}, "tokens_full": 900, "tokens_card": 120}
+    card = TurnCard.model_validate(stored)
+    text = render_card(card, 2)
+    assert f'- card metric "Copper" [presentation:{"c" * SHORT_ID}]: unit: USD/t; value: 9100' in text  # label = title
+    assert text.endswith("Answered: Copper is at $9,100.")  # over 60 words: the leading sentence
+    assert card_evidence_ids(text) == ["b" * SHORT_ID]
+
+
+def test_a_card_never_costs_more_than_its_record() -> None:
+    """A short exchange's card (head, recall pointer) is longer than its record: the record is its size."""
+    c = Chain()
+    c.add(Directive(text="hi"))
+    c.add(AssistantStep(blocks=(TextBlock(text="Hello!"),)))
+    c.add(Directive(text="and now?"))
+    index = TurnIndex.build(c.entries)
+    turn = index.turn(1)
+    assert len(card_text(index, turn, {})) > measure_turn(index, turn, {}).full_chars
+    size = measure_turn(index, turn, {})
+    assert size.card_chars == size.full_chars
