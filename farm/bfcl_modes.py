@@ -88,7 +88,11 @@ def sent_of(status: int, body: Any, text: str) -> Sent:
 
 async def _post(client: httpx.AsyncClient, url: str, body: dict[str, Any],
                 headers: Mapping[str, str]) -> tuple[int, Any, Sent]:
-    reply = await client.post(url, json=body, headers=dict(headers))
+    try:
+        reply = await client.post(url, json=body, headers=dict(headers))
+    except httpx.HTTPError as exc:  # a timeout or a dropped connection ends the entry as a failed request
+        data = {"error": {"message": f"{type(exc).__name__}: {exc}"[:500]}}
+        return 0, data, Sent(0, 0, 0, False)
     try:
         data = reply.json()
     except ValueError:

@@ -105,3 +105,20 @@ async def test_the_report_prints_both_categories_in_both_modes_with_the_goals(tm
     assert "multi_turn_long_context engine: accuracy by largest request / horizon" in text
     goals = [line for line in text.splitlines() if line.startswith("goal ")]
     assert len(goals) == 5 and all(": met (" in g for g in goals), goals
+
+
+async def test_a_request_that_times_out_fails_its_entry_and_the_run_goes_on(tmp_path: Path) -> None:
+    """A model server that never answers (httpx's ReadTimeout) ends the entry as BFCL's handler would end it
+    on an error, in both modes; the bench does not crash."""
+    entry = first_with_calls(load_entries("multi_turn_base", 4), 1)
+
+    def hang(request: httpx.Request) -> httpx.Response:
+        if not request.url.path.endswith("/chat/completions"):
+            return httpx.Response(404, json={"error": {"message": "not found"}})
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hang)) as client:
+        direct = await run_direct(entry, TARGET, client)
+        engine, _ = await run_engine(entry, TARGET, client, tmp_path / "e", window=16_384)
+    for run in (direct, engine):
+        assert not run.verdict.valid and run.sent and run.sent[0].status in (0, 502), (run.mode, run.sent)
