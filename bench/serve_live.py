@@ -58,7 +58,8 @@ from vak_context.storage.ledger import LedgerStore
 
 GOAL = 0.995
 SESSION = "serve-live"
-SYSTEM = "You are a coding assistant. Use the tools to look at the project's files before you answer."
+SYSTEM = ("You are a coding assistant. Use the tools to look at the project's files before you answer. "
+          "Paths are relative to the project root, e.g. src/app.py.")
 ENGINE_TOOLS = {"recall", "find_tools"}
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {
@@ -131,6 +132,12 @@ def run_tool(root: Path, name: str, arguments: dict[str, Any]) -> str:
     """The client's own tools, confined to the workspace; a bad call gets an error text, as agents answer."""
     raw = str(arguments.get("path") or ".")
     path = (root / raw).resolve()
+    if raw.startswith("/"):
+        # A small model writes absolute paths ("/path/to/project/README.md"): the longest tail of it that
+        # names something in the project is what it meant, as a lenient agent's tools read it.
+        parts = Path(raw).parts[1:]
+        tails = [Path(*parts[i:]) for i in range(len(parts))] + ([Path(".")] if name == "list_dir" else [])
+        path = next((root / t for t in tails if (root / t).exists()), root / raw.lstrip("/")).resolve()
     if root.resolve() not in (path, *path.parents):
         return f"error: {raw} is outside the project"
     if name == "list_dir":
@@ -383,17 +390,23 @@ def clip(text: str, n: int = 160) -> str:
 # ---------------------------------------------------------------------- the checks
 
 
-def checks(ledger: Path, agent: Agent) -> dict[str, Any]:
+def checks(ledger: Path, agent: Agent, stopped: bool = False) -> dict[str, Any]:
+    """``stopped``: the run was cut off mid-request, which the server still answered (and holds) after the
+    client left: the client's history is then a prefix of what is held."""
     verify = subprocess.run([sys.executable, "-m", "vak_context.cli", "verify", str(ledger)], capture_output=True,
                             text=True, check=False)
     items = read_openai({"messages": agent.messages}).items
     with LedgerStore(ledger, readonly=True) as store:
         held = read_held(store, SESSION)
         sessions = store.sessions()
+        profiles = [e for e in store.entries(SESSION) if e.kind == "capacity_profile"]
+        window = Mapper().payload_of(profiles[-1]).declared_window if profiles else None
     return {
+        "declared_window": window,
         "verified": verify.returncode == 0,
         "verify_output": (verify.stdout + verify.stderr).strip(),
-        "stored_once": held.digests == [i.digest() for i in items],
+        "stored_once": held.digests[:len(items)] == [i.digest() for i in items]
+                       and (stopped or len(held.digests) == len(items)),
         "held": len(held.digests), "client_items": len(items),
         "forks": [n for n in sessions if n.startswith(f"{SESSION}.f")],
         "engine_tools_seen": sorted(ENGINE_TOOLS & set(agent.seen)),
@@ -454,6 +467,7 @@ def report(turns: Sequence[Turn], result: dict[str, Any], wall_s: float) -> dict
     print(f"ledger verified: {'yes' if result['verified'] else 'NO'} ({clip(result['verify_output'], 200)})")
     print(f"each client message stored once: {'yes' if result['stored_once'] else 'NO'} "
           f"({result['held']} held, {result['client_items']} in the client's history); forks: {result['forks'] or 'none'}")
+    print(f"the session planned against: declared window {result['declared_window']} (its last capacity_profile)")
     print(f"engine tools handed to the client: {result['engine_tools_seen'] or 'none'}; "
           f"other unknown tools: {result['foreign_tools_seen'] or 'none'}")
     steps = sum(len(t.steps) for t in turns)
@@ -490,6 +504,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         write_workspace(root)
         ledger = args.ledger or Path(tmp) / "ledger"
         turns: list[Turn] = []
+        stopped = False
         with vak_serve(args.model, ledger, args.n_ctx) as served:
             print(f"vak serve --upstream local:{args.model}{f' --window {args.n_ctx}' if args.n_ctx else ''} "
                   f"at {served.base_url}; ledger {ledger}; session {SESSION}; {args.turns} turns, at most "
@@ -508,13 +523,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 # What the server answered stays; a request cut off mid-way is not part of the history.
                 del agent.messages[agent.held:]
                 turns = [t for t in turns if t.steps]
+                stopped = True
                 print(f"stopped (SIGTERM) during turn {n} of {args.turns}: reporting the {len(turns)} turns "
                       "with answered requests", flush=True)
+                if turns and turns[-1].number == n:
+                    attach_receipts(ledger, turns)
+                    print_turn(turns[-1])
             finally:
                 if previous is not None:
                     signal.signal(signal.SIGTERM, previous)
         attach_receipts(ledger, turns)  # again once the server stopped: every receipt sealed
-        result = checks(ledger, agent)
+        result = checks(ledger, agent, stopped)
         return report(turns, result, time.perf_counter() - started)
 
 

@@ -36,6 +36,8 @@ def test_two_turns_through_vak_serve_print_the_cache_line_and_a_verified_ledger(
     assert "(goal >= 99.5%" in printed and "re-planned mid-turn (left out):" in printed
     assert "ledger verified: yes" in printed and "each client message stored once: yes" in printed
     assert "engine tools handed to the client: none" in printed and "wall: " in printed
+    # vak serve started the model with --window 4096 as its n_ctx, and its sessions plan against that.
+    assert "declared window 4096" in printed and out["declared_window"] == 4096
     assert out["verified"] and out["stored_once"] and not out["forks"] and not out["engine_tools_seen"]
     # Every client request made at least one upstream call, each with its receipt in the ledger.
     assert "none in the ledger" not in printed
