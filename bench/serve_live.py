@@ -180,7 +180,8 @@ def vak_serve(model: str, ledger: Path, n_ctx: int | None, timeout_s: float = 30
             got.put(line)
         got.put(None)
 
-    threading.Thread(target=read, name="vak-serve-output", daemon=True).start()
+    reader = threading.Thread(target=read, name="vak-serve-output", daemon=True)
+    reader.start()
     try:
         base_url = key_file = None
         deadline = time.monotonic() + timeout_s
@@ -206,6 +207,9 @@ def vak_serve(model: str, ledger: Path, n_ctx: int | None, timeout_s: float = 30
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        reader.join(10)
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 # ---------------------------------------------------------------------- the client's conversation
@@ -530,6 +534,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     attach_receipts(ledger, turns)
                     print_turn(turns[-1])
             finally:
+                agent.client.close()
                 if previous is not None:
                     signal.signal(signal.SIGTERM, previous)
         attach_receipts(ledger, turns)  # again once the server stopped: every receipt sealed
