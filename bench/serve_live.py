@@ -1,7 +1,7 @@
 """A live run through ``vak serve``: the official ``openai`` client drives the local model as an agent would,
 and the prompt cache is measured per step from the ledger's receipts.
 
-``vak serve --upstream local:MODEL`` is started as a child process, as a user starts it (a fresh ledger in a
+``vak serve --upstream local:MODEL`` is started as a child process, as a user starts it (``serve_child``; a fresh ledger in a
 temp folder unless ``--ledger``); its printed address and key file are read. The ``openai`` client then holds
 ``--turns`` turns (20) in one conversation (``x-vak-session: serve-live``) with its own two tools, run
 client-side on a small temp workspace it writes: ``list_dir`` and ``read_file``. The directives ask for
@@ -30,17 +30,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import queue
-import re
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -52,6 +48,7 @@ import openai
 
 from vak_context.cli.mainjob import DEFAULT_MODEL
 from vak_context.events.envelope import Mapper
+from vak_context.serve.child import ServeChild, serve_child
 from vak_context.serve.conversation import HISTORY, read_held
 from vak_context.serve.protocol import read_openai
 from vak_context.storage.ledger import LedgerStore
@@ -154,64 +151,6 @@ def run_tool(root: Path, name: str, arguments: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------- vak serve as a child process
 
 
-@dataclass(frozen=True)
-class Served:
-    base_url: str
-    key: str
-    process: subprocess.Popen[str]
-    lines: list[str]  # what it printed
-
-
-@contextmanager
-def vak_serve(model: str, ledger: Path, n_ctx: int | None, timeout_s: float = 300.0) -> Iterator[Served]:
-    """``vak serve --upstream local:MODEL`` as a child process; its address and key from what it prints.
-    Stopped with SIGTERM (a clean exit: the sessions' open turns get their cards)."""
-    command = [sys.executable, "-m", "vak_context.cli", "serve", "--upstream", f"local:{model}",
-               "--ledger", str(ledger)] + (["--window", str(n_ctx)] if n_ctx else [])
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=os.environ | {"PYTHONUNBUFFERED": "1"})
-    lines: list[str] = []
-    got: queue.Queue[str | None] = queue.Queue()
-
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.append(line.rstrip("\n"))
-            got.put(line)
-        got.put(None)
-
-    reader = threading.Thread(target=read, name="vak-serve-output", daemon=True)
-    reader.start()
-    try:
-        base_url = key_file = None
-        deadline = time.monotonic() + timeout_s
-        while base_url is None:
-            try:
-                line = got.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                line = None
-            if line is None:
-                raise RuntimeError("vak serve did not print its address:\n" + "\n".join(lines[-20:]))
-            if m := re.search(r"key in (\S+);", line):
-                key_file = m.group(1)
-            if m := re.search(r"OpenAI: base_url=(\S+)", line):
-                base_url = m.group(1)
-        if key_file is None:
-            raise RuntimeError("vak serve printed no key file:\n" + "\n".join(lines))
-        yield Served(base_url, Path(key_file).read_text().strip(), process, lines)
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(120)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        reader.join(10)
-        if process.stdout is not None:
-            process.stdout.close()
-
-
 # ---------------------------------------------------------------------- the client's conversation
 
 
@@ -251,7 +190,7 @@ class Turn:
 class Agent:
     """The official ``openai`` client holding one conversation, running its tools on the workspace."""
 
-    def __init__(self, served: Served, root: Path, max_tokens: int) -> None:
+    def __init__(self, served: ServeChild, root: Path, max_tokens: int) -> None:
         self.root, self.max_tokens = root, max_tokens
         self.client = openai.OpenAI(base_url=served.base_url, api_key=served.key, max_retries=0, timeout=1800.0,
                                     default_headers={"x-vak-session": SESSION})
@@ -509,7 +448,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ledger = args.ledger or Path(tmp) / "ledger"
         turns: list[Turn] = []
         stopped = False
-        with vak_serve(args.model, ledger, args.n_ctx) as served:
+        with serve_child(f"local:{args.model}", ledger=ledger, window=args.n_ctx) as served:
             print(f"vak serve --upstream local:{args.model}{f' --window {args.n_ctx}' if args.n_ctx else ''} "
                   f"at {served.base_url}; ledger {ledger}; session {SESSION}; {args.turns} turns, at most "
                   f"{args.steps} steps, max_tokens {args.max_tokens}", flush=True)
