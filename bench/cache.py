@@ -31,6 +31,9 @@ smollm2`` for a fast one), one session driven by the real :class:`vak_context.ag
     .venv/bin/python bench/cache.py                    # Qwen, n_ctx 16384, ~8k tokens of history, 3 turns
     .venv/bin/python bench/cache.py --model smollm2    # SmolLM2 (n_ctx 8192, ~4k tokens of history)
     .venv/bin/python bench/cache.py --quick            # the smoke test's size: SmolLM2, one seeded turn, 2 turns
+
+P4 as a client of ``vak serve`` sees it (the ``openai`` client's own tools through ``vak serve --upstream
+local:MODEL``, prompt and cached tokens per upstream call from the ledger's receipts): ``bench/serve_live.py``.
 """
 
 from __future__ import annotations

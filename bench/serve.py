@@ -21,6 +21,9 @@ The floor is what any server in that place must do with a request: ``json.loads`
 client's body and one durable append (a ``LedgerStore`` append, acknowledged once fsync'd) of its last
 message. Goal: under 10 ms added at p50 at 100 turns; the ratio to the floor is printed beside it.
 
+The same server in front of the real local model, driven by the ``openai`` client for 20 turns with the
+prompt cache measured per step from the ledger's receipts: ``bench/serve_live.py``.
+
     .venv/bin/python bench/serve.py                       # 1, 10 and 100 turns, 20 timed turns each
     .venv/bin/python bench/serve.py --sizes 1,2 --turns 2 # a smoke run
 """

@@ -33,7 +33,8 @@ def register(subparsers: Any) -> None:
     s.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
                    help="run on Ray: a local cluster, or the one at ADDRESS")
     s.add_argument("--window", type=bounded_int(256, MAX_TOKENS), default=None,
-                   help="tokens to plan against until a profile is measured (a provider that publishes none)")
+                   help="tokens to plan against until a profile is measured (a provider that publishes none); "
+                   "with local:MODEL, the context the bundled model is started with (default 8192)")
     s.add_argument("--defer-tools", choices=("auto", "always", "never"), default="auto",
                    help="the client's tools behind find_tools (listed in the system prompt, each callable by name): "
                    "auto (default) when their schemas exceed a quarter of the model's horizon")
@@ -86,6 +87,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+LOCAL_N_CTX = 8192  # the bundled model's context under vak serve unless --window says otherwise
+
+
 def _key_file(key_dir: Path, key: str) -> Path:
     """The run's API key in a file only this user can read, never on the terminal or in a log."""
     key_file = key_dir / "api_key"
@@ -111,21 +115,25 @@ def run_serve(args: argparse.Namespace) -> int:
     from vak_context.serve.upstream import key_from_environment
 
     upstream, base_url, upstream_key = args.upstream, args.base_url, key_from_environment(args.upstream)
+    window = args.window
     local: LocalModelServer | None = None
     if upstream.partition(":")[0].strip().lower() == "local" and base_url is None:
         # The bundled model, started here: its per-run key stays in this process's memory.
         from vak_context.providers.local.catalogue import canonical_model
 
-        local = LocalModelServer(canonical_model(upstream.partition(":")[2] or "qwen"), n_ctx=args.window or 8192)
+        local = LocalModelServer(canonical_model(upstream.partition(":")[2] or "qwen"), n_ctx=args.window or LOCAL_N_CTX)
         local.start()
         base_url, upstream_key = local.base_url, local.api_key
+        # The sessions plan against the context this server holds: unset, a local:<model> session would take
+        # the engine's own default for a bundled model (16384), and a request past 8192 would be rejected.
+        window = local.n_ctx
     key_dir = Path(tempfile.mkdtemp(prefix="vak-serve-"))  # mode 0700
     engine = Engine.open(args.ledger, ray=args.ray)
     try:
         client_key = secrets.token_urlsafe(24)
         key_file = _key_file(key_dir, client_key)
         app = build_app(engine, ServeConfig(upstream, base_url=base_url, upstream_key=upstream_key,
-                                            client_key=client_key, window=args.window,
+                                            client_key=client_key, window=window,
                                             defer_tools=args.defer_tools))
         # Bound here, on loopback, before uvicorn starts: the address printed is the one listening (also
         # with --port 0), and nothing else is ever bound.
