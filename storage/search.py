@@ -47,7 +47,7 @@ SNIPPET_CHARS = 160
 READ_CHUNK = 256  # entries read from the store at a time when catching up
 
 
-class TermsTokenizer(Tokenizer):  # type: ignore[misc]  # whoosh is untyped
+class TermsTokenizer(Tokenizer):
     """whoosh tokens from ``vak_context.bm25.terms``: one analyser for every ranking in the project."""
 
     def __eq__(self, other: object) -> bool:
@@ -188,7 +188,7 @@ def check_index(folder: Path, session: str, ids: Sequence[tuple[str, str]]) -> t
     if seq >= 0 and ids[seq][0] != state.get("id"):
         return f"the entry it indexed last (seq {seq}) is not the ledger's"
     try:
-        ix = whoosh_index.open_dir(str(folder))
+        ix = whoosh_index.open_dir(str(folder))  # type: ignore[attr-defined]  # whoosh-ng's stubs miss it
         count = ix.doc_count()
     except Exception as exc:  # whoosh raises many kinds on torn files: each means "rebuild"
         return f"whoosh cannot open it ({type(exc).__name__}: {exc})"
@@ -234,7 +234,7 @@ class WriterIndex:
             self.rebuilt = checked
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder.mkdir(parents=True)
-            self.ix = whoosh_index.create_in(str(self.folder), schema())
+            self.ix = whoosh_index.create_in(str(self.folder), schema())  # type: ignore[attr-defined]
             self.committed_docs = 0
             start = 0
         else:
@@ -303,7 +303,7 @@ def read_index(store: Any, session: str, query: str, limit: int = 10) -> tuple[l
 
     A sound index behind the ledger is searched together with the missing entries, indexed in memory; a
     missing or broken one is replaced, for this search only, by an in-memory index of every entry."""
-    from whoosh.codec.memory import MemoryCodec
+    from whoosh.codec.memory import MemoryCodec  # type: ignore[attr-defined]
     from whoosh.reading import MultiReader
     from whoosh.searching import Searcher
 
@@ -350,7 +350,7 @@ def read_index(store: Any, session: str, query: str, limit: int = 10) -> tuple[l
 
 
 def _memory_only(store: Any, session: str, query: str, limit: int, ids: Sequence[tuple[str, str]]) -> list[Hit]:
-    from whoosh.codec.memory import MemoryCodec
+    from whoosh.codec.memory import MemoryCodec  # type: ignore[attr-defined]
     from whoosh.searching import Searcher
 
     codec = MemoryCodec()
