@@ -147,7 +147,7 @@ class SearchIndexer:
             try:
                 return idx.search(query, limit)
             except Exception as exc:  # a file torn under the open index: rebuild it, once
-                log.warning("search index of %s failed (%s): rebuilding", session, exc)
+                log.warning("search index of %s failed (%s): rebuilding", session, exc, exc_info=True)
                 self._indexes.pop(session, None)
                 idx.abandon()
                 self._drop(session)

@@ -117,15 +117,23 @@ def snippet(text: str, query_terms: set[str], width: int = SNIPPET_CHARS) -> tup
 
 
 def run_query(searcher: Any, session: str, query: str, limit: int, *, in_memory: bool = False) -> list[Hit]:
-    """The best ``limit`` documents for ``query``, best first (ties by key). ``in_memory``: the reader holds
-    documents of whoosh's memory codec, whose matchers have no block statistics, so whoosh's skipping by
-    block quality (which needs them) is turned off."""
+    """The best ``limit`` documents for ``query``, best first (ties by key).
+
+    whoosh's skipping by block quality, and its matcher replacement, are always off: it needs block statistics that postings of its memory
+    codec lack (the buffer) and that whoosh-ng 5.4's on-disk postings lack too once a segment was written
+    from a buffer (``AttributeError: 'NoneType' object has no attribute 'min_length'`` on a reopened index).
+    ``in_memory`` is kept for callers' clarity; it no longer changes the query."""
     wanted = sorted(set(terms(query)))
     if not wanted:
         return []
     # Windows overlap, so a passage near a window edge matches two of them: ask for more, keep the best
     # window of each matched line.
-    results = searcher.search(Or([Term("text", t) for t in wanted]), limit=limit * 2, optimize=not in_memory)
+    from whoosh.collectors import TopCollector
+
+    # replace=0: never swap in quality-pruned matchers either (they read the same missing statistics)
+    collector = TopCollector(limit=limit * 2, usequality=False, replace=0)
+    searcher.search_with_collector(Or([Term("text", t) for t in wanted]), collector)
+    results = collector.results()
     hits = []
     seen: set[tuple[str, int]] = set()
     for r in results:

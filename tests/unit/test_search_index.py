@@ -240,3 +240,23 @@ def test_a_query_without_terms_finds_nothing(tmp_path: Path, query: str) -> None
     with _store(tmp_path / "l") as store:
         _write(store, "s", BODY)
         assert store.search("s", query, 5) == []
+
+
+def test_frequent_terms_over_buffer_and_reopened_segments_search_without_a_rebuild(tmp_path: Path) -> None:
+    """whoosh-ng's quality pruning reads block statistics its memory codec (and segments written from it)
+    lack: the query runs without it, so many matches never fall back to a rebuild."""
+    root = tmp_path / "l"
+    text = "".join(f"line {i} common words alpha{i}\n" for i in range(60))
+    with _store(root) as store:
+        assert store.search_index is not None
+        store.search_index.commit_s = 3600.0
+        for _ in range(12):
+            _write(store, "s", text)
+        assert len(store.search("s", "line common words", 5)) == 5
+        _write(store, "s", text)  # buffered on top of committed segments
+        assert len(store.search("s", "line common words alpha3", 5)) == 5
+        assert store.search_index.index("s").rebuilt == "no index"
+    with _store(root) as store:
+        assert store.search_index is not None
+        assert len(store.search("s", "line common words", 5)) == 5
+        assert store.search_index.index("s").rebuilt is None  # opened as it was, not rebuilt
