@@ -30,7 +30,7 @@ class LedgerActor:
 
     def __init__(self, root: str) -> None:
         self.root = root
-        self.store = LedgerStore(root)
+        self.store = LedgerStore(root, search=True)  # the folder's writer keeps the search index (storage/indexer.py)
 
     def append(
         self, session: str, payloads: Sequence[Payload], parent: str | None = None,

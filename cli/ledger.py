@@ -55,16 +55,28 @@ def _verify(args: argparse.Namespace) -> int:
 
     with LedgerStore(args.ledger, readonly=True) as store:
         report = store.verify(args.session)
+        # The search indexes are caches (docs/SEARCH.md): one that disagrees with the ledger is reported,
+        # never repaired here, and does not fail the ledger's check (the next writer or `vak reindex` rebuilds it).
+        index_notes = _search_index_notes(store, args.session) if report.ok else []
     if args.json:
-        print(json.dumps(report.as_dict(), indent=2))
+        print(json.dumps({**report.as_dict(), "search_index": index_notes}, indent=2))
     elif report.ok:
         print(f"ok: {report.entries} entries in {report.sessions} session(s) hash-check")
         for note in report.notes:
             print(f"note: {note}")
+        for note in index_notes:
+            print(f"search index: {note}")
     else:
         print(f"FAILED: {report.first_bad}")
         print("The entries before it are intact. Keep a copy of the folder before repairing anything.")
     return 0 if report.ok else 1
+
+
+def _search_index_notes(store: Any, session: str | None) -> list[str]:
+    from vak_context.storage.search import index_findings
+
+    found = [index_findings(store, name) for name in ([session] if session else store.sessions())]
+    return [f for f in found if f is not None]
 
 
 def _inspect(args: argparse.Namespace) -> int:

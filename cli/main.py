@@ -14,6 +14,7 @@ from vak_context.errors import VakError
 # Modules that add subcommands. Each defines register(subparsers) and sets a `func` default.
 COMMAND_MODULES = [
     "vak_context.cli.ledger",
+    "vak_context.cli.search",
     "vak_context.cli.serve",
     "vak_context.cli.probe_cmd",
     "vak_context.cli.imports",

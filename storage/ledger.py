@@ -22,7 +22,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -40,8 +40,12 @@ from vak_context.storage.ledger_paths import (
 from vak_context.storage.recovery import load_session
 from vak_context.storage.segment_schema import from_batch
 from vak_context.storage.segments import batch_offsets, open_name, read_batch_at, sealed_name
-from vak_context.storage.session_state import SessionState, relocate
+from vak_context.storage.session_state import Group, SessionState, relocate
 from vak_context.storage.verify import VerifyReport, verify_session
+
+if TYPE_CHECKING:  # whoosh is imported only by a store that indexes or searches
+    from vak_context.storage.indexer import SearchIndexer
+    from vak_context.storage.search import Hit
 
 __all__ = ["DEFAULT_MAX_SEGMENT_BYTES", "LedgerStore", "Payload", "check_ledger_path"]
 
@@ -63,6 +67,7 @@ class LedgerStore(GroupCommit):
         limits: LedgerLimits | None = None,
         clock: Callable[[], int] = _now_us,
         max_segment_bytes: int = DEFAULT_MAX_SEGMENT_BYTES,
+        search: bool = False,
     ) -> None:
         self.root = Path(root)
         self.readonly = readonly
@@ -76,6 +81,12 @@ class LedgerStore(GroupCommit):
         self._cache: OrderedDict[tuple[str, int], list[StoredEntry]] = OrderedDict()
         self.recoveries: list[dict[str, Any]] = []  # what opening repaired, for callers and tests
         check_ledger_path(self.root, create=not readonly)
+        # The session search index (storage/indexer.py): kept by the writer, off the append's path.
+        self.search_index: SearchIndexer | None = None
+        if search and not readonly:
+            from vak_context.storage.indexer import SearchIndexer
+
+            self.search_index = SearchIndexer(self)
 
     # ------------------------------------------------------------------ sessions
 
@@ -264,6 +275,21 @@ class LedgerStore(GroupCommit):
                 break
         return report
 
+    def _index_committed(self, s: SessionState, group: Group, loc: tuple[int, int]) -> None:
+        super()._index_committed(s, group, loc)
+        if self.search_index is not None:
+            self.search_index.committed(s.name, group.first_seq, group.ids, group.parents, group.times,
+                                        group.kinds, group.vs, group.payloads, group.blobs)
+
+    def search(self, session: str, query: str, limit: int = 10) -> list[Hit]:
+        """Full-text search of the session (its evidence windows, cards, presentations, directives)."""
+        if self.search_index is not None:
+            return self.search_index.search(session, query, limit)
+        from vak_context.storage.search import read_index
+
+        self._session(session)
+        return read_index(self, session, query, limit)[0]
+
     def checkpoint(self) -> None:
         """Seal every open segment so plain Arrow readers see all durable entries."""
         for s in list(self._sessions.values()):
@@ -276,6 +302,8 @@ class LedgerStore(GroupCommit):
     def close(self) -> None:
         if self._closed:
             return
+        if self.search_index is not None:
+            self.search_index.close()  # commits what it buffered while the entries can still be read
         if not self.readonly:
             self.checkpoint()
             for s in list(self._sessions.values()):

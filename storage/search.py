@@ -1,0 +1,396 @@
+"""The session's full-text index (issue 25): whoosh over every evidence window, card, presentation and directive.
+
+One index per session at ``<root>/sessions/<session>/_search/`` (the underscore keeps it out of
+``pyarrow.dataset`` discovery and the segment listing). The documents are
+``vak_context.context.history.searchdocs``'s. It is a cache of the ledger: ``state.json`` beside whoosh's files
+names the last entry indexed (seq and id) and how many documents were committed, and opening an index whose
+state disagrees with its files or with the ledger (torn, deleted, tampered, from another ledger) rebuilds it
+from the entries alone (``open_index``). An index behind the ledger (a crash lost its buffered documents, or
+the entries were written by a store that does not index, e.g. ``vak import``) is caught up from the entries.
+
+Terms are ``vak_context.bm25.terms`` (``TermsTokenizer``), the tokeniser the planner's relevance, ``find_tools``
+and the card index use; scoring is whoosh's BM25F with the same k1 and b. A query is the OR of its terms (no
+query syntax: a model's query is never a parse error).
+
+Who writes: whoever holds the session's writer lock. ``storage/indexer.py`` runs the writer side in the
+store's process; readers (``vak search``, ``session_search`` with a scope) use ``read_index``, which never
+writes: a stale or broken index is searched with the missing documents indexed in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from whoosh import index as whoosh_index
+from whoosh.analysis import Token, Tokenizer
+from whoosh.fields import ID, NUMERIC, STORED, TEXT, Schema
+from whoosh.query import Or, Term
+from whoosh.scoring import BM25F
+from whoosh.writing import BufferedWriter
+
+from vak_context.bm25 import K1, B, terms
+from vak_context.context.history.searchdocs import SearchDoc, SessionDocs
+from vak_context.errors import LedgerCorrupt, UnknownSession
+from vak_context.events.envelope import StoredEntry
+
+SEARCH_DIR = "_search"
+STATE_FILE = "vak-state.json"
+SEARCH_FORMAT = "vak-search/1"
+INDEXED_KINDS = frozenset({"directive", "evidence_body", "turn_card", "presentation"})
+SNIPPET_CHARS = 160
+READ_CHUNK = 256  # entries read from the store at a time when catching up
+
+
+class TermsTokenizer(Tokenizer):
+    """whoosh tokens from ``vak_context.bm25.terms``: one analyser for every ranking in the project."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TermsTokenizer)
+
+    def __hash__(self) -> int:
+        return hash(TermsTokenizer)
+
+    def __call__(self, value: str, positions: bool = False, chars: bool = False, keeporiginal: bool = False,
+                 removestops: bool = True, start_pos: int = 0, start_char: int = 0, tokenize: bool = True,
+                 mode: str = "", **kwargs: Any) -> Iterator[Token]:
+        t = Token(positions, chars, removestops=removestops, mode=mode, **kwargs)
+        for i, term in enumerate(terms(value) if tokenize else [value]):
+            t.text = term
+            t.boost = 1.0
+            if keeporiginal:
+                t.original = term
+            t.stopped = False
+            if positions:
+                t.pos = start_pos + i
+            if chars:
+                t.startchar = t.endchar = start_char
+            yield t
+
+
+def schema() -> Schema:
+    return Schema(key=ID(stored=True, unique=True), kind=ID(stored=True), ref=ID(stored=True),
+                  turn=NUMERIC(stored=True), seq=NUMERIC(stored=True), start=STORED, end=STORED, tool=STORED,
+                  text=TEXT(analyzer=TermsTokenizer(), stored=True))
+
+
+def _fields(doc: SearchDoc) -> dict[str, Any]:
+    return {"key": doc.key, "kind": doc.kind, "ref": doc.ref, "turn": doc.turn, "seq": doc.seq,
+            "start": doc.start, "end": doc.end, "tool": doc.tool, "text": doc.text}
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: where it is, a snippet, and the recall call that returns it."""
+
+    session: str
+    turn: int
+    kind: str
+    ref: str
+    start: int
+    end: int
+    score: float
+    snippet: str
+    recall: str
+    tool: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"session": self.session, "turn": self.turn, "kind": self.kind, "id": self.ref,
+                "lines": [self.start, self.end] if self.kind == "evidence" else None, "score": round(self.score, 3),
+                "snippet": self.snippet, "recall": self.recall, "tool": self.tool}
+
+
+def snippet(text: str, query_terms: set[str], width: int = SNIPPET_CHARS) -> tuple[str, int]:
+    """The first line holding a query term (clipped to ``width``) and its offset in lines (0-based)."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if query_terms.intersection(terms(line)):
+            line = line.strip()
+            return (line if len(line) <= width else line[: width - 1] + "…"), i
+    first = lines[0].strip() if lines else ""
+    return (first if len(first) <= width else first[: width - 1] + "…"), 0
+
+
+def run_query(searcher: Any, session: str, query: str, limit: int, *, in_memory: bool = False) -> list[Hit]:
+    """The best ``limit`` documents for ``query``, best first (ties by key).
+
+    whoosh's skipping by block quality, and its matcher replacement, are always off: it needs block statistics that postings of its memory
+    codec lack (the buffer) and that whoosh-ng 5.4's on-disk postings lack too once a segment was written
+    from a buffer (``AttributeError: 'NoneType' object has no attribute 'min_length'`` on a reopened index).
+    ``in_memory`` is kept for callers' clarity; it no longer changes the query."""
+    wanted = sorted(set(terms(query)))
+    if not wanted:
+        return []
+    # Windows overlap, so a passage near a window edge matches two of them: ask for more, keep the best
+    # window of each matched line.
+    from whoosh.collectors import TopCollector
+
+    # replace=0: never swap in quality-pruned matchers either (they read the same missing statistics)
+    collector = TopCollector(limit=limit * 2, usequality=False, replace=0)
+    searcher.search_with_collector(Or([Term("text", t) for t in wanted]), collector)
+    results = collector.results()
+    hits = []
+    seen: set[tuple[str, int]] = set()
+    for r in results:
+        f = r.fields()
+        text, line = snippet(f["text"], set(wanted))
+        if (f["ref"], f["start"] + line) in seen:
+            continue
+        seen.add((f["ref"], f["start"] + line))
+        doc = SearchDoc(f["key"], session, f["turn"], f["kind"], f["ref"], f["seq"], f["start"], f["end"], "",
+                        f.get("tool", ""))
+        hits.append(Hit(session, doc.turn, doc.kind, doc.ref, doc.start, doc.end, float(r.score), text,
+                        doc.recall(), doc.tool))
+    hits.sort(key=lambda h: (-h.score, h.ref, h.start))
+    return hits[:limit]
+
+
+# ---------------------------------------------------------------------------------------------- the state
+
+
+def search_path(root: Path, session: str) -> Path:
+    return root / "sessions" / session / SEARCH_DIR
+
+
+def read_state(folder: Path) -> dict[str, Any] | None:
+    try:
+        state = json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(state, dict) or state.get("format") != SEARCH_FORMAT:
+        return None
+    return state
+
+
+def write_state(folder: Path, session: str, seq: int, entry_id: str | None, docs: int) -> None:
+    """Replace the state atomically: a crash leaves the old one or the new one."""
+    tmp = folder / f"_tmp-{STATE_FILE}"
+    data = json.dumps({"format": SEARCH_FORMAT, "session": session, "seq": seq, "id": entry_id, "docs": docs})
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, folder / STATE_FILE)
+
+
+def ledger_ids(store: Any, session: str) -> list[tuple[str, str]]:
+    """(id, kind) of every entry of the session, by seq, without reading payloads."""
+    return [(eid, kind) for _seq, eid, _parent, kind, _t in store.iter_metadata(session)]
+
+
+def check_index(folder: Path, session: str, ids: Sequence[tuple[str, str]]) -> tuple[Any, dict[str, Any]] | str:
+    """The open whoosh index and its state, or what is wrong with it (a sentence)."""
+    state = read_state(folder)
+    if state is None:
+        return "no index" if not folder.exists() else "its state file is missing or unreadable"
+    if state.get("session") != session:
+        return f"its state names session {state.get('session')!r}"
+    seq = state.get("seq")
+    if not isinstance(seq, int) or seq < -1 or seq >= len(ids):
+        return f"it indexed up to seq {seq!r}, past the ledger's {len(ids) - 1}"
+    if seq >= 0 and ids[seq][0] != state.get("id"):
+        return f"the entry it indexed last (seq {seq}) is not the ledger's"
+    try:
+        ix = whoosh_index.open_dir(str(folder))  # type: ignore[attr-defined]  # whoosh-ng's stubs miss it
+        count = ix.doc_count()
+    except Exception as exc:  # whoosh raises many kinds on torn files: each means "rebuild"
+        return f"whoosh cannot open it ({type(exc).__name__}: {exc})"
+    if count != state.get("docs"):
+        ix.close()
+        return f"it holds {count} documents where its state says {state.get('docs')}"
+    return ix, state
+
+
+def _payload(store: Any, entry: StoredEntry) -> Any:
+    return store.mapper.payload_of(entry)
+
+
+def docs_from_store(store: Any, session: str, start: int, docs: SessionDocs,
+                    ids: Sequence[tuple[str, str]]) -> Iterator[SearchDoc]:
+    """The documents of the entries from ``start`` on; ``docs`` first counts the turns before ``start``."""
+    for eid, kind in ids[:start]:
+        docs.note(eid, kind)
+    seq = start
+    while seq < len(ids):
+        wanted = [q for q in range(seq, min(seq + READ_CHUNK, len(ids))) if ids[q][1] in INDEXED_KINDS]
+        for q in wanted:
+            entry = store.entries(session, q, q + 1)[0]
+            yield from docs.add(q, entry.id, _payload(store, entry), entry.blob)
+        seq = min(seq + READ_CHUNK, len(ids))
+
+
+# ---------------------------------------------------------------------------------------------- writer side
+
+
+class WriterIndex:
+    """One session's index held by the session's writer: a BufferedWriter (searchable before it commits)."""
+
+    def __init__(self, store: Any, session: str) -> None:
+        self.store = store
+        self.session = session
+        self.folder = search_path(Path(store.root), session)
+        self.docs = SessionDocs(session)
+        self.rebuilt: str | None = None  # why it was rebuilt on open, for callers and tests
+        ids = ledger_ids(store, session)
+        checked = check_index(self.folder, session, ids)
+        if isinstance(checked, str):
+            self.rebuilt = checked
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder.mkdir(parents=True)
+            self.ix = whoosh_index.create_in(str(self.folder), schema())  # type: ignore[attr-defined]
+            self.committed_docs = 0
+            start = 0
+        else:
+            self.ix, state = checked
+            self.committed_docs = int(state["docs"])
+            start = int(state["seq"]) + 1
+        self.writer = BufferedWriter(self.ix, period=None, limit=1 << 30, writerargs={"limitmb": 64})
+        self.next_seq = start
+        self.last_id: str | None = ids[start - 1][0] if start else None
+        for doc in docs_from_store(store, session, start, self.docs, ids):
+            self.writer.add_document(**_fields(doc))
+        self.next_seq = len(ids)
+        self.last_id = ids[-1][0] if ids else None
+        self.commit()
+
+    @property
+    def buffered(self) -> int:
+        return int(self.writer.bufferedcount)
+
+    def add(self, entries: Iterable[StoredEntry]) -> bool:
+        """Index entries appended since; True when one closed a turn (a card: commit now)."""
+        closed = False
+        for e in entries:
+            if e.seq < self.next_seq:
+                continue  # already indexed when the index was opened or caught up
+            if e.kind in INDEXED_KINDS:
+                for doc in self.docs.add(e.seq, e.id, _payload(self.store, e), e.blob):
+                    self.writer.add_document(**_fields(doc))
+                closed = closed or e.kind == "turn_card"
+            self.next_seq = e.seq + 1
+            self.last_id = e.id
+        return closed
+
+    def commit(self) -> None:
+        pending = self.buffered
+        self.writer.commit()
+        self.committed_docs += pending
+        write_state(self.folder, self.session, self.next_seq - 1, self.last_id, self.committed_docs)
+
+    def search(self, query: str, limit: int) -> list[Hit]:
+        if self.committed_docs == 0 and self.buffered:
+            # whoosh cannot search a buffer over an index with no segment yet (a MultiReader of an empty
+            # reader has no field lengths): the session's first search commits its first documents.
+            self.commit()
+        with self.writer.searcher(weighting=BM25F(B=B, K1=K1)) as searcher:
+            return run_query(searcher, self.session, query, limit, in_memory=self.buffered > 0)
+
+    def close(self) -> None:
+        self.commit()
+        self.writer.close()
+        self.ix.close()
+
+    def abandon(self) -> None:
+        """Drop it without committing (its files are about to be deleted)."""
+        try:
+            self.writer.writer.cancel()
+        finally:
+            self.ix.close()
+
+
+# ---------------------------------------------------------------------------------------------- reader side
+
+
+def read_index(store: Any, session: str, query: str, limit: int = 10) -> tuple[list[Hit], str | None]:
+    """Search a session without writing anything: (hits, a note when the index could not be used whole).
+
+    A sound index behind the ledger is searched together with the missing entries, indexed in memory; a
+    missing or broken one is replaced, for this search only, by an in-memory index of every entry."""
+    from whoosh.codec.memory import MemoryCodec  # type: ignore[attr-defined]
+    from whoosh.reading import MultiReader
+    from whoosh.searching import Searcher
+
+    if session not in store.sessions():
+        raise UnknownSession(session)
+    folder = search_path(Path(store.root), session)
+    ids = ledger_ids(store, session)
+    checked = check_index(folder, session, ids)
+    note = None
+    if isinstance(checked, str):
+        ix, start = None, 0
+        if checked != "no index" or ids:
+            note = f"the search index of {session!r} was not used ({checked}); searched in memory: run `vak reindex`"
+    else:
+        ix, state = checked
+        start = int(state["seq"]) + 1
+        if start < len(ids):
+            note = f"the search index of {session!r} is {len(ids) - start} entries behind; the rest searched in memory"
+    codec = MemoryCodec()
+    sch = ix.schema if ix is not None else schema()
+    with codec.writer(sch) as w:
+        for doc in docs_from_store(store, session, start, SessionDocs(session), ids):
+            w.add_document(**_fields(doc))
+    ram = codec.reader(sch)
+    try:
+        if ix is None or ix.doc_count() == 0:
+            reader = ram
+        else:
+            reader = ix.reader()
+            if ram.doc_count():
+                reader = MultiReader([reader, ram]) if reader.is_atomic() else (reader.add_reader(ram) or reader)
+        with Searcher(reader, weighting=BM25F(B=B, K1=K1)) as searcher:
+            return run_query(searcher, session, query, limit, in_memory=ram.doc_count() > 0), note
+    except LedgerCorrupt:
+        raise
+    except Exception as exc:  # a file torn under an index that opened: the ledger still answers
+        if ix is None:
+            raise
+        return _memory_only(store, session, query, limit, ids), (
+            f"the search index of {session!r} failed ({type(exc).__name__}); searched in memory: run `vak reindex`")
+    finally:
+        if ix is not None:
+            ix.close()
+
+
+def _memory_only(store: Any, session: str, query: str, limit: int, ids: Sequence[tuple[str, str]]) -> list[Hit]:
+    from whoosh.codec.memory import MemoryCodec  # type: ignore[attr-defined]
+    from whoosh.searching import Searcher
+
+    codec = MemoryCodec()
+    sch = schema()
+    with codec.writer(sch) as w:
+        for doc in docs_from_store(store, session, 0, SessionDocs(session), ids):
+            w.add_document(**_fields(doc))
+    with Searcher(codec.reader(sch), weighting=BM25F(B=B, K1=K1)) as searcher:
+        return run_query(searcher, session, query, limit, in_memory=True)
+
+
+def index_findings(store: Any, session: str) -> str | None:
+    """What ``vak verify`` reports of a session's search index (None: absent or it agrees with the ledger).
+    Read-only: compares the state and document count with whoosh's files and the ledger, and the set of
+    document keys with the documents the ledger's entries make."""
+    folder = search_path(Path(store.root), session)
+    if not folder.exists():
+        return None
+    ids = ledger_ids(store, session)
+    checked = check_index(folder, session, ids)
+    if isinstance(checked, str):
+        return f"session {session!r}: the search index disagrees with the ledger: {checked}; run `vak reindex`"
+    ix, state = checked
+    try:
+        with ix.searcher() as searcher:
+            have = {f["key"] for f in searcher.all_stored_fields()}
+    except Exception as exc:
+        return f"session {session!r}: the search index cannot be read ({type(exc).__name__}); run `vak reindex`"
+    finally:
+        ix.close()
+    want = {d.key for d in docs_from_store(store, session, 0, SessionDocs(session), ids[: int(state["seq"]) + 1])}
+    if have != want:
+        return (f"session {session!r}: the search index holds {len(have - want)} document(s) the ledger does not "
+                f"make and lacks {len(want - have)}; run `vak reindex`")
+    return None
