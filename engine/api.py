@@ -81,7 +81,7 @@ class Engine:
         if ray is None or ray is False:
             from vak_context.storage.ledger import LedgerStore
 
-            return cls(LedgerStore(folder, search=True))  # the writer keeps each session's search index
+            return cls(LedgerStore(folder))  # the search index is opt-in for now (actors/ledger.py says why)
         return cls(None, ray=_RayLink.join(folder, ray))
 
     @property
