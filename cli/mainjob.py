@@ -5,7 +5,8 @@
    probe ladder against it, prints the measured CapacityProfile, and records the probe and the profile.
 3. Runs three live turns with that model through the whole engine, on Ray (Ledger, Assembler and
    Evidence actors), with the current folder (the project's source) as the read-only workspace: per step
-   the plan, prompt and cached tokens and the prefix digest, then each turn's answer.
+   the plan, prompt and cached tokens and the prefix digest, then each turn's answer, and scores the
+   answers against the workspace (cli/demoscore.py): right or wrong per directive with the reason, k/3.
 4. Writes a realistic agent session from the project's session generator (its directives, tool results and
    answers are about the workspace's files, or a snapshot of this repository's when the workspace is another
    folder), verifies the hash chain, and prints a summary (sessions, turns, entries by kind, bytes, head),
@@ -23,6 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from vak_context.cli.demoscore import DEMO_CHECKS
+
 DEFAULT_LEDGER = Path("vak-data") / "ledger"
 DEFAULT_MODEL = "qwen"
 # The quick ladder and the live turns share one server. The ladder's cost is its top rung's prefill (90% of
@@ -34,11 +37,8 @@ DEMO_N_CTX = 6144
 # max_tokens decoding the loop (~19 tokens/s here), so the demo caps each step at 128 tokens. A call cut
 # inside its first object is still continued (vak_context.agent.loop's _extend).
 DEMO_MAX_TOKENS = 128
-LIVE_DIRECTIVES = (
-    "List the files in the workspace.",
-    "Read README.md and say in one sentence what this project is.",
-    "Which command runs the tests, according to what you read? Answer in one sentence.",
-)
+# The demo's three directives, each scored mechanically against the workspace (cli/demoscore.py).
+LIVE_DIRECTIVES = tuple(DEMO_CHECKS)
 MAX_TURNS = 1000  # a generated demo session; more says nothing new and takes minutes to plan
 MAX_SEED = 2**32 - 1
 
@@ -93,6 +93,7 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
         profile = measure_profile(local_model, base_url, api_key, append, out)
         live = run_live_turns(ledger, f"{session}-live", local_model, base_url, api_key,
                               workspace or Path.cwd(), live_turns, out) if local_model and live_turns else []
+    score = score_live(live, workspace or Path.cwd(), out)
     gen = generate_session(seed=seed, turns=turns, append=append, workspace=workspace or Path.cwd())
     report = client.verify().as_dict()
     client.checkpoint()  # seal segments so plain Arrow readers see everything
@@ -107,6 +108,7 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
         "head": stats["heads"][session],
         "profile": profile,
         "live": live,
+        "score": score,  # None when no live turn was one of the demo's directives
         "seconds": 0.0,
     }
     out(render_summary(summary))
@@ -117,8 +119,24 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
     out(_section("the same session planned for two models"))
     out(plan_comparison(ledger, session, profile))
     summary["seconds"] = round(time.perf_counter() - t0, 2)
+    if score is not None:
+        out(f"\ndemo score {score['right']}/{score['of']} with {local_model}; the demo took {summary['seconds']} s")
     out(f"\ndone in {summary['seconds']} s")
     return summary
+
+
+def score_live(live: Sequence[dict[str, Any]], workspace: Path, out: Callable[[str], None]) -> dict[str, Any] | None:
+    """The live answers scored against the workspace (cli/demoscore.py), printed per directive; the score's
+    dict, or None when no live turn was one of the demo's directives."""
+    from vak_context.cli.demoscore import render_score, score_answers, workspace_facts
+
+    entries, readme = workspace_facts(workspace)
+    score = score_answers([(t["directive"], t["answer"]) for t in live], entries, readme)
+    if score is None:
+        return None
+    out(_section("the demo's answers, scored against the workspace"))
+    out(render_score(score))
+    return score.as_dict()
 
 
 @contextmanager
@@ -151,10 +169,11 @@ def run_live_turns(ledger: Path, session: str, model: str, base_url: str | None,
                                   max_tokens=DEMO_MAX_TOKENS, on_step=lambda s: out(step_line(s))) as live:
             for directive in directives:
                 out(f"you> {directive}")
+                started = time.perf_counter()
                 result = await live.run(directive)
                 out(f"{model}> {result.answer.strip() or '(no answer)'}  [{result.outcome}]")
                 done.append({"directive": directive, "outcome": result.outcome, "answer": result.answer,
-                             "steps": len(result.steps),
+                             "steps": len(result.steps), "seconds": round(time.perf_counter() - started, 1),
                              "prompt_tokens": [s.prompt_tokens for s in result.steps],
                              "cached_tokens": [s.cached_tokens for s in result.steps],
                              "prefix_digest": result.steps[0].prefix_digest if result.steps else ""})
