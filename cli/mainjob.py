@@ -21,6 +21,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,29 @@ DEMO_N_CTX = 6144
 # max_tokens decoding the loop (~19 tokens/s here), so the demo caps each step at 128 tokens. A call cut
 # inside its first object is still continued (vak_context.agent.loop's _extend).
 DEMO_MAX_TOKENS = 128
+
+
+@dataclass(frozen=True)
+class DemoSetup:
+    """How the demo runs one model: the server's (and the live turns') window, the quick ladder's top (the
+    ladder probes as if the window were ``ladder_window``: a larger model, slower per token, gets a smaller
+    ladder so the demo keeps to about eight minutes), and the live steps' max_tokens."""
+
+    n_ctx: int = DEMO_N_CTX
+    ladder_window: int | None = None  # None: the server's window
+    max_tokens: int = DEMO_MAX_TOKENS
+
+
+# By registry name (vak_context.providers.local.catalogue); a model not named here gets DemoSetup().
+DEMO_SETUPS: dict[str, DemoSetup] = {}
+
+
+def demo_setup(model: str | None) -> DemoSetup:
+    from vak_context.providers.local.catalogue import canonical_model
+
+    return DEMO_SETUPS.get(canonical_model(model), DemoSetup()) if model else DemoSetup()
+
+
 # The demo's three directives, each scored mechanically against the workspace (cli/demoscore.py).
 LIVE_DIRECTIVES = tuple(DEMO_CHECKS)
 MAX_TURNS = 1000  # a generated demo session; more says nothing new and takes minutes to plan
@@ -147,7 +171,7 @@ def _local_server(model: str | None, base_url: str | None) -> Iterator[tuple[str
         return
     from vak_context.providers.local.server import LocalModelServer
 
-    with LocalModelServer(model, n_ctx=DEMO_N_CTX) as server:
+    with LocalModelServer(model, n_ctx=demo_setup(model).n_ctx) as server:
         yield server.base_url, server.api_key
 
 
@@ -161,12 +185,13 @@ def run_live_turns(ledger: Path, session: str, model: str, base_url: str | None,
     from vak_context.cli.chat import step_line
 
     out(_section(f"three live turns with {model} (workspace {workspace.resolve()})"))
+    setup = demo_setup(model)
 
     async def go(engine: Engine) -> list[dict[str, Any]]:
         done: list[dict[str, Any]] = []
         async with engine.session(session, model=f"local:{model}", base_url=base_url, api_key=api_key,
-                                  window=DEMO_N_CTX, workspace=workspace, card_tools=True, max_steps=4,
-                                  max_tokens=DEMO_MAX_TOKENS, on_step=lambda s: out(step_line(s))) as live:
+                                  window=setup.n_ctx, workspace=workspace, card_tools=True, max_steps=4,
+                                  max_tokens=setup.max_tokens, on_step=lambda s: out(step_line(s))) as live:
             for directive in directives:
                 out(f"you> {directive}")
                 started = time.perf_counter()
@@ -195,14 +220,18 @@ def measure_profile(model: str | None, base_url: str | None, api_key: str | None
                                              source="no local model (--no-model)"), now=time.time())
     import asyncio
 
-    from vak_context.agent.probe import probe_local
-    from vak_context.providers.local.catalogue import canonical_model
+    from vak_context.agent.probe import QUICK, probe_local
+    from vak_context.providers.local.catalogue import canonical_model, local_protocol
 
-    out(_section(f"measuring the local model ({model}) with the quick probe ladder"))
+    setup = demo_setup(model)
+    ladder = f", up to a {setup.ladder_window:,}-token window" if setup.ladder_window else ""
+    out(_section(f"measuring the local model ({model}) with the quick probe ladder{ladder}"))
     from vak_context.cli.probe_cmd import print_progress
 
+    settings = (replace(QUICK, window=setup.ladder_window, protocol=local_protocol(model))
+                if setup.ladder_window else None)
     report = asyncio.run(probe_local(canonical_model(model), base_url=base_url, api_key=api_key,
-                                     on_progress=print_progress))
+                                     on_progress=print_progress, settings=settings))
     append(report.activity(), None)
     append(to_record(report.profile), None)
     out(describe(report.profile))
