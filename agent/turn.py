@@ -35,7 +35,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from vak_context.agent.endpoint import ModelEndpoint
 from vak_context.agent.steps import Assembled, StepRequest
@@ -68,6 +68,7 @@ from vak_context.events.payloads import (
     TurnTail,
     Usage,
 )
+from vak_context.providers.local.catalogue import ANSWER_MASK
 
 log = logging.getLogger("vak.loop")
 
@@ -115,6 +116,9 @@ class TurnConfig:
     session_key: str | None = None
     endpoint: ModelEndpoint | None = None  # for an assembler that calls the server itself (on Ray)
     stance: str = DEFAULT_STANCE  # the tail's <stance>: the embedder's per-turn guidance
+    # The repeated-call rule's second strike: "close" ends the turn quoting the results; "redo" first asks
+    # for the answer in one more step with calls masked (docs/DRIFT.md).
+    repeat_rule: Literal["close", "redo"] = "close"
 
 
 @dataclass
@@ -172,7 +176,7 @@ class TurnCore:
         surface = config.surface
         read_only = frozenset(n for t in (*surface.core, *surface.deferred) if (d := self.decl(n := t.name))
                               and d.read_only)
-        self.rules = TurnRules(services, history, read_only=read_only)  # ``history``: earlier turns, oldest first
+        self.rules = TurnRules(services, history, read_only=read_only, repeat_rule=config.repeat_rule)  # ``history``: earlier turns, oldest first
         self.seeded = bool(history)  # else the first turn reads them from services that can (``prior_turns``)
         self.workspace, self.clock = workspace, clock
         self.last_prefix: tuple[str, tuple[ToolSpec, ...], str] | None = None  # system, tools, digest
@@ -281,6 +285,7 @@ class OpenTurn:
         self._intercepted: set[int] = set()
         self._repeats: set[int] = set()
         self._verdicts: tuple[Verdict, ...] = ()
+        self._answer_now = False  # the next request masks calls (the redo rule's answer step)
 
     # ------------------------------------------------------------ the turn's edges
 
@@ -355,6 +360,11 @@ class OpenTurn:
             await core.services.append([Activity(activity="turn.request_too_large", detail={"why": str(exc)})])
             await self._close()
             return None
+        if self._answer_now:
+            self._answer_now = False
+            request = self._assembled.request
+            extra = {**request.extra, **ANSWER_MASK} if core.config.provider == "local" else request.extra
+            self._assembled.request = request.model_copy(update={"tool_choice": "none", "extra": extra})
         return self._assembled
 
     async def rejected(self, exc: ContextOverflow) -> bool:
@@ -484,6 +494,10 @@ class OpenTurn:
         self.calling = False
         closing = next((v for v in self._verdicts if v.action == "close"), None)
         verdict = closing or await rules.after_calls(seen, acked, only_cards=len(self._cards) == len(calls))
+        redo = next((v for v in self._verdicts if v.action == "redo"), None)
+        if redo is not None and verdict.action == "continue":
+            await rules.redo(redo)
+            self._answer_now, verdict = True, redo
         await self._apply(verdict)
 
     async def _note_misread(self) -> None:

@@ -39,9 +39,10 @@ class TurnRules:
     """The rules of one session's turns; ``history`` is the session's earlier turns, oldest first."""
 
     def __init__(self, services: RuleServices, history: Sequence[PriorTurn] = (),
-                 read_only: frozenset[str] = drift.READ_ONLY_TOOLS) -> None:
+                 read_only: frozenset[str] = drift.READ_ONLY_TOOLS, repeat_rule: str = "close") -> None:
         self.services = services
         self.read_only = read_only  # the tools that declared themselves read-only (the repeated-call rule)
+        self.repeat_rule = repeat_rule  # "close" or "redo": what the repeated call's second strike does
         self.history: list[PriorTurn] = list(history)
         self.state = drift.start("")
         self.cards: list[dict[str, Any]] = []  # payloads of the cards acknowledged this turn
@@ -71,7 +72,7 @@ class TurnRules:
         """World calls ``(position, tool_use_id, name, arguments)`` before they run: the positions that
         repeat an earlier call of the turn (each already answered with its error result) and the verdict."""
         self.state, errors, verdict = drift.gate_repeats(self.state, [(i, n, a) for i, _, n, a in calls],
-                                                       self.read_only)
+                                                       self.read_only, redo=self.repeat_rule == "redo")
         for i, tool_use_id, name, _args in calls:
             if i in errors:
                 await self.services.store_result(tool_use_id, name, errors[i], True)
@@ -102,6 +103,11 @@ class TurnRules:
                 "presentation": self.state.last_card, "consecutive": self.state.repeat_batches})])
         await self._closing(verdict)
         return verdict
+
+    async def redo(self, verdict: Verdict) -> None:
+        """A redo verdict given before the step's calls ran (the repeated-call rule's): its nudge, written
+        after the step's results so the projection shows it after them."""
+        await self.services.append([Nudge(tag=verdict.tag, text=verdict.text)])
 
     async def on_reply(self, text: str) -> Verdict:
         """A step with no tool call: the answer, a redo (its nudge written) or the close."""

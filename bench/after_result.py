@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 
 from vak_context.context.request.toolcalls import parse_tool_calls
-from vak_context.providers.local.catalogue import canonical_model
+from vak_context.providers.local.catalogue import ANSWER_MASK, canonical_model
 from vak_context.providers.local.server import LocalModelServer
 
 LISTING = "./ (6 entries)\nMakefile\t821 bytes\nREADME.md\t7,370 bytes\npyproject.toml\t2,688 bytes\nsrc/\ntests/\n"
@@ -97,7 +97,6 @@ def in_question_with_tools(question: str, tool: str, args: dict[str, Any], resul
     return {**in_question(question, tool, args, result), "tools": native(question, tool, args, result)["tools"]}
 
 
-ANSWER_MASK = {"grammar": "root ::= [^{}<`\\[\\]]+"}
 
 
 def native_masked(question: str, tool: str, args: dict[str, Any], result: str) -> dict[str, Any]:

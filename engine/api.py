@@ -50,6 +50,7 @@ __all__ = ["Action", "Call", "Card", "Engine", "ModelRequest", "Session", "Step"
 # A turn's limits when the embedder sets none: model calls per turn, and tokens per completion.
 DEFAULT_MAX_STEPS = 8
 DEFAULT_MAX_TOKENS = 512
+REPEAT_RULES = ("close", "redo")  # Session(repeat_rule=...): TurnConfig.repeat_rule
 
 
 class Engine:
@@ -114,7 +115,7 @@ class Engine:
                 on_text: Callable[[str], None] | None = None, card_tools: bool = False,
                 summary_model: str | None = None, summary_base_url: str | None = None,
                 max_steps: int = DEFAULT_MAX_STEPS, max_tokens: int = DEFAULT_MAX_TOKENS,
-                timezone: str = "UTC") -> Session:
+                timezone: str = "UTC", repeat_rule: str = "close") -> Session:
         """A session named ``name`` (an existing one in the ledger is continued), bound to ``model``.
 
         ``model``: ``provider:model`` (``openai:gpt-4o-mini``, ``anthropic:claude-sonnet-4-5``,
@@ -131,7 +132,12 @@ class Engine:
         engine validates and records) in the catalogue, reached through ``find_tools``. ``summary_model``:
         a ``provider:model`` spec (``summary_base_url=`` for its server) that writes the packet summaries
         instead of the session's own model (a cheaper one; its key from the provider's environment variable).
+        ``repeat_rule``: what a turn's second step that repeats a read-only call with the same arguments
+        does: ``"close"`` ends the turn quoting the results it had; ``"redo"`` first asks the model for the
+        answer in one more step with calls masked (docs/DRIFT.md).
         """
+        if repeat_rule not in REPEAT_RULES:
+            raise InvalidInput(f"repeat_rule must be one of {', '.join(map(repr, REPEAT_RULES))} (got {repeat_rule!r})")
         store = self._live_store()
         if name in self._sessions:
             raise InvalidInput(f"session {name!r} is already open in this engine; use that Session, or close it first")
@@ -139,7 +145,8 @@ class Engine:
                            window=window, horizon=horizon, output_reserve=output_reserve, base_url=base_url,
                            api_key=api_key, http_client=http_client, on_step=on_step, on_text=on_text,
                            card_tools=card_tools, summary_model=summary_model,
-                           summary_base_url=summary_base_url, max_steps=max_steps, max_tokens=max_tokens, timezone=timezone)
+                           summary_base_url=summary_base_url, max_steps=max_steps, max_tokens=max_tokens, timezone=timezone,
+                           repeat_rule=repeat_rule)
         session = Session(self, store, name, options)
         self._sessions[name] = session
         return session
@@ -203,6 +210,7 @@ class _Options:
     max_steps: int
     max_tokens: int
     timezone: str
+    repeat_rule: str
 
 
 class Session:
@@ -280,7 +288,7 @@ class Session:
                             system=system_prompt(surface.catalogue(), identity=o.identity or DEFAULT_IDENTITY),
                             surface=surface, max_steps=o.max_steps, max_tokens=o.max_tokens, timezone=o.timezone,
                             session_key=self.name, stance=o.stance if o.stance is not None else DEFAULT_STANCE,
-                            endpoint=endpoint)
+                            endpoint=endpoint, repeat_rule="redo" if o.repeat_rule == "redo" else "close")
         loop = TurnLoop(services, bound.provider, profile, config, tools=registry,
                         on_step=self._on_step if o.on_step is not None else None, on_text=o.on_text)
         return loop

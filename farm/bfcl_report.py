@@ -32,7 +32,8 @@ async def run_categories(categories: Sequence[str], entries: int, target: Target
     ``folder``). ``via``: vak serve's base URL, for a third mode "serve" (the direct client pointed there,
     each entry named by the session header). ``on_entry`` sees each entry's run as it ends (progress)."""
     root = folder or Path(tempfile.mkdtemp(prefix="vak-bfcl-ledgers-"))
-    out, planned = [], horizon or 0
+    out: list[EntryRun] = []
+    planned = horizon or 0
     served = Target(via, target.model, target.headers, target.api_key) if via else None
     for category in categories:
         for entry in load_entries(category, entries):

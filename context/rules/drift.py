@@ -14,7 +14,8 @@ next one with a :class:`Verdict` (no clock, no I/O: the loop writes what a verdi
   turn's narration), freshness of a prose answer; otherwise the reply is the answer.
 * :func:`gate_repeats` before a step's world calls run: a read-only call whose (name, arguments) already
   ran this turn, with no world-changing call since, is not run again; its error result names the earlier
-  call. A second such step closes the turn quoting the earlier result. :func:`note_calls` after the calls
+  call. A second such step closes the turn quoting the earlier result (``redo=True``: the first time, it
+  asks for the answer now, without tools, and only a third such step closes). :func:`note_calls` after the calls
   remembers what ran (a world-changing call forgets it all: the world may have changed).
 * :func:`paused_directives`: thread drift, the earlier directives a change of subject leaves paused.
 """
@@ -86,6 +87,7 @@ class RuleState:
     drift_events: int = 0
     ran: tuple[RanCall, ...] = ()  # read-only calls run since the turn began or the last world-changing call
     repeat_strikes: int = 0  # steps that repeated a call from ``ran``
+    answer_asked: bool = False  # the redo rule already asked for the answer without tools this turn
 
 
 @dataclass(frozen=True)
@@ -169,11 +171,14 @@ def call_key(name: str, arguments: Mapping[str, Any] | None) -> str:
 
 
 def gate_repeats(state: RuleState, calls: Sequence[tuple[int, str, Mapping[str, Any] | None]],
-                 read_only: frozenset[str] = READ_ONLY_TOOLS) -> tuple[RuleState, dict[int, str], Verdict]:
+                 read_only: frozenset[str] = READ_ONLY_TOOLS, *, redo: bool = False
+                 ) -> tuple[RuleState, dict[int, str], Verdict]:
     """Checks a step's world calls (``(position, name, arguments)``, card calls left out) before they run:
     the positions not to run, with the error result each gets, and a ``close`` verdict on the second step
-    that repeats. A step that also makes a world-changing call is not checked (its calls run concurrently,
-    so none is known to come before the change)."""
+    that repeats. With ``redo`` the second such step gets a ``redo`` verdict instead, once per turn (the
+    loop then asks for the answer with calls masked, :data:`ANSWER_NOW`), and the next one closes. A step
+    that also makes a world-changing call is not checked (its calls run concurrently, so none is known to
+    come before the change)."""
     if not state.ran or any(name not in read_only for _, name, _ in calls):
         return state, {}, CONTINUE
     ran = {c.key: c for c in state.ran}
@@ -183,6 +188,8 @@ def gate_repeats(state: RuleState, calls: Sequence[tuple[int, str, Mapping[str, 
     errors = {i: repeat_error(c) for i, c in earlier.items()}
     strikes = state.repeat_strikes + 1
     state = replace(state, repeat_strikes=strikes)
+    if strikes >= 2 and redo and not state.answer_asked:
+        return replace(state, answer_asked=True), errors, Verdict("redo", "repeated-call", ANSWER_NOW)
     if strikes >= 2:
         # Quote what the turn found (its successful results), not only the calls repeated: a model that
         # loops on failing calls (recalling an id that is not one) must not turn the answer into its errors.
@@ -190,6 +197,12 @@ def gate_repeats(state: RuleState, calls: Sequence[tuple[int, str, Mapping[str, 
         good = [c for c in state.ran if c.body in found]
         return state, errors, Verdict("close", "repeated-call", repeat_statement(good or earlier.values()), "degraded")
     return state, errors, CONTINUE
+
+
+# The redo rule's nudge: the step after it is sent with calls masked (tool_choice none, and on llama.cpp a
+# grammar without the characters a call opens with), so the model can only write the answer.
+ANSWER_NOW = ("[repeated-call] you have called the same tool twice for a result that is already above. Do not "
+              "call any tool now: answer the user's request from the results above, in plain words.")
 
 
 def repeat_error(earlier: RanCall) -> str:

@@ -35,6 +35,11 @@ TOOLS_TEMPLATE = "chatml_tools.jinja"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
 QWEN_NAME = "qwen2.5-coder-0.5b"
+# A llama.cpp grammar without the characters a call opens with (a JSON object or list, a fence, Qwen's
+# <tool_call>): with ``tool_choice: none`` (llama.cpp refuses a grammar beside tools otherwise) the model can
+# only write prose, while the prompt, and the server's cache of it, stay as they were ("mask, don't remove").
+# ``tool_choice: none`` alone does not stop these models calling (bench/after_result.py).
+ANSWER_MASK = {"grammar": "root ::= [^{}<`\\[\\]]+"}
 QWEN_ALIASES = ("qwen",)
 # `qwen` keeps meaning the 0.5B (recorded profile keys name it); the 1.5B has its own short alias.
 QWEN15_NAME = "qwen2.5-coder-1.5b"

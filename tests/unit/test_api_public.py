@@ -156,3 +156,11 @@ async def test_a_caller_exception_leaves_a_failed_turn_in_the_ledger_and_the_nex
     kinds = [p.kind for p in payloads]
     directives = [i for i, k in enumerate(kinds) if k == "directive"]
     assert kinds.count("turn_card") == 2 and directives[0] < kinds.index("turn_card") < directives[1]
+
+
+def test_an_unknown_repeat_rule_is_refused_naming_the_rules(tmp_path: Path) -> None:
+    """``repeat_rule`` is checked when the session is made, before anything binds or is written."""
+    with vak_context.Engine.open(tmp_path / "ledger") as engine:
+        with pytest.raises(vak_context.InvalidInput, match="'close', 'redo'"):
+            engine.session("s", model="openai-compat:m", base_url="http://127.0.0.1:9/v1", repeat_rule="retry")
+        assert engine.session("s", model="openai-compat:m", base_url="http://127.0.0.1:9/v1", repeat_rule="redo")

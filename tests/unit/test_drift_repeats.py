@@ -80,3 +80,17 @@ def test_a_second_empty_reply_closes_quoting_what_the_turn_found_or_saying_there
     bare, _ = drift.after_reply(drift.start("What is it?"), "", [])
     _, verdict = drift.after_reply(bare, "", [])
     assert verdict.action == "close" and verdict.text.endswith("the turn ends without an answer.")
+
+
+def test_the_redo_rule_turns_the_second_strike_into_one_answer_step_and_the_third_closes() -> None:
+    """``redo=True``: the second repeating step gets a ``redo`` verdict with the answer-now nudge (once a turn:
+    ``answer_asked``), its repeats still answered with their errors; the third closes as the second would."""
+    state = drift.note_calls(drift.start("List the files"), [("list_dir", {"path": "."}, "c1", LISTING)])
+    state, _, verdict = drift.gate_repeats(state, [(0, "list_dir", {"path": "."})], redo=True)
+    assert verdict.action == "continue" and not state.answer_asked
+    state, errors, verdict = drift.gate_repeats(state, [(0, "list_dir", {"path": "."})], redo=True)
+    assert (verdict.action, verdict.tag, verdict.text) == ("redo", "repeated-call", drift.ANSWER_NOW)
+    assert set(errors) == {0} and state.answer_asked
+    state, _, verdict = drift.gate_repeats(state, [(0, "list_dir", {"path": "."})], redo=True)
+    assert (verdict.action, verdict.outcome) == ("close", "degraded") and "> notes.txt\t6 bytes" in verdict.text
+    assert drift.start("again").answer_asked is False

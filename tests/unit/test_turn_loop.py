@@ -40,12 +40,14 @@ def workspace(tmp_path: Path) -> Workspace:
 
 
 def _loop(store: LedgerStore, script: Scripted, workspace: Workspace, surface: Surface | None = None,
-          profile: CapacityProfile = PROFILE) -> TurnLoop:
+          profile: CapacityProfile = PROFILE, *, provider_name: str = "openai-compat",
+          repeat_rule: str = "close") -> TurnLoop:
     client = httpx.AsyncClient(transport=httpx.MockTransport(script.handle))
     provider = OpenAICompatProvider(client, base_url="http://127.0.0.1:9/v1", retry=RetryPolicy(attempts=1))
     surface = surface or tool_surface()
-    config = TurnConfig(model="scripted", provider="openai-compat", system=system_prompt(surface.catalogue()),
-                        surface=surface, max_steps=6, max_tokens=128)
+    config = TurnConfig(model="scripted", provider=provider_name, system=system_prompt(surface.catalogue()),
+                        surface=surface, max_steps=6, max_tokens=128,
+                        repeat_rule="redo" if repeat_rule == "redo" else "close")
     return TurnLoop(InProcessServices(store, "s1"), provider, profile, config, workspace=workspace,
                     clock=lambda: 1_764_504_000.0)
 
@@ -336,6 +338,51 @@ async def test_a_read_only_call_repeated_across_steps_is_not_run_and_a_second_re
     assert report.outcome == "degraded" and f'What list_dir({{"path": "."}}) returned ({first}):' in report.answer
     assert "\n> notes.txt\t" in report.answer
     assert api_problems(messages) == []
+
+
+@pytest.mark.parametrize("provider_name", ["openai-compat", "local"])
+async def test_the_redo_rule_asks_for_the_answer_with_calls_masked_before_it_closes(
+        tmp_path: Path, workspace: Workspace, provider_name: str) -> None:
+    """``repeat_rule="redo"``: the second repeating step is not closed; its results are followed by the
+    ``repeated-call`` nudge (a user message after the tool messages, so the history stays valid), and the next
+    request masks calls: ``tool_choice: none``, plus a grammar without call openers on the bundled llama.cpp
+    (``local``; another server would refuse the unknown field), with the messages before it unchanged (the
+    cache). The model's answer then completes the turn."""
+    from vak_context.context.rules.drift import ANSWER_NOW
+    from vak_context.providers.local.catalogue import ANSWER_MASK
+
+    same = fence(("list_dir", {"path": "."}))
+    script = Scripted([fixed(completion(same)), fixed(completion(same)), fixed(completion(same)),
+                       fixed(completion("The workspace holds notes.txt and big.log."))])
+    with LedgerStore(tmp_path / "ledger") as store:
+        report = await _loop(store, script, workspace, provider_name=provider_name, repeat_rule="redo").run(
+            "List the files in the workspace.")
+        nudges = payloads_of(store, "nudge")
+        rules = [a.activity for a in payloads_of(store, "activity") if a.activity.startswith("rule.")]
+    assert report.outcome == "completed" and report.answer == "The workspace holds notes.txt and big.log."
+    assert len(script.bodies) == 4 and [n.tag for n in nudges] == ["repeated-call"] and nudges[0].text == ANSWER_NOW
+    assert rules == ["rule.repeated_call", "rule.repeated_call"]
+    masked, earlier = script.bodies[3], script.bodies[2]
+    assert masked["tool_choice"] == "none" and "tool_choice" not in earlier
+    assert masked.get("grammar") == (ANSWER_MASK["grammar"] if provider_name == "local" else None)
+    assert masked["tools"] == earlier["tools"]
+    assert masked["messages"][: len(earlier["messages"])] == earlier["messages"]
+    roles = [m["role"] for m in masked["messages"][len(earlier["messages"]):]]
+    assert roles == ["assistant", "tool", "user"] and ANSWER_NOW in str(masked["messages"][-1]["content"])
+
+
+async def test_under_the_redo_rule_a_call_after_the_answer_step_closes_the_turn(
+        tmp_path: Path, workspace: Workspace) -> None:
+    """The redo is asked once a turn: a model that repeats the call again (calls are masked only on the
+    bundled server) is closed "degraded" quoting the listing, as under the close rule."""
+    same = fence(("list_dir", {"path": "."}))
+    script = Scripted([fixed(completion(same)) for _ in range(4)])
+    with LedgerStore(tmp_path / "ledger") as store:
+        report = await _loop(store, script, workspace, repeat_rule="redo").run("List the files in the workspace.")
+        rules = [a.activity for a in payloads_of(store, "activity") if a.activity.startswith("rule.")]
+    assert len(script.bodies) == 4 and report.outcome == "degraded" and "\n> notes.txt\t" in report.answer
+    assert rules == ["rule.repeated_call"] * 3 + ["rule.close"]
+    assert "tool_choice" not in script.bodies[3] or script.bodies[3]["tool_choice"] == "none"
 
 
 async def test_a_repeat_after_a_world_changing_call_runs_again(tmp_path: Path, workspace: Workspace) -> None:
