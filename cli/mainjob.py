@@ -63,11 +63,16 @@ def demo_setup(model: str | None) -> DemoSetup:
 
 # The demo's three directives, each scored mechanically against the workspace (cli/demoscore.py).
 LIVE_DIRECTIVES = tuple(DEMO_CHECKS)
+# The repeated-call rule's second strike in the live turns (Engine.session's repeat_rule, docs/DRIFT.md):
+# "close" ends the turn quoting the results it had; "redo" asks once more for the answer, calls masked.
+REPEAT_RULES = ("close", "redo")  # the names engine.api's Session takes (a unit test keeps them equal)
+DEFAULT_REPEAT_RULE = "close"
 MAX_TURNS = 1000  # a generated demo session; more says nothing new and takes minutes to plan
 MAX_SEED = 2**32 - 1
 
 
-def check_job(ledger: Path, turns: int, seed: int, session: str | None, local_base_url: str | None) -> None:
+def check_job(ledger: Path, turns: int, seed: int, session: str | None, local_base_url: str | None,
+              repeat_rule: str = DEFAULT_REPEAT_RULE) -> None:
     """What can be wrong with the job's arguments, said before Ray, a model server or the probe start."""
     from vak_context.checks import check_base_url, check_ledger_folder
     from vak_context.errors import InvalidInput
@@ -76,6 +81,9 @@ def check_job(ledger: Path, turns: int, seed: int, session: str | None, local_ba
         raise InvalidInput(f"turns must be a whole number from 1 to {MAX_TURNS:,} (got {turns!r}): pass --turns N.")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise InvalidInput(f"seed must be a whole number from 0 to {MAX_SEED:,} (got {seed!r}): pass --seed N.")
+    if repeat_rule not in REPEAT_RULES:
+        raise InvalidInput(f"repeat_rule must be one of {', '.join(REPEAT_RULES)} (got {repeat_rule!r}): "
+                           "pass --repeat-rule close or --repeat-rule redo.")
     check_ledger_folder(ledger, "the ledger folder")
     if session is not None:
         from vak_context.names import check_name
@@ -88,13 +96,15 @@ def check_job(ledger: Path, turns: int, seed: int, session: str | None, local_ba
 def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 7,
                  session: str | None = None, out: Callable[[str], None] = print,
                  local_model: str | None = DEFAULT_MODEL, local_base_url: str | None = None,
-                 live_turns: Sequence[str] = LIVE_DIRECTIVES, workspace: Path | None = None) -> dict[str, Any]:
+                 live_turns: Sequence[str] = LIVE_DIRECTIVES, workspace: Path | None = None,
+                 repeat_rule: str = DEFAULT_REPEAT_RULE) -> dict[str, Any]:
     """Run the main job. ``local_model=None`` skips the probe and the live turns (and plans under a
     metadata-only profile); ``local_base_url`` uses an already running server (asked with
-    ``$OPENAI_COMPAT_API_KEY``) instead of starting one. ``workspace`` defaults to the current folder."""
+    ``$OPENAI_COMPAT_API_KEY``) instead of starting one. ``workspace`` defaults to the current folder.
+    ``repeat_rule`` is the live turns' repeated-call rule (``REPEAT_RULES``)."""
     from vak_context.engine.localray import start_local_ray
 
-    check_job(ledger, turns, seed, session, local_base_url)
+    check_job(ledger, turns, seed, session, local_base_url, repeat_rule)
     t0 = time.perf_counter()
     out("vak: starting a local Ray on 127.0.0.1 ...")
     start_local_ray()
@@ -115,8 +125,9 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
 
     with _local_server(local_model, local_base_url) as (base_url, api_key):
         profile = measure_profile(local_model, base_url, api_key, append, out)
-        live = run_live_turns(ledger, f"{session}-live", local_model, base_url, api_key,
-                              workspace or Path.cwd(), live_turns, out) if local_model and live_turns else []
+        live = (run_live_turns(ledger, f"{session}-live", local_model, base_url, api_key,
+                               workspace or Path.cwd(), live_turns, out, repeat_rule=repeat_rule)
+                if local_model and live_turns else [])
     score = score_live(live, workspace or Path.cwd(), out)
     gen = generate_session(seed=seed, turns=turns, append=append, workspace=workspace or Path.cwd())
     report = client.verify().as_dict()
@@ -132,6 +143,7 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
         "head": stats["heads"][session],
         "profile": profile,
         "live": live,
+        "repeat_rule": repeat_rule,
         "score": score,  # None when no live turn was one of the demo's directives
         "seconds": 0.0,
     }
@@ -144,7 +156,8 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
     out(plan_comparison(ledger, session, profile))
     summary["seconds"] = round(time.perf_counter() - t0, 2)
     if score is not None:
-        out(f"\ndemo score {score['right']}/{score['of']} with {local_model}; the demo took {summary['seconds']} s")
+        out(f"\ndemo score {score['right']}/{score['of']} with {local_model} (repeat rule {repeat_rule}); "
+            f"the demo took {summary['seconds']} s")
     out(f"\ndone in {summary['seconds']} s")
     return summary
 
@@ -176,7 +189,8 @@ def _local_server(model: str | None, base_url: str | None) -> Iterator[tuple[str
 
 
 def run_live_turns(ledger: Path, session: str, model: str, base_url: str | None, api_key: str | None,
-                   workspace: Path, directives: Sequence[str], out: Callable[[str], None]) -> list[dict[str, Any]]:
+                   workspace: Path, directives: Sequence[str], out: Callable[[str], None], *,
+                   repeat_rule: str = DEFAULT_REPEAT_RULE) -> list[dict[str, Any]]:
     """The live turns, on Ray through the folder's actors (a session of the public API on the Ray this job
     started); the profile is the one the probe just recorded. Returns what each turn came to."""
     import asyncio
@@ -184,14 +198,15 @@ def run_live_turns(ledger: Path, session: str, model: str, base_url: str | None,
     from vak_context import Engine
     from vak_context.cli.chat import step_line
 
-    out(_section(f"three live turns with {model} (workspace {workspace.resolve()})"))
+    out(_section(f"three live turns with {model}, repeat rule {repeat_rule} (workspace {workspace.resolve()})"))
     setup = demo_setup(model)
 
     async def go(engine: Engine) -> list[dict[str, Any]]:
         done: list[dict[str, Any]] = []
         async with engine.session(session, model=f"local:{model}", base_url=base_url, api_key=api_key,
                                   window=setup.n_ctx, workspace=workspace, card_tools=True, max_steps=4,
-                                  max_tokens=setup.max_tokens, on_step=lambda s: out(step_line(s))) as live:
+                                  max_tokens=setup.max_tokens, repeat_rule=repeat_rule,
+                                  on_step=lambda s: out(step_line(s))) as live:
             for directive in directives:
                 out(f"you> {directive}")
                 started = time.perf_counter()
