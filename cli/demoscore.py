@@ -16,6 +16,10 @@ The checks (issue 24 item 5), each a right/wrong with the reason:
 * **test_command** ("Which command runs the tests ..."): the answer names ``make test`` (any case, any
   spacing between the two words; ``make tests`` or ``make test-unit`` is another command).
 
+Only the model's answer is scored: a turn that did not end ``completed`` (a rule closed it ``degraded``, e.g. the
+repeated-call rule quoting the results the turn had, or it ``failed``) is wrong whatever its closing statement
+says, since that statement is the engine's (it quotes the very listing and README the checks look for).
+
 A word token is a maximal run of ASCII letters and digits in the lower-cased text (``hash-linked`` is two
 tokens, ``README.md`` is ``readme`` and ``md``); a content word is a token of at least three characters,
 not all digits, and not in ``STOP_WORDS``. What the directive itself says earns nothing: an answer that
@@ -150,15 +154,20 @@ def score_test_command(directive: str, answer: str) -> Verdict:
                    ("make test",) if named else ())
 
 
-def score_answers(turns: Sequence[tuple[str, str]], entries: Iterable[str], readme: str | None) -> DemoScore | None:
-    """Score each (directive, answer) whose directive is one of the demo's (``DEMO_CHECKS``); None when none
-    is (a caller's own directives are not scored). ``readme`` is README.md's text, None when there is none."""
+def score_answers(turns: Sequence[tuple[str, str, str]], entries: Iterable[str],
+                  readme: str | None) -> DemoScore | None:
+    """Score each (directive, answer, outcome) whose directive is one of the demo's (``DEMO_CHECKS``); None
+    when none is (a caller's own directives are not scored). ``readme`` is README.md's text, None when there
+    is none. A turn whose outcome is not ``completed`` is wrong: its answer is a rule's, not the model's."""
     entries = list(entries)
     paragraph = first_paragraph(readme) if readme is not None else None
     verdicts = []
-    for directive, answer in turns:
+    for directive, answer, outcome in turns:
         check = DEMO_CHECKS.get(directive)
-        if check == "listing":
+        if check is not None and outcome != "completed":
+            verdicts.append(Verdict(directive, check, False, f"the turn ended {outcome}: its answer is a rule's "
+                                    "closing statement, not the model's", ()))
+        elif check == "listing":
             verdicts.append(score_listing(directive, answer, entries))
         elif check == "readme":
             verdicts.append(score_readme(directive, answer, paragraph))

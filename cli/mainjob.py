@@ -172,7 +172,7 @@ def score_live(live: Sequence[dict[str, Any]], workspace: Path, out: Callable[[s
     from vak_context.cli.demoscore import render_score, score_answers, workspace_facts
 
     entries, readme = workspace_facts(workspace)
-    score = score_answers([(t["directive"], t["answer"]) for t in live], entries, readme)
+    score = score_answers([(t["directive"], t["answer"], t["outcome"]) for t in live], entries, readme)
     if score is None:
         return None
     out(_section("the demo's answers, scored against the workspace"))

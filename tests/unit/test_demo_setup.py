@@ -3,7 +3,14 @@ model gets in `vak run`, by registry name or alias."""
 
 from __future__ import annotations
 
-from vak_context.cli.mainjob import DEFAULT_MODEL, DEMO_MAX_TOKENS, DEMO_N_CTX, DEMO_SETUPS, DemoSetup, demo_setup
+from vak_context.cli.mainjob import (
+    DEFAULT_MODEL,
+    DEMO_MAX_TOKENS,
+    DEMO_N_CTX,
+    DEMO_SETUPS,
+    DemoSetup,
+    demo_setup,
+)
 from vak_context.providers.local.catalogue import MODELS, canonical_model
 
 

@@ -127,12 +127,25 @@ def test_score_answers_scores_the_demos_directives_and_skips_others(tmp_path: Pa
         (tmp_path / name).mkdir() if name != "Makefile" else (tmp_path / name).write_text("")
     entries, readme = workspace_facts(tmp_path)
     assert entries == ["Makefile", "README.md", "cli", "docs"] and readme == README
-    score = score_answers([(LISTING, "Makefile, README.md, cli, docs"), (README_Q, "A ledger."),
-                           (TESTS_Q, "`make test`"), ("Something else?", "x")], entries, readme)
+    score = score_answers([(LISTING, "Makefile, README.md, cli, docs", "completed"),
+                           (README_Q, "A ledger.", "completed"), (TESTS_Q, "`make test`", "completed"),
+                           ("Something else?", "x", "completed")], entries, readme)
     assert score is not None and (score.right, score.of) == (2, 3)
     assert [v["right"] for v in score.as_dict()["verdicts"]] == [True, False, True]
     text = render_score(score, 421.04)
     assert text.splitlines()[-1] == "demo score 2/3 in 421.0 s"
     assert "wrong  readme" in text and "right  listing" in text
-    assert score_answers([("Something else?", "x")], entries, readme) is None
+    assert score_answers([("Something else?", "x", "completed")], entries, readme) is None
     assert workspace_facts(tmp_path / "cli") == ([], None)
+
+
+def test_a_turn_a_rule_closed_is_wrong_whatever_its_statement_quotes() -> None:
+    """The repeated-call close quotes the turn's results (the listing, the README): that is the engine's text,
+    so a degraded or failed turn scores wrong even where its statement would pass the check."""
+    quote = "The turn's results: Makefile README.md agent cli docs. A context engine for LLM agents. make test"
+    score = score_answers([(LISTING, quote, "degraded"), (README_Q, quote, "failed"), (TESTS_Q, quote, "degraded")],
+                          ENTRIES, README)
+    assert score is not None and score.right == 0
+    assert score.verdicts[0].reason.startswith("the turn ended degraded: its answer is a rule's")
+    completed = score_answers([(LISTING, quote, "completed")], ENTRIES, README)
+    assert completed is not None and completed.right == 1
