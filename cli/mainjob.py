@@ -29,7 +29,8 @@ from vak_context.cli.demoscore import DEMO_CHECKS
 
 DEFAULT_LEDGER = Path("vak-data") / "ledger"
 # Chosen by the demo's score (cli/demoscore.py), then its time: measured 2026-12-02 on the shared 2-core
-# machine, the 1.5B scored 1/3 (a real listing), the 0.5B 0/3 under either repeat rule (README, "Two commands").
+# machine, the 1.5B scored 0/3 and 1/3 in two runs (517 s for the whole demo), the 0.5B 0/3 under either repeat
+# rule (1,267 s): docs/CAPACITY.md, "The demo's default model".
 DEFAULT_MODEL = "qwen1.5b"
 # The quick ladder and the live turns share one server. The ladder's cost is its top rung's prefill (90% of
 # the window; rungs share their prefix, so the fresh part is the top rung's last tokens, the slowest): at
@@ -55,8 +56,9 @@ class DemoSetup:
 
 # By registry name (vak_context.providers.local.catalogue); a model not named here gets DemoSetup().
 DEMO_SETUPS: dict[str, DemoSetup] = {
-    # Qwen2.5-Coder-1.5B prefills about three times slower than the 0.5B: its quick ladder stops at a
-    # 4,096-token window (top rung ~3.7k) while the live turns keep the demo's 6,144.
+    # Qwen2.5-Coder-1.5B costs about three times the 0.5B's compute per token: its quick ladder stops at a
+    # 4,096-token window (rungs 921, 1,842, 3,686) while the live turns keep the demo's 6,144; the whole demo
+    # took 517 s on the loaded 2-core machine (docs/CAPACITY.md).
     "qwen2.5-coder-1.5b": DemoSetup(ladder_window=4096),
 }
 
