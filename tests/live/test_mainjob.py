@@ -35,6 +35,9 @@ def test_main_job_writes_verifies_and_summarises(ray_cluster: Any, local_model: 
     # the live turns went through the engine: a plan, a receipt and a profile update per step, a card per turn
     assert [t["directive"] for t in summary["live"]] == ["List the files in the workspace.", "What is in README.md?"]
     assert "you> What is in README.md?" in text and "step 1: plan" in text
+    # the one demo directive among them is scored against the workspace (the other is a caller's own)
+    assert summary["score"]["of"] == 1 and summary["score"]["verdicts"][0]["check"] == "listing"
+    assert "demo score" in text and summary["repeat_rule"] == "close"
     # the session was read back (turns, cards, digests) and planned for two models side by side
     assert "── turn 6" in text and "[evidence:" in text
     assert "local (measured)" in text and "frontier (200k)" in text and "budget" in text

@@ -236,9 +236,21 @@ def test_main_job_checks_its_arguments_before_starting_ray(work: list[str], a_fi
 
     ledger = tmp_path / "ledger"
     for kwargs in ({"turns": 0}, {"turns": 10**12}, {"seed": -1}, {"session": "bad\n"}, {"session": "../x"},
-                   {"local_base_url": "http://[::1/v1"}):
+                   {"local_base_url": "http://[::1/v1"}, {"repeat_rule": "retry"}):
         with pytest.raises(InvalidInput):
             run_main_job(ledger, out=lambda _line: None, **kwargs)  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="is a file"):
         run_main_job(a_file, out=lambda _line: None)
+    with pytest.raises(InvalidInput, match="--repeat-rule close or --repeat-rule redo"):
+        run_main_job(ledger, out=lambda _line: None, repeat_rule="Redo")
+    assert work == []
+
+
+def test_vak_runs_repeat_rules_are_the_sessions(capsys: pytest.CaptureFixture[str], work: list[str]) -> None:
+    """`vak run --repeat-rule` offers exactly the names the engine's Session takes; another is one line."""
+    from vak_context.cli.mainjob import DEFAULT_REPEAT_RULE, REPEAT_RULES
+    from vak_context.engine.api import REPEAT_RULES as SESSION_RULES
+
+    assert REPEAT_RULES == SESSION_RULES and DEFAULT_REPEAT_RULE == "close"
+    fails_in_one_line(capsys, ["run", "--repeat-rule", "retry"], 2, "--repeat-rule", "close", "redo")
     assert work == []
