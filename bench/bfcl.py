@@ -32,7 +32,7 @@ import httpx
 
 from vak_context.errors import InvalidInput, VakError
 from vak_context.farm.bfcl import CATEGORIES
-from vak_context.farm.bfcl_modes import EntryRun, Target
+from vak_context.farm.bfcl_modes import EntryRun, Sent, Target
 from vak_context.farm.bfcl_report import ALL_MODES, figures, run_categories, table
 
 
@@ -51,11 +51,12 @@ def target_for(model: str, base_url: str | None, n_ctx: int, stack: ExitStack) -
                        "openai-compat:<model> with --base-url")
 
 
-def served(args: argparse.Namespace, target: Target, stack: ExitStack) -> Target:
-    """vak serve for the mode "serve": the one at ``--via``, or a child started in front of ``target``."""
+def served(args: argparse.Namespace, target: Target, stack: ExitStack) -> tuple[Target, Path | None]:
+    """vak serve for the mode "serve": the one at ``--via``, or a child started in front of ``target``
+    (and its ledger, where the per-call receipts are read from)."""
     if args.via:
         key = os.environ.get("VAK_SERVE_KEY")
-        return Target(args.via.rstrip("/"), target.model, {"Authorization": f"Bearer {key}"} if key else {}, key)
+        return Target(args.via.rstrip("/"), target.model, {"Authorization": f"Bearer {key}"} if key else {}, key), None
     from vak_context.serve.child import serve_child
 
     ledger = stack.enter_context(tempfile.TemporaryDirectory(prefix="vak-bfcl-serve-"))
@@ -63,7 +64,22 @@ def served(args: argparse.Namespace, target: Target, stack: ExitStack) -> Target
                                             base_url=target.base_url, window=args.n_ctx,
                                             env={"OPENAI_COMPAT_API_KEY": target.api_key or ""}))
     print(f"vak serve at {child.base_url} in front of {target.base_url}", flush=True)
-    return Target(child.base_url, target.model, {"Authorization": f"Bearer {child.key}"}, child.key)
+    return Target(child.base_url, target.model, {"Authorization": f"Bearer {child.key}"}, child.key), Path(ledger) / "ledger"
+
+
+def per_upstream_call(runs: list[EntryRun], ledger: Path) -> None:
+    """The serve mode's requests as the upstream saw them: one per model call, from the receipts vak serve's
+    engine wrote (the client's usage sums every upstream call of a client request, engine-answered steps
+    included, so its sizes say nothing about the horizon). Rejected requests leave no receipt: kept."""
+    from vak_context.events.envelope import Mapper
+    from vak_context.storage.ledger import LedgerStore
+
+    mapper = Mapper()
+    with LedgerStore(ledger, readonly=True) as store:
+        for run in (r for r in runs if r.mode == "serve" and r.session):
+            usages = [mapper.payload_of(e).usage for e in store.entries(run.session) if e.kind == "receipt"]
+            refused = [s for s in run.sent if s.status != 200]
+            run.sent = [Sent(200, u.prompt_tokens, u.cache_read_tokens, False) for u in usages] + refused
 
 
 def progress(run: EntryRun) -> None:
@@ -77,11 +93,13 @@ async def main(args: argparse.Namespace) -> int:
     categories = args.category or list(CATEGORIES)
     with ExitStack() as stack:
         target = target_for(args.model, args.base_url, args.n_ctx, stack)
-        via = served(args, target, stack) if "serve" in args.modes else None
+        via, serve_ledger = served(args, target, stack) if "serve" in args.modes else (None, None)
         started = time.monotonic()
         async with httpx.AsyncClient(timeout=args.timeout) as client:
             run = await run_categories(categories, args.entries, target, client, modes=args.modes,
                                        window=args.n_ctx, horizon=args.horizon, via=via, on_entry=progress)
+        if serve_ledger is not None:  # read while it still exists (a temporary folder of the stack)
+            per_upstream_call(run.runs, serve_ledger)
     print(f"BFCL v4 multi-turn, first {args.entries} entries per category, model {args.model}, "
           f"n_ctx {args.n_ctx}, {time.monotonic() - started:.0f} s")
     print(table(figures(run), run.horizon))

@@ -67,6 +67,7 @@ class EntryRun:
     sent: list[Sent] = field(default_factory=list)
     seconds: float = 0.0
     refused_calls: int = 0
+    session: str = ""  # the session it was named at vak serve (the serve mode), else ""
 
     @property
     def prompt_tokens(self) -> int:
@@ -111,7 +112,7 @@ def _calls_of(message: Mapping[str, Any]) -> list[ModelCall]:
 async def run_direct(entry: Entry, target: Target, client: httpx.AsyncClient, *, max_tokens: int = 1024,
                      session: str | None = None) -> EntryRun:
     """One entry as BFCL's FC handler runs it (``session``: the header value naming it at vak serve)."""
-    run, backend, started = EntryRun(entry.id, entry.category, "direct"), Backend(entry), time.monotonic()
+    run, backend, started = EntryRun(entry.id, entry.category, "direct", session=session or ""), Backend(entry), time.monotonic()
     headers = {**target.headers, **({SESSION_HEADER: session} if session else {})}
     messages: list[dict[str, Any]] = []
     try:
