@@ -12,6 +12,7 @@ import pytest
 from vak_context.context.evidence.digest import WINDOW_CHARS
 from vak_context.context.history.cards import card_ack
 from vak_context.context.history.render import SHORT_ID
+from vak_context.context.history.turncard import card_evidence_ids
 from vak_context.events.payloads import AssistantStep, Directive, TextBlock, ToolUseBlock
 
 pytestmark = pytest.mark.ray
@@ -98,8 +99,9 @@ def test_store_recall_close_and_search(actors: tuple[Any, Any]) -> None:
     card_id = ray.get(ev.close_turn.remote("s"))
     assert ray.get(ev.close_turn.remote("s")) == card_id  # written once, never rewritten
     card = ray.get(ev.card_text.remote("s", 1))
+    named = card_evidence_ids(card)  # one tag per tool line, its calls' ids in order
     for eid in (big["evidence_id"], small["evidence_id"], stored["evidence_id"]):
-        assert f"[evidence:{eid[:SHORT_ID]}]" in card
+        assert eid[:SHORT_ID] in named
     [(turn, score)] = ray.get(ev.search_turns.remote("s", "big log line 1500", 5))
     assert turn == 1 and score > 0
     record = ray.get(ev.recall.remote("s", {"turn": 1}))
