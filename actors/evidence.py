@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from vak_context.actors.ledger_client import LedgerClient
@@ -22,6 +22,7 @@ from vak_context.agent.carddocs import card_doc, docs_from_ledger
 from vak_context.config import VakConfig
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.context.evidence.digest import RecallError, body_text, parse_recall_args, select, window
+from vak_context.context.evidence.recall import RecallRequest
 from vak_context.context.history.presentations import card_results, plan_cards
 from vak_context.context.history.render import EvidenceInfo, evidence_info, record_text, render_turn
 from vak_context.context.history.turncard import Outcome, build_card, render_card
@@ -66,8 +67,8 @@ class EvidenceActor:
         """The session's TurnIndex, brought up to date with what was appended since last time."""
         return self._indexes.get(session)
 
-    def _body(self, evidence_id: str) -> tuple[EvidenceBody, bytes]:
-        entry = self.ledger.get(evidence_id)
+    def _body(self, evidence_id: str, get: Callable[[str], StoredEntry] | None = None) -> tuple[EvidenceBody, bytes]:
+        entry = (get or self.ledger.get)(evidence_id)
         meta = self.mapper.payload_of(entry)
         if not isinstance(meta, EvidenceBody):
             raise InvalidInput(f"{evidence_id} is a {entry.kind} entry, not an evidence body")
@@ -88,11 +89,12 @@ class EvidenceActor:
             f"no evidence {ident!r} in this session. Use an id from an [evidence:…] tag or a card."
         )
 
-    def _infos(self, index: TurnIndex, turn: Turn) -> dict[str, EvidenceInfo]:
+    def _infos(self, index: TurnIndex, turn: Turn,
+               get: Callable[[str], StoredEntry] | None = None) -> dict[str, EvidenceInfo]:
         calls = {ex.tool_use_id: ex.input for ex in turn.exchanges}
         out = {}
         for eid in turn.evidence:
-            meta, blob = self._body(eid)
+            meta, blob = self._body(eid, get)
             out[eid] = evidence_info(eid, meta, blob, calls.get(meta.tool_use_id))
         return out
 
@@ -178,13 +180,35 @@ class EvidenceActor:
         request = parse_recall_args(args)
         if isinstance(request, RecallError):
             return request
-        index = self.index(session)
+        if request.session is not None and request.session != session:
+            return self._recall_elsewhere(request)
+        return self._answer(request, self.index(session))
+
+    def _recall_elsewhere(self, request: RecallRequest) -> str | RecallError:
+        """Another session's evidence (a ``session_search`` hit with a scope), read through a store opened
+        read-only: never that session's writer lock, so its own writer may be running."""
+        other = request.session
+        assert other is not None
+        try:
+            with LedgerStore(self.root, readonly=True) as reader:
+                if other not in reader.sessions():
+                    return RecallError(f"no session {other!r} in this ledger; pass a session a session_search hit names")
+                head = reader.head(other)
+                chain = reader.chain_to_root(head) if head is not None else []
+                index = TurnIndex.build(chain, self.tokens_per_char, mapper=self.mapper)
+                return self._answer(request, index, reader.get)
+        except VakError as exc:
+            return RecallError(str(exc))
+
+    def _answer(self, request: RecallRequest, index: TurnIndex,
+                get: Callable[[str], StoredEntry] | None = None) -> str | RecallError:
+        """The text a parsed recall names in ``index``'s session (``get`` reads its entries)."""
         try:
             if request.id is not None:
                 resolved = self._resolve(index, request.id)
                 if isinstance(resolved, RecallError):
                     return resolved
-                meta, blob = self._body(resolved)
+                meta, blob = self._body(resolved, get)
                 # exactly the lines (and characters) asked for; stored as a tool result, it is windowed
                 # under its own id when over the limit, so any recall its window shows names that id
                 return select(body_text(blob, meta.encoding), resolved, request.range, request.chars)
@@ -192,7 +216,7 @@ class EvidenceActor:
                 turn = (
                     index.turn(request.turn) if isinstance(request.turn, int) else index.by_id(request.turn)
                 )
-                return record_text(render_turn(turn, self._infos(index, turn)))
+                return record_text(render_turn(turn, self._infos(index, turn, get)))
             assert request.presentation is not None
             for turn in index.turns:
                 for pid, pres in turn.presentation_payloads.items():

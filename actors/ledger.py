@@ -14,6 +14,7 @@ from vak_context.events.envelope import StoredEntry
 from vak_context.storage.contract import LedgerStats, Payload, VerifyReport
 from vak_context.storage.group_commit import COMMITS
 from vak_context.storage.ledger import LedgerStore
+from vak_context.storage.sessionsearch import SEARCH_LIMIT, Found, search_sessions
 
 
 class LedgerActor:
@@ -30,9 +31,9 @@ class LedgerActor:
 
     def __init__(self, root: str) -> None:
         self.root = root
-        # The search index is opt-in for now (docs/SEARCH.md): indexing in this process holds the GIL and
-        # multiplied an append's median time by about 10 here; `vak search` reads an unindexed session as it
-        # is, and `vak reindex` builds the index.
+        # No index on the append path (docs/SEARCH.md): indexing in this process holds the GIL and
+        # multiplied an append's median time by about 10 here. A session's index is caught up lazily, at
+        # its session_search (``session_search`` below), and `vak reindex` builds it.
         self.store = LedgerStore(root)
 
     def append(
@@ -76,6 +77,12 @@ class LedgerActor:
     def commit_tally(self) -> dict[str, float]:
         """This actor's process's durable commits so far (``vak_context.storage.group_commit.COMMITS``)."""
         return COMMITS.snapshot()
+
+    def session_search(self, session: str, query: str, scope: str | None = None,
+                       limit: int = SEARCH_LIMIT) -> Found:
+        """``session_search`` run here, where the session's writer lock is: its index caught up from the
+        ledger and searched (``storage/sessionsearch.py``); other sessions of the scope read-only."""
+        return search_sessions(self.store, session, query, scope, limit)
 
     def recoveries(self) -> list[dict[str, Any]]:
         return list(self.store.recoveries)

@@ -23,6 +23,7 @@ from vak_context.errors import InvalidInput
 from vak_context.events.envelope import LedgerLimits, Mapper, StoredEntry
 from vak_context.storage.contract import Ledger, LedgerStats, Payload, VerifyReport
 from vak_context.storage.ledger import LedgerStore
+from vak_context.storage.sessionsearch import SEARCH_LIMIT, Found, search_sessions
 
 if TYPE_CHECKING:
     from vak_context.actors.ledger_remote import RemoteLedger
@@ -107,6 +108,16 @@ class LedgerClient:
             return await self.store.append_async(session, payloads)
         assert self._remote is not None
         return await self._remote.append_async(session, self._outgoing(payloads))
+
+    async def session_search_async(self, session: str, query: str, scope: str | None = None,
+                                   limit: int = SEARCH_LIMIT) -> Found:
+        """``session_search`` where the session's writer is: this process's store (in a worker thread), or
+        the LedgerActor (``storage/sessionsearch.py``)."""
+        if self.store is not None:
+            return await asyncio.to_thread(search_sessions, self.store, session, query, scope, limit)
+        assert self._remote is not None
+        found: Found = await self._remote.session_search_async(session, query, scope, limit)
+        return found
 
     async def entries_async(self, session: str, start: int = 0, stop: int | None = None) -> list[StoredEntry]:
         if self.store is not None:

@@ -81,6 +81,10 @@ class RemoteLedger:
         with map_ray_errors("ledger append"):
             return list(await self.handle.append.remote(session, list(payloads)))
 
+    async def session_search_async(self, session: str, query: str, scope: str | None, limit: int) -> Any:
+        with map_ray_errors("ledger session_search"):
+            return await self.handle.session_search.remote(session, query, scope, limit)
+
     async def entries_async(self, session: str, start: int = 0, stop: int | None = None) -> list[StoredEntry]:
         with map_ray_errors("ledger entries"):
             return list(await self.handle.entries.remote(session, start, stop))

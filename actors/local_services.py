@@ -23,6 +23,7 @@ from vak_context.context.capacity.profile import CapacityProfile, from_record
 from vak_context.context.rules.drift import PriorTurn
 from vak_context.errors import UnknownSession
 from vak_context.storage.ledger import LedgerStore
+from vak_context.storage.sessionsearch import Found, search_sessions
 
 
 class InProcessServices:
@@ -53,6 +54,10 @@ class InProcessServices:
 
     async def recall(self, args: dict[str, Any], tool_use_id: str) -> dict[str, Any]:
         return await asyncio.to_thread(self.evidence.recall, self.session, args, tool_use_id)
+
+    async def session_search(self, query: str, scope: str | None = None) -> Found:
+        """``session_search`` over the store this process holds, the session's writer (in a worker thread)."""
+        return await asyncio.to_thread(search_sessions, self.store, self.session, query, scope)
 
     async def present(self, step_id: str) -> list[dict[str, Any]]:
         return await asyncio.to_thread(self.evidence.present, self.session, step_id)

@@ -32,6 +32,7 @@ from vak_context.agent.turnrules import prior_turns_of
 from vak_context.context.capacity.profile import CapacityProfile, ProfileKey, from_record
 from vak_context.context.rules.drift import PriorTurn
 from vak_context.errors import UnknownSession
+from vak_context.storage.sessionsearch import Found
 
 T = TypeVar("T")
 
@@ -68,6 +69,10 @@ class RayServices:
 
     async def recall(self, args: dict[str, Any], tool_use_id: str) -> dict[str, Any]:
         return await _call("recall", self.evidence.recall.remote(self.session, args, tool_use_id))
+
+    async def session_search(self, query: str, scope: str | None = None) -> Found:
+        """``session_search`` run by the LedgerActor, where the session's writer lock is."""
+        return await self.ledger.session_search_async(self.session, query, scope)
 
     async def present(self, step_id: str) -> list[dict[str, Any]]:
         return await _call("present", self.evidence.present.remote(self.session, step_id))

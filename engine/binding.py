@@ -22,6 +22,7 @@ import httpx
 from vak_context.actors.assembler import AssemblerActor
 from vak_context.agent.endpoint import ModelEndpoint
 from vak_context.agent.summarise import Summariser, write_packet
+from vak_context.agent.tools import engine_tools
 from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
 from vak_context.context.capacity.profile import (
     CapacityProfile,
@@ -30,7 +31,6 @@ from vak_context.context.capacity.profile import (
     from_record,
     metadata_profile,
 )
-from vak_context.context.evidence.digest import RECALL_TOOL
 from vak_context.context.history.cards import card_tools
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.view import SessionView
@@ -51,10 +51,11 @@ DEFAULT_N_CTX = 16384  # a bundled model's context size when the caller sets no 
 
 
 def default_surface(*, cards_loaded: bool = False) -> Surface:
-    """recall, find_tools and the workspace tools, always loaded, in that order; the card tools loaded
-    too, or (the default) listed in the catalogue for find_tools. Their schemas are about 2,000 tokens:
-    a fifth of a small model's measured horizon, spent on every request, for tools it rarely needs."""
-    core = [ToolDecl(RECALL_TOOL, always_loaded=True)]
+    """The engine's tools (recall, find_tools, session_search) and the workspace tools, always loaded, in
+    that order; the card tools loaded too, or (the default) listed in the catalogue for find_tools. Their
+    schemas are about 2,000 tokens: a fifth of a small model's measured horizon, spent on every request,
+    for tools it rarely needs."""
+    core = list(engine_tools().decls())
     core += [ToolDecl(t.spec, always_loaded=True, observes=t.observes) for t in WORKSPACE_TOOLS]
     core += [ToolDecl(spec, always_loaded=cards_loaded) for spec in card_tools()]
     return Surface.build(core)

@@ -41,7 +41,7 @@ from vak_context.events.envelope import StoredEntry
 
 SEARCH_DIR = "_search"
 STATE_FILE = "vak-state.json"
-SEARCH_FORMAT = "vak-search/1"
+SEARCH_FORMAT = "vak-search/2"  # 2: recall and session_search results are not indexed (an older index is rebuilt)
 INDEXED_KINDS = frozenset({"directive", "evidence_body", "turn_card", "presentation"})
 SNIPPET_CHARS = 160
 READ_CHUNK = 256  # entries read from the store at a time when catching up

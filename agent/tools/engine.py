@@ -1,4 +1,5 @@
-"""The engine's own tools: ``recall`` and ``find_tools``, answered by the engine, not by a registry callable.
+"""The engine's own tools: ``recall``, ``find_tools`` and ``session_search``, answered by the engine, not by a
+registry callable.
 
 They sit in one table, :func:`engine_tools`, that later features extend with an :class:`EngineTool`: its
 declaration (the same :class:`~vak_context.context.request.surface.ToolDecl` flags as any tool's) and the
@@ -12,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from vak_context.agent.tools.registry import ToolRegistry
+from vak_context.agent.tools.sessionsearch import SESSION_SEARCH, parse_search_args, render_found
 from vak_context.context.evidence.digest import RECALL_TOOL
 from vak_context.context.request.surface import (
     FIND_TOOLS,
@@ -25,9 +27,16 @@ from vak_context.context.request.surface import (
 )
 from vak_context.errors import VakError
 
+if TYPE_CHECKING:
+    from vak_context.storage.sessionsearch import Found
+
 
 class RecallServices(Protocol):
     async def recall(self, args: dict[str, Any], tool_use_id: str) -> dict[str, Any]: ...
+
+
+class SearchServices(Protocol):
+    async def session_search(self, query: str, scope: str | None = None) -> Found: ...
 
 
 @dataclass
@@ -71,6 +80,20 @@ async def _find_tools(call: EngineCall) -> tuple[str, bool]:
     return find_tools_result(found, query), False
 
 
+async def _session_search(call: EngineCall) -> tuple[str, bool]:
+    parsed = parse_search_args(call.arguments)
+    if isinstance(parsed, str):
+        return parsed, True
+    search = getattr(call.services, "session_search", None)
+    if search is None:  # services of an embedder's own making, without the ledger's search
+        return "session_search: this runtime's turn services cannot search the session", True
+    try:
+        found = await search(*parsed)
+    except VakError as exc:
+        return f"session_search: {exc}", True
+    return render_found(found), False
+
+
 class EngineTools:
     """The engine's tools by name."""
 
@@ -88,11 +111,13 @@ class EngineTools:
 
 
 def engine_tools() -> EngineTools:
-    """recall (in order, read-only: it reads earlier turns) and find_tools (read-only: it ranks a fixed
-    catalogue), both always loaded."""
+    """recall (in order, read-only: it reads earlier turns), find_tools (read-only: it ranks a fixed
+    catalogue) and session_search (read-only: it searches what the ledger holds; its result is stored
+    like a world tool's), all always loaded."""
     return EngineTools([
         EngineTool(ToolDecl(RECALL_TOOL, always_loaded=True, read_only=True), _recall, in_order=True),
         EngineTool(ToolDecl(FIND_TOOLS, always_loaded=True, read_only=True), _find_tools),
+        EngineTool(ToolDecl(SESSION_SEARCH, always_loaded=True, read_only=True), _session_search),
     ])
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from vak_context.coerce import int_or_none
@@ -44,6 +44,7 @@ class RecallRequest:
     turn: int | str | None
     presentation: str | None
     chars: tuple[int, int] | None = None
+    session: str | None = None  # another session of the ledger (a session_search hit's), read-only
 
 
 RECALL_TOOL = ToolSpec(
@@ -82,12 +83,13 @@ RECALL_TOOL = ToolSpec(
             },
             "turn": {"type": "integer", "minimum": 1, "description": "A turn number, as the cards show it."},
             "presentation": {"type": "string", "description": "A presentation (card) id."},
+            "session": {"type": "string", "description": "Optional: another session's name, as a session_search hit names it."},
         },
         "additionalProperties": False,
     },
 )
 
-_RECALL_KEYS = ("id", "range", "chars", "turn", "presentation")
+_RECALL_KEYS = ("id", "range", "chars", "turn", "presentation", "session")
 _USAGE = (
     'Call recall({"id": "<evidence id>"}), recall({"id": "<evidence id>", "range": [first_line, last_line]}), '
     'recall({"id": "<evidence id>", "range": [line, line], "chars": [first_char, last_char]}), '
@@ -108,6 +110,17 @@ def parse_recall_args(args: dict[str, Any]) -> RecallRequest | RecallError:
     unknown = sorted(str(k) for k in given if k not in _RECALL_KEYS)
     if unknown:
         return RecallError(f"recall does not take {', '.join(repr(k) for k in unknown)}. {_USAGE}")
+    session = given.pop("session", None)
+    if session is not None and not (isinstance(session, str) and session.strip()):
+        return RecallError(f"session must be a session's name, as a session_search hit names it, got "
+                           f"{json.dumps(session, default=repr)}. {_USAGE}")
+    parsed = _parse_target(given)
+    if isinstance(parsed, RecallError) or session is None:
+        return parsed
+    return replace(parsed, session=session.strip())
+
+
+def _parse_target(given: dict[str, Any]) -> RecallRequest | RecallError:
     targets = [k for k in ("id", "turn", "presentation") if k in given]
     if len(targets) != 1:
         which = "none of" if not targets else f"{' and '.join(targets)} together, not one of"

@@ -10,7 +10,9 @@ What is indexed of an evidence body: its text. A JSON body is indexed as text to
 escapes decoded (``\\n``, ``\\u00e9``, ...), so the words inside its values are terms. Its digest
 (``context/evidence/shapes``) is not what is indexed: a digest is capped at ``DIGEST_CHARS`` and would
 drop the rare values deep in a result that search exists to find. A binary body (``encoding ==
-"binary"``) has no documents.
+"binary"``) has no documents, and neither has the result of ``recall`` or ``session_search``
+(``COPY_TOOLS``): each is a copy of what the session already holds, and indexed it would crowd the
+hits with the searches and recalls a model made, ahead of the results they point at.
 
 ``SessionDocs`` turns entries into documents in seq order, tracking the turn each falls in (the number of
 directives so far, as ``TurnIndex`` numbers them; 0 before the first directive).
@@ -31,6 +33,7 @@ from vak_context.events.payloads import Directive, EvidenceBody, Presentation, T
 
 WINDOW_LINES = 40
 OVERLAP_LINES = 10
+COPY_TOOLS = frozenset({"recall", "session_search"})  # their results copy indexed text: not indexed again
 SHORT = 12  # evidence ids are shown by their first 12 hex digits, as cards show them (recall resolves a prefix)
 
 _JSON_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|[\"\\/bfnrt])")
@@ -92,8 +95,8 @@ def windows(text: str, size: int = WINDOW_LINES, overlap: int = OVERLAP_LINES) -
 
 def evidence_docs(session: str, turn: int, seq: int, evidence_id: str, meta: EvidenceBody,
                   blob: bytes) -> list[SearchDoc]:
-    """The windows of one evidence body (none for a binary one)."""
-    if meta.encoding != "utf-8":
+    """The windows of one evidence body (none for a binary one, nor for a copy: ``COPY_TOOLS``)."""
+    if meta.encoding != "utf-8" or meta.tool_name in COPY_TOOLS:
         return []
     text = body_text(blob, meta.encoding)
     is_json = _looks_json(text)
