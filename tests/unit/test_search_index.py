@@ -7,10 +7,8 @@ imports under -W error."""
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
-from collections import Counter
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
@@ -18,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.imported import Imported
-from vak_context.bm25 import terms
-from vak_context.context.evidence.bodytext import body_text
-from vak_context.context.evidence.digest import parse_recall_args, select
+from tests.fakes.rare_terms import rare_terms, recalls_exact, recorded_sessions
+from vak_context.context.evidence.digest import select
 from vak_context.context.history.searchdocs import SessionDocs, windows
 from vak_context.events.payloads import Directive, EvidenceBody
 from vak_context.sessions.generator import generate_session
@@ -159,68 +156,16 @@ def test_verify_style_check_names_a_document_the_ledger_does_not_make(tmp_path: 
 # ------------------------------------------------------------------------------------------ rare terms
 
 
-def _rare_terms(store: LedgerStore, session: str, n: int = 10) -> list[tuple[str, str]]:
-    """(term, evidence id): terms of tool results in the first quarter of the turns, in no card or
-    packet, with idf in the top decile of the session's terms; picked evenly from the sorted candidates."""
-    entries = store.entries(session)
-    turns = sum(e.kind == "directive" for e in entries)
-    quarter = max(turns // 4, 1)
-    df: Counter[str] = Counter()
-    first: dict[str, str] = {}
-    shown: set[str] = set()
-    turn = 0
-    for e in entries:
-        if e.kind == "directive":
-            turn += 1
-        if e.kind in ("turn_card", "compaction"):
-            shown.update(terms(e.payload.decode()))
-        if e.kind != "evidence_body" or not e.blob:
-            continue
-        meta = store.payload(e.id)
-        if meta.encoding != "utf-8":
-            continue
-        words = set(terms(body_text(e.blob, "utf-8")))
-        df.update(words)
-        if 1 <= turn <= quarter:
-            for w in words:
-                first.setdefault(w, e.id)
-    if not df:
-        return []
-    docs = sum(1 for e in entries if e.kind == "evidence_body")
-    idf = {t: math.log(1 + (docs - d + 0.5) / (d + 0.5)) for t, d in df.items()}
-    cut = sorted(idf.values(), reverse=True)[max(len(idf) // 10 - 1, 0)]
-    cands = sorted(t for t in first if t not in shown and idf[t] >= cut and not t.isdigit() and len(t) > 3)
-    step = max(len(cands) // n, 1)
-    return [(t, first[t]) for t in cands[::step][:n]]
-
-
-def _recalls_exact(store: LedgerStore, hit: Hit, term: str) -> bool:
-    request = parse_recall_args(json.loads(hit.recall[len("recall("):-1]))
-    assert not hasattr(request, "message"), hit.recall
-    entry = store.get(hit.ref)
-    assert request.id and hit.ref.startswith(request.id)
-    text = select(body_text(entry.blob or b"", "utf-8"), hit.ref, request.range)
-    return isinstance(text, str) and term in terms(text) and text in body_text(entry.blob or b"", "utf-8")
-
-
-def _recorded_sessions(imported: Imported) -> list[str]:
-    out = []
-    for key in imported.reports:
-        names = imported.sessions(key)
-        out.append(max(names, key=imported.store.count))  # the longest session of each recording
-    return out
-
-
 def test_rare_terms_of_the_recorded_sessions_are_found_and_recalled(imported: Imported) -> None:
     total = 0
-    for session in _recorded_sessions(imported):
-        picked = _rare_terms(imported.store, session)
+    for session in recorded_sessions(imported):
+        picked = rare_terms(imported.store, session)
         total += len(picked)
         found = 0
         for term, eid in picked:
             hits, _note = read_index(imported.store, session, term, 5)
             hit = next((h for h in hits if h.ref == eid), None)
-            found += hit is not None and _recalls_exact(imported.store, hit, term)
+            found += hit is not None and recalls_exact(imported.store, hit, term)
         assert found >= len(picked) - 1, (session, picked, found)  # at least 9 of 10
     assert total >= 40, total
 
@@ -228,9 +173,9 @@ def test_rare_terms_of_the_recorded_sessions_are_found_and_recalled(imported: Im
 def test_rare_terms_of_a_generated_session_are_found_through_the_writer(tmp_path: Path) -> None:
     with _store(tmp_path / "l") as store:
         generate_session(seed=11, turns=12, append=lambda p, b: store.append("g", [p], blobs=[b])[0])
-        picked = _rare_terms(store, "g")
+        picked = rare_terms(store, "g")
         assert len(picked) >= 5
-        found = sum(any(h.ref == eid and _recalls_exact(store, h, t) for h in store.search("g", t, 5))
+        found = sum(any(h.ref == eid and recalls_exact(store, h, t) for h in store.search("g", t, 5))
                     for t, eid in picked)
         assert found >= len(picked) - 1
 
