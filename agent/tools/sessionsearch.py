@@ -30,17 +30,14 @@ SESSION_SEARCH_NAME = "session_search"
 SESSION_SEARCH = ToolSpec(
     name=SESSION_SEARCH_NAME,
     description=(
-        "Search everything this session saw (tool results, cards, directives), including what is no longer "
-        "shown. Returns up to 5 hits, each with its turn, evidence id, lines, a snippet and the recall call "
-        "that returns the text."
+        "Search all this session saw, also what is no longer shown. Up to 5 hits, each with its turn, evidence "
+        "lines, a snippet and the recall call that returns its text."
     ),
     input_schema={
         "type": "object",
         "properties": {
-            "query": {"type": "string", "description": "words to look for (any of them)"},
-            "scope": {"type": "string", "description": (
-                'Optional: "ledger" for every session of this ledger, or session names separated by commas; '
-                "default this session.")},
+            "query": {"type": "string", "description": "words to find"},
+            "scope": {"type": "string", "description": 'Optional: "ledger" (every session) or session names, comma-separated'},
         },
         "required": ["query"],
         "additionalProperties": False,

@@ -83,7 +83,7 @@ RECALL_TOOL = ToolSpec(
             },
             "turn": {"type": "integer", "minimum": 1, "description": "A turn number, as the cards show it."},
             "presentation": {"type": "string", "description": "A presentation (card) id."},
-            "session": {"type": "string", "description": "Optional: another session's name, as a session_search hit names it."},
+            "session": {"type": "string", "description": "Optional: a session_search hit's session."},
         },
         "additionalProperties": False,
     },
