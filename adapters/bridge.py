@@ -10,7 +10,7 @@ The events, in the framework's order:
   body the bound ``openai``/``openai-compat`` adapter parses (its usage when the framework reports one):
   the engine records the step, its receipt and feedback, and judges it;
 * :class:`Returned`: a tool's result, stored as evidence for a call the engine gave back to the caller;
-  a result for one of the engine's own calls (``recall``, ``find_tools``: the framework ran the adapter's
+  a result for one of the engine's own calls (``recall``, ``find_tools``, ``session_search``: the framework ran the adapter's
   placeholder tool) is dropped, since the engine answered it inside the turn and its projection carries
   that answer.
 

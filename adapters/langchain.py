@@ -1,5 +1,5 @@
 """LangChain v1 agents: an agent middleware that records the conversation and sends the engine's projection
-instead of the agent's messages, with the engine's tools (``recall``, ``find_tools``) registered by the
+instead of the agent's messages, with the engine's tools (``recall``, ``find_tools``, ``session_search``) registered by the
 middleware (the ``[langchain]`` extra)::
 
     vak = VakMiddleware(engine, "support-1", model="openai:gpt-4o-mini", window=128_000)
@@ -17,8 +17,8 @@ asks for after the engine closed the turn (its rules ended it) raises
 :class:`~vak_context.errors.TurnOver`, the turn's result recorded first.
 
 The model gets the projection's messages, and of the agent's tools those the projection declares (the
-engine's tool surface, by name; a tool the agent does not have cannot be sent). ``recall`` and
-``find_tools`` are the middleware's tools: the engine answers their calls inside the turn, their own run
+engine's tool surface, by name; a tool the agent does not have cannot be sent). ``recall``,
+``find_tools`` and ``session_search`` are the middleware's tools: the engine answers their calls inside the turn, their own run
 returns a placeholder, and the next request carries the engine's answer. Async only (``ainvoke``/
 ``astream``): the engine's caller's loop is async, and a sync ``invoke`` raises LangChain's own error for a
 middleware without ``wrap_model_call``.
@@ -154,7 +154,7 @@ class VakMiddleware(AgentMiddleware[Any, Any, Any]):
 
 
 def _engine_tools() -> list[BaseTool]:
-    """``recall`` and ``find_tools`` as LangChain tools (their run returns a placeholder)."""
+    """``recall``, ``find_tools`` and ``session_search`` as LangChain tools (their run returns a placeholder)."""
 
     def answered_inside(**_: Any) -> str:
         return ANSWERED_INSIDE

@@ -17,8 +17,8 @@ the binding's ``identity=`` sets). Reasoning items, hosted tools' items and othe
 recorded (a compromise: the engine's ledger has no kind for them), and are not sent again.
 
 ``pop_item`` and ``clear_session`` raise :class:`~vak_context.errors.AppendOnlyHistory`: the ledger only
-appends. The tools sent are the agent's (a filter changes only input and instructions); ``recall`` and
-``find_tools`` are agent tools whose own run returns a placeholder: the engine answered the call inside the
+appends. The tools sent are the agent's (a filter changes only input and instructions); ``recall``,
+``find_tools`` and ``session_search`` are agent tools whose own run returns a placeholder: the engine answered the call inside the
 turn and the next request carries its answer.
 """
 
@@ -98,7 +98,7 @@ class VakAgents:
         return list(self._bridge.results) if self._bridge else []
 
     def tools(self) -> list[FunctionTool]:
-        """``recall`` and ``find_tools`` as the agent's tools (their run returns a placeholder)."""
+        """``recall``, ``find_tools`` and ``session_search`` as the agent's tools (their run returns a placeholder)."""
 
         async def answered_inside(ctx: RunContextWrapper[Any], arguments: str) -> str:
             return ANSWERED_INSIDE

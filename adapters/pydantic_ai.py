@@ -1,5 +1,5 @@
 """pydantic-ai: a history processor that sends the engine's projection instead of the agent's messages,
-and the engine's tools (``recall``, ``find_tools``) offered to the agent (the ``[pydantic-ai]`` extra)::
+and the engine's tools (``recall``, ``find_tools``, ``session_search``) offered to the agent (the ``[pydantic-ai]`` extra)::
 
     vak = VakHistory(engine, "support-1", model="openai-compat:gpt-4o-mini", window=32_000)
     agent = Agent(model, capabilities=[vak.capability()], toolsets=[vak.toolset()])
@@ -18,7 +18,7 @@ sees the reply until the next call, so the last reply of a run reaches the ledge
 at the next run's first call or at :meth:`VakHistory.settle`; the processor's output becomes the agent's
 history (pydantic-ai writes it back), so ``result.all_messages()`` is the projection plus the run's last
 reply; the tools sent are the agent's (a processor cannot change them), so the engine's deferred tool
-surface is not used, and ``recall``/``find_tools`` are ordinary tools of the agent whose own run returns a
+surface is not used, and ``recall``/``find_tools``/``session_search`` are ordinary tools of the agent whose own run returns a
 placeholder: the engine answered the call inside the turn, and the next request carries its answer.
 """
 
@@ -94,7 +94,7 @@ class VakHistory:
         return ProcessHistory(self.history)
 
     def toolset(self) -> FunctionToolset[Any]:
-        """``recall`` and ``find_tools`` as the agent's tools (their run returns a placeholder: the engine
+        """``recall``, ``find_tools`` and ``session_search`` as the agent's tools (their run returns a placeholder: the engine
         answers them inside the turn and its next request carries the answer)."""
 
         async def answered_inside(**_: Any) -> str:

@@ -10,7 +10,7 @@
 3. the step's tool calls run (concurrently; results appended in call order, each whole result as an
    evidence body and what the request carries as its tool result); a step with no call ends the turn.
    World tools run through the :class:`~vak_context.agent.tools.ToolRegistry` (``tools=``; ``workspace=``
-   registers the workspace tools), the engine's own (recall, find_tools) through
+   registers the workspace tools), the engine's own (recall, find_tools, session_search) through
    :func:`~vak_context.agent.tools.engine_tools`. A tool that raises gives the model an error result
    naming the exception, and the turn goes on;
 4. the TurnCard closes the turn; ``turn_finished`` lets the probe run in the idle time. An exception mid-turn

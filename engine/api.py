@@ -456,7 +456,7 @@ async def _ready(value: Any) -> Any:
 
 
 def engine_tool_specs() -> list[dict[str, Any]]:
-    """The engine's own tools (``recall``, ``find_tools``) as function declarations ``{name, description,
+    """The engine's own tools (``recall``, ``find_tools``, ``session_search``) as function declarations ``{name, description,
     parameters}`` (JSON Schema), for a framework that must declare every tool its model may call
     (:mod:`vak_context.adapters`): the engine answers their calls itself, inside the turn."""
     from vak_context.agent.tools import engine_tools

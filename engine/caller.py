@@ -14,8 +14,8 @@ engine plans, projects, records and judges every step as in its own loop.
 A :class:`Turn` drives :class:`vak_context.agent.turn.OpenTurn`, the one implementation of a turn the
 engine's loop (:class:`vak_context.agent.loop.TurnLoop`) drives too: the plan and its re-plans, the
 over-length retry (an over-length error handed to :meth:`Turn.reply` corrects the profile and re-plans the
-next request once), inline-call parsing, receipts and feedback, the turn rules, ``recall`` and
-``find_tools`` (answered inside: only world calls reach the caller), cache-break activities, the card.
+next request once), inline-call parsing, receipts and feedback, the turn rules, ``recall``,
+``find_tools`` and ``session_search`` (answered inside: only world calls reach the caller), cache-break activities, the card.
 Requests are rendered by the bound model's adapter (``render()``) for its wire format and replies parsed
 by it (``parse()``, ``map_error()``); packets, summaries and exact counts use the session's own provider
 and client, as :meth:`~vak_context.engine.api.Session.run` does. The key never appears in a request given
@@ -89,7 +89,7 @@ class Call:
 class Action:
     """What to do after a reply: run ``calls`` (then :meth:`Turn.request` again), or, when ``done``, read
     ``answer`` (and :attr:`Turn.result`). No calls and not done: the engine answered the step's calls
-    itself (``recall``, ``find_tools``) or re-planned an over-length request; send :meth:`Turn.request`."""
+    itself (``recall``, ``find_tools``, ``session_search``) or re-planned an over-length request; send :meth:`Turn.request`."""
 
     calls: tuple[Call, ...] = ()
     done: bool = False

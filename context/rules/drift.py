@@ -44,7 +44,7 @@ RULE_NOTE = re.compile(r"\s*\[(empty-step|freshness-check|repeated-call|steering
 # Tools whose result cannot change within a turn unless a world-changing call runs: the workspace is
 # read-only, recall reads earlier turns, find_tools ranks a fixed catalogue. Only the default of these pure
 # functions: the turn loop passes the set its tools declare (ToolDecl.read_only).
-READ_ONLY_TOOLS = frozenset({"read_file", "list_dir", "grep", "recall", "find_tools"})
+READ_ONLY_TOOLS = frozenset({"read_file", "list_dir", "grep", "recall", "find_tools", "session_search"})
 EVIDENCE_QUOTE_CHARS = 2_000  # the raw evidence a topic fail-close quotes: a bound on a message, not a cut of data
 
 Action = Literal["continue", "answer", "redo", "close"]

@@ -90,7 +90,7 @@ async def test_rare_terms_of_generated_sessions_are_found_as_they_are_behind_a_p
     for seed in (11, 3):  # seed 5's first quarter holds no term that qualifies
         session = f"g{seed}"
         with LedgerStore(tmp_path / "ledger") as store:
-            generate_session(seed=seed, turns=12, append=lambda p, b: store.append(session, [p], blobs=[b])[0])
+            generate_session(seed=seed, turns=12, append=lambda p, b, s=session: store.append(s, [p], blobs=[b])[0])
             picked = rare_terms(store, session)
             assert len(picked) >= 8, picked
             found = await _found(store, session, picked)
