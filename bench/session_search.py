@@ -29,14 +29,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vak_context.actors.local_services import InProcessServices  # noqa: E402
-from vak_context.agent.tools import EngineCall, ToolRegistry, engine_tools, surface_for  # noqa: E402
-from vak_context.agent.tools.sessionsearch import SESSION_SEARCH  # noqa: E402
-from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR  # noqa: E402
-from vak_context.context.request.surface import schema_chars  # noqa: E402
-from vak_context.events.payloads import Directive, EvidenceBody  # noqa: E402
-from vak_context.sessions.generator import generate_session  # noqa: E402
-from vak_context.storage.ledger import LedgerStore  # noqa: E402
+from vak_context.actors.local_services import InProcessServices
+from vak_context.agent.tools import EngineCall, ToolRegistry, engine_tools, surface_for
+from vak_context.agent.tools.sessionsearch import SESSION_SEARCH
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
+from vak_context.context.request.surface import schema_chars
+from vak_context.events.payloads import Directive, EvidenceBody
+from vak_context.sessions.generator import generate_session
+from vak_context.storage.ledger import LedgerStore
 
 QUERY = "planner budget segment"
 
