@@ -91,6 +91,9 @@ class EvidenceActor:
 
     def _infos(self, index: TurnIndex, turn: Turn,
                get: Callable[[str], StoredEntry] | None = None) -> dict[str, EvidenceInfo]:
+        """The turn's digests: read from the process's cache (``vak_context.context.history.render.DIGESTS``)
+        where a view or an earlier call computed them, so a card at close and each ``recall({"turn": N})``
+        read each body's blob (a ledger read) but digest it at most once."""
         calls = {ex.tool_use_id: ex.input for ex in turn.exchanges}
         out = {}
         for eid in turn.evidence:
@@ -241,7 +244,9 @@ class EvidenceActor:
         if isinstance(resolved, RecallError):
             raise InvalidInput(resolved.message)
         meta, blob = self._body(resolved)
-        calls = {ex.tool_use_id: ex.input for t in index.turns for ex in t.exchanges}
+        ordinal = index.turn_of(resolved)  # the call that made it is in its own turn: no walk over the session
+        exchanges = index.turn(ordinal).exchanges if ordinal is not None else []
+        calls = {ex.tool_use_id: ex.input for ex in exchanges}
         return evidence_info(resolved, meta, blob, calls.get(meta.tool_use_id)).digest
 
     def window(self, session: str, evidence_id: str) -> str:

@@ -322,6 +322,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=None, help="runs per figure (best is kept)")
     parser.add_argument("--no-trajectories", action="store_true", help="skip the recorded sessions")
     parser.add_argument("--adversarial-only", action="store_true", help="only the adversarial bodies")
+    parser.add_argument("--requests-only", action="store_true", help="only what a request pays for digests")
     parser.add_argument("--limit", type=float, default=60.0, help="seconds per adversarial body")
     parser.add_argument("--adversarial-case", nargs=2, metavar=("KIND", "SIZE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -329,8 +330,16 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(adversarial_case(args.adversarial_case[0], int(args.adversarial_case[1]))))
         return
     repeat = args.repeat or (2 if args.quick else 5)
+    if args.requests_only:
+        from bench.digest_requests import request_digest_benchmark
+
+        request_digest_benchmark(quick=args.quick, print_table=print_table)
+        return
     if not args.adversarial_only:
         digest_window_benchmark(quick=args.quick, repeat=repeat, trajectories=not args.no_trajectories)
+        from bench.digest_requests import request_digest_benchmark  # what a request pays for digests
+
+        request_digest_benchmark(quick=args.quick, print_table=print_table)
     print_table(
         "Adversarial bodies (issue 9 item 2): detect + digest once, at the size and at a tenth of it",
         ADVERSARIAL_HEADER,

@@ -31,6 +31,7 @@ from typing import Any
 
 from vak_context.context.evidence.digest import DIGEST_CHARS, body_text, shaped_digest
 from vak_context.context.history.cards import card_ack, payload_digest
+from vak_context.context.history.infocache import InfoCache
 from vak_context.context.history.turns import Exchange, Step, Turn
 from vak_context.context.request.messages import Message
 from vak_context.context.request.toolrefs import FIND_TOOLS_NAME, tools_loaded_by
@@ -56,6 +57,10 @@ class EvidenceInfo:
     chars: int
 
 
+# The process's digests, each computed once per result (``vak_context.context.history.infocache``).
+DIGESTS: InfoCache[EvidenceInfo] = InfoCache()
+
+
 def evidence_info(
     evidence_id: str,
     body: EvidenceBody,
@@ -64,19 +69,27 @@ def evidence_info(
     *,
     shown_id: str | None = None,
 ) -> EvidenceInfo:
-    """Shape and digest of a stored body.
+    """Shape and digest of a stored body, computed once per result in this process (``DIGESTS``) and
+    kept: every view, actor and rebuild that asks for it again reads the same value.
 
     ``shown_id`` is the id the digest's evidence tag names: by default the first ``SHORT_ID`` hex
     digits, which recall resolves as a unique prefix within the session.
     """
-    text = body_text(blob, body.encoding)
+    shown = shown_id or evidence_id[:SHORT_ID]
     inputs = dict(tool_input or {})
+    check = (len(blob), body.encoding, body.tool_name, body.is_error, inputs)
+    return DIGESTS.get((evidence_id, shown), check, lambda: compute_evidence_info(body, blob, inputs, shown))
+
+
+def compute_evidence_info(body: EvidenceBody, blob: bytes, tool_input: Mapping[str, Any], shown_id: str) -> EvidenceInfo:
+    """``evidence_info`` without the cache: the body decoded, its shape detected and digested in one read."""
+    text = body_text(blob, body.encoding)
     shape, shown = shaped_digest(  # one read of the body: a JSON body is parsed once, not twice
         text,
-        shown_id or evidence_id[:SHORT_ID],
+        shown_id,
         tool_name=body.tool_name,
         is_error=body.is_error,
-        tool_input=inputs,
+        tool_input=dict(tool_input),
     )
     return EvidenceInfo(shape, shown, len(text))
 

@@ -98,25 +98,47 @@ def _outline(body: str, is_doc: bool, numbered: bool) -> tuple[Quoted, int, Quot
 
 def _headings(body: str, is_doc: bool, numbered: bool) -> tuple[Quoted, int]:
     """The first ``HEADINGS_SHOWN`` headings outside code fences (or a code file's definitions), and
-    how many there are."""
-    prefix = r"(?: *\d+(?:→|\t))?" if numbered else ""
+    how many there are.
+
+    One scan of ``"\n" + body`` (every line then starts after a newline, the pattern's literal first
+    character, which the regex engine looks for quickly): a fenced block is matched whole, from its
+    fence line to the next fence line (or the end, unclosed), so headings inside it are never seen, and
+    the count is a ``findall``, not a Python turn per heading. A match's start in the padded text is its
+    line's start in ``body``."""
+    pattern = _OUTLINE[is_doc, numbered]
+    padded = "\n" + body
     headings: Quoted = []
-    count = 0
-    if is_doc:
-        in_fence = False
-        for m in re.finditer(rf"(?m)^{prefix}( {{0,3}}(?:```|~~~)| {{0,3}}#{{1,6}}[ \t]+\S)", body):
-            if m.group(1).lstrip().startswith(("```", "~~~")):
-                in_fence = not in_fence
-            elif not in_fence:
-                count += 1
-                if len(headings) < HEADINGS_SHOWN:
-                    headings.append(line_at(body, m.start()))
-    else:
-        for m in re.finditer(rf"(?m)^{prefix}{_DEFINITION.pattern[1:]}", body):
-            count += 1
-            if len(headings) < HEADINGS_SHOWN:
-                headings.append(line_at(body, m.start()))
+    count, rest = 0, 0
+    for m in pattern.finditer(padded):
+        if m.group(1) is None:
+            continue  # a fenced block, skipped whole
+        count += 1
+        headings.append(line_at(body, m.start()))
+        if len(headings) == HEADINGS_SHOWN:
+            rest = m.end()
+            break
+    if rest:
+        found = pattern.findall(padded, rest)
+        count += len(found) - found.count("")  # "" is a fenced block's (empty) group
     return headings, count
+
+
+def _outline_pattern(is_doc: bool, numbered: bool) -> re.Pattern[str]:
+    """What ``_headings`` scans for: in a document a fenced block (group 1 unset) or a heading (group 1
+    set), in code a definition (group 1 set); each right after a newline, the optional line-number
+    prefix first (``cat -n``, Claude Code's Read)."""
+    prefix = r"(?: *\d+(?:→|\t))?" if numbered else ""
+    if not is_doc:
+        return re.compile(rf"\n{prefix}({_DEFINITION.pattern[1:]})")
+    fence = rf"{prefix} {{0,3}}(?:```|~~~)"
+    first = r"[ \d#`~]" if numbered else r"[ #`~]"  # a cheap look at the line's first character
+    return re.compile(
+        rf"\n(?={first})(?:{fence}[^\n]*(?:\n(?!{fence})[^\n]*)*(?:\n{fence}[^\n]*)?"
+        rf"|{prefix}( {{0,3}}#{{1,6}}[ \t]+\S))"
+    )
+
+
+_OUTLINE = {(d, n): _outline_pattern(d, n) for d in (True, False) for n in (True, False)}
 
 
 def _paragraph_start(body: str, is_doc: bool, numbered: bool) -> int | None:
