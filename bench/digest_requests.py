@@ -33,7 +33,14 @@ from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import prefix_tokens, project
 from vak_context.events.envelope import Mapper, StoredEntry
-from vak_context.events.payloads import AssistantStep, Directive, EvidenceBody, TextBlock, ToolResult, ToolUseBlock
+from vak_context.events.payloads import (
+    AssistantStep,
+    Directive,
+    EvidenceBody,
+    TextBlock,
+    ToolResult,
+    ToolUseBlock,
+)
 
 SIZES = (10, 100, 1_000)
 BODY = 8 * 1024
