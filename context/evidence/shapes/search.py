@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Iterator
 from itertools import repeat
-from typing import Any
+from typing import Any, cast
 
 from vak_context.context.evidence.shapes.base import Analysis, DigestShape
 from vak_context.context.evidence.shapes.jsonscan import DeepJson
@@ -55,7 +55,7 @@ def _first_strings(items: list[dict[str, Any]], keys: tuple[str, ...]) -> list[s
     checked in C, answers for all of them and only the others are looked at key by key."""
     values = [item.get(keys[0]) for item in items]
     if all(map(isinstance, values, repeat(str))):
-        return values
+        return cast(list[str], values)  # checked just above, in C
     out = []
     for item, value in zip(items, values, strict=True):
         if not isinstance(value, str):
