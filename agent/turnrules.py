@@ -4,7 +4,8 @@
 (what the drift and freshness checks compare against), and writes every check that fires as a ledger
 entry, so a replay shows why a turn ended as it did:
 
-* a redo is a ``Nudge`` (its tag: ``empty-step``, ``freshness-check``, ``steering-drift``), which the
+* a redo is a ``Nudge`` (its tag: ``empty-step``, ``freshness-check``, ``steering-drift``, ``rule-echo``,
+  ``directive-echo``, ``repeated-call``), which the
   projection renders verbatim as a user message after the step it answers;
 * an intercepted card call gets an error ``tool_result`` (the text the model repairs from) and a
   ``rule.intercept`` activity;

@@ -270,7 +270,7 @@ class PlanRecord(Frozen):
 
 class Nudge(Frozen):
     kind: Literal["nudge"] = "nudge"
-    tag: str  # e.g. "empty-step", "freshness-check", "steering-drift"
+    tag: str  # e.g. "empty-step", "freshness-check", "steering-drift", "rule-echo", "directive-echo"
     text: str
 
 

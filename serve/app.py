@@ -124,11 +124,15 @@ class Server:
                         raise ClientGone("the client closed the stream before its request was driven")
                     conversation, new = await self._route(request, key)
                     await conversation.answer(request, new, self.upstream, self.ledger, stream)
+                    stream.done()  # the request is noted: the response writes its last event
             except ClientGone as exc:
                 log.info("session %s: the client closed its stream; the turn is closed, nothing noted", key)
                 stream.fail(exc)  # nobody reads it, unless the response had not started yet
             except Exception as exc:
                 stream.fail(exc)
+            except asyncio.CancelledError:  # the server stops: the response must not wait for an event forever
+                stream.fail(ClientGone("the server stopped before the request was driven to its end"))
+                raise
 
         stream.task = asyncio.create_task(produce(), name=f"vak-serve-stream-{key}")
         self._streams.add(stream)
@@ -264,6 +268,13 @@ async def streamed(protocol: Protocol, stream: Stream, events: Events) -> Respon
                 for chunk in events.end(event.reply):
                     yield chunk
                 stream.delivered()
+                # The last event waits until the driver noted the request in the ledger (or failed to):
+                # a client reading the ledger once its stream ended finds the request's entries.
+                event = await stream.events.get()
+                if event.kind != "done":
+                    continue  # an error noting it: written as the in-stream error
+                for chunk in events.last():
+                    yield chunk
                 return
             else:
                 assert event.error is not None

@@ -111,8 +111,9 @@ class Conversation:
                      stream: Stream | None = None) -> Reply:
         """Ingest ``new`` (the items after what the session holds), run the turn to an answer or to calls
         of the client's tools, note what the session now holds. With ``stream`` the text goes out as it
-        arrives and the reply is noted only once the response has written it: a client that left before
-        closes the open turn (``cancelled``) and leaves nothing noted, so its retry is ingested anew."""
+        arrives and the reply is noted only once the response has written it, all but the last event (which
+        the app writes after this returns, so a client that read it finds the request noted): a client that
+        left before closes the open turn (``cancelled``) and leaves nothing noted, so its retry is ingested anew."""
         directive = await self._ingest(request, new)
         turn = self.turn
         if directive:

@@ -228,7 +228,8 @@ def _sse(data: Any, event: str | None = None) -> str:
 class OpenAIEvents:
     """A reply as chat.completion.chunk events, written as it is driven: a first chunk with the role, text
     deltas as they come, the client's calls once the step ended, the finish, a chunk with ``usage`` (every
-    upstream call of the request) and [DONE]; an error after the start is a chunk with an ``error`` object."""
+    upstream call of the request) and, from :meth:`last` once the server noted the reply, [DONE]; an error
+    after the start is a chunk with an ``error`` object."""
 
     def __init__(self, model: str) -> None:
         self.model = model
@@ -250,6 +251,9 @@ class OpenAIEvents:
                                                "function": {"name": c.name, "arguments": json.dumps(dict(c.arguments))}}]})
         yield self._chunk({}, "tool_calls" if reply.calls else "stop")
         yield _sse(self._base | {"choices": [], "usage": _openai_usage(reply.usage)})
+
+    def last(self) -> Iterator[str]:
+        """The stream's last event: the client reads the request's ledger entries once it has it."""
         yield "data: [DONE]\n\n"
 
     def error(self, body: dict[str, Any]) -> Iterator[str]:
@@ -260,8 +264,8 @@ class OpenAIEvents:
 class AnthropicEvents:
     """A reply as Messages stream events, written as it is driven: ``message_start``, one text block whose
     deltas come as they arrive, the client's tool_use blocks once the step ended, ``message_delta`` with
-    ``usage`` (every upstream call of the request) and ``message_stop``; an error after the start is an
-    ``event: error``."""
+    ``usage`` (every upstream call of the request) and, from :meth:`last` once the server noted the reply,
+    ``message_stop``; an error after the start is an ``event: error``."""
 
     def __init__(self, model: str) -> None:
         self.model = model
@@ -297,6 +301,9 @@ class AnthropicEvents:
         yield _sse({"type": "message_delta", "delta": {"stop_reason": "tool_use" if reply.calls else "end_turn",
                                                        "stop_sequence": None},
                     "usage": _anthropic_usage(reply.usage)}, "message_delta")
+
+    def last(self) -> Iterator[str]:
+        """The stream's last event: the client reads the request's ledger entries once it has it."""
         yield _sse({"type": "message_stop"}, "message_stop")
 
     def error(self, body: dict[str, Any]) -> Iterator[str]:

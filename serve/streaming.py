@@ -14,7 +14,12 @@ the turn's answer; a step that called (the client's tools or the engine's) shows
 engine call written inline is never shown.
 
 ``Stream`` joins the driving task (the producer: it holds the session's lock, ingests, drives the turn
-and posts events) and the response's generator (the consumer: it writes each event as SSE). The
+and posts events) and the response's generator (the consumer: it writes each event as SSE). The reply
+is a handshake in two halves: the consumer writes all of it but the stream's last event and says so
+(``delivered``); the producer then notes the request in the ledger (the ``serve.history`` activity; the
+steps' receipts and the turn's card are in already) and posts ``done``, and only then does the last
+event (``data: [DONE]``, ``message_stop``) go out. A client that reads the ledger as soon as its stream
+ended (bench/serve_live.py counts each request's receipts against its history entry) finds it all. The
 producer never gets cancelled by the client leaving: engine steps and ledger writes run to their end;
 only the wait on the upstream's stream is cut (``guard``), and the conversation then closes the open turn
 ``cancelled`` and records nothing of the request, so the client's retry is ingested as new.
@@ -102,7 +107,7 @@ class ClientGone(VakError):
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # "text" (a delta), "reply" (the last: calls and usage), "error"
+    kind: str  # "text" (a delta), "reply" (calls and usage), "done" (the reply is noted: the last event), "error"
     text: str = ""
     reply: Reply | None = None
     error: BaseException | None = None
@@ -145,8 +150,13 @@ class Stream:
             raise ClientGone("the client closed the stream")
         return work.result()
 
+    def done(self) -> None:
+        """The delivered reply is noted in the ledger: the response may write its last event."""
+        self.events.put_nowait(Event("done"))
+
     async def deliver(self, reply: Reply) -> bool:
-        """Post the reply and wait until the response has written it; False: the client left first."""
+        """Post the reply and wait until the response has written it, all but its last event (which waits
+        for :meth:`done`); False: the client left first."""
         if self.gone:
             return False
         self.events.put_nowait(Event("reply", reply=reply))

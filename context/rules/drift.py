@@ -10,8 +10,13 @@ next one with a :class:`Verdict` (no clock, no I/O: the loop writes what a verdi
   the world as it is now) and the text they returned.
 * :func:`after_cards` after ``present``: a batch whose every card repeats one already shown is a no-op;
   three consecutive such batches close the turn on that card.
-* :func:`after_reply` on a step with no tool call: empty step, model drift (a verbatim repeat of a prior
-  turn's narration), freshness of a prose answer; otherwise the reply is the answer.
+* :func:`after_reply` on a step with no tool call: empty step, a copied rule note, a reply that only repeats
+  the directive, model drift (a verbatim repeat of a prior turn's narration), freshness of a prose answer;
+  otherwise the reply is the answer.
+
+No nudge or intercept error quotes the directive: it names "the user's request above" instead, because
+Qwen2.5-Coder-1.5B copied a quoted directive at the end of a nudge as its answer, and later turns copied
+that (live runs). The directive stays in its own message, where the model reads it.
 * :func:`gate_repeats` before a step's world calls run: a read-only call whose (name, arguments) already
   ran this turn, with no world-changing call since, is not run again; its error result names the earlier
   call. A second such step closes the turn quoting the earlier result (``redo=True``: the first time, it
@@ -40,7 +45,8 @@ from vak_context.context.rules.freshness import (
 REPEAT_BATCHES = 3  # consecutive all-repeat card batches that close the turn on that card
 DRIFT_EVENTS = 3  # consecutive model-drift events that end the turn degraded
 # The notes the rules write into the conversation; a reply that starts with one is the model copying it.
-RULE_NOTE = re.compile(r"\s*\[(empty-step|freshness-check|repeated-call|steering-drift|topic-mismatch|rule-echo)\]")
+RULE_NOTE = re.compile(
+    r"\s*\[(empty-step|freshness-check|repeated-call|steering-drift|topic-mismatch|rule-echo|directive-echo)\]")
 # Tools whose result cannot change within a turn unless a world-changing call runs: the workspace is
 # read-only, recall reads earlier turns, find_tools ranks a fixed catalogue. Only the default of these pure
 # functions: the turn loop passes the set its tools declare (ToolDecl.read_only).
@@ -82,6 +88,7 @@ class RuleState:
     repeat_batches: int = 0
     empty_redos: int = 0
     echo_redos: int = 0
+    directive_echo_redos: int = 0
     freshness_strikes: int = 0
     topic_strikes: int = 0
     drift_events: int = 0
@@ -123,8 +130,7 @@ def gate_cards(state: RuleState, cards: Sequence[tuple[int, Mapping[str, Any]]],
             return (replace(state, freshness_strikes=state.freshness_strikes + 1),
                     {i: _FRESHNESS_AGAIN for i, _ in cards},
                     Verdict("close", "freshness-check", fail_closed_statement(last_figure(figures)), "degraded"))
-        error = freshness_nudge(state.directive)
-        return replace(state, freshness_strikes=1), {i: error for i, _ in cards}, CONTINUE
+        return replace(state, freshness_strikes=1), {i: FRESHNESS_NUDGE for i, _ in cards}, CONTINUE
     if not state.evidence:
         return state, {}, CONTINUE  # topic mismatch is scoped to turns where a retrieval succeeded
     vocabulary = words(state.directive) | words(" ".join(state.evidence))
@@ -134,7 +140,7 @@ def gate_cards(state: RuleState, cards: Sequence[tuple[int, Mapping[str, Any]]],
     if state.topic_strikes >= 1:
         return (replace(state, topic_strikes=state.topic_strikes + 1), {i: _TOPIC_AGAIN for i, _ in cards},
                 Verdict("close", "topic-mismatch", evidence_statement(state.evidence), "degraded"))
-    error = (f"[topic-mismatch] a card of this step shares no words with the request ({state.directive!r}) or "
+    error = ("[topic-mismatch] a card of this step shares no words with the user's request above or "
              "with what this turn's tools returned; it looks copied from an earlier turn. Build the card from "
              "this turn's results, or answer in prose.")
     return replace(state, topic_strikes=1), {i: error for i, _ in cards}, CONTINUE
@@ -144,10 +150,9 @@ _FRESHNESS_AGAIN = "[freshness-check] still nothing observed this turn; the turn
 _TOPIC_AGAIN = "[topic-mismatch] a second unrelated card; the turn ends quoting this turn's results instead."
 
 
-def freshness_nudge(directive: str) -> str:
-    return (f"[freshness-check] {directive!r} asks for a value as it stands now, and no tool that reads the "
-            "current state has succeeded in this turn, so any figure in context is from an earlier time. Call "
-            "a tool that observes it first, or say plainly that you have no live data.")
+FRESHNESS_NUDGE = ("[freshness-check] the user's request above asks for a value as it stands now, and no tool "
+                   "that reads the current state has succeeded in this turn, so any figure in context is from an "
+                   "earlier time. Call a tool that observes it first, or say plainly that you have no live data.")
 
 
 def evidence_statement(evidence: Sequence[str]) -> str:
@@ -287,16 +292,20 @@ def after_reply(state: RuleState, text: str, prior: Sequence[PriorTurn]) -> tupl
         if state.empty_redos == 0:
             return replace(state, empty_redos=1), Verdict("redo", "empty-step", (
                 "[empty-step] your reply had neither text nor a tool call. If you planned a tool call, make it "
-                f"now; otherwise answer: {state.directive!r}"))
+                "now; otherwise answer the user's request above in your own words."))
         return state, Verdict("close", "empty-step", empty_statement(state), "degraded")
     if RULE_NOTE.match(text):  # the live demo: Qwen answered a new turn with the previous turn's rule note
         if state.echo_redos == 0:
             return replace(state, echo_redos=1), Verdict("redo", "rule-echo", (
-                "[rule-echo] that reply copies a note the engine wrote, not an answer. Answer the current request "
-                f"in your own words, or call a tool: {state.directive!r}"))
+                "[rule-echo] that reply copies a note the engine wrote, not an answer. Answer the user's request "
+                "above in your own words, or call a tool."))
         return state, Verdict("close", "rule-echo", (
             f"The model copied the engine's own notes instead of serving {state.directive!r}; "
             "the turn ends without an answer."), "degraded")
+    if echoes_directive(text, state.directive):  # live: Qwen2.5-Coder-1.5B answered with the request itself
+        if state.directive_echo_redos == 0:
+            return replace(state, directive_echo_redos=1), Verdict("redo", "directive-echo", DIRECTIVE_ECHO_NUDGE)
+        return state, Verdict("close", "directive-echo", echo_statement(state), "degraded")
     repeated = narration_of(text)
     asked = words(state.directive)
     # A re-asked question may rightly get the same words back: only a repeat of a turn on another subject
@@ -309,17 +318,63 @@ def after_reply(state: RuleState, text: str, prior: Sequence[PriorTurn]) -> tupl
                 f"The model repeated an earlier turn's answer {events} times instead of serving {state.directive!r}; "
                 "the turn ends without an answer."), "degraded", lower_horizon=True)
         return state, Verdict("redo", "steering-drift", (
-            "[steering-drift] that reply repeats an earlier turn's answer word for word. Serve the current "
-            f"request: {state.directive!r}"), lower_horizon=True)
+            "[steering-drift] that reply repeats an earlier turn's answer word for word. Answer the user's "
+            "current request above, in this turn's terms."), lower_horizon=True)
     state = replace(state, drift_events=0)
     if state.live and not state.observed and not accepts_no_live_data(text):
         if state.freshness_strikes == 0:
-            return replace(state, freshness_strikes=1), Verdict("redo", "freshness-check",
-                                                                freshness_nudge(state.directive))
+            return replace(state, freshness_strikes=1), Verdict("redo", "freshness-check", FRESHNESS_NUDGE)
         figures = [p.figure for p in prior if p.figure is not None]
         return (replace(state, freshness_strikes=state.freshness_strikes + 1),
                 Verdict("close", "freshness-check", fail_closed_statement(last_figure(figures)), "degraded"))
     return state, Verdict("answer", text=text)
+
+
+DIRECTIVE_ECHO_NUDGE = ("[directive-echo] that reply only repeats the user's request; it is not an answer. Give "
+                        "the answer itself in your own words, or call a tool if you need one first.")
+
+
+def echo_statement(state: RuleState) -> str:
+    """The system-authored answer when the model twice answers with the request itself: what the turn's
+    calls found, quoted, else that there is no answer (the directive is not quoted back once more)."""
+    found = set(state.evidence)
+    good = [c for c in state.ran if c.body in found]
+    head = "The model repeated the user's request instead of answering it twice"
+    if not good:
+        return head + "; the turn ends without an answer."
+    return head + ", so the turn ends here.\n" + quoted_results(good)
+
+
+# Quotes a reply may wrap the echo in; removed everywhere before comparing.
+_ECHO_QUOTES = str.maketrans("", "", "\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb\u201e\u300c\u300d")
+_ECHO_EDGES = " \t\n.!?:;,\u2026"
+# Words a reply may put around the copied request and still be only the copy ("answer: ...", "You asked: ...",
+# "otherwise answer: '...'", the words of the old nudge that was copied with it).
+_ECHO_LABELS = frozenset(
+    "answer answers otherwise reply response request directive task question query user users the your you "
+    "asked said wrote is was here final output result".split())
+ECHO_LABEL_WORDS = 6  # at most this many label words beside the copy: a short wrapper, not a reply
+
+
+def _echo_form(text: str) -> str:
+    """``text`` as the echo check compares it: no quotes, lowercased, whitespace collapsed, no edge punctuation."""
+    return " ".join(text.translate(_ECHO_QUOTES).lower().split()).strip(_ECHO_EDGES)
+
+
+def echoes_directive(text: str, directive: str) -> bool:
+    """Whether ``text`` only repeats ``directive``: equal once quotes, case, whitespace and edge punctuation are
+    set aside, or the directive (once or more) inside a short wrapper of label words (``"..."``, ``answer: ...``).
+    A directive of fewer than two words never counts: "Hello" answered "Hello!" is a greeting, not an echo."""
+    asked = _echo_form(directive)
+    if len(asked.split()) < 2:
+        return False
+    reply = _echo_form(text)
+    if reply == asked:
+        return True
+    if asked not in reply:
+        return False
+    rest = _WORD.findall(reply.replace(asked, " "))
+    return len(rest) <= ECHO_LABEL_WORDS and all(w in _ECHO_LABELS for w in rest)
 
 
 def stepped(state: RuleState) -> RuleState:

@@ -6,8 +6,9 @@ The caller's loop hands it a rendered body directly (:meth:`WireModel.answer`); 
 (packet summaries, token counts) reach it through ``httpx.MockTransport`` (:meth:`WireModel.handle`), as
 does the engine's loop. What the model does follows the directive: ``search Q``, ``run C`` (``search Q and
 run C``: two calls in one step), ``find tools`` (find_tools), ``recall turn 1`` (recall of turn 1's search
-result, by the evidence id the request shows), and ``long`` (one documented over-length 400 first). A step
-after tool results answers ``Done: <the first result's first 40 characters>``. On OpenAI chat completions
+result, by the evidence id the request shows), and ``long`` (one documented over-length 400 first); a
+request whose last user text is one of the turn rules' nudges (they point at "the user's request above"
+without quoting it) follows the turn's directive, as a model reads it above. A step after tool results answers ``Done: <the first result's first 40 characters>``. On OpenAI chat completions
 a request with ``"stream": true`` is answered as server-sent events (tests/fakes/sse_upstream.py)."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import httpx
 from tests.fakes.embedder import CLOCK_QUERY
 from tests.fakes.provider_bodies.wire import body as documented
 from tests.fakes.sse_upstream import streamed
+from vak_context.context.rules.drift import RULE_NOTE
 
 
 def _tokens(body: dict[str, Any]) -> int:
@@ -199,6 +201,7 @@ class WireModel:
         self.recalled: str | None = None
         self._calls = 0
         self._long: set[str] = set()
+        self._directive = ""  # the last directive seen: what a rule's nudge refers to
         # Served over loopback (on Ray the actors call it from their processes) it answers in the server's
         # threads, beside the embedder's own calls: one answer at a time keeps the records in order.
         self._lock = threading.RLock()
@@ -217,6 +220,9 @@ class WireModel:
         if kind == "tool":
             return 200, self.wire.reply(body, f"Done: {last[0][0][:40]}", [])
         directive = last[0][0]
+        if RULE_NOTE.match(directive):
+            directive = self._directive
+        self._directive = directive
         if "long" in directive and directive not in self._long:
             self._long.add(directive)
             self.overflows += 1

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import httpx
 import openai
 import pytest
 
@@ -25,8 +26,9 @@ from tests.fakes.vak_server import CLIENT_KEY, running
 from vak_context.context.history.turns import TurnIndex
 from vak_context.engine.api import Engine
 from vak_context.events.envelope import Mapper
-from vak_context.serve.conversation import read_held
+from vak_context.serve.conversation import HISTORY, read_held
 from vak_context.serve.protocol import read_anthropic, read_openai
+from vak_context.storage.ledger import LedgerStore
 
 SPEC = "openai-compat:scripted"
 # The first word ends in a comma: a bare trailing word waits for the next delta (it may be the name of a
@@ -172,3 +174,72 @@ def test_errors_before_the_first_byte_keep_their_status_and_after_it_end_the_str
     mapper = Mapper()
     # The 429 and the broken stream each closed their turn failed; the retry's turn answered.
     assert [mapper.payload_of(e).outcome for e in entries if e.kind == "turn_card"] == ["failed", "failed", "completed"]
+
+
+def _read_stream(http: httpx.Client, protocol: str, session: str, messages: list[dict[str, Any]]) -> tuple[str, Any]:
+    """One streamed request read line by line up to its last event (``data: [DONE]``, or Anthropic's
+    ``message_stop``), the response left open; the text it carried and the response, still to close."""
+    if protocol == "openai":
+        body: dict[str, Any] = {"model": "scripted", "stream": True, "stream_options": {"include_usage": True},
+                                "messages": [{"role": "system", "content": SYSTEM}, *messages], "tools": _openai_tools()}
+        path, headers = "/v1/chat/completions", {"authorization": f"Bearer {CLIENT_KEY}"}
+    else:
+        body = {"model": "scripted", "stream": True, "max_tokens": 256, "system": SYSTEM, "messages": messages,
+                "tools": _anthropic_tools()}
+        path, headers = "/v1/messages", {"x-api-key": CLIENT_KEY, "anthropic-version": "2023-06-01"}
+    response = http.send(http.build_request("POST", path, json=body, headers=headers | {"x-vak-session": session}),
+                         stream=True)
+    assert response.status_code == 200
+    text = ""
+    for line in response.iter_lines():
+        if not line.startswith("data: "):
+            continue
+        if line == "data: [DONE]":
+            return text, response
+        event = json.loads(line[6:])
+        if event.get("type") == "message_stop":
+            return text, response
+        for choice in event.get("choices", ()):
+            text += choice["delta"].get("content") or ""
+        if event.get("type") == "content_block_delta" and event["delta"]["type"] == "text_delta":
+            text += event["delta"]["text"]
+    raise AssertionError("the stream ended without its last event")
+
+
+def _noted(ledger: Path, session: str) -> list[str]:
+    """The session's entries as the bench reads them while the server runs (the writer's tail is readable):
+    ``receipt``, ``history`` (a ``serve.history`` activity) and ``turn_card``, in chain order."""
+    mapper = Mapper()
+    with LedgerStore(ledger, readonly=True) as store:
+        entries = store.entries(session)
+    return [e.kind if e.kind != "activity" else "history" for e in entries
+            if e.kind in ("receipt", "turn_card") or (e.kind == "activity" and mapper.payload_of(e).activity == HISTORY)]
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_a_streamed_requests_receipts_and_history_are_in_the_ledger_when_its_last_event_is_read(
+        tmp_path: Path, protocol: str) -> None:
+    """bench/serve_live.py read "0 upstream calls" for a streamed step: it reads the ledger as soon as the
+    stream ends, and the request's ``serve.history`` activity (which the receipts before it are counted
+    against) was appended only after the last event went out. Read at the last event, the response still
+    open: each upstream call's receipt, the turn's card and the request's history are all in, the history last."""
+    replies = [completion(fence(("recall", {"id": "0123456789ab"})), prompt=100), completion(ANSWER, prompt=200),
+               completion("Done: beta.", prompt=300)]
+    upstream_model = ScriptedStream(replies)
+    ledger = tmp_path / "ledger"
+    with serve(upstream_model.handle) as upstream, running(ledger, SPEC, upstream.base_url) as server, \
+            httpx.Client(base_url=server.url, timeout=60, trust_env=False) as http:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "list the notes"}]
+        text, response = _read_stream(http, protocol, "noted", messages)
+        try:
+            assert text == ANSWER
+            assert _noted(ledger, "noted") == ["receipt", "receipt", "turn_card", "history"]
+        finally:
+            response.close()
+        messages += [{"role": "assistant", "content": text}, {"role": "user", "content": "and the second one?"}]
+        text, response = _read_stream(http, protocol, "noted", messages)
+        try:
+            assert text == "Done: beta."
+            assert _noted(ledger, "noted")[4:] == ["receipt", "turn_card", "history"]
+        finally:
+            response.close()

@@ -166,6 +166,21 @@ async def test_a_second_empty_step_ends_the_turn_degraded(tmp_path: Path, worksp
     assert report.answer == closes[0]["statement"] and report.answer.endswith("the turn ends without an answer.")
 
 
+async def test_a_reply_that_only_echoes_the_directive_is_redone_once_then_closed(
+        tmp_path: Path, workspace: Workspace) -> None:
+    """Qwen2.5-Coder-1.5B, live, answered with the request itself: a [directive-echo] nudge (not quoting the
+    request) reaches the model as the last user message; a second echo ends the turn degraded on a statement."""
+    script = Scripted([completion("What do the notes say?"), completion('Answer: "what do the notes say"')])
+    with LedgerStore(tmp_path / "ledger") as store:
+        report = await _loop(store, script, workspace).run("What do the notes say?")
+        nudges = _payloads(store, "nudge")
+        closes = _activities(store, "rule.close")
+    assert [n.tag for n in nudges] == ["directive-echo"] and "notes" not in nudges[0].text
+    assert _last_user_text(script.bodies[1]).endswith(nudges[0].text)
+    assert report.outcome == "degraded" and [c["rule"] for c in closes] == ["directive-echo"]
+    assert report.answer == closes[0]["statement"] and report.answer.endswith("the turn ends without an answer.")
+
+
 async def test_an_empty_step_after_a_card_takes_the_card_as_the_answer(tmp_path: Path, workspace: Workspace) -> None:
     """When a card was already emitted this turn, an empty step ends the turn on it: no nudge, completed."""
     script = Scripted([completion(calls=[card({"label": "Team size", "value": 7})]), completion(thinking="done")])
@@ -247,7 +262,7 @@ async def test_a_card_for_a_directive_without_deixis_is_not_gated(tmp_path: Path
 async def test_a_verbatim_narration_repeat_is_nudged_and_three_end_the_turn_degraded(
         tmp_path: Path, workspace: Workspace) -> None:
     """A reply that repeats the previous turn's narration word for word gets a [steering-drift] nudge
-    naming the current directive; the third consecutive repeat ends the turn degraded. Far from the
+    pointing at the current request (not quoting it: a small model copies a quoted directive); the third consecutive repeat ends the turn degraded. Far from the
     horizon (100 of 16,000 tokens) the horizon keeps its confidence."""
     said = "The notes list alpha, beta and gamma."
     script = Scripted([completion(said)] * 4)
@@ -258,7 +273,7 @@ async def test_a_verbatim_narration_repeat_is_nudged_and_three_end_the_turn_degr
         nudges = _payloads(store, "nudge")
         closes = _activities(store, "rule.close")
     assert [n.tag for n in nudges] == ["steering-drift"] * 2
-    assert all("Rename beta to delta in the plan" in n.text for n in nudges)
+    assert all("current request above" in n.text and "Rename beta" not in n.text for n in nudges)
     assert _last_user_text(script.bodies[2]).endswith(nudges[0].text)
     assert report.outcome == "degraded" and [c["rule"] for c in closes] == ["steering-drift"]
     assert report.profile.instruction_horizon.confidence == 0.9

@@ -54,12 +54,13 @@ def test_the_close_quotes_what_the_turn_found_not_the_errors_it_looped_on() -> N
 
 def test_a_reply_that_copies_a_rule_note_is_redone_once_then_closed() -> None:
     """A reply starting with one of the rules' own notes (``[repeated-call] …``, as Qwen answered a new turn in
-    the live demo) is not an answer: the first gets a ``rule-echo`` redo naming the directive, the second closes
-    the turn "degraded"; an answer that merely mentions a bracketed word is still the answer."""
+    the live demo) is not an answer: the first gets a ``rule-echo`` redo pointing at the request (not quoting it,
+    which a small model copies as its answer), the second closes the turn "degraded"; an answer that merely mentions a bracketed word is still the answer."""
     state = drift.start("Read README.md and say what this project is.")
     note = "[repeated-call] not run again: you already called list_dir with these arguments in this turn"
     state, verdict = drift.after_reply(state, note, [])
-    assert (verdict.action, verdict.tag) == ("redo", "rule-echo") and "README.md" in verdict.text
+    assert (verdict.action, verdict.tag) == ("redo", "rule-echo") and "README.md" not in verdict.text
+    assert "the user's request above" in verdict.text
     state, verdict = drift.after_reply(state, "  " + note, [])
     assert (verdict.action, verdict.tag, verdict.outcome) == ("close", "rule-echo", "degraded")
     _, verdict = drift.after_reply(drift.start("What is it?"), "It is a context engine; see [docs] for more.", [])
