@@ -271,14 +271,14 @@ CARD_LEVELS = (
     CardLevel(160, 48, 100),
     CardLevel(100, 36, 72, 80),
     CardLevel(60, 28, 56, 64),
-    CardLevel(40, 20, 40, 48),
+    CardLevel(32, 20, 40, 48),
 )
 
 
 def _render(card: TurnCard, ordinal: int | None, level: CardLevel) -> str:
     recall = f'recall({{"turn": {ordinal}}})' if ordinal is not None else "recall({turn})"
     head = f"Turn {ordinal}" if ordinal is not None else f"Turn {short_id(card.turn_id)}"
-    lines = [f"{head} ({card.outcome}; full record: {recall}). Asked: {_bounded_words(_folded(card.asked), level.asked_chars)}"]
+    lines = [f"{head} ({card.outcome}; {recall}). Asked: {_bounded_words(_folded(card.asked), level.asked_chars)}"]
     lines.extend(_did_line(tool, calls, level) for tool, calls in _grouped(card.did))
     for p in card.answered.presentations:
         digest = _presentation_digest(p)
@@ -371,14 +371,16 @@ def _arg_parts(digest: str) -> list[tuple[str, str]]:
 def bounded_args(digest: str, limit: int = CALL_ARGS_CHARS) -> str:
     """A stored args digest cut to about ``limit`` characters. Identity arguments (ids, names, paths,
     queries, commands: what tells one call from another) come first, then the rest in stored order,
-    whole while they fit; the first is cut with ``…`` when it alone is longer; ``…`` marks the rest."""
+    whole while they fit; ``…`` marks the rest. The first is cut with ``…`` when it alone is longer,
+    unless it is an identity argument within ``CALL_ARGS_CHARS``: a cut id or path names nothing."""
     parts = _arg_parts(_folded(digest))
     text = ", ".join(p for _, p in parts)
     if len(text) <= limit:
         return text
-    ordered = [p for k, p in parts if _IDENTITY.search(k)] + [p for k, p in parts if not _IDENTITY.search(k)]
-    shown = ""
-    for part in ordered:
+    identity = [p for k, p in parts if _IDENTITY.search(k)]
+    ordered = identity + [p for k, p in parts if not _IDENTITY.search(k)]
+    shown = identity[0] if identity and len(identity[0]) <= CALL_ARGS_CHARS else ""
+    for part in ordered[1:] if shown else ordered:
         candidate = f"{shown}, {part}" if shown else part
         if len(candidate) > limit:
             break
