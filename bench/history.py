@@ -15,8 +15,11 @@ larger card.
 The last line is for scripts, and has exactly this form, over the recorded sessions (the issue's
 goals are theirs; the line before it gives the generated sessions' figures the same way):
 ``median card N tokens; 31-turn sessions over 3,000 tokens: M of K; cards larger than their record: C``
-("31-turn": 30 closed turns and the follow-up). "least" is the history with every turn at its cheaper
-form and none promoted; the planner then spends what the budget has left on Full turns, by value.
+("31-turn": 30 closed turns and the follow-up). "least" is the history with every planned turn (not one
+behind a reset) at its cheaper form and none promoted; the planner then spends what the budget has left
+on Full turns, by value. A card over ``turncard.CARD_CHARS`` shows its narration, asked text and
+arguments bounded (``turncard.CARD_LEVELS``): the generated sessions' cards were ~150 tokens with the
+quoting answer whole, and are now ~96.
 
 Run: ``.venv/bin/python bench/history.py`` (about 40 s; ``--generated 0`` skips the generated sessions,
 ``--files 'tau-bench*'`` reads only the files that match).
@@ -78,7 +81,7 @@ class Figures:
     card_tokens: tuple[int, ...]  # every closed turn's card, as the planner charges it
     full_tokens: tuple[int, ...]  # the same turns' full records
     rendered: tuple[int, ...]  # the same turns' cards as rendered, before the record bounds them
-    coverage: int  # every turn at its cheaper form (card or record), none promoted: the least history
+    coverage: int  # every planned turn at its cheaper form (card or record), none promoted: the least history
 
     @property
     def larger(self) -> int:
@@ -111,9 +114,9 @@ def measure(store: LedgerStore, session: str, name: str, profile: CapacityProfil
     rendered = tuple(estimate_tokens(len(card_text(view.index, view.index.turn(t.ordinal), view.infos)), tpc)
                      for t in p.turns)
     return Figures(name, recorded, len(p.turns) + 1, p.budget.history, count[Fidelity.FULL], count[Fidelity.CARD],
-                   len(p.turns) - count[Fidelity.FULL] - count[Fidelity.CARD],
+                   count[Fidelity.PACKET],  # a turn behind a reset is in none of the three
                    tuple(t.card_tokens for t in p.turns), tuple(t.full_tokens for t in p.turns), rendered,
-                   sum(min(t.card_tokens, t.full_tokens) for t in p.turns))
+                   sum(min(t.card_tokens, t.full_tokens) for t in p.turns if t.fidelity != Fidelity.BEHIND_RESET))
 
 
 def recorded(store: LedgerStore, folder: Path, min_turns: int, files: str = "*") -> Iterable[tuple[str, str, bool]]:

@@ -25,6 +25,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from vak_context.context.capacity.tokens import estimate_tokens
@@ -230,27 +231,80 @@ def render_card(card: TurnCard, ordinal: int | None = None) -> str:
     Sized for a small model's history (spec §10: ~80 tokens): the recall pointer rides on the head
     line; every call of one tool is one line (its count, its calls' arguments, bounded, and all its
     evidence ids in one tag); the stored narration is shown by the narration rule, whitespace folded.
-    Nothing stored is dropped: the full record is ``recall({"turn": N})`` away, every evidence id
-    and presentation id is on the card. The reading stays in the stored card (the card index's key,
-    never shown in its text). Rendered from the stored fields alone, so an old ledger's cards render
-    the same way.
+    A card longer than ``CARD_CHARS`` so shown is shown at the first of ``CARD_LEVELS`` that fits (or
+    the last): the narration cut at a word to a fixed size, ``… [+N more words]`` saying how much
+    follows, and the calls' arguments bounded tighter. Nothing stored is dropped: the full record is
+    ``recall({"turn": N})`` away, every evidence id and presentation id is on the card at every level,
+    and the stored card keeps the narration whole. The reading stays in the stored card (the card
+    index's key, never shown in its text). Rendered from the stored fields alone, so an old ledger's
+    cards render the same way.
     """
+    text = ""
+    for level in CARD_LEVELS:
+        text = _render(card, ordinal, level)
+        if len(text) <= CARD_CHARS:
+            break
+    return text
+
+
+@dataclass(frozen=True)
+class CardLevel:
+    """How much of its longest fields a card shows: the narration's characters (``None``: by the
+    narration rule alone), one call's argument digest, all the calls of one tool line together, and
+    the asked text's characters (``None``: as stored, by the asked rule)."""
+
+    narration_chars: int | None
+    call_args_chars: int
+    group_args_chars: int
+    asked_chars: int | None = None
+
+
+CALL_ARGS_CHARS = 60  # one call's argument digest, as a card shows it (whole in the full record)
+GROUP_ARGS_CHARS = 140  # all the calls of one tool line together; the rest are counted
+# A card is ~80 tokens in the spec's 31-turn shape (spec §10): 360 characters is 90 tokens at a small
+# model's 0.25 tokens a character. A card within it shows everything; a longer one (a tool-heavy turn
+# with a quoting answer: generated sessions' cards were ~150 tokens) shows its narration and arguments
+# at the first level that fits, the last one when none does.
+CARD_CHARS = 360
+CARD_LEVELS = (
+    CardLevel(None, CALL_ARGS_CHARS, GROUP_ARGS_CHARS),
+    CardLevel(160, 48, 100),
+    CardLevel(100, 36, 72, 80),
+    CardLevel(60, 28, 56, 64),
+    CardLevel(32, 20, 40, 48),
+)
+
+
+def _render(card: TurnCard, ordinal: int | None, level: CardLevel) -> str:
     recall = f'recall({{"turn": {ordinal}}})' if ordinal is not None else "recall({turn})"
     head = f"Turn {ordinal}" if ordinal is not None else f"Turn {short_id(card.turn_id)}"
-    lines = [f"{head} ({card.outcome}; full record: {recall}). Asked: {_folded(card.asked)}"]
-    lines.extend(_did_line(tool, calls) for tool, calls in _grouped(card.did))
+    lines = [f"{head} ({card.outcome}; {recall}). Asked: {_bounded_words(_folded(card.asked), level.asked_chars)}"]
+    lines.extend(_did_line(tool, calls, level) for tool, calls in _grouped(card.did))
     for p in card.answered.presentations:
         digest = _presentation_digest(p)
         shown = f'- card {p.semantic_type} "{p.title}" [presentation:{short_id(p.id)}]'
         lines.append(f"{shown}: {digest}" if digest else shown)
     narration = _folded(narration_of(card.answered.narration)).replace("**", "")  # bold marks: form, not fact
     if narration:
-        lines.append(f"Answered: {narration}")
+        lines.append(f"Answered: {_bounded_words(narration, level.narration_chars)}")
     return "\n".join(lines)
 
 
-CALL_ARGS_CHARS = 60  # one call's argument digest, as a card shows it (whole in the full record)
-GROUP_ARGS_CHARS = 140  # all the calls of one tool line together; the rest are counted
+def _bounded_words(text: str, limit: int | None) -> str:
+    """``text`` whole within ``limit`` characters; else its words up to about ``limit``, then
+    ``… [+N more words]`` (the whole is in the stored card and the record). Whole too when the cut
+    form would be no shorter."""
+    if limit is None or len(text) <= limit:
+        return text
+    words = text.split(" ")
+    shown, size = 1, len(words[0])
+    while shown < len(words) and size + 1 + len(words[shown]) <= limit:
+        size += 1 + len(words[shown])
+        shown += 1
+    cut = " ".join(words[:shown]) + f" … [+{len(words) - shown} more words]"
+    return cut if len(cut) < len(text) else text
+
+
 _EVIDENCE_TAG = re.compile(r"\[evidence:([0-9a-f ]+)\]")
 
 
@@ -317,14 +371,16 @@ def _arg_parts(digest: str) -> list[tuple[str, str]]:
 def bounded_args(digest: str, limit: int = CALL_ARGS_CHARS) -> str:
     """A stored args digest cut to about ``limit`` characters. Identity arguments (ids, names, paths,
     queries, commands: what tells one call from another) come first, then the rest in stored order,
-    whole while they fit; the first is cut with ``…`` when it alone is longer; ``…`` marks the rest."""
+    whole while they fit; ``…`` marks the rest. The first is cut with ``…`` when it alone is longer,
+    unless it is an identity argument within ``CALL_ARGS_CHARS``: a cut id or path names nothing."""
     parts = _arg_parts(_folded(digest))
     text = ", ".join(p for _, p in parts)
     if len(text) <= limit:
         return text
-    ordered = [p for k, p in parts if _IDENTITY.search(k)] + [p for k, p in parts if not _IDENTITY.search(k)]
-    shown = ""
-    for part in ordered:
+    identity = [p for k, p in parts if _IDENTITY.search(k)]
+    ordered = identity + [p for k, p in parts if not _IDENTITY.search(k)]
+    shown = identity[0] if identity and len(identity[0]) <= CALL_ARGS_CHARS else ""
+    for part in ordered[1:] if shown else ordered:
         candidate = f"{shown}, {part}" if shown else part
         if len(candidate) > limit:
             break
@@ -332,17 +388,17 @@ def bounded_args(digest: str, limit: int = CALL_ARGS_CHARS) -> str:
     return (shown or ordered[0][: max(1, limit - 1)].rstrip()) + "…"
 
 
-def _call_args(calls: list[TraceLine]) -> list[str]:
+def _call_args(calls: list[TraceLine], level: CardLevel = CARD_LEVELS[0]) -> list[str]:
     """Each call's bounded digest, identical ones once; calls that differ in one argument alone
     (``reservation_id="A"``, ``reservation_id="B"``) as that key once and the values (``key=A|B``)."""
-    digests = list(dict.fromkeys(bounded_args(t.args_digest) for t in calls))
+    digests = list(dict.fromkeys(bounded_args(t.args_digest, level.call_args_chars) for t in calls))
     split = [_arg_parts(d) for d in digests]
     if len(digests) > 1 and all(len(p) == 1 and p[0][0] for p in split) and len({p[0][0] for p in split}) == 1:
         key = split[0][0][0]
         values = [p[0][1][len(key) + 1 :] for p in split]
         shown = values[:1]
         for v in values[1:]:
-            if len(key) + 1 + len("|".join([*shown, v])) > GROUP_ARGS_CHARS:
+            if len(key) + 1 + len("|".join([*shown, v])) > level.group_args_chars:
                 break
             shown.append(v)
         more = f"|+{len(values) - len(shown)} more" if len(shown) < len(values) else ""
@@ -350,12 +406,12 @@ def _call_args(calls: list[TraceLine]) -> list[str]:
     return digests
 
 
-def _did_line(tool: str, calls: list[TraceLine]) -> str:
+def _did_line(tool: str, calls: list[TraceLine], level: CardLevel = CARD_LEVELS[0]) -> str:
     """One line for every call of ``tool``: ``- tool ×n(args; args; +k more) → shapes [evidence:ids]``."""
-    digests = _call_args(calls)
+    digests = _call_args(calls, level)
     shown: list[str] = []
     for d in digests:
-        if shown and len("; ".join([*shown, d])) > GROUP_ARGS_CHARS:
+        if shown and len("; ".join([*shown, d])) > level.group_args_chars:
             break
         shown.append(d)
     if len(shown) < len(digests):

@@ -35,7 +35,7 @@ async def test_the_embedding_example_runs_its_two_turns(tmp_path: Path, capsys: 
     results = [m["content"] for body in model.requests for m in body["messages"][-1:] if m["role"] == "tool"]
     assert '"0.1.0 shipped on 2026-12-01"' in results[0] and results[1] == "hello\nexit code: 0"
     assert "<stance>Say which note or command output the answer comes from.</stance>" in str(model.requests[0])
-    assert 'Turn 2 (completed; full record: recall({"turn": 2})). Asked: run echo hello' in out
+    assert 'Turn 2 (completed; recall({"turn": 2})). Asked: run echo hello' in out
 
 
 async def test_the_callers_loop_example_runs_its_two_turns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -45,4 +45,4 @@ async def test_the_callers_loop_example_runs_its_two_turns(tmp_path: Path, capsy
         await main(folder=str(tmp_path / "ledger"), model="openai:gpt-4o-mini", base_url="http://127.0.0.1:9/v1",
                    http_client=client, api_key="sk-test-doc-0123456789", window=8_000)
     out = capsys.readouterr().out
-    assert out.count("[completed] Done:") == 2 and 'Turn 2 (completed; full record: recall({"turn": 2})). Asked: run echo hello' in out
+    assert out.count("[completed] Done:") == 2 and 'Turn 2 (completed; recall({"turn": 2})). Asked: run echo hello' in out

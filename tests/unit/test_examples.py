@@ -48,6 +48,6 @@ async def test_callers_loop_runs_two_turns_with_its_own_client_and_tools(
                                         http_client=client, api_key="sk-test-example-0123456789", window=8_000,
                                         base_url="http://127.0.0.1:9/v1")
     out = capsys.readouterr().out
-    assert out.count("[completed] Done:") == 2 and 'Turn 2 (completed; full record: recall({"turn": 2})). Asked: run echo hello' in out
+    assert out.count("[completed] Done:") == 2 and 'Turn 2 (completed; recall({"turn": 2})). Asked: run echo hello' in out
     results = [m["content"] for body in model.requests for m in body["messages"][-1:] if m["role"] == "tool"]
     assert '"0.1.0 shipped on 2026-12-01"' in results[0] and results[1] == "hello\nexit code: 0"

@@ -5,10 +5,12 @@ On the recorded sessions: the median card is at most 100 tokens, every 31-turn s
 3,000 tokens of history, no card costs more than its turn's full record, and nothing model-visible is
 cut (the no-cut checker, tests/fakes/nocut.py, on the ledger; and on the projected request, every
 evidence id of a carried turn is named). The generated sessions (``vak_context.sessions.generator``:
-two to three tool calls and a quoting answer every turn) are held to the same card bound against the
-record and the same no-cut checks; their history is not held under 3,000 (its cheapest form alone is
-about 4.7k tokens, and the planner spends what an 8k budget has left on Full turns; bench/history.py
-prints both).
+two to three tool calls and a quoting answer every turn) are held to the same card bounds (median at
+most 100 tokens, none above its record), the same no-cut checks, and the same 30-turn shape at its
+cheapest: every turn carried at its cheaper form, no packet, under 3,000 tokens. Their planned history
+is larger (3.7k-5.9k): an 8k budget holds more than that, and the planner spends what is left on Full
+turns by value (docs/PLANNER.md, "Value and fill"); the recorded 31-turn session is under 3,000 Full
+because its records are short. bench/history.py prints both.
 """
 
 from __future__ import annotations
@@ -95,13 +97,21 @@ def test_recorded_sessions_keep_cards_at_the_specs_size_and_31_turns_under_3k(im
     assert statistics.median(cards) <= 100
 
 
-def test_generated_sessions_keep_cards_no_larger_than_their_record_and_nothing_cut(tmp_path: Path) -> None:
+def test_generated_sessions_keep_cards_at_the_specs_size_and_30_turns_fit_in_3k_at_their_cheapest(
+    tmp_path: Path,
+) -> None:
+    cards = []
     with LedgerStore(tmp_path / "ledger") as store:
-        for seed in (0, 1):
+        for seed in (0, 1, 2):  # bench/history.py's generated sessions
             session = f"generated-{seed}"
             generate_session(seed=seed, turns=30, append=lambda p, b, s=session: store.append_one(s, p, blob=b))
             _view, p = _planned(store, session)
-            assert len(p.turns) == 30
-            cards = [t.card_tokens for t in p.turns]
-            # tool-heavy turns: one line a tool, bounded arguments; about half what one line a call cost
-            assert max(cards) < 300 and statistics.median(cards) < 200
+            assert len(p.turns) == 30 and p.packet is None  # 30 closed turns and the follow-up: a 31-turn session
+            planned = [t for t in p.turns if t.fidelity != Fidelity.BEHIND_RESET]  # the generator resets after turn 1
+            cheapest = sum(min(t.card_tokens, t.full_tokens) for t in planned)
+            assert cheapest < 3_000, (session, cheapest)  # every turn at its cheaper form: spec §10's shape
+            promoted = sum(t.full_tokens - t.card_tokens for t in planned
+                           if t.fidelity == Fidelity.FULL and t.full_tokens > t.card_tokens)
+            assert p.budget.history == cheapest + promoted <= p.budget.budget  # the rest is Full turns, by value
+            cards += [t.card_tokens for t in p.turns]
+    assert statistics.median(cards) <= 100  # tool-heavy turns' cards, bounded (was ~150 with the answer whole)

@@ -58,8 +58,8 @@ async def test_the_assembler_projects_what_the_planner_plans_and_every_plan_name
     assert services.planner is planner and services.assembler.planner is planner
     store.append("s", [Directive(text="And the copper price?"), TurnTail(text="<tail/>")])
     step = StepRequest(model="claude-test", system="You help.", tools=(), tail="<tail/>", max_tokens=64)
-    first = await services.assemble(_profile(1600), step)
-    again = await services.assemble(_profile(1600), step)
+    first = await services.assemble(_profile(1400), step)
+    again = await services.assemble(_profile(1400), step)
     plans = [(e.id, store.payload(e.id)) for e in store.entries("s") if e.kind == "plan"]
     store.close()
     assert asked == ["cheap"] and first.written and first.fidelity["packet"] > 0, first.fidelity

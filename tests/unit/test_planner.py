@@ -138,7 +138,7 @@ def test_everything_fits_at_full_on_a_large_profile() -> None:
 
 def test_overflow_collapses_into_one_packet_in_batches_of_eight_from_the_first_turn() -> None:
     b = build_session(20, tools_per_turn=2, answer_words=60)
-    p = _tight(b, -1200, "What is in the quarterly report?")
+    p = _tight(b, -800, "What is in the quarterly report?")
     assert p.packet is not None
     first, last = p.packet_range  # type: ignore[misc]
     assert first == 1 and last % PACKET_BATCH_TURNS == 0
@@ -234,7 +234,7 @@ def _store_summary(b: SessionBuilder, first: int, last: int, words: int, model: 
 
 def test_a_stored_packet_is_rendered_only_for_exactly_its_range() -> None:
     b = build_session(20, tools_per_turn=1, answer_words=50)
-    p = _tight(b, -900, "next")
+    p = _tight(b, -500, "next")
     assert p.packet is not None and p.packet.needs_summary
     first, last = p.packet_range  # type: ignore[misc]
     other = _store_summary(b, first, last - 1 if last > first else last, 10)
@@ -254,7 +254,7 @@ def test_a_stored_packet_is_rendered_only_for_exactly_its_range() -> None:
 
 def test_a_stored_packet_too_large_for_the_room_falls_back_to_the_list_without_a_new_call() -> None:
     b = build_session(20, tools_per_turn=1, answer_words=50)
-    p = _tight(b, -900, "next")
+    p = _tight(b, -500, "next")
     assert p.packet is not None
     _store_summary(b, *p.packet_range, words=5000)  # type: ignore[misc]
     again = b.view.plan(profile(p.budget.horizon), "next", prefix_tokens=0, tail_tokens=0, state=p.state)

@@ -30,7 +30,7 @@ def _profile(name: str, horizon: int, window: int, out: int) -> CapacityProfile:
     return CapacityProfile(ProfileKey("local", name), window, Horizon(horizon, 0.9, 0.0), Ewma(0.25, 5), out)
 
 
-SMALL = _profile("small", 1_800, 8_192, 256)  # a summary packet over turns 1-8 of a 14-turn session
+SMALL = _profile("small", 1_500, 8_192, 256)  # a summary packet over turns 1-8 of a 14-turn session
 LARGE = _profile("large", 200_000, 200_000, 8_192)
 DEAD = _profile("dead", 0, 8_192, 256)  # the probe saw it follow the instruction at no size
 SYSTEM = "You are an agent. " * 20

@@ -62,7 +62,7 @@ def _profile(name: str, horizon: int) -> CapacityProfile:
     return CapacityProfile(ProfileKey("local", name), 8_192, Horizon(horizon, 0.9, 0.0), Ewma(0.25, 5), 256)
 
 
-PACKED = _profile("packed", 3_000)  # a summary packet over the early turns of a 12-turn session
+PACKED = _profile("packed", 2_200)  # a summary packet over the early turns of a 12-turn session
 DEAD = _profile("dead", 0)  # followed the instruction at no size: a rescue's reset-with-handoff
 
 

@@ -8,6 +8,7 @@ from tests.fakes.imported import TOKENS_PER_CHAR, Imported
 from tests.fakes.sessions import Chain
 from vak_context.context.history.render import SHORT_ID
 from vak_context.context.history.turncard import (
+    CARD_CHARS,
     args_digest,
     asked_of,
     bounded_args,
@@ -191,7 +192,8 @@ def _trace(tool: str, digest: str, ev: str | None, shape: str = "json") -> Trace
 
 
 def test_a_tool_heavy_card_is_one_line_a_tool_with_bounded_arguments_and_every_id() -> None:
-    """Issue 26: repeated calls of one tool are one line (count, arguments bounded, all ids in one tag)."""
+    """Issue 26: repeated calls of one tool are one line (count, arguments bounded, all ids in one tag);
+    a card over CARD_CHARS shows its arguments at the tightest level, identity arguments whole."""
     ids = [f"{i:x}" * 64 for i in range(1, 10)]
     did = (
         *(_trace("get_reservation_details", f'reservation_id="R{i}"', ids[i]) for i in range(5)),
@@ -206,18 +208,43 @@ def test_a_tool_heavy_card_is_one_line_a_tool_with_bounded_arguments_and_every_i
                     answered=Answer(narration="Done.\n\n1. **R2** cancelled"))
     text = render_card(card, 3)
     lines = text.splitlines()
-    assert lines[0] == 'Turn 3 (completed; full record: recall({"turn": 3})). Asked: Cancel my long flights.'
+    assert len(text) > CARD_CHARS  # nine calls: no level fits, so the last one is shown
+    assert lines[0] == 'Turn 3 (completed; recall({"turn": 3})). Asked: Cancel my long flights.'
     assert lines[1] == ('- get_reservation_details ×5(reservation_id="R0"|"R1"|"R2"|"R3"|"R4") → json '
                         f"[evidence:{' '.join(i[:SHORT_ID] for i in ids[:5])}]")
     assert lines[2].startswith("- search_direct_flight ×2(date=") and "→ json, error" in lines[2]
-    assert lines[3].startswith('- think(thought="a long chain') and lines[3].count("…") == 1
-    assert 'reservation_id="WUNA5K"' in lines[4]  # the identity argument is kept when the digest is cut
+    assert lines[3].startswith('- think(thought="a long') and lines[3].count("…") == 1
+    assert '(reservation_id="WUNA5K"…)' in lines[4]  # the identity argument is kept whole when the digest is cut
     assert lines[5] == "- get_user(user_id=\"u1\") → none"
     assert lines[6] == "Answered: Done. 1. R2 cancelled"  # whitespace folded, bold marks dropped
     assert card_evidence_ids(text) == [i[:SHORT_ID] for i in ids]
     assert all(len(line) < 300 for line in lines)
     one_line_a_call = sum(len(f"- {t.tool}({t.args_digest}) → {t.shape} [evidence:{'x' * SHORT_ID}]") for t in did)
     assert len(text) < one_line_a_call / 2
+
+
+def test_a_long_card_bounds_its_narration_and_asked_with_an_ellipsis_and_keeps_every_id() -> None:
+    """A card within CARD_CHARS is shown whole; a longer one (a quoting answer, a long question) at the
+    first bounded level that fits: the narration and asked cut at a word, ``… [+N more words]`` saying
+    what follows; the stored card keeps both whole, and every id is still on the card."""
+    short = TurnCard(turn_id="a" * 64, asked="What is copper at?",
+                     did=(_trace("web_search", 'q="copper"', "b" * 64, "search"),),
+                     answered=Answer(narration="Copper is at $9,100."))
+    assert render_card(short, 2).endswith("Answered: Copper is at $9,100.") and len(render_card(short, 2)) <= CARD_CHARS
+    quote = " ".join(f"word{i}" for i in range(55))  # under 60 words: the narration rule keeps it whole
+    asked = "Which files does the planner read, and what does each of them hold? " + " ".join(["Quote them."] * 12)
+    ids = [f"{i:x}" * 64 for i in range(1, 4)]
+    card = TurnCard(turn_id="a" * 64, asked=asked, did=tuple(
+        _trace(tool, f'path="docs/{tool}.md"', eid, "read") for tool, eid in zip(("a", "b", "c"), ids, strict=True)),
+        answered=Answer(narration=f"Quoting the results: {quote}."))
+    text = render_card(card, 4)
+    assert len(text) <= CARD_CHARS
+    answered = text.splitlines()[-1]
+    assert answered.startswith("Answered: Quoting the results: word0") and answered.endswith(" more words]")
+    assert " … [+" in text.splitlines()[0]  # the asked text, bounded too
+    assert card.answered.narration.endswith("word54.") and card.asked == asked  # stored whole
+    assert card_evidence_ids(text) == [i[:SHORT_ID] for i in ids]
+    assert all(f'path="docs/{tool}.md"' in text for tool in "abc")  # identity arguments whole
 
 
 def test_bounded_args_keeps_identity_arguments_first_and_reads_json_digests() -> None:
