@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from vak_context.errors import LedgerClosed
+from vak_context.storage.ledger_paths import SEARCH_DIR
 
 log = logging.getLogger("vak.search")
 
@@ -107,14 +108,14 @@ class CatchUp:
             self._catch_up(session)
 
     def _catch_up(self, session: str) -> None:
-        from vak_context.storage.search import WriterIndex, search_path
-
         store = self.store
         root = Path(store.root)
         with index_lock(root, session):
             if self._stopping.is_set():
                 return
             try:
+                from vak_context.storage.search import WriterIndex  # whoosh: imported once a turn closed
+
                 if session not in store.sessions():
                     return  # a turn that ended before it wrote anything
                 WriterIndex(store, session, stop=self._stopping.is_set).close()
@@ -126,7 +127,7 @@ class CatchUp:
                 self.errors.append(why)
                 log.warning("search index of %r: the catch-up at a turn's close failed (%s); the next "
                             "session_search rebuilds it", session, why)
-                _discard(search_path(root, session))
+                _discard(root / "sessions" / session / SEARCH_DIR)
 
 
 def _discard(folder: Path) -> None:

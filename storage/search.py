@@ -38,8 +38,8 @@ from vak_context.bm25 import K1, B, terms
 from vak_context.context.history.searchdocs import SearchDoc, SessionDocs
 from vak_context.errors import LedgerCorrupt, UnknownSession
 from vak_context.events.envelope import StoredEntry
+from vak_context.storage.ledger_paths import SEARCH_DIR
 
-SEARCH_DIR = "_search"
 STATE_FILE = "vak-state.json"
 SEARCH_FORMAT = "vak-search/2"  # 2: recall and session_search results are not indexed (an older index is rebuilt)
 INDEXED_KINDS = frozenset({"directive", "evidence_body", "turn_card", "presentation"})
