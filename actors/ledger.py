@@ -32,8 +32,9 @@ class LedgerActor:
     def __init__(self, root: str) -> None:
         self.root = root
         # No index on the append path (docs/SEARCH.md): indexing in this process holds the GIL and
-        # multiplied an append's median time by about 10 here. A session's index is caught up lazily, at
-        # its session_search (``session_search`` below), and `vak reindex` builds it.
+        # multiplied an append's median time by about 10 here. A session's index is caught up when one of
+        # its turns closes (``index_later``, on the store's own background thread), and at its
+        # session_search (``session_search`` below); `vak reindex` builds it.
         self.store = LedgerStore(root)
 
     def append(
@@ -83,6 +84,16 @@ class LedgerActor:
         """``session_search`` run here, where the session's writer lock is: its index caught up from the
         ledger and searched (``storage/sessionsearch.py``); other sessions of the scope read-only."""
         return search_sessions(self.store, session, query, scope, limit)
+
+    def index_later(self, session: str) -> bool:
+        """A turn of ``session`` closed: queue a catch-up of its search index on the store's background
+        thread (``storage/catchup.py``) and return at once, so this actor's threads stay free for appends
+        (the catch-up still shares this process's interpreter with them)."""
+        return self.store.index_later(session)
+
+    def index_idle(self) -> None:
+        """Return once no background catch-up is queued or running here (tests, benches)."""
+        self.store.index_idle()
 
     def recoveries(self) -> list[dict[str, Any]]:
         return list(self.store.recoveries)

@@ -30,17 +30,21 @@ class InProcessServices:
     """The turn loop's services without Ray: the actor classes as plain objects sharing one LedgerStore.
 
     The store is the folder's writer; ``append`` runs it in a thread so the loop's event loop never waits
-    on a sync. ``planner`` is the assembler's planner when no assembler is given (None: a plain one)."""
+    on a sync. ``planner`` is the assembler's planner when no assembler is given (None: a plain one).
+    ``index_at_close``: catch the session's search index up in the background when a turn closes
+    (False: only at a ``session_search``, docs/SEARCH.md)."""
 
     def __init__(self, store: LedgerStore, session: str, *, assembler: AssemblerActor | None = None,
                  evidence: EvidenceActor | None = None, probe: ProbeActor | None = None,
-                 probe_target: ProbeTarget | None = None, planner: PlannerActor | None = None) -> None:
+                 probe_target: ProbeTarget | None = None, planner: PlannerActor | None = None,
+                 index_at_close: bool = True) -> None:
         root = str(store.root)
         self.store, self.session = store, session
         self.assembler = assembler or AssemblerActor(root, store, planner=planner)
         self.planner = self.assembler.planner
         self.evidence = evidence or EvidenceActor(root, store)
         self.probe, self.probe_target = probe, probe_target
+        self.index_at_close = index_at_close
 
     async def append(self, payloads: Sequence[Any]) -> list[str]:
         return await asyncio.to_thread(self.store.append, self.session, list(payloads))
@@ -82,5 +86,11 @@ class InProcessServices:
         return from_record(record) if record is not None else None
 
     async def turn_finished(self) -> None:
+        """The turn closed: the session's search index is caught up in the store's background thread
+        (``storage/catchup.py``; returns at once), and the probe may run in the idle time."""
+        if self.index_at_close:
+            index_later = getattr(self.store, "index_later", None)  # a LedgerStore's (not a test double's)
+            if index_later is not None:
+                index_later(self.session)
         if self.probe is not None and self.probe_target is not None:
             await self.probe.turn_finished(self.probe_target)

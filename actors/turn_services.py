@@ -45,12 +45,15 @@ async def _call(what: str, ref: Awaitable[T]) -> T:
 class RayServices:
     """The turn loop's services as calls to the folder's actors (the Ray form of ``InProcessServices``).
 
-    ``root``: the ledger folder; its actors are got or created by name (one writer per folder)."""
+    ``root``: the ledger folder; its actors are got or created by name (one writer per folder).
+    ``index_at_close``: the LedgerActor catches the session's search index up in the background when a
+    turn closes (False: only at a ``session_search``, docs/SEARCH.md)."""
 
     def __init__(self, root: str | os.PathLike[str], session: str, *, probe: Any = None,
-                 probe_target: ProbeTarget | None = None) -> None:
+                 probe_target: ProbeTarget | None = None, index_at_close: bool = True) -> None:
         self.session = session
-        handle = ledger_actor(root)
+        self.index_at_close = index_at_close
+        handle = self.ledger_handle = ledger_actor(root)
         self.ledger = LedgerClient(os.fspath(root), handle, coalesce=False)  # appends come from one event loop
         self.evidence = evidence_actor(root, ledger=handle)
         self.planner = planner_actor(root, ledger=handle)  # the assembler's planner (also for explain)
@@ -98,13 +101,19 @@ class RayServices:
         return from_record(record) if record is not None else None
 
     async def turn_finished(self) -> None:
+        """The turn closed: the LedgerActor queues a catch-up of the session's search index on its store's
+        background thread (the call returns at once, leaving the actor's threads to appends), and the
+        probe may run in the idle time."""
+        if self.index_at_close:
+            await _call("ledger index_later", self.ledger_handle.index_later.remote(self.session))
         if self.probe is not None and self.probe_target is not None:
             await _call("probe turn_finished", self.probe.turn_finished.remote(self.probe_target))
 
 
 def ray_services(root: str | os.PathLike[str], session: str, endpoint: ModelEndpoint, key: ProfileKey, *,
                  probe: bool = True, local: bool | None = None, settings: ProbeSettings | None = None,
-                 probe_session: str = "capacity", config: Any = None) -> tuple[RayServices, ProbeTarget | None]:
+                 probe_session: str = "capacity", config: Any = None,
+                 index_at_close: bool = True) -> tuple[RayServices, ProbeTarget | None]:
     """The turn services for a session bound to ``endpoint`` on the Ray cluster this process is connected
     to: every role its actor (the folder's Ledger, Planner, Assembler, Evidence and, with ``probe``, Probe
     actors, got or created by name), and the probe target built from the bound model. Pass ``endpoint`` as
@@ -113,7 +122,7 @@ def ray_services(root: str | os.PathLike[str], session: str, endpoint: ModelEndp
     Provider keys are read from the environment inside the actors: on a connected cluster, the workers
     need the key in their environment."""
     if not probe:
-        return RayServices(root, session), None
+        return RayServices(root, session, index_at_close=index_at_close), None
     target = probe_target_for(endpoint, key, local=local, settings=settings)
     actor = probe_actor(root, session=probe_session, config=config)
-    return RayServices(root, session, probe=actor, probe_target=target), target
+    return RayServices(root, session, probe=actor, probe_target=target, index_at_close=index_at_close), target

@@ -13,7 +13,8 @@
    registers the workspace tools), the engine's own (recall, find_tools, session_search) through
    :func:`~vak_context.agent.tools.engine_tools`. A tool that raises gives the model an error result
    naming the exception, and the turn goes on;
-4. the TurnCard closes the turn; ``turn_finished`` lets the probe run in the idle time. An exception mid-turn
+4. the TurnCard closes the turn; ``turn_finished`` queues the session's search index catch-up and lets the
+   probe run in the idle time. An exception mid-turn
    (a provider's 4xx/5xx or timeout after its retries, the server gone, an actor or the ledger, or a plain
    exception from the caller's own code such as an ``on_step`` callback) closes the turn ``failed`` with a
    ``turn.failed`` activity naming it, then propagates.

@@ -299,7 +299,8 @@ class OpenTurn:
             core.profile = probed
 
     async def finished(self) -> None:
-        """After the turn (however it ended): the probe may run in the idle time."""
+        """After the turn (however it ended): the session's search index is caught up in the background
+        (``storage/catchup.py``) and the probe may run in the idle time, while the next turn waits on its caller."""
         await self.core.services.turn_finished()
 
     async def begin(self) -> None:

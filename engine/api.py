@@ -51,15 +51,21 @@ __all__ = ["Action", "Call", "Card", "Engine", "ModelRequest", "Session", "Step"
 DEFAULT_MAX_STEPS = 8
 DEFAULT_MAX_TOKENS = 512
 REPEAT_RULES = ("close", "redo")  # Session(repeat_rule=...): TurnConfig.repeat_rule
+# Engine.open(search_index=...): when a session's search index is caught up from the ledger: in the
+# background as each turn closes (and the open turn's entries at a search), or only at a session_search.
+SEARCH_INDEX = ("turn-close", "search")
 
 
 class Engine:
     """The engine over one ledger folder, in this process or on Ray. Open it with :meth:`open`; close it (or
     use it as a context manager) to close its sessions and release the folder."""
 
-    def __init__(self, store: LedgerStore | None, *, ray: _RayLink | None = None) -> None:
+    def __init__(self, store: LedgerStore | None, *, ray: _RayLink | None = None,
+                 search_index: str = "turn-close") -> None:
         if (store is None) == (ray is None):
             raise InvalidInput("an Engine has a LedgerStore (in-process) or a Ray link, not both: use Engine.open")
+        _check_search_index(search_index)
+        self.search_index = search_index
         self._store: LedgerStore | None = store
         self._ray = ray
         self._folder = store.root if store is not None else ray.folder  # type: ignore[union-attr]
@@ -67,7 +73,8 @@ class Engine:
         self._sessions: dict[str, Session] = {}
 
     @classmethod
-    def open(cls, ledger_folder: str | os.PathLike[str], *, ray: bool | str | None = None) -> Engine:
+    def open(cls, ledger_folder: str | os.PathLike[str], *, ray: bool | str | None = None,
+             search_index: str = "turn-close") -> Engine:
         """The engine over ``ledger_folder`` (made if missing).
 
         ``ray`` None or False: in this process, which becomes the folder's writer (a session another
@@ -76,13 +83,21 @@ class Engine:
         the running cluster at that address (``host:port`` or ``ray://host:port``). On Ray the folder's
         LedgerActor owns it (several processes may serve one ledger), each role is its actor, and the
         ProbeActor measures each bound model in the background; the folder's path must be the same on
-        the cluster's nodes as here."""
+        the cluster's nodes as here.
+
+        ``search_index``: when each session's full-text index (``session_search``, docs/SEARCH.md) is caught
+        up from the ledger. ``"turn-close"`` (the default): in the background as each turn closes (in this
+        process's store, or in the LedgerActor on Ray), so a search pays only for the open turn's entries;
+        ``"search"``: only when the session is searched (its first search indexes all of it). Appends never
+        index either way."""
+        _check_search_index(search_index)
         folder = Path(ledger_folder)
         if ray is None or ray is False:
             from vak_context.storage.ledger import LedgerStore
 
-            return cls(LedgerStore(folder))  # the search index is opt-in for now (actors/ledger.py says why)
-        return cls(None, ray=_RayLink.join(folder, ray))
+            # No index on the append path (actors/ledger.py says why): caught up at turn close or search.
+            return cls(LedgerStore(folder), search_index=search_index)
+        return cls(None, ray=_RayLink.join(folder, ray), search_index=search_index)
 
     @property
     def folder(self) -> Path:
@@ -165,6 +180,22 @@ class Engine:
         if self._ray is not None:
             self._ray.release()
 
+    def index_idle(self) -> None:
+        """Block until no background catch-up of a session's search index is queued or running (with
+        ``search_index="turn-close"``: in this process's store, or on Ray in the folder's LedgerActor). For
+        tests and benches: turns never wait on it, and closing the engine stops a running one cleanly."""
+        store = self._live_store()
+        if store is not None:
+            store.index_idle()
+            return
+        import ray
+
+        from vak_context.actors.factory import ledger_actor
+        from vak_context.actors.ray_errors import map_ray_errors
+
+        with map_ray_errors("ledger index_idle"):
+            ray.get(ledger_actor(self._folder).index_idle.remote())
+
     def _forget(self, name: str) -> None:
         self._sessions.pop(name, None)
 
@@ -187,6 +218,11 @@ class Engine:
         for session in list(self._sessions.values()):
             await session.close()
         self.close()
+
+
+def _check_search_index(value: str) -> None:
+    if value not in SEARCH_INDEX:
+        raise InvalidInput(f"search_index must be one of {', '.join(map(repr, SEARCH_INDEX))} (got {value!r})")
 
 
 @dataclass(frozen=True)
@@ -271,7 +307,8 @@ class Session:
             # travel to an actor); the ProbeActor probes it between turns.
             summary = None if o.summary_model is None else await summary_model(
                 o.summary_model, client, self._stack, base_url=o.summary_base_url, fallback_window=profile.declared_window)
-            services, endpoint = ray_services(self._engine.folder, self.name, bound, profile.declared_window, summary)
+            services, endpoint = ray_services(self._engine.folder, self.name, bound, profile.declared_window, summary,
+                                              index_at_close=self._engine.search_index == "turn-close")
         else:
             if self.name in store.sessions():
                 store.head(self.name)  # takes the session's writer lock now: SessionLocked if another writer holds it
@@ -281,7 +318,9 @@ class Session:
                 o.summary_model, client, self._stack, base_url=o.summary_base_url, fallback_window=profile.declared_window)
             assembler = in_process_assembler(store, self.name, bound, profile.declared_window,
                                              lambda: loop.profile.tokens_per_char.value, summary)
-            services, endpoint = InProcessServices(store, self.name, assembler=assembler), None
+            services = InProcessServices(store, self.name, assembler=assembler,
+                                         index_at_close=self._engine.search_index == "turn-close")
+            endpoint = None
         registry = _registry(o.tools, o.workspace)
         surface = surface_for(registry, *(_card_decls() if o.card_tools else ()))
         config = TurnConfig(model=bound.model, provider=bound.provider_name,

@@ -208,7 +208,7 @@ def in_process_assembler(store: LedgerStore, session: str, bound: BoundModel, wi
 
 
 def ray_services(root: str | os.PathLike[str], session: str, bound: BoundModel, window_tokens: int,
-                 summary: tuple[BoundModel, int] | None = None) -> Any:
+                 summary: tuple[BoundModel, int] | None = None, *, index_at_close: bool = True) -> Any:
     """The turn loop's services on Ray for a session bound to ``bound``, and the endpoint its
     ``TurnConfig`` carries: the folder's Ledger, Planner, Assembler and Evidence actors, and its ProbeActor
     with the bound model as the target (probed in the background after a turn, cancelled when a turn on it
@@ -217,7 +217,7 @@ def ray_services(root: str | os.PathLike[str], session: str, bound: BoundModel, 
 
     endpoint = bound.endpoint(window_tokens, None if summary is None else summary[0].endpoint(summary[1]))
     services, _target = actor_services(root, session, endpoint, bound.key, local=True if bound.provider_name == LOCAL
-                                       else None)
+                                       else None, index_at_close=index_at_close)
     return services, endpoint
 
 

@@ -44,6 +44,7 @@ from vak_context.storage.session_state import Group, SessionState, relocate
 from vak_context.storage.verify import VerifyReport, verify_session
 
 if TYPE_CHECKING:  # whoosh is imported only by a store that indexes or searches
+    from vak_context.storage.catchup import CatchUp
     from vak_context.storage.indexer import SearchIndexer
     from vak_context.storage.search import Hit
 
@@ -78,6 +79,7 @@ class LedgerStore(GroupCommit):
         self._where: dict[str, str] = {}  # entry id -> session
         self._lock = threading.RLock()
         self._closed = False
+        self._closing = False
         self._cache: OrderedDict[tuple[str, int], list[StoredEntry]] = OrderedDict()
         self.recoveries: list[dict[str, Any]] = []  # what opening repaired, for callers and tests
         check_ledger_path(self.root, create=not readonly)
@@ -87,6 +89,7 @@ class LedgerStore(GroupCommit):
             from vak_context.storage.indexer import SearchIndexer
 
             self.search_index = SearchIndexer(self)
+        self._catch_up: CatchUp | None = None  # background catch-ups at turn close (storage/catchup.py)
 
     # ------------------------------------------------------------------ sessions
 
@@ -290,6 +293,32 @@ class LedgerStore(GroupCommit):
         self._session(session)
         return read_index(self, session, query, limit)[0]
 
+    def index_later(self, session: str) -> bool:
+        """Catch the session's search index up in this store's background thread (``storage/catchup.py``),
+        called when a turn closes; returns at once. False where this store does not: read-only, closed, or
+        one opened with ``search=True`` (its indexer keeps the index current)."""
+        if self.readonly or self.search_index is not None:
+            return False
+        with self._lock:
+            if self._closing:
+                return False
+            if self._catch_up is None:
+                from vak_context.storage.catchup import CatchUp
+
+                self._catch_up = CatchUp(self)
+            catch_up = self._catch_up
+        return catch_up.schedule(session)
+
+    def index_idle(self) -> None:
+        """Return once no background catch-up is queued or running (tests, benches, the LedgerActor)."""
+        if self._catch_up is not None:
+            self._catch_up.wait_idle()
+
+    @property
+    def catch_up(self) -> CatchUp | None:
+        """The background catch-ups' worker (None until a turn closed), with its counts and errors."""
+        return self._catch_up
+
     def checkpoint(self) -> None:
         """Seal every open segment so plain Arrow readers see all durable entries."""
         for s in list(self._sessions.values()):
@@ -302,6 +331,11 @@ class LedgerStore(GroupCommit):
     def close(self) -> None:
         if self._closed:
             return
+        with self._lock:
+            self._closing = True  # no catch-up is scheduled from here on
+            catch_up = self._catch_up
+        if catch_up is not None:
+            catch_up.close()  # stops a running catch-up at its next entry while entries can be read
         if self.search_index is not None:
             self.search_index.close()  # commits what it buffered while the entries can still be read
         if not self.readonly:

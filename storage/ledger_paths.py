@@ -10,6 +10,8 @@ from vak_context.errors import LedgerPathError, SessionLocked
 from vak_context.names import check_name
 from vak_context.storage.segment_writer import mkdir_durable
 
+SEARCH_DIR = "_search"  # a session's search index (storage/search.py); the underscore keeps it out of the segments
+
 
 def check_ledger_path(root: Path, *, create: bool) -> None:
     """Raise a one-line typed error unless ``root`` is a usable ledger folder.

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,8 +38,8 @@ from vak_context.bm25 import K1, B, terms
 from vak_context.context.history.searchdocs import SearchDoc, SessionDocs
 from vak_context.errors import LedgerCorrupt, UnknownSession
 from vak_context.events.envelope import StoredEntry
+from vak_context.storage.ledger_paths import SEARCH_DIR
 
-SEARCH_DIR = "_search"
 STATE_FILE = "vak-state.json"
 SEARCH_FORMAT = "vak-search/2"  # 2: recall and session_search results are not indexed (an older index is rebuilt)
 INDEXED_KINDS = frozenset({"directive", "evidence_body", "turn_card", "presentation"})
@@ -230,7 +230,10 @@ def docs_from_store(store: Any, session: str, start: int, docs: SessionDocs,
 class WriterIndex:
     """One session's index held by the session's writer: a BufferedWriter (searchable before it commits)."""
 
-    def __init__(self, store: Any, session: str) -> None:
+    def __init__(self, store: Any, session: str, *, stop: Callable[[], bool] | None = None) -> None:
+        """Opened, caught up from the ledger (or rebuilt) and committed. ``stop``, asked between entries, ends
+        the catch-up early (a closing store): what was indexed so far is committed and the state names the
+        last entry taken, so the next open goes on from there."""
         self.store = store
         self.session = session
         self.folder = search_path(Path(store.root), session)
@@ -252,10 +255,16 @@ class WriterIndex:
         self.writer = BufferedWriter(self.ix, period=None, limit=1 << 30, writerargs={"limitmb": 64})
         self.next_seq = start
         self.last_id: str | None = ids[start - 1][0] if start else None
-        for doc in docs_from_store(store, session, start, self.docs, ids):
-            self.writer.add_document(**_fields(doc))
         self.next_seq = len(ids)
-        self.last_id = ids[-1][0] if ids else None
+        entry = -1  # the seq of the entry whose documents are being added
+        for doc in docs_from_store(store, session, start, self.docs, ids):
+            if doc.seq != entry:
+                if stop is not None and stop():
+                    self.next_seq = doc.seq  # this entry and the rest are left to the next open
+                    break
+                entry = doc.seq
+            self.writer.add_document(**_fields(doc))
+        self.last_id = ids[self.next_seq - 1][0] if self.next_seq else None
         self.commit()
 
     @property

@@ -1,13 +1,14 @@
 """``session_search``'s storage half: the session's whoosh index caught up lazily by whoever holds its writer lock.
 
 Indexing stays off the append path: a store that does not index (``Engine.open``'s, the LedgerActor's)
-appends exactly as before, and the session's index (``storage/search.py``, ``sessions/<s>/_search/``) is
-opened at a search and caught up from the ledger there. ``WriterIndex`` does that on open: a sound index
+appends exactly as before; the session's index (``storage/search.py``, ``sessions/<s>/_search/``) is caught
+up in the background when a turn closes (``storage/catchup.py``), and opened at a search and caught up from
+the ledger there (the open turn's entries, or all of it when the background catch-up is off or failed). ``WriterIndex`` does that on open: a sound index
 is caught up from the seq its state names (the entries appended since the last search), a missing or
 broken one is rebuilt from the entries; the documents are committed before the query, and the index is
 closed again, so nothing of whoosh stays open between searches (no file handles, no whoosh lock held).
-The first search of a long session pays for indexing all of it; each later one for what was appended
-since. A store opened with ``search=True`` keeps its own index current: its ``SearchIndexer`` answers.
+Without the turn-close catch-up the first search of a long session pays for indexing all of it; each
+later one for what was appended since. A store opened with ``search=True`` keeps its own index current: its ``SearchIndexer`` answers.
 
 Scope: this session (the default) is searched by its writer, as above; other sessions of the ledger
 (``"ledger"`` or names separated by commas) are read through a store opened read-only (``read_index``:
@@ -20,12 +21,12 @@ writer lock is. In-process ``InProcessServices`` runs it over the store the proc
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vak_context.errors import InvalidInput, UnknownSession
+from vak_context.storage.catchup import index_lock
 
 if TYPE_CHECKING:  # whoosh is imported by a search, not by importing the services that may run one
     from vak_context.storage.search import Hit
@@ -34,16 +35,6 @@ SEARCH_LIMIT = 5  # hits a session_search returns
 SCOPE_SESSIONS = 32  # sessions one search reads at most (each unindexed one is indexed in memory for it)
 THIS_SESSION = "session"
 WHOLE_LEDGER = "ledger"
-
-_locks: dict[tuple[str, str], threading.Lock] = {}
-_locks_guard = threading.Lock()
-
-
-def _lock_for(root: Path, session: str) -> threading.Lock:
-    """One search at a time per session folder in this process: two WriterIndex on one folder would race."""
-    key = (str(root.resolve()), session)
-    with _locks_guard:
-        return _locks.setdefault(key, threading.Lock())
 
 
 @dataclass(frozen=True)
@@ -91,7 +82,7 @@ def own_session(store: Any, session: str, query: str, limit: int = SEARCH_LIMIT)
         return hits
     if getattr(store, "readonly", False):
         return read_index(store, session, query, limit)[0]
-    with _lock_for(Path(store.root), session):
+    with index_lock(Path(store.root), session):  # never beside a turn close's catch-up (storage/catchup.py)
         index = WriterIndex(store, session)  # catches up from its state's seq (or rebuilds) and commits
         try:
             return index.search(query, limit)

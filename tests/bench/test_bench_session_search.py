@@ -16,5 +16,6 @@ def test_session_search_bench_runs(capsys: pytest.CaptureFixture[str]) -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     rows = module.main(["--turns", "6", "--repeat", "1"])
-    assert [r["turns"] for r in rows] == [6] and all(r["first"] > 0 and r["reopen"] > 0 for r in rows)
+    assert [r["turns"] for r in rows] == [6] and all(
+        r["first"] > 0 and r["reopen"] > 0 and r["first_caught_up"] > 0 and r["one_close"] > 0 for r in rows)
     assert "declaration:" in capsys.readouterr().out

@@ -71,3 +71,39 @@ async def test_session_search_runs_in_the_ledger_actor_and_its_recall_returns_th
     assert (root / "sessions" / "s1" / "_search" / "vak-state.json").is_file()  # written by the LedgerActor
     direct = ray.get(actor.session_search.remote("s1", "quokka", "ledger", 5))
     assert args in [json.loads(h.recall[7:-1]) for h in direct.hits]  # now turn 2's card names the query too
+
+
+@pytest.mark.ray
+async def test_the_ledger_actor_catches_the_index_up_after_a_turn(ray_cluster: Any, tmp_path: Path) -> None:
+    """``RayServices.turn_finished`` queues the catch-up in the LedgerActor (the call returns at once); once
+    it is idle the index names the turn's last entry, and a search there indexes nothing more."""
+    import ray
+
+    from vak_context.actors.factory import ledger_actor
+    from vak_context.actors.turn_services import RayServices
+    from vak_context.storage.search import read_state, search_path
+
+    registry = ToolRegistry()
+
+    @registry.tool(read_only=True, observes=True)
+    def fetch_log(name: str) -> str:
+        """Fetch a service's log."""
+        return LOG
+
+    root = tmp_path / "ledger"
+    script = Scripted([fixed(completion(calls=[("fetch_log", {"name": "billing"})])), fixed(completion("Long."))])
+    surface = surface_for(registry)
+    with serve(script.handle) as server:
+        async with httpx.AsyncClient() as client:
+            provider = OpenAICompatProvider(client, base_url=server.base_url, retry=RetryPolicy(attempts=1))
+            config = TurnConfig(model="scripted", provider="openai-compat", system=system_prompt(surface.catalogue()),
+                                surface=surface, max_steps=4, max_tokens=64)
+            loop = TurnLoop(RayServices(root, "s2"), provider, PROFILE, config, tools=registry)
+            await loop.run("fetch the billing log")
+    actor = ledger_actor(root)
+    ray.get(actor.index_idle.remote())
+    last = ray.get(actor.entries.remote("s2", 0, None))[-1]
+    state = read_state(search_path(root, "s2"))
+    assert state is not None and (state["seq"], state["id"]) == (last.seq, last.id)
+    found = ray.get(actor.session_search.remote("s2", "quokka", None, 5))
+    assert [h.start for h in found.hits] == [91] and read_state(search_path(root, "s2")) == state

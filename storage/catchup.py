@@ -1,0 +1,141 @@
+"""The session's search index caught up in the background when a turn closes (issue 25 item 1, docs/SEARCH.md).
+
+A writer store that does not index on append (``Engine.open``'s, the LedgerActor's) is told at each turn's
+close (the services' ``turn_finished``, which both drivers and ``vak serve`` pass) to catch that session's
+index up: ``LedgerStore.index_later`` hands the session to the store's ``CatchUp``, one worker thread per
+store, which opens the session's ``WriterIndex`` (caught up from the seq its state names, or rebuilt), commits
+and closes it, under the session folder's lock (``index_lock``), the lock ``session_search`` takes, so the
+two never race. It runs while the engine waits on the model for the next turn: the next search pays only for
+what was appended since the turn closed. The append path is unchanged (no queue put, nothing per entry).
+
+Coalescing: at most one pending catch-up per session; a turn that closes while its session's catch-up runs
+queues exactly one more run after it. The thread ends when nothing is pending (the next close starts one).
+Closing the store drops what is pending, asks the running catch-up to stop at its next entry (what it
+indexed so far is committed, and its state names the last entry taken), and joins the thread. A failure is
+logged and the session's index deleted, so the next search rebuilds it from the ledger; nothing escapes the
+thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from vak_context.errors import LedgerClosed
+from vak_context.storage.ledger_paths import SEARCH_DIR
+
+log = logging.getLogger("vak.search")
+
+_locks: dict[tuple[str, str], threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def index_lock(root: Path, session: str) -> threading.Lock:
+    """One writer of a session's index at a time per session folder in this process (a search or a
+    catch-up): two WriterIndex on one folder would race."""
+    key = (str(root.resolve()), session)
+    with _locks_guard:
+        return _locks.setdefault(key, threading.Lock())
+
+
+class CatchUp:
+    """The background catch-ups of one writer store's session indexes: one thread, sessions queued once."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self._cond = threading.Condition()
+        self._pending: deque[str] = deque()  # each session at most once
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self.running: str | None = None  # the session being caught up now
+        self.runs = 0  # catch-ups finished (for tests and benches)
+        self.errors: list[str] = []  # what failed (logged too); the index is a cache, the ledger is untouched
+
+    def schedule(self, session: str) -> bool:
+        """Queue a catch-up of ``session`` (unless one is already queued); False once closing."""
+        with self._cond:
+            if self._stopping.is_set():
+                return False
+            if session not in self._pending:
+                self._pending.append(session)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="vak-search-catch-up", daemon=True)
+                self._thread.start()
+        return True
+
+    def wait_idle(self) -> None:
+        """Return once nothing is queued or running (the worker thread has ended)."""
+        while True:
+            with self._cond:
+                thread = self._thread
+            if thread is None:
+                return
+            thread.join()
+
+    def wait_running(self, session: str) -> None:
+        """Return once ``session``'s catch-up has started (tests synchronise on it, never on time)."""
+        with self._cond:
+            self._cond.wait_for(lambda: self.running == session)
+
+    @property
+    def pending(self) -> tuple[str, ...]:
+        """The sessions queued behind the running catch-up."""
+        with self._cond:
+            return tuple(self._pending)
+
+    def close(self) -> None:
+        """Drop what is queued, stop the running catch-up at its next entry, join the thread."""
+        with self._cond:
+            self._stopping.set()
+            self._pending.clear()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self.running = None
+                if not self._pending or self._stopping.is_set():
+                    self._thread = None
+                    return
+                session = self.running = self._pending.popleft()
+                self._cond.notify_all()
+            self._catch_up(session)
+
+    def _catch_up(self, session: str) -> None:
+        store = self.store
+        root = Path(store.root)
+        with index_lock(root, session):
+            if self._stopping.is_set():
+                return
+            try:
+                from vak_context.storage.search import WriterIndex  # whoosh: imported once a turn closed
+
+                if session not in store.sessions():
+                    return  # a turn that ended before it wrote anything
+                WriterIndex(store, session, stop=self._stopping.is_set).close()
+                self.runs += 1
+            except LedgerClosed:
+                return  # closed under it by a caller that did not close the store (nothing was half-written)
+            except Exception as exc:  # the index is a cache: say so, leave it to the next search to rebuild
+                why = f"{type(exc).__name__}: {str(exc)[:300]}"
+                self.errors.append(why)
+                log.warning("search index of %r: the catch-up at a turn's close failed (%s); the next "
+                            "session_search rebuilds it", session, why)
+                _discard(root / "sessions" / session / SEARCH_DIR)
+
+
+def _discard(folder: Path) -> None:
+    """Delete a session's index, whatever is there (a folder, or a file in its place)."""
+    if folder.is_dir() and not folder.is_symlink():
+        shutil.rmtree(folder, ignore_errors=True)
+    else:
+        try:
+            folder.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("search index at %s could not be deleted (%s)", folder, type(exc).__name__)

@@ -1,0 +1,225 @@
+"""The session's search index caught up in the background when a turn closes (issue 25 item 1,
+``storage/catchup.py``): after a turn of the engine's loop and of the caller's loop the index's state names
+the turn's last entry, and a search then indexes nothing; catch-ups coalesce per session; closing right after
+a turn is clean; a stopped catch-up commits what it took; a failed one is logged and the next search rebuilds;
+read-only stores, ``search=True`` stores and ``search_index="search"`` never catch up at a turn's close.
+On Ray: tests/ray/test_session_search_ray.py."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import vak_context
+from tests.fakes.tool_turns import PROFILE, completion
+from vak_context.actors.local_services import InProcessServices
+from vak_context.agent.loop import TurnConfig, TurnLoop
+from vak_context.agent.tools import ToolRegistry, surface_for
+from vak_context.context.request.assemble import system_prompt
+from vak_context.errors import InvalidInput
+from vak_context.events.payloads import Directive, EvidenceBody
+from vak_context.providers.base import RetryPolicy
+from vak_context.providers.openai_compat import OpenAICompatProvider
+from vak_context.storage.catchup import index_lock
+from vak_context.storage.ledger import LedgerStore
+from vak_context.storage.search import SEARCH_DIR, WriterIndex, index_findings, read_state, search_path
+from vak_context.storage.sessionsearch import search_sessions
+
+LOG = "".join(f"row {i} filler words here\n" for i in range(1, 201)).replace("row 120 ", "row 120 quokka ")
+
+
+def _registry() -> ToolRegistry:
+    registry = ToolRegistry()
+
+    @registry.tool(read_only=True, observes=True)
+    def fetch_log(name: str) -> str:
+        """Fetch a service's log."""
+        return LOG
+
+    return registry
+
+
+def _replies(*bodies: dict[str, Any]) -> httpx.MockTransport:
+    queue = list(bodies)
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if not request.url.path.endswith("/chat/completions"):
+            return httpx.Response(404, json={"error": "no tokenizer here"})
+        return httpx.Response(200, json=queue.pop(0))
+
+    return httpx.MockTransport(handle)
+
+
+def _loop(store: LedgerStore, client: httpx.AsyncClient, session: str = "s1", **services: Any) -> TurnLoop:
+    provider = OpenAICompatProvider(client, base_url="http://127.0.0.1:9/v1", retry=RetryPolicy(attempts=1))
+    registry = _registry()
+    surface = surface_for(registry)
+    config = TurnConfig(model="scripted", provider="openai-compat", system=system_prompt(surface.catalogue()),
+                        surface=surface, max_steps=4, max_tokens=64)
+    return TurnLoop(InProcessServices(store, session, **services), provider, PROFILE, config, tools=registry,
+                    clock=lambda: 1_764_504_000.0)
+
+
+def _state(root: Path, session: str) -> dict[str, Any] | None:
+    return read_state(search_path(root, session))
+
+
+def _last(store: Any, session: str) -> tuple[int, str]:
+    last = store.entries(session)[-1]
+    return last.seq, last.id
+
+
+async def test_after_a_turn_of_the_engines_loop_the_index_reaches_its_last_entry_and_a_search_adds_nothing(
+        tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    async with httpx.AsyncClient(transport=_replies(
+            completion(calls=[("fetch_log", {"name": "billing"})]), completion("The log is long."),
+            completion("Noted."))) as client:
+        with LedgerStore(root) as store:
+            loop = _loop(store, client)
+            await loop.run("fetch the billing log")
+            store.index_idle()
+            state = _state(root, "s1")
+            assert state is not None and (state["seq"], state["id"]) == _last(store, "s1")
+            assert store.catch_up is not None and store.catch_up.runs == 1 and not store.catch_up.errors
+            found = search_sessions(store, "s1", "quokka")
+            assert _state(root, "s1") == state  # the search indexed nothing: same seq, same document count
+            assert [h.start for h in found.hits] == [91]
+            await loop.run("anything else?")  # the next turn's catch-up takes only its own entries
+            store.index_idle()
+            after = _state(root, "s1")
+            assert after is not None and (after["seq"], after["id"]) == _last(store, "s1")
+            assert after["docs"] == state["docs"] + 2  # its directive and its card
+            assert store.catch_up.runs == 2
+        with LedgerStore(root, readonly=True) as reader:
+            assert index_findings(reader, "s1") is None
+
+
+async def test_after_a_turn_of_the_callers_loop_the_index_reaches_its_last_entry(tmp_path: Path) -> None:
+    transport = _replies(completion(calls=[("fetch_log", {"name": "billing"})]), completion("The log is long."))
+    root = tmp_path / "ledger"
+    async with httpx.AsyncClient(transport=transport) as client:
+        with vak_context.Engine.open(root) as engine:
+            async with engine.session("s", model="openai-compat:scripted", base_url="http://127.0.0.1:9/v1",
+                                      window=8_000, http_client=client, tools=_registry()) as session:
+                async with session.begin("fetch the billing log") as turn:
+                    while (request := await turn.request()) is not None:
+                        response = await client.post(request.url, json=request.body)
+                        action = await turn.reply(response.json(), status=response.status_code)
+                        for call in action.calls:
+                            await turn.tool_result(call.id, LOG)
+                assert turn.result.outcome == "completed"
+                engine.index_idle()
+                ledger = engine.ledger()
+                state = _state(root, "s")
+                assert state is not None and (state["seq"], state["id"]) == _last(ledger, "s")
+                found = await ledger.session_search_async("s", "quokka")
+                assert _state(root, "s") == state and [h.start for h in found.hits] == [91]
+
+
+async def test_closing_the_engine_right_after_a_turn_is_clean_and_leaves_a_sound_index(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    async with httpx.AsyncClient(transport=_replies(
+            completion(calls=[("fetch_log", {"name": "billing"})]), completion("The log is long."))) as client:
+        engine = vak_context.Engine.open(root)
+        async with engine.session("s", model="openai-compat:scripted", base_url="http://127.0.0.1:9/v1",
+                                  window=8_000, http_client=client, tools=_registry()) as session:
+            await session.run("fetch the billing log")
+        engine.close()  # waits for (or stops) the catch-up the turn's close queued
+    assert not [t for t in threading.enumerate() if t.name == "vak-search-catch-up"]
+    with LedgerStore(root, readonly=True) as reader:
+        assert index_findings(reader, "s") is None  # caught up whole, in part, or not yet: never torn
+    with LedgerStore(root) as store:
+        assert [h.start for h in search_sessions(store, "s", "quokka").hits] == [91]
+
+
+def _write(store: LedgerStore, session: str, turns: int) -> None:
+    for t in range(turns):
+        store.append(session, [Directive(text=f"look {t}")])
+        body = EvidenceBody(tool_use_id=f"t{t}", tool_name="read_file", chars=len(LOG), bytes=len(LOG))
+        store.append(session, [body], blobs=[LOG.encode()])
+
+
+def test_catch_ups_of_one_session_coalesce_and_one_closing_meanwhile_runs_once_more(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    with LedgerStore(root) as store:
+        _write(store, "s", 2)
+        lock = index_lock(root, "s")
+        with lock:  # the catch-up starts and waits here, as it would behind a running search
+            assert store.index_later("s")
+            catch_up = store.catch_up
+            assert catch_up is not None
+            catch_up.wait_running("s")
+            _write(store, "s", 1)
+            for _ in range(3):  # three turns close while it runs: one more catch-up, not three
+                assert store.index_later("s")
+            assert catch_up.pending == ("s",)
+        store.index_idle()
+        assert catch_up.runs == 2 and catch_up.pending == () and catch_up.running is None
+        state = _state(root, "s")
+        assert state is not None and (state["seq"], state["id"]) == _last(store, "s")
+
+
+def test_a_stopped_catch_up_commits_what_it_took_and_the_next_open_goes_on(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    with LedgerStore(root) as store:
+        _write(store, "s", 4)
+        asked = iter([False, False, False, True])  # stop before the fourth entry with documents
+        WriterIndex(store, "s", stop=lambda: next(asked)).close()
+        state = _state(root, "s")
+        assert state is not None and state["seq"] == 2 and state["id"] == store.entries("s")[2].id
+        assert [h.start for h in search_sessions(store, "s", "quokka", limit=10).hits] == [91] * 4
+        assert _state(root, "s")["seq"] == _last(store, "s")[0]  # type: ignore[index]
+    with LedgerStore(root, readonly=True) as reader:
+        assert index_findings(reader, "s") is None
+
+
+def test_a_failed_catch_up_is_logged_and_the_next_search_rebuilds(tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    root = tmp_path / "ledger"
+    with LedgerStore(root) as store:
+        _write(store, "s", 1)
+        folder = root / "sessions" / "s" / SEARCH_DIR
+        folder.write_text("not an index")  # whoosh cannot make its folder here
+        with caplog.at_level(logging.WARNING, logger="vak.search"):
+            assert store.index_later("s")
+            store.index_idle()
+        assert store.catch_up is not None and store.catch_up.runs == 0
+        assert len(store.catch_up.errors) == 1 and "FileExistsError" in store.catch_up.errors[0]
+        assert "the catch-up at a turn's close failed" in caplog.text and "rebuilds it" in caplog.text
+        assert not folder.exists()  # removed, so the lazy path rebuilds at the next search
+        assert [h.start for h in search_sessions(store, "s", "quokka").hits] == [91]
+
+
+def test_stores_that_must_not_catch_up_at_a_turns_close_do_not(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    with LedgerStore(root) as store:
+        _write(store, "s", 1)
+        assert store.index_later("never-written")  # a turn that ended before it wrote: nothing to do
+        store.index_idle()
+        assert not (root / "sessions" / "never-written").exists()
+    with LedgerStore(root, readonly=True) as reader:
+        assert not reader.index_later("s") and reader.catch_up is None
+    with LedgerStore(root, search=True) as indexing:  # its own indexer keeps the index current
+        assert not indexing.index_later("s")
+    closed = LedgerStore(root)
+    closed.close()
+    assert not closed.index_later("s")
+
+
+async def test_search_index_search_leaves_the_index_to_the_first_search(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    with pytest.raises(InvalidInput, match="search_index must be one of 'turn-close', 'search'"):
+        vak_context.Engine.open(root, search_index="append")
+    async with httpx.AsyncClient(transport=_replies(completion("Hello."))) as client:
+        with vak_context.Engine.open(root, search_index="search") as engine:
+            async with engine.session("s", model="openai-compat:scripted", base_url="http://127.0.0.1:9/v1",
+                                      window=8_000, http_client=client) as session:
+                await session.run("hello")
+            engine.index_idle()
+            assert not search_path(root, "s").exists()
