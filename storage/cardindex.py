@@ -43,12 +43,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from whoosh.index import LockError  # type: ignore[attr-defined]  # whoosh-ng's stubs miss it
 from whoosh.searching import Searcher
 from whoosh.writing import BufferedWriter
 
 from vak_context.bm25 import best_first, query_terms
 from vak_context.config import VakConfig, load_config
-from vak_context.errors import ConfigError, InvalidInput
+from vak_context.errors import ConfigError, InvalidInput, SessionLocked
 from vak_context.names import check_name
 from vak_context.storage import cardwhoosh as cw
 
@@ -107,6 +108,7 @@ class CardIndex:
         self.rebuilt: dict[str, str] = {}  # session -> why its index was rebuilt on open (callers, tests)
         self._lock = threading.RLock()
         self._open: OrderedDict[str, _Open] = OrderedDict()
+        self._none: set[str] = set()  # sessions whose source had no cards: not asked again
 
     def path(self, session: str) -> Path:
         return self.root / "sessions" / check_name(session, "session name") / CARDS_DIR
@@ -129,7 +131,14 @@ class CardIndex:
         folder = self.path(session)
         checked = cw.check(folder, session)
         if checked == "no index":
-            return None
+            # deleted, or never written: the ledger's cards, if it has any, make it (once per object)
+            docs = list(self.source(session)) if self.source is not None and session not in self._none else []
+            if not docs:
+                self._none.add(session)
+                return None
+            self.rebuilt[session] = checked
+            self._replace(session, docs)
+            return self._open[session]
         if isinstance(checked, str):
             if cw.locked_elsewhere(folder):
                 ix = cw.open_as_is(folder)
@@ -158,6 +167,8 @@ class CardIndex:
         if held is not None:
             self._shut(session, held, commit=False)
         folder = self.path(session)
+        if folder.exists() and cw.locked_elsewhere(folder):
+            raise SessionLocked(session, str(folder / "MAIN_WRITELOCK"))
         shutil.rmtree(folder, ignore_errors=True)
         ix = cw.create(folder)
         held = _Open(ix)
@@ -197,20 +208,29 @@ class CardIndex:
         if not batch:
             return 0
         with self._lock:
-            held = self._get(session)
-            if held is None or held.committed == 0 and held.writer is None:
-                # nothing committed yet: whoosh cannot search a buffer over an index with no segment
-                self._replace(session, batch)
+            try:
+                return self._add(session, batch)
+            except LockError:  # another object or process writes this session's index: it keeps it
+                log.warning("card index of %s is written by another writer: %d turn(s) not indexed here",
+                            session, len(batch))
+                return 0
+
+    def _add(self, session: str, batch: list[CardDoc]) -> int:
+        self._none.discard(session)
+        held = self._get(session)
+        if held is None or (held.committed == 0 and held.writer is None):
+            # nothing committed yet: whoosh cannot search a buffer over an index with no segment
+            self._replace(session, batch)
+        else:
+            writer = self._writer(held)
+            for d in batch:
+                writer.update_document(**cw.fields(d.turn_id, d.card_id, d.text))
+            if writer.bufferedcount >= self.commit_docs:
+                self._commit(session, held)
             else:
-                writer = self._writer(held)
-                for d in batch:
-                    writer.update_document(**cw.fields(d.turn_id, d.card_id, d.text))
-                if writer.bufferedcount >= self.commit_docs:
-                    self._commit(session, held)
-                else:
-                    self._arm(session, held)
-            if self.embedder is not None:
-                self._add_vectors(session, batch)
+                self._arm(session, held)
+        if self.embedder is not None:
+            self._add_vectors(session, batch)
         return len(batch)
 
     def _writer(self, held: _Open) -> BufferedWriter:

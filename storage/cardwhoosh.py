@@ -116,7 +116,7 @@ def search_stats(reader: Any, wanted: Sequence[str]) -> SearchStats:
     return SearchStats(documents, average, {t: n for t, n in containing.items() if n})
 
 
-class Bm25Weighting(WeightingModel):  # type: ignore[misc]  # whoosh-ng's classes are untyped
+class Bm25Weighting(WeightingModel):
     """``vak_context.bm25``'s score: idf = ``bm25.idf`` over the live documents, the gain ``bm25.gain``."""
 
     use_final = False
@@ -133,7 +133,7 @@ class Bm25Weighting(WeightingModel):  # type: ignore[misc]  # whoosh-ng's classe
         return _Scorer(searcher.reader(), weight, self.stats.average)
 
 
-class _Scorer(BaseScorer):  # type: ignore[misc]
+class _Scorer(BaseScorer):
     def __init__(self, leaf: Any, weight: float, average: float) -> None:
         self.weight, self.average = weight, average
         self.lengths = leaf.postings(LENGTH_FIELD, LENGTH_TERM)  # every document has its one "n" posting
@@ -148,7 +148,7 @@ class _Scorer(BaseScorer):  # type: ignore[misc]
         return gain(self.weight, matcher.weight(), lengths.weight(), self.average)
 
 
-class TopWithTies(TopCollector):  # type: ignore[misc]
+class TopWithTies(TopCollector):
     """whoosh's top-N, also keeping the documents tied with the N-th score: whoosh breaks ties by document
     number, the card index by turn id (``best_first``), so the caller sorts these and cuts to N."""
 
@@ -227,7 +227,7 @@ def check(folder: Path, session: str) -> Any | str:
 
 def locked_elsewhere(folder: Path) -> bool:
     """Whether another writer (another object or process) holds whoosh's write lock on the index."""
-    from whoosh.filedb.filestore import FileStorage
+    from whoosh.filedb.filestore import FileStorage  # type: ignore[attr-defined]  # whoosh-ng's stubs miss it
 
     lock = FileStorage(str(folder)).lock("MAIN_WRITELOCK")
     try:
