@@ -59,11 +59,10 @@ def _search(args: argparse.Namespace) -> int:
 
 def _reindex(args: argparse.Namespace) -> int:
     """Takes each session's writer lock (a running writer keeps its own index: stop it first)."""
-    from vak_context.errors import UnknownSession
-    from vak_context.storage.ledger import LedgerStore
-
     from vak_context.agent.carddocs import docs_from_ledger
+    from vak_context.errors import UnknownSession
     from vak_context.storage.cardindex import CardIndex
+    from vak_context.storage.ledger import LedgerStore
 
     with LedgerStore(args.ledger, search=True) as store, CardIndex(args.ledger) as cards:
         assert store.search_index is not None

@@ -45,11 +45,10 @@ from typing import Any
 
 from whoosh.index import LockError  # type: ignore[attr-defined]  # whoosh-ng's stubs miss it
 from whoosh.searching import Searcher
-from whoosh.writing import BufferedWriter
 
 from vak_context.bm25 import best_first, query_terms
 from vak_context.config import VakConfig, load_config
-from vak_context.errors import ConfigError, InvalidInput, SessionLocked
+from vak_context.errors import ConfigError, InvalidInput
 from vak_context.names import check_name
 from vak_context.storage import cardwhoosh as cw
 
@@ -80,7 +79,7 @@ class _Open:
     """One session's whoosh index as this object holds it: read-only until the first write opens a writer."""
 
     ix: Any
-    writer: BufferedWriter | None = None
+    writer: cw.LazyBufferedWriter | None = None
     reader: Any = None  # a read-only reader, kept while whoosh's commit number stays the same
     generation: int = -1
     committed: int = 0  # documents in whoosh's segments (the state's count)
@@ -140,16 +139,14 @@ class CardIndex:
             self._replace(session, docs)
             return self._open[session]
         if isinstance(checked, str):
-            if cw.locked_elsewhere(folder):
-                ix = cw.open_as_is(folder)
-                if ix is None:
-                    return None
-                checked = ix
-            else:
-                log.info("card index of %s: %s; rebuilding", session, checked)
-                self.rebuilt[session] = checked
-                self._replace(session, list(self.source(session)) if self.source is not None else [])
-                return self._open[session]
+            with cw.commit_lock(folder):  # a commit in flight (its state not written yet) finishes first
+                checked = cw.check(folder, session)
+                if isinstance(checked, str):
+                    log.info("card index of %s: %s; rebuilding", session, checked)
+                    self.rebuilt[session] = checked
+                    self._replace(session, list(self.source(session)) if self.source is not None else [],
+                                  locked=True)
+                    return self._open[session]
         held = _Open(checked, committed=checked.doc_count(), generation=checked.latest_generation())
         self._remember(session, held)
         return held
@@ -161,27 +158,34 @@ class CardIndex:
             _name, old = self._open.popitem(last=False)
             self._shut(_name, old, commit=True)
 
-    def _replace(self, session: str, docs: Sequence[CardDoc]) -> None:
+    def _replace(self, session: str, docs: Sequence[CardDoc], *, locked: bool = False) -> None:
         """A new index of ``docs``, written and committed in one whoosh writer (one segment)."""
         held = self._open.pop(session, None)
         if held is not None:
             self._shut(session, held, commit=False)
         folder = self.path(session)
-        if folder.exists() and cw.locked_elsewhere(folder):
-            raise SessionLocked(session, str(folder / "MAIN_WRITELOCK"))
-        shutil.rmtree(folder, ignore_errors=True)
+        if not locked and folder.exists():
+            with cw.commit_lock(folder):
+                self._replace(session, docs, locked=True)
+            return
+        for f in folder.iterdir() if folder.exists() else ():  # the commit lock's file stays: it is held
+            if f.name != cw.COMMIT_LOCK:
+                shutil.rmtree(f) if f.is_dir() else f.unlink()
         ix = cw.create(folder)
         held = _Open(ix)
         self._remember(session, held)
         unique = list({d.turn_id: d for d in docs}.values())  # a later document for a turn re-indexes it
         if unique:
-            w = ix.writer(limitmb=64)
+            w = ix.writer(limitmb=64, timeout=cw.LOCK_WAIT_S, delay=0.01)
             for d in unique:
                 w.add_document(**cw.fields(d.turn_id, d.card_id, d.text))
             w.commit()
         self._committed(session, held, len(unique))
 
     def _committed(self, session: str, held: _Open, docs: int) -> None:
+        if held.reader is not None:  # it reads the segments before this commit
+            held.reader.close()
+            held.reader = None
         held.committed = docs
         held.generation = held.ix.latest_generation()
         cw.write_state(self.path(session), session, held.generation, docs)
@@ -196,7 +200,7 @@ class CardIndex:
         if held.writer is not None:
             if commit:
                 self._commit(session, held)
-            held.writer.writer.cancel()  # the writer the last commit opened: releases the lock, commits nothing
+            held.writer.cancel()
             held.writer = None
         held.ix.close()
 
@@ -225,7 +229,9 @@ class CardIndex:
             writer = self._writer(held)
             for d in batch:
                 writer.update_document(**cw.fields(d.turn_id, d.card_id, d.text))
-            if writer.bufferedcount >= self.commit_docs:
+            # a re-indexed turn that was committed opened whoosh's segment writer (files, the lock) to delete
+            # it: commit now rather than hold them (rare: a card is written once per turn)
+            if writer.bufferedcount >= self.commit_docs or writer.writer is not None:
                 self._commit(session, held)
             else:
                 self._arm(session, held)
@@ -233,12 +239,12 @@ class CardIndex:
             self._add_vectors(session, batch)
         return len(batch)
 
-    def _writer(self, held: _Open) -> BufferedWriter:
+    def _writer(self, held: _Open) -> cw.LazyBufferedWriter:
         if held.writer is None:
             if held.reader is not None:
                 held.reader.close()
                 held.reader = None
-            held.writer = BufferedWriter(held.ix, period=None, limit=1 << 30, writerargs={"limitmb": 64})
+            held.writer = cw.LazyBufferedWriter(held.ix)
         return held.writer
 
     def _arm(self, session: str, held: _Open) -> None:
@@ -266,8 +272,9 @@ class CardIndex:
         writer = held.writer
         if writer is None or not writer.bufferedcount:  # an update buffers its new document: counted here
             return
-        writer.commit()
-        self._committed(session, held, held.ix.doc_count())
+        with cw.commit_lock(self.path(session)):
+            writer.commit()
+            self._committed(session, held, held.ix.doc_count())
 
     def flush(self) -> None:
         """Commit every session's buffer (other processes see it from then on)."""
@@ -308,30 +315,39 @@ class CardIndex:
 
     # ------------------------------------------------------------------ reading
 
-    def _reader(self, session: str) -> Any | None:
-        """A reader of the session's committed segments and this object's buffer; a read-only one follows
-        commits made by another object or process (whoosh's commit number), rechecking the state."""
+    def _reader(self, session: str) -> tuple[Any, bool] | None:
+        """A reader of the session's committed segments, with this object's buffer when it holds one (then
+        made for this call: ``True``, the caller closes it). The kept read-only reader follows commits made
+        by another object or process (whoosh's commit number), rechecking the state."""
         held = self._get(session)
         if held is None:
             return None
-        if held.writer is not None:
-            if held.committed == 0 and held.writer.bufferedcount:
-                self._commit(session, held)
-            return held.writer.reader()
+        if held.writer is not None and held.writer.bufferedcount:
+            if held.committed == 0:
+                self._commit(session, held)  # whoosh cannot search a buffer over an index with no segment
+            else:
+                return held.writer.reader(), True
         latest = held.ix.latest_generation()
-        if latest != held.generation or held.reader is None:
-            if latest != held.generation:
-                self._shut(session, self._open.pop(session), commit=False)
-                held = self._get(session)
-                if held is None:
-                    return None
+        if latest != held.generation:
+            self._shut(session, self._open.pop(session), commit=True)
+            held = self._get(session)
+            if held is None:
+                return None
+        if held.reader is None:
             held.reader = held.ix.reader()
-        return held.reader
+        return held.reader, False
 
     def count(self, session: str) -> int:
         with self._lock:
-            reader = self._reader(session)
-            return int(reader.doc_count()) if reader is not None else 0
+            got = self._reader(session)
+            if got is None:
+                return 0
+            reader, fresh = got
+            try:
+                return int(reader.doc_count())
+            finally:
+                if fresh:
+                    reader.close()
 
     def search(self, session: str, query: str, limit: int = 10) -> list[tuple[str, float]]:
         """Turns matching ``query``, best first, as (turn_id, score). An empty index finds nothing."""
@@ -354,20 +370,24 @@ class CardIndex:
         return scored[:limit]
 
     def _search(self, session: str, wanted: list[str], limit: int) -> list[tuple[str, float]]:
-        reader = self._reader(session)
-        if reader is None or not reader.doc_count():
+        got = self._reader(session)
+        if got is None:
             return []
-        stats = cw.search_stats(reader, wanted)
-        chosen = stats.chosen(wanted)
-        if not chosen:
-            return []
-        searcher = Searcher(reader, weighting=cw.Bm25Weighting(stats), closereader=False)
-        collector = cw.TopWithTies(limit)
-        searcher.search_with_collector(cw.query(chosen), collector)
-        found = [(searcher.stored_fields(doc)["turn"], score) for score, doc in collector.scored()]
-        if held := self._open.get(session):
-            if held.writer is not None:
-                reader.close()  # a writer's reader is made for this search
+        reader, fresh = got
+        try:
+            if not reader.doc_count():
+                return []
+            stats = cw.search_stats(reader, wanted)
+            chosen = stats.chosen(wanted)
+            if not chosen:
+                return []
+            searcher = Searcher(reader, weighting=cw.Bm25Weighting(stats), closereader=False)
+            collector = cw.TopWithTies(limit)
+            searcher.search_with_collector(cw.query(chosen), collector)
+            found = [(searcher.stored_fields(doc)["turn"], score) for score, doc in collector.scored()]
+        finally:
+            if fresh:
+                reader.close()
         return sorted(found, key=lambda item: (-item[1], item[0]))[:limit]
 
     def _fuse(

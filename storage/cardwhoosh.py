@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from heapq import heappush, heapreplace
 from pathlib import Path
@@ -28,6 +30,7 @@ from whoosh.collectors import TopCollector
 from whoosh.fields import ID, STORED, TEXT, Schema
 from whoosh.query import Or, Term
 from whoosh.scoring import BaseScorer, WeightingModel
+from whoosh.writing import BufferedWriter
 
 from vak_context.bm25 import gain, idf, is_common, terms
 from vak_context.storage.search import TermsTokenizer
@@ -225,18 +228,101 @@ def check(folder: Path, session: str) -> Any | str:
     return ix
 
 
-def locked_elsewhere(folder: Path) -> bool:
-    """Whether another writer (another object or process) holds whoosh's write lock on the index."""
-    from whoosh.filedb.filestore import FileStorage  # type: ignore[attr-defined]  # whoosh-ng's stubs miss it
+COMMIT_LOCK = "VAK_COMMITLOCK"
+LOCK_WAIT_S = 10.0
 
-    lock = FileStorage(str(folder)).lock("MAIN_WRITELOCK")
+
+@contextmanager
+def commit_lock(folder: Path) -> Iterator[None]:
+    """Held around a whoosh commit and the state written after it, and around a rebuild: a reader that
+    finds the two disagreeing takes it before it rebuilds, so it never rebuilds under a commit in flight."""
+    from whoosh.filedb.filestore import FileStorage  # type: ignore[attr-defined]  # whoosh-ng's stubs miss it
+    from whoosh.util.filelock import try_for
+
+    lock = FileStorage(str(folder)).lock(COMMIT_LOCK)
+    if not try_for(lock.acquire, timeout=LOCK_WAIT_S, delay=0.01):
+        raise TimeoutError(f"the card index at {folder} is being committed by another writer")
     try:
-        if lock.acquire(blocking=False):
-            lock.release()
-            return False
-    except OSError:
-        return False
-    return True
+        yield
+    finally:
+        lock.release()
+
+
+class LazyBufferedWriter(BufferedWriter):
+    """whoosh's BufferedWriter (documents buffered in its memory codec, searchable with the segments through
+    ``reader()``), except that it opens its segment writer, which takes whoosh's write lock and opens files,
+    only to commit or to delete a committed document (a re-indexed turn): between commits an idle writer
+    holds nothing, so an object that is never closed leaks no file and two writers of one session (two
+    in-process sessions, another process) take turns instead of failing."""
+
+    def __init__(self, ix: Any) -> None:  # BufferedWriter's own __init__ opens the segment writer at once
+        self.index, self.period, self.limit = ix, None, 1 << 30
+        self.writerargs: dict[str, Any] = {"limitmb": 64, "timeout": LOCK_WAIT_S, "delay": 0.01}
+        self.commitargs: dict[str, Any] = {}
+        self.lock = threading.RLock()
+        self.writer: Any = None
+        self._make_ram_index()
+        self.bufferedcount = 0
+
+    @property
+    def schema(self) -> Any:
+        return self.index.schema
+
+    def add_document(self, **fields: Any) -> None:
+        with self.lock:
+            with self.codec.writer(self.index.schema) as w:
+                w.add_document(**fields)
+            self.bufferedcount += 1
+
+    def _segment_writer(self) -> Any:
+        if self.writer is None:
+            self.writer = self.index.writer(**self.writerargs)
+        return self.writer
+
+    def reader(self, **kwargs: Any) -> Any:
+        from whoosh.reading import MultiReader
+
+        with self.lock:
+            reader = self.writer.reader() if self.writer is not None else self.index.reader()
+            ram = self._get_ram_reader()
+            if ram.doc_count():
+                if reader.is_atomic():
+                    reader = MultiReader([reader, ram])
+                else:
+                    reader.add_reader(ram)
+        return reader
+
+    def commit(self, restart: bool = True) -> None:
+        with self.lock:
+            ram = self._get_ram_reader()
+            self._make_ram_index()
+            if self.bufferedcount or self.writer is not None:
+                writer = self._segment_writer()
+                if self.bufferedcount:
+                    writer.add_reader(ram)
+                writer.commit(**self.commitargs)
+            self.writer, self.bufferedcount = None, 0
+
+    def delete_document(self, docnum: int, delete: bool = True) -> None:
+        with self.lock:
+            base = self.index.doc_count_all()
+            if docnum < base:
+                self._segment_writer().delete_document(docnum, delete=delete)
+            else:
+                self.codec.segment.delete_document(docnum - base, delete=delete)
+
+    def is_deleted(self, docnum: int) -> bool:
+        base = self.index.doc_count_all()
+        if docnum < base:
+            return bool(self.writer.is_deleted(docnum)) if self.writer is not None else False
+        return bool(self._get_ram_reader().is_deleted(docnum - base))
+
+    def cancel(self) -> None:
+        with self.lock:
+            if self.writer is not None:
+                self.writer.cancel()
+            self.writer, self.bufferedcount = None, 0
+            self._make_ram_index()
 
 
 def open_as_is(folder: Path) -> Any | None:
