@@ -237,7 +237,7 @@ def commit_lock(folder: Path) -> Iterator[None]:
     """Held around a whoosh commit and the state written after it, and around a rebuild: a reader that
     finds the two disagreeing takes it before it rebuilds, so it never rebuilds under a commit in flight."""
     from whoosh.filedb.filestore import FileStorage  # type: ignore[attr-defined]  # whoosh-ng's stubs miss it
-    from whoosh.util.filelock import try_for
+    from whoosh.util.filelock import try_for  # type: ignore[attr-defined]  # whoosh-ng's stubs miss it
 
     lock = FileStorage(str(folder)).lock(COMMIT_LOCK)
     if not try_for(lock.acquire, timeout=LOCK_WAIT_S, delay=0.01):
