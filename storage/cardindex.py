@@ -227,8 +227,14 @@ class CardIndex:
             self._replace(session, batch)
         else:
             writer = self._writer(held)
+            if held.reader is None:
+                held.reader = held.ix.reader()
             for d in batch:
-                writer.update_document(**cw.fields(d.turn_id, d.card_id, d.text))
+                # a new turn (the rule) is added; whoosh's update_document searches for the key on every call
+                if ("turn", d.turn_id) in held.reader or d.turn_id in writer.ids:
+                    writer.update_document(**cw.fields(d.turn_id, d.card_id, d.text))
+                else:
+                    writer.add_document(**cw.fields(d.turn_id, d.card_id, d.text))
             # a re-indexed turn that was committed opened whoosh's segment writer (files, the lock) to delete
             # it: commit now rather than hold them (rare: a card is written once per turn)
             if writer.bufferedcount >= self.commit_docs or writer.writer is not None:
@@ -259,7 +265,7 @@ class CardIndex:
     def _due(self, session: str, held: _Open) -> None:
         try:
             with self._lock:
-                if self._open.get(session) is held and held.writer is not None:
+                if self._open.get(session) is held and held.writer is not None and self.path(session).exists():
                     held.timer = None
                     self._commit(session, held)
         except Exception as exc:  # the index is a cache: the next open rebuilds what is wrong

@@ -263,6 +263,7 @@ class LazyBufferedWriter(BufferedWriter):
         self.writer: Any = None
         self._make_ram_index()
         self.bufferedcount = 0
+        self.ids: set[str] = set()  # the turns in the buffer
 
     @property
     def schema(self) -> Any:
@@ -273,6 +274,7 @@ class LazyBufferedWriter(BufferedWriter):
             with self.codec.writer(self.index.schema) as w:
                 w.add_document(**fields)
             self.bufferedcount += 1
+            self.ids.add(fields["turn"])
 
     def _segment_writer(self) -> Any:
         if self.writer is None:
@@ -302,6 +304,7 @@ class LazyBufferedWriter(BufferedWriter):
                     writer.add_reader(ram)
                 writer.commit(**self.commitargs)
             self.writer, self.bufferedcount = None, 0
+            self.ids.clear()
 
     def delete_document(self, docnum: int, delete: bool = True) -> None:
         with self.lock:
@@ -322,6 +325,7 @@ class LazyBufferedWriter(BufferedWriter):
             if self.writer is not None:
                 self.writer.cancel()
             self.writer, self.bufferedcount = None, 0
+            self.ids.clear()
             self._make_ram_index()
 
 
