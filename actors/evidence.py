@@ -30,7 +30,7 @@ from vak_context.context.history.turns import Turn, TurnIndex
 from vak_context.errors import InvalidInput, InvalidUtf8, VakError
 from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import EvidenceBody, ReadingKey, ToolResult
-from vak_context.storage.cardindex import CardIndex, embedder_from_config
+from vak_context.storage.cardindex import CardDoc, CardIndex, embedder_from_config
 from vak_context.storage.ledger import LedgerStore
 
 
@@ -53,7 +53,9 @@ class EvidenceActor:
     ) -> None:
         self.root = root
         self.ledger = LedgerClient(root, ledger)
-        self.cards = CardIndex(root, embedder=embedder_from_config(config))
+        # The card index is a cache: it reads the ledger through ``_card_docs`` when it finds its files unusable
+        self.cards = CardIndex(root, embedder=embedder_from_config(config), source=self._card_docs)
+        self._cards_checked: set[str] = set()
         self.tokens_per_char = tokens_per_char
         self.mapper = Mapper()
         self._lock = threading.RLock()
@@ -300,6 +302,7 @@ class EvidenceActor:
                 outcome=outcome,
                 reading=ReadingKey(**reading) if reading else None,
             )
+            self._check_cards(session, index)
             card_id = self.ledger.append(session, [card])[0]
             self.cards.add(session, [card_doc(card_id, card, turn.presentation_payloads)])
             return card_id
@@ -321,20 +324,41 @@ class EvidenceActor:
         return render_card(turn.card, turn.ordinal)
 
     def search(self, session: str, query: str, limit: int = 10) -> list[tuple[str, float]]:
-        return self.cards.search(session, query, limit)
+        with self._lock:  # the lock order is this lock, then the card index's (its source reads the TurnIndex)
+            self._check_cards(session, self.index(session))
+            return self.cards.search(session, query, limit)
 
     def search_turns(self, session: str, query: str, limit: int = 10) -> list[tuple[int, float]]:
         """Card-index matches as (turn number, score)."""
-        index = self.index(session)
-        return [(index.by_id(tid).ordinal, score) for tid, score in self.cards.search(session, query, limit)]
+        with self._lock:
+            index = self.index(session)
+            self._check_cards(session, index)
+            return [(index.by_id(tid).ordinal, score) for tid, score in self.cards.search(session, query, limit)]
 
-    def rebuild_index(self, session: str) -> int:
+    def _check_cards(self, session: str, index: TurnIndex) -> None:
+        """Once per session: a card index with another number of turns than the ledger's closed turns (a
+        crash lost its buffer, or a writer that indexes nothing wrote the cards) is rebuilt from the ledger."""
+        if session in self._cards_checked:
+            return
+        closed = sum(1 for t in index.turns if t.card_id is not None and t.card is not None)
+        if self.cards.count(session) != closed:
+            self.rebuild_index(session)
+        self._cards_checked.add(session)
+
+    def _card_docs(self, session: str) -> list[CardDoc]:
         if self.ledger.store is not None:
-            return self.cards.rebuild(session, docs_from_ledger(self.ledger.store, session))
-        index = self.index(session)
-        docs = [
+            return docs_from_ledger(self.ledger.store, session)
+        return [
             card_doc(t.card_id, t.card, t.presentation_payloads)
-            for t in index.turns
+            for t in self.index(session).turns
             if t.card_id is not None and t.card is not None
         ]
-        return self.cards.rebuild(session, docs)
+
+    def rebuild_index(self, session: str) -> int:
+        with self._lock:
+            return self.cards.rebuild(session, self._card_docs(session))
+
+    def close(self) -> None:
+        """Commit the card index's buffer (a process that ends without it loses those turns from the index
+        until the next EvidenceActor on the folder rebuilds them: ``_check_cards``)."""
+        self.cards.close()

@@ -47,3 +47,30 @@ def docs_from_ledger(store: LedgerStore, session: str) -> list[CardDoc]:
         )
         for cid, card in cards.values()
     ]
+
+
+def card_index_findings(store: LedgerStore, session: str) -> str | None:
+    """What ``vak verify`` reports of a session's card index (None: absent, or it agrees with the ledger).
+    Read-only: the state and whoosh's files (``cardwhoosh.check``), then the turns whoosh holds against the
+    turns whose cards the ledger holds."""
+    from vak_context.storage import cardwhoosh
+    from vak_context.storage.cardindex import CARDS_DIR
+
+    folder = store.root / "sessions" / session / CARDS_DIR
+    checked = cardwhoosh.check(folder, session)
+    if checked == "no index":
+        return None
+    if isinstance(checked, str):
+        return f"session {session!r}: the card index disagrees with the ledger: {checked}; run `vak reindex`"
+    try:
+        with checked.searcher() as searcher:
+            have = {(f["turn"], f["card"]) for f in searcher.all_stored_fields()}
+    except Exception as exc:  # a torn segment that opened
+        return f"session {session!r}: the card index cannot be read ({type(exc).__name__}); run `vak reindex`"
+    finally:
+        checked.close()
+    want = {(d.turn_id, d.card_id) for d in docs_from_ledger(store, session)}
+    if have != want:
+        return (f"session {session!r}: the card index holds {len(have - want)} turn(s) the ledger's cards do not "
+                f"make and lacks {len(want - have)}; run `vak reindex`")
+    return None

@@ -1,13 +1,15 @@
-"""Card-index benchmark (issue 4 item 12, second half): write and query latency at 100, 1,000 and
-10,000 turns, each beside a baseline measured in the same run.
+"""Card-index benchmark (issue 4 item 12, second half; issue 25 item 3): write and query latency at 100,
+1,000 and 10,000 turns, each beside a baseline measured in the same run.
 
-* write: indexing one closed turn (its line appended to ``cards.jsonl``, then folded into the open
-  in-memory index) beside appending that turn's TurnCard entry to the ledger (one fsynced append),
+* write: indexing one closed turn (a whoosh ``update_document`` into the session's buffer, then a count
+  over segments and buffer) beside appending that turn's TurnCard entry to the ledger (one fsynced append),
   which closing a turn pays anyway; the ratio is what the index adds.
-* query: a BM25 lookup of a three-word query beside a plain scan of every turn's index text for the
-  same words (what discovery would cost without an index).
-* first query: a new ``CardIndex`` on the same folder (a restarted actor) indexes the session's
-  documents in memory on its first search; its cost is beside the same scan.
+* commit: the whoosh commit of the 20 buffered turns (and the state file after it), what the buffer defers
+  to ``COMMIT_DOCS``, ``COMMIT_S`` or ``close``.
+* query: a BM25 lookup (whoosh, scored as ``vak_context.bm25``) of a three-word query beside a plain scan of
+  every turn's index text for the same words (what discovery would cost without an index).
+* first query: a new ``CardIndex`` on the same folder (a restarted actor) opens the session's whoosh index
+  (the state checked against whoosh's files) and searches it; its cost is beside the same scan.
 
 Run: ``.venv/bin/python bench/cardindex.py`` (``--quick`` stops at 1,000 turns). ``bench/evidence.py``
 runs it after the digest and window tables.
@@ -91,18 +93,19 @@ def measure(root: Path, size: int, rng: random.Random, words: list[str]) -> tupl
         appends = [timed(partial(store.append, "s", [card])) for card, _ in cards[size:]]
     texts = [d.text for d in docs]
     queries = [" ".join(rng.sample(words[:200], 3)) for _ in range(SAMPLES)]
+    commit = timed(index.flush)
     lookups = [timed(partial(index.search, "s", q, 10)) for q in queries]
     scans = [timed(partial(scan, texts, q)) for q in queries]
     index.close()
     first = timed(partial(CardIndex(root).search, "s", queries[0], 10))
     w, a = statistics.median(writes), statistics.median(appends)
     q, s = statistics.median(lookups), statistics.median(scans)
-    return (f"{size:,}", f"{w:.2f}", f"{a:.2f}", f"{w / a:.1f}", f"{q:.2f}", f"{s:.2f}", f"{q / s:.2f}",
+    return (f"{size:,}", f"{w:.2f}", f"{a:.2f}", f"{w / a:.1f}", f"{commit:.1f}", f"{q:.2f}", f"{s:.2f}", f"{q / s:.2f}",
             f"{first:.1f}", f"{first / s:.1f}")
 
 
 def write(index: CardIndex, doc: CardDoc) -> None:
-    """One closed turn into the index, folded into the in-memory index as a search would."""
+    """One closed turn into the index's buffer, then a count over segments and buffer."""
     index.add("s", [doc])
     index.count("s")
 
@@ -119,6 +122,7 @@ HEADER = (
     "index write ms",
     "ledger append ms",
     "write/append",
+    "commit 20 ms",
     "BM25 query ms",
     "scan ms",
     "query/scan",

@@ -99,10 +99,13 @@ def _import(args: argparse.Namespace) -> int:
     )
     refuse_existing(existing_sessions_at(args.ledger, plan.names), args.ledger)
     progress = None if args.quiet else _Progress()
-    with LedgerStore(args.ledger) as store:
-        report = write_import(
-            store, plan, card_index=None if args.no_cards else CardIndex(args.ledger), progress=progress
-        )
+    cards = None if args.no_cards else CardIndex(args.ledger)
+    try:
+        with LedgerStore(args.ledger) as store:
+            report = write_import(store, plan, card_index=cards, progress=progress)
+    finally:
+        if cards is not None:
+            cards.close()  # commits what it buffered: another process (the next `vak chat`) reads it
     if progress is not None:
         progress.done()
     print(report.summary())

@@ -84,9 +84,12 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _search_index_notes(store: Any, session: str | None) -> list[str]:
+    """The session search index's and the card index's findings (both caches of the ledger)."""
+    from vak_context.agent.carddocs import card_index_findings
     from vak_context.storage.search import index_findings
 
-    found = [index_findings(store, name) for name in ([session] if session else store.sessions())]
+    names = [session] if session else store.sessions()
+    found = [index_findings(store, name) for name in names] + [card_index_findings(store, name) for name in names]
     return [f for f in found if f is not None]
 
 

@@ -19,7 +19,7 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the hits as JSON lines")
     p.set_defaults(func=_search)
 
-    p = sub.add_parser("reindex", help="rebuild the sessions' search indexes from the ledger alone")
+    p = sub.add_parser("reindex", help="rebuild the sessions' search and card indexes from the ledger alone")
     p.add_argument("ledger", type=Path)
     p.add_argument("--session", default=None, help="rebuild this session's index only (default: every session)")
     p.set_defaults(func=_reindex)
@@ -59,15 +59,20 @@ def _search(args: argparse.Namespace) -> int:
 
 def _reindex(args: argparse.Namespace) -> int:
     """Takes each session's writer lock (a running writer keeps its own index: stop it first)."""
+    from vak_context.agent.carddocs import docs_from_ledger
     from vak_context.errors import UnknownSession
+    from vak_context.storage.cardindex import CardIndex
     from vak_context.storage.ledger import LedgerStore
 
-    with LedgerStore(args.ledger, search=True) as store:
+    with LedgerStore(args.ledger, search=True) as store, CardIndex(args.ledger) as cards:
         assert store.search_index is not None
         names = store.sessions()
         if args.session is not None and args.session not in names:
             raise UnknownSession(args.session)
         for name in [args.session] if args.session else names:
             docs = store.search_index.reindex(name)
-            print(f"{name}: {docs} documents from {store.count(name)} entries")
+            turns = docs_from_ledger(store, name)
+            if turns or cards.path(name).exists():  # a session with no closed turn gets no card index
+                cards.rebuild(name, turns)
+            print(f"{name}: {docs} documents from {store.count(name)} entries; {len(turns)} turns in the card index")
     return 0

@@ -472,6 +472,11 @@ class Session:
         self._engine._forget(self.name)
 
     async def _release(self) -> None:
+        from vak_context.actors.evidence import EvidenceActor
+
+        evidence = getattr(self._loop.services, "evidence", None) if self._loop is not None else None
+        if isinstance(evidence, EvidenceActor):  # in-process: commit its card index's buffer
+            await asyncio.to_thread(evidence.close)
         self._stack.close()
         if self._client is not None:
             await self._client.aclose()

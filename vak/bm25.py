@@ -6,8 +6,8 @@ Who ranks with it, over what:
   position (``vak_context.context.planner.relevance.PositionBm25``, which adds numpy columns for many postings and gives
   the same floats);
 * ``find_tools``: the deferred tools by name and description (``vak_context.context.request.surface.Surface.find``);
-* the card index: each closed turn's index text, kept on disk as plain documents and indexed here
-  when a session is first searched (``vak_context.storage.cardindex.CardIndex``).
+* the card index: each closed turn's index text, kept in whoosh with a weighting model that computes
+  this module's score from its functions (``idf``, ``gain``, ``is_common``; ``vak_context.storage.cardwhoosh``).
 
 It lives in ``vak/`` because ``storage`` and ``context`` both rank and neither may import the other.
 
@@ -70,6 +70,12 @@ def query_terms(query: str) -> list[str]:
 def idf(documents: int, containing: int) -> float:
     """ln(1 + (N − df + 0.5) / (df + 0.5)): above 0 for any df."""
     return math.log(1.0 + (documents - containing + 0.5) / (containing + 0.5))
+
+
+def gain(weight: float, tf: float, length: float, average: float, k1: float = K1, b: float = B) -> float:
+    """One term's share of a document's score: the operations of ``Bm25Index.term_scores``, in its order,
+    so the same floats (the whoosh card index scores with it, ``vak_context.storage.cardwhoosh``)."""
+    return weight * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average))
 
 
 def is_common(documents: int, containing: int) -> bool:
