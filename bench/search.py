@@ -44,6 +44,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -181,7 +182,8 @@ def docs_session(root: Path, results: int) -> str:
             batch = [result(i) for i in range(start, min(start + BUILD_CHUNK, results))]
             store.append_many(session, [([_evidence(tool, text, start + k)], [text.encode()])
                                         for k, (tool, text) in enumerate(batch)])
-            log(f"  {session}: {start + len(batch):,} / {results:,} results written")
+            if (start // BUILD_CHUNK) % max(results // BUILD_CHUNK // 5, 1) == 0:
+                log(f"  {session}: {start + len(batch):,} / {results:,} results written")
 
     _build(root, session, write)
     return session
@@ -198,13 +200,13 @@ def turns_session(root: Path, turns: int, chunk: int = 50) -> str:
             reqs: list[tuple[Sequence[Any], Sequence[bytes | None] | None]] = [
                 ([Directive(text=f"turn {i}: why does {WORDS[i % 500]} fail in {WORDS[(i * 7) % 900]}?"),
                   _evidence(tool, text, i)], [None, text.encode()]) for i, tool, text in batch]
-            ids = store.append_many(session, reqs)
-            cards = [([TurnCard(turn_id=got[0], asked=f"turn {i}",  # type: ignore[index]
+            ids = [got for got in store.append_many(session, reqs) if isinstance(got, list)]
+            cards = [([TurnCard(turn_id=got[0], asked=f"turn {i}",
                                 did=(TraceLine(tool=tool, args_digest=f'pattern="{WORDS[i % 300]}"'),),
                                 answered=Answer(narration=f"{WORDS[i % 700]} comes from {WORDS[(i * 3) % 800]}."))],
                       None) for (i, tool, _t), got in zip(batch, ids, strict=True)]
             store.append_many(session, cards)
-            if (start // chunk) % 20 == 0:
+            if (start // chunk) % max(turns // chunk // 5, 1) == 0:
                 log(f"  {session}: {start + len(batch):,} / {turns:,} turns written")
 
     _build(root, session, write)
@@ -290,27 +292,28 @@ def measure_queries(root: Path, session: str, results: int, repeat: int) -> dict
         hits.sort()
         return [(i, -s) for s, i in hits[:LIMIT]]
 
-    def timed_median(fn: Callable[[int], object]) -> float:
-        per_query = []
+    def per_query(fn: Callable[[int], object]) -> list[float]:
+        """The median of ``repeat`` runs of each query, after one warm-up run of it."""
+        out = []
         for k in range(len(qs)):
-            fn(k)  # one warm-up per query
-            per_query.append(statistics.median(_times(lambda: fn(k), repeat)))
-        return statistics.median(per_query)
+            fn(k)
+            out.append(statistics.median(_times(partial(fn, k), repeat)))
+        return out
 
     with LedgerStore(root / "ledger", readonly=False) as store:
         idx = WriterIndex(store, session)
         try:
-            w_per_query = timed_median(lambda k: idx.search(qs[k], LIMIT))
+            fresh = per_query(lambda k: idx.search(qs[k], LIMIT))
             with idx.ix.searcher(weighting=BM25F(B=B, K1=K1)) as searcher:
-                w_open = timed_median(lambda k: run_query(searcher, session, qs[k], LIMIT))
-                worst = max(statistics.median(_times(lambda: run_query(searcher, session, q, LIMIT), repeat))
-                            for q in qs)
+                kept = per_query(lambda k: run_query(searcher, session, qs[k], LIMIT))
         finally:
             idx.close()
-    scan_ms = timed_median(lambda k: scan(qterms[k]))
-    bm_ms = timed_median(lambda k: best_first(bm.search(qs[k]))[:LIMIT])
-    return {"docs": len(texts), "whoosh": w_per_query, "whoosh_open": w_open, "whoosh_worst": worst, "scan": scan_ms,
-            "bm25": bm_ms, "bm25_build": bm_build, "gen": gen_ms}
+    scan_ms = per_query(lambda k: scan(qterms[k]))
+    bm_ms = per_query(lambda k: best_first(bm.search(qs[k]))[:LIMIT])
+    med = statistics.median
+    return {"docs": len(texts), "whoosh": med(fresh), "whoosh_worst": max(fresh), "whoosh_open": med(kept),
+            "whoosh_open_worst": max(kept), "scan": med(scan_ms), "bm25": med(bm_ms), "bm25_build": bm_build,
+            "gen": gen_ms}
 
 
 def _times(fn: Callable[[], object], repeat: int) -> Iterator[float]:
@@ -329,20 +332,19 @@ from vak_context.storage.search import read_index
 from vak_context.storage.sessionsearch import own_session
 imported = time.perf_counter()
 root, session, query, how = {root!r}, {session!r}, {query!r}, {how!r}
-if how == "read_index":  # vak search: a read-only store, never the writer lock
-    with LedgerStore(root, readonly=True) as store:
+kind = {{"read_index": dict(readonly=True), "search=True": dict(search=True)}}.get(how, {{}})
+with LedgerStore(root, **kind) as store:  # search=True: its SearchIndexer opens the index at the first search
+    store.count(session)  # the session's segments read: what any first use of the session pays
+    loaded = time.perf_counter()
+    if how == "read_index":  # vak search: a read-only store, never the writer lock
         hits, note = read_index(store, session, query, 5)
-        done = time.perf_counter()
-elif how == "search=True":  # a writer that indexes: its SearchIndexer opens the index at the first search
-    with LedgerStore(root, search=True) as store:
+    elif how == "search=True":
         hits, note = store.search(session, query, 5), None
-        done = time.perf_counter()
-else:  # session_search in a store that does not index (the engine's): WriterIndex opened, caught up, closed
-    with LedgerStore(root) as store:
+    else:  # session_search in a store that does not index (the engine's): WriterIndex opened, caught up, closed
         hits, note = own_session(store, session, query, 5), None
-        done = time.perf_counter()
-print(json.dumps({{"import_ms": (imported - t0) * 1000, "query_ms": (done - imported) * 1000,
-                   "hits": len(hits), "note": note}}))
+    done = time.perf_counter()
+print(json.dumps({{"import_ms": (imported - t0) * 1000, "load_ms": (loaded - imported) * 1000,
+                   "query_ms": (done - loaded) * 1000, "hits": len(hits), "note": note}}))
 """
 
 
@@ -360,7 +362,7 @@ def measure_restart(root: Path, session: str, repeat: int) -> dict[str, dict[str
             runs.append(got)
         if runs[0]["note"]:
             log(f"  restart ({how}): {runs[0]['note']}")
-        out[how] = {k: statistics.median(r[k] for r in runs) for k in ("import_ms", "query_ms", "process_ms", "hits")}
+        out[how] = {k: statistics.median(r[k] for r in runs) for k in ("import_ms", "load_ms", "query_ms", "process_ms", "hits")}
     return out
 
 
@@ -436,10 +438,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         log(f"  {session}")
         q = measure_queries(root, session, results, repeat)
         measured.append(q)
-        rows.append([f"{q['docs']:,}", f"{q['whoosh']:.2f}", f"{q['whoosh_open']:.2f}", f"{q['whoosh_worst']:.2f}",
-                     f"{q['scan']:.2f}", f"{q['bm25']:.2f}", f"{q['bm25_build']:.0f}"])
-    table(f"b. query latency (ms, median over {len(queries())} queries x {repeat} runs; top {LIMIT})",
-          ["evidence docs", "whoosh", "whoosh (searcher open)", "whoosh worst query", "scan", "BM25 (memory)",
+        rows.append([f"{q['docs']:,}", f"{q['whoosh']:.2f}", f"{q['whoosh_worst']:.2f}", f"{q['whoosh_open']:.2f}",
+                     f"{q['whoosh_open_worst']:.2f}", f"{q['scan']:.2f}", f"{q['bm25']:.2f}", f"{q['bm25_build']:.0f}"])
+    table(f"b. query latency (ms: median over {len(queries())} queries of each one's median of {repeat} runs, "
+          f"and the slowest query's; top {LIMIT})",
+          ["evidence docs", "whoosh", "worst", "whoosh (searcher open)", "worst", "scan", "BM25 (memory)",
            "BM25 build"], rows)
     print("queries: " + "; ".join(f"{band} {q!r}" for band, q in queries()))
     top = measured[-1]
@@ -450,11 +453,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     log("c. restart")
     rs = measure_restart(root, restart_session, repeat)
     table(f"c. first query after a restart, {turns:,} turns (ms, median of {repeat} new processes)",
-          ["reader", "import", "open + query", "whole process"],
-          [[how, f"{r['import_ms']:.0f}", f"{r['query_ms']:.1f}", f"{r['process_ms']:.0f}"] for how, r in rs.items()])
-    first = rs["own_session"]["query_ms"]
-    goal(f"the first query after a restart under {RESTART_GOAL_MS:.0f} ms at {turns:,} turns (session_search, "
-         "after imports)", f"{first:.1f} ms", first / RESTART_GOAL_MS, first < RESTART_GOAL_MS)
+          ["reader", "import", "ledger load", "index open + query", "whole process"],
+          [[how, f"{r['import_ms']:.0f}", f"{r['load_ms']:.0f}", f"{r['query_ms']:.1f}", f"{r['process_ms']:.0f}"]
+           for how, r in rs.items()])
+    first = rs["own_session"]
+    goal(f"the first query after a restart under {RESTART_GOAL_MS:.0f} ms at {turns:,} turns (session_search: "
+         "index open + query)", f"{first['query_ms']:.1f} ms", first["query_ms"] / RESTART_GOAL_MS,
+         first["query_ms"] < RESTART_GOAL_MS)
+    both = first["query_ms"] + first["load_ms"]
+    goal(f"the first query after a restart under {RESTART_GOAL_MS:.0f} ms at {turns:,} turns (session_search: "
+         "ledger load + index open + query)", f"{both:.1f} ms", both / RESTART_GOAL_MS, both < RESTART_GOAL_MS)
     print(f"bench time {time.perf_counter() - t_start:.0f} s")
     return {"append": a, "queries": measured, "restart": rs}
 
