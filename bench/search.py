@@ -42,6 +42,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
@@ -224,36 +225,48 @@ def p90(xs: Sequence[float]) -> float:
     return sorted(xs)[min(len(xs) - 1, int(len(xs) * 0.9))]
 
 
-def measure_appends(tmp: Path, n: int) -> dict[str, float]:
+def measure_appends(tmp: Path, n: int, rounds: int = 5) -> dict[str, float]:
+    """The three ways of appending in ``rounds`` rounds of ``n / rounds`` appends each (plain, paced, back to
+    back, in turn), both stores open throughout, so load that comes and goes on a shared machine falls on
+    all three alike."""
     texts = [result(i) for i in range(n)]
     out: dict[str, float] = {}
+    plain: list[float] = []
+    paced: list[float] = []
+    taken: list[float] = []
+    back: list[float] = []
+    loop_ms = flush_ms = 0.0
 
-    def run(store: LedgerStore, session: str, paced: bool) -> tuple[list[float], list[float]]:
-        store.append(session, [Directive(text="warm up")])  # the session created, its lock taken
-        appends, taken = [], []
-        for k, (tool, text) in enumerate(texts):
+    def run(store: LedgerStore, session: str, chunk: Sequence[tuple[str, str]], paced: bool = False,
+            appends: list[float] | None = None, taken: list[float] | None = None) -> None:
+        for k, (tool, text) in enumerate(chunk):
             t0 = time.perf_counter()
             store.append(session, [_evidence(tool, text, k)], blobs=[text.encode()])
-            appends.append(ms(t0))
+            if appends is not None:
+                appends.append(ms(t0))
             if paced and store.search_index is not None:
                 store.search_index.sync()
-                taken.append(ms(t0))
-        return appends, taken
+                if taken is not None:
+                    taken.append(ms(t0))
 
-    with LedgerStore(tmp / "plain") as store:
-        run(store, "w", False)  # warm-up, not counted: the first appends of a process pay for imports and caches
-        plain, _ = run(store, "a", False)
-    with LedgerStore(tmp / "indexed", search=True) as store:
-        paced, taken = run(store, "p", True)
-        t0 = time.perf_counter()
-        back, _ = run(store, "b", False)
-        loop_ms = ms(t0)
-        assert store.search_index is not None
-        t0 = time.perf_counter()
-        store.search_index.flush()
-        flush_ms = ms(t0)
-    with LedgerStore(tmp / "plain") as store:  # again after the indexed store: drift counts on both sides
-        plain += run(store, "c", False)[0]
+    rounds = max(1, min(rounds, n))
+    with LedgerStore(tmp / "plain") as pstore, LedgerStore(tmp / "indexed", search=True) as istore:
+        assert istore.search_index is not None
+        # warm-up, not counted: the first appends of a process and of a session pay for imports and caches
+        run(pstore, "a", texts[:10])
+        run(istore, "p", texts[:10], paced=True)
+        run(istore, "b", texts[:10])
+        istore.search_index.flush()
+        for r in range(rounds):
+            chunk = texts[r * n // rounds : (r + 1) * n // rounds]
+            run(pstore, "a", chunk, appends=plain)
+            run(istore, "p", chunk, paced=True, appends=paced, taken=taken)
+            t0 = time.perf_counter()
+            run(istore, "b", chunk, appends=back)
+            loop_ms += ms(t0)
+            t0 = time.perf_counter()
+            istore.search_index.flush()  # the backlog taken in and committed before the next round
+            flush_ms += ms(t0)
     # lazy catch-up: a store that does not index; the index opened once, then n results appended
     with LedgerStore(tmp / "lazy") as store:
         store.append("l", [Directive(text="warm up")])
@@ -261,7 +274,7 @@ def measure_appends(tmp: Path, n: int) -> dict[str, float]:
         t0 = time.perf_counter()
         own_session(store, "l", WORDS[0])
         nothing_new = ms(t0)
-        run(store, "l", False)
+        run(store, "l", texts)
         t0 = time.perf_counter()
         own_session(store, "l", WORDS[0])
         catch_up = ms(t0)
@@ -389,6 +402,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeat", type=int, default=5, help="runs per query (and restarts per reader)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the tests' run): 100 and 400 documents, "
                         "50 turns, 20 appends, 2 runs")
+    parser.add_argument("--parts", default="abc", help="which parts to run (a: appends, b: queries, c: restart)")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "vak" / "bench-search",
                         help="where the corpus and its indexes are kept between runs")
     args = parser.parse_args(argv)
@@ -402,17 +416,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     root.mkdir(parents=True, exist_ok=True)
     log(f"corpus: {root} (generated once, then reused)")
     t_start = time.perf_counter()
-    docs_sessions = [(docs_session(root, max(d // 2, 1)), max(d // 2, 1)) for d in sizes]
-    restart_session = turns_session(root, turns)
+    docs_sessions = [(docs_session(root, max(d // 2, 1)), max(d // 2, 1)) for d in sizes] if "b" in args.parts else []
+    restart_session = turns_session(root, turns) if "c" in args.parts else ""
     log(f"corpus ready in {time.perf_counter() - t_start:.1f} s")
     load = os.getloadavg()
     print(f"bench/search.py: whoosh {whoosh.versionstring()}, {LINES}-line results, {os.cpu_count()} cores, "
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
-    # a. appends
-    log("a. appends")
-    import tempfile
+    found: dict[str, Any] = {}
+    if "a" in args.parts:
+        found["append"] = part_a(appends)
+    if "b" in args.parts:
+        found["queries"] = part_b(root, docs_sessions, repeat)
+    if "c" in args.parts:
+        found["restart"] = part_c(root, restart_session, turns, repeat)
+    print(f"bench time {time.perf_counter() - t_start:.0f} s")
+    return found
 
+
+def part_a(appends: int) -> dict[str, float]:
+    log("a. appends")
     with tempfile.TemporaryDirectory(prefix="vak-bench-search-") as tmp:
         a = measure_appends(Path(tmp), appends)
     table(f"a. append of a {LINES}-line result (ms, {appends} appends per store)",
@@ -421,7 +444,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
            ["search=True, back to back", f"{a['back_med']:.2f}", f"{a['back_p90']:.2f}"],
            ["search=True, paced", f"{a['paced_med']:.2f}", f"{a['paced_p90']:.2f}"],
            ["  until indexed (paced: append + sync)", f"{a['taken_med']:.2f}", f"{a['taken_p90']:.2f}"]])
-    print(f"back to back: {appends} appends in {a['loop_ms']:.0f} ms, then flush (commit) {a['flush_ms']:.1f} ms")
+    print(f"back to back: {appends} appends in {a['loop_ms']:.0f} ms, then (in rounds of {appends // 5}) what the "
+          f"indexing thread had left, taken in and committed by flush: {a['flush_ms']:.0f} ms")
     lazy = (a["catch_up"] - a["nothing_new"]) / appends
     print(f"lazy catch-up (search=False, indexed at the next session_search): {a['catch_up']:.1f} ms for {appends} "
           f"results, {a['nothing_new']:.1f} ms with nothing new: {lazy:.2f} ms per result")
@@ -431,7 +455,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         goal(f"indexing adds at most 50% to an append's time ({label})",
              f"{a[key]:.2f} ms vs {a[base]:.2f} ms ({r:.2f}x)", r / APPEND_GOAL, r <= APPEND_GOAL)
 
-    # b. queries
+    return a
+
+
+def part_b(root: Path, docs_sessions: list[tuple[str, int]], repeat: int) -> list[dict[str, float]]:
     log("b. queries")
     rows, measured = [], []
     for session, results in docs_sessions:
@@ -449,7 +476,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     goal(f"a query at 100k documents under {QUERY_GOAL_MS:.0f} ms (at {top['docs']:,}, WriterIndex.search, median)",
          f"{top['whoosh']:.2f} ms", top["whoosh"] / QUERY_GOAL_MS, top["whoosh"] < QUERY_GOAL_MS)
 
-    # c. restart
+    return measured
+
+
+def part_c(root: Path, restart_session: str, turns: int, repeat: int) -> dict[str, dict[str, float]]:
     log("c. restart")
     rs = measure_restart(root, restart_session, repeat)
     table(f"c. first query after a restart, {turns:,} turns (ms, median of {repeat} new processes)",
@@ -463,8 +493,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     both = first["query_ms"] + first["load_ms"]
     goal(f"the first query after a restart under {RESTART_GOAL_MS:.0f} ms at {turns:,} turns (session_search: "
          "ledger load + index open + query)", f"{both:.1f} ms", both / RESTART_GOAL_MS, both < RESTART_GOAL_MS)
-    print(f"bench time {time.perf_counter() - t_start:.0f} s")
-    return {"append": a, "queries": measured, "restart": rs}
+    return rs
 
 
 if __name__ == "__main__":
