@@ -29,7 +29,7 @@ from typing import Any
 
 from whoosh.analysis import Token, Tokenizer
 from whoosh.fields import ID, NUMERIC, STORED, TEXT, Schema
-from whoosh.filedb.filestore import FileStorage
+from whoosh.filedb.filestore import FileStorage  # type: ignore[attr-defined]  # whoosh-ng's stubs miss it
 from whoosh.query import Or, Term
 from whoosh.scoring import BM25F
 from whoosh.writing import BufferedWriter
