@@ -12,7 +12,8 @@ a. **append**: ``--appends`` results appended one by one to a fresh session of a
    machine's load falls on all alike; with the index both back to back (a burst: the indexing thread waits
    for the appends to pause, ``storage/indexer.py``, and takes the burst in at the ``flush`` after it) and
    paced (the thread has taken in and committed each result before the next append: what an agent's
-   appends, a model call apart, see), and, paced, the time until the thread has taken the result in
+   appends, a model call apart, see; beside a plain store's paced appends, in turn first, since any work
+   between two appends slows the next one), and, paced, the time until the thread has taken the result in
    (``sync``: the result searchable). Then the lazy path
    (``storage/sessionsearch.py``): the same results appended without an index, and the next search's
    catch-up cost per result. Goal: indexing adds at most 50% to an append's time.
@@ -27,10 +28,12 @@ c. **restart**: a session of ``--turns`` turns (a directive, a 60-line result an
    index on disk; a new Python process imports, opens the store and the index, and runs one query, through
    each of the three readers: ``session_search``'s lazy writer path (``own_session``: the engine's default),
    a ``LedgerStore(search=True)`` writer (``store.search``), and the read-only ``read_index`` (``vak search``).
-   Import time is printed apart. Goal: the first query after a restart under 100 ms at 10,000 turns.
+   Import time and the ledger's load of the session are printed apart. Goal: the first query after a
+   restart under 100 ms at 10,000 turns (printed for the index's open + query, and with the ledger load).
 
-Run: ``.venv/bin/python bench/search.py`` (under 5 minutes on 2 cores with the cache cold; ``--full`` adds the
-100k point, minutes more the first time; ``--quick`` is the tests' tiny run).
+Run: ``.venv/bin/python bench/search.py`` (about 2.5 minutes on 2 cores with the cache cold, 35 s warm; ``--full``
+adds the 100k point, about 7 minutes more the first time; ``--parts a``: one part; ``--quick``: the tests' tiny
+run). Figures: docs/SEARCH.md, "Against the goals".
 """
 
 from __future__ import annotations
