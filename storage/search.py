@@ -293,8 +293,9 @@ class WriterIndex:
 
     def commit(self) -> None:
         """Commit the buffer and write the state; with nothing buffered, only a state that moved (entries
-        that make no document) is written: an empty whoosh commit would still write a new generation, and
-        with separate segment files an empty segment (``Segment file ... is empty`` on the next open)."""
+        that make no document) is written: an empty whoosh commit still writes a new generation, and the
+        state's fsync costs as much as the search. (``close`` still commits whoosh's writer once: whoosh
+        removes an unfinished writer's files only in a commit, a cancelled writer leaves them.)"""
         pending = self.buffered
         if pending:
             self.writer.commit()
