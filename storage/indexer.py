@@ -1,8 +1,9 @@
 """The writer's side of the session search index: off the append's critical path, buffered.
 
 A ``LedgerStore(root, search=True)`` hands every committed group to ``SearchIndexer.committed`` (a queue
-put, under the session's lock, after the fsync: the append never waits for whoosh). One daemon thread
-turns the entries into documents and adds them to the session's ``BufferedWriter``
+put, under the session's lock, after the fsync: the append never waits for whoosh). One daemon thread,
+once the appends pause (``QUIET_S``, at most ``HOLD_S``: it holds the GIL while it works), turns the entries
+into documents and adds them to the session's ``BufferedWriter``
 (``vak_context.storage.search.WriterIndex``), and commits when a turn closes (a ``turn_card``), after
 ``COMMIT_DOCS`` buffered documents, or ``COMMIT_S`` after the first uncommitted one, and on ``flush`` and
 ``close``. A search first waits for the thread to take in everything appended before it (``sync``), then
