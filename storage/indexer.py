@@ -1,8 +1,9 @@
 """The writer's side of the session search index: off the append's critical path, buffered.
 
 A ``LedgerStore(root, search=True)`` hands every committed group to ``SearchIndexer.committed`` (a queue
-put, under the session's lock, after the fsync: the append never waits for whoosh). One daemon thread
-turns the entries into documents and adds them to the session's ``BufferedWriter``
+put, under the session's lock, after the fsync: the append never waits for whoosh). One daemon thread,
+once the appends pause (``QUIET_S``, at most ``HOLD_S``: it holds the GIL while it works), turns the entries
+into documents and adds them to the session's ``BufferedWriter``
 (``vak_context.storage.search.WriterIndex``), and commits when a turn closes (a ``turn_card``), after
 ``COMMIT_DOCS`` buffered documents, or ``COMMIT_S`` after the first uncommitted one, and on ``flush`` and
 ``close``. A search first waits for the thread to take in everything appended before it (``sync``), then
@@ -28,6 +29,9 @@ log = logging.getLogger("vak.search")
 
 COMMIT_DOCS = 512
 COMMIT_S = 1.0
+QUIET_S = 0.05  # appends pause this long before the thread takes them in ...
+HOLD_S = 1.0  # ... but nothing waits longer than this
+HOLD_GROUPS = 256  # ... nor more groups than this
 
 
 class SearchIndexer:
@@ -64,29 +68,50 @@ class SearchIndexer:
     # ---------------------------------------------------------------- the thread
 
     def _run(self) -> None:
+        # Entries wait until the appends pause for QUIET_S (at most HOLD_S, or HOLD_GROUPS groups): pure-Python
+        # whoosh holds the GIL while it analyses, so indexing between back-to-back appends slows each of them
+        # (bench/search.py: 5x an append's median); a sync or a search takes in what waits at once.
+        pending: list[tuple[Any, ...]] = []
+        first_at = 0.0
         while True:
-            timeout = self._next_deadline()
+            if pending:
+                timeout: float | None = max(min(QUIET_S, first_at + HOLD_S - time.monotonic()), 0.0)
+            else:
+                timeout = self._next_deadline()
             try:
                 what, arg = self._queue.get(timeout=timeout) if timeout is not None else self._queue.get()
             except queue.Empty:
+                self._take_all(pending)
                 self._commit_due()
                 continue
+            if what == "entries":
+                if not pending:
+                    first_at = time.monotonic()
+                pending.append(arg)
+                if len(pending) >= HOLD_GROUPS or time.monotonic() - first_at >= HOLD_S:
+                    self._take_all(pending)
+                    self._commit_due()
+                continue
+            self._take_all(pending)  # a barrier or the stop: what was appended before it, taken in first
             if what == "stop":
                 arg.set()
                 return
             if what == "barrier":
                 arg.set()
-                continue
+            self._commit_due()
+
+    def _take_all(self, pending: list[tuple[Any, ...]]) -> None:
+        for item in pending:
             try:
-                self._take(arg)
+                self._take(item)
             except Exception as exc:  # the index is a cache: log it, the next open rebuilds
                 log.warning("search index: %s", exc, exc_info=True)
                 self.errors.append(f"{type(exc).__name__}: {exc}")
                 with self._lock:
-                    broken = self._indexes.pop(arg[0], None)
+                    broken = self._indexes.pop(item[0], None)
                     if broken is not None:
                         broken.abandon()
-            self._commit_due()
+        pending.clear()
 
     def _next_deadline(self) -> float | None:
         if not self._dirty_since:

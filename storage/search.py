@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from whoosh import index as whoosh_index
 from whoosh.analysis import Token, Tokenizer
 from whoosh.fields import ID, NUMERIC, STORED, TEXT, Schema
+from whoosh.filedb.filestore import FileStorage  # type: ignore[attr-defined]  # whoosh-ng's stubs miss it
 from whoosh.query import Or, Term
 from whoosh.scoring import BM25F
 from whoosh.writing import BufferedWriter
@@ -183,6 +183,18 @@ def ledger_ids(store: Any, session: str) -> list[tuple[str, str]]:
     return [(eid, kind) for _seq, eid, _parent, kind, _t in store.iter_metadata(session)]
 
 
+def open_dir(folder: Path) -> Any:
+    """The index in ``folder``, its segment files read, not mapped.
+
+    whoosh maps a segment file and, each time a reader opens, copies every part of it into a ``BytesIO``
+    (``BufferFile``), the stored text included: every searcher paid for copying the whole session's index
+    (bench/search.py, a fresh searcher per query: 28 ms at 10k documents, 219 ms at 100k, against 7 and 39 ms
+    with one searcher kept open). Unmapped, a part is a window on the open file, read where a query needs it.
+    (Separate segment files, ``compound=False``, would avoid the copy too, but whoosh-ng's own check on open
+    rejects the empty postings file a small segment has: ``Segment file ... is empty``.)"""
+    return FileStorage(str(folder), supports_mmap=False).open_index()
+
+
 def check_index(folder: Path, session: str, ids: Sequence[tuple[str, str]]) -> tuple[Any, dict[str, Any]] | str:
     """The open whoosh index and its state, or what is wrong with it (a sentence)."""
     state = read_state(folder)
@@ -196,7 +208,7 @@ def check_index(folder: Path, session: str, ids: Sequence[tuple[str, str]]) -> t
     if seq >= 0 and ids[seq][0] != state.get("id"):
         return f"the entry it indexed last (seq {seq}) is not the ledger's"
     try:
-        ix = whoosh_index.open_dir(str(folder))  # type: ignore[attr-defined]  # whoosh-ng's stubs miss it
+        ix = open_dir(folder)
         count = ix.doc_count()
     except Exception as exc:  # whoosh raises many kinds on torn files: each means "rebuild"
         return f"whoosh cannot open it ({type(exc).__name__}: {exc})"
@@ -245,7 +257,7 @@ class WriterIndex:
             self.rebuilt = checked
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder.mkdir(parents=True)
-            self.ix = whoosh_index.create_in(str(self.folder), schema())  # type: ignore[attr-defined]
+            self.ix = FileStorage(str(self.folder), supports_mmap=False).create_index(schema())
             self.committed_docs = 0
             start = 0
         else:
@@ -255,6 +267,9 @@ class WriterIndex:
         self.writer = BufferedWriter(self.ix, period=None, limit=1 << 30, writerargs={"limitmb": 64})
         self.next_seq = start
         self.last_id: str | None = ids[start - 1][0] if start else None
+        # what the state file says now (None: none written for this index yet), so a commit with nothing new
+        # writes nothing at all
+        self.saved: tuple[int, str | None] | None = None if self.rebuilt else (start - 1, self.last_id)
         self.next_seq = len(ids)
         entry = -1  # the seq of the entry whose documents are being added
         for doc in docs_from_store(store, session, start, self.docs, ids):
@@ -286,10 +301,18 @@ class WriterIndex:
         return closed
 
     def commit(self) -> None:
+        """Commit the buffer and write the state; with nothing buffered, only a state that moved (entries
+        that make no document) is written: an empty whoosh commit still writes a new generation, and the
+        state's fsync costs as much as the search. (``close`` still commits whoosh's writer once: whoosh
+        removes an unfinished writer's files only in a commit, a cancelled writer leaves them.)"""
         pending = self.buffered
-        self.writer.commit()
-        self.committed_docs += pending
+        if pending:
+            self.writer.commit()
+            self.committed_docs += pending
+        elif self.saved == (self.next_seq - 1, self.last_id):
+            return
         write_state(self.folder, self.session, self.next_seq - 1, self.last_id, self.committed_docs)
+        self.saved = (self.next_seq - 1, self.last_id)
 
     def search(self, query: str, limit: int) -> list[Hit]:
         if self.committed_docs == 0 and self.buffered:
