@@ -26,6 +26,9 @@ from vak_context.checks import MAX_TOKENS, bounded_int, check_base_url, check_le
 from vak_context.errors import ActorError, InvalidInput, ModelServerError, ProviderError
 from vak_context.names import check_name
 
+# the choices engine.api.Engine.open takes (a unit test keeps them equal; the parser does not import the engine)
+SEARCH_INDEX = ("turn-close", "search")
+
 if TYPE_CHECKING:
     import httpx
 
@@ -57,6 +60,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
                    help="run on Ray: a local cluster on 127.0.0.1, or the running cluster at ADDRESS (host:port "
                    "or ray://host:port)")
+    p.add_argument("--search-index", choices=SEARCH_INDEX, default=SEARCH_INDEX[0],
+                   help="when session_search's index is caught up: turn-close (default: in the background as each "
+                   "turn closes) or search (at each search)")
 
 
 class Streamer:
@@ -170,7 +176,7 @@ def run_turn(args: argparse.Namespace, *, http_client: httpx.AsyncClient | None 
         async with _open_session(engine, args, session, workspace, spec, streamer, http_client) as live:
             return await live.run(args.directive)
 
-    with Engine.open(ledger, ray=args.ray) as engine:
+    with Engine.open(ledger, ray=args.ray, search_index=args.search_index) as engine:
         result = asyncio.run(go(engine))
     _print_answer(result, streamer)
     return 0 if result.outcome == "completed" else 1
@@ -190,7 +196,7 @@ def run_chat(args: argparse.Namespace, *, http_client: httpx.AsyncClient | None 
             print(live.describe_profile(), flush=True)
             return await chat_loop(live, read_line or (lambda: asyncio.to_thread(input, "you> ")), streamer)
 
-    with Engine.open(ledger, ray=args.ray) as engine:
+    with Engine.open(ledger, ray=args.ray, search_index=args.search_index) as engine:
         return asyncio.run(go(engine))
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vak_context.checks import MAX_TOKENS, bounded_int
+from vak_context.cli.chat import SEARCH_INDEX
 from vak_context.errors import ModelServerError
 from vak_context.providers.local.catalogue import MODELS
 from vak_context.providers.local.server import LocalModelServer
@@ -32,6 +33,9 @@ def register(subparsers: Any) -> None:
     s.add_argument("--port", type=bounded_int(0, 65535), default=0, help="port to bind (default 0: any free port)")
     s.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
                    help="run on Ray: a local cluster, or the one at ADDRESS")
+    s.add_argument("--search-index", choices=SEARCH_INDEX, default=SEARCH_INDEX[0],
+                   help="when session_search's index is caught up: turn-close (default: in the background as each "
+                   "turn closes) or search (at each search)")
     s.add_argument("--window", type=bounded_int(256, MAX_TOKENS), default=None,
                    help="tokens to plan against until a profile is measured (a provider that publishes none); "
                    "with local:MODEL, the context the bundled model is started with (default 8192)")
@@ -128,7 +132,7 @@ def run_serve(args: argparse.Namespace) -> int:
         # the engine's own default for a bundled model (16384), and a request past 8192 would be rejected.
         window = local.n_ctx
     key_dir = Path(tempfile.mkdtemp(prefix="vak-serve-"))  # mode 0700
-    engine = Engine.open(args.ledger, ray=args.ray)
+    engine = Engine.open(args.ledger, ray=args.ray, search_index=args.search_index)
     try:
         client_key = secrets.token_urlsafe(24)
         key_file = _key_file(key_dir, client_key)

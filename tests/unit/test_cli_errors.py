@@ -254,3 +254,15 @@ def test_vak_runs_repeat_rules_are_the_sessions(capsys: pytest.CaptureFixture[st
     assert REPEAT_RULES == SESSION_RULES and DEFAULT_REPEAT_RULE == "close"
     fails_in_one_line(capsys, ["run", "--repeat-rule", "retry"], 2, "--repeat-rule", "close", "redo")
     assert work == []
+
+
+def test_search_index_choices_are_the_engines(capsys: pytest.CaptureFixture[str]) -> None:
+    """`vak serve` and `vak chat` offer `--search-index` with exactly the values Engine.open takes; another is
+    one line naming them."""
+    from vak_context.cli.chat import SEARCH_INDEX
+    from vak_context.engine.api import SEARCH_INDEX as ENGINE_CHOICES
+
+    assert SEARCH_INDEX == ENGINE_CHOICES and SEARCH_INDEX[0] == "turn-close"
+    fails_in_one_line(capsys, ["serve", "--upstream", "local:qwen", "--search-index", "never"], 2,
+                      "--search-index", "turn-close", "search")
+    fails_in_one_line(capsys, ["chat", "--search-index", "never"], 2, "--search-index", "turn-close", "search")
