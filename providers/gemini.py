@@ -14,6 +14,7 @@ The key is sent in a header, never in the URL, so it cannot leak through a logge
 from __future__ import annotations
 
 import re
+import uuid
 from typing import Any, ClassVar
 
 from vak_context.coerce import int_or_none
@@ -132,12 +133,15 @@ class GeminiProvider(Provider):
         texts: list[str] = []
         thoughts: list[str] = []
         calls: list[ToolCall] = []
+        stem = re.sub(r"[^A-Za-z0-9_-]", "", str(body.get("responseId") or ""))[:32] or uuid.uuid4().hex[:12]
         for part in (candidate.get("content") or {}).get("parts") or []:
             if "functionCall" in part:
                 call = part["functionCall"] or {}
                 args = call.get("args") if isinstance(call.get("args"), dict) else {}
-                # Older models send no id; the position keeps ids unique within the reply.
-                call_id = str(call.get("id") or f"call_{len(calls)}")
+                # Older models send no id. The position alone would repeat in every step ("call_0" each time),
+                # and the request's functionResponse names are looked up by id: the reply's responseId (or a
+                # random stem without one) keeps ids unique across the turn's steps.
+                call_id = str(call.get("id") or f"call_{stem}_{len(calls)}")
                 calls.append(ToolCall(id=call_id, name=str(call.get("name", "")), arguments=args))
             elif part.get("thought"):
                 thoughts.append(str(part.get("text", "")))

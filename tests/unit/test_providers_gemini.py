@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -101,7 +103,7 @@ def test_parse_separates_thoughts_text_and_calls_with_every_usage_tier() -> None
     assert result.text == "Checking the weather. "
     assert result.thinking == "**Planning the lookup** I need the weather tool."
     (call,) = result.tool_calls
-    assert (call.id, call.name, call.arguments) == ("call_0", "get_weather", {"location": "Boston"})
+    assert (call.id, call.name, call.arguments) == ("call_abc123_0", "get_weather", {"location": "Boston"})
     usage = result.usage
     assert (usage.input_tokens, usage.cache_read_tokens, usage.output_tokens, usage.reasoning_tokens) == (
         904,
@@ -160,3 +162,25 @@ async def test_model_context_from_models_get_and_not_found() -> None:
     assert wire.requests[0].method == "GET"
     assert (ctx.declared_window, ctx.output_limit) == (1048576, 65536)
     assert "inputTokenLimit" in ctx.source
+
+
+def test_calls_without_ids_get_ids_unique_across_steps_and_their_responses_keep_their_names() -> None:
+    """An older model sends no call id: two steps' calls (no responseId either) must not both be "call_0", or
+    the next request would name the first step's functionResponse after the second step's tool."""
+    reply = body("gemini", "generate")
+    reply.pop("responseId")
+    first = gemini().parse(reply, latency_ms=1.0).tool_calls[0]
+    second_body = json.loads(json.dumps(reply))
+    second_body["candidates"][0]["content"]["parts"][2]["functionCall"] = {"name": "get_time", "args": {}}
+    second = gemini().parse(second_body, latency_ms=1.0).tool_calls[0]
+    assert first.id != second.id and first.id.startswith("call_") and second.id.endswith("_0")
+    request = ChatRequest(model="gemini-2.5-flash", messages=(
+        Message(role="user", content=(TextBlock(text="weather and time?"),)),
+        Message(role="assistant", content=(ToolUseBlock(id=first.id, name=first.name, input=first.arguments),)),
+        Message(role="user", content=(ToolResultBlock(tool_use_id=first.id, content="12C"),)),
+        Message(role="assistant", content=(ToolUseBlock(id=second.id, name=second.name, input={}),)),
+        Message(role="user", content=(ToolResultBlock(tool_use_id=second.id, content="09:00"),)),
+    ))
+    sent = gemini().render(request)
+    responses = [p["functionResponse"] for c in sent["contents"] for p in c["parts"] if "functionResponse" in p]
+    assert [(r["id"], r["name"]) for r in responses] == [(first.id, "get_weather"), (second.id, "get_time")]
