@@ -113,8 +113,8 @@ async def test_on_ray_a_plan_that_needs_a_packet_is_summarised_by_the_endpoints_
     """Fourteen earlier turns and a small horizon: the plan needs a packet, and the AssemblerActor writes its
     summary through the endpoint's model (a summariser call on the server, a compaction entry in the ledger)
     instead of failing for want of a summariser. ``prior_turns`` then reads the earlier turns through Ray.
-    (3,800: with cards at their bounded levels, issue 26, the fourteen turns fit 4,500 without a packet; below
-    about 3,400 the current turn no longer fits beside them.)"""
+    (3,800: with cards at their bounded levels, issue 26, the fourteen turns fit 4,200 without a packet; the
+    test passed from 3,500 to 4,000 and failed at 3,200, so 3,800 sits inside that range.)"""
     import ray
 
     from vak_context.actors.factory import ledger_actor
