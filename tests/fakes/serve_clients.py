@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
+import httpx
 import openai
 
 from tests.fakes.embedder import command_output, search_results
@@ -44,12 +45,17 @@ class Client:
 
     def __post_init__(self) -> None:
         headers = {"x-vak-session": self.session} if self.session else None
+        # No keep-alive: the tests never close their clients, and a pooled idle connection would otherwise be
+        # closed by the garbage collector whenever it runs (an unclosed-socket ResourceWarning, an error under
+        # filterwarnings=error, in whichever test or teardown the collection happens to fall).
+        limits = httpx.Limits(max_keepalive_connections=0)
         if self.protocol == "openai":
             self._openai = openai.OpenAI(base_url=self.base_url, api_key=self.api_key, max_retries=0,
-                                         default_headers=headers)
+                                         default_headers=headers, http_client=openai.DefaultHttpxClient(limits=limits))
         else:
             self._anthropic = anthropic.Anthropic(base_url=self.base_url.removesuffix("/v1"), api_key=self.api_key,
-                                                  max_retries=0, default_headers=headers)
+                                                  max_retries=0, default_headers=headers,
+                                                  http_client=anthropic.DefaultHttpxClient(limits=limits))
 
     def turn(self, text: str) -> str:
         """One user message, then requests until the server answers (running the calls it hands back)."""
