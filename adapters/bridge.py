@@ -120,11 +120,13 @@ class Bridge:
 
     async def end_turn(self) -> TurnResult | None:
         """Close the open turn: its result (the framework's run ended with the model's last reply, fed
-        before this). A turn the engine still wanted to continue is closed ``cancelled``."""
+        before this). A run the framework finished on a reply with no call is never cancelled by a rule
+        that wanted one more model call: the turn closes ``completed`` with that reply
+        (:meth:`~vak_context.engine.caller.Turn.accept`); one left with calls unanswered is ``cancelled``."""
         turn, self.turn = self.turn, None
         if turn is None:
             return None
-        await turn.close()
+        await turn.accept()
         self.results.append(turn.result)
         return turn.result
 

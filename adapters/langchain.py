@@ -69,7 +69,8 @@ Handler = Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
 class VakMiddleware(AgentMiddleware[Any, Any, Any]):
     """The engine behind one LangChain agent's conversation, as a middleware of ``create_agent``. The vak
     session ``name`` is bound at the first model call, with the agent's tools (the engine judges calls of
-    tools it knows); ``session_options`` go to :meth:`vak_context.Engine.session` (``window=``, ...)."""
+    tools it knows); ``session_options`` go to :meth:`vak_context.Engine.session` (``window=``, ``rules=``: the
+    turn rules observe by default here, docs/DRIFT.md, ...)."""
 
     def __init__(self, engine: Engine, name: str, *, model: str, **session_options: Any) -> None:
         super().__init__()

@@ -80,7 +80,8 @@ class VakAgents:
     """The engine behind one OpenAI Agents SDK conversation: :attr:`session` for ``Runner.run(...,
     session=)``, :meth:`input_filter` for ``RunConfig(call_model_input_filter=)``, :meth:`tools` the
     engine's tools. The vak session ``name`` is bound at the first model call, with the agent's function
-    tools; ``session_options`` go to :meth:`vak_context.Engine.session`."""
+    tools; ``session_options`` go to :meth:`vak_context.Engine.session` (``rules=``: the turn rules observe by
+    default here, docs/DRIFT.md)."""
 
     def __init__(self, engine: Engine, name: str, *, model: str, **session_options: Any) -> None:
         self.engine, self.name, self.model = engine, name, model

@@ -70,7 +70,8 @@ class VakHistory:
     """The engine behind one pydantic-ai agent's conversation: ``history`` is its history processor,
     :meth:`toolset` the engine's tools. The vak session ``name`` is bound at the first model call, with the
     agent's tools (the engine judges calls of tools it knows); ``session_options`` go to
-    :meth:`vak_context.Engine.session` (``window=``, ``stance=``, ...)."""
+    :meth:`vak_context.Engine.session` (``window=``, ``stance=``, ``rules=``: the turn rules observe by
+    default here, docs/DRIFT.md, ...)."""
 
     def __init__(self, engine: Engine, name: str, *, model: str, **session_options: Any) -> None:
         self.engine, self.name, self.model = engine, name, model

@@ -347,6 +347,21 @@ class OpenTurn:
         self.card_id = await self.core.services.close_turn("cancelled")
         self._ended()
 
+    async def accept(self) -> bool:
+        """The caller's framework finished its run on the model's last reply: an open turn whose last step
+        was a reply with no call (a rule asked for one more model call) closes ``completed`` with that reply
+        as its answer, and a ``turn.accepted`` activity says the rule's step was not taken. False, leaving the
+        turn open, when the last step was not such a reply."""
+        if not self.open or self.calling or self._result is None or self._calls:
+            return False
+        text = self._result.text
+        await self.core.services.append([Activity(activity="turn.accepted", detail={
+            "step_id": self._step_id, "why": "the caller ended its run on this reply; the step a rule asked "
+            "for was not taken"})])
+        self._answer, self._outcome, self._prose = text, "completed", text
+        await self._close()
+        return True
+
     # ------------------------------------------------------------ one model call
 
     async def request(self) -> Assembled | None:
@@ -466,7 +481,8 @@ class OpenTurn:
         core, calls, ids = self.core, self._calls, self._ids
         services, rules = core.services, core.rules
         await self._note_misread()
-        cards_done, acked, seen = bool(self._intercepted), [], []  # type: bool, list[tuple[str, Any]], list[tuple[bool, bool, str]]
+        cards_done, acked, seen = bool(self._intercepted), [], []  # type: bool, list[tuple[str, Any]], list[tuple[bool | None, bool, str]]
+        seen_names: list[str] = []
         ran: list[tuple[str, dict[str, Any] | None, str, str]] = []  # world calls run, for the repeat rule
         for i, (tool_use_id, call) in enumerate(zip(ids, calls, strict=True)):
             name = call.name or ""
@@ -488,13 +504,16 @@ class OpenTurn:
                 body, is_error = outcome
                 await services.store_result(tool_use_id, name, body, is_error)
                 decl = core.decl(name)
-                seen.append((bool(decl and decl.observes), is_error, body))
+                # The tool's own flag: True, False, or None (undeclared, which the freshness rule counts).
+                seen.append((decl.observes if decl is not None else False, is_error, body))
+                seen_names.append(name)
                 if i < MAX_CALLS_PER_STEP:
                     ran.append((name, call.arguments, tool_use_id, body))
         rules.ran(ran)
         self.calling = False
         closing = next((v for v in self._verdicts if v.action == "close"), None)
-        verdict = closing or await rules.after_calls(seen, acked, only_cards=len(self._cards) == len(calls))
+        verdict = closing or await rules.after_calls(seen, acked, only_cards=len(self._cards) == len(calls),
+                                                     names=seen_names)
         redo = next((v for v in self._verdicts if v.action == "redo"), None)
         if redo is not None and verdict.action == "continue":
             await rules.redo(redo)

@@ -14,6 +14,14 @@ entry, so a replay shows why a turn ended as it did:
 * a repeated-card batch is a ``rule.repeated_cards`` activity; a card taken as the answer of an empty
   step is ``rule.card_is_answer``; a closing rule is ``rule.close`` with the system-authored statement
   and the outcome the TurnCard then carries.
+
+Each rule runs in the mode its :class:`~vak_context.context.rules.setting.RuleSetting` gives it
+(:attr:`TurnRules.setting`, set per turn by the driver): ``enforce`` as above; ``observe``: nothing the
+model sees changes (no nudge, no intercept, no unrun call, no close, no lowered horizon) and each verdict
+the rule would have acted on is a ``rule.observed`` activity (``rule``, ``would``: redo / intercept / skip /
+close, ``text``: the nudge, error or statement it would have written); ``off``: nothing at all. A turn whose
+directive seeks a live value records the freshness rule's verdict on its answer as a ``rule.freshness``
+activity (which tools counted as observations, and which of those declared nothing), unless the rule is off.
 """
 
 from __future__ import annotations
@@ -25,7 +33,8 @@ from typing import Any, Protocol
 from vak_context.context.history.turncard import narration_of
 from vak_context.context.rules import drift
 from vak_context.context.rules.drift import PriorTurn, Verdict
-from vak_context.context.rules.freshness import RecordedFigure, figure_of
+from vak_context.context.rules.freshness import RecordedFigure, accepts_no_live_data, figure_of
+from vak_context.context.rules.setting import ENGINE_LOOP, RuleSetting
 from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import Activity, Directive, Nudge, Presentation, TurnCard
 
@@ -36,12 +45,17 @@ class RuleServices(Protocol):
     async def store_result(self, tool_use_id: str, tool_name: str, body: str, is_error: bool) -> dict[str, Any]: ...
 
 
+ENFORCED = RuleSetting(ENGINE_LOOP)  # the engine's own loop, until a driver sets the turn's setting
+
+
 class TurnRules:
     """The rules of one session's turns; ``history`` is the session's earlier turns, oldest first."""
 
     def __init__(self, services: RuleServices, history: Sequence[PriorTurn] = (),
-                 read_only: frozenset[str] = drift.READ_ONLY_TOOLS, repeat_rule: str = "close") -> None:
+                 read_only: frozenset[str] = drift.READ_ONLY_TOOLS, repeat_rule: str = "close",
+                 setting: RuleSetting = ENFORCED) -> None:
         self.services = services
+        self.setting = setting  # each rule's mode; the driver sets it per turn (it may change between steps)
         self.read_only = read_only  # the tools that declared themselves read-only (the repeated-call rule)
         self.repeat_rule = repeat_rule  # "close" or "redo": what the repeated call's second strike does
         self.history: list[PriorTurn] = list(history)
@@ -58,6 +72,12 @@ class TurnRules:
         intercepted (each already answered with its error result) and the verdict."""
         figures = [p.figure for p in self.history if p.figure is not None]
         self.state, errors, verdict = drift.gate_cards(self.state, [(i, a) for i, _, _, a in cards], figures)
+        if errors:
+            tag = errors[min(errors)].split("]", 1)[0].lstrip("[")
+            if await self._held(tag, "close" if verdict.action == "close" else "intercept",
+                                verdict.text if verdict.action == "close" else errors[min(errors)],
+                                step_id=step_id, calls=[t for i, t, _, _ in cards if i in errors]):
+                return set(), drift.CONTINUE
         for i, tool_use_id, name, _args in cards:
             if i in errors:
                 await self.services.store_result(tool_use_id, name, errors[i], True)
@@ -74,6 +94,11 @@ class TurnRules:
         repeat an earlier call of the turn (each already answered with its error result) and the verdict."""
         self.state, errors, verdict = drift.gate_repeats(self.state, [(i, n, a) for i, _, n, a in calls],
                                                        self.read_only, redo=self.repeat_rule == "redo")
+        if errors:
+            would = verdict.action if verdict.action in ("redo", "close") else "skip"
+            if await self._held("repeated-call", would, verdict.text or errors[min(errors)], step_id=step_id,
+                                calls=[t for i, t, _, _ in calls if i in errors]):
+                return set(), drift.CONTINUE
         for i, tool_use_id, name, _args in calls:
             if i in errors:
                 await self.services.store_result(tool_use_id, name, errors[i], True)
@@ -90,18 +115,21 @@ class TurnRules:
         """The world calls that ran this step ``(name, arguments, tool_use_id, body)``, for the repeat rule."""
         self.state = drift.note_calls(self.state, calls, self.read_only)
 
-    async def after_calls(self, results: Sequence[tuple[bool, bool, str]], acked: Sequence[tuple[str, Mapping[str, Any]]],
-                          only_cards: bool) -> Verdict:
-        """After a step's calls ran: world results ``(observes, is_error, body)`` and the cards acknowledged
-        ``(presentation id, payload)``."""
-        self.state = drift.note_results(drift.stepped(self.state), results)
+    async def after_calls(self, results: Sequence[tuple[bool | None, bool, str]],
+                          acked: Sequence[tuple[str, Mapping[str, Any]]], only_cards: bool,
+                          names: Sequence[str] = ()) -> Verdict:
+        """After a step's calls ran: world results ``(observes, is_error, body)`` (``names``: their tools, in
+        order) and the cards acknowledged ``(presentation id, payload)``."""
+        self.state = drift.note_results(drift.stepped(self.state), results, names)
         for pid, payload in acked:
             if pid not in self.state.shown:
                 self.cards.append(dict(payload))
         self.state, verdict = drift.after_cards(self.state, [pid for pid, _ in acked], only_cards)
-        if self.state.repeat_batches:
+        if self.state.repeat_batches and self.setting.mode("repeated-card") != "off":
             await self.services.append([Activity(activity="rule.repeated_cards", detail={
                 "presentation": self.state.last_card, "consecutive": self.state.repeat_batches})])
+        if verdict.action == "close" and await self._held(verdict.tag, "close", verdict.text):
+            return drift.CONTINUE
         await self._closing(verdict)
         return verdict
 
@@ -113,6 +141,10 @@ class TurnRules:
     async def on_reply(self, text: str) -> Verdict:
         """A step with no tool call: the answer, a redo (its nudge written) or the close."""
         self.state, verdict = drift.after_reply(self.state, text, self.history)
+        if self.state.live and verdict.tag in ("freshness-check", ""):
+            await self._freshness(verdict, text)
+        if verdict.action in ("redo", "close") and await self._held(verdict.tag, verdict.action, verdict.text):
+            verdict = Verdict("answer", text=text)  # the model's reply stands, as if the rule never fired
         if verdict.action == "redo":
             await self.services.append([Nudge(tag=verdict.tag, text=verdict.text)])
         elif verdict.action == "answer" and verdict.tag:
@@ -127,6 +159,33 @@ class TurnRules:
         figure = figure_of(prose, self.cards)
         recorded = RecordedFigure(figure, len(self.history) + 1, at) if figure else None
         self.history.append(PriorTurn(directive, narration_of(prose) if prose.strip() else "", recorded))
+
+    async def _held(self, rule: str, would: str, text: str, **detail: Any) -> bool:
+        """Whether ``rule``'s verdict is held back (its mode is not ``enforce``); under ``observe`` it is
+        recorded: what the rule would have done (``would``) and the text it would have written."""
+        mode = self.setting.mode(rule)
+        if mode == "enforce":
+            return False
+        if mode == "observe":
+            await self.services.append([Activity(activity="rule.observed", detail={
+                "rule": rule, "would": would, "text": text, **detail})])
+        return True
+
+    async def _freshness(self, verdict: Verdict, text: str) -> None:
+        """The freshness rule's verdict on a live directive's answer step, as an activity (not under off)."""
+        mode = self.setting.mode("freshness-check")
+        if mode == "off":
+            return
+        state = self.state
+        if verdict.tag == "freshness-check":
+            found = "nothing observed"
+        else:
+            found = "observed" if state.observed else "no live data stated" if accepts_no_live_data(text) else "answered"
+        await self.services.append([Activity(activity="rule.freshness", detail={
+            "verdict": found, "acted": verdict.tag == "freshness-check" and mode == "enforce", "mode": mode,
+            "observed_by": list(dict.fromkeys(state.observers)),
+            "undeclared": list(dict.fromkeys(state.undeclared)),
+            "succeeded": list(dict.fromkeys(state.succeeded))})])
 
     async def _closing(self, verdict: Verdict) -> None:
         if verdict.action == "close":

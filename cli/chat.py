@@ -39,6 +39,23 @@ DEFAULT_MODEL = "qwen"
 LOCAL = "local"
 
 
+def rules_option(value: str) -> str:
+    """``--rules``: a rules setting (docs/DRIFT.md), checked as the command line is read."""
+    from vak_context.context.rules.setting import ENGINE_LOOP, rule_setting
+    from vak_context.errors import InvalidRules
+
+    try:
+        rule_setting(value, ENGINE_LOOP)
+    except InvalidRules as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    return value
+
+
+RULES_HELP = ("what the turn rules may do: enforce (nudge, redo, close the turn with the engine's statement), "
+              "observe (only record in the ledger what each would have done) or off, optionally with per-rule "
+              "overrides, e.g. observe,freshness-check=enforce (docs/DRIFT.md)")
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help="the model: local:qwen, local:smollm2 (a bare bundled name is short for local:NAME), a "
@@ -63,6 +80,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--search-index", choices=SEARCH_INDEX, default=SEARCH_INDEX[0],
                    help="when session_search's index is caught up: turn-close (default: in the background as each "
                    "turn closes) or search (at each search)")
+    p.add_argument("--rules", type=rules_option, default="enforce", help=RULES_HELP + " (default enforce: the "
+                   "engine is the agent here)")
 
 
 class Streamer:
@@ -147,7 +166,7 @@ def _open_session(engine: Engine, args: argparse.Namespace, session: str, worksp
                           horizon=args.horizon, http_client=http_client, card_tools=True,
                           on_step=lambda s: streamer.step(step_line(s)),
                           on_text=None if args.no_stream else streamer.text, max_steps=args.max_steps,
-                          max_tokens=384)
+                          max_tokens=384, rules=args.rules)
 
 
 def _where(args: argparse.Namespace, spec: str, session: str) -> str:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,7 +130,8 @@ class Engine:
                 on_text: Callable[[str], None] | None = None, card_tools: bool = False,
                 summary_model: str | None = None, summary_base_url: str | None = None,
                 max_steps: int = DEFAULT_MAX_STEPS, max_tokens: int = DEFAULT_MAX_TOKENS,
-                timezone: str = "UTC", repeat_rule: str = "close") -> Session:
+                timezone: str = "UTC", repeat_rule: str = "close",
+                rules: str | Mapping[str, str] | None = None) -> Session:
         """A session named ``name`` (an existing one in the ledger is continued), bound to ``model``.
 
         ``model``: ``provider:model`` (``openai:gpt-4o-mini``, ``anthropic:claude-sonnet-4-5``,
@@ -150,7 +151,14 @@ class Engine:
         ``repeat_rule``: what a turn's second step that repeats a read-only call with the same arguments
         does: ``"close"`` ends the turn quoting the results it had; ``"redo"`` first asks the model for the
         answer in one more step with calls masked (docs/DRIFT.md).
+        ``rules``: what the turn rules (freshness, model drift, echoes, repeated calls, empty steps) may do:
+        ``"enforce"`` (nudge, redo, intercept, close the turn with the engine's statement), ``"observe"``
+        (only record in the ledger what each rule would have done: the model and the caller see nothing of
+        it) or ``"off"``, optionally with per-rule overrides (``"observe,freshness-check=enforce"``, or a
+        mapping ``{"freshness-check": "off"}`` over the default). Unset: ``enforce`` in :meth:`Session.run`
+        (the engine is the agent), ``observe`` in :meth:`Session.begin` (your loop is). docs/DRIFT.md.
         """
+        _check_rules(rules)
         if repeat_rule not in REPEAT_RULES:
             raise InvalidInput(f"repeat_rule must be one of {', '.join(map(repr, REPEAT_RULES))} (got {repeat_rule!r})")
         store = self._live_store()
@@ -161,7 +169,7 @@ class Engine:
                            api_key=api_key, http_client=http_client, on_step=on_step, on_text=on_text,
                            card_tools=card_tools, summary_model=summary_model,
                            summary_base_url=summary_base_url, max_steps=max_steps, max_tokens=max_tokens, timezone=timezone,
-                           repeat_rule=repeat_rule)
+                           repeat_rule=repeat_rule, rules=rules)
         session = Session(self, store, name, options)
         self._sessions[name] = session
         return session
@@ -220,6 +228,13 @@ class Engine:
         self.close()
 
 
+def _check_rules(value: Any) -> None:
+    """A rules setting (``rules=``), checked when given: InvalidRules names what is allowed."""
+    from vak_context.context.rules.setting import ENGINE_LOOP, rule_setting
+
+    rule_setting(value, ENGINE_LOOP)
+
+
 def _check_search_index(value: str) -> None:
     if value not in SEARCH_INDEX:
         raise InvalidInput(f"search_index must be one of {', '.join(map(repr, SEARCH_INDEX))} (got {value!r})")
@@ -247,6 +262,7 @@ class _Options:
     max_tokens: int
     timezone: str
     repeat_rule: str
+    rules: Any = None  # as given (str, mapping or None: the driver's default); checked by Engine.session
 
 
 class Session:
@@ -262,6 +278,29 @@ class Session:
         self._turn = asyncio.Lock()
         self._caller: Turn | None = None  # the caller's-loop turn open now, if any
         self._closed = False
+        self._rules: Any = options.rules
+
+    @property
+    def rules(self) -> str | None:
+        """The rules setting as given (``Engine.session(rules=...)`` or set here), in its string form; None:
+        each driver's default (``enforce`` in :meth:`run`, ``observe`` in :meth:`begin`). Set it to change
+        what the turn rules may do from the next step on, also inside an open turn of your loop."""
+        value = self._rules
+        if value is None or isinstance(value, str):
+            return value
+        return ",".join(f"{rule}={mode}" for rule, mode in value.items())  # a mapping: overrides only
+
+    @rules.setter
+    def rules(self, value: str | Mapping[str, str] | None) -> None:
+        _check_rules(value)
+        self._rules = dict(value) if isinstance(value, Mapping) else value
+        if self._loop is not None and (self._caller is not None or self._turn.locked()):
+            self._loop.rules.setting = self._rule_setting(caller=self._caller is not None)
+
+    def _rule_setting(self, *, caller: bool) -> Any:
+        from vak_context.context.rules.setting import CALLERS, ENGINE_LOOP, rule_setting
+
+        return rule_setting(self._rules, CALLERS if caller else ENGINE_LOOP)
 
     async def start(self) -> Session:
         """Bind the model, the profile and the tools (idempotent; :meth:`run` does it on first use)."""
@@ -346,6 +385,7 @@ class Session:
         async with self._turn:
             loop = (await self.start())._loop
             assert loop is not None
+            loop.rules.setting = self._rule_setting(caller=False)
             return await self._result_of(await loop.run(directive))
 
     def begin(self, directive: str) -> Turn:
@@ -373,6 +413,7 @@ class Session:
             self._caller = None
             raise
         assert loop is not None
+        loop.rules.setting = self._rule_setting(caller=True)
         return loop
 
     def _release_turn(self, turn: Turn) -> None:
@@ -534,7 +575,7 @@ def _card_decls() -> list[Any]:
     from vak_context.context.request.surface import ToolDecl
 
     # Listed in the catalogue, not loaded: their schemas are about 2,000 tokens a request, rarely needed.
-    return [ToolDecl(spec, always_loaded=False) for spec in card_tools()]
+    return [ToolDecl(spec, always_loaded=False, observes=False) for spec in card_tools()]
 
 
 class _RayLink:

@@ -57,7 +57,7 @@ def default_surface(*, cards_loaded: bool = False) -> Surface:
     for tools it rarely needs."""
     core = list(engine_tools().decls())
     core += [ToolDecl(t.spec, always_loaded=True, observes=t.observes) for t in WORKSPACE_TOOLS]
-    core += [ToolDecl(spec, always_loaded=cards_loaded) for spec in card_tools()]
+    core += [ToolDecl(spec, always_loaded=cards_loaded, observes=False) for spec in card_tools()]
     return Surface.build(core)
 
 

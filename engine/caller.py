@@ -157,6 +157,18 @@ class Turn:
                 raise
         await self._end()
 
+    async def accept(self) -> None:
+        """End the turn on the model's last reply, as your framework did: a turn still open only because a
+        rule asked for one more model call after a reply with no tool call closes ``completed`` with that reply
+        as its answer (a rule never cancels a run you finished). Any other unfinished turn is closed as by
+        :meth:`close`. Idempotent."""
+        turn = self._turn
+        if self._ended or turn is None:
+            return
+        if turn.open and not self.pending and self._sent is None:
+            await self._guard(turn.accept)
+        await self.close()
+
     async def _fail(self, exc: BaseException) -> None:
         """The caller's code raised (or the task was cancelled) inside ``async with``: the card records it."""
         turn = self._turn

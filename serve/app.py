@@ -4,6 +4,9 @@
 Each request is routed to its conversation (the ``x-vak-session`` header names it; else a digest of the
 client's key, the system prompt, the tool names and the first user message), whose lock serialises its
 requests; different conversations run concurrently. Errors come back in the client's protocol's shape.
+The turn rules run as ``ServeConfig.rules`` says (``--rules``; default ``observe``: the client is the agent
+here, so a rule only records what it would have done), or as a request's ``x-vak-rules`` header says for
+that request (docs/DRIFT.md).
 A streamed request (``"stream": true``) is driven by a task of its own holding that lock to the stream's
 end; the response writes its events as they come (``serve/streaming.py``), and its status is chosen once
 the first event is in: an error before then is a plain error response.
@@ -31,7 +34,14 @@ from vak_context.agent.tools.registry import tool
 from vak_context.context.request.messages import ToolSpec
 from vak_context.context.request.surface import should_defer
 from vak_context.engine.api import Engine, Session
-from vak_context.errors import ContextOverflow, InvalidInput, InvalidName, ProviderError, VakError
+from vak_context.errors import (
+    ContextOverflow,
+    InvalidInput,
+    InvalidName,
+    InvalidRules,
+    ProviderError,
+    VakError,
+)
 from vak_context.names import check_name
 from vak_context.serve.conversation import Conversation, Held, fork, read_held
 from vak_context.serve.protocol import (
@@ -54,6 +64,7 @@ from vak_context.serve.upstream import Upstream
 log = logging.getLogger("vak.serve")
 
 SESSION_HEADER = "x-vak-session"
+RULES_HEADER = "x-vak-rules"  # this request's rules setting (docs/DRIFT.md); else ServeConfig.rules
 
 
 @dataclass(frozen=True)
@@ -71,6 +82,8 @@ class ServeConfig:
     # The client's tools: "auto" defers them (catalogue + find_tools, each still callable by name) when their
     # schemas exceed DEFER_SHARE of the bound model's horizon; "always" / "never" decide for every client.
     defer_tools: str = "auto"
+    # The turn rules' setting (Engine.session's rules=): observe by default, since the client is the agent.
+    rules: str = "observe"
 
     @property
     def model(self) -> str:
@@ -106,13 +119,14 @@ class Server:
         basis = json.dumps([client_key, request.system, sorted(t.name for t in request.tools), first])
         return "c-" + hashlib.sha256(basis.encode()).hexdigest()[:20]
 
-    async def handle(self, request: ClientRequest, key: str) -> Reply:
+    async def handle(self, request: ClientRequest, key: str, rules: str | None = None) -> Reply:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             conversation, new = await self._route(request, key)
+            conversation.session.rules = rules or self.config.rules
             return await conversation.answer(request, new, self.upstream, self.ledger)
 
-    def stream(self, request: ClientRequest, key: str) -> Stream:
+    def stream(self, request: ClientRequest, key: str, rules: str | None = None) -> Stream:
         """Drive ``request`` in a task of its own that holds the session's lock to the stream's end and
         posts its events to the returned stream (the response's generator writes them)."""
         stream = Stream()
@@ -123,6 +137,7 @@ class Server:
                     if stream.gone:  # the client left while an earlier request of its session ran
                         raise ClientGone("the client closed the stream before its request was driven")
                     conversation, new = await self._route(request, key)
+                    conversation.session.rules = rules or self.config.rules
                     await conversation.answer(request, new, self.upstream, self.ledger, stream)
                     stream.done()  # the request is noted: the response writes its last event
             except ClientGone as exc:
@@ -189,7 +204,7 @@ class Server:
         session = self.engine.session(name, model=c.upstream, base_url=c.base_url, api_key=c.upstream_key,
                                       http_client=self.client, tools=tools, identity=request.system or None,
                                       window=c.window, horizon=c.horizon,
-                                      max_tokens=int(request.max_tokens or c.max_tokens))
+                                      max_tokens=int(request.max_tokens or c.max_tokens), rules=c.rules)
         await session.start()
         return session
 
@@ -287,6 +302,20 @@ async def streamed(protocol: Protocol, stream: Stream, events: Events) -> Respon
     return StreamedResponse(stream, write())
 
 
+def request_rules(header: str | None) -> str | None:
+    """A request's ``x-vak-rules`` header, checked (a bad one is a 400 naming the header and what it
+    allows); None when the request sends none."""
+    if header is None:
+        return None
+    from vak_context.context.rules.setting import CALLERS, invalid, rule_setting
+
+    try:
+        rule_setting(header, CALLERS)
+    except InvalidRules as exc:
+        raise invalid(f"{header!r} (the {RULES_HEADER} header)") from exc
+    return header
+
+
 def _client_key(request: Request) -> str:
     auth = request.headers.get("authorization", "")
     return auth[7:].strip() if auth.lower().startswith("bearer ") else request.headers.get("x-api-key", "")
@@ -294,6 +323,9 @@ def _client_key(request: Request) -> str:
 
 def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | None = None) -> Starlette:
     """The app; its lifespan closes the served sessions (an open turn's card says it was cancelled)."""
+    from vak_context.context.rules.setting import CALLERS, rule_setting
+
+    rule_setting(config.rules, CALLERS)  # a wrong setting fails here, not at the first request
     server = Server(engine, config, client)
 
     def endpoint(protocol: Protocol, read: Callable[[Any], ClientRequest],
@@ -313,10 +345,11 @@ def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | N
                     raise InvalidInput("the request body must be a JSON object")
                 client_request = read(raw)
                 session = server.key_of(client_request, request.headers.get(SESSION_HEADER), key)
+                rules = request_rules(request.headers.get(RULES_HEADER))
                 if client_request.stream:
-                    return await streamed(protocol, server.stream(client_request, session),
+                    return await streamed(protocol, server.stream(client_request, session, rules),
                                           events(client_request.model))
-                reply = await server.handle(client_request, session)
+                reply = await server.handle(client_request, session, rules)
             except Exception as exc:
                 return error_response(protocol, exc)
             return JSONResponse(render(reply))

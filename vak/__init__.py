@@ -23,7 +23,7 @@ _PUBLIC: dict[str, str] = {
     "Tool": _TOOLS, "ToolRegistry": _TOOLS, "tool": _TOOLS,
     **{name: _ERRORS for name in (
         "ActorError", "AppendOnlyHistory", "ConfigError", "ContextOverflow", "FarmSpecError", "InvalidCardDefinition", "InvalidInput",
-        "InvalidName", "InvalidPayload", "InvalidRecording", "InvalidUtf8", "LedgerClosed", "LedgerCorrupt",
+        "InvalidName", "InvalidPayload", "InvalidRecording", "InvalidRules", "InvalidUtf8", "LedgerClosed", "LedgerCorrupt",
         "LedgerError", "LedgerPathError", "McpError", "MissingExtra", "ModelServerError", "NonCanonicalValue",
         "OversizeEntry", "ProviderError", "ProviderRequestError", "RequestTooLarge", "RetryableProviderError",
         "SessionLocked", "TokenCountError", "ToolFailure", "TurnOver", "UnknownCardType", "UnknownEntry", "UnknownKind",

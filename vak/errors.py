@@ -18,6 +18,7 @@ says what went wrong and what to do next.
     │   ├── InvalidCardDefinition     a card-definition schema that is malformed
     │   ├── InvalidRecording          a recorded session file that cannot be imported (broken JSON line, ...)
     │   │   └── UnknownRecordingFormat  a file in none of the formats `vak import` reads
+    │   ├── InvalidRules              a rules setting (rules=, --rules, X-Vak-Rules) that is not one: names the allowed values
     │   └── FarmSpecError             a farm spec (TOML) that is wrong: names the file, line and key
     ├── LedgerError                   the ledger store
     │   ├── UnknownParent             a parent id that is not in the session
@@ -140,6 +141,17 @@ class UnknownRecordingFormat(InvalidRecording):
             "results array, OpenHands output.jsonl, a mini-swe-agent .traj.json or a SWE-agent .traj.",
             path=path,
         )
+
+
+class InvalidRules(InvalidInput):
+    """A rules setting (``rules=``, ``--rules``, ``vak serve``'s ``X-Vak-Rules`` header) that is not one."""
+
+    def __init__(self, got: str, modes: tuple[str, ...], rules: tuple[str, ...]) -> None:
+        self.got = got
+        super().__init__(
+            f"rules={got} is not a rules setting: give a mode ({', '.join(modes)}), optionally followed by "
+            f"per-rule overrides RULE=MODE separated by commas (e.g. 'observe,freshness-check=enforce'); "
+            f"the rules are {', '.join(rules)} (docs/DRIFT.md)")
 
 
 class FarmSpecError(InvalidInput):

@@ -115,9 +115,9 @@ def engine_tools() -> EngineTools:
     catalogue) and session_search (read-only: it searches what the ledger holds; its result is stored
     like a world tool's), all always loaded."""
     return EngineTools([
-        EngineTool(ToolDecl(RECALL_TOOL, always_loaded=True, read_only=True), _recall, in_order=True),
-        EngineTool(ToolDecl(FIND_TOOLS, always_loaded=True, read_only=True), _find_tools),
-        EngineTool(ToolDecl(SESSION_SEARCH, always_loaded=True, read_only=True), _session_search),
+        EngineTool(ToolDecl(RECALL_TOOL, always_loaded=True, observes=False, read_only=True), _recall, in_order=True),
+        EngineTool(ToolDecl(FIND_TOOLS, always_loaded=True, observes=False, read_only=True), _find_tools),
+        EngineTool(ToolDecl(SESSION_SEARCH, always_loaded=True, observes=False, read_only=True), _session_search),
     ])
 
 

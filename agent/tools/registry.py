@@ -17,8 +17,9 @@ The schema comes from the type hints and the docstring (:mod:`vak_context.agent.
 with ``schema=``; the description is the docstring's first paragraph or ``description=``. The flags are the
 ones the engine's rules read, carried on the tool's :class:`~vak_context.context.request.surface.ToolDecl`:
 ``read_only`` (its result cannot change within a turn unless a world-changing call runs: the repeated-call
-rule answers a repeat instead of running it), ``observes`` (it reads the world as it is now: the freshness
-check counts it as an observation) and ``deferred`` (listed in the catalogue and loaded through
+rule answers a repeat instead of running it), ``observes`` (True: it reads the world as it is now, and the
+freshness check counts its successful call as an observation; False: it never counts; unset (None): it
+counts, as a tool that says nothing is given the benefit of the doubt) and ``deferred`` (listed in the catalogue and loaded through
 ``find_tools`` instead of riding every request). :meth:`ToolRegistry.decls` gives the declarations the
 :class:`~vak_context.context.request.surface.Surface` is built from.
 
@@ -66,7 +67,7 @@ class Tool:
 
 
 def tool(fn: Callable[..., Any], *, name: str | None = None, description: str | None = None,
-         schema: Mapping[str, Any] | None = None, read_only: bool = False, observes: bool = False,
+         schema: Mapping[str, Any] | None = None, read_only: bool = False, observes: bool | None = None,
          deferred: bool = False) -> Tool:
     """A registration for ``fn`` (sync or async): add it with :meth:`ToolRegistry.add`. The schema is taken
     from the hints and the docstring unless ``schema`` gives it (then the call's arguments are passed as
@@ -152,7 +153,7 @@ class ToolRegistry:
 
     def add_mcp_server(self, name: str, command: Sequence[str], *, tools: Mapping[str, str],
                        env: Mapping[str, str] | None = None, cwd: str | None = None, deferred: bool = True,
-                       read_only: bool = False, observes: bool = False, start_timeout_s: float = 30.0) -> McpServer:
+                       read_only: bool = False, observes: bool | None = None, start_timeout_s: float = 30.0) -> McpServer:
         """An MCP server over stdio, started on the first call of one of its tools (or the first
         ``find_tools`` that returns one: its schemas come from the server's own listing).
 

@@ -58,11 +58,13 @@ class ToolDecl:
     """A tool as it declares itself: its schema, whether it is always loaded, whether it observes the
     world as it is now (a search, reading a file, listing a folder, running a command), and whether it is
     read-only (its result cannot change within a turn unless a world-changing call runs: the repeated-call
-    rule answers a repeat with the earlier result instead of running it)."""
+    rule answers a repeat with the earlier result instead of running it). ``observes`` None: the tool did
+    not say (a client's tool under ``vak serve``, an embedder's that sets no flag); its successful call
+    counts as an observation for the freshness rule, as True does; only False never counts."""
 
     spec: ToolSpec
     always_loaded: bool = False
-    observes: bool = False
+    observes: bool | None = None
     read_only: bool = False
 
     @property
@@ -113,7 +115,7 @@ class Surface:
         core = [t for t in admitted if t.always_loaded]
         if FIND_TOOLS.name not in names:
             at = next((i + 1 for i, t in enumerate(core) if t.name == "recall"), 0)
-            core.insert(at, ToolDecl(FIND_TOOLS, always_loaded=True, read_only=True))
+            core.insert(at, ToolDecl(FIND_TOOLS, always_loaded=True, observes=False, read_only=True))
         deferred = sorted((t for t in admitted if not t.always_loaded), key=lambda t: t.name)
         return cls(core=tuple(core), deferred=tuple(deferred))
 
@@ -136,7 +138,8 @@ class Surface:
         return None
 
     def observes(self, name: str) -> bool:
-        """Whether ``name`` declared that it reads the world as it is now (never guessed from its name)."""
+        """Whether ``name`` declared that it reads the world as it is now (never guessed from its name; an
+        undeclared flag, which the freshness rule counts all the same, is not a declaration)."""
         decl = self.declared(name)
         return bool(decl and decl.observes)
 

@@ -44,6 +44,7 @@ from vak_context.context.rules.freshness import (
 
 REPEAT_BATCHES = 3  # consecutive all-repeat card batches that close the turn on that card
 DRIFT_EVENTS = 3  # consecutive model-drift events that end the turn degraded
+SHORT_REPLY_WORDS = 3  # a reply of this many words or fewer ("OK.", "Done.") repeated across turns is not drift
 # The notes the rules write into the conversation; a reply that starts with one is the model copying it.
 RULE_NOTE = re.compile(
     r"\s*\[(empty-step|freshness-check|repeated-call|steering-drift|topic-mismatch|rule-echo|directive-echo)\]")
@@ -83,6 +84,9 @@ class RuleState:
     live: bool  # the directive seeks a value as it stands now
     observed: bool = False  # an observation call succeeded this turn
     evidence: tuple[str, ...] = ()  # text those observations returned
+    succeeded: tuple[str, ...] = ()  # the world tools that succeeded this turn, observing or not (by name)
+    observers: tuple[str, ...] = ()  # those whose success counted as an observation
+    undeclared: tuple[str, ...] = ()  # of those, the ones that never declared ``observes`` (counted all the same)
     shown: frozenset[str] = frozenset()  # presentation ids acknowledged this turn
     last_card: str = ""
     repeat_batches: int = 0
@@ -129,8 +133,8 @@ def gate_cards(state: RuleState, cards: Sequence[tuple[int, Mapping[str, Any]]],
         if state.freshness_strikes >= 1:
             return (replace(state, freshness_strikes=state.freshness_strikes + 1),
                     {i: _FRESHNESS_AGAIN for i, _ in cards},
-                    Verdict("close", "freshness-check", fail_closed_statement(last_figure(figures)), "degraded"))
-        return replace(state, freshness_strikes=1), {i: FRESHNESS_NUDGE for i, _ in cards}, CONTINUE
+                    Verdict("close", "freshness-check", freshness_statement(state, figures), "degraded"))
+        return replace(state, freshness_strikes=1), {i: freshness_nudge(state) for i, _ in cards}, CONTINUE
     if not state.evidence:
         return state, {}, CONTINUE  # topic mismatch is scoped to turns where a retrieval succeeded
     vocabulary = words(state.directive) | words(" ".join(state.evidence))
@@ -146,13 +150,32 @@ def gate_cards(state: RuleState, cards: Sequence[tuple[int, Mapping[str, Any]]],
     return replace(state, topic_strikes=1), {i: error for i, _ in cards}, CONTINUE
 
 
-_FRESHNESS_AGAIN = "[freshness-check] still nothing observed this turn; the turn ends without this card."
+_FRESHNESS_AGAIN = ("[freshness-check] still no tool that reads the current state succeeded this turn; the turn "
+                    "ends without this card.")
 _TOPIC_AGAIN = "[topic-mismatch] a second unrelated card; the turn ends quoting this turn's results instead."
 
 
 FRESHNESS_NUDGE = ("[freshness-check] the user's request above asks for a value as it stands now, and no tool "
                    "that reads the current state has succeeded in this turn, so any figure in context is from an "
                    "earlier time. Call a tool that observes it first, or say plainly that you have no live data.")
+# When tools did succeed this turn, but each declared that it does not read the world as it is now: the
+# rule never says that nothing was observed, only that what ran is not declared to read current values.
+_DECLARED_NOT_OBSERVING = ("[freshness-check] the user's request above asks for a value as it stands now, and the "
+                           "tools that succeeded in this turn ({names}) are declared as not reading the current "
+                           "state. Call a tool that observes it, or say plainly that you have no live data.")
+
+
+def freshness_nudge(state: RuleState) -> str:
+    """The freshness rule's nudge: it names the tools that ran when some succeeded (never "nothing ran")."""
+    if state.succeeded:
+        return _DECLARED_NOT_OBSERVING.format(names=", ".join(dict.fromkeys(state.succeeded)))
+    return FRESHNESS_NUDGE
+
+
+def freshness_statement(state: RuleState, figures: Sequence[RecordedFigure]) -> str:
+    """The freshness rule's closing statement: :func:`fail_closed_statement`, or, when some tool succeeded
+    this turn, one that names those tools as declared not to read current values."""
+    return fail_closed_statement(last_figure(figures), tuple(dict.fromkeys(state.succeeded)))
 
 
 def evidence_statement(evidence: Sequence[str]) -> str:
@@ -260,12 +283,24 @@ def note_calls(state: RuleState, calls: Sequence[tuple[str, Mapping[str, Any] | 
 # ------------------------------------------------------------------ after the calls
 
 
-def note_results(state: RuleState, results: Sequence[tuple[bool, bool, str]]) -> RuleState:
-    """Folds in a step's world-tool results: ``(observes, is_error, body)`` each."""
-    seen = [body for observes, is_error, body in results if observes and not is_error]
+def note_results(state: RuleState, results: Sequence[tuple[bool | None, bool, str]],
+                 names: Sequence[str] = ()) -> RuleState:
+    """Folds in a step's world-tool results: ``(observes, is_error, body)`` each, ``names`` the tools' names
+    in the same order. ``observes`` None (the tool never declared it: a client's or an embedder's tool that
+    says nothing) counts as an observation when the call succeeds, as True does; only a tool that declared
+    ``observes=False`` never counts."""
+    named = list(names) + [""] * (len(results) - len(names))
+    ok = [(name, observes, body) for name, (observes, is_error, body) in zip(named, results, strict=True)
+          if not is_error]
+    if not ok:
+        return state
+    seen = [(name, observes, body) for name, observes, body in ok if observes is not False]
+    state = replace(state, succeeded=(*state.succeeded, *(n for n, _, _ in ok)))
     if not seen:
         return state
-    return replace(state, observed=True, evidence=(*state.evidence, *seen))
+    return replace(state, observed=True, evidence=(*state.evidence, *(b for _, _, b in seen)),
+                   observers=(*state.observers, *(n for n, _, _ in seen)),
+                   undeclared=(*state.undeclared, *(n for n, o, _ in seen if o is None)))
 
 
 def after_cards(state: RuleState, acked: Sequence[str], only_cards: bool) -> tuple[RuleState, Verdict]:
@@ -309,8 +344,10 @@ def after_reply(state: RuleState, text: str, prior: Sequence[PriorTurn]) -> tupl
     repeated = narration_of(text)
     asked = words(state.directive)
     # A re-asked question may rightly get the same words back: only a repeat of a turn on another subject
-    # (no content word shared with its directive) is drift.
-    if any(p.narration and p.narration == repeated and not asked & words(p.directive) for p in prior):
+    # (no content word shared with its directive) is drift. A short reply ("OK.", "Done.": SHORT_REPLY_WORDS
+    # words or fewer) is never drift: it is how a model acknowledges unrelated requests alike.
+    if len(_WORD.findall(repeated)) > SHORT_REPLY_WORDS and any(
+            p.narration and p.narration == repeated and not asked & words(p.directive) for p in prior):
         events = state.drift_events + 1
         state = replace(state, drift_events=events)
         if events >= DRIFT_EVENTS:
@@ -323,10 +360,10 @@ def after_reply(state: RuleState, text: str, prior: Sequence[PriorTurn]) -> tupl
     state = replace(state, drift_events=0)
     if state.live and not state.observed and not accepts_no_live_data(text):
         if state.freshness_strikes == 0:
-            return replace(state, freshness_strikes=1), Verdict("redo", "freshness-check", FRESHNESS_NUDGE)
+            return replace(state, freshness_strikes=1), Verdict("redo", "freshness-check", freshness_nudge(state))
         figures = [p.figure for p in prior if p.figure is not None]
         return (replace(state, freshness_strikes=state.freshness_strikes + 1),
-                Verdict("close", "freshness-check", fail_closed_statement(last_figure(figures)), "degraded"))
+                Verdict("close", "freshness-check", freshness_statement(state, figures), "degraded"))
     return state, Verdict("answer", text=text)
 
 

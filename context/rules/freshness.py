@@ -29,8 +29,9 @@ not uses, and a directive whose every occurrence is one of them does not fire:
   its parts ("the current topic", "today's chat"). "I asked you for the current price" is still a
   request for the price, and a leading "as I said," is only a parenthesis.
 
-The decision reads the directive alone: no tool names. What satisfies a firing directive is a call of
-any tool the embedder declared ``observes=True`` (``ToolDecl.observes``), judged by the turn rules.
+The decision reads the directive alone: no tool names. What satisfies a firing directive is a successful
+call of any tool that did not declare ``observes=False`` (``ToolDecl.observes``: True, or None for a tool
+that declared nothing, such as a client's tool under ``vak serve``), judged by the turn rules.
 
 :func:`accepts_no_live_data` reads an answer that says plainly it has no live data (accepted as an
 answer). :func:`last_figure` and :func:`fail_closed_statement` write the system-authored statement a
@@ -332,10 +333,16 @@ def last_figure(figures: Sequence[RecordedFigure]) -> RecordedFigure | None:
     return next((f for f in reversed(figures) if f.text), None)
 
 
-def fail_closed_statement(last: RecordedFigure | None) -> str:
-    """The system-authored answer of a turn that asked for a current value and observed nothing."""
-    head = ("No current value was retrieved: no tool that reads the world as it is now succeeded in this "
-            "turn, so no figure here is current.")
+def fail_closed_statement(last: RecordedFigure | None, ran: Sequence[str] = ()) -> str:
+    """The system-authored answer of a turn that asked for a current value and observed nothing. ``ran``:
+    the tools that did succeed this turn (each declared not to read current values): named, so the
+    statement never says that nothing was observed after a successful call."""
+    if ran:
+        head = (f"No current value was retrieved: the tools that succeeded in this turn ({', '.join(ran)}) are "
+                "declared as not reading the world as it is now, so no figure here is known to be current.")
+    else:
+        head = ("No current value was retrieved: no tool that reads the world as it is now succeeded in this "
+                "turn, so no figure here is current.")
     if last is None:
         return head + " The conversation has recorded no earlier figure for it."
     when = datetime.fromtimestamp(last.at, UTC).strftime("%Y-%m-%d %H:%M UTC")

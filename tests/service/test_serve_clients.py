@@ -59,7 +59,15 @@ def test_a_20_turn_conversation_through_vak_serve(tmp_path: Path, protocol: str,
         held = read_held(ledger, "support-1")
         entries = ledger.entries("support-1")
         sessions = ledger.sessions()
-    assert held.digests == [i.digest() for i in items] and len(set(held.digests)) == len(items)
+    assert held.digests == [i.digest() for i in items]
+    # Turn 15's answer, from turn 1's recalled result, is turn 1's word for word: under the default rules
+    # (observe: the client is the agent) it reaches the client as the model wrote it, the drift verdict
+    # only recorded; every other item is distinct.
+    assert answers[RECALLS - 1] == answers[0] and len(set(held.digests)) == len(items) - 1
     assert not [n for n in sessions if n.startswith("support-1.f")]  # no fork
     index = TurnIndex.build(entries, mapper=Mapper())
     assert [t.directive.text for t in index.turns] == [directive(t) for t in range(1, 21)]
+    mapper = Mapper()
+    observed = [p.detail["rule"] for e in entries if e.kind == "activity"
+                and (p := mapper.payload_of(e)).activity == "rule.observed"]
+    assert observed == ["steering-drift"]
