@@ -36,7 +36,7 @@ EXCERPT = "<!-- excerpt -->"
 OPENING = re.compile(r"^(\s*)```python\s*$")
 KEY = "sk-test-docs-0123456789abcdef"
 CLOSED_PORT = "http://127.0.0.1:9"  # the proxies: nothing listens there
-LEDGER_DOCS = {"README.md", "LEDGER_FORMAT.md"}  # their blocks read the ledger `make demo` writes
+LEDGER_DOCS = {"README.md", "LEDGER_FORMAT.md", "TURNS.md"}  # their blocks read the ledger `make demo` writes
 SERVE_DOCS = {"INTEGRATIONS.md"}  # its blocks talk to a running `vak serve`
 TIMEOUT_S = 300  # every block, imports included, on a loaded 2-core machine
 
