@@ -1,8 +1,8 @@
 """Docs that run (issue 33 item 7): every ```` ```python ```` block of README.md and docs/*.md runs as written,
 unless the line right before its opening fence is ``<!-- excerpt -->`` (a fragment that cannot run alone).
 
-Each doc's blocks run as programs in one child process (tests/fakes/doc_runner.py), each block in a folder
-of its own as the working directory, under the loopback guard, against the scripted model
+The blocks run as programs, one after another in one child process (tests/fakes/doc_runner.py: the imports
+are paid once), each block in a folder of its own as the working directory, under the loopback guard, against the scripted model
 (tests/fakes/doc_model.py) on a loopback server, wired in the way the docs say a program finds its model:
 ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` (the OpenAI clients, and the examples that pass them on to vak),
 ``VAK_MODEL`` with ``OPENAI_COMPAT_BASE_URL`` (the engine's own examples), ``VAK_SERVE_URL`` and
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pytest
 
 import vak_context
 from tests.fakes.doc_model import DocModel
@@ -125,6 +126,7 @@ def failures(stderr: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in re.finditer(r"BLOCK-FAILED (\S+)\n(.*?)BLOCK-END", stderr, flags=re.S)}
 
 
+@pytest.mark.slow  # about 22 s of CPU; 55 s of wall time on the 2-core machine at a load of 6-7
 async def test_the_python_blocks_of_the_docs_run(tmp_path: Path) -> None:
     todo = [b for doc in DOCS for b in runnable(doc)]
     assert todo, "no runnable ```python block found: the collector is broken"
