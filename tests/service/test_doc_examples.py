@@ -2,8 +2,9 @@
 unless the line right before its opening fence is ``<!-- excerpt -->`` (a fragment that cannot run alone).
 
 The blocks run as programs, one after another in one child process (tests/fakes/doc_runner.py: the imports
-are paid once), each block in a folder of its own as the working directory, under the loopback guard, against the scripted model
-(tests/fakes/doc_model.py) on a loopback server, wired in the way the docs say a program finds its model:
+are paid once), each block in a folder of its own as the working directory, under the loopback guard,
+against the scripted model (tests/fakes/doc_model.py) on a loopback server, wired in the way the docs say a
+program finds its model:
 ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` (the OpenAI clients, and the examples that pass them on to vak),
 ``VAK_MODEL`` with ``OPENAI_COMPAT_BASE_URL`` (the engine's own examples), ``VAK_SERVE_URL`` and
 ``VAK_SERVE_KEY_FILE`` (a running ``vak serve`` in front of the same model, for docs/INTEGRATIONS.md), and
