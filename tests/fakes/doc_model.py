@@ -7,8 +7,8 @@ Per request, from what the request itself holds: a directive ``SCRIPT`` names is
 (through ``find_tools`` first when the tool is deferred: not in the request's ``tools`` yet); once the turn
 has that tool's result, the answer quotes it; "Which is the oldest?" is answered from the invoices the
 request carries (so an example whose projection lost the earlier result gets no answer). A directive the
-script does not name calls the request's one client tool with a single string parameter, or is answered in
-text. Requests without tools (the engine's packet summaries) get a summary. Anything but
+script does not name is answered with a greeting (a new example that needs a call adds its directive to
+``SCRIPT``). Requests without tools (the engine's packet summaries) get a summary. Anything but
 ``/chat/completions`` is a 404 (the probes an OpenAI-compatible server may not have: ``/apply-template``,
 ``/props``, ``/models``): every client falls back as it would against such a server.
 """
@@ -23,8 +23,6 @@ from typing import Any
 import httpx
 
 from tests.fakes.embedder import completion, text_of
-
-ENGINE_TOOLS = frozenset({"recall", "find_tools", "session_search"})
 
 # directive (a substring of the turn's user message) -> the call a good model makes for it
 SCRIPT: dict[str, tuple[str, dict[str, Any]]] = {
@@ -78,11 +76,4 @@ class DocModel:
             found = sorted((date, inv) for inv, date in INVOICE.findall(json.dumps(messages).replace("\\n", "\n")))
             return completion(body, f"The oldest is {found[0][1]}, dated {found[0][0]}." if found
                               else "No invoices are in this conversation.")
-        if results:
-            return completion(body, f"Result: {text_of(results[-1])[:300]}")
-        own = [n for n, f in tools.items() if n not in ENGINE_TOOLS
-               and len((f.get("parameters") or {}).get("properties") or {}) == 1]
-        if len(own) == 1:
-            (param,) = tools[own[0]]["parameters"]["properties"]
-            return completion(body, call=(own[0], {param: asked.splitlines()[-1]}))
         return completion(body, "Hello: this is the scripted model, and no tool of the script fits this request.")
