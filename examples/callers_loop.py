@@ -3,6 +3,7 @@ completions wire format here) and run your own two tools; the engine plans and p
 records every reply, answers its own tools (recall, find_tools) and closes each turn with its card.
 
     OPENAI_API_KEY=sk-... python examples/callers_loop.py
+    OPENAI_BASE_URL=http://127.0.0.1:8080/v1 python examples/callers_loop.py   # another OpenAI-compatible server
 
 tests/unit/test_examples.py runs it against a scripted model; docs/EMBEDDING.md explains it.
 """
@@ -58,15 +59,17 @@ async def turn(session: vak_context.Session, client: httpx.AsyncClient, directiv
 
 
 async def main(folder: str = "ledger", model: str = "openai:gpt-4o-mini",
-               http_client: httpx.AsyncClient | None = None, **binding: object) -> None:
+               http_client: httpx.AsyncClient | None = None,
+               base_url: str | None = os.environ.get("OPENAI_BASE_URL"), **binding: object) -> None:
     key = os.environ.get("OPENAI_API_KEY", "")
     auth = {"Authorization": f"Bearer {key}"} if key else {}
     client = http_client or httpx.AsyncClient(timeout=120.0)
     try:
         with vak_context.Engine.open(folder) as engine:
             # The session's own client serves the engine's side calls (packet summaries); yours sends the turns.
+            # vak's `openai:` spec ignores OPENAI_BASE_URL: it is passed on here (None: api.openai.com).
             async with engine.session("demo", model=model, tools=list(TOOLS.values()), http_client=client,
-                                      **binding) as session:
+                                      base_url=base_url, **binding) as session:
                 for directive in ("search the notes for the release", "run echo hello"):
                     result = await turn(session, client, directive, auth)
                     print(f"[{result.outcome}] {result.answer}")

@@ -17,5 +17,7 @@
 - ``embedder``, ``wire_models``, ``done_when``: an embedder's two tools, the scripted model on each wire format,
   and issue 23's done-when session (directives, drivers of both loops, the checks), in-process and on Ray.
 - ``ray_folders``: a ledger folder's detached actors on the shared Ray, killed when a test is done.
+- ``doc_model``, ``doc_runner``: the scripted model the docs' examples run against, and the child process that
+  runs them (tests/service/test_doc_examples.py).
 - ``crash_writer``: the crash test's child process; ``farm_jobs.toml``: the farm the Ray job test submits.
 """
