@@ -33,7 +33,8 @@ from vak_context.context.request.surface import should_defer
 from vak_context.engine.api import Engine, Session
 from vak_context.errors import ContextOverflow, InvalidInput, InvalidName, ProviderError, VakError
 from vak_context.names import check_name
-from vak_context.serve.conversation import Conversation, Held, fork, read_held
+from vak_context.serve.continuity import IDEMPOTENCY_HEADER, RETRY_HEADER, decide, fingerprint
+from vak_context.serve.conversation import Conversation, Held, Routed, fork, read_held, replayed
 from vak_context.serve.protocol import (
     AnthropicEvents,
     ClientRequest,
@@ -54,6 +55,21 @@ from vak_context.serve.upstream import Upstream
 log = logging.getLogger("vak.serve")
 
 SESSION_HEADER = "x-vak-session"
+
+
+@dataclass(frozen=True)
+class Resend:
+    """What a client says of a request being a resend: its ``Idempotency-Key`` (the same key, the same
+    answer) and the official clients' retry count (``x-stainless-retry-count``; above 0, any exchange the
+    session holds with the same history is the one resent, not only the last)."""
+
+    key: str | None = None
+    retry: int = 0
+
+    @classmethod
+    def of(cls, headers: Any) -> Resend:
+        retry = headers.get(RETRY_HEADER, "0")
+        return cls(headers.get(IDEMPOTENCY_HEADER) or None, int(retry) if retry.isdigit() else 0)
 
 
 @dataclass(frozen=True)
@@ -106,13 +122,16 @@ class Server:
         basis = json.dumps([client_key, request.system, sorted(t.name for t in request.tools), first])
         return "c-" + hashlib.sha256(basis.encode()).hexdigest()[:20]
 
-    async def handle(self, request: ClientRequest, key: str) -> Reply:
+    async def handle(self, request: ClientRequest, key: str, resend: Resend = Resend()) -> Reply:
         lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            conversation, new = await self._route(request, key)
-            return await conversation.answer(request, new, self.upstream, self.ledger)
+        async with lock:  # a resend that comes while its original runs waits for it, then is answered from it
+            routed = await self._route(request, key, resend)
+            if isinstance(routed, Reply):
+                return routed
+            conversation, exchange = routed
+            return await conversation.answer(request, exchange, self.upstream, self.ledger)
 
-    def stream(self, request: ClientRequest, key: str) -> Stream:
+    def stream(self, request: ClientRequest, key: str, resend: Resend = Resend()) -> Stream:
         """Drive ``request`` in a task of its own that holds the session's lock to the stream's end and
         posts its events to the returned stream (the response's generator writes them)."""
         stream = Stream()
@@ -122,8 +141,15 @@ class Server:
                 async with self._locks.setdefault(key, asyncio.Lock()):
                     if stream.gone:  # the client left while an earlier request of its session ran
                         raise ClientGone("the client closed the stream before its request was driven")
-                    conversation, new = await self._route(request, key)
-                    await conversation.answer(request, new, self.upstream, self.ledger, stream)
+                    routed = await self._route(request, key, resend)
+                    if isinstance(routed, Reply):  # a resend: the stored reply, streamed
+                        if routed.text:
+                            stream.text(routed.text)
+                        if not await stream.deliver(routed):
+                            raise ClientGone("the client closed the stream before the reply was written")
+                    else:
+                        conversation, exchange = routed
+                        await conversation.answer(request, exchange, self.upstream, self.ledger, stream)
                     stream.done()  # the request is noted: the response writes its last event
             except ClientGone as exc:
                 log.info("session %s: the client closed its stream; the turn is closed, nothing noted", key)
@@ -139,24 +165,36 @@ class Server:
         stream.task.add_done_callback(lambda _t: self._streams.discard(stream))
         return stream
 
-    async def _route(self, request: ClientRequest, key: str) -> tuple[Conversation, tuple[Any, ...]]:
-        """The session of ``key``'s lineage whose history the request extends (the longest), else a fork of
-        the one it shares most with."""
+    async def _route(self, request: ClientRequest, key: str, resend: Resend) -> tuple[Conversation, Routed] | Reply:
+        """A resend of an exchange a session of ``key``'s lineage holds: its reply, from the ledger. Else the
+        session the history continues (``serve/continuity.py``; the one that keeps the most of it), else a
+        fork of the one it shares most with; with what is new and what the client withdrew."""
         digests = [i.digest() for i in request.items]
+        history = fingerprint(digests)
         names = await asyncio.to_thread(self._lineage, key)
         held = {n: self.conversations[n].held if n in self.conversations else await asyncio.to_thread(read_held, self.ledger, n)
                 for n in names}
-        extending = [n for n in names if len(held[n].digests) <= len(digests) and held[n].extends(digests)]
-        if extending:
-            name = max(extending, key=lambda n: (len(held[n].digests), names.index(n)))
+        for name in reversed(names):
+            marker = held[name].replay(history, resend.key, any_exchange=resend.retry > 0)
+            if marker is not None:
+                log.info("session %s: a resend of an exchange it holds (retry %d), answered from the ledger",
+                         name, resend.retry)
+                return replayed(marker, request.model)
+        decisions = {n: decide(held[n].items(), digests) for n in names}
+        # Continuing needs something new to answer; a history that only leaves out (a rewind) forks.
+        going = [n for n in names if decisions[n].kind == "continue" and decisions[n].kept < len(digests)]
+        if going:
+            name = max(going, key=lambda n: (decisions[n].kept, -len(decisions[n].withdrawn), names.index(n)))
         else:
-            parent = max(names, key=lambda n: (held[n].common(digests), names.index(n)))
+            parent = max(names, key=lambda n: (decisions[n].common, names.index(n)))
             name = f"{key}.f{len(names)}"
-            common = held[parent].common(digests)
-            log.info("session %s diverges from %s after %d items: forked as %s", key, parent, common, name)
+            common = decisions[parent].common
+            log.info("session %s changes a message of %s after %d items: forked as %s", key, parent, common, name)
             held[name] = await asyncio.to_thread(fork, self.ledger, parent, name, held[parent], common)
+            decisions[name] = decide(held[name].items(), digests)
+        decision = decisions[name]
         conversation = await self._conversation(name, request, held[name])
-        return conversation, request.items[len(conversation.held.digests):]
+        return conversation, Routed(request.items[decision.kept:], decision.withdrawn, history, resend.key)
 
     def _lineage(self, key: str) -> list[str]:
         """``key`` and its forks (``key.f1``, ``key.f2``, ...), oldest first."""
@@ -313,10 +351,11 @@ def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | N
                     raise InvalidInput("the request body must be a JSON object")
                 client_request = read(raw)
                 session = server.key_of(client_request, request.headers.get(SESSION_HEADER), key)
+                resend = Resend.of(request.headers)
                 if client_request.stream:
-                    return await streamed(protocol, server.stream(client_request, session),
+                    return await streamed(protocol, server.stream(client_request, session, resend),
                                           events(client_request.model))
-                reply = await server.handle(client_request, session)
+                reply = await server.handle(client_request, session, resend)
             except Exception as exc:
                 return error_response(protocol, exc)
             return JSONResponse(render(reply))

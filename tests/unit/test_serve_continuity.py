@@ -24,12 +24,16 @@ def fresh(n: int) -> list[str]:
     return [f"new{i}" for i in range(n)]
 
 
+def continues(decision: Decision, kept: int, withdrawn: tuple[int, ...] = ()) -> bool:
+    return (decision.kind, decision.kept, decision.withdrawn) == ("continue", kept, withdrawn)
+
+
 @given(histories(), st.data())
 def test_removals_alone_continue_and_withdraw_what_was_removed(held: list[tuple[str, str]], data: st.DataObject) -> None:
     keep = data.draw(st.lists(st.booleans(), min_size=len(held), max_size=len(held)))
     client = [d for (_, d), k in zip(held, keep, strict=True) if k]
     decision = decide(held, client)
-    assert decision == Decision("continue", len(client), tuple(p for p, k in enumerate(keep) if not k))
+    assert continues(decision, len(client), tuple(p for p, k in enumerate(keep) if not k))
 
 
 @given(histories(), st.data(), st.integers(min_value=1, max_value=3))
@@ -43,7 +47,7 @@ def test_removals_then_something_new_continue_unless_a_message_of_the_clients_ow
     if own_left_at_the_end:
         assert decision.kind == "fork"
     else:
-        assert decision == Decision("continue", len(client), tuple(p for p, k in enumerate(keep) if not k))
+        assert continues(decision, len(client), tuple(p for p, k in enumerate(keep) if not k))
 
 
 @given(histories(), st.data())
@@ -56,7 +60,7 @@ def test_changing_a_message_the_session_holds_forks_at_it(held: list[tuple[str, 
     if all(role == "assistant" for role, _ in held[at:]):
         # A model reply no message of the client's follows: the client never answered it, so it may drop it
         # or put its own words in its place (withdrawn; what it sent is new).
-        assert decision == Decision("continue", at, tuple(range(at, len(held))))
+        assert continues(decision, at, tuple(range(at, len(held))))
     else:
         assert decision == Decision("fork", at, common=at)
 
@@ -64,21 +68,21 @@ def test_changing_a_message_the_session_holds_forks_at_it(held: list[tuple[str, 
 def test_mini_swe_agent_drops_a_reply_it_could_not_parse_and_asks_again() -> None:
     held = [("user", "task"), ("assistant", "call-1"), ("tool", "result-1"), ("assistant", "unparsed")]
     decision = decide(held, ["task", "call-1", "result-1", "no tool calls found"])
-    assert decision == Decision("continue", 3, (3,))
+    assert continues(decision, 3, (3,))
 
 
 def test_smolagents_rewrites_each_reply_as_text() -> None:
     # The reply with calls comes back as "Calling tools: [...]" text, its result as a user message.
     held = [("user", "task"), ("assistant", "call-1")]
-    assert decide(held, ["task", "calling tools as text", "observation"]) == Decision("continue", 1, (1,))
+    assert continues(decide(held, ["task", "calling tools as text", "observation"]), 1, (1,))
     held = [("user", "task"), ("assistant", "calling tools as text"), ("user", "observation"), ("assistant", "call-2")]
     client = ["task", "calling tools as text", "observation", "call-2 as text", "observation and a new task"]
-    assert decide(held, client) == Decision("continue", 3, (3,))
+    assert continues(decide(held, client), 3, (3,))
 
 
 def test_a_trimmed_history_continues() -> None:
     held = [("user", "u1"), ("assistant", "a1"), ("user", "u2"), ("assistant", "a2")]
-    assert decide(held, ["u2", "a2", "u3"]) == Decision("continue", 2, (0, 1))
+    assert continues(decide(held, ["u2", "a2", "u3"]), 2, (0, 1))
 
 
 def test_an_edited_message_forks_after_what_the_two_share() -> None:
@@ -90,5 +94,5 @@ def test_an_edited_message_forks_after_what_the_two_share() -> None:
 
 def test_a_plain_extension_withdraws_nothing() -> None:
     held = [("user", "u1"), ("assistant", "a1")]
-    assert decide(held, ["u1", "a1", "u2"]) == Decision("continue", 2)
-    assert decide([], ["u1"]) == Decision("continue", 0)
+    assert continues(decide(held, ["u1", "a1", "u2"]), 2)
+    assert continues(decide([], ["u1"]), 0)
