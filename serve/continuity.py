@@ -28,7 +28,7 @@ from typing import Any, Literal
 from vak_context.errors import InvalidInput
 
 MODEL = "assistant"  # the role of a model reply; every other role is the client's own
-IDEMPOTENCY_HEADER = "idempotency-key"
+IDEMPOTENCY_HEADER = "Idempotency-Key"  # read case-insensitively, as every header
 RETRY_HEADER = "x-stainless-retry-count"  # the official openai and anthropic clients: 0, then 1, 2, ... on retries
 
 
