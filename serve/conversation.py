@@ -27,7 +27,7 @@ import httpx
 
 from vak_context.context.history.turns import WITHDRAWN
 from vak_context.engine.api import Session, Turn
-from vak_context.errors import ContextOverflow, InvalidInput, ProviderError, UnknownSession
+from vak_context.errors import ContextOverflow, InvalidInput, ProviderError
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import Activity
 from vak_context.farm.sessions import copy_entries
@@ -89,10 +89,9 @@ def replayed(marker: Marker, model: str) -> Reply:
 
 def _next_seq(ledger: Any, name: str) -> int:
     """The seq the session's next entry gets (0 before its first)."""
-    try:
-        head = ledger.head(name)
-    except UnknownSession:
+    if name not in ledger.sessions():  # (asked, not caught: through a LedgerActor errors come wrapped)
         return 0
+    head = ledger.head(name)
     return ledger.get(head).seq + 1 if head else 0
 
 

@@ -5,10 +5,12 @@ not parse, smolagents rewrites every reply as text, a trimmed history, an edited
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vak_context.serve.continuity import Decision, decide
+from vak_context.errors import InvalidInput
+from vak_context.serve.continuity import Decision, Held, Marker, decide
 
 ROLES = st.sampled_from(["user", "assistant", "tool"])
 
@@ -96,3 +98,22 @@ def test_a_plain_extension_withdraws_nothing() -> None:
     held = [("user", "u1"), ("assistant", "a1")]
     assert continues(decide(held, ["u1", "a1", "u2"]), 2)
     assert continues(decide([], ["u1"]), 0)
+
+
+def test_what_a_session_holds_after_a_withdrawal_and_which_exchange_a_resend_repeats() -> None:
+    held = Held()
+    reply = {"text": "", "calls": [["c1", "search", {}]], "usage": [1, 1, 0]}
+    held.noted(["u1", "c1"], ["user", "assistant"], Marker(2, "e1", False, "h1", reply, "k1", ("s1",)))
+    held.noted(["r1", "a1"], ["tool", "assistant"], Marker(4, "e2", True, "h2", {"text": "a1"}, None, ("s2",)))
+    assert held.replay("h2", None, any_exchange=False) is held.markers[1]
+    assert held.replay("h1", None, any_exchange=False) is None  # only the last, unless the client says it retries
+    assert held.replay("h1", None, any_exchange=True) is held.markers[0]
+    assert held.replay("h1", "k1", any_exchange=False) is held.markers[0]
+    with pytest.raises(InvalidInput, match="Idempotency-Key"):
+        held.replay("h9", "k1", any_exchange=False)
+    assert held.steps_at([3]) == ["s2"] and held.steps_at([2]) == []  # a client's own item has no steps
+    held.withdraw([3])
+    assert held.digests == ["u1", "c1", "r1"] and [m.upto for m in held.markers] == [2, 3]
+    assert held.markers[1].withdrawn and held.replay("h2", None, any_exchange=False) is None
+    held.withdraw([0])  # a trim: the later exchange's count moves with it
+    assert held.items() == [("assistant", "c1"), ("tool", "r1")] and [m.upto for m in held.markers] == [1, 2]
