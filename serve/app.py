@@ -170,7 +170,8 @@ class Server:
         session the history continues (``serve/continuity.py``; the one that keeps the most of it), else a
         fork of the one it shares most with; with what is new and what the client withdrew."""
         digests = [i.digest() for i in request.items]
-        history = fingerprint(digests)
+        # A resend is the same request: the same system prompt and tools as well as the same history.
+        history = fingerprint([request.system, *sorted(t.name for t in request.tools), *digests])
         names = await asyncio.to_thread(self._lineage, key)
         held = {n: self.conversations[n].held if n in self.conversations else await asyncio.to_thread(read_held, self.ledger, n)
                 for n in names}

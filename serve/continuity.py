@@ -72,9 +72,9 @@ def decide(held: Sequence[tuple[str, str]], client: Sequence[str]) -> Decision:
     return Decision("continue", kept, removed, common)
 
 
-def fingerprint(digests: Sequence[str]) -> str:
-    """One request's whole history, as a resend of it is recognised."""
-    return hashlib.sha256(json.dumps(list(digests)).encode()).hexdigest()[:32]
+def fingerprint(parts: Sequence[str]) -> str:
+    """One request (its system prompt, tool names and history's digests), as a resend of it is recognised."""
+    return hashlib.sha256(json.dumps(list(parts)).encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
