@@ -43,7 +43,8 @@ from vak_context.errors import (
     VakError,
 )
 from vak_context.names import check_name
-from vak_context.serve.conversation import Conversation, Held, fork, read_held
+from vak_context.serve.continuity import IDEMPOTENCY_HEADER, RETRY_HEADER, decide, fingerprint
+from vak_context.serve.conversation import Conversation, Held, Routed, fork, read_held, replayed
 from vak_context.serve.protocol import (
     AnthropicEvents,
     ClientRequest,
@@ -65,6 +66,21 @@ log = logging.getLogger("vak.serve")
 
 SESSION_HEADER = "x-vak-session"
 RULES_HEADER = "x-vak-rules"  # this request's rules setting (docs/DRIFT.md); else ServeConfig.rules
+
+
+@dataclass(frozen=True)
+class Resend:
+    """What a client says of a request being a resend: its ``Idempotency-Key`` (the same key, the same
+    answer) and the official clients' retry count (``x-stainless-retry-count``; above 0, any exchange the
+    session holds with the same history is the one resent, not only the last)."""
+
+    key: str | None = None
+    retry: int = 0
+
+    @classmethod
+    def of(cls, headers: Any) -> Resend:
+        retry = headers.get(RETRY_HEADER, "0")
+        return cls(headers.get(IDEMPOTENCY_HEADER) or None, int(retry) if retry.isdigit() else 0)
 
 
 @dataclass(frozen=True)
@@ -119,14 +135,18 @@ class Server:
         basis = json.dumps([client_key, request.system, sorted(t.name for t in request.tools), first])
         return "c-" + hashlib.sha256(basis.encode()).hexdigest()[:20]
 
-    async def handle(self, request: ClientRequest, key: str, rules: str | None = None) -> Reply:
+    async def handle(self, request: ClientRequest, key: str, rules: str | None = None,
+                     resend: Resend = Resend()) -> Reply:
         lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            conversation, new = await self._route(request, key)
+        async with lock:  # a resend that comes while its original runs waits for it, then is answered from it
+            routed = await self._route(request, key, resend)
+            if isinstance(routed, Reply):
+                return routed
+            conversation, exchange = routed
             conversation.session.rules = rules or self.config.rules
-            return await conversation.answer(request, new, self.upstream, self.ledger)
+            return await conversation.answer(request, exchange, self.upstream, self.ledger)
 
-    def stream(self, request: ClientRequest, key: str, rules: str | None = None) -> Stream:
+    def stream(self, request: ClientRequest, key: str, rules: str | None = None, resend: Resend = Resend()) -> Stream:
         """Drive ``request`` in a task of its own that holds the session's lock to the stream's end and
         posts its events to the returned stream (the response's generator writes them)."""
         stream = Stream()
@@ -136,9 +156,16 @@ class Server:
                 async with self._locks.setdefault(key, asyncio.Lock()):
                     if stream.gone:  # the client left while an earlier request of its session ran
                         raise ClientGone("the client closed the stream before its request was driven")
-                    conversation, new = await self._route(request, key)
-                    conversation.session.rules = rules or self.config.rules
-                    await conversation.answer(request, new, self.upstream, self.ledger, stream)
+                    routed = await self._route(request, key, resend)
+                    if isinstance(routed, Reply):  # a resend: the stored reply, streamed
+                        if routed.text:
+                            stream.text(routed.text)
+                        if not await stream.deliver(routed):
+                            raise ClientGone("the client closed the stream before the reply was written")
+                    else:
+                        conversation, exchange = routed
+                        conversation.session.rules = rules or self.config.rules
+                        await conversation.answer(request, exchange, self.upstream, self.ledger, stream)
                     stream.done()  # the request is noted: the response writes its last event
             except ClientGone as exc:
                 log.info("session %s: the client closed its stream; the turn is closed, nothing noted", key)
@@ -154,24 +181,37 @@ class Server:
         stream.task.add_done_callback(lambda _t: self._streams.discard(stream))
         return stream
 
-    async def _route(self, request: ClientRequest, key: str) -> tuple[Conversation, tuple[Any, ...]]:
-        """The session of ``key``'s lineage whose history the request extends (the longest), else a fork of
-        the one it shares most with."""
+    async def _route(self, request: ClientRequest, key: str, resend: Resend) -> tuple[Conversation, Routed] | Reply:
+        """A resend of an exchange a session of ``key``'s lineage holds: its reply, from the ledger. Else the
+        session the history continues (``serve/continuity.py``; the one that keeps the most of it), else a
+        fork of the one it shares most with; with what is new and what the client withdrew."""
         digests = [i.digest() for i in request.items]
+        # A resend is the same request: the same system prompt and tools as well as the same history.
+        history = fingerprint([request.system, *sorted(t.name for t in request.tools), *digests])
         names = await asyncio.to_thread(self._lineage, key)
         held = {n: self.conversations[n].held if n in self.conversations else await asyncio.to_thread(read_held, self.ledger, n)
                 for n in names}
-        extending = [n for n in names if len(held[n].digests) <= len(digests) and held[n].extends(digests)]
-        if extending:
-            name = max(extending, key=lambda n: (len(held[n].digests), names.index(n)))
+        for name in reversed(names):
+            marker = held[name].replay(history, resend.key, any_exchange=resend.retry > 0)
+            if marker is not None:
+                log.info("session %s: a resend of an exchange it holds (retry %d), answered from the ledger",
+                         name, resend.retry)
+                return replayed(marker, request.model)
+        decisions = {n: decide(held[n].items(), digests) for n in names}
+        # Continuing needs something new to answer; a history that only leaves out (a rewind) forks.
+        going = [n for n in names if decisions[n].kind == "continue" and decisions[n].kept < len(digests)]
+        if going:
+            name = max(going, key=lambda n: (decisions[n].kept, -len(decisions[n].withdrawn), names.index(n)))
         else:
-            parent = max(names, key=lambda n: (held[n].common(digests), names.index(n)))
+            parent = max(names, key=lambda n: (decisions[n].common, names.index(n)))
             name = f"{key}.f{len(names)}"
-            common = held[parent].common(digests)
-            log.info("session %s diverges from %s after %d items: forked as %s", key, parent, common, name)
+            common = decisions[parent].common
+            log.info("session %s changes a message of %s after %d items: forked as %s", key, parent, common, name)
             held[name] = await asyncio.to_thread(fork, self.ledger, parent, name, held[parent], common)
+            decisions[name] = decide(held[name].items(), digests)
+        decision = decisions[name]
         conversation = await self._conversation(name, request, held[name])
-        return conversation, request.items[len(conversation.held.digests):]
+        return conversation, Routed(request.items[decision.kept:], decision.withdrawn, history, resend.key)
 
     def _lineage(self, key: str) -> list[str]:
         """``key`` and its forks (``key.f1``, ``key.f2``, ...), oldest first."""
@@ -346,10 +386,11 @@ def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | N
                 client_request = read(raw)
                 session = server.key_of(client_request, request.headers.get(SESSION_HEADER), key)
                 rules = request_rules(request.headers.get(RULES_HEADER))
+                resend = Resend.of(request.headers)
                 if client_request.stream:
-                    return await streamed(protocol, server.stream(client_request, session, rules),
+                    return await streamed(protocol, server.stream(client_request, session, rules, resend),
                                           events(client_request.model))
-                reply = await server.handle(client_request, session, rules)
+                reply = await server.handle(client_request, session, rules, resend)
             except Exception as exc:
                 return error_response(protocol, exc)
             return JSONResponse(render(reply))

@@ -4,11 +4,14 @@ of what is new in each request (then the caller's loop, ``Session.begin``, until
 client's calls).
 
 What a session holds of the client's history is in its ledger: after each answered request, a
-``serve.history`` activity lists the digests of the items that request added (the new messages and the
-reply), so a restarted server reads every session back. A history that does not extend what any of the
-conversation's sessions holds (the client edited or dropped earlier messages) continues as a new session
-(``<name>.f<N>``) copied from the parent up to the last closed turn the two share, with a
-``session.forked`` activity naming the parent session and entry.
+``serve.history`` activity lists the digests and roles of the items that request added (the new messages
+and the reply), the request's fingerprint, the reply as it went out and the assistant steps it came from,
+so a restarted server reads every session back and answers a resend from it. What the client withdrew
+(``serve/continuity.py``: messages it left out of a history that continues the session) is a
+``history.withdrawn`` activity naming the items and the steps of the withdrawn replies, which the
+projection leaves out from then on (``context/history/turns.py``). A history that changes a message the
+session holds continues as a new session (``<name>.f<N>``) copied from the parent up to the last closed
+turn the two share, with a ``session.forked`` activity naming the parent session and entry.
 """
 
 from __future__ import annotations
@@ -17,55 +20,30 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from vak_context.context.history.turns import WITHDRAWN
 from vak_context.engine.api import Session, Turn
 from vak_context.errors import ContextOverflow, InvalidInput, ProviderError
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import Activity
 from vak_context.farm.sessions import copy_entries
-from vak_context.serve.protocol import ClientRequest, Item, Reply, Usage
+from vak_context.serve.continuity import Held, Marker
+from vak_context.serve.protocol import ClientCall, ClientRequest, Item, Reply, Usage
 from vak_context.serve.streaming import PARAGRAPH, ClientGone, StepText, Stream
 from vak_context.serve.upstream import Upstream
 
 HISTORY = "serve.history"
 FORKED = "session.forked"
-
-
-@dataclass(frozen=True)
-class Marker:
-    """A ``serve.history`` activity: the session held ``upto`` client items after it; ``closed``: no turn
-    was left open (a fork may start there)."""
-
-    upto: int
-    entry: str
-    closed: bool
-
-
-@dataclass
-class Held:
-    """What one ledger session holds of a client's history (digests in order) and where each request ended."""
-
-    digests: list[str] = field(default_factory=list)
-    markers: list[Marker] = field(default_factory=list)
-
-    def extends(self, digests: Sequence[str]) -> bool:
-        return list(digests[:len(self.digests)]) == self.digests
-
-    def common(self, digests: Sequence[str]) -> int:
-        n = 0
-        for held, new in zip(self.digests, digests, strict=False):
-            if held != new:
-                break
-            n += 1
-        return n
+__all__ = ["FORKED", "HISTORY", "WITHDRAWN", "Conversation", "Held", "Routed", "fork", "read_held", "replayed"]
 
 
 def read_held(ledger: Any, name: str) -> Held:
-    """The client history a ledger session holds, from its ``serve.history`` activities."""
+    """The client history a ledger session holds, from its ``serve.history`` and ``history.withdrawn``
+    activities."""
     held = Held()
     if name not in ledger.sessions():
         return held
@@ -74,9 +52,16 @@ def read_held(ledger: Any, name: str) -> Held:
         if entry.kind != "activity":
             continue
         payload = mapper.payload_of(entry)
+        detail = payload.detail
         if payload.activity == HISTORY:
-            held.digests += list(payload.detail["digests"])
-            held.markers.append(Marker(len(held.digests), entry.id, bool(payload.detail["closed"])))
+            digests = list(detail["digests"])
+            # Before roles were noted: the reply is the last item, the rest counted as the client's own.
+            roles = list(detail.get("roles") or ["user"] * (len(digests) - 1) + ["assistant"])
+            held.noted(digests, roles, Marker(
+                len(held.digests) + len(digests), entry.id, bool(detail["closed"]), str(detail.get("history", "")),
+                detail.get("reply"), detail.get("key"), tuple(detail.get("steps") or ())))
+        elif payload.activity == WITHDRAWN and "at" in detail:
+            held.withdraw([int(p) for p in detail["at"]])
     return held
 
 
@@ -90,13 +75,46 @@ def fork(ledger: Any, parent: str, child: str, held: Held, common: int) -> Held:
                      lambda s, p, b: ledger.append(s, [p], blobs=[b])[0])
     ledger.append(child, [Activity(activity=FORKED, detail={
         "parent": parent, "entry": at.entry if at else None, "items": at.upto if at else 0,
-        "common": common, "why": "the client's history diverges from what the parent holds"})])
+        "common": common, "why": "the client's history changes a message the parent holds"})])
     return read_held(ledger, child)
+
+
+def replayed(marker: Marker, model: str) -> Reply:
+    """The reply an exchange sent, for a resend of it (no upstream call, nothing appended)."""
+    reply = marker.reply or {}
+    usage = [int(n) for n in reply.get("usage") or (0, 0, 0)]
+    return Reply(model, str(reply.get("text", "")),
+                 tuple(ClientCall(str(i), str(n), dict(a)) for i, n, a in reply.get("calls") or ()), Usage(*usage))
+
+
+def _next_seq(ledger: Any, name: str) -> int:
+    """The seq the session's next entry gets (0 before its first)."""
+    if name not in ledger.sessions():  # (asked, not caught: through a LedgerActor errors come wrapped)
+        return 0
+    head = ledger.head(name)
+    return ledger.get(head).seq + 1 if head else 0
+
+
+def _noted_reply(reply: Reply) -> dict[str, Any]:
+    u = reply.usage
+    return {"text": reply.text, "calls": [[c.id, c.name, dict(c.arguments)] for c in reply.calls],
+            "usage": [u.prompt, u.completion, u.cached]}
 
 
 def _call_text(item: Item) -> str:
     calls = "; ".join(f"{c.name}({json.dumps(dict(c.arguments))})" for c in item.calls)
     return f"{item.text} [calls: {calls}]" if calls else item.text
+
+
+@dataclass(frozen=True)
+class Routed:
+    """One request as routed to its session: the client's items new to it, the positions of what it holds
+    that the client withdrew, the request's fingerprint and the client's ``Idempotency-Key``."""
+
+    new: tuple[Item, ...]
+    withdrawn: tuple[int, ...] = ()
+    history: str = ""
+    key: str | None = None
 
 
 class Conversation:
@@ -107,13 +125,21 @@ class Conversation:
         self.name, self.session, self.held, self.signature = name, session, held, signature
         self.turn: Turn | None = None  # open while the client runs the calls it was given
 
-    async def answer(self, request: ClientRequest, new: Sequence[Item], upstream: Upstream, ledger: Any,
+    async def answer(self, request: ClientRequest, routed: Routed, upstream: Upstream, ledger: Any,
                      stream: Stream | None = None) -> Reply:
-        """Ingest ``new`` (the items after what the session holds), run the turn to an answer or to calls
-        of the client's tools, note what the session now holds. With ``stream`` the text goes out as it
-        arrives and the reply is noted only once the response has written it, all but the last event (which
-        the app writes after this returns, so a client that read it finds the request noted): a client that
-        left before closes the open turn (``cancelled``) and leaves nothing noted, so its retry is ingested anew."""
+        """Withdraw what the client left out, ingest what is new (the items after what the session holds),
+        run the turn to an answer or to calls of the client's tools, note what the session now holds. With
+        ``stream`` the text goes out as it arrives and the reply is noted only once the response has written
+        it, all but the last event (which the app writes after this returns, so a client that read it finds
+        the request noted): a client that left before closes the open turn (``cancelled``) and leaves nothing
+        noted, so its retry is ingested anew."""
+        new = routed.new
+        if not new:
+            raise InvalidInput("the history holds nothing new since the last reply: append the user's next "
+                               "message, or the results of the calls the last reply made")
+        if routed.withdrawn:
+            await self._withdraw(routed.withdrawn, ledger)
+        start = await asyncio.to_thread(_next_seq, ledger, self.name)
         directive = await self._ingest(request, new)
         turn = self.turn
         if directive:
@@ -134,12 +160,32 @@ class Conversation:
         finally:
             if turn.done:
                 self.turn = None
+        # The steps this request wrote: withdrawing its reply later takes them out of the projection.
+        steps = [e.id for e in await asyncio.to_thread(ledger.entries, self.name, start) if e.kind == "assistant_step"]
         items = [*new, reply.item()]
+        digests, roles = [i.digest() for i in items], [i.role for i in items]
+        closed = self.turn is None
+        noted = _noted_reply(reply)
         entry = (await asyncio.to_thread(ledger.append, self.name, [Activity(activity=HISTORY, detail={
-            "digests": [i.digest() for i in items], "closed": self.turn is None})]))[0]
-        self.held.digests += [i.digest() for i in items]
-        self.held.markers.append(Marker(len(self.held.digests), entry, self.turn is None))
+            "digests": digests, "roles": roles, "closed": closed, "history": routed.history, "reply": noted,
+            "steps": steps, **({"key": routed.key} if routed.key else {})})]))[0]
+        self.held.noted(digests, roles, Marker(len(self.held.digests) + len(items), entry, closed, routed.history,
+                                               noted, routed.key, tuple(steps)))
         return reply
+
+    async def _withdraw(self, positions: Sequence[int], ledger: Any) -> None:
+        """Append what the client withdrew: the items (positions in what the session holds, and digests) and
+        the steps of withdrawn replies. A turn left open for calls of a withdrawn reply is closed first
+        (``cancelled``): the client will send no results for them."""
+        last = self.held.markers[-1] if self.held.markers else None
+        if self.turn is not None and last is not None and not last.closed and (last.upto - 1) in positions:
+            await self.turn.close()
+            self.turn = None
+        steps = self.held.steps_at(positions)
+        await asyncio.to_thread(ledger.append, self.name, [Activity(activity=WITHDRAWN, detail={
+            "at": list(positions), "digests": [self.held.digests[p] for p in positions], "steps": steps,
+            "why": "the client's history leaves these out"})])
+        self.held.withdraw(positions)
 
     async def _ingest(self, request: ClientRequest, new: Sequence[Item]) -> str:
         """Hand the open turn the results it waits for; the rest of what is new is the next directive (the
@@ -217,7 +263,5 @@ async def _broken(turn: Turn, exc: Exception) -> None:
         await turn.reply({"error": {"message": f"the upstream's stream broke: {exc}", "type": "server_error"}}, 502)
 
 
-def _client_calls(action: Any) -> list[Any]:
-    from vak_context.serve.protocol import ClientCall
-
+def _client_calls(action: Any) -> list[ClientCall]:
     return [ClientCall(c.id, c.name, dict(c.arguments)) for c in action.calls]

@@ -69,6 +69,7 @@ class Turn:
     controls: list[str] = field(default_factory=list)  # control entries that fell inside the turn
     nudges: list[tuple[int, str]] = field(default_factory=list)  # (steps before it, text): runtime redo nudges
     tail: str = ""  # the tail block its directive was sent with (a ``turn_tail`` entry), "" when none was recorded
+    withdrawn: list[str] = field(default_factory=list)  # step ids a ``history.withdrawn`` activity took out
     entry_ids: list[str] = field(default_factory=list)  # every entry from the directive to the turn's end
     card_id: str | None = None
     card: TurnCard | None = None
@@ -186,6 +187,7 @@ def dump_turn(t: Turn) -> dict[str, Any]:
         "orphan_results": list(t.orphan_results),
         "controls": list(t.controls),
         **({"tail": t.tail} if t.tail else {}),  # only turns that recorded one: older dumps stay as they were
+        **({"withdrawn": list(t.withdrawn)} if t.withdrawn else {}),
         "entry_ids": list(t.entry_ids),
         "card_id": t.card_id,
         "closed": t.closed,

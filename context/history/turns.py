@@ -4,7 +4,10 @@ A turn is one user directive plus every assistant step and tool exchange until t
 Control messages (nudge, intent_note, thread, work_contract) are not turns: they are tail material
 the assembler owns, so the index only notes where they fell. A compaction packet becomes a
 ``Summary`` over the inclusive range of turns it names; a ``reset_handoff`` marks every turn before
-it ``behind_reset`` (never planned again, still reachable by ``recall({turn})``).
+it ``behind_reset`` (never planned again, still reachable by ``recall({turn})``). A ``history.withdrawn``
+activity takes the assistant steps it names out of their turns (a client of ``vak serve`` dropped the
+replies they gave: the projection follows the client's history); the entries stay in the chain, and a
+withdrawn final answer leaves its turn's card without the narration.
 
 Pure: entries go in, the index comes out. No I/O, no clock. Build it once from
 ``LedgerStore.chain_to_root(head)`` with ``TurnIndex.build``, then keep it current with
@@ -39,6 +42,8 @@ from vak_context.events import canonical
 from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import (
     CONTROL_KINDS,
+    Activity,
+    Answer,
     AssistantStep,
     Compaction,
     Directive,
@@ -53,12 +58,21 @@ from vak_context.events.payloads import (
 )
 
 __all__ = [
-    "Control", "EntryLike", "EvidenceMeta", "Exchange", "ResetMark", "Step", "Summary", "Turn", "TurnIndex",
+    "WITHDRAWN", "Control", "EntryLike", "EvidenceMeta", "Exchange", "ResetMark", "Step", "Summary", "Turn", "TurnIndex",
 ]
 
 # What an index accepts: a stored entry (decoded here), or an (entry, payload) / (id, payload) pair
 # when the caller already holds the decoded payload (the importer and the EvidenceActor do).
 EntryLike = StoredEntry | tuple[StoredEntry, Any] | tuple[str, Any]
+
+# The activity naming assistant steps whose replies the client withdrew (``detail["steps"]``: entry ids).
+# Append-only: nothing the ledger holds is rewritten, and nothing but steps is ever taken out.
+WITHDRAWN = "history.withdrawn"
+
+
+def _withdrawn_steps(activity: Activity) -> set[str]:
+    steps = activity.detail.get("steps")
+    return {str(i) for i in steps} if isinstance(steps, list) else set()
 
 
 class TurnIndex:
@@ -143,6 +157,8 @@ class TurnIndex:
             self._add_reset(entry_id, payload)
         elif isinstance(payload, TurnTail):
             self._add_tail(turn, entry_id, payload)
+        elif isinstance(payload, Activity) and payload.activity == WITHDRAWN:
+            self._withdraw(entry_id, payload)
         elif kind in CONTROL_KINDS:
             tag = getattr(payload, "tag", "")
             self.controls.append(Control(entry_id, str(kind), turn.ordinal if turn else None, tag))
@@ -197,6 +213,24 @@ class TurnIndex:
         ]
         turn.steps.append(Step(entry_id, step, exchanges))
         self._retokenize(turn)
+
+    def withdrawn_turns(self, activity: Activity) -> list[Turn]:
+        """The turns a ``history.withdrawn`` activity changes (their sizes and cards change with it)."""
+        ordinals = {self._turn_of_entry.get(i) for i in _withdrawn_steps(activity)}
+        return [self.turns[o - 1] for o in sorted(o for o in ordinals if o is not None)]
+
+    def _withdraw(self, entry_id: str, activity: Activity) -> None:
+        for turn in self.withdrawn_turns(activity):
+            ids = _withdrawn_steps(activity)
+            for k in reversed([k for k, s in enumerate(turn.steps) if s.id in ids]):
+                answer = turn.final_answer is turn.steps[k]
+                turn.withdrawn.append(turn.steps.pop(k).id)
+                # A nudge right after the step answered it: it goes with it; later ones move up one step.
+                turn.nudges = [(after - (after > k + 1), text) for after, text in turn.nudges if after != k + 1]
+                if answer and turn.card is not None:
+                    turn.card = turn.card.model_copy(update={"answered": Answer(
+                        presentations=turn.card.answered.presentations)})
+            self._retokenize(turn)
 
     def _add_result(self, turn: Turn | None, entry_id: str, result: ToolResult) -> None:
         if turn is None:

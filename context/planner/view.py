@@ -15,7 +15,7 @@ from typing import Any
 from vak_context.context.capacity.profile import CapacityProfile
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.context.history.render import EvidenceInfo, evidence_info
-from vak_context.context.history.turns import Turn, TurnIndex
+from vak_context.context.history.turns import WITHDRAWN, Turn, TurnIndex
 from vak_context.context.planner.currentturn import TurnCosts, turn_costs
 from vak_context.context.planner.plan import Plan, PlanCache, PlannerState, plan
 from vak_context.context.planner.records import Fidelity
@@ -28,7 +28,7 @@ from vak_context.context.planner.sizes import (
 )
 from vak_context.errors import InvalidInput
 from vak_context.events.envelope import Mapper, StoredEntry
-from vak_context.events.payloads import EvidenceBody, PlanRecord, TurnCard
+from vak_context.events.payloads import Activity, EvidenceBody, PlanRecord, TurnCard
 
 
 class SessionView:
@@ -82,6 +82,9 @@ class SessionView:
         elif isinstance(payload, PlanRecord):
             self.states[payload.model] = PlannerState.from_json(payload.plan.get("state"))
             self.plans[payload.model] = entry.id
+        elif isinstance(payload, Activity) and payload.activity == WITHDRAWN:
+            for turn in self.index.withdrawn_turns(payload):  # a closed turn that changed: measured again
+                self._changed(turn)
 
     def _changed(self, turn: Turn) -> None:
         self._unsized[turn.id] = turn

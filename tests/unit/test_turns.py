@@ -248,3 +248,31 @@ def test_rebuilt_indexes_of_imported_sessions_are_stable(imported: Imported) -> 
         kinds.update(e.kind for e in chain)
     assert kinds["activity"] and kinds["turn_card"] and kinds["directive"]
     assert Activity is not None
+
+
+def test_a_withdrawn_reply_leaves_its_turn_and_its_card_but_stays_in_the_chain() -> None:
+    from vak_context.context.history.render import render_turn
+    from vak_context.context.history.turns import WITHDRAWN
+    from vak_context.events.payloads import Answer
+
+    c = Chain()
+    t1 = c.add(Directive(text="Fix the failing test."))
+    c.add(_step(ToolUseBlock(id="a", name="bash", input={"command": "pytest"})))
+    add_result(c, "a", "1 failed")
+    unparsed = c.add(_step(TextBlock(text="I will now fix it, THOUGHT without a call.")))
+    c.add(TurnCard(turn_id=t1, asked="Fix the failing test.", answered=Answer(narration="I will now fix it.")))
+    c.add(Activity(activity=WITHDRAWN, detail={"steps": [unparsed], "digests": ["d"]}))
+    c.add(Directive(text="No tool calls found in the response."))
+    index = TurnIndex.build(c.entries)
+
+    first = index.turns[0]
+    assert [s.id for s in first.steps] != [] and unparsed not in [s.id for s in first.steps]
+    assert first.withdrawn == [unparsed] and unparsed in first.entry_ids
+    assert first.final_answer is None and first.card is not None and first.card.answered.narration == ""
+    shown = json.dumps([m.model_dump(mode="json") for m in render_turn(first, {})])
+    assert "1 failed" in shown and "THOUGHT" not in shown
+    # Kept entry by entry, the index is the one a rebuild gives.
+    kept = TurnIndex()
+    for entry in c.entries:
+        kept.add(entry)
+    assert kept == index and "withdrawn" in index.dump()["turns"][0]
