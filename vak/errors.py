@@ -255,7 +255,8 @@ class ProviderRequestError(ProviderError):
 
 class TokenCountError(ProviderError):
     """A server's tokenizer endpoint (llama.cpp ``/apply-template``, ``/tokenize``) answered 2xx with a
-    body that is not what it documents, so the request cannot be sized exactly (``providers/tokencount.py``)."""
+    body that is not what it documents, so the request cannot be sized exactly (``providers/tokencount.py``).
+    The counter catches it and sizes by the calibrated estimate instead: it never fails a turn."""
 
 
 # ---------------------------------------------------------------- the rest
