@@ -383,6 +383,7 @@ class OpenTurn:
         await core.note_prefix(assembled.prefix_digest)
         self._outcome = "failed"
         self._answer = "the request was over the model's window twice; the turn has no answer"
+        await core.services.append([Activity(activity="turn.over_window", detail={"why": f"{self._answer}: {exc}"})])
         await self._close()
         return False
 

@@ -121,8 +121,12 @@ async def test_a_second_writer_of_a_session_is_refused(tmp_path: Path) -> None:
         with vak_context.Engine.open(tmp_path / "ledger") as first, vak_context.Engine.open(tmp_path / "ledger") as second:
             async with first.session("s", **SCRIPTED, http_client=client, tools=make_tools()[0]) as session:
                 await session.run("please search query-001")
-                with pytest.raises(vak_context.SessionLocked, match="already has a writer"):
+                with pytest.raises(vak_context.SessionLocked, match="already has a writer") as locked:
                     await second.session("s", **SCRIPTED, http_client=client).start()
+                # what to do, in public names only
+                said = str(locked.value)
+                assert "session.close()" in said and "Engine.open(folder, ray=...)" in said
+                assert not any(internal in said for internal in ("LedgerActor", "LedgerStore", "read-only"))
                 with pytest.raises(vak_context.InvalidInput, match="already open in this engine"):
                     first.session("s", **SCRIPTED, http_client=client)
                 # Another session of the same folder is another writer's to take.
@@ -147,6 +151,7 @@ async def test_a_caller_exception_leaves_a_failed_turn_in_the_ledger_and_the_nex
                 after = await session.run("please search query-002")
                 cards = session.cards()
     assert [c.outcome for c in cards] == ["failed", "completed"] and after.card.id == cards[1].id
+    assert cards[0].reason == "KeyError: \"the embedder's bookkeeping\"" and cards[1].reason == ""
     from vak_context.events.envelope import Mapper
     from vak_context.storage.ledger import LedgerStore
 
