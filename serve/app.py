@@ -71,6 +71,9 @@ class ServeConfig:
     # The client's tools: "auto" defers them (catalogue + find_tools, each still callable by name) when their
     # schemas exceed DEFER_SHARE of the bound model's horizon; "always" / "never" decide for every client.
     defer_tools: str = "auto"
+    # How the upstream makes its calls (Session(calls=...)): "text" (parsed from its replies' text), "native"
+    # (its tool calls only; its text reaches the client whole); None: measured, else the bundled model's own.
+    calls: str | None = None
 
     @property
     def model(self) -> str:
@@ -189,7 +192,7 @@ class Server:
         session = self.engine.session(name, model=c.upstream, base_url=c.base_url, api_key=c.upstream_key,
                                       http_client=self.client, tools=tools, identity=request.system or None,
                                       window=c.window, horizon=c.horizon,
-                                      max_tokens=int(request.max_tokens or c.max_tokens))
+                                      max_tokens=int(request.max_tokens or c.max_tokens), calls=c.calls)
         await session.start()
         return session
 
