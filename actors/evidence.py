@@ -308,13 +308,13 @@ class EvidenceActor:
             return card_id
 
     def card(self, session: str, card_id: str) -> dict[str, Any]:
-        """One closed turn's card as the public API gives it (id, turn, asked, outcome, text), looked up from
+        """One closed turn's card as the public API gives it (id, turn, asked, outcome, text, reason), looked up from
         the newest turn back: what a just-closed turn reports, without shipping the session's whole index."""
         index = self.index(session)
         for turn in reversed(index.turns):
             if turn.card_id == card_id and turn.card is not None:
                 return {"id": card_id, "turn": turn.ordinal, "asked": turn.card.asked, "outcome": turn.card.outcome,
-                        "text": render_card(turn.card, turn.ordinal)}
+                        "text": render_card(turn.card, turn.ordinal), "reason": turn.failure}
         raise InvalidInput(f"card {card_id} is not in session {session!r}")
 
     def card_text(self, session: str, ordinal: int) -> str:

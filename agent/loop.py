@@ -136,7 +136,7 @@ class TurnLoop(TurnCore):
         the reply so far, which is not what the step sent. Output tokens add up."""
         first, text, output = result, result.text, result.usage.output_tokens
         for _ in range(MAX_EXTENSIONS):
-            if result.tool_calls or result.stop_reason not in ("length", "max_tokens"):
+            if result.tool_calls or result.stop_reason not in ("length", "max_tokens") or not self.config.text_calls:
                 break
             so_far = parse_tool_calls(text, self.tool_names())
             # Only a reply cut before its first whole call is continued: one that already holds whole

@@ -119,6 +119,9 @@ class TurnConfig:
     # The repeated-call rule's second strike: "close" ends the turn quoting the results; "redo" first asks
     # for the answer in one more step with calls masked (docs/DRIFT.md).
     repeat_rule: Literal["close", "redo"] = "close"
+    # The model writes its calls as text (its measured or declared protocol: toolcalls.calls_in_text): only
+    # then is a reply's text parsed for calls; otherwise the text is the answer, whole.
+    text_calls: bool = False
 
 
 @dataclass
@@ -192,12 +195,15 @@ class TurnCore:
         return {t.name for t in self.config.surface.core} | {t.name for t in self.config.surface.deferred}
 
     def calls_of(self, result: ChatResult) -> list[ParsedCall]:
-        """The step's calls: native ones when the provider parsed any, else the ones inline in the text;
-        a call repeated with the same arguments in one step runs once (``distinct_calls``)."""
+        """The step's calls: native ones when the provider parsed any, else, for a model that writes its
+        calls as text (``TurnConfig.text_calls``), the ones inline in the text; a call repeated with the same
+        arguments in one step runs once (``distinct_calls``)."""
         if result.tool_calls:
             calls = list(native_calls((tc.name, tc.arguments) for tc in result.tool_calls))
-        else:
+        elif self.config.text_calls:
             calls = [c for c in parse_tool_calls(result.text, self.tool_names()) if c.name and c.complete]
+        else:
+            calls = []
         return distinct_calls([bounded(c) for c in calls])
 
     def decl(self, name: str) -> ToolDecl | None:
@@ -398,6 +404,7 @@ class OpenTurn:
         await core.note_prefix(assembled.prefix_digest)
         self._outcome = "failed"
         self._answer = "the request was over the model's window twice; the turn has no answer"
+        await core.services.append([Activity(activity="turn.over_window", detail={"why": f"{self._answer}: {exc}"})])
         await self._close()
         return False
 

@@ -65,7 +65,7 @@ from vak_context.engine.binding import default_surface
 from vak_context.events.blocks import TextBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import AssistantStep, Directive
 from vak_context.providers.base import RetryPolicy
-from vak_context.providers.local.catalogue import canonical_model, local_profile_key
+from vak_context.providers.local.catalogue import canonical_model, local_profile_key, local_protocol
 from vak_context.providers.local.server import LocalModelServer
 from vak_context.providers.openai_compat import OpenAICompatProvider
 from vak_context.storage.ledger import LedgerStore
@@ -347,7 +347,8 @@ async def run_bench(model: str, n_ctx: int, session_tokens: int, turns: int, max
             profile = CapacityProfile(local_profile_key(model), n_ctx,
                                       Horizon(n_ctx - max_tokens - 256, 0.9, time.time()), Ewma(0.30, 1), max_tokens)
             config = TurnConfig(model=model, provider="local", system=system, surface=surface, max_steps=5,
-                                max_tokens=max_tokens, temperature=0.0, session_key="bench")
+                                max_tokens=max_tokens, temperature=0.0, session_key="bench",
+                                text_calls=local_protocol(model) == "inline_fence")  # Qwen writes its calls as text
             loop = TurnLoop(services, recorder, profile, config, workspace=workspace,
                             on_step=lambda step: recorder.mark(step.replanned))
             run.prefix_tokens = await prefix_tokens(inner, system, surface.schemas, model)

@@ -39,6 +39,10 @@ def register(subparsers: Any) -> None:
     s.add_argument("--window", type=bounded_int(256, MAX_TOKENS), default=None,
                    help="tokens to plan against until a profile is measured (a provider that publishes none); "
                    "with local:MODEL, the context the bundled model is started with (default 8192)")
+    s.add_argument("--calls", choices=("text", "native"), default=None,
+                   help="how the upstream makes its tool calls: text (written in its reply, parsed from it, as the "
+                   "bundled Qwen does) or native (its tool calls only; its text reaches the client whole). "
+                   "Default: the protocol a probe measured, else the bundled model's own, else native")
     s.add_argument("--defer-tools", choices=("auto", "always", "never"), default="auto",
                    help="the client's tools behind find_tools (listed in the system prompt, each callable by name): "
                    "auto (default) when their schemas exceed a quarter of the model's horizon")
@@ -141,7 +145,8 @@ def run_serve(args: argparse.Namespace) -> int:
         key_file = _key_file(key_dir, client_key)
         app = build_app(engine, ServeConfig(upstream, base_url=base_url, upstream_key=upstream_key,
                                             client_key=client_key, window=window,
-                                            defer_tools=args.defer_tools, rules=args.rules))
+                                            defer_tools=args.defer_tools, rules=args.rules,
+                                            calls=args.calls))
         # Bound here, on loopback, before uvicorn starts: the address printed is the one listening (also
         # with --port 0), and nothing else is ever bound.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

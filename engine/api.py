@@ -51,6 +51,7 @@ __all__ = ["Action", "Call", "Card", "Engine", "ModelRequest", "Session", "Step"
 DEFAULT_MAX_STEPS = 8
 DEFAULT_MAX_TOKENS = 512
 REPEAT_RULES = ("close", "redo")  # Session(repeat_rule=...): TurnConfig.repeat_rule
+CALLS = ("text", "native")  # Session(calls=...): TurnConfig.text_calls (context/request/toolcalls.calls_in_text)
 # Engine.open(search_index=...): when a session's search index is caught up from the ledger: in the
 # background as each turn closes (and the open turn's entries at a search), or only at a session_search.
 SEARCH_INDEX = ("turn-close", "search")
@@ -131,7 +132,7 @@ class Engine:
                 summary_model: str | None = None, summary_base_url: str | None = None,
                 max_steps: int = DEFAULT_MAX_STEPS, max_tokens: int = DEFAULT_MAX_TOKENS,
                 timezone: str = "UTC", repeat_rule: str = "close",
-                rules: str | Mapping[str, str] | None = None) -> Session:
+                rules: str | Mapping[str, str] | None = None, calls: str | None = None) -> Session:
         """A session named ``name`` (an existing one in the ledger is continued), bound to ``model``.
 
         ``model``: ``provider:model`` (``openai:gpt-4o-mini``, ``anthropic:claude-sonnet-4-5``,
@@ -157,8 +158,14 @@ class Engine:
         it) or ``"off"``, optionally with per-rule overrides (``"observe,freshness-check=enforce"``, or a
         mapping ``{"freshness-check": "off"}`` over the default). Unset: ``enforce`` in :meth:`Session.run`
         (the engine is the agent), ``observe`` in :meth:`Session.begin` (your loop is). docs/DRIFT.md.
+        ``calls``: how the model makes its tool
+        calls: ``"text"`` (it writes them in its reply, as the bundled Qwen does: they are parsed from the
+        text), ``"native"`` (only the provider's tool calls are calls; the text is the answer, whole); unset,
+        the protocol a probe measured for the model, else the bundled model's own, else ``"native"``.
         """
         _check_rules(rules)
+        if calls is not None and calls not in CALLS:
+            raise InvalidInput(f"calls must be one of {', '.join(map(repr, CALLS))} or None (got {calls!r})")
         if repeat_rule not in REPEAT_RULES:
             raise InvalidInput(f"repeat_rule must be one of {', '.join(map(repr, REPEAT_RULES))} (got {repeat_rule!r})")
         store = self._live_store()
@@ -169,7 +176,7 @@ class Engine:
                            api_key=api_key, http_client=http_client, on_step=on_step, on_text=on_text,
                            card_tools=card_tools, summary_model=summary_model,
                            summary_base_url=summary_base_url, max_steps=max_steps, max_tokens=max_tokens, timezone=timezone,
-                           repeat_rule=repeat_rule, rules=rules)
+                           repeat_rule=repeat_rule, rules=rules, calls=calls)
         session = Session(self, store, name, options)
         self._sessions[name] = session
         return session
@@ -263,6 +270,7 @@ class _Options:
     timezone: str
     repeat_rule: str
     rules: Any = None  # as given (str, mapping or None: the driver's default); checked by Engine.session
+    calls: str | None = None
 
 
 class Session:
@@ -321,6 +329,7 @@ class Session:
         from vak_context.agent.loop import TurnConfig, TurnLoop, TurnServices
         from vak_context.agent.tools import surface_for
         from vak_context.context.request.assemble import DEFAULT_IDENTITY, DEFAULT_STANCE, system_prompt
+        from vak_context.context.request.toolcalls import calls_in_text
         from vak_context.engine.binding import (
             bind_model,
             in_process_assembler,
@@ -366,7 +375,8 @@ class Session:
                             system=system_prompt(surface.catalogue(), identity=o.identity or DEFAULT_IDENTITY),
                             surface=surface, max_steps=o.max_steps, max_tokens=o.max_tokens, timezone=o.timezone,
                             session_key=self.name, stance=o.stance if o.stance is not None else DEFAULT_STANCE,
-                            endpoint=endpoint, repeat_rule="redo" if o.repeat_rule == "redo" else "close")
+                            endpoint=endpoint, repeat_rule="redo" if o.repeat_rule == "redo" else "close",
+                            text_calls=calls_in_text(o.calls, profile.provenance.protocol, bound.protocol))
         loop = TurnLoop(services, bound.provider, profile, config, tools=registry,
                         on_step=self._on_step if o.on_step is not None else None, on_text=o.on_text)
         return loop
@@ -480,6 +490,12 @@ class Session:
     def horizon(self) -> int:
         """The bound profile's instruction horizon in tokens: measured by a probe, else the metadata rung's."""
         return self._bound_loop().profile.instruction_horizon.tokens
+
+    @property
+    def calls(self) -> str:
+        """How the bound model's tool calls are read: ``"text"`` (parsed from its replies' text too) or
+        ``"native"`` (the provider's tool calls only): the ``calls=`` given, else measured, else the default."""
+        return "text" if self._bound_loop().config.text_calls else "native"
 
     @property
     def tokens_per_char(self) -> float:

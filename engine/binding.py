@@ -28,6 +28,7 @@ from vak_context.context.capacity.profile import (
     CapacityProfile,
     Horizon,
     ProfileKey,
+    Protocol,
     from_record,
     metadata_profile,
 )
@@ -93,6 +94,7 @@ class BoundModel:
     key: ProfileKey
     ctx: ModelContext | None
     base_url: str | None = None  # where the adapter sends requests (the Ray actors' endpoint and probe)
+    protocol: Protocol | None = None  # how a bundled model makes its calls (the local catalogue's); None: not declared
     api_key: str | None = field(default=None, repr=False)  # that server's key; never in a repr or the ledger
 
     def endpoint(self, window_tokens: int, summary: ModelEndpoint | None = None) -> ModelEndpoint:
@@ -136,7 +138,7 @@ def bind_model(spec: str, client: httpx.AsyncClient, stack: ExitStack, *, base_u
 
 def _bind_local(name: str, client: httpx.AsyncClient, stack: ExitStack, window: int | None,
                 base_url: str | None, api_key: str | None) -> BoundModel:
-    from vak_context.providers.local.catalogue import canonical_model
+    from vak_context.providers.local.catalogue import canonical_model, local_protocol
     from vak_context.providers.openai_compat import OpenAICompatProvider
 
     model = canonical_model(name or "qwen")
@@ -152,7 +154,8 @@ def _bind_local(name: str, client: httpx.AsyncClient, stack: ExitStack, window: 
         base_url, api_key = server.base_url, server.api_key
     provider = OpenAICompatProvider(client, base_url=base_url, api_key=api_key, timeout_s=900.0)
     ctx = ModelContext(provider=LOCAL, model=model, declared_window=n_ctx, source="the local server's n_ctx")
-    return BoundModel(provider, model, LOCAL, local_profile_key(model), ctx, base_url=base_url, api_key=api_key)
+    return BoundModel(provider, model, LOCAL, local_profile_key(model), ctx, base_url=base_url, api_key=api_key,
+                      protocol=local_protocol(model))
 
 
 async def session_profile(store: LedgerStore | None, bound: BoundModel, *, horizon: int | None = None,

@@ -14,7 +14,7 @@ engine plans, projects, records and judges every step as in its own loop.
 A :class:`Turn` drives :class:`vak_context.agent.turn.OpenTurn`, the one implementation of a turn the
 engine's loop (:class:`vak_context.agent.loop.TurnLoop`) drives too: the plan and its re-plans, the
 over-length retry (an over-length error handed to :meth:`Turn.reply` corrects the profile and re-plans the
-next request once), inline-call parsing, receipts and feedback, the turn rules, ``recall``,
+next request once), inline-call parsing (a model that writes its calls as text), receipts and feedback, the turn rules, ``recall``,
 ``find_tools`` and ``session_search`` (answered inside: only world calls reach the caller), cache-break activities, the card.
 Requests are rendered by the bound model's adapter (``render()``) for its wire format and replies parsed
 by it (``parse()``, ``map_error()``); packets, summaries and exact counts use the session's own provider

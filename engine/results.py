@@ -33,13 +33,15 @@ class Step:
 @dataclass(frozen=True)
 class Card:
     """A closed turn's card: the deterministic record the engine writes for every turn (``text`` is what a
-    model is shown of it, naming the turn and its evidence ids for ``recall``)."""
+    model is shown of it, naming the turn and its evidence ids for ``recall``). ``reason``: why a ``failed``
+    turn failed (the error's type and message, or why its request could not be sent); "" otherwise."""
 
     id: str
     turn: int  # the turn's ordinal in the session, from 1
     asked: str
     outcome: str  # completed, degraded, cancelled or failed
     text: str
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,4 +65,4 @@ def card_of(turn: Any) -> Card:
     from vak_context.context.history.turncard import render_card
 
     return Card(id=turn.card_id, turn=turn.ordinal, asked=turn.card.asked, outcome=turn.card.outcome,
-                text=render_card(turn.card, turn.ordinal))
+                text=render_card(turn.card, turn.ordinal), reason=turn.failure)

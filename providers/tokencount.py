@@ -30,11 +30,15 @@ exactly what the chat call will carry:
   declarations"; it answers ``{"totalTokens": N}`` (https://ai.google.dev/api/tokens). The
   ``generateContentRequest`` form is the one used, so the system instruction and the tools are counted.
 
-A server without its endpoint (an older llama.cpp, vLLM, a proxy in front of a hosted API: 404, 405 or
-501) is not an error: the counter falls back to ``chars × tokens_per_char`` from then on and says so once
-(a log warning and the ``on_fallback`` callback, which the turn loop can turn into an activity). The
-warning names the URL, never the key (keys travel in headers only). Any other failure is the adapter's
-typed error; a 2xx reply without the documented number is a TokenCountError.
+The count is an optimisation, never a reason to fail a turn: the chat call is what must work. Any failure
+of an exact count falls back to ``chars × tokens_per_char`` (the calibrated estimate) for the rest of the
+counter's life: a server without the endpoint (an older llama.cpp, vLLM, a proxy in front of a hosted API:
+404, 405 or 501), one that refuses it (401 or 403 on the count where the chat call is allowed, 400), fails
+it (5xx, a timeout, a dropped connection, after the adapter's retries) or answers something that is not the
+documented count (HTML, other JSON: a TokenCountError inside). It is said once per endpoint in the process
+(a log warning on ``vak.tokencount``; sessions on the same server do not repeat it) and once per counter
+through the ``on_fallback`` callback, which the turn loop can turn into an activity. The warning names the
+URL and the HTTP status or error, never the key (keys travel in headers only; the adapter scrubs bodies).
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from typing import Any, Protocol, runtime_checkable
 from vak_context.context.capacity.profile import request_chars
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
 from vak_context.context.request.messages import ChatRequest
-from vak_context.errors import ProviderRequestError, TokenCountError
+from vak_context.errors import ProviderError, TokenCountError
 from vak_context.providers.anthropic import COUNT_TOKENS_PATH, AnthropicProvider
 from vak_context.providers.base import Provider, load_images
 from vak_context.providers.gemini import GeminiProvider
@@ -58,6 +62,9 @@ APPLY_TEMPLATE_PATH = "/apply-template"
 TOKENIZE_PATH = "/tokenize"
 # The statuses a server answers for an endpoint it does not have.
 NO_SUCH_ENDPOINT = frozenset({404, 405, 501})
+# (server, endpoint) pairs whose fallback was logged: one warning per endpoint per process, however many
+# sessions (each with its own counter) size requests for the same server.
+_warned: set[tuple[str, str]] = set()
 
 
 @runtime_checkable
@@ -113,7 +120,7 @@ class EndpointTokenCounter:
 
     ``provider`` is the adapter that sends the chat requests: a counter renders with the adapter's own
     ``render`` and sends with its client, key, retries and error mapping. ``fallback`` sizes requests
-    once the server has shown it has no such endpoint (404, 405 or 501).
+    once an exact count has failed in any way (see the module docstring): a count never fails a turn.
 
     ``exact`` is None until the first count, then True, or False after the fallback was taken.
     """
@@ -146,9 +153,7 @@ class EndpointTokenCounter:
             return await self.fallback.count(request)
         try:
             tokens = await self.count_exact(load_images(request))
-        except ProviderRequestError as exc:
-            if exc.status not in NO_SUCH_ENDPOINT:
-                raise
+        except ProviderError as exc:  # every failure of the count, typed at the adapter's edge
             self._fall_back(exc)
             return await self.fallback.count(request)
         self.exact = True
@@ -168,19 +173,26 @@ class EndpointTokenCounter:
         if not isinstance(value, kind) or isinstance(value, bool):
             raise TokenCountError(
                 f"{self.provider.name}: {path} answered {_shape(reply)}, not an object "
-                f'with a "{field}" {said}. Check that {self.where} serves {self.endpoint}, or size requests '
-                "with CharRatioCounter.",
+                f'with a "{field}" {said}. Check that {self.where} serves {self.endpoint}.',
                 provider=self.provider.name,
             )
         return value
 
-    def _fall_back(self, exc: ProviderRequestError) -> None:
+    def _fall_back(self, exc: ProviderError) -> None:
         self.exact = False
-        self.notice = (
-            f"{self.where} has no {self.endpoint}: HTTP {exc.status}; requests are sized as "
-            "chars × tokens_per_char, calibrated by receipts"
-        )
-        log.warning("%s", self.notice)
+        status = exc.status
+        if status in NO_SUCH_ENDPOINT:
+            what = f"has no {self.endpoint}: HTTP {status}"
+        else:
+            why = (str(exc).splitlines() or [""])[0][:240] or type(exc).__name__  # the key scrubbed by the adapter
+            if status and f"HTTP {status}" not in why:
+                why = f"HTTP {status}: {why}"
+            what = f"did not count with its {self.endpoint} ({why})"
+        self.notice = (f"{self.where} {what}; requests are sized as chars × tokens_per_char, calibrated by "
+                       "receipts, from now on")
+        if (self.where, self.endpoint) not in _warned:
+            _warned.add((self.where, self.endpoint))
+            log.warning("%s", self.notice)
         if self.on_fallback is not None:
             self.on_fallback(self.notice)
 
@@ -284,7 +296,8 @@ def token_counter(
 ) -> TokenCounter:
     """The best counter for ``provider``: exact where the provider can say (a self-hosted
     OpenAI-compatible server, which llama.cpp serves the endpoints for; Anthropic's count endpoint;
-    Gemini's ``countTokens``), each falling back after one 404; else ``chars × tokens_per_char``.
+    Gemini's ``countTokens``), each falling back to the estimate after any failure; else
+    ``chars × tokens_per_char``.
 
     The other hosted APIs (OpenAI and the adapters that subclass ``OpenAICompatProvider``, Ollama) publish
     no such endpoint, so they are not asked. Pass the profile's calibrated rate as a callable

@@ -100,6 +100,9 @@ class ServeConfig:
     defer_tools: str = "auto"
     # The turn rules' setting (Engine.session's rules=): observe by default, since the client is the agent.
     rules: str = "observe"
+    # How the upstream makes its calls (Session(calls=...)): "text" (parsed from its replies' text), "native"
+    # (its tool calls only; its text reaches the client whole); None: measured, else the bundled model's own.
+    calls: str | None = None
 
     @property
     def model(self) -> str:
@@ -244,7 +247,8 @@ class Server:
         session = self.engine.session(name, model=c.upstream, base_url=c.base_url, api_key=c.upstream_key,
                                       http_client=self.client, tools=tools, identity=request.system or None,
                                       window=c.window, horizon=c.horizon,
-                                      max_tokens=int(request.max_tokens or c.max_tokens), rules=c.rules)
+                                      max_tokens=int(request.max_tokens or c.max_tokens), rules=c.rules,
+                                      calls=c.calls)
         await session.start()
         return session
 

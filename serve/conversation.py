@@ -217,7 +217,7 @@ class Conversation:
             if stream is None:
                 got = await upstream.send(sent)
             else:
-                step = StepText(upstream.redactor, PARAGRAPH if shown else "")
+                step = StepText(upstream.redactor, PARAGRAPH if shown else "", text_calls=self.session.calls == "text")
 
                 def show(delta: str, calling: bool, step: StepText = step) -> None:
                     out = step.add(delta, calling)

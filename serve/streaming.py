@@ -4,14 +4,15 @@ and the link between the task that drives the conversation and the response that
 ``StepText`` decides what of one step's text goes to the client now. The text is key-scrubbed first
 (``providers/streaming.ShownText``: the upstream key, in every form the redactor covers, never goes out,
 so with a key the last word waits for the next whitespace). Then it is held back from where the step may
-be a call: a tool-call delta holds the rest of the step, and so does the start of a call the driver's one
-parser (``context/request/toolcalls.py``) would read from the text, since inline calls (the bundled Qwen
-writes ```json fences) are parsed from the text of any step without native calls: a fence (```), a
-``<tool_call>`` tag, a JSON object (``{``, ``[{``), and a word written right before an object
-(``recall {...}``, the parser's ``named_json``). A tail that may still grow into one of those (a trailing
-word, a backtick, ``<tool_c``) waits for the next delta. What was held is shown when the step ends as
-the turn's answer; a step that called (the client's tools or the engine's) shows no more of it, so an
-engine call written inline is never shown.
+be a call: a tool-call delta holds the rest of the step. For a model that writes its calls as text
+(``text_calls``: the bundled Qwen writes ```json fences; the session's ``calls`` is ``"text"``), so does the
+start of a call the driver's one parser (``context/request/toolcalls.py``) would read from the text: a fence
+(```), a ``<tool_call>`` tag, a JSON object (``{``, ``[{``), and a word written right before an object
+(``recall {...}``, the parser's ``named_json``); a tail that may still grow into one of those (a trailing
+word, a backtick, ``<tool_c``) waits for the next delta. For any other model the text is never a call and
+goes out as it arrives, whole. What was held is shown when the step ends as the turn's answer; a step that
+called (the client's tools or the engine's) shows no more of it, so an engine call written inline is never
+shown.
 
 ``Stream`` joins the driving task (the producer: it holds the session's lock, ingests, drives the turn
 and posts events) and the response's generator (the consumer: it writes each event as SSE). The reply
@@ -53,11 +54,13 @@ PARAGRAPH = "\n\n"  # between the texts of two steps shown in one reply
 
 class StepText:
     """The text of one upstream step as the client may see it (see the module docstring). ``lead`` goes
-    before the step's first shown character (a paragraph break after an earlier step's shown text)."""
+    before the step's first shown character (a paragraph break after an earlier step's shown text);
+    ``text_calls``: the model writes its calls as text, so where one may start is held back."""
 
-    def __init__(self, redactor: Redactor, lead: str = "") -> None:
+    def __init__(self, redactor: Redactor, lead: str = "", *, text_calls: bool = True) -> None:
         self._scrubbed = ShownText(redactor)
         self._lead = lead
+        self.text_calls = text_calls
         self.safe = ""  # the key-scrubbed text so far (what ShownText lets out)
         self.shown = 0  # characters of ``safe`` shown
         self.held = False  # the step showed it may be a call: nothing more until it ends
@@ -68,6 +71,8 @@ class StepText:
         self.held = self.held or calling
         if self.held:
             return ""
+        if not self.text_calls:  # its text is never a call: all of it goes out
+            return self._show(len(self.safe))
         opener = _OPENER.search(self.safe, self.shown)
         if opener is not None:
             self.held = True

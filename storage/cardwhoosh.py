@@ -35,7 +35,9 @@ from whoosh.writing import BufferedWriter
 from vak_context.bm25 import gain, idf, is_common, terms
 from vak_context.storage.search import TermsTokenizer
 
-CARDS_FORMAT = "vak-cards/2"  # 2: whoosh (1 was cards.jsonl, BM25 in memory): an older index is rebuilt
+# 2: whoosh (1 was cards.jsonl, BM25 in memory); 3: one-character terms are indexed (vak_context.bm25).
+# An index of an older format is rebuilt on open.
+CARDS_FORMAT = "vak-cards/3"
 STATE_FILE = "vak-cards.json"
 OLD_CARDS_FILE = "cards.jsonl"
 LENGTH_FIELD = "n"
@@ -183,11 +185,22 @@ def query(chosen: Sequence[str]) -> Or:
 # ---------------------------------------------------------------------------------------------- the state
 
 
-def read_state(folder: Path) -> dict[str, Any] | None:
+def _raw_state(folder: Path) -> Any:
     try:
-        state = json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
+        return json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def stale_format(folder: Path) -> str | None:
+    """The format an index of another version states (it is rebuilt), or None."""
+    state = _raw_state(folder)
+    stated = state.get("format") if isinstance(state, dict) else None
+    return stated if isinstance(stated, str) and stated != CARDS_FORMAT else None
+
+
+def read_state(folder: Path) -> dict[str, Any] | None:
+    state = _raw_state(folder)
     return state if isinstance(state, dict) and state.get("format") == CARDS_FORMAT else None
 
 
@@ -212,6 +225,8 @@ def check(folder: Path, session: str) -> Any | str:
     if (folder / OLD_CARDS_FILE).exists():
         return f"it is of the older format ({OLD_CARDS_FILE})"
     state = read_state(folder)
+    if state is None and (stale := stale_format(folder)) is not None:
+        return f"it is of the older format {stale}"
     if state is None:
         return "its state file is missing or unreadable"
     if state.get("session") != session:

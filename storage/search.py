@@ -41,7 +41,9 @@ from vak_context.events.envelope import StoredEntry
 from vak_context.storage.ledger_paths import SEARCH_DIR
 
 STATE_FILE = "vak-state.json"
-SEARCH_FORMAT = "vak-search/2"  # 2: recall and session_search results are not indexed (an older index is rebuilt)
+# 2: recall and session_search results are not indexed; 3: one-character terms are indexed (vak_context.bm25).
+# An index of an older format is rebuilt on open.
+SEARCH_FORMAT = "vak-search/3"
 INDEXED_KINDS = frozenset({"directive", "evidence_body", "turn_card", "presentation"})
 SNIPPET_CHARS = 160
 READ_CHUNK = 256  # entries read from the store at a time when catching up
@@ -157,11 +159,22 @@ def search_path(root: Path, session: str) -> Path:
     return root / "sessions" / session / SEARCH_DIR
 
 
-def read_state(folder: Path) -> dict[str, Any] | None:
+def _raw_state(folder: Path) -> Any:
     try:
-        state = json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
+        return json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def stale_format(folder: Path) -> str | None:
+    """The format an index of another version states (it is rebuilt), or None."""
+    state = _raw_state(folder)
+    stated = state.get("format") if isinstance(state, dict) else None
+    return stated if isinstance(stated, str) and stated != SEARCH_FORMAT else None
+
+
+def read_state(folder: Path) -> dict[str, Any] | None:
+    state = _raw_state(folder)
     if not isinstance(state, dict) or state.get("format") != SEARCH_FORMAT:
         return None
     return state
@@ -198,6 +211,8 @@ def open_dir(folder: Path) -> Any:
 def check_index(folder: Path, session: str, ids: Sequence[tuple[str, str]]) -> tuple[Any, dict[str, Any]] | str:
     """The open whoosh index and its state, or what is wrong with it (a sentence)."""
     state = read_state(folder)
+    if state is None and (stale := stale_format(folder)) is not None:
+        return f"it is of the older format {stale}"
     if state is None:
         return "no index" if not folder.exists() else "its state file is missing or unreadable"
     if state.get("session") != session:

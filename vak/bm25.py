@@ -14,10 +14,12 @@ It lives in ``vak/`` because ``storage`` and ``context`` both rank and neither m
 The definition:
 
 * **Tokeniser** (``terms``): lowercase, then runs of ASCII letters, digits and underscores that start
-  with a letter or digit; one-character runs and English stop words are dropped; no stemming. A code
+  with a letter or digit; English stop words are dropped; no stemming. A one-character run is a term
+  (``topic 1`` and ``topic 2`` differ; ``x``, ``n`` are variables), except ``a``, ``i`` and
+  the ``s`` and ``t`` of ``user's``, ``don't``. A code
   identifier stays one term (``parse_args``, ``x86_64``), punctuation separates (``foo.bar()`` gives
   foo, bar), a camelCase name is one term (``ExitPlanMode`` gives exitplanmode). A non-ASCII letter
-  separates terms (``Zürich`` gives rich; text with no ASCII letter or digit has no terms). That is
+  separates terms (``Zürich`` gives z and rich; text with no ASCII letter or digit has no terms). That is
   kept because the planner's plans depend on these exact terms: a Unicode-aware tokeniser (equal on
   ASCII) changes the relevance, hence the plans, of any session with such letters.
 * **Scoring**: Okapi BM25 with k1 = 1.2 and b = 0.75; idf = ln(1 + (N − df + 0.5) / (df + 0.5)), which
@@ -44,13 +46,13 @@ from typing import Generic, TypeVar
 
 Doc = TypeVar("Doc", str, int)  # a document key: a turn id, or a position (a turn's, a tool's)
 
-# Two characters or more: a one-character run is no term (the same runs as [a-z0-9][a-z0-9_]* of length > 1).
-_TERM = re.compile(r"[a-z0-9][a-z0-9_]+")
+# One character or more: a digit or a one-letter name tells documents apart ("topic 1 vector databases").
+_TERM = re.compile(r"[a-z0-9][a-z0-9_]*")
 _STOP = frozenset(
     "a an and are as at be by can could did do does for from had has have how i if in is it its me my no not of "
     "on or our please so than that the their them then there these they this to was we were what when where "
     "which who will with would you your".split()
-)
+) | {"s", "t"}  # what is left of "user's", "don't" once the apostrophe separates: noise, not a term
 
 K1 = 1.2
 B = 0.75

@@ -193,9 +193,12 @@ class UnknownSession(LedgerError):
 
 class SessionLocked(LedgerError):
     def __init__(self, session: str, path: str) -> None:
+        self.session = session
         super().__init__(
-            f"session {session!r} already has a writer ({path} is locked). One writer per session: "
-            "append through the LedgerActor that owns this ledger, or open the store read-only."
+            f"session {session!r} already has a writer ({path} is locked): another engine or process has it "
+            "open, and a session has one writer. Close it there (`await session.close()`, `engine.close()`, "
+            "or end the `vak` command that uses it) or give this conversation another session name; to write "
+            "one folder from several processes, open it on Ray in each (`Engine.open(folder, ray=...)`)."
         )
 
 
@@ -267,7 +270,8 @@ class ProviderRequestError(ProviderError):
 
 class TokenCountError(ProviderError):
     """A server's tokenizer endpoint (llama.cpp ``/apply-template``, ``/tokenize``) answered 2xx with a
-    body that is not what it documents, so the request cannot be sized exactly (``providers/tokencount.py``)."""
+    body that is not what it documents, so the request cannot be sized exactly (``providers/tokencount.py``).
+    The counter catches it and sizes by the calibrated estimate instead: it never fails a turn."""
 
 
 # ---------------------------------------------------------------- the rest

@@ -74,6 +74,7 @@ class Turn:
     card_id: str | None = None
     card: TurnCard | None = None
     closed: bool = False  # a turn card closed it, or the next directive began
+    failure: str = ""  # why it closed failed (its turn.failed / turn.request_too_large / turn.over_window activity)
     behind_reset: bool = False
     chars: int = 0
     tokens: int = 0

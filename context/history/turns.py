@@ -58,8 +58,20 @@ from vak_context.events.payloads import (
 )
 
 __all__ = [
-    "WITHDRAWN", "Control", "EntryLike", "EvidenceMeta", "Exchange", "ResetMark", "Step", "Summary", "Turn", "TurnIndex",
+    "WITHDRAWN", "FAILURE_ACTIVITIES", "Control", "EntryLike", "EvidenceMeta", "Exchange", "ResetMark", "Step", "Summary",
+    "Turn", "TurnIndex", "failure_reason",
 ]
+
+# The activities a turn closed ``failed`` records why in (agent/turn.py): an exception while it was open,
+# a request that could not fit the budget, a request the model rejected as over its window twice.
+FAILURE_ACTIVITIES = frozenset({"turn.failed", "turn.request_too_large", "turn.over_window"})
+
+
+def failure_reason(activity: Activity) -> str:
+    """Why the turn failed, as the public ``Card.reason`` says it: the error's type and message, or the why."""
+    why = str(activity.detail.get("why") or "")
+    error = activity.detail.get("error")
+    return f"{error}: {why}" if error and why else str(error or why)
 
 # What an index accepts: a stored entry (decoded here), or an (entry, payload) / (id, payload) pair
 # when the caller already holds the decoded payload (the importer and the EvidenceActor do).
@@ -166,8 +178,11 @@ class TurnIndex:
                 turn.controls.append(entry_id)
                 if kind == "nudge":  # model-visible: rendered as a user message after the steps before it
                     turn.nudges.append((len(turn.steps), str(getattr(payload, "text", ""))))
+        elif isinstance(payload, Activity) and turn is not None and payload.activity in FAILURE_ACTIVITIES:
+            turn.failure = failure_reason(payload)
         # activity, capacity_profile and presentation feedback/selection are not part of any turn's
-        # content; they stay in entry_ids so the turn's span is complete.
+        # content (a failure's reason is kept for the public Card); they stay in entry_ids so the turn's
+        # span is complete.
 
     def _unpack(self, entry: EntryLike) -> tuple[str, Any, Any]:
         if isinstance(entry, StoredEntry):

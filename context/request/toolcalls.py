@@ -138,6 +138,26 @@ def parse_tool_calls(text: str, tool_names: Collection[str] = ()) -> tuple[Parse
     return tuple(c for _, c in calls)
 
 
+CALLS = ("text", "native")  # how a model makes its calls, as an operator declares it (Session(calls=...))
+
+
+def calls_in_text(declared: str | None, measured: str | None, bundled: str | None = None) -> bool:
+    """Whether a model's calls are read from its replies' text as well as from the provider's native
+    tool calls. Only a model that writes its calls as text has them parsed there: anything else a reply
+    says (``lookup({"key": "k1"})`` quoted in an answer) is the answer's text, never a call.
+
+    ``declared``: the operator's ``"text"`` or ``"native"``, which decides; else ``measured``, the protocol
+    the probe saw the model follow (``ProbeProvenance.protocol``: ``"inline_fence"`` or ``"native"``); else
+    ``bundled``, the local-model catalogue's protocol for a bundled model (Qwen writes ```json fences);
+    else native only."""
+    if declared is not None:
+        return declared == "text"
+    for protocol in (measured, bundled):
+        if protocol is not None:
+            return protocol == "inline_fence"
+    return False
+
+
 def ends_inside_call(calls: Sequence[ParsedCall]) -> bool:
     """True when the completion stopped inside a call: the caller should continue generating."""
     return any(not c.complete for c in calls)

@@ -91,7 +91,9 @@ def test_a_client_call_then_an_engine_only_step_then_the_answer(tmp_path: Path, 
         completion("Done: the notes are alpha, beta and gamma.", prompt=300),
     ]
     upstream_model = ScriptedStream(replies)
-    with serve(upstream_model.handle) as upstream, running(tmp_path / "ledger", SPEC, upstream.base_url) as server:
+    # The scripted model writes its calls in ```json fences as the bundled Qwen does: declared so.
+    with serve(upstream_model.handle) as upstream, \
+            running(tmp_path / "ledger", SPEC, upstream.base_url, calls="text") as server:
         client = Client(protocol, server.base_url, CLIENT_KEY, stream=True, session="stream-1")
         client.messages.append({"role": "user", "content": "search the notes and say what they hold"})
         first_text, calls = client.send()
@@ -227,7 +229,7 @@ def test_a_streamed_requests_receipts_and_history_are_in_the_ledger_when_its_las
                completion("Done: beta.", prompt=300)]
     upstream_model = ScriptedStream(replies)
     ledger = tmp_path / "ledger"
-    with serve(upstream_model.handle) as upstream, running(ledger, SPEC, upstream.base_url) as server, \
+    with serve(upstream_model.handle) as upstream, running(ledger, SPEC, upstream.base_url, calls="text") as server, \
             httpx.Client(base_url=server.url, timeout=60, trust_env=False) as http:
         messages: list[dict[str, Any]] = [{"role": "user", "content": "list the notes"}]
         text, response = _read_stream(http, protocol, "noted", messages)

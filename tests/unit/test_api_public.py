@@ -20,6 +20,7 @@ import pytest
 import vak_context
 from tests.fakes.embedder import ScriptedModel, make_tools
 from vak_context import errors, extras
+from vak_context.storage.ledger import LedgerStore
 
 SCRIPTED = {"model": "openai-compat:scripted", "base_url": "http://127.0.0.1:9/v1", "window": 8_000}
 
@@ -121,8 +122,12 @@ async def test_a_second_writer_of_a_session_is_refused(tmp_path: Path) -> None:
         with vak_context.Engine.open(tmp_path / "ledger") as first, vak_context.Engine.open(tmp_path / "ledger") as second:
             async with first.session("s", **SCRIPTED, http_client=client, tools=make_tools()[0]) as session:
                 await session.run("please search query-001")
-                with pytest.raises(vak_context.SessionLocked, match="already has a writer"):
+                with pytest.raises(vak_context.SessionLocked, match="already has a writer") as locked:
                     await second.session("s", **SCRIPTED, http_client=client).start()
+                # what to do, in public names only
+                said = str(locked.value)
+                assert "session.close()" in said and "Engine.open(folder, ray=...)" in said
+                assert not any(internal in said for internal in ("LedgerActor", "LedgerStore", "read-only"))
                 with pytest.raises(vak_context.InvalidInput, match="already open in this engine"):
                     first.session("s", **SCRIPTED, http_client=client)
                 # Another session of the same folder is another writer's to take.
@@ -147,6 +152,7 @@ async def test_a_caller_exception_leaves_a_failed_turn_in_the_ledger_and_the_nex
                 after = await session.run("please search query-002")
                 cards = session.cards()
     assert [c.outcome for c in cards] == ["failed", "completed"] and after.card.id == cards[1].id
+    assert cards[0].reason == "KeyError: \"the embedder's bookkeeping\"" and cards[1].reason == ""
     from vak_context.events.envelope import Mapper
     from vak_context.storage.ledger import LedgerStore
 
@@ -165,3 +171,40 @@ def test_an_unknown_repeat_rule_is_refused_naming_the_rules(tmp_path: Path) -> N
         with pytest.raises(vak_context.InvalidInput, match="'close', 'redo'"):
             engine.session("s", model="openai-compat:m", base_url="http://127.0.0.1:9/v1", repeat_rule="retry")
         assert engine.session("s", model="openai-compat:m", base_url="http://127.0.0.1:9/v1", repeat_rule="redo")
+
+
+async def test_a_sessions_calls_are_read_from_text_only_where_declared_measured_or_bundled(tmp_path: Path) -> None:
+    """``session.calls``: "native" for a model nothing says writes its calls as text; "text" once a probe
+    measured it following the inline protocol (the profile recorded in the ledger), for a bundled Qwen (its
+    catalogue entry), or where the operator declares it; ``calls="native"`` overrides both."""
+    from dataclasses import replace
+
+    from vak_context.context.capacity.profile import (
+        CapacityProfile,
+        Ewma,
+        Horizon,
+        ProbeProvenance,
+        ProfileKey,
+        to_record,
+    )
+
+    async def calls_of(engine: vak_context.Engine, name: str, **options: Any) -> str:
+        async with engine.session(name, http_client=client, **options) as session:
+            return session.calls
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(ScriptedModel().handle)) as client:
+        with vak_context.Engine.open(tmp_path / "ledger") as engine:
+            assert await calls_of(engine, "plain", **SCRIPTED) == "native"
+            assert await calls_of(engine, "declared", **SCRIPTED, calls="text") == "text"
+            qwen = {"model": "local:qwen", "base_url": "http://127.0.0.1:9/v1", "window": 8_000}
+            assert await calls_of(engine, "qwen", **qwen) == "text"
+            assert await calls_of(engine, "qwen-native", **qwen, calls="native") == "native"
+            with pytest.raises(vak_context.InvalidInput, match="calls must be one of"):
+                engine.session("bad", **SCRIPTED, calls="fenced")
+        probed = CapacityProfile(ProfileKey("openai-compat", "scripted"), 8_000, Horizon(6_000, 0.9, 0.0),
+                                 Ewma(0.25, 3), 256)
+        probed = replace(probed, provenance=ProbeProvenance(source="probe", protocol="inline_fence"))
+        with LedgerStore(tmp_path / "ledger") as store:
+            store.append("capacity", [to_record(probed)])
+        with vak_context.Engine.open(tmp_path / "ledger") as engine:
+            assert await calls_of(engine, "measured", **SCRIPTED) == "text"

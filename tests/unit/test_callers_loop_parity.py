@@ -179,3 +179,18 @@ async def test_a_cancelled_task_inside_the_turn_closes_it_cancelled(session: vak
         await task
     assert [c.outcome for c in session.cards()] == ["cancelled"]
     assert (await session.run("please search query-002")).outcome == "completed"
+
+
+async def test_a_text_answer_naming_a_call_is_the_answer_in_the_callers_loop(session: vak_context.Session) -> None:
+    """A model with native calls (nothing declares or measured it writing calls as text) answers in text that
+    names one of the embedder's tools: the turn is done with that text as its answer, no call handed back."""
+    text = 'Search it yourself with web_search({"query": "query-001"}); I have not run it.'
+    assert session.calls == "native"
+    turn = await session.begin("how would I search for query-001?")
+    assert await turn.request() is not None
+    action = await turn.reply({"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
+                               "choices": [{"index": 0, "finish_reason": "stop",
+                                            "message": {"role": "assistant", "content": text}}],
+                               "usage": {"prompt_tokens": 90, "completion_tokens": 20, "total_tokens": 110}})
+    assert action.done and not action.calls and action.answer == text
+    assert (turn.result.outcome, turn.result.answer) == ("completed", text)

@@ -156,10 +156,17 @@ def _damage_old_format(folder: Path) -> None:
     (folder / cardwhoosh.OLD_CARDS_FILE).write_text('{"format": "vak-cards/1", "id": "x"}\n')
 
 
-@pytest.mark.parametrize("damage", [_damage_delete, _damage_truncate, _damage_state, _damage_old_format])
+def _damage_previous_format(folder: Path) -> None:
+    """The state of format 2, whose terms dropped one-character runs (vak_context.bm25)."""
+    state = json.loads((folder / cardwhoosh.STATE_FILE).read_text())
+    (folder / cardwhoosh.STATE_FILE).write_text(json.dumps({**state, "format": "vak-cards/2"}))
+
+
+@pytest.mark.parametrize("damage", [_damage_delete, _damage_truncate, _damage_state, _damage_old_format,
+                                    _damage_previous_format])
 def test_a_damaged_index_is_rebuilt_from_the_ledger_with_the_same_hits(tmp_path: Path, damage: object) -> None:
-    """(c) and (d): deleted, a segment truncated, the state tampered, or a ``cards.jsonl`` of the older format
-    beside it: a new CardIndex with the ledger as its source rebuilds it, with the same hits as before; a
+    """(c) and (d): deleted, a segment truncated, the state tampered, a ``cards.jsonl`` of the oldest format
+    beside it, or the state of the previous format (its terms dropped one-character runs): a new CardIndex with the ledger as its source rebuilds it, with the same hits as before; a
     reopened sound index gives the same hits without rebuilding; `vak verify` reports the damage first."""
     root = tmp_path / "ledger"
     docs = _ledger_of(root, _corpus(60))
@@ -181,6 +188,8 @@ def test_a_damaged_index_is_rebuilt_from_the_ledger_with_the_same_hits(tmp_path:
         after = {q: fresh.search("s", q, 8) for q in queries}
         assert after == before
         assert "s" in fresh.rebuilt
+        if damage is _damage_previous_format:
+            assert fresh.rebuilt["s"] == "it is of the older format vak-cards/2"
     with LedgerStore(root, readonly=True) as store:
         assert card_index_findings(store, "s") is None
 

@@ -166,6 +166,7 @@ async def test_a_second_overflow_is_never_a_permanent_error(tmp_path: Path) -> N
     assert [p.verified_window for p in turn.profiles] == [4_096, 3_000]
     assert turn.report.profile.verified_window == 3_000  # the next turn plans for this
     assert turn.kinds[-1] == "turn_card"
+    assert "turn.over_window" in turn.activities  # the public Card's reason (engine/results.py) reads it
 
 
 def test_after_overflow_without_sizes_shrinks_below_what_was_sent() -> None:

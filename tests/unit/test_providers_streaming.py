@@ -195,7 +195,7 @@ async def test_a_turn_with_on_text_streams_each_step_and_keeps_the_receipts(tmp_
     shown: list[str] = []
     surface = tool_surface()
     config = TurnConfig(model="m", provider="openai-compat", system=system_prompt(surface.catalogue()),
-                        surface=surface, max_steps=4, max_tokens=64)
+                        surface=surface, max_steps=4, max_tokens=64, text_calls=True)  # it writes a fence, as Qwen does
     with LedgerStore(tmp_path / "ledger") as store:
         async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
             p = OpenAICompatProvider(client, base_url="http://127.0.0.1:9/v1", retry=RetryPolicy(attempts=1))

@@ -157,11 +157,13 @@ def test_text_with_no_ascii_term_ranks_nothing_anywhere(rankers: Rankers) -> Non
 
 def test_the_tokeniser_keeps_identifiers_and_splits_on_punctuation_and_non_ascii() -> None:
     """``terms``: lowercase; identifiers with underscores and digits stay whole; punctuation and non-ASCII
-    letters separate; one-character runs and stop words go."""
+    letters separate; stop words go; a one-character run is a term (a digit, a one-letter name)."""
     assert terms("parse_args(argv) x86_64 ExitPlanMode") == ["parse_args", "argv", "x86_64", "exitplanmode"]
-    assert terms("foo.bar()/baz-qux, $.items[0]") == ["foo", "bar", "baz", "qux", "items"]
-    assert terms("Zürich São Paulo naïve") == ["rich", "paulo", "na", "ve"]
+    assert terms("foo.bar()/baz-qux, $.items[0]") == ["foo", "bar", "baz", "qux", "items", "0"]
+    assert terms("Zürich São Paulo naïve") == ["z", "rich", "o", "paulo", "na", "ve"]
     assert terms("What is the price of a car?") == ["price", "car"]
+    assert terms("topic 1 vector databases, x = 2") == ["topic", "1", "vector", "databases", "x", "2"]
+    assert terms("the user's file doesn't open") == ["user", "file", "doesn", "open"]
 
 
 def test_card_index_on_disk_gives_the_in_memory_scores_and_picks_up_commits(tmp_path: Path) -> None:

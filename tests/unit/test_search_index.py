@@ -205,3 +205,35 @@ def test_frequent_terms_over_buffer_and_reopened_segments_search_without_a_rebui
         assert store.search_index is not None
         assert len(store.search("s", "line common words", 5)) == 5
         assert store.search_index.index("s").rebuilt is None  # opened as it was, not rebuilt
+
+
+def test_an_index_of_the_previous_format_is_rebuilt_and_finds_one_character_terms(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index written by format 2's tokeniser (one-character runs dropped) is rebuilt on open, after which
+    a digit tells 26 otherwise alike results apart; a reader meanwhile searches the entries in memory."""
+    import re
+
+    from vak_context import bm25
+    from vak_context.storage import search
+
+    root = tmp_path / "l"
+    with monkeypatch.context() as old:  # format 2: terms of two characters or more
+        old.setattr(bm25, "_TERM", re.compile(r"[a-z0-9][a-z0-9_]+"))
+        old.setattr(search, "SEARCH_FORMAT", "vak-search/2")
+        with _store(root) as store:
+            for n in range(1, 27):
+                _write(store, "s", f"topic {n}\nvector databases compared for topic {n}\n")
+            hits = store.search("s", "topic 1 vector databases", 5)
+            assert len({round(h.score, 6) for h in hits}) == 1  # all alike: the digit was no term
+    folder = root / "sessions" / "s" / SEARCH_DIR
+    assert json.loads((folder / STATE_FILE).read_text())["format"] == "vak-search/2"
+    with LedgerStore(root, readonly=True) as reader:
+        assert index_findings(reader, "s") is not None  # reported, not written
+        found, note = read_index(reader, "s", "topic 1 vector databases", 5)
+        assert found[0].turn == 1 and note is not None
+    with _store(root) as store:
+        assert store.search_index is not None
+        hits = store.search("s", "topic 1 vector databases", 5)
+        assert store.search_index.index("s").rebuilt == "it is of the older format vak-search/2"
+        assert hits[0].turn == 1 and hits[0].score > hits[1].score
+    assert json.loads((folder / STATE_FILE).read_text())["format"] == search.SEARCH_FORMAT == "vak-search/3"

@@ -60,3 +60,16 @@ def test_the_upstream_key_is_never_shown_even_split_over_deltas() -> None:
     shown = "".join(step.add(text[i:i + 4], False) for i in range(0, len(text), 4))
     shown += step.answer("Hello, the key is [redacted] and more.")
     assert KEY not in shown and KEY[3:12] not in shown and "[redacted]" in shown
+
+
+def test_a_model_that_calls_natively_shows_its_text_whole_as_it_arrives() -> None:
+    """``text_calls=False``: no opener holds the text (a fence, an object, a named call are the answer's
+    words); only a tool-call delta holds the rest of the step, and the key is still scrubbed."""
+    text = 'Call lookup({"key": "k1"}) or write:\n```json\n{"name": "lookup", "arguments": {}}\n```\ndone'
+    step = StepText(Redactor(None), text_calls=False)
+    shown = "".join(step.add(text[i:i + 3], False) for i in range(0, len(text), 3))
+    assert shown == text and step.answer(text) == ""
+    calling = StepText(Redactor(None), text_calls=False)
+    assert calling.add("Let me look. ", False) == "Let me look. " and calling.add("more", True) == ""
+    keyed = StepText(Redactor(KEY), text_calls=False)
+    assert KEY not in _feed(keyed, f"the key {KEY} ", "ends here. ")

@@ -29,6 +29,7 @@ from vak_context.events.payloads import Directive, EvidenceBody
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.openai_compat import OpenAICompatProvider
 from vak_context.storage.ledger import LedgerStore
+from vak_context.storage.search import read_index
 
 LOG = "".join(f"row {i} filler words here\n" for i in range(1, 201)).replace("row 120 ", "row 120 quokka ")
 
@@ -231,3 +232,17 @@ def test_what_the_declaration_costs_a_6k_token_profiles_stable_prefix() -> None:
           f"tokens ({chars} chars; system prompt and the engine's tools: {old} -> {new}), "
           f"{cost / profile.instruction_horizon.tokens:.1%} of a 6,144-token horizon")
     assert 0 < cost <= 0.03 * profile.instruction_horizon.tokens
+
+
+async def test_a_one_character_term_tells_results_apart(tmp_path: Path) -> None:
+    """26 results that differ only by their number: "topic 1 vector databases" finds topic 1 first and
+    scores it above the rest (a digit is a term; it was dropped, which scored all 26 alike)."""
+    with LedgerStore(tmp_path / "ledger") as store:
+        for n in range(1, 27):
+            _write(store, "s", f"topic {n}\nvector databases compared for topic {n}\n")
+        text, is_error = await _answer(store, "s", {"query": "topic 1 vector databases"})
+        hits, _note = read_index(store, "s", "topic 1 vector databases", 5)
+    assert not is_error
+    assert text.splitlines()[1].startswith("1. turn 1, lines 1-2 of evidence") and text.splitlines()[1].endswith(": topic 1")
+    assert hits[0].turn == 1 and hits[0].score > hits[1].score
+    assert len({round(h.score, 6) for h in hits[1:]}) == 1  # the other 25 share the common terms only

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+import vak_context
 from tests.fakes.chat_requests import REQUEST
 from vak_context.actors.assembler import AssemblerActor
 from vak_context.actors.local_services import InProcessServices
@@ -38,7 +39,6 @@ from vak_context.context.planner.records import Fidelity
 from vak_context.context.request.assemble import Tail, render_tail, system_prompt
 from vak_context.context.request.surface import Surface, ToolDecl
 from vak_context.engine.binding import BoundModel, in_process_assembler
-from vak_context.errors import ProviderRequestError, RetryableProviderError, TokenCountError
 from vak_context.events.payloads import Directive
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.openai_compat import OpenAIChatProvider, OpenAICompatProvider
@@ -97,8 +97,8 @@ class FakeLlamaServer:
         return [p for p, _b, _h in self.seen]
 
 
-def _counter(server: FakeLlamaServer, client: httpx.AsyncClient, **kwargs: Any) -> LlamaCppTokenCounter:
-    provider = OpenAICompatProvider(client, base_url=f"{ROOT}/v1", api_key=KEY, retry=RetryPolicy(attempts=1))
+def _counter(server: FakeLlamaServer, client: httpx.AsyncClient, root: str = ROOT, **kwargs: Any) -> LlamaCppTokenCounter:
+    provider = OpenAICompatProvider(client, base_url=f"{root}/v1", api_key=KEY, retry=RetryPolicy(attempts=1))
     return LlamaCppTokenCounter(provider, **kwargs)
 
 
@@ -129,7 +129,8 @@ async def test_a_server_without_the_endpoints_falls_back_to_chars_times_tokens_p
     notices: list[str] = []
     rate = [0.25]
     async with httpx.AsyncClient(transport=httpx.MockTransport(server.handle)) as client:
-        counter = _counter(server, client, fallback=CharRatioCounter(lambda: rate[0]), on_fallback=notices.append)
+        counter = _counter(server, client, root="http://127.0.0.1:10099", fallback=CharRatioCounter(lambda: rate[0]),
+                           on_fallback=notices.append)
         with caplog.at_level(logging.WARNING, logger="vak.tokencount"):
             first = await counter.count(REQUEST)
             rate[0] = 0.4  # receipts calibrated the profile
@@ -150,45 +151,90 @@ async def test_a_missing_tokenize_endpoint_also_falls_back() -> None:
     assert counter.exact is False
 
 
-@pytest.mark.parametrize(("path", "reply", "field"), [
-    ("/apply-template", {"text": "no prompt field"}, '"prompt" string'),
-    ("/tokenize", {"tokens": 12}, '"tokens" list'),
-    ("/tokenize", ["not", "an", "object"], '"tokens" list'),
-])
-async def test_a_reply_that_is_not_the_documented_body_is_a_token_count_error(
-        path: str, reply: Any, field: str) -> None:
-    """A 2xx body without the documented field is TokenCountError (a ProviderError) naming the field and
-    what to do; it does not fall back silently."""
-    server = FakeLlamaServer(replies={path: (200, reply)})
-    async with httpx.AsyncClient(transport=httpx.MockTransport(server.handle)) as client:
-        counter = _counter(server, client)
-        with pytest.raises(TokenCountError) as info:
-            await counter.count(REQUEST)
-    assert field in str(info.value) and "CharRatioCounter" in str(info.value)
-    assert counter.exact is None
+def _html(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, text="<html><body>Sign in</body></html>", headers={"content-type": "text/html"})
 
 
-async def test_a_refused_key_is_an_error_not_a_fallback() -> None:
-    """401 (llama.cpp's "Invalid API Key") propagates as ProviderRequestError telling to check the key."""
+def _timeout(request: httpx.Request) -> httpx.Response:
+    raise httpx.ReadTimeout("timed out", request=request)
+
+
+def _refused(request: httpx.Request) -> httpx.Response:
+    raise httpx.ConnectError("connection refused", request=request)
+
+
+def _status(code: int, body: Any) -> Any:
+    return lambda request: httpx.Response(code, json=body)
+
+
+# Every way an exact count can fail: a status (a refused key, a bad request, a server error), a 2xx body
+# that is not the count (HTML, other JSON, on either endpoint), a timeout, a dropped connection.
+FAILURES: dict[str, tuple[str, Any]] = {
+    "401": ("/apply-template", _status(401, {"error": {"code": 401, "message": "Invalid API Key",
+                                                       "type": "authentication_error"}})),
+    "400": ("/apply-template", _status(400, {"error": {"code": 400, "message": "bad template",
+                                                       "type": "invalid_request_error"}})),
+    "500": ("/apply-template", _status(500, {"error": {"code": 500, "message": "template crashed"}})),
+    "html": ("/apply-template", _html),
+    "other json": ("/apply-template", _status(200, {"text": "no prompt field"})),
+    "tokens not a list": ("/tokenize", _status(200, {"tokens": 12})),
+    "tokenize not an object": ("/tokenize", _status(200, ["not", "an", "object"])),
+    "timeout": ("/apply-template", _timeout),
+    "connection": ("/apply-template", _refused),
+}
+
+
+@pytest.mark.parametrize("failure", list(FAILURES))
+async def test_any_failure_of_the_count_falls_back_to_the_estimate_warned_once_per_endpoint(
+        failure: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Two sessions' counters on one server whose count fails: each count is chars × tokens_per_char, each
+    counter asks the server once and says so once through on_fallback, the log says it once for the
+    endpoint, naming the server and the failure, never the key nor a name that is not public."""
+    path, answer = FAILURES[failure]
+    server = FakeLlamaServer()
+    seen: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path == path:
+            seen.append(path)
+            return answer(request)
+        return server.handle(request)
+
+    root = f"http://127.0.0.1:{10_000 + list(FAILURES).index(failure)}"  # an endpoint of its own: warned once
+    notices: list[list[str]] = [[], []]
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handle)) as client:
+        counters = [_counter(server, client, root=root, fallback=CharRatioCounter(0.5), on_fallback=n.append)
+                    for n in notices]
+        with caplog.at_level(logging.DEBUG, logger="vak.tokencount"):
+            counts = [await c.count(REQUEST) for c in counters for _ in range(2)]
+    assert counts == [math.ceil(request_chars(REQUEST) * 0.5)] * 4
+    assert len(seen) == 2 and all(c.exact is False for c in counters)
+    assert [len(n) for n in notices] == [1, 1] and notices[0] == notices[1]
+    warned = [r for r in caplog.records if r.name == "vak.tokencount"]
+    assert [(r.levelname, r.getMessage()) for r in warned] == [("WARNING", notices[0][0])]
+    notice = notices[0][0]
+    assert notice.startswith(f"{root} ") and "from now on" in notice and KEY not in notice
+    assert "CharRatioCounter" not in notice
+    if failure.isdigit():
+        assert f"HTTP {failure}" in notice
+
+
+async def test_a_turn_whose_count_is_refused_completes_on_the_estimate(tmp_path: Path,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """Through the public API: a server that answers chat but refuses /apply-template (401, a key scoped to
+    chat) completes the turn; the request was sized by the estimate and the log says so once."""
     refused = {"error": {"code": 401, "message": "Invalid API Key", "type": "authentication_error"}}
     server = FakeLlamaServer(replies={"/apply-template": (401, refused)})
     async with httpx.AsyncClient(transport=httpx.MockTransport(server.handle)) as client:
-        counter = _counter(server, client)
-        with pytest.raises(ProviderRequestError) as info:
-            await counter.count(REQUEST)
-    assert info.value.status == 401 and "API key" in str(info.value) and counter.exact is None
-
-
-async def test_a_dropped_connection_is_translated_at_the_edge() -> None:
-    """httpx's ConnectError becomes RetryableProviderError, raised from the library error."""
-    def refuse(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("connection refused", request=request)
-
-    async with httpx.AsyncClient(transport=httpx.MockTransport(refuse)) as client:
-        counter = _counter(FakeLlamaServer(), client)
-        with pytest.raises(RetryableProviderError) as info:
-            await counter.count(REQUEST)
-    assert isinstance(info.value.__cause__, httpx.ConnectError)
+        with vak_context.Engine.open(tmp_path / "ledger") as engine:
+            with caplog.at_level(logging.WARNING, logger="vak.tokencount"):
+                async with engine.session("s1", model="openai-compat:m", base_url="http://127.0.0.1:10100/v1",
+                                          api_key=KEY, http_client=client, window=8_000, max_steps=2) as session:
+                    result = await session.run("What is in the notes?")
+    assert (result.outcome, result.answer) == ("completed", "ok")
+    assert server.paths().count("/apply-template") == 1 and server.paths().count("/v1/chat/completions") == 1
+    [record] = [r for r in caplog.records if r.name == "vak.tokencount"]
+    assert "HTTP 401" in record.getMessage() and KEY not in record.getMessage()
 
 
 async def test_token_counter_is_exact_only_for_a_self_hosted_openai_compatible_server() -> None:

@@ -23,7 +23,6 @@ from tests.fakes.chat_requests import REQUEST
 from tests.fakes.provider_bodies.wire import body as documented
 from vak_context.context.capacity.profile import request_chars
 from vak_context.context.request.messages import Message
-from vak_context.errors import ProviderRequestError, TokenCountError
 from vak_context.providers.anthropic import AnthropicProvider
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.gemini import GeminiProvider
@@ -81,12 +80,12 @@ class FakeHostedModel:
         return [s for s in self.seen if s[0].endswith(suffix)]
 
 
-def _anthropic(client: httpx.AsyncClient) -> AnthropicProvider:
-    return AnthropicProvider(client, base_url=ANTHROPIC_ROOT, api_key=KEY, retry=RetryPolicy(attempts=1))
+def _anthropic(client: httpx.AsyncClient, base_url: str = ANTHROPIC_ROOT) -> AnthropicProvider:
+    return AnthropicProvider(client, base_url=base_url, api_key=KEY, retry=RetryPolicy(attempts=1))
 
 
-def _gemini(client: httpx.AsyncClient) -> GeminiProvider:
-    return GeminiProvider(client, base_url=GEMINI_ROOT, api_key=KEY, retry=RetryPolicy(attempts=1))
+def _gemini(client: httpx.AsyncClient, base_url: str = GEMINI_ROOT) -> GeminiProvider:
+    return GeminiProvider(client, base_url=base_url, api_key=KEY, retry=RetryPolicy(attempts=1))
 
 
 def _no_key_logged(caplog: pytest.LogCaptureFixture) -> None:
@@ -146,43 +145,49 @@ async def test_an_api_without_the_endpoint_falls_back_to_the_estimate_said_once(
     fake = FakeHostedModel(provider, missing=True)
     notices: list[str] = []
     async with httpx.AsyncClient(transport=httpx.MockTransport(fake.handle)) as client:
-        adapter = _anthropic(client) if provider == "anthropic" else _gemini(client)
+        # a server of its own: the log says a fallback once per endpoint in the process
+        adapter = _anthropic(client, "http://127.0.0.1:10200/v1") if provider == "anthropic" else _gemini(
+            client, "http://127.0.0.1:10200/v1beta")
         counter = token_counter(adapter, 0.5, on_fallback=notices.append)
         with caplog.at_level(logging.DEBUG):
             first, second = await counter.count(REQUEST), await counter.count(REQUEST)
     assert first == second == math.ceil(request_chars(REQUEST) * 0.5)
     assert len(fake.seen) == 1 and counter.exact is False  # type: ignore[attr-defined]
-    assert len(notices) == 1 and "HTTP 404" in notices[0] and "127.0.0.1:9" in notices[0]
+    assert len(notices) == 1 and "HTTP 404" in notices[0] and "127.0.0.1:10200" in notices[0]
     assert [r.getMessage() for r in caplog.records if r.name == "vak.tokencount"] == notices
     _no_key_logged(caplog)
 
 
-@pytest.mark.parametrize(("provider", "reply", "field"), [
+@pytest.mark.parametrize(("provider", "reply", "said"), [
     ("anthropic", {"tokens": 12}, '"input_tokens" integer'),
     ("anthropic", {"input_tokens": "12"}, '"input_tokens" integer'),
     ("gemini", {"totalTokens": True}, '"totalTokens" integer'),
     ("gemini", [1, 2], '"totalTokens" integer'),
+    ("anthropic", 401, "HTTP 401"),
+    ("gemini", 500, "HTTP 500"),
 ])
-async def test_a_reply_without_the_documented_count_is_a_token_count_error(provider: str, reply: Any,
-                                                                           field: str) -> None:
-    fake = FakeHostedModel(provider, reply=reply)
-    async with httpx.AsyncClient(transport=httpx.MockTransport(fake.handle)) as client:
+async def test_a_count_that_fails_falls_back_to_the_estimate(provider: str, reply: Any, said: str,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    """A reply without the documented count, a refused key or a server error on the count endpoint: the
+    estimate, said once naming what failed, never the key nor a name that is not public."""
+    fake = FakeHostedModel(provider, reply=None if isinstance(reply, int) else reply)
+    notices: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if isinstance(reply, int) and request.url.path.endswith(COUNT_PATHS):
+            body = documented("anthropic", "auth") if reply == 401 else {"error": {"code": 500, "message": "boom"}}
+            return httpx.Response(reply, json=body)
+        return fake.handle(request)
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handle)) as client:
         adapter = _anthropic(client) if provider == "anthropic" else _gemini(client)
-        counter = token_counter(adapter)
-        with pytest.raises(TokenCountError) as info:
-            await counter.count(REQUEST)
-    assert field in str(info.value) and "CharRatioCounter" in str(info.value) and KEY not in str(info.value)
-
-
-async def test_a_refused_key_on_the_count_endpoint_is_an_error_not_a_fallback() -> None:
-    def refuse(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(401, json=documented("anthropic", "auth"))
-
-    async with httpx.AsyncClient(transport=httpx.MockTransport(refuse)) as client:
-        counter = token_counter(_anthropic(client))
-        with pytest.raises(ProviderRequestError) as info:
-            await counter.count(REQUEST)
-    assert info.value.status == 401 and counter.exact is None  # type: ignore[attr-defined]
+        counter = token_counter(adapter, 0.5, on_fallback=notices.append)
+        with caplog.at_level(logging.DEBUG):
+            assert await counter.count(REQUEST) == math.ceil(request_chars(REQUEST) * 0.5)
+    assert counter.exact is False  # type: ignore[attr-defined]
+    [notice] = notices
+    assert said in notice and KEY not in notice and "CharRatioCounter" not in notice
+    _no_key_logged(caplog)
 
 
 async def test_the_prefix_probes_blank_message_is_counted_as_one_the_api_accepts() -> None:

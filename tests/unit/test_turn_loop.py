@@ -41,13 +41,14 @@ def workspace(tmp_path: Path) -> Workspace:
 
 def _loop(store: LedgerStore, script: Scripted, workspace: Workspace, surface: Surface | None = None,
           profile: CapacityProfile = PROFILE, *, provider_name: str = "openai-compat",
-          repeat_rule: str = "close") -> TurnLoop:
+          repeat_rule: str = "close", text_calls: bool = True) -> TurnLoop:
+    """The scripted model writes its calls as text where a test scripts fences (as the bundled Qwen does)."""
     client = httpx.AsyncClient(transport=httpx.MockTransport(script.handle))
     provider = OpenAICompatProvider(client, base_url="http://127.0.0.1:9/v1", retry=RetryPolicy(attempts=1))
     surface = surface or tool_surface()
     config = TurnConfig(model="scripted", provider=provider_name, system=system_prompt(surface.catalogue()),
                         surface=surface, max_steps=6, max_tokens=128,
-                        repeat_rule="redo" if repeat_rule == "redo" else "close")
+                        repeat_rule="redo" if repeat_rule == "redo" else "close", text_calls=text_calls)
     return TurnLoop(InProcessServices(store, "s1"), provider, profile, config, workspace=workspace,
                     clock=lambda: 1_764_504_000.0)
 
@@ -93,6 +94,36 @@ async def test_inline_fence_calls_are_run_and_the_raw_text_kept(tmp_path: Path, 
     assert report.outcome == "completed"
     assert results[0].tool_name == "read_file" and "alpha" in results[0].content
     assert inline and inline[0].detail["text"] == fence
+
+
+@pytest.mark.parametrize("text", [
+    'The key is read with read_file({"path": "notes.txt"}); I did not need to call it.',
+    'Call it as:\n```json\n{"name": "read_file", "arguments": {"path": "notes.txt"}}\n```',
+])
+async def test_a_model_that_calls_natively_has_its_text_answer_whole(tmp_path: Path, workspace: Workspace,
+                                                                   text: str) -> None:
+    """A model whose calls are native (not declared or measured as writing them in text): a reply that
+    names a call in its text, even in a fence, is the answer, whole; nothing runs, nothing more is asked."""
+    script = Scripted([fixed(completion(text))])
+    with LedgerStore(tmp_path / "ledger") as store:
+        report = await _loop(store, script, workspace, text_calls=False).run("how is a note read?")
+        assert payloads_of(store, "tool_result") == []
+        assert not any(a.activity == "step.inline_calls" for a in payloads_of(store, "activity"))
+    assert (report.outcome, report.answer, len(script.bodies)) == ("completed", text, 1)
+
+
+def test_calls_are_read_from_text_only_where_declared_or_measured() -> None:
+    """The operator's declaration decides; else the probe's measured protocol; else the bundled model's; else
+    native. The bundled Qwen models are declared text (they write ```json fences)."""
+    from vak_context.context.request.toolcalls import calls_in_text
+    from vak_context.providers.local.catalogue import QWEN15_NAME, QWEN_NAME, local_protocol
+
+    assert calls_in_text(None, None, None) is False
+    assert calls_in_text(None, "inline_fence", None) is True and calls_in_text(None, "native", "inline_fence") is False
+    assert calls_in_text("native", "inline_fence", "inline_fence") is False
+    assert calls_in_text("text", "native", None) is True
+    for qwen in (QWEN_NAME, QWEN15_NAME, "qwen", "qwen1.5b"):
+        assert calls_in_text(None, None, local_protocol(qwen)) is True
 
 
 async def test_failing_tool_and_unknown_tool_are_error_results(tmp_path: Path, workspace: Workspace) -> None:

@@ -282,3 +282,27 @@ def test_a_card_never_costs_more_than_its_record() -> None:
     assert len(card_text(index, turn, {})) > measure_turn(index, turn, {}).full_chars
     size = measure_turn(index, turn, {})
     assert size.card_chars == size.full_chars
+
+
+def test_a_failed_turns_reason_reaches_the_public_card() -> None:
+    """The reason a turn closed failed (its turn.failed / turn.request_too_large / turn.over_window activity)
+    is the public Card's ``reason``; a turn that did not fail, or whose other activities name no failure,
+    has none."""
+    from vak_context.engine.results import card_of
+    from vak_context.events.payloads import Activity
+
+    c = Chain()
+    failures = [
+        Activity(activity="turn.failed", detail={"error": "ProviderRequestError", "why": "HTTP 400: bad body"}),
+        Activity(activity="turn.request_too_large", detail={"why": "needs 9000 tokens, 4000 available"}),
+        Activity(activity="turn.over_window", detail={"why": "over the model's window twice"}),
+        Activity(activity="cache.break", detail={"why": "the prefix changed"}),
+    ]
+    for i, activity in enumerate(failures):
+        turn_id = c.add(Directive(text=f"question {i}"))
+        c.add(activity)
+        c.add(TurnCard(turn_id=turn_id, asked=f"question {i}", outcome="completed" if i == 3 else "failed"))
+    index = TurnIndex.build(c.entries)
+    assert [card_of(t).reason for t in index.turns] == [
+        "ProviderRequestError: HTTP 400: bad body", "needs 9000 tokens, 4000 available",
+        "over the model's window twice", ""]
