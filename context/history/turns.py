@@ -58,8 +58,18 @@ from vak_context.events.payloads import (
 )
 
 __all__ = [
-    "WITHDRAWN", "FAILURE_ACTIVITIES", "Control", "EntryLike", "EvidenceMeta", "Exchange", "ResetMark", "Step", "Summary",
-    "Turn", "TurnIndex", "failure_reason",
+    "FAILURE_ACTIVITIES",
+    "WITHDRAWN",
+    "Control",
+    "EntryLike",
+    "EvidenceMeta",
+    "Exchange",
+    "ResetMark",
+    "Step",
+    "Summary",
+    "Turn",
+    "TurnIndex",
+    "failure_reason",
 ]
 
 # The activities a turn closed ``failed`` records why in (agent/turn.py): an exception while it was open,
