@@ -198,6 +198,9 @@ class Compaction(Frozen):
     covered_evidence: tuple[CoveredEvidence, ...] = ()
     model: str  # the model whose plan asked for this packet, "provider:model"
     seeded_from: EntryId | None = None  # the shorter packet this one grew from
+    # Who wrote ``summary``: the summariser model, or the engine's deterministic extract of the turns'
+    # directives, outcomes and evidence ids (the summariser failed, answered nothing or is turned off).
+    source: Literal["summariser", "extract"] = "summariser"
 
 
 class Activity(Frozen):

@@ -107,6 +107,7 @@ class Summary:
     # Steps of the last turn it covers, when that turn was still open as it was written (a recorded
     # mid-turn compaction); None covers the whole last turn.
     through_step: int | None = None
+    source: str = "summariser"  # "extract": the engine's deterministic extract stands in for a summary
 
 
 @dataclass(frozen=True)

@@ -278,6 +278,7 @@ class TurnIndex:
                 summary=packet.summary,
                 covered_evidence=tuple(c.id for c in packet.covered_evidence),
                 model=packet.model,
+                source=packet.source,
                 through_step=len(last.steps) if last is not None and last is self.current and not last.closed else None,
             )
         )
