@@ -137,6 +137,7 @@ async def write_packet(
     activity = Activity(activity="packet.summarise", detail=detail)
     packet = compaction_payload(
         view.index, pk.first_ordinal, pk.last_ordinal, text, model=plan.model, seeded_from=seeded_from, source=source,
+        brief=pk.level == "brief",
     )
     ids = ledger.append(session, [activity, packet])
     for entry_id in ids:

@@ -42,6 +42,9 @@ def register(subparsers: Any) -> None:
     s.add_argument("--defer-tools", choices=("auto", "always", "never"), default="auto",
                    help="the client's tools behind find_tools (listed in the system prompt, each callable by name): "
                    "auto (default) when their schemas exceed a quarter of the model's horizon")
+    s.add_argument("--summaries", choices=("on", "off"), default="on",
+                   help="packet summaries: on (default: the upstream writes each packet's summary once, a call the "
+                   "client's upstream bills) or off (no such call: packets carry the engine's extract of their turns)")
     s.set_defaults(func=run_serve)
     p: argparse.ArgumentParser = subparsers.add_parser(
         "serve-local",
@@ -138,7 +141,7 @@ def run_serve(args: argparse.Namespace) -> int:
         key_file = _key_file(key_dir, client_key)
         app = build_app(engine, ServeConfig(upstream, base_url=base_url, upstream_key=upstream_key,
                                             client_key=client_key, window=window,
-                                            defer_tools=args.defer_tools))
+                                            defer_tools=args.defer_tools, summaries=args.summaries))
         # Bound here, on loopback, before uvicorn starts: the address printed is the one listening (also
         # with --port 0), and nothing else is ever bound.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -71,6 +71,8 @@ class ServeConfig:
     # The client's tools: "auto" defers them (catalogue + find_tools, each still callable by name) when their
     # schemas exceed DEFER_SHARE of the bound model's horizon; "always" / "never" decide for every client.
     defer_tools: str = "auto"
+    # Packet summaries are calls to the upstream (the client's bill): "off" carries the engine's extract instead.
+    summaries: str = "on"
 
     @property
     def model(self) -> str:
@@ -189,7 +191,7 @@ class Server:
         session = self.engine.session(name, model=c.upstream, base_url=c.base_url, api_key=c.upstream_key,
                                       http_client=self.client, tools=tools, identity=request.system or None,
                                       window=c.window, horizon=c.horizon,
-                                      max_tokens=int(request.max_tokens or c.max_tokens))
+                                      max_tokens=int(request.max_tokens or c.max_tokens), summaries=c.summaries)
         await session.start()
         return session
 

@@ -276,7 +276,9 @@ def seed_packet(index: TurnIndex, first_turn_id: str, last_ordinal: int) -> Summ
 
 
 def render_stored(index: TurnIndex, packet: Summary, *, brief: bool = False) -> str:
-    """A stored packet as the model reads it: its own summary and the evidence it names (``brief``: counted)."""
+    """A stored packet as the model reads it: its own summary and the evidence it names (``brief``, or a
+    packet written brief: counted)."""
+    brief = brief or packet.brief
     if packet.first_ordinal is None or packet.last_ordinal is None:
         raise InvalidInput(f"stored packet {packet.id} names turns that are not in this chain")
     items = [CoveredItem(eid, describe_evidence(index.evidence.get(eid))) for eid in packet.covered_evidence]
@@ -361,6 +363,7 @@ def compaction_payload(
     model: str,
     seeded_from: str | None = None,
     source: Literal["summariser", "extract"] = "summariser",
+    brief: bool = False,
 ) -> Compaction:
     """The ``compaction`` entry for a summarised range: keyed by the range, naming every evidence id."""
     if not summary.strip():
@@ -379,6 +382,7 @@ def compaction_payload(
         model=model,
         seeded_from=seeded_from,
         source=source,
+        brief=brief,
     )
 
 

@@ -161,9 +161,10 @@ def _packet(index: TurnIndex, w: HistoryColumns, last_pos: int, room: PacketRoom
         return PacketPlan(*span, "list", room.list_tokens, reserved, 0)
     stored = stored_packet(index, first.id, last.id)
     if stored is not None:
-        # The stored summary as it is, with its evidence lines where they fit, else counted (brief): the
-        # range's one summary, reused byte for byte; too large even brief, the evidence list stands in.
-        for brief in (False, True):
+        # The stored summary as it is, with its evidence lines where they fit, else counted (brief; a packet
+        # written brief is always brief, so its bytes never change): the range's one summary, reused byte
+        # for byte; too large even brief, the evidence list (or the pointer) stands in.
+        for brief in (True,) if stored.brief else (False, True):
             cost = estimate_tokens(cache.stored_chars(index, stored, brief), tpc)  # tokens_of its rendering
             if cost <= reserved:
                 return PacketPlan(*span, "brief" if brief else "summary", cost, reserved, 0, stored.id)
