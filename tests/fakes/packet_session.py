@@ -16,6 +16,7 @@ from typing import Any, Literal
 import httpx
 
 from tests.fakes.embedder import completion, directive_of, text_of
+from vak_context.context.history.packets import SUMMARISER_SYSTEM
 
 SummaryMode = Literal["answer", "fail", "junk"]
 SUMMARY_TEXT = "Model summary of turns {a}-{b}: the user asked for searches and command runs; each was done."
@@ -38,12 +39,16 @@ class PacketModel:
     summaries: SummaryMode = "answer"
     requests: list[dict[str, Any]] = field(default_factory=list)  # turn requests (they carry tools)
     summary_prompts: list[str] = field(default_factory=list)  # every summariser request's prompt
+    refused: int = 0  # other requests without tools (a ProbeActor's probes, on Ray): refused with a 400
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         if not request.url.path.endswith("/chat/completions"):
             return httpx.Response(404, json={"error": {"message": "not found", "type": "invalid_request_error"}})
         body = json.loads(request.content)
         if not body.get("tools"):
+            if SUMMARISER_SYSTEM[:40] not in json.dumps(body["messages"][:1]):
+                self.refused += 1  # the scripted model answers no probes: no measured profile replaces the window
+                return httpx.Response(400, json={"error": {"message": "no probes here", "type": "invalid_request_error"}})
             return self._summary(body)
         self.requests.append(body)
         last = body["messages"][-1]

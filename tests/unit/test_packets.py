@@ -258,6 +258,7 @@ async def test_a_failing_summariser_leaves_the_extract_bounded_by_whole_turns(tm
     kept = [line for line in lines if line.startswith("- Turn ")]
     assert 1 <= len(kept) < 8
     assert lines[-1].startswith(f"Turns {len(kept) + 1}–8 not listed here: recall({{\"turn\": N}})")
+    assert plan.packet is not None
     text = project(view.index, replace(plan, packet=replace(plan.packet, stored_id=ids[-1])), model="m",
                    infos=view.infos).messages[0].text
     assert "the engine's extract" in text and "Summary:" not in text and "no summary of them fits" not in text
