@@ -150,12 +150,14 @@ class SummaryFailed(Exception):
 
 
 def _extract_chars(pk: PacketPlan, plan: Plan) -> int:
-    """The extract's room in characters: the packet's summary room at the bound model's ratio."""
+    """The extract's room in characters: the packet's summary room at the bound model's ratio, with the
+    headroom a model's summary is asked for (``SUMMARY_HEADROOM``), so that a later request whose room is
+    a little smaller still carries it (a stored packet never shrinks to fit)."""
     try:
         tpc = float(plan.inputs["profile"]["tokens_per_char"]["value"])
     except (KeyError, TypeError, ValueError):
         tpc = PRIOR_TOKENS_PER_CHAR
-    return max(80, math.floor(pk.summary_tokens / max(tpc, 1e-6)))
+    return max(80, math.floor(pk.summary_tokens * SUMMARY_HEADROOM / max(tpc, 1e-6)))
 
 
 def _packet_to_write(view: SessionView, plan: Plan) -> PacketPlan:

@@ -415,7 +415,7 @@ def summariser_prompt(
     return "\n\n".join(parts)
 
 
-EXTRACT_ASKED_CHARS = 160  # a directive's words in the extract, at most (cut at a word, marked with …)
+EXTRACT_ASKED_CHARS = 100  # a directive's words in the extract, at most (cut at a word, marked with …)
 
 
 def _cut(text: str, limit: int) -> str:
