@@ -6,6 +6,7 @@ the local llama.cpp server's recorded body; the live model writes packets in ``t
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from dataclasses import replace
@@ -288,3 +289,22 @@ def test_summariser_prompt_is_the_previous_packet_plus_turn_records() -> None:
     assert prompt.endswith("in at most 50 words.") and "turns 1–4" in prompt
     with pytest.raises(InvalidInput):
         summariser_prompt(None, [], 1, 2, 10)
+
+
+async def test_a_summariser_that_never_answers_times_out_into_the_extract(tmp_path: Path) -> None:
+    """``Summariser.timeout_s``: a call that outlasts it leaves the extract, and the activity says so."""
+    store, view = ledger_session(tmp_path / "ledger", 9)
+    never = asyncio.Event()
+
+    async def hangs(request: httpx.Request) -> httpx.Response:
+        await never.wait()  # never set: the summariser's own timeout ends the call
+        raise AssertionError("unreachable")
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hangs)) as client:
+        summariser = Summariser(OpenAICompatProvider(client, base_url="http://127.0.0.1:9/v1"), "m",
+                                window_tokens=8192, timeout_s=0.05)
+        ids = await write_packet(store, "s", view, _plan_with_packet(view, 1, 8, 400), summariser)
+    activity, packet = (store.payload(e) for e in ids)
+    assert isinstance(activity, Activity) and activity.detail["failed"] == "timed out after 0.05 s"
+    assert isinstance(packet, Compaction) and packet.source == "extract" and summariser.calls == 1
+    store.close()
