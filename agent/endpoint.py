@@ -43,6 +43,7 @@ class ModelEndpoint:
     ``provider`` and ``model`` make the spec (``spec``); ``base_url`` None is the provider's default.
     ``window_tokens`` is the summariser's usable window (the server's n_ctx for a local model).
     ``summary``: another endpoint for packet summaries (a cheaper model); None summarises on this one.
+    ``summaries`` False (``summaries="off"``): no summariser call; packets carry the deterministic extract.
     """
 
     base_url: str | None
@@ -53,17 +54,18 @@ class ModelEndpoint:
     timeout_s: float = 900.0
     provider: str = OPENAI_COMPAT
     summary: ModelEndpoint | None = None
+    summaries: bool = True
 
     @classmethod
     def of(cls, spec: str, *, window_tokens: int, base_url: str | None = None,
            summary: ModelEndpoint | None = None, max_summary_tokens: int | None = 256,
-           timeout_s: float = 900.0) -> ModelEndpoint:
+           timeout_s: float = 900.0, summaries: bool = True) -> ModelEndpoint:
         """The endpoint for a ``provider:model`` spec (the provider canonical, an alias resolved)."""
         from vak_context.providers.registry import parse_spec
 
         provider, model = parse_spec(spec)
         return cls(base_url=base_url, model=model, window_tokens=window_tokens, provider=provider,
-                   summary=summary, max_summary_tokens=max_summary_tokens, timeout_s=timeout_s)
+                   summary=summary, max_summary_tokens=max_summary_tokens, timeout_s=timeout_s, summaries=summaries)
 
     @property
     def spec(self) -> str:
@@ -73,7 +75,8 @@ class ModelEndpoint:
     @property
     def ident(self) -> tuple[Any, ...]:
         """Endpoints with the same provider, server, model (and summary model) share one client and tools."""
-        return (self.provider, self.base_url, self.model, self.summary.ident if self.summary else None)
+        return (self.provider, self.base_url, self.model, self.summary.ident if self.summary else None,
+                self.summaries)
 
 
 @dataclass
@@ -100,7 +103,7 @@ class EndpointTools(ModelTools):
 
 def model_tools(provider: Provider, model: str, *, window_tokens: int, tokens_per_char: Callable[[], float],
                 max_summary_tokens: int | None = 256,
-                summary: tuple[Provider, str, int] | None = None) -> ModelTools:
+                summary: tuple[Provider, str, int] | None = None, summaries: bool = True) -> ModelTools:
     """The exact token counter (``vak_context.providers.tokencount.token_counter``: the provider's own count
     where it has one, else the chars ratio) and a summariser, on the same model by default (``window_tokens``
     its usable window, the server's n_ctx for a local model) or on ``summary`` (adapter, model, window):
@@ -108,7 +111,7 @@ def model_tools(provider: Provider, model: str, *, window_tokens: int, tokens_pe
     from vak_context.providers.tokencount import token_counter
 
     on, name, window = summary if summary is not None else (provider, model, window_tokens)
-    summariser = Summariser(on, name, window_tokens=window, max_summary_tokens=max_summary_tokens)
+    summariser = Summariser(on, name, window_tokens=window, max_summary_tokens=max_summary_tokens, enabled=summaries)
     return ModelTools(count=token_counter(provider, tokens_per_char).count, summariser=summariser)
 
 
@@ -131,5 +134,5 @@ def build_tools(endpoint: ModelEndpoint, tokens_per_char: Callable[[], float]) -
         summary = (endpoint_provider(s, client), s.model, s.window_tokens)
     tools = model_tools(provider, endpoint.model, window_tokens=endpoint.window_tokens,
                         tokens_per_char=tokens_per_char, max_summary_tokens=endpoint.max_summary_tokens,
-                        summary=summary)
+                        summary=summary, summaries=endpoint.summaries)
     return EndpointTools(count=tools.count, summariser=tools.summariser, client=client)

@@ -7,16 +7,26 @@ with every tool result as its digest (never cut), or as its card when the record
 summariser's own window. Turns are sent in as few calls as fit; each call's answer becomes the
 previous packet of the next.
 
-``write_packet`` appends what it did: an ``activity`` (model, usage, latency of each call, the
-range and the seed; never model-visible) and the ``compaction`` entry keyed by the plan's range,
-recording the model whose plan asked for it.
+``write_packet`` appends what it did: an ``activity`` (``packet.summarise``: model, usage, latency of
+each call, the range and the seed; never model-visible) and the ``compaction`` entry keyed by the
+plan's range, recording the model whose plan asked for it. It is called once per range, when the
+packet over it is formed: every later request carrying that range renders the stored entry.
+
+Where the summariser raises (a provider error, a timeout) or answers junk (nothing, or no words), or
+is turned off (``Summariser.enabled``: ``summaries="off"``), the packet stores the deterministic
+extract instead (``vak_context.context.history.packets.extract_summary``: each turn's directive,
+outcome and evidence ids within the summary's room), ``source="extract"``, and the activity says
+why (``failed``), so the operator sees it. A summariser call is never retried for a range that has
+its packet: one call (or one run of calls, for turns that need several) per range.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
+import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from vak_context.agent.request import Complete, Ledger
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
@@ -24,7 +34,7 @@ from vak_context.context.history.packets import (
     SUMMARISER_SYSTEM,
     SUMMARY_HEADROOM,
     compaction_payload,
-    fallback_summary,
+    extract_summary,
     seed_packet,
     summariser_prompt,
 )
@@ -45,6 +55,9 @@ class Summariser:
 
     ``window_tokens`` is the summariser model's own usable window; ``tokens_per_char`` its measured
     ratio (the prompt is packed against them). ``calls`` counts completions, for receipts and tests.
+    ``enabled`` False (``summaries="off"``): no call is made; every packet carries the deterministic
+    extract. ``timeout_s``: how long one summary call may take before the extract stands in (None: the
+    provider's own timeout).
     """
 
     provider: Complete
@@ -53,6 +66,8 @@ class Summariser:
     tokens_per_char: float = PRIOR_TOKENS_PER_CHAR
     temperature: float | None = 0.0
     max_summary_tokens: int | None = None  # the operator's cap on one summary (a slow local model)
+    enabled: bool = True
+    timeout_s: float | None = None
     calls: int = 0
     results: list[ChatResult] = field(default_factory=list)
 
@@ -67,8 +82,11 @@ class Summariser:
             max_tokens=max_tokens,
             temperature=self.temperature,
         )
-        result = await self.provider.complete(request)
-        self.calls += 1
+        self.calls += 1  # counted as made, whether it answers, raises or times out
+        if self.timeout_s is None:
+            result = await self.provider.complete(request)
+        else:
+            result = await asyncio.wait_for(self.provider.complete(request), self.timeout_s)
         self.results.append(result)
         return result
 
@@ -76,33 +94,70 @@ class Summariser:
 async def write_packet(
     ledger: Ledger, session: str, view: SessionView, plan: Plan, summariser: Summariser
 ) -> list[str]:
-    """Write the summary the plan's packet needs; returns the new entry ids (activity, compaction)."""
+    """Write the summary the plan's packet needs; returns the new entry ids (activity, compaction).
+
+    The summariser's text, or the deterministic extract where it failed or is turned off (the activity's
+    ``failed`` says why; ``source`` on the compaction entry says which was stored)."""
     pk = _packet_to_write(view, plan)
     seed = seed_packet(view.index, pk.first_turn_id, pk.last_ordinal)
     start = seed.last_ordinal + 1 if seed is not None and seed.last_ordinal is not None else pk.first_ordinal
-    budget = _budget(pk, summariser)
-    records = _records(view, range(start, pk.last_ordinal + 1), budget, summariser)
-    running, calls = await _summarise(view, pk, records, seed.summary if seed is not None else None,
-                                      budget, summariser)
+    calls: list[dict[str, Any]] = []
+    failed: str | None = None
+    text: str | None = None
+    if not summariser.enabled:
+        failed = "off"
+    else:
+        budget = _budget(pk, summariser)
+        records = _records(view, range(start, pk.last_ordinal + 1), budget, summariser)
+        try:
+            text = await _summarise(pk, records, seed.summary if seed is not None else None, budget, summariser,
+                                    calls)
+        except SummaryFailed as e:
+            failed = str(e)
+        except TimeoutError:
+            failed = f"timed out after {summariser.timeout_s} s"
+        except Exception as e:  # a provider's error of any kind: the packet carries the extract, the turn goes on
+            failed = f"{type(e).__name__}: {e}"[:300]
+    source: Literal["summariser", "extract"] = "summariser"
     seeded_from = seed.id if seed is not None else None
-    activity = Activity(
-        activity="packet.summarise",
-        detail={
-            "model": summariser.model,
-            "for_model": plan.model,
-            "range": [pk.first_ordinal, pk.last_ordinal],
-            "seeded_from": seeded_from,
-            "new_turns": [start, pk.last_ordinal],
-            "calls": calls,
-        },
-    )
+    if text is None:
+        source, seeded_from = "extract", None
+        text = extract_summary(view.index, pk.first_ordinal, pk.last_ordinal, _extract_chars(pk, plan))
+    detail: dict[str, Any] = {
+        "model": summariser.model,
+        "for_model": plan.model,
+        "range": [pk.first_ordinal, pk.last_ordinal],
+        "seeded_from": seeded_from,
+        "new_turns": [start, pk.last_ordinal],
+        "calls": calls,
+        "source": source,
+    }
+    if failed is not None:
+        detail["failed"] = failed
+    activity = Activity(activity="packet.summarise", detail=detail)
     packet = compaction_payload(
-        view.index, pk.first_ordinal, pk.last_ordinal, running, model=plan.model, seeded_from=seeded_from,
+        view.index, pk.first_ordinal, pk.last_ordinal, text, model=plan.model, seeded_from=seeded_from, source=source,
+        brief=pk.level == "brief",
     )
     ids = ledger.append(session, [activity, packet])
     for entry_id in ids:
         view.add(ledger.get(entry_id))
     return ids
+
+
+class SummaryFailed(Exception):
+    """The summariser answered, but with nothing a packet can carry (internal: the extract stands in)."""
+
+
+def _extract_chars(pk: PacketPlan, plan: Plan) -> int:
+    """The extract's room in characters: the packet's summary room at the bound model's ratio, with the
+    headroom a model's summary is asked for (``SUMMARY_HEADROOM``), so that a later request whose room is
+    a little smaller still carries it (a stored packet never shrinks to fit)."""
+    try:
+        tpc = float(plan.inputs["profile"]["tokens_per_char"]["value"])
+    except (KeyError, TypeError, ValueError):
+        tpc = PRIOR_TOKENS_PER_CHAR
+    return max(80, math.floor(pk.summary_tokens * SUMMARY_HEADROOM / max(tpc, 1e-6)))
 
 
 def _packet_to_write(view: SessionView, plan: Plan) -> PacketPlan:
@@ -143,11 +198,10 @@ def _records(view: SessionView, ordinals: range, budget: _Budget, summariser: Su
     return records
 
 
-async def _summarise(view: SessionView, pk: PacketPlan, records: list[tuple[int, str]], running: str | None,
-                     budget: _Budget, summariser: Summariser) -> tuple[str, list[dict[str, Any]]]:
-    """The summary over ``records`` in as few calls as fit, each growing the previous one; with each
-    call's figures for the activity entry."""
-    calls: list[dict[str, Any]] = []
+async def _summarise(pk: PacketPlan, records: list[tuple[int, str]], running: str | None, budget: _Budget,
+                     summariser: Summariser, calls: list[dict[str, Any]]) -> str:
+    """The summary over ``records`` in as few calls as fit, each growing the previous one; each call's
+    figures go into ``calls`` (for the activity entry). Raises ``SummaryFailed`` on a junk answer."""
     while records:
         chunk: list[tuple[int, str]] = []
         used = summariser.tokens(running or "")
@@ -157,15 +211,17 @@ async def _summarise(view: SessionView, pk: PacketPlan, records: list[tuple[int,
         last = chunk[-1][0] if records else pk.last_ordinal
         prompt = summariser_prompt(running, chunk, pk.first_ordinal, last, budget.words)
         result = await summariser.summarise(prompt, budget.max_tokens)
-        text = result.text.strip()
-        if not text:  # a model that answered nothing: the turns' own requests stand in
-            text = "\n".join(
-                filter(None, [running, fallback_summary([(o, _asked(view, o)) for o, _ in chunk])])
-            )
-        running = text
         calls.append(_call_detail(chunk, prompt, budget.max_tokens, result))
+        text = result.text.strip()
+        if not _WORD.search(text):  # nothing, or no word in it: not a summary a model can read
+            raise SummaryFailed(f"the summariser answered {'nothing' if not text else 'no words'} "
+                                f"for turns {chunk[0][0]}–{chunk[-1][0]}")
+        running = text
     assert running is not None
-    return running, calls
+    return running
+
+
+_WORD = re.compile(r"[^\W\d_]{2,}")  # two letters in a row, in any script
 
 
 def _call_detail(chunk: list[tuple[int, str]], prompt: str, max_tokens: int, result: ChatResult) -> dict[str, Any]:
@@ -178,8 +234,3 @@ def _call_detail(chunk: list[tuple[int, str]], prompt: str, max_tokens: int, res
         "stop_reason": result.stop_reason,
         "empty": not result.text.strip(),
     }
-
-
-def _asked(view: SessionView, ordinal: int) -> str:
-    turn = view.index.turn(ordinal)
-    return turn.card.asked if turn.card is not None else turn.directive.text

@@ -49,6 +49,9 @@ def register(subparsers: Any) -> None:
     s.add_argument("--rules", type=rules_option, default="observe",
                    help=RULES_HELP + " (default observe: the client is the agent; a request's x-vak-rules header "
                    "overrides it for that request)")
+    s.add_argument("--summaries", choices=("on", "off"), default="on",
+                   help="packet summaries: on (default: the upstream writes each packet's summary once, a call the "
+                   "client's upstream bills) or off (no such call: packets carry the engine's extract of their turns)")
     s.set_defaults(func=run_serve)
     p: argparse.ArgumentParser = subparsers.add_parser(
         "serve-local",
@@ -146,7 +149,7 @@ def run_serve(args: argparse.Namespace) -> int:
         app = build_app(engine, ServeConfig(upstream, base_url=base_url, upstream_key=upstream_key,
                                             client_key=client_key, window=window,
                                             defer_tools=args.defer_tools, rules=args.rules,
-                                            calls=args.calls))
+                                            calls=args.calls, summaries=args.summaries))
         # Bound here, on loopback, before uvicorn starts: the address printed is the one listening (also
         # with --port 0), and nothing else is ever bound.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

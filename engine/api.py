@@ -52,6 +52,7 @@ DEFAULT_MAX_STEPS = 8
 DEFAULT_MAX_TOKENS = 512
 REPEAT_RULES = ("close", "redo")  # Session(repeat_rule=...): TurnConfig.repeat_rule
 CALLS = ("text", "native")  # Session(calls=...): TurnConfig.text_calls (context/request/toolcalls.calls_in_text)
+SUMMARIES = ("on", "off")  # Session(summaries=...): whether packet summaries call a model
 # Engine.open(search_index=...): when a session's search index is caught up from the ledger: in the
 # background as each turn closes (and the open turn's entries at a search), or only at a session_search.
 SEARCH_INDEX = ("turn-close", "search")
@@ -132,7 +133,8 @@ class Engine:
                 summary_model: str | None = None, summary_base_url: str | None = None,
                 max_steps: int = DEFAULT_MAX_STEPS, max_tokens: int = DEFAULT_MAX_TOKENS,
                 timezone: str = "UTC", repeat_rule: str = "close",
-                rules: str | Mapping[str, str] | None = None, calls: str | None = None) -> Session:
+                rules: str | Mapping[str, str] | None = None, calls: str | None = None,
+                summaries: str = "on") -> Session:
         """A session named ``name`` (an existing one in the ledger is continued), bound to ``model``.
 
         ``model``: ``provider:model`` (``openai:gpt-4o-mini``, ``anthropic:claude-sonnet-4-5``,
@@ -162,10 +164,15 @@ class Engine:
         calls: ``"text"`` (it writes them in its reply, as the bundled Qwen does: they are parsed from the
         text), ``"native"`` (only the provider's tool calls are calls; the text is the answer, whole); unset,
         the protocol a probe measured for the model, else the bundled model's own, else ``"native"``.
+        ``summaries``: ``"on"`` (a model, the session's own or ``summary_model``, writes each packet's summary
+        once, when the packet is formed) or ``"off"`` (no summary calls: each packet carries the engine's
+        extract of its turns' directives, outcomes and evidence ids; docs/PLANNER.md "Packets").
         """
         _check_rules(rules)
         if calls is not None and calls not in CALLS:
             raise InvalidInput(f"calls must be one of {', '.join(map(repr, CALLS))} or None (got {calls!r})")
+        if summaries not in SUMMARIES:
+            raise InvalidInput(f"summaries must be one of {', '.join(map(repr, SUMMARIES))} (got {summaries!r})")
         if repeat_rule not in REPEAT_RULES:
             raise InvalidInput(f"repeat_rule must be one of {', '.join(map(repr, REPEAT_RULES))} (got {repeat_rule!r})")
         store = self._live_store()
@@ -176,7 +183,8 @@ class Engine:
                            api_key=api_key, http_client=http_client, on_step=on_step, on_text=on_text,
                            card_tools=card_tools, summary_model=summary_model,
                            summary_base_url=summary_base_url, max_steps=max_steps, max_tokens=max_tokens, timezone=timezone,
-                           repeat_rule=repeat_rule, rules=rules, calls=calls)
+                           repeat_rule=repeat_rule, rules=rules, calls=calls,
+                           summaries=summaries == "on")
         session = Session(self, store, name, options)
         self._sessions[name] = session
         return session
@@ -271,6 +279,7 @@ class _Options:
     repeat_rule: str
     rules: Any = None  # as given (str, mapping or None: the driver's default); checked by Engine.session
     calls: str | None = None
+    summaries: bool = True
 
 
 class Session:
@@ -356,7 +365,8 @@ class Session:
             summary = None if o.summary_model is None else await summary_model(
                 o.summary_model, client, self._stack, base_url=o.summary_base_url, fallback_window=profile.declared_window)
             services, endpoint = ray_services(self._engine.folder, self.name, bound, profile.declared_window, summary,
-                                              index_at_close=self._engine.search_index == "turn-close")
+                                              index_at_close=self._engine.search_index == "turn-close",
+                                              summaries=o.summaries)
         else:
             if self.name in store.sessions():
                 store.head(self.name)  # takes the session's writer lock now: SessionLocked if another writer holds it
@@ -365,7 +375,8 @@ class Session:
             summary = None if o.summary_model is None else await summary_model(
                 o.summary_model, client, self._stack, base_url=o.summary_base_url, fallback_window=profile.declared_window)
             assembler = in_process_assembler(store, self.name, bound, profile.declared_window,
-                                             lambda: loop.profile.tokens_per_char.value, summary)
+                                             lambda: loop.profile.tokens_per_char.value, summary,
+                                             summaries=o.summaries)
             services = InProcessServices(store, self.name, assembler=assembler,
                                          index_at_close=self._engine.search_index == "turn-close")
             endpoint = None

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, Field, PlainSerializer, TypeAdapter
+from pydantic import (
+    BaseModel,
+    Field,
+    PlainSerializer,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    model_serializer,
+)
 
 from vak_context.events.blocks import (
     Frozen,
@@ -198,6 +205,22 @@ class Compaction(Frozen):
     covered_evidence: tuple[CoveredEvidence, ...] = ()
     model: str  # the model whose plan asked for this packet, "provider:model"
     seeded_from: EntryId | None = None  # the shorter packet this one grew from
+    # Who wrote ``summary``: the summariser model, or the engine's deterministic extract of the turns'
+    # directives, outcomes and evidence ids (the summariser failed, answered nothing or is turned off).
+    source: Literal["summariser", "extract"] = "summariser"
+    # Written for a brief packet (the evidence counted, not listed): always rendered so, the range's one form.
+    brief: bool = False
+
+    @model_serializer(mode="wrap")
+    def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``source`` and ``brief`` only where they differ from their defaults: a packet written as before
+        them is stored byte for byte as before (its entry id, and every id after it, unchanged)."""
+        data: dict[str, Any] = handler(self)
+        if data.get("source") == "summariser":
+            del data["source"]
+        if data.get("brief") is False:
+            del data["brief"]
+        return data
 
 
 class Activity(Frozen):

@@ -103,6 +103,8 @@ class ServeConfig:
     # How the upstream makes its calls (Session(calls=...)): "text" (parsed from its replies' text), "native"
     # (its tool calls only; its text reaches the client whole); None: measured, else the bundled model's own.
     calls: str | None = None
+    # Packet summaries are calls to the upstream (the client's bill): "off" carries the engine's extract instead.
+    summaries: str = "on"
 
     @property
     def model(self) -> str:
@@ -248,7 +250,7 @@ class Server:
                                       http_client=self.client, tools=tools, identity=request.system or None,
                                       window=c.window, horizon=c.horizon,
                                       max_tokens=int(request.max_tokens or c.max_tokens), rules=c.rules,
-                                      calls=c.calls)
+                                      calls=c.calls, summaries=c.summaries)
         await session.start()
         return session
 

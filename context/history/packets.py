@@ -6,13 +6,21 @@ the richest that fits the room the plan gave it:
 
 * ``summary``: a summariser-written summary, then the evidence the turns hold (one line each, with
   the id ``recall({"id": ...})`` takes), then how to reach the turns themselves;
+* ``brief``: the same summary with the evidence counted instead of listed (``recall({"turn": N})``
+  lists a turn's ids): a summary whose size does not grow with the tool results its turns hold, so it
+  still fits where their evidence lines alone would not;
 * ``list``: the evidence lines and the recall line, no summary (no summariser call);
 * ``pointer``: one paragraph naming the turns, how many tool results they hold and how to recall
   them: what a model with almost no room is told it is missing.
 
-Only ``summary`` packets are stored (a ``compaction`` entry recording the model whose plan asked
-for it); ``list`` and ``pointer`` are recomputed from the index, byte for byte. A stored packet is
-rendered only for a plan whose packet range is exactly its range.
+A summary is written once per range, when the packet over that range is formed, and stored (a
+``compaction`` entry recording the model whose plan asked for it); every later request carrying that
+range renders the stored text, byte for byte. Where the summariser failed, was turned off or answered
+nothing, the stored text is the deterministic extract (``extract_summary``: each turn's directive,
+outcome and evidence ids, by whole turns within the room; ``source="extract"``), rendered under its
+own heading so neither the model nor a reader takes it for a model's summary. ``list`` and
+``pointer`` are recomputed from the index, byte for byte. A stored packet is rendered only for a plan
+whose packet range is exactly its range.
 
 Growing a packet (same first turn, later last turn) seeds the summariser with the longest stored
 packet over that first turn and gives it only the newly covered turns (``seed_packet``,
@@ -46,11 +54,14 @@ SUMMARY_COMPRESSION = 0.5
 # model's and its count of tokens is only estimated here from characters.
 SUMMARY_HEADROOM = 0.75
 
-Level = Literal["summary", "list", "pointer"]
+Level = Literal["summary", "brief", "list", "pointer"]
+SUMMARY_LEVELS = ("summary", "brief")  # the levels that carry a stored summary (or need one written)
 
 OPEN_TAG = "<context_summary"
 CLOSE_TAG = "</context_summary>"
 EVIDENCE_HEADER = 'Evidence in these turns (recall({"id": "<id>"}) returns any of it in full):'
+SUMMARY_HEADER = "Summary:"
+EXTRACT_HEADER = "What these turns did (the engine's extract; no model summary of them was written):"
 
 
 @dataclass(frozen=True)
@@ -106,9 +117,11 @@ def render_packet(
     total_evidence: int | None = None,
     summary: str = "",
     through_step: int | None = None,
+    extract: bool = False,
 ) -> str:
     """The packet text, wrapped in ``<context_summary>``. Deterministic: the same inputs give the same bytes.
-    ``through_step``: the packet covers only the first steps of its last turn (a recorded mid-turn compaction)."""
+    ``through_step``: the packet covers only the first steps of its last turn (a recorded mid-turn compaction).
+    ``extract``: the summary text is the engine's deterministic extract, not a model's (its own heading)."""
     if first_ordinal < 1 or last_ordinal < first_ordinal:
         raise InvalidInput(f"a packet covers turns first..=last with 1 <= first <= last, not {first_ordinal}..{last_ordinal}")
     steps = f' through_step="{through_step}"' if through_step is not None else ""
@@ -118,18 +131,28 @@ def render_packet(
         n = len(evidence) if total_evidence is None else total_evidence
         lines.append(f"They hold {n} tool result{'s' if n != 1 else ''}; no summary of them fits this request.")
     else:
-        if level == "summary":
+        if level in SUMMARY_LEVELS:
             if not summary.strip():
                 raise InvalidInput("a summary-level packet needs the summary text; use level 'list' without one")
-            lines.append("Summary:")
+            lines.append(EXTRACT_HEADER if extract else SUMMARY_HEADER)
             lines.append(summary.strip())
-        if evidence:
+        if level == "brief":
+            n = len(evidence) if total_evidence is None else total_evidence
+            lines.append(_brief_line(n))
+        elif evidence:
             lines.append(EVIDENCE_HEADER)
             lines.extend(item_line(item) for item in evidence)
         else:
             lines.append("These turns hold no tool results.")
     lines.append(CLOSE_TAG)
     return "\n".join(lines)
+
+
+def _brief_line(n: int) -> str:
+    if n == 0:
+        return "These turns hold no tool results."
+    return (f"They hold {n} tool result{'s' if n != 1 else ''}, each stored whole: "
+            'recall({"turn": N}) lists a turn\'s evidence ids, recall({"id": "<id>"}) returns one.')
 
 
 def tokens_of(text: str, tokens_per_char: float) -> int:
@@ -179,6 +202,9 @@ def packet_room(
 ) -> PacketRoom | None:
     """The level and allowance of a packet over the range, or None when not even the pointer fits ``budget``.
 
+    The richest first: ``summary`` (a summary and every evidence line), ``brief`` (a summary, the
+    evidence counted), ``list``, ``pointer``.
+
     ``share`` is the most the packet may take; ``card_tokens`` what the covered turns' cards would
     cost (a summary gets at most ``SUMMARY_COMPRESSION`` of that); ``item_chars`` and ``items`` the
     summed ``item_line`` lengths and the number of evidence bodies in the range."""
@@ -189,6 +215,11 @@ def packet_room(
     room = min(share - listed - overhead, math.floor(card_tokens * SUMMARY_COMPRESSION))
     if room >= MIN_SUMMARY_TOKENS:
         return PacketRoom("summary", listed + overhead + room, room, pointer, listed)
+    brief = tokens_of(render_packet(first_ordinal, last_ordinal, level="brief", summary="-", total_evidence=items),
+                      tokens_per_char)
+    room = min(share - brief - overhead, math.floor(card_tokens * SUMMARY_COMPRESSION))
+    if room >= MIN_SUMMARY_TOKENS:
+        return PacketRoom("brief", brief + overhead + room, room, pointer, listed)
     if listed <= share:
         return PacketRoom("list", listed, 0, pointer, listed)
     if pointer <= budget:
@@ -244,15 +275,18 @@ def seed_packet(index: TurnIndex, first_turn_id: str, last_ordinal: int) -> Summ
     return best
 
 
-def render_stored(index: TurnIndex, packet: Summary) -> str:
-    """A stored packet as the model reads it: its own summary and the evidence it names."""
+def render_stored(index: TurnIndex, packet: Summary, *, brief: bool = False) -> str:
+    """A stored packet as the model reads it: its own summary and the evidence it names (``brief``, or a
+    packet written brief: counted)."""
+    brief = brief or packet.brief
     if packet.first_ordinal is None or packet.last_ordinal is None:
         raise InvalidInput(f"stored packet {packet.id} names turns that are not in this chain")
     items = [CoveredItem(eid, describe_evidence(index.evidence.get(eid))) for eid in packet.covered_evidence]
     whole = covers_whole(index, packet)
     return render_packet(
-        packet.first_ordinal, packet.last_ordinal, level="summary", evidence=items, summary=packet.summary,
-        through_step=None if whole else packet.through_step,
+        packet.first_ordinal, packet.last_ordinal, level="brief" if brief else "summary", evidence=items,
+        summary=packet.summary, through_step=None if whole else packet.through_step,
+        extract=packet.source == "extract",
     )
 
 
@@ -328,6 +362,8 @@ def compaction_payload(
     *,
     model: str,
     seeded_from: str | None = None,
+    source: Literal["summariser", "extract"] = "summariser",
+    brief: bool = False,
 ) -> Compaction:
     """The ``compaction`` entry for a summarised range: keyed by the range, naming every evidence id."""
     if not summary.strip():
@@ -345,6 +381,8 @@ def compaction_payload(
         ),
         model=model,
         seeded_from=seeded_from,
+        source=source,
+        brief=brief,
     )
 
 
@@ -377,6 +415,48 @@ def summariser_prompt(
     return "\n\n".join(parts)
 
 
-def fallback_summary(asked: Sequence[tuple[int, str]]) -> str:
-    """What the packet says when the summariser returned no text: each turn's request, from its card."""
-    return "\n".join(f"Turn {o} asked: {a}" for o, a in asked)
+EXTRACT_ASKED_CHARS = 100  # a directive's words in the extract, at most (cut at a word, marked with …)
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1].rsplit(" ", 1)[0] or text[: limit - 1]
+    return cut + "…"
+
+
+def extract_line(index: TurnIndex, ordinal: int) -> str:
+    """One turn in the extract: its directive, its outcome and the evidence ids it got."""
+    turn = index.turn(ordinal)
+    asked = turn.card.asked if turn.card is not None else turn.directive.text
+    outcome = turn.card.outcome if turn.card is not None else ("closed" if turn.closed else "open")
+    ids = ", ".join(short_id(e) for e in turn.evidence)
+    got = f"; evidence {ids}" if ids else "; no tool results"
+    return f"- Turn {ordinal} ({outcome}): {_cut(asked, EXTRACT_ASKED_CHARS)}{got}"
+
+
+def extract_summary(index: TurnIndex, first_ordinal: int, last_ordinal: int, max_chars: int) -> str:
+    """The deterministic extract that stands in for a missing summary (spec §4): one line per turn
+    (``extract_line``), oldest first, by whole lines within ``max_chars``; the turns left out are named
+    with the recall that returns each. The same turns and room give the same bytes."""
+    if last_ordinal < first_ordinal:
+        raise InvalidInput(f"an extract covers turns first..=last, not {first_ordinal}..{last_ordinal}")
+    lines: list[str] = []
+    used = 0
+    for ordinal in range(first_ordinal, last_ordinal + 1):
+        line = extract_line(index, ordinal)
+        # Room for this line and, unless it is the last, for the line naming the turns after it.
+        after = len(_left_out(ordinal + 1, last_ordinal)) + 1 if ordinal < last_ordinal else 0
+        if used + len(line) + 1 + after > max_chars:
+            lines.append(_left_out(ordinal, last_ordinal))
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return "\n".join(lines)
+
+
+def _left_out(first: int, last: int) -> str:
+    turns = f"Turn {first}" if first == last else f"Turns {first}–{last}"
+    return f'{turns} not listed here: recall({{"turn": N}}) returns each of them ({first}..{last}) in full.'
+

@@ -109,6 +109,8 @@ class Summary:
     # Steps of the last turn it covers, when that turn was still open as it was written (a recorded
     # mid-turn compaction); None covers the whole last turn.
     through_step: int | None = None
+    source: str = "summariser"  # "extract": the engine's deterministic extract stands in for a summary
+    brief: bool = False  # written for a brief packet: always rendered with its evidence counted
 
 
 @dataclass(frozen=True)

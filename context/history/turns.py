@@ -337,6 +337,8 @@ class TurnIndex:
                 summary=packet.summary,
                 covered_evidence=tuple(c.id for c in packet.covered_evidence),
                 model=packet.model,
+                source=packet.source,
+                brief=packet.brief,
                 through_step=len(last.steps) if last is not None and last is self.current and not last.closed else None,
             )
         )

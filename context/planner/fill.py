@@ -45,12 +45,13 @@ class PlanCache:
     and the evidence it names never change, and rendering it walks every evidence line it lists.
     Plans with and without a cache are the same plans."""
 
-    packet_chars: dict[str, int] = field(default_factory=dict)
+    packet_chars: dict[tuple[str, bool], int] = field(default_factory=dict)
 
-    def stored_chars(self, index: TurnIndex, stored: Summary) -> int:
-        chars = self.packet_chars.get(stored.id)
+    def stored_chars(self, index: TurnIndex, stored: Summary, brief: bool = False) -> int:
+        key = (stored.id, brief)
+        chars = self.packet_chars.get(key)
         if chars is None:
-            chars = self.packet_chars[stored.id] = len(render_stored(index, stored))
+            chars = self.packet_chars[key] = len(render_stored(index, stored, brief=brief))
         return chars
 
 
@@ -160,13 +161,18 @@ def _packet(index: TurnIndex, w: HistoryColumns, last_pos: int, room: PacketRoom
         return PacketPlan(*span, "list", room.list_tokens, reserved, 0)
     stored = stored_packet(index, first.id, last.id)
     if stored is not None:
-        cost = estimate_tokens(cache.stored_chars(index, stored), tpc)  # tokens_of its rendering
-        if cost <= reserved:
-            return PacketPlan(*span, "summary", cost, reserved, 0, stored.id)
-        # A stored summary too large for this model's room: the evidence list stands in, no new call.
-        return PacketPlan(*span, "list", room.list_tokens, reserved, 0)
+        # The stored summary as it is, with its evidence lines where they fit, else counted (brief; a packet
+        # written brief is always brief, so its bytes never change): the range's one summary, reused byte
+        # for byte; too large even brief, the evidence list (or the pointer) stands in.
+        for brief in (True,) if stored.brief else (False, True):
+            cost = estimate_tokens(cache.stored_chars(index, stored, brief), tpc)  # tokens_of its rendering
+            if cost <= reserved:
+                return PacketPlan(*span, "brief" if brief else "summary", cost, reserved, 0, stored.id)
+        if room.list_tokens <= reserved:
+            return PacketPlan(*span, "list", room.list_tokens, reserved, 0)
+        return PacketPlan(*span, "pointer", room.pointer_tokens, reserved, 0)
     seed = seed_packet(index, first.id, last.ordinal)
-    return PacketPlan(*span, "summary", reserved, reserved, room.summary_tokens, None, seed.id if seed else None)
+    return PacketPlan(*span, room.level, reserved, reserved, room.summary_tokens, None, seed.id if seed else None)
 
 
 def history_codes(w: HistoryColumns, rescue: bool) -> str:

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import blake3
 
 from vak_context.context.capacity.profile import ALPHA
-from vak_context.context.history.packets import Level
+from vak_context.context.history.packets import SUMMARY_LEVELS, Level
 from vak_context.errors import InvalidInput
 
 
@@ -105,7 +105,7 @@ class PacketPlan:
 
     @property
     def needs_summary(self) -> bool:
-        return self.level == "summary" and self.stored_id is None
+        return self.level in SUMMARY_LEVELS and self.stored_id is None
 
 
 @dataclass(frozen=True)

@@ -185,7 +185,7 @@ def packet_text(index: TurnIndex, p: Plan) -> str | None:
     stored = next((s for s in index.summaries if s.id == pk.stored_id), None)
     if stored is None:
         raise InvalidInput(f"stored packet {pk.stored_id} is not in this index; plan against the same index")
-    return render_stored(index, stored)
+    return render_stored(index, stored, brief=pk.level == "brief")
 
 
 def project(

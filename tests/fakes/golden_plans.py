@@ -270,6 +270,7 @@ def corpus_digests() -> tuple[dict[str, list[str]], Counter[str]]:
 
 
 REQUIRED = ("code F", "code c", "code p", "code x", "code *", "packet pointer", "packet list", "packet summary",
+            "packet brief",
             "packet stored", "packet seeded", "packet mid-turn", "rescue", "retrieved", "refers back", "reset", "current digested",
             "current step packet list", "current step packet ids")
 

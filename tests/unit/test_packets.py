@@ -6,6 +6,7 @@ the local llama.cpp server's recorded body; the live model writes packets in ``t
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from dataclasses import replace
@@ -24,6 +25,7 @@ from vak_context.context.history.packets import (
     CoveredItem,
     compaction_payload,
     covered_evidence,
+    extract_summary,
     item_line,
     list_chars,
     packet_room,
@@ -72,7 +74,14 @@ def test_packet_room_picks_the_richest_level_that_fits() -> None:
     assert roomy.allowance == roomy.list_tokens + roomy.summary_tokens + 4  # "\nSummary:\n" and one spare
     compressed = packet_room(1, 8, share=1_000, budget=5_000, tokens_per_char=0.25, card_tokens=200, **size)
     assert compressed is not None and compressed.summary_tokens <= 100  # at most half of what the cards cost
-    listed = packet_room(1, 8, share=roomy.list_tokens, **kw)
+    # Where the evidence lines leave no room for a summary, the summary goes with the evidence counted (brief):
+    # what it costs does not grow with the tool results the turns hold.
+    brief = packet_room(1, 8, share=roomy.list_tokens, **kw)
+    brief_fixed = math.ceil(len(render_packet(1, 8, level="brief", summary="-", total_evidence=len(items))) * 0.25)
+    assert brief is not None and brief.level == "brief" and brief.summary_tokens >= 48
+    assert brief.allowance == brief_fixed + brief.summary_tokens + 4
+    # Below the brief's own room (with a summary of at least MIN_SUMMARY_TOKENS), the list where it fits.
+    listed = packet_room(1, 8, share=roomy.list_tokens, **{**kw, "card_tokens": 2 * 47})
     assert listed is not None and listed.level == "list" and listed.allowance == roomy.list_tokens
     pointer = packet_room(1, 8, share=10, **kw)
     assert pointer is not None and pointer.level == "pointer" and pointer.allowance == pointer.pointer_tokens
@@ -204,16 +213,73 @@ async def test_a_small_summariser_window_takes_several_calls_each_seeded_by_the_
     store.close()
 
 
-async def test_an_empty_summary_falls_back_to_what_each_turn_asked(tmp_path: Path) -> None:
+async def test_an_empty_summary_stores_the_extract_and_says_why(tmp_path: Path) -> None:
+    """A summariser that answers nothing: the packet stores the engine's extract (each turn's directive,
+    outcome and evidence ids), marked as such, and the activity records the failure."""
     store, view = ledger_session(tmp_path / "ledger", 9)
-    ids, _ = await _summarise(store, view, _plan_with_packet(view, 1, 8, 120), Summaries(""))
+    ids, _ = await _summarise(store, view, _plan_with_packet(view, 1, 8, 400), Summaries(""))
     packet = store.payload(ids[-1])
     activity = store.payload(ids[0])
-    assert isinstance(packet, Compaction) and packet.summary.splitlines()[0].startswith("Turn 1 asked: Find my reservation")
-    assert len(packet.summary.splitlines()) == 8 and activity.detail["calls"][0]["empty"] is True
+    assert isinstance(packet, Compaction) and packet.source == "extract" and packet.seeded_from is None
+    lines = packet.summary.splitlines()
+    assert lines[0].startswith("- Turn 1 (completed): Find my reservation")
+    for o in range(1, 9):
+        assert all(short_id(e) in packet.summary for e in view.index.turn(o).evidence)
+    assert isinstance(activity, Activity) and activity.detail["calls"][0]["empty"] is True
+    assert activity.detail["source"] == "extract" and "answered nothing" in activity.detail["failed"]
     with pytest.raises(InvalidInput, match="needs no new packet summary"):
         await write_packet(store, "s", view, replace(_plan_with_packet(view, 1, 8, 120), packet=None), Summariser(
             OpenAICompatProvider(httpx.AsyncClient(), base_url="http://127.0.0.1:9/v1"), "m", window_tokens=100))
+    store.close()
+
+
+class Refuses:
+    """A summariser server that fails every call (HTTP 500), counting them."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.calls += 1
+        return httpx.Response(500, json={"error": {"message": "the summariser is down", "type": "server_error"}})
+
+
+async def test_a_failing_summariser_leaves_the_extract_bounded_by_whole_turns(tmp_path: Path) -> None:
+    """The summariser raises: the turn goes on with the extract, within the packet's room, each turn it
+    leaves out named with the recall that returns it; rendered under its own heading, never "no summary"."""
+    store, view = ledger_session(tmp_path / "ledger", 9)
+    server = Refuses()
+    # 100 tokens of room: 400 characters at 0.25 tokens a character, of which the extract takes at most 300
+    # (the headroom a model's summary is asked for too: a later request's room may be a little smaller)
+    plan = _plan_with_packet(view, 1, 8, 100)
+    ids, summariser = await _summarise(store, view, plan, server)  # type: ignore[arg-type]
+    assert server.calls == summariser.calls == 1
+    activity, packet = (store.payload(e) for e in ids)
+    assert isinstance(activity, Activity) and activity.detail["failed"].startswith("RetryableProviderError: openai-compat: HTTP 500")
+    assert isinstance(packet, Compaction) and packet.source == "extract" and len(packet.summary) <= 300
+    lines = packet.summary.splitlines()
+    kept = [line for line in lines if line.startswith("- Turn ")]
+    assert 1 <= len(kept) < 8
+    assert lines[-1].startswith(f"Turns {len(kept) + 1}–8 not listed here: recall({{\"turn\": N}})")
+    assert plan.packet is not None
+    text = project(view.index, replace(plan, packet=replace(plan.packet, stored_id=ids[-1])), model="m",
+                   infos=view.infos).messages[0].text
+    assert "the engine's extract" in text and "Summary:" not in text and "no summary of them fits" not in text
+    store.close()
+
+
+async def test_summaries_off_store_the_extract_without_a_call(tmp_path: Path) -> None:
+    store, view = ledger_session(tmp_path / "ledger", 9)
+    server = Refuses()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as client:
+        summariser = Summariser(OpenAICompatProvider(client, base_url="http://127.0.0.1:9/v1"), "m",
+                                window_tokens=8192, enabled=False)
+        ids = await write_packet(store, "s", view, _plan_with_packet(view, 1, 8, 400), summariser)
+    activity, packet = (store.payload(e) for e in ids)
+    assert server.calls == summariser.calls == 0
+    assert isinstance(activity, Activity) and activity.detail["failed"] == "off" and activity.detail["calls"] == []
+    assert isinstance(packet, Compaction) and packet.source == "extract"
+    assert packet.summary == extract_summary(view.index, 1, 8, 1200)  # deterministic: the same bytes again
     store.close()
 
 
@@ -223,3 +289,22 @@ def test_summariser_prompt_is_the_previous_packet_plus_turn_records() -> None:
     assert prompt.endswith("in at most 50 words.") and "turns 1–4" in prompt
     with pytest.raises(InvalidInput):
         summariser_prompt(None, [], 1, 2, 10)
+
+
+async def test_a_summariser_that_never_answers_times_out_into_the_extract(tmp_path: Path) -> None:
+    """``Summariser.timeout_s``: a call that outlasts it leaves the extract, and the activity says so."""
+    store, view = ledger_session(tmp_path / "ledger", 9)
+    never = asyncio.Event()
+
+    async def hangs(request: httpx.Request) -> httpx.Response:
+        await never.wait()  # never set: the summariser's own timeout ends the call
+        raise AssertionError("unreachable")
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hangs)) as client:
+        summariser = Summariser(OpenAICompatProvider(client, base_url="http://127.0.0.1:9/v1"), "m",
+                                window_tokens=8192, timeout_s=0.05)
+        ids = await write_packet(store, "s", view, _plan_with_packet(view, 1, 8, 400), summariser)
+    activity, packet = (store.payload(e) for e in ids)
+    assert isinstance(activity, Activity) and activity.detail["failed"] == "timed out after 0.05 s"
+    assert isinstance(packet, Compaction) and packet.source == "extract" and summariser.calls == 1
+    store.close()

@@ -177,7 +177,7 @@ def _check(b: SessionBuilder, prof: CapacityProfile, system: str, tail: str, dir
             assert not (calls & used) and not (calls & answered)
 
     # no cut: every result of a planned turn is shown whole, digested with its id, on its card, or
-    # named by the packet (a pointer packet names how many and how to recall them)
+    # named by the packet (a pointer or brief packet names how many and how to recall them)
     contents = {part.tool_use_id: part.content for m in request.messages for part in m.content
                 if isinstance(part, ToolResultBlock)}
     shown_whole = {ex.result.evidence_id for t in planned for ex in index.turn(t.ordinal).exchanges
@@ -187,7 +187,7 @@ def _check(b: SessionBuilder, prof: CapacityProfile, system: str, tail: str, dir
         for t in planned:
             for eid in index.turn(t.ordinal).evidence:
                 in_packet = p.packet is not None and t.fidelity == Fidelity.PACKET
-                if in_packet and p.packet is not None and p.packet.level == "pointer":
+                if in_packet and p.packet is not None and p.packet.level in ("pointer", "brief"):
                     assert "tool result" in text and 'recall({\\"turn\\": N})' in text
                 elif t.fidelity == Fidelity.FULL and eid in shown_whole:  # as short as a digest: as it was sent
                     continue

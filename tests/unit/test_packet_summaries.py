@@ -1,0 +1,116 @@
+"""Every packet carries what its turns did (issue 33, item 3): a 40-turn session through the engine's own
+loop (the embedder's two tools, a scripted model, horizon 6,000 and 9,000) whose older turns go to
+packets. With a summariser that answers, at least 90% of the requests that carry a packet carry its
+model-written summary, and each packet range is summarised by exactly one call; every later request
+carrying that range renders the same bytes, also after the ledger is reopened. With a summariser that
+fails (or is turned off, ``summaries="off"``), each packet carries the engine's extract of its turns'
+directives, outcomes and evidence ids, never "no summary of them fits", and the ledger says why."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import vak_context
+from tests.fakes.embedder import make_tools
+from tests.fakes.packet_session import PacketModel, SummaryMode, directive, packet_figures
+from vak_context.events.envelope import Mapper
+from vak_context.storage.ledger import LedgerStore
+
+TURNS = 40
+
+
+async def run_session(folder: Path, model: PacketModel, horizon: int, turns: range, *, summaries: str = "on") -> None:
+    tools, _ = make_tools()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(model.handle)) as client:
+        with vak_context.Engine.open(folder) as engine:
+            async with engine.session("agent-1", model="openai-compat:scripted", base_url="http://127.0.0.1:9/v1",
+                                      http_client=client, tools=tools, window=horizon, horizon=horizon,
+                                      summaries=summaries) as session:
+                for turn in turns:
+                    result = await session.run(directive(turn))
+                    assert result.outcome == "completed", (turn, result.outcome)
+
+
+def summarise_activities(folder: Path) -> list[dict[str, Any]]:
+    """The ``packet.summarise`` activities' details: what a bench counts summariser calls from."""
+    mapper = Mapper()
+    with LedgerStore(folder) as store:
+        return [p.detail for e in store.entries("agent-1") if e.kind == "activity"
+                and (p := mapper.payload_of(e)).activity == "packet.summarise"]
+
+
+def same_bytes_per_range(ranges: list[str], packets: list[str]) -> dict[str, int]:
+    """How many distinct texts each packet range was rendered as, across the requests that carried it."""
+    seen: dict[str, set[str]] = defaultdict(set)
+    for r, p in zip(ranges, packets, strict=True):
+        seen[r].add(p)
+    return {r: len(texts) for r, texts in seen.items()}
+
+
+@pytest.mark.parametrize("horizon", [6_000, 9_000])
+async def test_a_summariser_that_answers_summarises_each_range_once_and_every_packet_carries_it(
+        tmp_path: Path, horizon: int) -> None:
+    model = PacketModel(summaries="answer")
+    await run_session(tmp_path / "ledger", model, horizon, range(1, TURNS + 1))
+    f = packet_figures(model)
+    assert f.packets, "the session is long enough for packets"
+    assert f.model_summary >= 0.9 * len(f.packets), (f.model_summary, len(f.packets), f.ranges)
+    assert f.bare == 0 and f.extract == 0
+    # Exactly one summariser call per packet range the requests carried, and none for any other range.
+    calls = Counter(f"{a}-{b}" for a, b in model.summary_ranges())
+    assert calls == Counter(set(f.ranges)), (calls, Counter(f.ranges))
+    assert same_bytes_per_range(f.ranges, f.packets) == dict.fromkeys(set(f.ranges), 1)
+    # The ledger counts them: one activity per range, each with its calls.
+    details = summarise_activities(tmp_path / "ledger")
+    assert sum(len(d["calls"]) for d in details) == len(model.summary_prompts)
+    assert {d["source"] for d in details} == {"summariser"} and not any("failed" in d for d in details)
+    print(f"\nhorizon {horizon}: {f.model_summary} of {len(f.packets)} packet-bearing requests carry a model "
+          f"summary; {len(model.summary_prompts)} summariser calls for {len(set(f.ranges))} ranges "
+          f"({dict(Counter(f.ranges))})")
+
+
+@pytest.mark.parametrize("mode", ["fail"])  # "junk" (an empty answer): tests/unit/test_packets.py
+async def test_a_failing_summariser_leaves_the_extract_in_every_packet(tmp_path: Path, mode: SummaryMode) -> None:
+    model = PacketModel(summaries=mode)
+    await run_session(tmp_path / "ledger", model, 6_000, range(1, TURNS + 1))
+    f = packet_figures(model)
+    assert f.packets and f.extract == len(f.packets) and f.bare == 0 and f.model_summary == 0
+    for packet in f.packets:  # each turn's directive, outcome and evidence ids (or the recall naming it)
+        assert "- Turn 1 (completed): please search query-001" in packet and "evidence " in packet
+    calls = Counter(f"{a}-{b}" for a, b in model.summary_ranges())
+    assert calls == Counter(set(f.ranges))  # tried once per range, never again
+    details = summarise_activities(tmp_path / "ledger")
+    assert details and all(d["source"] == "extract" and d["failed"] for d in details)
+
+
+async def test_summaries_off_make_no_call_and_carry_the_extract(tmp_path: Path) -> None:
+    model = PacketModel(summaries="answer")
+    await run_session(tmp_path / "ledger", model, 6_000, range(1, TURNS + 1), summaries="off")
+    f = packet_figures(model)
+    assert f.packets and f.extract == len(f.packets) and f.bare == 0
+    assert model.summary_prompts == []
+    assert all(d["failed"] == "off" and d["calls"] == [] for d in summarise_activities(tmp_path / "ledger"))
+    with pytest.raises(vak_context.InvalidInput, match="summaries must be one of"):
+        with vak_context.Engine.open(tmp_path / "other") as engine:
+            engine.session("s", model="openai-compat:scripted", summaries="sometimes")
+
+
+async def test_a_stored_summary_is_reused_after_the_ledger_is_reopened(tmp_path: Path) -> None:
+    before = PacketModel(summaries="answer")
+    await run_session(tmp_path / "ledger", before, 6_000, range(1, 31))
+    first = packet_figures(before)
+    after = PacketModel(summaries="answer")
+    await run_session(tmp_path / "ledger", after, 6_000, range(31, TURNS + 1))
+    second = packet_figures(after)
+    carried_again = set(first.ranges) & set(second.ranges)
+    assert carried_again, (first.ranges, second.ranges)
+    for r in carried_again:  # byte for byte, and no new call for it
+        assert {p for q, p in zip(second.ranges, second.packets, strict=True) if q == r} == \
+               {p for q, p in zip(first.ranges, first.packets, strict=True) if q == r}
+    new_calls = Counter(f"{a}-{b}" for a, b in after.summary_ranges())
+    assert not carried_again & set(new_calls) and all(n == 1 for n in new_calls.values())
