@@ -32,7 +32,7 @@ def continues(decision: Decision, kept: int, withdrawn: tuple[int, ...] = ()) ->
 
 @given(histories(), st.data())
 def test_removals_alone_continue_and_withdraw_what_was_removed(held: list[tuple[str, str]], data: st.DataObject) -> None:
-    keep = data.draw(st.lists(st.booleans(), min_size=len(held), max_size=len(held)))
+    keep = [data.draw(st.booleans()) for _ in held]  # one draw per item, not a list of a size drawn before
     client = [d for (_, d), k in zip(held, keep, strict=True) if k]
     decision = decide(held, client)
     assert continues(decision, len(client), tuple(p for p, k in enumerate(keep) if not k))
@@ -41,7 +41,7 @@ def test_removals_alone_continue_and_withdraw_what_was_removed(held: list[tuple[
 @given(histories(), st.data(), st.integers(min_value=1, max_value=3))
 def test_removals_then_something_new_continue_unless_a_message_of_the_clients_own_went_at_the_end(
         held: list[tuple[str, str]], data: st.DataObject, new: int) -> None:
-    keep = data.draw(st.lists(st.booleans(), min_size=len(held), max_size=len(held)))
+    keep = [data.draw(st.booleans()) for _ in held]  # one draw per item, not a list of a size drawn before
     client = [d for (_, d), k in zip(held, keep, strict=True) if k]
     last = max((p for p, k in enumerate(keep) if k), default=-1)
     decision = decide(held, [*client, *fresh(new)])
