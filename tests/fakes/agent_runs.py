@@ -38,7 +38,6 @@ from tests.fakes.httpserver import serve
 
 AGENTS = ("mini-swe-agent", "smolagents", "pydantic-ai", "openai-agents", "langchain")
 ADAPTED = ("pydantic-ai", "openai-agents", "langchain")  # the agents the engine has an adapter for
-MODEL = "scripted"
 NO_KEEPALIVE = httpx.Limits(max_keepalive_connections=0)
 
 
@@ -55,27 +54,32 @@ def quiet_environment() -> None:
 
 @dataclass
 class Tap:
-    """A loopback proxy in front of ``target`` (an OpenAI base URL): what the agent was answered, in order."""
+    """A loopback proxy in front of ``target`` (a server's root URL): every chat request body it passed on
+    and every reply that came back, in order (``take`` hands them over and starts afresh)."""
 
     target: str
+    bodies: list[dict[str, Any]] = field(default_factory=list)
     received: list[Reply] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def handle(self, request: httpx.Request) -> httpx.Response:
-        path = request.url.path.removeprefix("/v1")
         headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
-        with httpx.Client(timeout=600) as client:
-            answer = client.request(request.method, f"{self.target}{path}", content=request.content, headers=headers)
+        with httpx.Client(timeout=1_800) as client:
+            answer = client.request(request.method, f"{self.target}{request.url.path}", content=request.content,
+                                    headers=headers)
         kind = answer.headers.get("content-type", "")
-        if path.endswith("/chat/completions") and answer.status_code == 200:
+        if request.url.path.endswith("/chat/completions"):
             with self._lock:
-                self.received.append(_reply_of(answer.text, kind))
+                self.bodies.append(json.loads(request.content))
+                if answer.status_code == 200:
+                    self.received.append(_reply_of(answer.text, kind))
         return httpx.Response(answer.status_code, content=answer.content,
                               headers={"content-type": kind or "application/json"})
 
-    def take(self) -> list[Reply]:
+    def take(self) -> tuple[list[dict[str, Any]], list[Reply]]:
         with self._lock:
-            taken, self.received = self.received, []
+            taken = (self.bodies, self.received)
+            self.bodies, self.received = [], []
         return taken
 
 
@@ -101,10 +105,10 @@ def _reply_of(text: str, kind: str) -> Reply:
 
 @contextmanager
 def tapped(target: str) -> Iterator[tuple[Tap, str]]:
-    """A Tap in front of ``target``; yields it and the base URL the agent is given."""
-    tap = Tap(target)
+    """A Tap in front of ``target`` (a root URL); yields it and its root URL."""
+    tap = Tap(target.rstrip("/"))
     with serve(tap.handle) as server:
-        yield tap, server.base_url
+        yield tap, server.url
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,7 @@ class Endpoint:
 
     base_url: str
     api_key: str
+    model: str = "scripted"
     max_tokens: int | None = None
 
 
@@ -125,6 +130,7 @@ class Adapter:
     engine: Any
     name: str
     upstream: str  # an OpenAI /v1 base URL
+    api_key: str  # the upstream's
     window: int = 32_768
 
 
@@ -169,18 +175,20 @@ def run(agent: str, task: QuestionTask | BugTask, endpoint: Endpoint, *, scratch
 
 
 def _mini(task: BugTask, endpoint: Endpoint, scratch: Path) -> Ran:
+    import litellm
     import minisweagent
     import yaml
     from minisweagent.agents.default import DefaultAgent
     from minisweagent.environments.local import LocalEnvironment
     from minisweagent.models.litellm_model import LitellmModel
 
+    litellm.suppress_debug_info = True  # no "Provider List" banner for a model its cost map does not know
     config = yaml.safe_load((Path(minisweagent.__file__).parent / "config" / "mini.yaml").read_text())
     model_config = dict(config.get("model") or {})
     kwargs = {**model_config.pop("model_kwargs", {}), "api_base": endpoint.base_url, "api_key": endpoint.api_key}
     if endpoint.max_tokens:
         kwargs["max_tokens"] = endpoint.max_tokens
-    model = LitellmModel(model_name=f"openai/{MODEL}", model_kwargs=kwargs, cost_tracking="ignore_errors",
+    model = LitellmModel(model_name=f"openai/{endpoint.model}", model_kwargs=kwargs, cost_tracking="ignore_errors",
                          **model_config)
     folder = scratch_repo(task, scratch)
     env_vars = {**(config.get("environment") or {}).get("env", {}),
@@ -188,7 +196,15 @@ def _mini(task: BugTask, endpoint: Endpoint, scratch: Path) -> Ran:
     environment = LocalEnvironment(cwd=str(folder), env=env_vars)
     agent_config = {k: v for k, v in (config.get("agent") or {}).items() if k != "mode"}
     agent = DefaultAgent(model, environment, **{**agent_config, "step_limit": 10})
-    result = agent.run(task.issue)
+    # litellm runs its service hooks on the thread's current event loop, and asyncio.get_event_loop() makes
+    # (and never closes) one where none is set: the agent runs with a loop of ours, closed after.
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        result = agent.run(task.issue)
+    finally:
+        loop.close()
+        asyncio.set_event_loop(None)
     status = str(result.get("exit_status", ""))
     return Ran([status], status == "Submitted" and tests_pass(task, folder))
 
@@ -220,7 +236,7 @@ def _smol(task: QuestionTask, endpoint: Endpoint) -> list[str]:
 
     http = openai.DefaultHttpxClient(limits=NO_KEEPALIVE)
     extra = {"max_tokens": endpoint.max_tokens} if endpoint.max_tokens else {}
-    model = OpenAIServerModel(MODEL, api_base=endpoint.base_url, api_key=endpoint.api_key,
+    model = OpenAIServerModel(endpoint.model, api_base=endpoint.base_url, api_key=endpoint.api_key,
                               client_kwargs={"http_client": http}, **extra)
     agent = ToolCallingAgent(tools=_smol_tools(), model=model, max_steps=6, verbosity_level=-1)
     try:
@@ -240,7 +256,7 @@ async def _pydantic(task: QuestionTask, endpoint: Endpoint, adapter: Adapter | N
 
     client = openai.AsyncOpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key,
                                 http_client=openai.DefaultAsyncHttpxClient(limits=NO_KEEPALIVE))
-    model = OpenAIChatModel(MODEL, provider=OpenAIProvider(openai_client=client))
+    model = OpenAIChatModel(endpoint.model, provider=OpenAIProvider(openai_client=client))
     tools = [fn for fn, _, _ in TOOLS.values()]
     settings: Any = {"max_tokens": endpoint.max_tokens} if endpoint.max_tokens else None
     vak = None
@@ -249,8 +265,8 @@ async def _pydantic(task: QuestionTask, endpoint: Endpoint, adapter: Adapter | N
     else:
         from vak_context.adapters.pydantic_ai import VakHistory
 
-        vak = VakHistory(adapter.engine, adapter.name, model=f"openai-compat:{MODEL}", base_url=adapter.upstream,
-                         api_key=endpoint.api_key, window=adapter.window)
+        vak = VakHistory(adapter.engine, adapter.name, model=f"openai-compat:{endpoint.model}", base_url=adapter.upstream,
+                         api_key=adapter.api_key, window=adapter.window)
         agent = Agent(model, tools=tools, capabilities=[vak.capability()], toolsets=[vak.toolset()],
                       model_settings=settings)
     answers: list[str] = []
@@ -284,12 +300,12 @@ async def _agents_sdk(task: QuestionTask, endpoint: Endpoint, adapter: Adapter |
     if adapter is not None:
         from vak_context.adapters.openai_agents import VakAgents
 
-        vak = VakAgents(adapter.engine, adapter.name, model=f"openai-compat:{MODEL}", base_url=adapter.upstream,
-                        api_key=endpoint.api_key, window=adapter.window)
+        vak = VakAgents(adapter.engine, adapter.name, model=f"openai-compat:{endpoint.model}", base_url=adapter.upstream,
+                        api_key=adapter.api_key, window=adapter.window)
         tools += vak.tools()
         config = RunConfig(tracing_disabled=True, call_model_input_filter=vak.input_filter)
     agent = Agent(name="assistant", instructions="Answer the user's question with the tools.", tools=tools,
-                  model=OpenAIChatCompletionsModel(model=MODEL, openai_client=client),
+                  model=OpenAIChatCompletionsModel(model=endpoint.model, openai_client=client),
                   model_settings=ModelSettings(max_tokens=endpoint.max_tokens))
     answers: list[str] = []
     items: list[Any] = []
@@ -320,7 +336,7 @@ async def _langchain(task: QuestionTask, endpoint: Endpoint, adapter: Adapter | 
 
     http = httpx.AsyncClient(limits=NO_KEEPALIVE, timeout=600)
     extra = {"max_tokens": endpoint.max_tokens} if endpoint.max_tokens else {}
-    model = ChatOpenAI(model=MODEL, base_url=endpoint.base_url, api_key=endpoint.api_key,  # type: ignore[arg-type]
+    model = ChatOpenAI(model=endpoint.model, base_url=endpoint.base_url, api_key=endpoint.api_key,  # type: ignore[arg-type]
                        http_async_client=http, **extra)
     tools = [tool(fn) for fn, _, _ in TOOLS.values()]
     vak = None
@@ -328,8 +344,8 @@ async def _langchain(task: QuestionTask, endpoint: Endpoint, adapter: Adapter | 
     if adapter is not None:
         from vak_context.adapters.langchain import VakMiddleware
 
-        vak = VakMiddleware(adapter.engine, adapter.name, model=f"openai-compat:{MODEL}", base_url=adapter.upstream,
-                            api_key=endpoint.api_key, window=adapter.window)
+        vak = VakMiddleware(adapter.engine, adapter.name, model=f"openai-compat:{endpoint.model}", base_url=adapter.upstream,
+                            api_key=adapter.api_key, window=adapter.window)
         middleware = [vak]
     agent = create_agent(model, tools=tools, middleware=middleware)
     answers: list[str] = []

@@ -84,7 +84,7 @@ def openai_tools() -> list[dict[str, object]]:
 
 # ------------------------------------------------------------------ tool-using questions
 
-_PHONE = r"(?P<phone>\+\d[\d ]*\d)"
+_PHONE = r"\b[A-Z][a-z]+: (?P<phone>\+\d[\d ]*\d)"  # a carrier_phone result line, never the tail's "UTC+0000"
 
 QUESTIONS: tuple[QuestionTask, ...] = (
     QuestionTask("weather-today", (Turn(

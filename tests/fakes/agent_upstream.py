@@ -234,3 +234,30 @@ def completion(body: Mapping[str, Any], reply: Reply) -> dict[str, Any]:
     return {"id": f"chatcmpl-{seed}", "object": "chat.completion", "created": 1, "model": body.get("model", "scripted"),
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if reply.calls else "stop"}],
             "usage": {"prompt_tokens": prompt, "completion_tokens": 16, "total_tokens": prompt + 16}}
+
+
+# ------------------------------------------------------------------ what the engine adds
+
+
+def engine_fixed_chars(client_system: str, questions: Sequence[str], *, identity: str | None = None) -> int:
+    """The characters the engine adds to one request whatever the task (counted as :func:`chars_of` counts
+    them): its own tools (``recall``, ``find_tools``, ``session_search`` as OpenAI function declarations,
+    after the client's), its system prompt in place of the client's (``identity``, by default the client's
+    system prompt or, without one, the engine's default identity, then the engine's contract layer), and
+    the turn's tail before the directive (``<turn_context>``, ``<stance>``, a ``<thread>`` naming the task's
+    earlier questions), the directive turned into text parts. Derived from the engine's own definitions,
+    not measured against the run it bounds."""
+    from vak_context.context.request.assemble import DEFAULT_IDENTITY, Tail, render_tail, system_prompt
+    from vak_context.engine.api import engine_tool_specs
+
+    tools = [{"type": "function", "function": spec} for spec in engine_tool_specs()]
+    added = len(json.dumps(tools, ensure_ascii=False)) + 2  # ", " joining them to the client's list
+    engine_system = system_prompt(identity=identity or client_system or DEFAULT_IDENTITY)
+    added += len(json.dumps({"role": "system", "content": engine_system}, ensure_ascii=False)) + 2
+    if client_system:
+        added -= len(json.dumps({"role": "system", "content": client_system}, ensure_ascii=False)) + 2
+    question = questions[-1] if questions else ""
+    tail = render_tail(Tail(now=0.0, thread=tuple(questions[:-1])))
+    parts = [{"type": "text", "text": tail}, {"type": "text", "text": question}]
+    added += len(json.dumps(parts, ensure_ascii=False)) - len(json.dumps(question, ensure_ascii=False))
+    return max(added, 0)
