@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.agent_runs import ADAPTED, Adapter, Endpoint, Ran, run, tapped
+from tests.fakes.agent_runs import ADAPTED, Adapter, Endpoint, Ran, run, tapped, warm
 from tests.fakes.agent_upstream import (
     CHARS_PER_TOKEN,
     BugTask,
@@ -114,6 +114,7 @@ def run_agent(agent: str, tasks: Sequence[QuestionTask | BugTask], *, upstream: 
     import vak_context
 
     modes = tuple(modes or modes_of(agent))
+    warm(agent)
     runs: list[TaskRun] = []
     with ExitStack() as stack:
         up_tap, up_root = stack.enter_context(tapped(upstream))

@@ -19,6 +19,7 @@ an error under the suite's filterwarnings).
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import sys
@@ -169,6 +170,16 @@ def run(agent: str, task: QuestionTask | BugTask, endpoint: Endpoint, *, scratch
         ran = Ran([], False, error=f"{type(exc).__name__}: {exc}"[:2000])
     ran.wall_s = time.monotonic() - started
     return ran
+
+
+def warm(agent: str) -> None:
+    """Import the agent's libraries (seconds each, the first time), so no task's wall time holds them."""
+    quiet_environment()
+    modules = {"mini-swe-agent": ("litellm", "minisweagent.agents.default", "minisweagent.models.litellm_model"),
+               "smolagents": ("smolagents",), "pydantic-ai": ("pydantic_ai", "pydantic_ai.models.openai"),
+               "openai-agents": ("agents",), "langchain": ("langchain.agents", "langchain_openai")}[agent]
+    for name in modules:
+        importlib.import_module(name)
 
 
 # ------------------------------------------------------------------ mini-swe-agent

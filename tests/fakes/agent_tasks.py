@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tests.fakes.agent_upstream import TESTS_PASSED, BugTask, Hop, QuestionTask, Turn
 
@@ -90,22 +91,23 @@ QUESTIONS: tuple[QuestionTask, ...] = (
     QuestionTask("weather-today", (Turn(
         "What is the weather in Oslo today?",
         (Hop("get_weather", "city", r"weather in (?P<value>[A-Z][a-z]+) today", r"(?P<weather>[A-Z][a-z]+, -?\d+ C)"),),
-        "In {city} today: {weather}."),), ("In Oslo today: Snow, -3 C.",)),
+        "In {city} today: {weather}."),), ("In Oslo today: Snow, -3 C.",), (("snow", "-3"),)),
     QuestionTask("population", (Turn(
         "How many people live in Lyon?",
         (Hop("get_population", "city", r"people live in (?P<value>[A-Z][a-z]+)\?",
              r"(?P<people>[\d,]+) inhabitants \((?P<source>[^)]+)\)"),),
-        "{city} has {people} inhabitants ({source})."),), ("Lyon has 522,250 inhabitants (2021 census).",)),
+        "{city} has {people} inhabitants ({source})."),), ("Lyon has 522,250 inhabitants (2021 census).",),
+        (("522250",),)),
     QuestionTask("exchange-rate", (Turn(
         "What is the EUR/NOK exchange rate?",
         (Hop("exchange_rate", "pair", r"the (?P<value>[A-Z]{3}/[A-Z]{3}) exchange rate", r"= (?P<rate>[\d.]+) \("),),
-        "One {pair} is {rate}."),), ("One EUR/NOK is 11.72.",)),
+        "One {pair} is {rate}."),), ("One EUR/NOK is 11.72.",), (("11.72",),)),
     QuestionTask("order-carrier-phone", (Turn(
         "Which carrier ships order O-4821, and what is its phone number?",
         (Hop("lookup_order", "order_id", r"ships order (?P<value>O-\d+)", r"carrier=(?P<shipper>\w+) status="),
          Hop("carrier_phone", "carrier", r"carrier=(?P<value>\w+) status=", _PHONE)),
         "Order {order_id} ships with {carrier}, phone {phone}."),),
-        ("Order O-4821 ships with Dachser, phone +49 831 5916 0.",)),
+        ("Order O-4821 ships with Dachser, phone +49 831 5916 0.",), (("dachser", "+4983159160"),)),
     QuestionTask("big-export", (
         Turn("In the March order export, which carrier ships order O-1234?",
              (Hop("export_orders", "month", r"the (?P<value>[A-Z][a-z]+) order export",
@@ -114,7 +116,8 @@ QUESTIONS: tuple[QuestionTask, ...] = (
         Turn("What is the phone number of that carrier?",
              (Hop("carrier_phone", "carrier", r"O-1234 ships with (?P<value>\w+)\.", _PHONE),),
              "{carrier} answers at {phone}.")),
-        ("Order O-1234 ships with Kuehne.", "Kuehne answers at +41 44 786 9511."), big=True),
+        ("Order O-1234 ships with Kuehne.", "Kuehne answers at +41 44 786 9511."),
+        (("kuehne",), ("+41447869511",)), big=True),
 )
 
 # ------------------------------------------------------------------ bug fixes (mini-swe-agent)
@@ -145,6 +148,21 @@ BUGS: tuple[BugTask, ...] = (
              "test_series.py": _test("series", "assert sum_to(4) == 10")},
             "series.py", "range(1, n)", "range(1, n + 1)", "python test_series.py"),
 )
+
+
+def solves(task: QuestionTask | BugTask, ran: Any) -> bool:
+    """Whether a run (``tests.fakes.agent_runs.Ran``) solved ``task`` in any words: a bug fix submitted with
+    its tests passing; a question whose every answer holds its turn's ``keys`` (case, spaces and thousands
+    separators aside), as a real model's answer is judged (the scripted upstream's are exact)."""
+    if isinstance(task, BugTask):
+        return bool(ran.solved)
+    if len(ran.answers) != len(task.turns):
+        return False
+    return all(all(key.replace(",", "") in _plain(answer) for key in keys) for answer, keys in zip(ran.answers, task.keys, strict=True))
+
+
+def _plain(text: str) -> str:
+    return "".join(str(text).lower().split()).replace(",", "")
 
 
 def scratch_repo(task: BugTask, root: Path) -> Path:

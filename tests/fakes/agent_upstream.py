@@ -81,6 +81,7 @@ class QuestionTask:
     name: str
     turns: tuple[Turn, ...]
     expected: tuple[str, ...]  # the final answer of each turn, as the ideal trajectory gives it
+    keys: tuple[tuple[str, ...], ...]  # per turn, the values an answer in any words must hold
     big: bool = False  # a tool of this task returns 20+ KB
 
 
