@@ -39,7 +39,7 @@ from tests.fakes.httpserver import serve
 
 AGENTS = ("mini-swe-agent", "smolagents", "pydantic-ai", "openai-agents", "langchain")
 ADAPTED = ("pydantic-ai", "openai-agents", "langchain")  # the agents the engine has an adapter for
-NO_KEEPALIVE = httpx.Limits(max_keepalive_connections=0)
+NO_KEEPALIVE: Any = httpx.Limits(max_keepalive_connections=0)  # openai 3 builds on httpx2, which takes it too
 
 
 def quiet_environment() -> None:
@@ -158,12 +158,12 @@ def run(agent: str, task: QuestionTask | BugTask, endpoint: Endpoint, *, scratch
             ran = _mini(task, endpoint, scratch)
         else:
             assert isinstance(task, QuestionTask)
-            runner: Callable[..., Any] = {"smolagents": _smol, "pydantic-ai": _pydantic,
-                                          "openai-agents": _agents_sdk, "langchain": _langchain}[agent]
             if agent == "smolagents":
                 assert adapter is None
-                answers, outcomes = runner(task, endpoint), []
+                answers, outcomes = _smol(task, endpoint), []
             else:
+                runner: Callable[..., Any] = {"pydantic-ai": _pydantic, "openai-agents": _agents_sdk,
+                                              "langchain": _langchain}[agent]
                 answers, outcomes = asyncio.run(runner(task, endpoint, adapter))
             ran = Ran(answers, answers == list(task.expected), outcomes)
     except Exception as exc:  # a task that fails is a figure, not a crash: the test compares the outcomes
@@ -347,7 +347,7 @@ async def _langchain(task: QuestionTask, endpoint: Endpoint, adapter: Adapter | 
 
     http = httpx.AsyncClient(limits=NO_KEEPALIVE, timeout=600)
     extra = {"max_tokens": endpoint.max_tokens} if endpoint.max_tokens else {}
-    model = ChatOpenAI(model=endpoint.model, base_url=endpoint.base_url, api_key=endpoint.api_key,  # type: ignore[arg-type]
+    model = ChatOpenAI(model=endpoint.model, base_url=endpoint.base_url, api_key=endpoint.api_key,
                        http_async_client=http, **extra)
     tools = [tool(fn) for fn, _, _ in TOOLS.values()]
     vak = None
