@@ -18,4 +18,7 @@
   and issue 23's done-when session (directives, drivers of both loops, the checks), in-process and on Ray.
 - ``ray_folders``: a ledger folder's detached actors on the shared Ray, killed when a test is done.
 - ``crash_writer``: the crash test's child process; ``farm_jobs.toml``: the farm the Ray job test submits.
+- ``agent_upstream``, ``agent_tasks``, ``agent_runs``, ``agent_compare``: real agents from the package index
+  (mini-swe-agent, smolagents, pydantic-ai, the Agents SDK, LangChain) on their tasks, direct and through the
+  engine, against a scripted upstream that answers only from what each request holds (and bench/agents.py).
 """
