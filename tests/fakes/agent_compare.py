@@ -4,8 +4,8 @@ tests/service/test_real_agents.py asserts on and bench/agents.py prints.
 The upstream (the scripted one of tests/fakes/agent_upstream.py, or the bundled model's server) sits behind
 a ``Tap`` that keeps every request body it gets, whoever sends it: the agent (direct, or through an adapter)
 or ``vak serve``. So prompt tokens are counted the same way for every mode, from the bodies the upstream
-received (:func:`tests.fakes.agent_upstream.prompt_tokens`), and the engine's summariser calls (requests
-without tools) are counted with the task they follow. In front of ``vak serve`` a second Tap keeps what the
+received (:func:`tests.fakes.agent_upstream.prompt_tokens`), and the engine's summariser calls (its
+summariser's system prompt) are counted with the task they follow. In front of ``vak serve`` a second Tap keeps what the
 agent was answered.
 
 Modes: ``direct`` (the agent against the upstream), ``serve`` (against ``vak serve`` as a child process,
@@ -30,6 +30,7 @@ from tests.fakes.agent_upstream import (
     Reply,
     chars_of,
     engine_fixed_chars,
+    is_summary,
     prompt_tokens,
 )
 
@@ -37,7 +38,7 @@ from tests.fakes.agent_upstream import (
 @dataclass
 class TaskRun:
     """One task in one mode: the agent's run, the upstream requests it caused (``requests`` the model
-    calls with tools, ``summaries`` the engine's summariser calls), what the agent was answered, and the
+    calls, ``summaries`` the engine's summariser calls), what the agent was answered, and the
     ledger sessions the task added (none direct)."""
 
     agent: str
@@ -147,7 +148,7 @@ def run_agent(agent: str, tasks: Sequence[QuestionTask | BugTask], *, upstream: 
                 received = serve_tap.take()[1] if mode == "serve" and serve_tap is not None else replies
                 after = (_ledger_sessions(serve_ledger) if mode == "serve"
                          else set(engine.ledger().sessions()) if mode == "adapter" and engine else set())
-                runs.append(TaskRun(agent, task, mode, ran, [b for b in bodies if b.get("tools")],
-                                    [b for b in bodies if not b.get("tools")], received, replies,
+                runs.append(TaskRun(agent, task, mode, ran, [b for b in bodies if not is_summary(b)],
+                                    [b for b in bodies if is_summary(b)], received, replies,
                                     sorted(after - before)))
     return runs

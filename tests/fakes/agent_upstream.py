@@ -10,9 +10,9 @@ its user text holds. Tool-question tasks answer in text, or through the ``final_
 agent offers one (smolagents); bug-fix tasks (``BugTask``) play mini-swe-agent's ``bash`` steps: read the
 file, fix it and run its tests, submit with mini.yaml's ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``.
 
-Every request body is kept (``requests``), with what was answered (``replies``). A request without tools
-is a packet summary the engine asked for (``vak serve`` and the adapters summarise through the session's
-upstream): it is answered with a summary built from its own text and counted apart (``summaries``).
+Every request body is kept (``requests``), with what was answered (``replies``). A request with the
+engine's summariser system prompt is a packet summary (``vak serve`` and the adapters summarise through the
+session's upstream): it is answered with a summary built from its own text and counted apart (``summaries``).
 ``usage.prompt_tokens`` is :func:`prompt_tokens` of the body, the one count used for both modes.
 
 Streaming is answered as events (tests/fakes/sse_upstream.py) when a body asks for it.
@@ -145,16 +145,14 @@ class AgentUpstream:
         if not request.url.path.endswith("/chat/completions"):  # no tokenizer endpoint: the engine estimates
             return httpx.Response(404, json={"error": {"message": "not found", "type": "invalid_request_error"}})
         body = json.loads(request.content)
-        if body.get("tools"):
-            reply = self.answer(body)
-        else:
-            reply = Reply(_summary(body), [])
+        summary = is_summary(body)
+        reply = Reply(_summary(body), []) if summary else self.answer(body)
         with self._lock:
             self.requests.append(body)
-            if body.get("tools"):
-                self.replies.append(reply)
-            else:
+            if summary:
                 self.summaries += 1
+            else:
+                self.replies.append(reply)
         out = completion(body, reply)
         return streamed(out) if body.get("stream") else httpx.Response(200, json=out)
 
@@ -170,6 +168,15 @@ class AgentUpstream:
             return _bug_step(task, text, "bash" in tools)
         assert turn is not None
         return _question_step(turn, text, "final_answer" in tools)
+
+
+def is_summary(body: Mapping[str, Any]) -> bool:
+    """Whether a request is the engine's summariser call (its system prompt is the summariser's), not the
+    agent's (an agent may call without tools too: smolagents asks for a last answer that way)."""
+    from vak_context.context.history.packets import SUMMARISER_SYSTEM
+
+    return any(m.get("role") == "system" and str(m.get("content") or "").startswith(SUMMARISER_SYSTEM[:60])
+               for m in body.get("messages") or ())
 
 
 def _task_of(tasks: Sequence[Task], asked: str) -> tuple[Task | None, Turn | None]:
