@@ -20,4 +20,7 @@
 - ``doc_model``, ``doc_runner``: the scripted model the docs' examples run against, and the child process that
   runs them (tests/service/test_doc_examples.py).
 - ``crash_writer``: the crash test's child process; ``farm_jobs.toml``: the farm the Ray job test submits.
+- ``agent_upstream``, ``agent_tasks``, ``agent_runs``, ``agent_compare``: real agents from the package index
+  (mini-swe-agent, smolagents, pydantic-ai, the Agents SDK, LangChain) on their tasks, direct and through the
+  engine, against a scripted upstream that answers only from what each request holds (and bench/agents.py).
 """

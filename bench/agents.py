@@ -1,0 +1,151 @@
+"""Real agents direct and through the engine, side by side (issue 33, item 6).
+
+Five agents from the package index, each on tasks of its own kind (tests/fakes/agent_tasks.py):
+mini-swe-agent (bug fixes in a scratch repository, checked by running its tests), smolagents, pydantic-ai,
+the OpenAI Agents SDK and LangChain (tool-using questions with known answers: a value "today", a 20+ KB
+tool result, two tools in a row). Each task runs direct against the upstream and through the engine:
+``vak serve`` (a child process, ``openai-compat:<model>`` in front of the same upstream) for every agent,
+and the engine's adapter for pydantic-ai, the Agents SDK and LangChain (tests/fakes/agent_compare.py).
+
+Printed per agent and mode: tasks solved, prompt tokens (from the request bodies the upstream received,
+chars / 4 over messages and tools, the same count for every mode), upstream calls (the engine's summariser
+calls counted, shown in brackets), wall time, and the ratios through the engine / direct. A question counts
+as solved when each of its answers holds the values the task asks for (``QuestionTask.keys``); a bug fix
+when the agent submitted and the repository's tests pass.
+
+``--upstream scripted``: the scripted upstream of tests/fakes/agent_upstream.py (fast; it answers only from
+what each request holds). ``--upstream local:MODEL``: the bundled model (llama.cpp's server, started once
+for both modes; ``--n-ctx``), each agent given ``--max-tokens`` per reply (a direct client without a cap lets
+the model run on: docs/INTEGRATIONS.md). On 2 cores a step of the 1.5B takes about a minute: pick agents and
+tasks (``--agents``, ``--tasks``).
+
+    .venv/bin/python bench/agents.py --upstream scripted                # every agent, 5 tasks (about 2 min)
+    .venv/bin/python bench/agents.py --quick --upstream scripted        # the smoke test's size
+    .venv/bin/python bench/agents.py --upstream local:qwen1.5b --agents smolagents --tasks 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+# This file's name is the OpenAI Agents SDK's import name (`agents`): run as a script, its folder leaves
+# sys.path, so `import agents` finds the SDK; the repository root goes in for tests.fakes.
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+sys.path.insert(0, str(HERE.parent))
+
+from tests.fakes.agent_compare import TaskRun, modes_of, run_agent  # noqa: E402
+from tests.fakes.agent_runs import AGENTS  # noqa: E402
+from tests.fakes.agent_tasks import BUGS, QUESTIONS, solves  # noqa: E402
+from tests.fakes.agent_upstream import AgentUpstream, BugTask, QuestionTask  # noqa: E402
+from tests.fakes.httpserver import serve  # noqa: E402
+
+
+@dataclass
+class Row:
+    """One agent in one mode, over its tasks."""
+
+    agent: str
+    mode: str
+    tasks: int
+    solved: int
+    prompt_tokens: int
+    calls: int
+    summaries: int
+    wall_s: float
+    sessions: int  # ledger sessions the tasks added (direct: none)
+
+
+def tasks_for(agent: str, count: int) -> list[QuestionTask | BugTask]:
+    tasks: Sequence[QuestionTask | BugTask] = BUGS if agent == "mini-swe-agent" else QUESTIONS
+    return list(tasks[:count])
+
+
+def rows_of(agent: str, runs: list[TaskRun]) -> list[Row]:
+    rows = []
+    for mode in dict.fromkeys(r.mode for r in runs):
+        mine = [r for r in runs if r.mode == mode]
+        rows.append(Row(agent, mode, len(mine), sum(solves(r.task, r.ran) for r in mine),
+                        sum(r.prompt_tokens for r in mine), sum(r.upstream_calls for r in mine),
+                        sum(len(r.summaries) for r in mine), sum(r.ran.wall_s for r in mine),
+                        sum(len(r.sessions) for r in mine)))
+    return rows
+
+
+def table(rows: list[Row]) -> str:
+    direct = {r.agent: r for r in rows if r.mode == "direct"}
+    lines = ["| agent | mode | solved | prompt tokens | upstream calls (summaries) | wall s | sessions "
+             "| tokens / direct | wall / direct |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        d = direct.get(r.agent)
+        tokens = f"{r.prompt_tokens / d.prompt_tokens:.2f}" if d and d.prompt_tokens and r is not d else ""
+        wall = f"{r.wall_s / d.wall_s:.2f}" if d and d.wall_s and r is not d else ""
+        sessions = str(r.sessions) if r.mode != "direct" else ""
+        lines.append(f"| {r.agent} | {r.mode} | {r.solved}/{r.tasks} | {r.prompt_tokens:,} | {r.calls} ({r.summaries}) "
+                     f"| {r.wall_s:.1f} | {sessions} | {tokens} | {wall} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> list[Row]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--upstream", default="scripted", help="scripted, or local:MODEL (the bundled model)")
+    parser.add_argument("--agents", default=",".join(AGENTS), help="comma-separated, of: " + ", ".join(AGENTS))
+    parser.add_argument("--tasks", type=int, default=5, help="tasks per agent, from the first (at most 5)")
+    parser.add_argument("--modes", default="", help="comma-separated, of direct, serve, adapter (default: all)")
+    parser.add_argument("--quick", action="store_true", help="one task per agent (the smoke test's size)")
+    parser.add_argument("--n-ctx", type=int, default=8192, help="the local model's context (and the engine's window)")
+    parser.add_argument("--max-tokens", type=int, default=256, help="per reply, for a local model")
+    parser.add_argument("--scratch", type=Path, default=None, help="where ledgers and repositories go (a temp folder)")
+    args = parser.parse_args(argv)
+    agents = [a for a in args.agents.split(",") if a]
+    unknown = [a for a in agents if a not in AGENTS]
+    if unknown:
+        parser.error(f"unknown agents {unknown}: use {', '.join(AGENTS)}")
+    count = 1 if args.quick else max(1, min(args.tasks, 5))
+    rows: list[Row] = []
+    started = time.monotonic()
+    with ExitStack() as stack:
+        scratch = args.scratch or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="vak-agents-")))
+        if args.upstream == "scripted":
+            upstream = AgentUpstream([*QUESTIONS, *BUGS])
+            root = stack.enter_context(serve(upstream.handle)).url
+            key, model, window, max_tokens = "sk-scripted", "scripted", 32_768, None
+        elif args.upstream.startswith("local:"):
+            from vak_context.providers.local.catalogue import canonical_model
+            from vak_context.providers.local.server import LocalModelServer
+
+            model = canonical_model(args.upstream.split(":", 1)[1] or "qwen1.5b")
+            server = stack.enter_context(LocalModelServer(model, n_ctx=args.n_ctx))
+            root, key, window, max_tokens = server.root_url, server.api_key, args.n_ctx, args.max_tokens
+        else:
+            parser.error(f"--upstream {args.upstream!r}: use scripted or local:MODEL")
+        print(f"upstream: {args.upstream} at {root}; {count} task(s) per agent", flush=True)
+        for agent in agents:
+            modes = [m for m in (args.modes.split(",") if args.modes else modes_of(agent)) if m in modes_of(agent)]
+            if "direct" not in modes:
+                modes.insert(0, "direct")
+            runs = run_agent(agent, tasks_for(agent, count), upstream=root, upstream_key=key,
+                             scratch=scratch / agent, model=model, window=window, max_tokens=max_tokens,
+                             modes=modes)
+            for r in runs:
+                verdict = "solved" if solves(r.task, r.ran) else f"not solved {r.ran.answers or r.ran.error}"[:200]
+                print(f"  {agent} {r.mode} {r.task.name}: {verdict}; {r.prompt_tokens:,} prompt tokens, "
+                      f"{r.upstream_calls} upstream calls, {r.ran.wall_s:.1f} s", flush=True)
+            rows += rows_of(agent, runs)
+    print()
+    print(table(rows))
+    print(f"\nprompt tokens: chars / 4 of each request body's messages and tools, as the upstream received them; "
+          f"upstream calls count the engine's summariser calls (in brackets). wall: {time.monotonic() - started:.0f} s")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
