@@ -30,6 +30,7 @@ from tests.fakes.agent_upstream import (
     Reply,
     chars_of,
     engine_fixed_chars,
+    extra_tail_chars,
     is_summary,
     prompt_tokens,
 )
@@ -82,7 +83,11 @@ def fixed_cost_chars(engine: TaskRun, direct: TaskRun) -> int:
 
     identity = DEFAULT_IDENTITY if engine.mode == "adapter" else None
     per_request = engine_fixed_chars(system, questions_of(engine.task), identity=identity)
-    return per_request * len(engine.requests)
+    # Each directive keeps the tail its turn was sent with (a closed turn is the bytes its last request
+    # carried, for the prefix cache), so a request carrying a second user message of the client's (mini-swe-
+    # agent's format error, a second question) carries a second tail: counted per user message it carries.
+    tails = sum(max(sum(1 for m in body["messages"] if m.get("role") == "user") - 1, 0) for body in engine.requests)
+    return per_request * len(engine.requests) + tails * extra_tail_chars()
 
 
 def fixed_cost_tokens(engine: TaskRun, direct: TaskRun) -> int:

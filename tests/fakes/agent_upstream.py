@@ -247,6 +247,16 @@ def completion(body: Mapping[str, Any], reply: Reply) -> dict[str, Any]:
 # ------------------------------------------------------------------ what the engine adds
 
 
+def extra_tail_chars() -> int:
+    """What one more directive's tail adds to a request (counted as :func:`chars_of` counts): the tail's
+    text part (``<turn_context>``, ``<stance>``) before the directive's own text, from the engine's own
+    definitions."""
+    from vak_context.context.request.assemble import Tail, render_tail
+
+    parts = [{"type": "text", "text": render_tail(Tail(now=0.0))}, {"type": "text", "text": ""}]
+    return len(json.dumps(parts, ensure_ascii=False)) - len(json.dumps("", ensure_ascii=False))
+
+
 def engine_fixed_chars(client_system: str, questions: Sequence[str], *, identity: str | None = None) -> int:
     """The characters the engine adds to one request whatever the task (counted as :func:`chars_of` counts
     them): its own tools (``recall``, ``find_tools``, ``session_search`` as OpenAI function declarations,

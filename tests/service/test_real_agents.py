@@ -38,8 +38,15 @@ def tasks_of(agent: str) -> Sequence[QuestionTask | BugTask]:
 
 ENGINE_CASES = [pytest.param(agent, mode, task.name, id=f"{agent}-{mode}-{task.name}")
                 for agent in AGENTS for mode in modes_of(agent)[1:] for task in tasks_of(agent)]
-BIG_CASES = [pytest.param(agent, mode, id=f"{agent}-{mode}") for agent in AGENTS if agent != "mini-swe-agent"
-             for mode in modes_of(agent)[1:]]
+# smolagents sends each tool result back as a user message ("Observation: ...") and each reply as text, so
+# through vak serve its 30 KB result is part of a directive, carried whole in every request as direct carries
+# it (not stored as evidence and digested once its turn closes): the engine's fixed cost puts it above direct.
+# A known gap of issue 33, kept visible: strict, so the day it passes this marker has to go.
+SMOLAGENTS_BIG = pytest.mark.xfail(strict=True, reason="smolagents' observations arrive as user messages, carried "
+                                   "whole; issue 33 remains open on it")
+BIG_CASES = [pytest.param(agent, mode, id=f"{agent}-{mode}",
+                          marks=[SMOLAGENTS_BIG] if (agent, mode) == ("smolagents", "serve") else [])
+             for agent in AGENTS if agent != "mini-swe-agent" for mode in modes_of(agent)[1:]]
 
 
 class Runs:
