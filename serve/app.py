@@ -60,6 +60,7 @@ from vak_context.serve.protocol import (
     read_openai,
 )
 from vak_context.serve.streaming import ClientGone, Stream
+from vak_context.serve.textform import with_text_exchanges
 from vak_context.serve.upstream import Upstream
 
 log = logging.getLogger("vak.serve")
@@ -389,7 +390,7 @@ def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | N
                     raise InvalidInput(f"the request body is not JSON: {exc}") from exc
                 if not isinstance(raw, dict):
                     raise InvalidInput("the request body must be a JSON object")
-                client_request = read(raw)
+                client_request = with_text_exchanges(read(raw))
                 session = server.key_of(client_request, request.headers.get(SESSION_HEADER), key)
                 rules = request_rules(request.headers.get(RULES_HEADER))
                 resend = Resend.of(request.headers)

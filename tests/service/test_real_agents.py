@@ -7,7 +7,7 @@ from what the request it receives holds) and through the engine, and for every t
 - the outcome equals direct's (the same final answers; mini-swe-agent: submitted, and the repository's tests
   pass), and an adapter's turns end ``completed``;
 - no text the engine wrote reaches the agent: every reply the agent received is one the upstream wrote;
-- one ledger session per task (mini-swe-agent's dropped reply and smolagents' rewritten history included);
+- one ledger session per task (mini-swe-agent's dropped reply and smolagents' text-form history included);
 - prompt tokens (the upstream's request bodies, chars / 4, both modes) at most direct's plus the engine's
   fixed cost per request (its tools, system prompt layer and tail: ``engine_fixed_chars``), and below
   direct's on the task whose tool returns 20+ KB.
@@ -38,14 +38,10 @@ def tasks_of(agent: str) -> Sequence[QuestionTask | BugTask]:
 
 ENGINE_CASES = [pytest.param(agent, mode, task.name, id=f"{agent}-{mode}-{task.name}")
                 for agent in AGENTS for mode in modes_of(agent)[1:] for task in tasks_of(agent)]
-# smolagents sends each tool result back as a user message ("Observation: ...") and each reply as text, so
-# through vak serve its 30 KB result is part of a directive, carried whole in every request as direct carries
-# it (not stored as evidence and digested once its turn closes): the engine's fixed cost puts it above direct.
-# A known gap of issue 33, kept visible: strict, so the day it passes this marker has to go.
-SMOLAGENTS_BIG = pytest.mark.xfail(strict=True, reason="smolagents' observations arrive as user messages, carried "
-                                   "whole; issue 33 remains open on it")
-BIG_CASES = [pytest.param(agent, mode, id=f"{agent}-{mode}",
-                          marks=[SMOLAGENTS_BIG] if (agent, mode) == ("smolagents", "serve") else [])
+# Every agent's 20 KB task, smolagents' included: its calls and results come as text ("Calling tools:",
+# "Observation:"), which vak serve reads as the reply and the result they are (serve/textform.py), so the
+# export is evidence, digested once its turn has closed, as the other agents' native results are.
+BIG_CASES = [pytest.param(agent, mode, id=f"{agent}-{mode}")
              for agent in AGENTS if agent != "mini-swe-agent" for mode in modes_of(agent)[1:]]
 
 

@@ -1,9 +1,9 @@
 """One session per agent task through ``vak serve``, whatever the agent does to its history: a reply it
 drops and asks again after (mini-swe-agent) continues the session with the reply withdrawn in the ledger
-and out of the next upstream request; replies rewritten as text (smolagents) continue; a resend of an
-exchange the session holds (the official client's retry after a timeout, a duplicate while the original
-runs, a resend to a server killed after it wrote the reply, an ``Idempotency-Key``) is answered from the
-ledger with no upstream call. (An edited message forks: tests/service/test_serve_cases.py.)"""
+and out of the next upstream request; replies and results written as text (smolagents) are read as the
+calls and results they are; a resend of an exchange the session holds (the official client's retry after
+a timeout, a duplicate while the original runs, a resend to a server killed after it wrote the reply, an
+``Idempotency-Key``) is answered from the ledger with no upstream call. (An edited message forks: tests/service/test_serve_cases.py.)"""
 
 from __future__ import annotations
 
@@ -89,9 +89,11 @@ def test_a_reply_the_agent_drops_and_asks_again_after_continues_the_session_with
     assert "THOUGHT" not in json.dumps(upstream.requests[3])
 
 
-def test_replies_rewritten_as_text_over_two_questions_stay_one_session(tmp_path: Path) -> None:
+def test_replies_and_results_written_as_text_are_read_as_the_calls_and_results_they_are(tmp_path: Path) -> None:
     # smolagents' ToolCallingAgent: each reply with calls comes back as assistant text naming the calls, each
-    # result as a user message "Observation: ..."; the second question joins the last observation.
+    # result as a user message "Observation: ..."; the second question joins the last observation. Read as
+    # the replies and results they are (serve/textform.py): one session, nothing withdrawn, and the upstream
+    # gets native calls and tool results, the second question a user message of its own.
     upstream = ScriptUpstream([call("w1", "get_weather", city="Oslo"), call("f2", "final_answer", answer="Snow, -3 C"),
                                call("w3", "get_weather", city="Bergen"), call("f4", "final_answer", answer="Rain")])
 
@@ -116,8 +118,17 @@ def test_replies_rewritten_as_text_over_two_questions_stay_one_session(tmp_path:
     assert calls == ["w1", "f2", "w3", "f4"]
     sessions = activities(tmp_path / "ledger")
     assert list(sessions) == ["smol-1"]
-    assert sum(a == WITHDRAWN for a, _, _ in sessions["smol-1"]) == 3  # each reply it rewrote
-    assert "Snow, -3 C" in json.dumps(upstream.requests[1]) and "Bergen" in json.dumps(upstream.requests[2])
+    assert [a for a, _, _ in sessions["smol-1"] if a == WITHDRAWN] == []  # each reply is the one it was sent
+
+    def results(body: dict[str, Any]) -> list[tuple[str, str]]:
+        return [(m["tool_call_id"], m["content"]) for m in body["messages"] if m["role"] == "tool"]
+
+    assert results(upstream.requests[1]) == [("w1", "Snow, -3 C")]
+    assert results(upstream.requests[3]) == [("w1", "Snow, -3 C"), ("f2", "Snow, -3 C"), ("w3", "Rain, 4 C")]
+    last_user = [m for m in upstream.requests[2]["messages"] if m["role"] == "user"][-1]
+    assert json.dumps(last_user).endswith('"New task:\\nAnd in Bergen?"}]}')
+    for body in upstream.requests:
+        assert "Calling tools" not in json.dumps(body) and "Observation:" not in json.dumps(body)
 
 
 @pytest.mark.parametrize(("protocol", "stream"), [("openai", False), ("openai", True), ("anthropic", False),

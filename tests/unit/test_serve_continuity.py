@@ -1,7 +1,7 @@
 """The continue-or-fork rule of ``vak serve`` (serve/continuity.py), as a pure function: a history that is
 the session's with messages removed continues (what was removed is withdrawn), a history that changes the
 content of a message the session holds forks; the agents' own cases (mini-swe-agent drops a reply it could
-not parse, smolagents rewrites every reply as text, a trimmed history, an edited message)."""
+not parse, a reply rewritten in the client's own words, a trimmed history, an edited message)."""
 
 from __future__ import annotations
 
@@ -73,8 +73,9 @@ def test_mini_swe_agent_drops_a_reply_it_could_not_parse_and_asks_again() -> Non
     assert continues(decision, 3, (3,))
 
 
-def test_smolagents_rewrites_each_reply_as_text() -> None:
-    # The reply with calls comes back as "Calling tools: [...]" text, its result as a user message.
+def test_a_reply_rewritten_in_the_clients_own_words_is_withdrawn() -> None:
+    # A reply with calls that comes back as text the server cannot read as those calls (smolagents' form for
+    # several calls in one step: serve/textform.py), its result as a user message.
     held = [("user", "task"), ("assistant", "call-1")]
     assert continues(decide(held, ["task", "calling tools as text", "observation"]), 1, (1,))
     held = [("user", "task"), ("assistant", "calling tools as text"), ("user", "observation"), ("assistant", "call-2")]

@@ -1,0 +1,102 @@
+"""Tool exchanges a client writes as text (serve/textform.py): smolagents' ``Calling tools:`` reply and
+``Observation:`` result are read as the reply with its call and the call's result, whose digests are the
+ones the session holds for the reply it sent; a new task merged into the last observation is a user message
+of its own; anything the rule does not name stays as written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from vak_context.serve.protocol import ClientCall, Item, read_anthropic, read_openai
+from vak_context.serve.textform import read_text_exchanges, with_text_exchanges
+
+EXPORT = "\n".join(f"O-{1000 + i} | carrier=GLS | status=delivered" for i in range(300))
+
+
+def smol_calls(*calls: tuple[str, str, Any]) -> str:
+    """A reply as smolagents 1.26 writes it back: ``"Calling tools:\\n" + str([tc.dict() ...])``."""
+    return "Calling tools:\n" + str([{"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                                     for i, n, a in calls])
+
+
+def openai_body(*messages: tuple[str, str]) -> dict[str, Any]:
+    return {"model": "m", "messages": [{"role": "system", "content": "You are an agent."},
+                                       *({"role": r, "content": [{"type": "text", "text": t}]} for r, t in messages)]}
+
+
+def test_smolagents_reply_and_observation_are_the_call_and_its_result() -> None:
+    request = with_text_exchanges(read_openai(openai_body(
+        ("user", "New task:\nWhich carrier ships O-1234?"),
+        ("assistant", smol_calls(("call_a", "export_orders", {"month": "March"}))),
+        ("user", f"Observation:\n{EXPORT}"))))
+    assert request.items == (
+        Item("user", "New task:\nWhich carrier ships O-1234?"),
+        Item("assistant", "", (ClientCall("call_a", "export_orders", {"month": "March"}),)),
+        Item("tool", EXPORT, call_id="call_a"))
+    # The reply's digest is the one of the reply the server sent (a reply with calls: its ids and names).
+    sent = Item("assistant", "", (ClientCall("call_a", "export_orders", {"month": "March"}),))
+    assert request.items[1].digest() == sent.digest()
+
+
+def test_the_text_before_the_marker_is_the_replys_text_and_json_is_read_too() -> None:
+    listed = '[{"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{\\"key\\": \\"k1\\"}"}}]'
+    items = read_text_exchanges([Item("user", "Look k1 up."),
+                                 Item("assistant", f"I will look it up.\nCalling tools:\n{listed}"),
+                                 Item("user", "Observation:\nk1 = 42")])
+    assert items[1:] == (Item("assistant", "I will look it up.", (ClientCall("c1", "lookup", {"key": "k1"}),)),
+                         Item("tool", "k1 = 42", call_id="c1"))
+
+
+def test_a_new_task_merged_into_the_last_observation_is_a_user_message_of_its_own() -> None:
+    items = read_text_exchanges([
+        Item("assistant", smol_calls(("f2", "final_answer", {"answer": "Snow, -3 C"}))),
+        Item("user", "Observation:\nSnow, -3 C\nNew task:\nAnd in Bergen?")])
+    assert items == (Item("assistant", "", (ClientCall("f2", "final_answer", {"answer": "Snow, -3 C"}),)),
+                     Item("tool", "Snow, -3 C", call_id="f2"),
+                     Item("user", "New task:\nAnd in Bergen?"))
+
+
+def test_an_error_naming_the_call_is_its_error_result() -> None:
+    error = "Error:\nTool 'lookup' failed: KeyError 'k9'\nNow let's retry: take care not to repeat previous errors!"
+    items = read_text_exchanges([Item("assistant", smol_calls(("c9", "lookup", {"key": "k9"}))),
+                                 Item("user", f"Call id: c9\n{error}")])
+    assert items[1] == Item("tool", error, call_id="c9", is_error=True)
+
+
+def test_the_anthropic_protocol_reads_the_same() -> None:
+    body = {"model": "m", "max_tokens": 64, "messages": [
+        {"role": "user", "content": "New task:\nWhat is the weather in Oslo?"},
+        {"role": "assistant", "content": [{"type": "text", "text": smol_calls(("w1", "get_weather", {"city": "Oslo"}))}]},
+        {"role": "user", "content": [{"type": "text", "text": "Observation:\nSnow, -3 C"}]}]}
+    assert with_text_exchanges(read_anthropic(body)).items[1:] == (
+        Item("assistant", "", (ClientCall("w1", "get_weather", {"city": "Oslo"}),)),
+        Item("tool", "Snow, -3 C", call_id="w1"))
+
+
+@pytest.mark.parametrize(("reply", "after"), [
+    # Several calls: one observation holds every result, in no order a reader can split.
+    (smol_calls(("a", "get_weather", {"city": "Oslo"}), ("b", "get_weather", {"city": "Rome"})),
+     "Observation:\nSnow, -3 C\nSunny, 19 C"),
+    # What follows is not a result: the client's own words, an error naming another call.
+    (smol_calls(("a", "get_weather", {"city": "Oslo"})), "Never mind, what time is it?"),
+    (smol_calls(("a", "get_weather", {"city": "Oslo"})), "Call id: z\nError:\nno such call"),
+    # Not a calls list: prose naming the marker, a list that is not OpenAI's shape, code that is no literal.
+    ("Calling tools: is what I do next.", "Observation:\nfine"),
+    ("Calling tools:\n['get_weather']", "Observation:\nfine"),
+    ("Calling tools:\n[{'id': 'a', 'function': {'name': 'x', 'arguments': {}}, 'k': __import__('os').getpid()}]",
+     "Observation:\nfine"),
+    ("Calling tools:\n[{'id': '', 'function': {'name': 'x', 'arguments': {}}}]", "Observation:\nfine"),
+    ("Calling tools:\n[{'id': 'a', 'function': {'name': 'x', 'arguments': 'not json'}}]", "Observation:\nfine"),
+])
+def test_anything_else_stays_as_written(reply: str, after: str) -> None:
+    items = (Item("user", "a question"), Item("assistant", reply), Item("user", after))
+    assert read_text_exchanges(items) == items
+
+
+def test_a_reply_with_native_calls_and_a_text_reply_last_stay_as_written() -> None:
+    native = Item("assistant", smol_calls(("a", "x", {})), (ClientCall("a", "x", {}),))
+    last = Item("assistant", smol_calls(("b", "x", {})))  # nothing after it: no result to read it with
+    items = (Item("user", "q"), native, Item("tool", "r", call_id="a"), last)
+    assert read_text_exchanges(items) == items
