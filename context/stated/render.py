@@ -92,3 +92,10 @@ def listing(items: Iterable[StatedItem]) -> str:
         where.append(f"via {it.via or 'directive'}")
         lines.append(f"[{it.id[:12]}] {it.category} ({', '.join(where)}; key {it.key!r}): {' '.join(it.text.split())}")
     return "\n".join(lines) if lines else "Nothing is stated yet."
+
+
+def stated_text(item: StatedItem) -> str:
+    """One item as ``recall`` returns it: what was stated, where and how, and whether it is still in force."""
+    where = f"turn {item.turn}" if item.turn is not None else "outside a turn"
+    return (f"stated {item.category} (key {item.key!r}; {where}, via {item.via or 'directive'}; "
+            f"entry {item.id[:12]}): {item.text}")
