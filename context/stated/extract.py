@@ -106,7 +106,7 @@ _BASE = re.compile(r"\b(?:base|parent|starting|head)\s+commit\b|\bbased\s+on\s+c
 _BRANCH = re.compile(r"\b(?:working|current|our|the|my|feature)\s+branch\s+(?:is|:)|\bwe(?:'re|\s+are)\s+(?:working\s+)?"
                      r"on\s+branch\b|^current branch\s*:", _I)
 _TZ = re.compile(r"\btime\s?zone\b", _I)
-_IS = re.compile(r"^(?:the|my|our|your|this|this week's|today's)\s+(?P<subj>(?:[\w'/.-]+\s+){0,4}?[\w'/.-]+)\s+"
+_IS = re.compile(r"^(?:this week's|today's|the|my|our|your|this)\s+(?P<subj>(?:[\w'/.-]+\s+){0,4}?[\w'/.-]+)\s+"
                  r"(?:is|are|lives|runs|sits)\s+(?:now\s+|currently\s+|still\s+|always\s+)?(?:at|in|on|called|named)?\s*"
                  r"(?P<val>.+)$", _I)
 _NOT_SUBJECT = frozenset({"problem", "issue", "question", "thing", "reason", "point", "idea", "answer", "result",
@@ -275,5 +275,6 @@ def _label_of(text: str) -> str | None:
     return _LABELS.get(label if label in _LABELS else label.removesuffix("s"))
 
 
-# A sentence ends at . ! ? ; followed by a space and not inside a number, a version, a path or a URL.
-_SENTENCE = re.compile(r"(?<=[.!?;])\s+(?=[\"'(\[]?[A-Z0-9])|(?<=[;])\s+")
+# A sentence ends at . ! ? followed by a space and a capital or a digit: never inside a number, a version, a path
+# or a URL. A clause after ";" stays with its rule ("do not touch X; the DBA owns it").
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")

@@ -19,6 +19,8 @@ from vak_context.events.payloads import WorkContract
 CATEGORIES = ("rule", "constraint", "goal", "fact", "preference")
 VIAS = ("directive", "api", "serve", "tool")
 
+_LABEL = re.compile(r"^\W*[A-Za-z][A-Za-z ]{0,24}:\s+")  # "FACT: ", "Safety rule: ": not what it is about
+_TOKEN = re.compile(r"\w[\w'./:-]*")  # a value ("eu-west-1", "3f9c2ab") is one token
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d[\w.:/-]*")
 # Words a statement's subject is not told by: function words and the modal verbs of a rule.
 _STOP = frozenset("""a an the and or but if then than so to of in on at by for with from into onto about as is are was
@@ -36,10 +38,10 @@ def subject_words(text: str) -> frozenset[str]:
     """What a statement is about, without its values: words of three letters or more that are neither
     function words nor values (numbers, codes, capitalised names after the first word)."""
     out = set()
-    for i, w in enumerate(_WORD.findall(text)):
+    for i, w in enumerate(_TOKEN.findall(_LABEL.sub("", text))):
         if any(c.isdigit() for c in w) or (i > 0 and w[:1].isupper()) or len(w) < 3:
             continue
-        lw = w.lower().rstrip("'s")
+        lw = w.lower().rstrip(".:/-").rstrip("'s")
         if lw not in _STOP and len(lw) >= 3:
             out.add(lw)
     return frozenset(out)

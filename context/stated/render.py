@@ -58,21 +58,20 @@ def render_contract(items: Iterable[StatedItem], whole: Collection[int], room: i
         return estimate_tokens(len(text), tokens_per_char)
 
     lines_of = [item_line(it) for it in todo]
-    used = cost(contract_block("\n".join([HEADER, *lines_of])) + "\n")
-    if used <= room:  # all of it fits
-        return contract_block("\n".join([HEADER, *lines_of])) + "\n"
-    shown: list[str] = []
-    left_out: list[StatedItem] = []
-    used = cost(contract_block(HEADER) + "\n")
-    for i, (item, line) in enumerate(zip(todo, lines_of, strict=True)):
-        # Room for this line and, should none of the items after it fit, for naming them all.
-        spare = cost(_not_shown(left_out + todo[i + 1:]))
-        if used + cost(line) + 1 + spare <= room:
-            shown.append(line)
-            used += cost(line) + 1
-        else:
-            left_out.append(item)
-    lines = [HEADER, *shown]
+    every = list(range(len(todo)))
+    if cost(_render(todo, lines_of, every)) <= room:  # all of it fits
+        return _render(todo, lines_of, every)
+    # Whole items in budget order, each kept when the contract with it (and the rest named) still fits.
+    shown: list[int] = []
+    for i in range(len(todo)):
+        if cost(_render(todo, lines_of, [*shown, i])) <= room:
+            shown.append(i)
+    return _render(todo, lines_of, shown)
+
+
+def _render(todo: list[StatedItem], lines_of: list[str], shown: list[int]) -> str:
+    left_out = [it for i, it in enumerate(todo) if i not in shown]
+    lines = [HEADER, *(lines_of[i] for i in shown)]
     if left_out:
         lines.append(_not_shown(left_out))
     return contract_block("\n".join(lines)) + "\n"
