@@ -29,7 +29,7 @@ from vak_context.context.history.turncard import Outcome, build_card, render_car
 from vak_context.context.history.turns import Turn, TurnIndex
 from vak_context.context.stated.items import StatedItem
 from vak_context.context.stated.render import stated_text
-from vak_context.errors import InvalidInput, InvalidUtf8, VakError
+from vak_context.errors import InvalidInput, InvalidUtf8, UnknownSession, VakError
 from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import EvidenceBody, ReadingKey, ToolResult
 from vak_context.storage.cardindex import CardDoc, CardIndex, embedder_from_config
@@ -312,9 +312,10 @@ class EvidenceActor:
 
     def stated(self, session: str) -> tuple[StatedItem, ...]:
         """The stated items in force now (docs/STATE.md), in budget order; none for a session not written yet."""
-        if session not in self.ledger.sessions():
+        try:
+            return self.index(session).stated.current()
+        except UnknownSession:
             return ()
-        return self.index(session).stated.current()
 
     def card(self, session: str, card_id: str) -> dict[str, Any]:
         """One closed turn's card as the public API gives it (id, turn, asked, outcome, text, reason), looked up from
