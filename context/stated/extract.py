@@ -52,7 +52,8 @@ _NOTED = re.compile(r"^(?:remember|note|keep in mind|just so you know|fyi|for co
 _STANDING = re.compile(r"^(?:from now on|going forward|for the rest of)\b", _I)
 
 _MONEY = r"(?:[$€£]\s?\d[\d,]*(?:\.\d+)?(?:\s?[kKmM]\b)?|\d[\d,]*(?:\.\d+)?\s?(?:dollars|euros?|usd|eur|gbp|pounds)\b)"
-_BUDGET = re.compile(rf"\bbudget\b.{{0,40}}?{_MONEY}|{_MONEY}.{{0,25}}\bbudget\b|\b(?:spend|spending|cost|costs)\b"
+_BUDGET = re.compile(rf"\bbudget\b.{{0,40}}?{_MONEY}|\b(?:spend|spending|costs?)\b.{{0,30}}?\b(?:capped at|cap of|pass|exceed|"
+                     rf"over|above|limit(?:ed)? (?:of|to)|at most|up to)\s+{_MONEY}|{_MONEY}.{{0,25}}\bbudget\b|\b(?:spend|spending|cost|costs)\b"
                      rf"\s+(?:at most|no more than|not more than|up to|under|less than|below)\s+{_MONEY}", _I)
 _WHEN = (r"(?:mon|tues|wednes|thurs|fri|satur|sun)day|tomorrow|tonight|noon|midnight|eod|end of|the end|"
          r"\d|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|next week|this week")
@@ -95,9 +96,9 @@ _GOAL = re.compile(
     r"(?:trying|aiming|working|setting out)\s+to\b|^(?:i|we)\s+(?:want|need|would like|'d like)\s+to\s+"
     r"(?:eventually|ultimately|finally|end up)\b|^the\s+end\s+goal\b|^(?:i|we)\s+(?:want|need)\s+(?:you\s+)?"
     r"to\s+(?:migrate|build|ship|finish|get|implement|port|rewrite|fix)\b.{0,200}\bby the end\b", _I)
-_NEXT = re.compile(r"^(?:the\s+)?next(?:\s+step|\s+up|\s+task)?\s*(?:is|:|will be)\b|^after\s+(?:this|that),\s+"
+_NEXT = re.compile(r"^(?:the\s+)?next(?:\s+step|\s+up|\s+task)?\s*(?:is\b|:|will be\b)|^after\s+(?:this|that),\s+"
                    r"(?:the\s+)?next\b|\bthe next step is\b", _I)
-_PHASE = re.compile(r"\b(?:we(?:'re|\s+are)|i(?:'m|\s+am))\s+(?:now\s+)?(?:on|at|in)\s+(?:step|phase|stage|milestone)"
+_PHASE = re.compile(r"\bprogress\s*:\s*(?:step|phase|stage)\b|\b(?:we(?:'re|\s+are)|i(?:'m|\s+am))\s+(?:now\s+)?(?:on|at|in)\s+(?:step|phase|stage|milestone)"
                     r"\s+\w+|\b(?:step|phase|stage|milestone)s?\s+[\w-]+(?:\s+(?:of|out of)\s+\d+)?\s+(?:is|are)\s+"
                     r"(?:now\s+)?(?:done|complete(?:d)?|finished|merged)\b|\bis at (?:step|phase|stage)\b", _I)
 _DONE = re.compile(r"^(?:i|we)\s*(?:'ve|\s+have)?\s+(?:now\s+)?(?:finished|completed|done with|wrapped up|shipped|"
@@ -105,7 +106,7 @@ _DONE = re.compile(r"^(?:i|we)\s*(?:'ve|\s+have)?\s+(?:now\s+)?(?:finished|compl
 _BASE = re.compile(r"\b(?:base|parent|starting|head)\s+commit\b|\bbased\s+on\s+commit\b|\bbranched\s+(?:off|from)\b", _I)
 _BRANCH = re.compile(r"\b(?:working|current|our|the|my|feature)\s+branch\s+(?:is|:)|\bwe(?:'re|\s+are)\s+(?:working\s+)?"
                      r"on\s+branch\b|^current branch\s*:", _I)
-_TZ = re.compile(r"\btime\s?zone\b", _I)
+_TZ = re.compile(r"\btime\s?zone\b|\b(?:[A-Z][a-z]+|Etc|UTC)/[A-Z][A-Za-z_+-]+")  # "Europe/Paris", "Zone/Auram"
 _IS = re.compile(r"^(?:this week's|today's|the|my|our|your|this)\s+(?P<subj>(?:[\w'/.-]+\s+){0,4}?[\w'/.-]+)\s+"
                  r"(?:is|are|lives|runs|sits)\s+(?:now\s+|currently\s+|still\s+|always\s+)?(?:at|in|on|called|named)?\s*"
                  r"(?P<val>.+)$", _I)
@@ -160,12 +161,14 @@ def classify(sentence: str, labelled: str | None = None, current: tuple[StatedIt
         category = _category(body, standing, noted, key)
         if category is None:
             return None
+    # A paraphrase of an item in force takes its key; else the subject's by name, the fact's, the sentence's.
+    key = superseded_key(body, category, current) or key
     if key is None and category == "fact":
         key = _fact_key(body)
     if key is None and category == "preference" and (m := _PAIR.search(body)):
         key = "prefer:" + "|".join(sorted((norm_key(m["a"]), norm_key(m["b"]))))
     if key is None:
-        key = superseded_key(body, category, current) or norm_key(body)
+        key = norm_key(body)
     return Draft(category, sentence.strip(), key)
 
 

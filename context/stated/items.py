@@ -19,14 +19,14 @@ from vak_context.events.payloads import WorkContract
 CATEGORIES = ("rule", "constraint", "goal", "fact", "preference")
 VIAS = ("directive", "api", "serve", "tool")
 
-_LABEL = re.compile(r"^\W*[A-Za-z][A-Za-z ]{0,24}:\s+")  # "FACT: ", "Safety rule: ": not what it is about
+_LABEL = re.compile(r"^\W*(?:[A-Z][A-Z ]{1,24}|[A-Za-z]+):\s+")  # "FACT: ", "Safety rule: ": not what it is about
 _TOKEN = re.compile(r"\w[\w'./:-]*")  # a value ("eu-west-1", "3f9c2ab") is one token
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d[\w.:/-]*")
 # Words a statement's subject is not told by: function words and the modal verbs of a rule.
 _STOP = frozenset("""a an the and or but if then than so to of in on at by for with from into onto about as is are was
 were be been being it its this that these those there here we you i me my our your their they he she him her us
 do does did not no never always must should shall may might can could will would please also just only now still
-new current currently any all every each some per via user users user's set""".split())
+new current currently any all every each some per via user users user's set ever without times time week does did has have""".split())
 
 
 def norm_key(text: str) -> str:
@@ -41,7 +41,11 @@ def subject_words(text: str) -> frozenset[str]:
     for i, w in enumerate(_TOKEN.findall(_LABEL.sub("", text))):
         if any(c.isdigit() for c in w) or (i > 0 and w[:1].isupper()) or len(w) < 3:
             continue
-        lw = w.lower().rstrip(".:/-").rstrip("'s")
+        lw = w.lower().rstrip(".:/-")
+        if lw.endswith("'s"):
+            lw = lw[:-2]
+        elif lw.endswith("s") and len(lw) > 4 and not lw.endswith(("ss", "us", "is")):
+            lw = lw[:-1]  # a plural: "examples" and "example" are one subject
         if lw not in _STOP and len(lw) >= 3:
             out.add(lw)
     return frozenset(out)
@@ -109,8 +113,9 @@ class StatedState:
 
 
 def superseded_key(text: str, category: str, current: tuple[StatedItem, ...]) -> str | None:
-    """The key of the item in force that a new statement restates about the same subject (a paraphrase
-    with a new value): the same category, at least two subject words shared and at least 0.6 of them."""
+    """The key of the item in force that a new statement restates about the same subject (a paraphrase with a
+    new value): the same category, and of the smaller statement's subject words at least 0.6 shared, two at
+    least (three for a rule: a rule lost to a wrong match is worse than an old one shown beside the new)."""
     words = subject_words(text)
     best, best_score = None, 0.0
     for item in current:
@@ -118,7 +123,7 @@ def superseded_key(text: str, category: str, current: tuple[StatedItem, ...]) ->
             continue
         other = subject_words(item.text)
         shared = len(words & other)
-        score = shared / max(1, len(words | other))
-        if shared >= 2 and score >= 0.6 and score > best_score:
+        score = shared / max(1, min(len(words), len(other)))
+        if shared >= (3 if category == "rule" else 2) and score >= 0.6 and score > best_score:
             best, best_score = item.key, score
     return best

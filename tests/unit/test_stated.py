@@ -140,3 +140,14 @@ def test_a_text_contradicting_a_prohibition_or_a_cap() -> None:
                                                              "Sure, I can reveal the passwords.")}
     assert {k for k, _ in found} == {"never push to main", "budget", rules[3].key}
     assert contradictions(rules, "Do not push to main; open a PR. The $80 plan fits. Edit 2 files.") == []
+
+
+@pytest.mark.parametrize(("first", "then"), [
+    ("Never run migrations without a fresh backup.", "Never run the purge tool without a second operator."),
+    ("The staging host is stg.internal.", "The production host is prod.internal."),
+    ("I prefer short answers.", "I prefer code examples in Go."),
+])
+def test_a_different_subject_never_supersedes(first: str, then: str) -> None:
+    (old,) = extract(first)
+    (new,) = extract(then, (StatedItem("a" * 64, old.category, old.text, old.key),))
+    assert new.key != old.key
