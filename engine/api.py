@@ -519,7 +519,7 @@ class Session:
                                f"session.state() lists the keys: {sorted(current)}")
         item = current[norm_key(key)]
         await self._bound_loop().services.append([WorkContract(
-            text=item.text, active=False, category=item.category, key=item.key, via="api")])  # type: ignore[arg-type]
+            text=item.text, active=False, category=item.category, key=item.key, via="api")])
 
     @property
     def window(self) -> int:
@@ -621,7 +621,7 @@ async def pin_stated(session: Session, text: str, *, category: str, key: str | N
     if same is not None and same.text == text.strip() and same.category == category:
         return stated_of(same)
     entry = (await session._bound_loop().services.append([WorkContract(
-        text=text.strip(), category=category, key=item_key, via=via)]))[0]  # type: ignore[arg-type]
+        text=text.strip(), category=category, key=item_key, via=via)]))[0]
     return Stated(id=entry, category=category, text=text.strip(), key=item_key, turn=None, via=via)
 
 
