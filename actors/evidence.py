@@ -27,7 +27,9 @@ from vak_context.context.history.presentations import card_results, plan_cards
 from vak_context.context.history.render import EvidenceInfo, evidence_info, record_text, render_turn
 from vak_context.context.history.turncard import Outcome, build_card, render_card
 from vak_context.context.history.turns import Turn, TurnIndex
-from vak_context.errors import InvalidInput, InvalidUtf8, VakError
+from vak_context.context.stated.items import StatedItem
+from vak_context.context.stated.render import stated_text
+from vak_context.errors import InvalidInput, InvalidUtf8, UnknownSession, VakError
 from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import EvidenceBody, ReadingKey, ToolResult
 from vak_context.storage.cardindex import CardDoc, CardIndex, embedder_from_config
@@ -212,7 +214,8 @@ class EvidenceActor:
             if request.id is not None:
                 resolved = self._resolve(index, request.id)
                 if isinstance(resolved, RecallError):
-                    return resolved
+                    stated = index.stated.find(request.id)  # a stated item the <work_contract> had no room for
+                    return resolved if stated is None or request.range is not None else stated_text(stated)
                 meta, blob = self._body(resolved, get)
                 # exactly the lines (and characters) asked for; stored as a tool result, it is windowed
                 # under its own id when over the limit, so any recall its window shows names that id
@@ -306,6 +309,13 @@ class EvidenceActor:
             card_id = self.ledger.append(session, [card])[0]
             self.cards.add(session, [card_doc(card_id, card, turn.presentation_payloads)])
             return card_id
+
+    def stated(self, session: str) -> tuple[StatedItem, ...]:
+        """The stated items in force now (docs/STATE.md), in budget order; none for a session not written yet."""
+        try:
+            return self.index(session).stated.current()
+        except UnknownSession:
+            return ()
 
     def card(self, session: str, card_id: str) -> dict[str, Any]:
         """One closed turn's card as the public API gives it (id, turn, asked, outcome, text, reason), looked up from

@@ -21,6 +21,7 @@ from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.agent.turnrules import prior_turns_of
 from vak_context.context.capacity.profile import CapacityProfile, from_record
 from vak_context.context.rules.drift import PriorTurn
+from vak_context.context.stated.items import StatedItem
 from vak_context.errors import UnknownSession
 from vak_context.storage.ledger import LedgerStore
 from vak_context.storage.sessionsearch import Found, search_sessions
@@ -73,6 +74,10 @@ class InProcessServices:
             return await asyncio.to_thread(lambda: prior_turns_of(self.store.entries(self.session)))
         except UnknownSession:
             return []
+
+    async def stated(self) -> tuple[StatedItem, ...]:
+        """The stated items in force now (docs/STATE.md), read from the session's index in a worker thread."""
+        return await asyncio.to_thread(self.evidence.stated, self.session)
 
     async def close_turn(self, outcome: str) -> str:
         return await asyncio.to_thread(self.evidence.close_turn, self.session, None, outcome)  # type: ignore[arg-type]

@@ -31,6 +31,7 @@ from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.agent.turnrules import prior_turns_of
 from vak_context.context.capacity.profile import CapacityProfile, ProfileKey, from_record
 from vak_context.context.rules.drift import PriorTurn
+from vak_context.context.stated.items import StatedItem
 from vak_context.errors import UnknownSession
 from vak_context.storage.sessionsearch import Found
 
@@ -88,6 +89,10 @@ class RayServices:
         except UnknownSession:
             return []
         return prior_turns_of(entries)
+
+    async def stated(self) -> tuple[StatedItem, ...]:
+        """The stated items in force now (docs/STATE.md), from the EvidenceActor's index of the session."""
+        return tuple(await _call("stated", self.evidence.stated.remote(self.session)))
 
     async def close_turn(self, outcome: str) -> str:
         return await _call("close_turn", self.evidence.close_turn.remote(self.session, None, outcome))

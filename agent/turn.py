@@ -35,7 +35,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 from vak_context.agent.endpoint import ModelEndpoint
 from vak_context.agent.steps import Assembled, StepRequest
@@ -56,6 +56,8 @@ from vak_context.context.request.messages import ChatResult, ToolSpec
 from vak_context.context.request.surface import Surface, ToolDecl
 from vak_context.context.request.toolcalls import ParsedCall, bounded, native_calls, parse_tool_calls
 from vak_context.context.rules.drift import PriorTurn, Verdict
+from vak_context.context.stated.extract import extract
+from vak_context.context.stated.items import StatedItem
 from vak_context.errors import ContextOverflow, RequestTooLarge, VakError
 from vak_context.events.payloads import (
     Activity,
@@ -67,6 +69,7 @@ from vak_context.events.payloads import (
     ToolUseBlock,
     TurnTail,
     Usage,
+    WorkContract,
 )
 from vak_context.providers.local.catalogue import ANSWER_MASK
 
@@ -77,6 +80,7 @@ log = logging.getLogger("vak.loop")
 MAX_CALLS_PER_STEP = 8
 
 Outcome = tuple[str, bool]  # (body, is_error) of one call
+Category = Literal["rule", "constraint", "goal", "fact", "preference"]
 
 
 class TurnServices(Protocol):
@@ -184,6 +188,7 @@ class TurnCore:
         self.workspace, self.clock = workspace, clock
         self.last_prefix: tuple[str, tuple[ToolSpec, ...], str] | None = None  # system, tools, digest
         self.promoted: set[str] = set()  # deferred tools a find_tools call returned this turn
+        self.turn_id = self.step_id = ""  # the open turn's directive and its last step (the engine's tools)
 
     def open_turn(self, directive: str) -> OpenTurn:
         """The next turn (nothing is written until its ``begin``)."""
@@ -217,7 +222,8 @@ class TurnCore:
 
     def engine_call(self, call: ParsedCall, tool_use_id: str = "") -> EngineCall:
         return EngineCall(arguments=call.arguments or {}, tool_use_id=tool_use_id, services=self.services,
-                          surface=self.config.surface, registry=self.tools, promoted=self.promoted)
+                          surface=self.config.surface, registry=self.tools, promoted=self.promoted,
+                          turn_id=self.turn_id, step_id=self.step_id)
 
     async def record_step(self, result: ChatResult, calls: Sequence[ParsedCall], call_ids: Sequence[str],
                           assembled: Assembled) -> str:
@@ -321,7 +327,10 @@ class OpenTurn:
         # The directive and the tail it is sent with (recorded, so the closed turn's record carries it,
         # byte-stable across turns) in one append: one durable commit, one actor call on Ray.
         self.directive_id = (await core.services.append([Directive(text=self.directive), TurnTail(text=tail)]))[0]
-        self.open = True
+        core.turn_id, self.open = self.directive_id, True
+        # The stated items in force this turn (docs/STATE.md): what the rules judge the directive and replies by.
+        core.rules.stated = await stated_of(core.services)
+        await core.rules.judge_stated("directive", self.directive)
         self._step_request = StepRequest(model=cfg.model, system=cfg.system, tools=cfg.surface.schemas, tail=tail,
                                          max_tokens=cfg.max_tokens, temperature=cfg.temperature,
                                          session_key=cfg.session_key, endpoint=cfg.endpoint,
@@ -340,6 +349,7 @@ class OpenTurn:
                 "error": type(exc).__name__, "why": str(exc)[:4_000]})])
             self.core.rules.finish(self.directive, "", self.core.clock())
             self._outcome, self._answer = "failed", ""
+            await self._extract()
             self.card_id = await services.close_turn("failed")
             self._ended()
         except VakError:
@@ -350,6 +360,7 @@ class OpenTurn:
         await self.core.services.append([Activity(activity="turn.cancelled", detail={})])
         self.core.rules.finish(self.directive, "", self.core.clock())
         self._outcome, self._answer = "cancelled", ""
+        await self._extract()
         self.card_id = await self.core.services.close_turn("cancelled")
         self._ended()
 
@@ -415,7 +426,7 @@ class OpenTurn:
         await core.note_prefix(assembled.prefix_digest)
         calls = core.calls_of(result)
         ids = [_call_id(self.directive_id, self._index, i, result) for i in range(len(calls))]
-        self._step_id = await core.record_step(result, calls, ids, assembled)
+        self._step_id = core.step_id = await core.record_step(result, calls, ids, assembled)
         self._result, self._calls, self._ids = result, calls, ids
         report = StepReport(
             index=self._index, fidelity=assembled.fidelity, replanned=assembled.replanned,
@@ -436,6 +447,7 @@ class OpenTurn:
         assert self._result is not None
         rules, calls, ids = self.core.rules, self._calls, self._ids
         if not calls:
+            await rules.judge_stated("reply", self._result.text, step_id=self._step_id)
             await self._apply(await rules.on_reply(self._result.text))
             return []
         self._cards = [(i, ids[i], c.name or "", c.arguments or {}) for i, c in enumerate(calls)
@@ -554,13 +566,31 @@ class OpenTurn:
 
     async def _close(self) -> None:
         self.core.rules.finish(self.directive, self._prose, self.core.clock())
+        await self._extract()
         self.card_id = await self.core.services.close_turn(self._outcome)
         self._ended()
+
+    async def _extract(self) -> None:
+        """The deterministic pass at turn close (docs/STATE.md): what the directive stated, as ``work_contract``
+        items keyed against those in force (a restatement supersedes); in force from the next turn."""
+        if not self.directive_id:
+            return
+        drafts = extract(self.directive, await stated_of(self.core.services))
+        if drafts:
+            await self.core.services.append([
+                WorkContract(text=d.text, category=cast(Category, d.category), key=d.key, turn_id=self.directive_id,
+                             entry_id=self.directive_id, via="directive") for d in drafts])
 
     def _ended(self) -> None:
         self.open, self.done, self.calling = False, True, False
         self.report = TurnReport(self.directive_id, self._answer, self._outcome, self.card_id, self.core.profile,
                                  self.steps)
+
+
+async def stated_of(services: Any) -> tuple[StatedItem, ...]:
+    """The stated items in force, from services that keep them (an embedder's own services may not)."""
+    stated = getattr(services, "stated", None)
+    return tuple(await stated()) if stated is not None else ()
 
 
 def _is_card(name: str) -> bool:

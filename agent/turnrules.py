@@ -22,6 +22,9 @@ the rule would have acted on is a ``rule.observed`` activity (``rule``, ``would`
 close, ``text``: the nudge, error or statement it would have written); ``off``: nothing at all. A turn whose
 directive seeks a live value records the freshness rule's verdict on its answer as a ``rule.freshness``
 activity (which tools counted as observations, and which of those declared nothing), unless the rule is off.
+A directive or a reply that contradicts a stated rule or hard constraint in force
+(:mod:`vak_context.context.stated.conflict`) is a ``rule.contradiction`` activity under ``enforce`` (a
+``rule.observed`` one under ``observe``): recorded, never acted on (docs/DRIFT.md "Stated rules").
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from vak_context.context.rules import drift
 from vak_context.context.rules.drift import PriorTurn, Verdict
 from vak_context.context.rules.freshness import RecordedFigure, accepts_no_live_data, figure_of
 from vak_context.context.rules.setting import ENGINE_LOOP, RuleSetting
+from vak_context.context.stated.conflict import contradictions
+from vak_context.context.stated.items import StatedItem
 from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import Activity, Directive, Nudge, Presentation, TurnCard
 
@@ -61,6 +66,7 @@ class TurnRules:
         self.history: list[PriorTurn] = list(history)
         self.state = drift.start("")
         self.cards: list[dict[str, Any]] = []  # payloads of the cards acknowledged this turn
+        self.stated: tuple[StatedItem, ...] = ()  # the stated items in force this turn (the driver sets them)
 
     def begin(self, directive: str) -> tuple[str, ...]:
         """A new turn: fresh state; the earlier directives a change of subject leaves paused."""
@@ -152,6 +158,21 @@ class TurnRules:
                 "rule": verdict.tag, "presentation": self.state.last_card})])
         await self._closing(verdict)
         return verdict
+
+    async def judge_stated(self, where: str, text: str, **detail: Any) -> None:
+        """Whether ``text`` (``where``: the directive or a reply) contradicts a stated rule or hard constraint
+        in force: each contradiction is recorded, nothing else is done (docs/DRIFT.md "Stated rules")."""
+        mode = self.setting.mode("contradiction")
+        if mode == "off" or not self.stated:
+            return
+        for item, sentence in contradictions(self.stated, text):
+            found = {"where": where, "item": item.id, "category": item.category, "stated": item.text,
+                     "turn": item.turn, "sentence": sentence, **detail}
+            if mode == "enforce":
+                await self.services.append([Activity(activity="rule.contradiction", detail=found)])
+            else:
+                await self.services.append([Activity(activity="rule.observed", detail={
+                    "rule": "contradiction", "would": "record", "text": sentence, **found})])
 
     def finish(self, directive: str, prose: str, at: float) -> None:
         """Remember the closed turn for the next ones' checks: ``prose`` is the model's own final answer

@@ -34,7 +34,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from vak_context.engine.caller import Action, Call, ModelRequest, Turn
-from vak_context.engine.results import Card, Step, TurnResult, card_of, step_of
+from vak_context.engine.results import Card, Stated, Step, TurnResult, card_of, stated_of, step_of
 from vak_context.errors import InvalidInput, LedgerClosed
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from vak_context.agent.tools.registry import Tool, ToolRegistry
     from vak_context.storage.ledger import LedgerStore
 
-__all__ = ["Action", "Call", "Card", "Engine", "ModelRequest", "Session", "Step", "Turn", "TurnResult"]
+__all__ = ["Action", "Call", "Card", "Engine", "ModelRequest", "Session", "Stated", "Step", "Turn", "TurnResult"]
 
 # A turn's limits when the embedder sets none: model calls per turn, and tokens per completion.
 DEFAULT_MAX_STEPS = 8
@@ -487,6 +487,40 @@ class Session:
 
         return answer()
 
+    def state(self) -> list[Stated]:
+        """The stated state in force (docs/STATE.md): what the user stated that binds later turns, in budget
+        order (rules, constraints, goals, facts, preferences). For sync code; on Ray it waits on the
+        EvidenceActor, so from async code use :meth:`state_async`."""
+        return [stated_of(it) for it in self._evidence_call("stated", blocking=True)]
+
+    async def state_async(self) -> list[Stated]:
+        """:meth:`state` for async code."""
+        return [stated_of(it) for it in await self._evidence_call("stated")]
+
+    async def pin(self, text: str, *, category: str = "rule", key: str | None = None) -> Stated:
+        """Pin ``text`` (the user's words) into the session's stated state: from the next turn on, every request
+        carries it in its tail's ``<work_contract>`` (docs/STATE.md). ``category``: ``rule`` (a rule or a
+        prohibition), ``constraint`` (a hard constraint or a limit), ``goal``, ``fact`` or ``preference``.
+        ``key``: what it is about; unset, the engine keys it as it keys what it recognises in a directive
+        (``budget``, ``deadline``, a fact's subject, ...). A later pin or statement of the same key replaces
+        it; the same item pinned again writes nothing. Binds the session if it is not bound yet."""
+        return await pin_stated(await self.start(), text, category=category, key=key, via="api")
+
+    async def unpin(self, key: str) -> None:
+        """Take the item of ``key`` (as :meth:`state` names it) out of the stated state from the next turn on: a
+        later statement that it no longer holds. InvalidInput when no item of that key is in force."""
+        from vak_context.context.stated.items import norm_key
+        from vak_context.events.payloads import WorkContract
+
+        await self.start()
+        current = {it.key: it for it in await self.state_async()}
+        if norm_key(key) not in current:
+            raise InvalidInput(f"no stated item of key {key!r} is in force in session {self.name!r}; "
+                               f"session.state() lists the keys: {sorted(current)}")
+        item = current[norm_key(key)]
+        await self._bound_loop().services.append([WorkContract(
+            text=item.text, active=False, category=item.category, key=item.key, via="api")])
+
     @property
     def window(self) -> int:
         """The bound profile's prompt budget in tokens (the horizon and the window less the output reserve)."""
@@ -567,8 +601,32 @@ async def _ready(value: Any) -> Any:
     return value
 
 
+async def pin_stated(session: Session, text: str, *, category: str, key: str | None, via: str) -> Stated:
+    """:meth:`Session.pin`, with how the item came in (``vak serve`` pins with ``via="serve"``)."""
+    from vak_context.context.stated.extract import classify
+    from vak_context.context.stated.items import CATEGORIES, norm_key
+    from vak_context.events.payloads import WorkContract
+
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput("pin needs the statement as text, in the user's words: session.pin('Never push to main')")
+    if category not in CATEGORIES:
+        raise InvalidInput(f"category must be one of {', '.join(map(repr, CATEGORIES))} (got {category!r})")
+    if key is not None and not norm_key(key):
+        raise InvalidInput(f"key must name what the statement is about, in words (got {key!r}); or leave it unset")
+    current = await session._evidence_call("stated")
+    draft = classify(text.strip(), category, tuple(current))
+    assert draft is not None  # a statement with its category given is always an item
+    item_key = norm_key(key) if key is not None else draft.key
+    same = next((it for it in current if it.key == item_key), None)
+    if same is not None and same.text == text.strip() and same.category == category:
+        return stated_of(same)
+    entry = (await session._bound_loop().services.append([WorkContract(
+        text=text.strip(), category=category, key=item_key, via=via)]))[0]
+    return Stated(id=entry, category=category, text=text.strip(), key=item_key, turn=None, via=via)
+
+
 def engine_tool_specs() -> list[dict[str, Any]]:
-    """The engine's own tools (``recall``, ``find_tools``, ``session_search``) as function declarations ``{name, description,
+    """The engine's own tools (``recall``, ``find_tools``, ``session_search``, ``commitments``) as function declarations ``{name, description,
     parameters}`` (JSON Schema), for a framework that must declare every tool its model may call
     (:mod:`vak_context.adapters`): the engine answers their calls itself, inside the turn."""
     from vak_context.agent.tools import engine_tools

@@ -45,6 +45,21 @@ class Card:
 
 
 @dataclass(frozen=True)
+class Stated:
+    """One item of the session's stated state in force (docs/STATE.md): what the user stated that binds later
+    turns. ``category``: rule, constraint, goal, fact or preference; ``key``: what it is about (a later item of
+    the same key replaces it); ``turn``: the turn it was stated in (None: pinned outside a turn); ``via``: how
+    it came in (``directive``: recognised in the user's words at turn close; ``api``, ``serve``, ``tool``)."""
+
+    id: str
+    category: str
+    text: str
+    key: str
+    turn: int | None
+    via: str
+
+
+@dataclass(frozen=True)
 class TurnResult:
     """What one turn of :meth:`Session.run` gave: the answer, how the turn ended, its card, its steps."""
 
@@ -66,3 +81,8 @@ def card_of(turn: Any) -> Card:
 
     return Card(id=turn.card_id, turn=turn.ordinal, asked=turn.card.asked, outcome=turn.card.outcome,
                 text=render_card(turn.card, turn.ordinal), reason=turn.failure)
+
+
+def stated_of(item: Any) -> Stated:
+    return Stated(id=item.id, category=item.category, text=item.text, key=item.key, turn=item.turn,
+                  via=item.via or "directive")

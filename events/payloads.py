@@ -317,9 +317,29 @@ class Thread(Frozen):
 
 
 class WorkContract(Frozen):
+    """What binds later turns (docs/STATE.md). With a ``category`` it is one stated item: a rule or
+    prohibition, a hard constraint or limit, a goal or its progress, a fact, a preference, keyed so that a
+    later item of the same ``key`` supersedes it (``active`` False: the key is no longer stated). Without
+    one (entries written before, the session generator's) it is a contract text the projection leaves out."""
+
     kind: Literal["work_contract"] = "work_contract"
     text: str
     active: bool = True
+    category: Literal["", "rule", "constraint", "goal", "fact", "preference"] = ""
+    key: str = ""
+    turn_id: EntryId | None = None  # the directive of the turn it was stated in (None: stated outside a turn)
+    entry_id: EntryId | None = None  # the entry it was stated in: the directive, or the step that called the tool
+    via: Literal["", "directive", "api", "serve", "tool"] = ""  # how it came in
+
+    @model_serializer(mode="wrap")
+    def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The stated item's fields only where they differ from their defaults: a contract text written as
+        before them is stored byte for byte as before (its entry id, and every id after it, unchanged)."""
+        data: dict[str, Any] = handler(self)
+        for name in ("category", "key", "turn_id", "entry_id", "via"):
+            if data.get(name) in ("", None):
+                data.pop(name, None)
+        return data
 
 
 class PresentationFeedback(Frozen):

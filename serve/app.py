@@ -6,7 +6,9 @@ client's key, the system prompt, the tool names and the first user message), who
 requests; different conversations run concurrently. Errors come back in the client's protocol's shape.
 The turn rules run as ``ServeConfig.rules`` says (``--rules``; default ``observe``: the client is the agent
 here, so a rule only records what it would have done), or as a request's ``x-vak-rules`` header says for
-that request (docs/DRIFT.md).
+that request (docs/DRIFT.md). Each ``x-vak-pin`` header of a request (``rule: Never push to main``; the
+category is optional) pins a statement into the session's stated state before the request's turn, as
+``Session.pin`` does (docs/STATE.md): the same pin sent with every request writes it once.
 A streamed request (``"stream": true``) is driven by a task of its own holding that lock to the stream's
 end; the response writes its events as they come (``serve/streaming.py``), and its status is chosen once
 the first event is in: an error before then is a plain error response.
@@ -19,7 +21,7 @@ import hashlib
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +35,7 @@ from starlette.routing import Route
 from vak_context.agent.tools.registry import tool
 from vak_context.context.request.messages import ToolSpec
 from vak_context.context.request.surface import should_defer
-from vak_context.engine.api import Engine, Session
+from vak_context.engine.api import Engine, Session, pin_stated
 from vak_context.errors import (
     ContextOverflow,
     InvalidInput,
@@ -67,6 +69,7 @@ log = logging.getLogger("vak.serve")
 
 SESSION_HEADER = "x-vak-session"
 RULES_HEADER = "x-vak-rules"  # this request's rules setting (docs/DRIFT.md); else ServeConfig.rules
+PIN_HEADER = "x-vak-pin"  # "[category:] statement", one per header: pinned before the request's turn (docs/STATE.md)
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,7 @@ class Server:
         return "c-" + hashlib.sha256(basis.encode()).hexdigest()[:20]
 
     async def handle(self, request: ClientRequest, key: str, rules: str | None = None,
-                     resend: Resend = Resend()) -> Reply:
+                     resend: Resend = Resend(), pins: Sequence[tuple[str, str]] = ()) -> Reply:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:  # a resend that comes while its original runs waits for it, then is answered from it
             routed = await self._route(request, key, resend)
@@ -150,9 +153,11 @@ class Server:
                 return routed
             conversation, exchange = routed
             conversation.session.rules = rules or self.config.rules
+            await _pin(conversation.session, pins)
             return await conversation.answer(request, exchange, self.upstream, self.ledger)
 
-    def stream(self, request: ClientRequest, key: str, rules: str | None = None, resend: Resend = Resend()) -> Stream:
+    def stream(self, request: ClientRequest, key: str, rules: str | None = None, resend: Resend = Resend(),
+               pins: Sequence[tuple[str, str]] = ()) -> Stream:
         """Drive ``request`` in a task of its own that holds the session's lock to the stream's end and
         posts its events to the returned stream (the response's generator writes them)."""
         stream = Stream()
@@ -171,6 +176,7 @@ class Server:
                     else:
                         conversation, exchange = routed
                         conversation.session.rules = rules or self.config.rules
+                        await _pin(conversation.session, pins)
                         await conversation.answer(request, exchange, self.upstream, self.ledger, stream)
                     stream.done()  # the request is noted: the response writes its last event
             except ClientGone as exc:
@@ -363,6 +369,31 @@ def request_rules(header: str | None) -> str | None:
     return header
 
 
+def request_pins(values: Sequence[str]) -> list[tuple[str, str]]:
+    """A request's ``x-vak-pin`` headers as (category, statement): ``rule: Never push to main``, or the
+    statement alone (its category as the engine reads it, else ``rule``). A blank one is a 400."""
+    from vak_context.context.stated.extract import classify
+    from vak_context.context.stated.items import CATEGORIES
+
+    out = []
+    for value in values:
+        head, sep, rest = value.partition(":")
+        category, text = (head.strip().lower(), rest.strip()) if sep and head.strip().lower() in CATEGORIES else ("", value.strip())
+        if not text:
+            raise InvalidInput(f"the {PIN_HEADER} header {value!r} states nothing: send 'rule: Never push to main' "
+                               f"(a category of {', '.join(CATEGORIES)}, then the statement) or the statement alone")
+        if not category:
+            draft = classify(text)
+            category = draft.category if draft is not None else "rule"
+        out.append((category, text))
+    return out
+
+
+async def _pin(session: Session, pins: Sequence[tuple[str, str]]) -> None:
+    for category, text in pins:
+        await pin_stated(session, text, category=category, key=None, via="serve")
+
+
 def _client_key(request: Request) -> str:
     auth = request.headers.get("authorization", "")
     return auth[7:].strip() if auth.lower().startswith("bearer ") else request.headers.get("x-api-key", "")
@@ -393,11 +424,12 @@ def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | N
                 client_request = with_text_exchanges(read(raw))
                 session = server.key_of(client_request, request.headers.get(SESSION_HEADER), key)
                 rules = request_rules(request.headers.get(RULES_HEADER))
+                pins = request_pins(request.headers.getlist(PIN_HEADER))
                 resend = Resend.of(request.headers)
                 if client_request.stream:
-                    return await streamed(protocol, server.stream(client_request, session, rules, resend),
+                    return await streamed(protocol, server.stream(client_request, session, rules, resend, pins),
                                           events(client_request.model))
-                reply = await server.handle(client_request, session, rules, resend)
+                reply = await server.handle(client_request, session, rules, resend, pins)
             except Exception as exc:
                 return error_response(protocol, exc)
             return JSONResponse(render(reply))

@@ -18,7 +18,7 @@ _ERRORS = "vak_context.errors"
 _TOOLS = "vak_context.agent.tools.registry"
 _PUBLIC: dict[str, str] = {
     "Action": _API, "Call": _API, "Card": _API, "Engine": _API, "ModelRequest": _API, "Session": _API,
-    "Step": _API, "Turn": _API, "TurnResult": _API,
+    "Stated": _API, "Step": _API, "Turn": _API, "TurnResult": _API,
     "DEFAULT_IDENTITY": _ASSEMBLE, "DEFAULT_STANCE": _ASSEMBLE,
     "Tool": _TOOLS, "ToolRegistry": _TOOLS, "tool": _TOOLS,
     **{name: _ERRORS for name in (

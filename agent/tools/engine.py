@@ -1,5 +1,5 @@
-"""The engine's own tools: ``recall``, ``find_tools`` and ``session_search``, answered by the engine, not by a
-registry callable.
+"""The engine's own tools: ``recall``, ``find_tools``, ``session_search`` and ``commitments``, answered by the
+engine, not by a registry callable.
 
 They sit in one table, :func:`engine_tools`, that later features extend with an :class:`EngineTool`: its
 declaration (the same :class:`~vak_context.context.request.surface.ToolDecl` flags as any tool's) and the
@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from vak_context.agent.tools.commitments import COMMITMENTS, answer_listing, parse_commitment
 from vak_context.agent.tools.registry import ToolRegistry
 from vak_context.agent.tools.sessionsearch import SESSION_SEARCH, parse_search_args, render_found
 from vak_context.context.evidence.digest import RECALL_TOOL
@@ -49,6 +50,8 @@ class EngineCall:
     surface: Surface
     registry: ToolRegistry
     promoted: set[str] = field(default_factory=set)  # deferred tools find_tools returned this turn
+    turn_id: str = ""  # the open turn's directive (where a commitment the model records was stated)
+    step_id: str = ""  # the step that made the call
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,28 @@ async def _session_search(call: EngineCall) -> tuple[str, bool]:
     return render_found(found), False
 
 
+async def _commitments(call: EngineCall) -> tuple[str, bool]:
+    stated, append = getattr(call.services, "stated", None), getattr(call.services, "append", None)
+    if stated is None or append is None:  # services of an embedder's own making, without the ledger's state
+        return "commitments: this runtime's turn services keep no stated state", True
+    try:
+        current = tuple(await stated())
+        item = parse_commitment(call.arguments, current)
+        if item is None:
+            return answer_listing(current), False
+        if isinstance(item, str):
+            return item, True
+        same = next((it for it in current if it.key == item.key), None)
+        if same is not None and same.text == item.text and same.category == item.category:
+            return f"commitments: already recorded as [{same.id[:12]}]", False
+        item = item.model_copy(update={"turn_id": call.turn_id or None, "entry_id": call.step_id or None})
+        entry = (await append([item]))[0]
+    except VakError as exc:
+        return f"commitments: {exc}", True
+    replaced = f"; it replaces [{same.id[:12]}]" if same is not None else ""
+    return f"commitments: recorded [{entry[:12]}] {item.category} (key {item.key!r}), in force from the next turn{replaced}", False
+
+
 class EngineTools:
     """The engine's tools by name."""
 
@@ -112,12 +137,14 @@ class EngineTools:
 
 def engine_tools() -> EngineTools:
     """recall (in order, read-only: it reads earlier turns), find_tools (read-only: it ranks a fixed
-    catalogue) and session_search (read-only: it searches what the ledger holds; its result is stored
-    like a world tool's), all always loaded."""
+    catalogue), session_search (read-only: it searches what the ledger holds; its result is stored
+    like a world tool's) and commitments (it reads the stated state and may add to it: docs/STATE.md),
+    all always loaded."""
     return EngineTools([
         EngineTool(ToolDecl(RECALL_TOOL, always_loaded=True, observes=False, read_only=True), _recall, in_order=True),
         EngineTool(ToolDecl(FIND_TOOLS, always_loaded=True, observes=False, read_only=True), _find_tools),
         EngineTool(ToolDecl(SESSION_SEARCH, always_loaded=True, observes=False, read_only=True), _session_search),
+        EngineTool(ToolDecl(COMMITMENTS, always_loaded=True, observes=False), _commitments),
     ])
 
 

@@ -37,6 +37,7 @@ from vak_context.context.history.records import (
 from vak_context.context.history.records import (
     step_chars as chars_of_step,
 )
+from vak_context.context.stated.items import StatedState, item_of
 from vak_context.errors import InvalidInput
 from vak_context.events import canonical
 from vak_context.events.envelope import Mapper, StoredEntry
@@ -55,6 +56,7 @@ from vak_context.events.payloads import (
     ToolUseBlock,
     TurnCard,
     TurnTail,
+    WorkContract,
 )
 
 __all__ = [
@@ -116,6 +118,7 @@ class TurnIndex:
         self.resets: list[str] = []
         self.reset_marks: list[ResetMark] = []
         self.evidence: dict[str, EvidenceMeta] = {}
+        self.stated = StatedState()  # the stated items (work_contract entries with a category), in order
         self.preamble: list[str] = []  # entries before the first directive
         self.problems: list[str] = []  # odd but readable things in the chain, named for the caller
         self.head: str | None = None
@@ -182,6 +185,8 @@ class TurnIndex:
         elif isinstance(payload, Activity) and payload.activity == WITHDRAWN:
             self._withdraw(entry_id, payload)
         elif kind in CONTROL_KINDS:
+            if isinstance(payload, WorkContract):
+                self._add_stated(turn, entry_id, payload)
             tag = getattr(payload, "tag", "")
             self.controls.append(Control(entry_id, str(kind), turn.ordinal if turn else None, tag))
             if turn is not None:
@@ -228,6 +233,14 @@ class TurnIndex:
             return
         turn.tail = tail.text
         self._retokenize(turn)
+
+    def _add_stated(self, turn: Turn | None, entry_id: str, payload: WorkContract) -> None:
+        """A stated item: said in the turn its ``turn_id`` names, in force from the turn after the one it
+        was appended in (docs/STATE.md)."""
+        said = self._turn_by_id.get(payload.turn_id) if payload.turn_id else None
+        item = item_of(entry_id, payload, said.ordinal if said else None, turn.ordinal if turn else 0)
+        if item is not None:
+            self.stated.add(item)
 
     def _add_step(self, turn: Turn | None, entry_id: str, step: AssistantStep) -> None:
         if turn is None:

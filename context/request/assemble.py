@@ -41,6 +41,7 @@ from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.records import Fidelity
 from vak_context.context.planner.sizes import card_text
 from vak_context.context.request.messages import CacheHints, ChatRequest, Message, ToolSpec
+from vak_context.context.stated.render import contract_block, contract_room, render_contract
 from vak_context.errors import InvalidInput
 from vak_context.events.blocks import MessageBlock, TextBlock, ToolResultBlock
 from vak_context.events.canonical import encode
@@ -120,7 +121,7 @@ def render_tail(tail: Tail) -> str:
     if thread:
         lines.append("<thread>\n" + "\n".join(thread) + "\n</thread>")
     if tail.work_contract.strip():
-        lines.append(f"<work_contract>{tail.work_contract.strip()}</work_contract>")
+        lines.append(contract_block(tail.work_contract))
     return "\n".join(lines) + "\n"
 
 
@@ -223,6 +224,7 @@ def project(
             _extend(messages, render_turn(turn, infos))
         else:
             _append(messages, Message(role="user", content=(TextBlock(text=card_text(index, turn, infos)),)))
+    tail += work_contract(index, p)
     if p.current_ordinal is not None:
         current = current_turn_messages(index, p, infos)
         first = current[0]
@@ -241,6 +243,30 @@ def project(
         temperature=temperature,
         cache=cache or CacheHints(),
     )
+
+
+def work_contract(index: TurnIndex, p: Plan) -> str:
+    """The ``<work_contract>`` line the plan's tail carries (docs/STATE.md): the stated items in force as of
+    the current turn that no turn the plan carries whole says already, within the contract's room; "" when
+    there are none. Appended after the turn's recorded tail, as ``render_tail`` would place it: a closed
+    turn's record never carries it (a later request states the items in force then, once)."""
+    items = index.stated.current(p.current_ordinal)
+    if not items:
+        return ""
+    whole = {t.ordinal for t in p.shown() if t.fidelity == Fidelity.FULL}
+    b = p.budget
+    return render_contract(items, whole, contract_room(b.horizon - b.output_reserve - b.prefix), index.tokens_per_char)
+
+
+def contract_tokens(index: TurnIndex, current: int | None, prompt_tokens: int) -> int:
+    """What a plan reserves in its tail for the ``<work_contract>`` (``prompt_tokens``: what the request
+    may carry beside the prefix): the contract as if no turn were carried whole, so the one rendered after
+    the plan is never larger."""
+    items = index.stated.current(current)
+    if not items:
+        return 0
+    text = render_contract(items, (), contract_room(prompt_tokens), index.tokens_per_char)
+    return estimate_tokens(len(text), index.tokens_per_char)
 
 
 def current_turn_messages(index: TurnIndex, p: Plan, infos: Mapping[str, EvidenceInfo]) -> list[Message]:

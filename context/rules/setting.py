@@ -30,7 +30,7 @@ MODES: tuple[Mode, ...] = ("enforce", "observe", "off")
 # cap on calls per step, one run per distinct call in a step, a card taken as the answer of an empty step
 # after it, the paused-directives line of the tail (what the projection shows, not a verdict).
 RULES = ("freshness-check", "topic-mismatch", "repeated-call", "repeated-card", "empty-step", "rule-echo",
-         "directive-echo", "steering-drift")
+         "directive-echo", "steering-drift", "contradiction")
 ENGINE_LOOP: Mode = "enforce"  # the engine is the agent: Session.run, vak run / chat / turn
 CALLERS: Mode = "observe"  # the engine is not the agent: Session.begin, vak serve, the adapters
 

@@ -100,8 +100,8 @@ async def test_stance_and_identity_are_the_embedders(tmp_path: Path) -> None:
     assert vak_context.DEFAULT_IDENTITY not in first["messages"][0]["content"]
     tail = json.dumps(first["messages"][1])
     assert "<stance>Quote invoice numbers exactly.</stance>" in tail and vak_context.DEFAULT_STANCE not in tail
-    assert {t["function"]["name"] for t in first["tools"]} == {"recall", "find_tools", "session_search", "web_search",
-                                                          "run_command"}
+    assert {t["function"]["name"] for t in first["tools"]} == {"recall", "find_tools", "session_search", "commitments",
+                                                              "web_search", "run_command"}
 
 
 async def test_the_workspace_tools_join_only_when_asked(tmp_path: Path) -> None:

@@ -111,7 +111,7 @@ async def test_packet_summaries_on_a_cheaper_model(tmp_path: Path) -> None:
     async with httpx.AsyncClient(transport=httpx.MockTransport(route)) as client:
         with vak_context.Engine.open(tmp_path / "ledger") as engine:
             async with engine.session("agent-2", model="openai-compat:scripted", base_url="http://127.0.0.1:9/v1",
-                                      http_client=client, tools=tools, window=6_000,
+                                      http_client=client, tools=tools, window=5_000,
                                       summary_model="openai-compat:cheap",
                                       summary_base_url="http://127.0.0.1:10/v1") as session:
                 results = [await session.run(directive(turn)) for turn in range(1, 26) if turn != EXPLODES]
