@@ -7,7 +7,9 @@ entry), and does what the pure policy (``vak_context.context.planner.policy.deci
 frozen for the turn, or ask the **PlannerActor** for a new plan (``plan_step``: it writes the packet
 summary or the reset the plan needs, and holds the summariser), size the request, and have the planner
 record the ``plan`` entry of the plan it sends (``record_step``: the entry names the PlannerActor). The
-planner is the folder's PlannerActor handle on Ray, a ``PlannerActor`` object in-process.
+planner is the folder's PlannerActor handle on Ray, a ``PlannerActor`` object in-process. At a turn's close
+``plan_ahead`` has the planner write the packet summary the next request will need (the prefix measured
+as for that request's first step), so that request finds it stored.
 
 **The history is frozen within a turn.** The spec says that within a turn "nothing before the tail
 changes": the older turns are planned once, at the turn's first step, and that plan is kept for every
@@ -211,6 +213,17 @@ class AssemblerActor:
             budget_tokens=decision.budget,
             written=written,
         )
+
+    async def plan_ahead(self, session: str, profile: CapacityProfile, step: StepRequest, *, after: str,
+                         directive: str) -> list[str]:
+        """At the close of turn ``after``: the planner writes the packet summary the session's next request
+        will need (``PlannerActor.plan_ahead``), with the stable prefix measured as that request's first step
+        measures it. The entries written (none when nothing was due)."""
+        self._rate = profile.tokens_per_char.value
+        prefix = await self._prefix_tokens(step, self._counter(step))
+        written: list[str] = await self._ask_planner("plan_ahead", session, profile, step, after=after,
+                                                     directive=directive, prefix_tokens=prefix)
+        return written
 
     @staticmethod
     async def _size(profile: CapacityProfile, request: ChatRequest, count: Count | None) -> int:

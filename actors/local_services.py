@@ -90,6 +90,11 @@ class InProcessServices:
         record = await self.probe.turn_starting(self.probe_target.key)
         return from_record(record) if record is not None else None
 
+    async def plan_ahead(self, profile: CapacityProfile, step: StepRequest, after: str, directive: str) -> list[str]:
+        """At turn ``after``'s close: the planner (this process's, holding the summariser) writes the packet
+        summary the next request will need (``AssemblerActor.plan_ahead``)."""
+        return await self.assembler.plan_ahead(self.session, profile, step, after=after, directive=directive)
+
     async def turn_finished(self) -> None:
         """The turn closed: the session's search index is caught up in the store's background thread
         (``storage/catchup.py``; returns at once), and the probe may run in the idle time."""

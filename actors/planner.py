@@ -18,6 +18,13 @@ assembler projects and sizes it, and ``record_step`` appends the ``plan`` entry 
 naming this actor (``PlanRecord.producer``). The summariser is the one given (in-process), else the one
 built from the step's endpoint (on Ray: ``vak_context.agent.endpoint.build_tools``, once per endpoint, on
 the bound model or the endpoint's cheaper summary model).
+
+**Summaries at turn close.** When a turn closes, the turn loop asks (through the assembler, which measures
+the prefix as for a step) for ``plan_ahead``: the next request's plan, made as its first step will make it,
+and the packet summary it needs written then, so the summariser's call is made between turns and never
+on a request's path. ``plan_step`` still writes a summary its plan finds missing (the first request
+after a restart, a profile or budget that moved); both hold the session's lock, and a range with a stored
+packet is never summarised again (``vak_context.agent.summarise``).
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from typing import Any
 from vak_context.actors.ledger_client import LedgerClient
 from vak_context.actors.session_fold import FoldedSessions, fold_unseen
 from vak_context.agent.endpoint import EndpointTools, build_tools
-from vak_context.agent.request import Summarise, plan_record, settle_plan
+from vak_context.agent.request import Summarise, plan_record, settle_plan, summarise_ahead
 from vak_context.agent.steps import StepRequest
 from vak_context.context.capacity.profile import CapacityProfile, from_record
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
@@ -130,6 +137,26 @@ class PlannerActor:
                 system=step.system, tools=step.tools, tail=step.tail, current=current, prefix=prefix_tokens,
             )
         return StepPlan(p, written)
+
+    async def plan_ahead(self, session: str, profile: CapacityProfile, step: StepRequest, *, after: str,
+                         directive: str, prefix_tokens: int | None = None) -> list[str]:
+        """At the close of turn ``after`` (its directive's entry id): plan the next request (not recorded) and
+        write the packet summary it will need now, through the summariser this actor holds, so that
+        request's ``plan_step`` finds it stored. ``directive`` stands in for the next one's words (the closed
+        turn's; only its length reaches the packet's range). Nothing is planned once the session has moved
+        on (a newer directive, or the turn still open): the next request then plans for itself. Returns the
+        entries written (the ``packet.summarise`` activity and the ``compaction``), none when nothing was due."""
+        lock = self._sessions.setdefault(session, asyncio.Lock())
+        async with lock:  # a step plan of the same session waits for this summary, then finds it stored
+            view = self.view(session)
+            last = view.index.current
+            if last is None or last.id != after or not last.closed:
+                return []
+            _, written = await summarise_ahead(
+                view, profile, directive, summarise=self._summariser(session, step), system=step.system,
+                tools=step.tools, tail=step.tail, prefix=prefix_tokens,
+            )
+        return written
 
     def record_step(self, session: str, plan: Plan) -> str:
         """Append the ``plan`` entry of a step's plan (the one sent), naming this actor; its entry id."""

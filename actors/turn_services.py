@@ -105,6 +105,12 @@ class RayServices:
         record = await _call("probe turn_starting", self.probe.turn_starting.remote(self.probe_target.key))
         return from_record(record) if record is not None else None
 
+    async def plan_ahead(self, profile: CapacityProfile, step: StepRequest, after: str, directive: str) -> list[str]:
+        """At turn ``after``'s close: the AssemblerActor measures the prefix and the PlannerActor, which holds
+        the summariser, writes the packet summary the next request will need."""
+        return await _call("plan_ahead", self.assembler.plan_ahead.remote(
+            self.session, profile, step, after=after, directive=directive))
+
     async def turn_finished(self) -> None:
         """The turn closed: the LedgerActor queues a catch-up of the session's search index on its store's
         background thread (the call returns at once, leaving the actor's threads to appends), and the

@@ -7,6 +7,10 @@
 * ``prepare``: plan, write what the plan needs first (the packet's summary through
   ``vak_context.agent.summarise``, or this model's reset-with-handoff of a rescue), plan again, project. A
   current turn that cannot fit even at its most compact raises ``RequestTooLarge``: nothing is sent.
+* ``summarise_ahead``: at a turn's close, plan the next request and write the packet summary it will
+  need, so the summariser's call is made between turns and the request finds the summary stored
+  (``settle_plan`` still writes one a request needs and finds missing: the first request after a
+  restart, or a budget that moved).
 
 The step policy (``vak_context.context.planner.policy``) decides when a step plans, keeps its plan or plans
 again, and what profile an over-length rejection implies; the AssemblerActor and the turn loop run it.
@@ -141,6 +145,46 @@ async def settle_plan(
     if p.packet is not None and p.packet.needs_summary:
         raise InvalidInput("the packet's summary could not be settled in three rounds; plan again")
     return p, written
+
+
+async def summarise_ahead(
+    view: SessionView,
+    profile: CapacityProfile,
+    directive: str,
+    *,
+    summarise: Summarise,
+    system: str = "",
+    tools: Sequence[ToolSpec] = (),
+    tail: str = "",
+    prefix: int | None = None,
+) -> tuple[Plan, list[str]]:
+    """At a turn's close: plan the session's next turn as its requests will be planned and write the
+    summaries their packets need, so those requests find them stored. Two plans: its first step's (a new
+    directive after every closed turn; ``directive`` stands in for the words not yet written, the closed
+    turn's, whose length is what the budget reads), and a later step's, once the turn has grown as far as
+    the session's recent turns grew (the largest current turn of its last recorded plans,
+    ``SessionView.grown``: a turn whose tool results outgrow its first plan plans again with a larger
+    reserve, so a smaller budget and a larger packet). A packet's range depends only on the budget
+    (prefix, tail, the current turn's reserve), not on the directive's words, and ranges grow in whole
+    batches of turns, so these are the ranges the turn's requests carry; a step that grows further than
+    the recent turns did may still find its range missing and write it (``settle_plan``). Nothing else is
+    written: a rescue's reset is the request's own to write. Returns the first step's plan and the entries
+    written (none when every packet is stored, a list or a pointer)."""
+    pre = prefix if prefix is not None else prefix_tokens(profile, system, tools)
+    tail_n = text_tokens(profile, tail)
+    first = view.plan(profile, directive, prefix_tokens=pre, tail_tokens=tail_n)
+    written = await _summarise_packet(view, first, summarise)
+    grown = max(view.grown.get(str(profile.key), ()), default=0)
+    if grown > first.budget.current:
+        later = view.plan(profile, directive, prefix_tokens=pre, tail_tokens=tail_n, grown=grown)
+        written += await _summarise_packet(view, later, summarise)  # the view holds the first's: never twice
+    return first, written
+
+
+async def _summarise_packet(view: SessionView, p: Plan, summarise: Summarise) -> list[str]:
+    if p.rescue or p.packet is None or not p.packet.needs_summary:
+        return []
+    return await summarise(view, p)
 
 
 # ------------------------------------------------------------------ sending

@@ -20,7 +20,9 @@ rules and their history, the tools, the last request's prefix); :meth:`TurnCore.
 6. ``take_results``: every result stored in call order (``recall`` answered here, in order; card calls
    through ``present``), the rules' verdict after the calls;
 7. the card closes the turn (also ``close_failed`` / ``close_cancelled`` for a turn that raised or was
-   cancelled).
+   cancelled);
+8. ``finished``: the session's next request is planned and the packet summary it will need is written
+   now (``summarise_ahead``), so that request's path never waits on the summariser.
 
 The drivers differ only in who talks to the model and who runs the world tools:
 :class:`~vak_context.agent.loop.TurnLoop` (the engine's loop: the provider, the inline-call continuation,
@@ -103,6 +105,9 @@ class TurnServices(Protocol):
     async def turn_started(self) -> CapacityProfile | None: ...  # the newest probed profile, if any
 
     async def turn_finished(self) -> None: ...
+
+    # At turn ``after``'s close: the packet summary the next request will need, written now (the entries).
+    async def plan_ahead(self, profile: CapacityProfile, step: StepRequest, after: str, directive: str) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -287,6 +292,7 @@ class OpenTurn:
         self._index = 0
         self._answer, self._outcome, self._prose = "", "degraded", ""
         self._step_request: StepRequest | None = None
+        self._step_request_ahead: StepRequest | None = None  # taken by summarise_ahead, once
         self._state = StepState()  # this step's rejections
         self._assembled: Assembled | None = None
         self._result: ChatResult | None = None
@@ -310,10 +316,31 @@ class OpenTurn:
                 core.profile.provenance.probed_at or 0):
             core.profile = probed
 
-    async def finished(self) -> None:
+    async def finished(self, ahead: bool = True) -> None:
         """After the turn (however it ended): the session's search index is caught up in the background
-        (``storage/catchup.py``) and the probe may run in the idle time, while the next turn waits on its caller."""
+        (``storage/catchup.py``) and the probe may run in the idle time, while the next turn waits on its caller.
+        With ``ahead`` (False: the driver calls :meth:`summarise_ahead` itself, once its reply is out, as
+        ``vak serve`` does) the packet summary the next request will need is written now."""
         await self.core.services.turn_finished()
+        if ahead:
+            await self.summarise_ahead()
+
+    async def summarise_ahead(self) -> list[str]:
+        """The turn is closed: plan the session's next request and write the packet summary it will need
+        (``AssemblerActor.plan_ahead``; the summariser runs where it is held, the PlannerActor on Ray), so the
+        request finds it stored and its path never waits on the summariser. Once per turn; nothing for a turn
+        that failed or was cancelled (the next request writes what it needs), nor once the session has
+        moved on to a newer turn. A failure here is logged, never raised: the turn's answer stands, and the
+        next request writes what it finds missing. The entries written."""
+        step, self._step_request_ahead = self._step_request_ahead, None
+        if step is None or not self.card_id or self._outcome in ("failed", "cancelled"):
+            return []
+        try:
+            return await self.core.services.plan_ahead(self.core.profile, step, self.directive_id, self.directive)
+        except VakError as exc:
+            log.warning("the packet summary after turn %s was not written ahead (%s: %s); the next request "
+                        "writes it", self.directive_id[:12], type(exc).__name__, exc)
+            return []
 
     async def begin(self) -> None:
         core, cfg = self.core, self.core.config
@@ -335,6 +362,7 @@ class OpenTurn:
                                          max_tokens=cfg.max_tokens, temperature=cfg.temperature,
                                          session_key=cfg.session_key, endpoint=cfg.endpoint,
                                          deferred=tuple(t.spec for t in cfg.surface.deferred))
+        self._step_request_ahead = self._step_request  # the next turn's first step will look like it
         if cfg.max_steps <= 0:
             await self._close()
 

@@ -109,6 +109,9 @@ class Turn:
         self._outcomes: dict[int, tuple[str, bool]] = {}  # engine answers and world results, by position
         self._ended = False
         self._result: TurnResult | None = None
+        # The packet summary the session's next request will need is written as this turn closes (inside
+        # the call that closed it). False: call summarise_ahead() once your reply is out (vak serve does).
+        self.summarise_at_close = True
 
     # ------------------------------------------------------------ opening and closing
 
@@ -189,11 +192,19 @@ class Turn:
         turn = self._turn
         assert turn is not None
         try:
-            await turn.finished()
+            await turn.finished(ahead=self.summarise_at_close)
         finally:
             self.session._release_turn(self)
         if turn.card_id:
             self._result = await self.session._result_of(turn.report)
+
+    async def summarise_ahead(self) -> None:
+        """Write the packet summary the session's next request will need, for a turn made with
+        ``summarise_at_close = False``, once it is done (a call to the summariser, where one is due). Nothing
+        for a turn that failed or was cancelled, or once the session's next turn has begun. Idempotent."""
+        if not self._ended or self._turn is None:
+            raise InvalidInput("summarise_ahead(): the turn is still open; call it once the turn is done")
+        await self._turn.summarise_ahead()
 
     async def _guard(self, step: Callable[[], Awaitable[T]]) -> T:
         """Run one step of the turn; any exception closes the turn (``failed``, or ``cancelled`` for a

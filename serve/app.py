@@ -12,6 +12,9 @@ category is optional) pins a statement into the session's stated state before th
 A streamed request (``"stream": true``) is driven by a task of its own holding that lock to the stream's
 end; the response writes its events as they come (``serve/streaming.py``), and its status is chosen once
 the first event is in: an error before then is a plain error response.
+A reply that closed a turn goes out first; then, still holding the session's lock, the packet summary the
+session's next request will need is written (an upstream call, where one is due), so that request finds
+it stored and never waits on the summariser on its own path.
 """
 
 from __future__ import annotations
@@ -132,6 +135,7 @@ class Server:
         self.conversations: dict[str, Conversation] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._streams: set[Stream] = set()  # streamed requests still driving
+        self._summaries: set[asyncio.Task[None]] = set()  # packet summaries written after a reply went out
 
     def key_of(self, request: ClientRequest, header: str | None, client_key: str) -> str:
         if header:
@@ -147,7 +151,10 @@ class Server:
     async def handle(self, request: ClientRequest, key: str, rules: str | None = None,
                      resend: Resend = Resend(), pins: Sequence[tuple[str, str]] = ()) -> Reply:
         lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:  # a resend that comes while its original runs waits for it, then is answered from it
+        # A resend that comes while its original runs waits for it, then is answered from it.
+        await lock.acquire()
+        conversation: Conversation | None = None
+        try:
             routed = await self._route(request, key, resend)
             if isinstance(routed, Reply):
                 return routed
@@ -155,6 +162,28 @@ class Server:
             conversation.session.rules = rules or self.config.rules
             await _pin(conversation.session, pins)
             return await conversation.answer(request, exchange, self.upstream, self.ledger)
+        finally:
+            self._release_after_summary(conversation, lock)
+
+    def _release_after_summary(self, conversation: Conversation | None, lock: asyncio.Lock) -> None:
+        """The reply goes out now; a turn it closed has the packet summary the next request will need
+        written by a task that holds the session's lock until it is in (the next request waits for it
+        rather than summarising on its own path), then releases it."""
+        if conversation is None or conversation.closed is None:
+            lock.release()
+            return
+
+        async def summarise() -> None:
+            try:
+                await conversation.summarise_ahead()
+            except Exception:
+                log.exception("session %s: the packet summary ahead of the next request failed", conversation.name)
+            finally:
+                lock.release()
+
+        task = asyncio.create_task(summarise(), name=f"vak-serve-summary-{conversation.name}")
+        self._summaries.add(task)
+        task.add_done_callback(self._summaries.discard)
 
     def stream(self, request: ClientRequest, key: str, rules: str | None = None, resend: Resend = Resend(),
                pins: Sequence[tuple[str, str]] = ()) -> Stream:
@@ -163,6 +192,7 @@ class Server:
         stream = Stream()
 
         async def produce() -> None:
+            conversation: Conversation | None = None
             try:
                 async with self._locks.setdefault(key, asyncio.Lock()):
                     if stream.gone:  # the client left while an earlier request of its session ran
@@ -179,6 +209,8 @@ class Server:
                         await _pin(conversation.session, pins)
                         await conversation.answer(request, exchange, self.upstream, self.ledger, stream)
                     stream.done()  # the request is noted: the response writes its last event
+                    if conversation is not None:  # then, still holding the lock, the next request's summary
+                        await conversation.summarise_ahead()
             except ClientGone as exc:
                 log.info("session %s: the client closed its stream; the turn is closed, nothing noted", key)
                 stream.fail(exc)  # nobody reads it, unless the response had not started yet
@@ -265,6 +297,7 @@ class Server:
         for stream in list(self._streams):  # their clients are gone with the server: end their turns
             stream.leave()
         await asyncio.gather(*(s.task for s in list(self._streams) if s.task is not None), return_exceptions=True)
+        await asyncio.gather(*list(self._summaries), return_exceptions=True)  # written before the sessions close
         for conversation in list(self.conversations.values()):
             await conversation.session.close()
         self.conversations.clear()

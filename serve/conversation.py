@@ -124,6 +124,7 @@ class Conversation:
     def __init__(self, name: str, session: Session, held: Held, signature: tuple[str, ...]) -> None:
         self.name, self.session, self.held, self.signature = name, session, held, signature
         self.turn: Turn | None = None  # open while the client runs the calls it was given
+        self.closed: Turn | None = None  # the turn the last reply closed, its packet summary not yet written
 
     async def answer(self, request: ClientRequest, routed: Routed, upstream: Upstream, ledger: Any,
                      stream: Stream | None = None) -> Reply:
@@ -145,7 +146,9 @@ class Conversation:
         if directive:
             if turn is not None:  # the client moved on without the results of the calls it was given
                 await turn.close()
+            self.closed = None  # the session moved on: this request plans (and summarises) for itself
             turn = self.turn = await self.session.begin(directive)
+            turn.summarise_at_close = False  # not on this reply's path: summarise_ahead(), once it is out
         if turn is None:
             raise InvalidInput("the history holds nothing new since the last reply: append the user's next "
                                "message, or the results of the calls the last reply made")
@@ -160,6 +163,7 @@ class Conversation:
         finally:
             if turn.done:
                 self.turn = None
+                self.closed = turn
         # The steps this request wrote: withdrawing its reply later takes them out of the projection.
         steps = [e.id for e in await asyncio.to_thread(ledger.entries, self.name, start) if e.kind == "assistant_step"]
         items = [*new, reply.item()]
@@ -172,6 +176,14 @@ class Conversation:
         self.held.noted(digests, roles, Marker(len(self.held.digests) + len(items), entry, closed, routed.history,
                                                noted, routed.key, tuple(steps)))
         return reply
+
+    async def summarise_ahead(self) -> None:
+        """Once the reply that closed a turn is out (the app holds the session's lock meanwhile, so the
+        client's next request waits for it): write the packet summary the session's next request will
+        need (``Turn.summarise_ahead``), so that request's path never waits on the upstream for it."""
+        turn, self.closed = self.closed, None
+        if turn is not None:
+            await turn.summarise_ahead()
 
     async def _withdraw(self, positions: Sequence[int], ledger: Any) -> None:
         """Append what the client withdrew: the items (positions in what the session holds, and digests) and

@@ -107,6 +107,7 @@ def plan(
     infos: Mapping[str, EvidenceInfo] | None = None,
     current_costs: TurnCosts | None = None,
     cache: PlanCache | None = None,
+    grown: int | None = None,
 ) -> Plan:
     """Plan one request. ``current`` is the ordinal of the current turn when its directive is already
     in the index (turns after it are ignored: a replay as of that turn); None means ``directive`` is
@@ -118,18 +119,20 @@ def plan(
     caller's cache, like ``cache``). ``infos`` digests the current turn's evidence (without them its
     steps go from as carried to the step packet); ``current_costs`` is
     ``vak_context.context.planner.currentturn.turn_costs`` of the current turn, when the caller keeps it; ``cache`` is the
-    caller's ``PlanCache`` (None: nothing is kept; the plan is the same).
+    caller's ``PlanCache`` (None: nothing is kept; the plan is the same). ``grown``: plan as a later step
+    of the turn will, once the turn so far has grown to this many tokens (``room_of``): a turn's close
+    plans the next turn so, to summarise the packet such a step will carry ahead of it.
 
     Raises ``RequestTooLarge`` when even the current turn's most compact form does not fit."""
     state_in = state or PlannerState()
     req = request_of(index, profile, directive, prefix_tokens, tail_tokens, current, infos, current_costs)
     new_state = _apply_observations(index, state_in, req)
-    room = room_of(index, profile, req, new_state)
+    room = room_of(index, profile, req, new_state, grown)
     w = _apply_history(index, req, room, sizes, relevance, reading_terms)
     packet, rescue = _apply_fill(index, w, req, room, cache or PlanCache())
     packet, turn_plan = _apply_current_turn(index, w, req, room, packet, rescue)
     return _apply_record(index, profile, req, room, w, sizes, packet, rescue, turn_plan,
-                         (state_in, new_state), reading_terms)
+                         (state_in, new_state), reading_terms, grown)
 
 
 def _apply_observations(index: TurnIndex, state: PlannerState, req: Request) -> PlannerState:
@@ -202,7 +205,7 @@ def _history_tokens(w: HistoryColumns, packet: PacketPlan | None) -> int:
 def _apply_record(index: TurnIndex, profile: CapacityProfile, req: Request, room: Room, w: HistoryColumns,
                   sizes: TurnTable | None, packet: PacketPlan | None, rescue: str,
                   turn_plan: CurrentTurnPlan | None, states: tuple[PlannerState, PlannerState],
-                  reading_terms: Sequence[str]) -> Plan:
+                  reading_terms: Sequence[str], grown: int | None = None) -> Plan:
     """The plan as a frozen record: its rows, its budget, the inputs it was made from and its digests."""
     current_tokens = turn_plan.tokens if turn_plan is not None else req.directive_tokens
     full_spent, card_spent = _spent(w)
@@ -226,6 +229,8 @@ def _apply_record(index: TurnIndex, profile: CapacityProfile, req: Request, room
         "sizes": sizes_digest_of(index, sizes, ids, req.end),
         "relevance": relevance_digest(w.scored, w.scores, room.start),
     }
+    if grown is not None:  # only a plan made ahead at a turn's close says so (a request's plan never is)
+        inputs["grown"] = grown
     result = Plan(
         model=req.key, directive=req.directive, current_ordinal=req.current, rows=rows, packet=packet,
         budget=spent, state=states[1], refers_back=req.refers_back, rescue=bool(rescue), rescue_reason=rescue,

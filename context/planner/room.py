@@ -118,9 +118,12 @@ def _check_tokens(name: str, value: object) -> int:
     return value
 
 
-def room_of(index: TurnIndex, profile: CapacityProfile, req: Request, state: PlannerState) -> Room:
+def room_of(index: TurnIndex, profile: CapacityProfile, req: Request, state: PlannerState,
+            grown: int | None = None) -> Room:
     """The horizon (the window, for a rescue), the reset's handoff, and the reserve for the current
-    turn; ``RequestTooLarge`` when even its most compact form does not fit."""
+    turn; ``RequestTooLarge`` when even its most compact form does not fit. ``grown``: plan as a later
+    step of the turn will, once the turn so far has grown to this many tokens (its reserve doubles as it
+    does for a turn that outgrew its first plan)."""
     out = profile.output_reserve
     rescue = ""
     if profile.instruction_horizon.tokens <= 0 or request_budget(profile) <= 0:
@@ -134,7 +137,8 @@ def room_of(index: TurnIndex, profile: CapacityProfile, req: Request, state: Pla
     available = prompt - req.prefix - req.tail - (reset.tokens if reset else 0)
     if req.minimum > available:
         raise RequestTooLarge(_too_large(req, horizon, out, reset), needed=req.minimum, available=available)
-    reserve = current_reserve(state.current_turn_reserve, req.directive_tokens, req.whole, req.minimum, available)
+    whole = req.whole if grown is None else max(req.whole, grown)
+    reserve = current_reserve(state.current_turn_reserve, req.directive_tokens, whole, req.minimum, available)
     return Room(horizon, out, start, reset, available, reserve, available - reserve, rescue)
 
 

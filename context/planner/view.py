@@ -30,6 +30,8 @@ from vak_context.errors import InvalidInput
 from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import Activity, EvidenceBody, PlanRecord, TurnCard
 
+RECENT_PLANS = 8  # the recorded plans whose current turns say how far the next turn's steps may grow
+
 
 class SessionView:
     def __init__(self, tokens_per_char: float = PRIOR_TOKENS_PER_CHAR, *, mapper: Mapper | None = None) -> None:
@@ -39,6 +41,9 @@ class SessionView:
         self.bm25 = PositionBm25()  # by turn position (ordinal − 1)
         self.states: dict[str, PlannerState] = {}  # model -> the state its last recorded plan returned
         self.plans: dict[str, str] = {}  # model -> id of its last recorded plan
+        # model -> the current turn's tokens in its last RECENT_PLANS recorded plans (a step that outgrew
+        # its turn's first plan records how far the turn had grown): how far the next turn may grow
+        self.grown: dict[str, list[int]] = {}
         self.preamble: dict[str, Any] = {}  # payloads before the first directive (a recorded system prompt)
         # Closed turns are measured and indexed once; a turn is queued again when it closes or gets its card.
         self.table = TurnTable()  # every turn's measured size, in turn order
@@ -82,6 +87,9 @@ class SessionView:
         elif isinstance(payload, PlanRecord):
             self.states[payload.model] = PlannerState.from_json(payload.plan.get("state"))
             self.plans[payload.model] = entry.id
+            current = (payload.plan.get("budget") or {}).get("current")
+            if isinstance(current, int):
+                self.grown[payload.model] = [*self.grown.get(payload.model, [])[1 - RECENT_PLANS:], current]
         elif isinstance(payload, Activity) and payload.activity == WITHDRAWN:
             for turn in self.index.withdrawn_turns(payload):  # a closed turn that changed: measured again
                 self._changed(turn)
@@ -130,6 +138,7 @@ class SessionView:
         state: PlannerState | None = None,
         reading_terms: Sequence[str] = (),
         current: int | None = None,
+        grown: int | None = None,
     ) -> Plan:
         """``vak_context.context.planner.plan.plan`` with exact sizes, BM25 relevance and this model's last state."""
         text = self.index.turn(current).directive.text if current is not None else directive
@@ -147,6 +156,7 @@ class SessionView:
             infos=self.turn_infos(self.index.turn(current)) if current is not None else None,
             current_costs=self.current_costs(current) if current is not None else None,
             cache=self.plan_cache,
+            grown=grown,
         )
 
     def current_costs(self, ordinal: int) -> TurnCosts:

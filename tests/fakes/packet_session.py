@@ -4,19 +4,25 @@ requests that carry no tools) answers, fails or answers junk, as the test sets i
 
 ``PacketModel.handle`` goes behind ``httpx.MockTransport`` (in-process) or ``tests.fakes.httpserver.serve``
 (a Ray actor's summariser reaches it over loopback). ``packet_figures`` reads the turn requests back:
-which carried a packet, over which range, with a model-written summary or the engine's extract."""
+which carried a packet, over which range, with a model-written summary or the engine's extract.
+``summary_timing`` reads the ledger back: whether each summary was written between turns (ahead of the
+request that carries it) or inside a turn (on a request's path)."""
 
 from __future__ import annotations
 
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import httpx
 
 from tests.fakes.embedder import completion, directive_of, text_of
 from vak_context.context.history.packets import SUMMARISER_SYSTEM
+from vak_context.events.envelope import Mapper
+from vak_context.events.payloads import Activity, Compaction, Directive, PlanRecord, TurnCard
+from vak_context.storage.ledger import LedgerStore
 
 SummaryMode = Literal["answer", "fail", "junk"]
 SUMMARY_TEXT = "Model summary of turns {a}-{b}: the user asked for searches and command runs; each was done."
@@ -108,3 +114,31 @@ def packet_figures(model: PacketModel) -> PacketFigures:
         extract=sum("the engine's extract" in p for p in packets),
         bare=sum("no summary of them fits" in p for p in packets),
     )
+
+
+def summary_timing(folder: Path, session: str) -> tuple[list[list[int]], list[list[int]], dict[str, str]]:
+    """Read the ledger in order: the ranges summarised between a turn's card and the next directive
+    (ahead), those summarised inside a turn (on a request's path), and for each stored packet a request's
+    plan carried, whether its compaction was in the ledger before that turn's directive ("before") or was
+    written inside the turn ("inside")."""
+    mapper = Mapper()
+    ahead: list[list[int]] = []
+    on_path: list[list[int]] = []
+    written_at: dict[str, int] = {}  # compaction id -> directives in the ledger when it was appended
+    carried: dict[str, str] = {}
+    directives, open_turn = 0, False
+    with LedgerStore(folder, readonly=True) as store:
+        for e in store.entries(session):
+            p = mapper.payload_of(e)
+            if isinstance(p, Directive):
+                directives, open_turn = directives + 1, True
+            elif isinstance(p, TurnCard):
+                open_turn = False
+            elif isinstance(p, Activity) and p.activity == "packet.summarise":
+                (on_path if open_turn else ahead).append(p.detail["range"])
+            elif isinstance(p, Compaction):
+                written_at[e.id] = directives
+            elif isinstance(p, PlanRecord) and (stored := (p.plan.get("packet") or {}).get("stored_id")):
+                assert stored in written_at, "a plan carries a packet that is not in the ledger before it"
+                carried.setdefault(stored, "before" if written_at[stored] < directives else "inside")
+    return ahead, on_path, carried

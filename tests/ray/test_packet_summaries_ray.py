@@ -1,6 +1,7 @@
 """Issue 33 item 3 on Ray: the 40-turn session of tests/unit/test_packet_summaries.py through the engine's
 own loop on ``Engine.open(folder, ray=...)``, where the PlannerActor holds the summariser (built from the
-session's endpoint) and writes each packet's summary once. The scripted model is served on loopback
+session's endpoint) and writes each packet's summary once, when a turn closes (the loop asks the
+AssemblerActor, which asks the PlannerActor), before the request that carries it. The scripted model is served on loopback
 (the actors reach it over HTTP); it refuses the ProbeActor's probes, so the caller's window stands."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 import vak_context
 from tests.fakes.embedder import make_tools
 from tests.fakes.httpserver import serve
-from tests.fakes.packet_session import PacketModel, directive, packet_figures
+from tests.fakes.packet_session import PacketModel, directive, packet_figures, summary_timing
 from tests.fakes.ray_folders import kill_folder_actors
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import Activity, PlanRecord
@@ -50,6 +51,8 @@ async def test_the_planner_actor_summarises_each_packet_range_once(cluster: str,
         assert {p.producer for p in payloads if isinstance(p, PlanRecord)} == {"PlannerActor"}
         summaries = [p for p in payloads if isinstance(p, Activity) and p.activity == "packet.summarise"]
         assert sum(len(a.detail["calls"]) for a in summaries) == len(model.summary_prompts)
+        ahead, on_path, carried = summary_timing(folder, "agent-1")
+        assert ahead and on_path == [] and set(carried.values()) == {"before"}, (ahead, on_path, carried)
         print(f"\non Ray, horizon 6000: {f.model_summary} of {len(f.packets)} packet-bearing requests carry a model "
               f"summary; {len(model.summary_prompts)} summariser calls for {len(set(f.ranges))} ranges")
     finally:

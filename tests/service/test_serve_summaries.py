@@ -1,7 +1,14 @@
-"""``vak serve --summaries off``: packet summaries are upstream calls the client's upstream bills, so the
-operator can turn them off. A 40-turn OpenAI tool conversation (the client runs its own two tools) through
-the server at a 6,000-token window: older turns go to packets, the upstream gets no summariser request, and
-every packet carries the engine's extract of its turns (directive, outcome, evidence ids)."""
+"""Packet summaries under ``vak serve``. A 40-turn OpenAI tool conversation (the client runs its own two
+tools) through the server at a 6,000-token window, so older turns go to packets.
+
+With summaries on, each summary is an upstream call made after the reply that closed a turn went out,
+while the server still holds the session's lock: the ledger has every ``packet.summarise`` activity
+between a turn's card and the next directive, each range summarised once, before the request that
+carries it; no client request waited on the summariser on its own path.
+
+``--summaries off``: packet summaries are upstream calls the client's upstream bills, so the operator can
+turn them off: the upstream gets no summariser request, and every packet carries the engine's extract of
+its turns (directive, outcome, evidence ids)."""
 
 from __future__ import annotations
 
@@ -13,9 +20,10 @@ import httpx
 
 from tests.fakes.embedder import command_output, search_results
 from tests.fakes.httpserver import serve
-from tests.fakes.packet_session import PacketModel, directive, packet_figures
+from tests.fakes.packet_session import PacketModel, directive, packet_figures, summary_timing
 from tests.fakes.vak_server import CLIENT_KEY, running
 from vak_context.events.envelope import Mapper
+from vak_context.events.payloads import Activity
 from vak_context.storage.ledger import LedgerStore
 
 TOOLS = [
@@ -35,10 +43,10 @@ def _run_tool(call: dict[str, Any]) -> str:
     return command_output(args["command"])
 
 
-def _conversation(base_url: str, turns: int) -> None:
+def _conversation(base_url: str, turns: int, session: str) -> None:
     messages: list[dict[str, Any]] = []
     with httpx.Client(base_url=base_url, headers={"authorization": f"Bearer {CLIENT_KEY}",
-                                                  "x-vak-session": "summaries-off"}, timeout=60) as client:
+                                                  "x-vak-session": session}, timeout=60) as client:
         def ask() -> dict[str, Any]:
             r = client.post("/chat/completions", json={"model": "scripted", "messages": messages, "tools": TOOLS})
             assert r.status_code == 200, r.text
@@ -59,7 +67,7 @@ def test_summaries_off_make_no_upstream_summary_call(tmp_path: Path) -> None:
     model = PacketModel(summaries="answer")
     with serve(model.handle) as upstream, running(tmp_path / "ledger", "openai-compat:scripted", upstream.base_url,
                                                   window=6_000, summaries="off") as server:
-        _conversation(server.base_url, 40)
+        _conversation(server.base_url, 40, "summaries-off")
     f = packet_figures(model)
     assert f.packets and f.extract == len(f.packets) and f.bare == 0
     assert model.summary_prompts == []  # no summariser request reached the upstream
@@ -68,3 +76,27 @@ def test_summaries_off_make_no_upstream_summary_call(tmp_path: Path) -> None:
         details = [p.detail for s in store.sessions() for e in store.entries(s) if e.kind == "activity"
                    and (p := mapper.payload_of(e)).activity == "packet.summarise"]
     assert details and all(d["failed"] == "off" and d["calls"] == [] for d in details)
+
+
+def test_summaries_are_written_after_the_reply_that_closed_a_turn(tmp_path: Path) -> None:
+    model = PacketModel(summaries="answer")
+    with serve(model.handle) as upstream, running(tmp_path / "ledger", "openai-compat:scripted", upstream.base_url,
+                                                  window=6_000) as server:
+        _conversation(server.base_url, 40, "summaries-on")
+    f = packet_figures(model)
+    assert f.packets and f.model_summary >= 0.9 * len(f.packets) and f.bare == 0 and f.extract == 0
+    ahead, on_path, carried = summary_timing(tmp_path / "ledger", "summaries-on")
+    assert ahead and on_path == [], (ahead, on_path)  # no client request waited on the summariser
+    assert sorted(f"{a}-{b}" for a, b in ahead) == sorted(set(f.ranges))  # one upstream call per range
+    assert len(model.summary_prompts) == len(ahead) and set(carried.values()) == {"before"}
+    # Each after the reply that closed its turn: the request's history note (written as the reply goes out)
+    # comes right before the summary's activity, and marks the turn closed.
+    mapper = Mapper()
+    with LedgerStore(tmp_path / "ledger", readonly=True) as store:
+        payloads = [mapper.payload_of(e) for e in store.entries("summaries-on")]
+    before = [payloads[i - 1] for i, p in enumerate(payloads)
+              if isinstance(p, Activity) and p.activity == "packet.summarise"]
+    assert len(before) == len(ahead) and all(isinstance(p, Activity) and p.activity == "serve.history"
+                                             and p.detail["closed"] for p in before), before
+    print(f"\nvak serve, window 6000: {f.model_summary} of {len(f.packets)} packet-bearing requests carry a model "
+          f"summary; {len(model.summary_prompts)} summariser calls for {len(set(f.ranges))} ranges")

@@ -4,7 +4,13 @@ packets. With a summariser that answers, at least 90% of the requests that carry
 model-written summary, and each packet range is summarised by exactly one call; every later request
 carrying that range renders the same bytes, also after the ledger is reopened. With a summariser that
 fails (or is turned off, ``summaries="off"``), each packet carries the engine's extract of its turns'
-directives, outcomes and evidence ids, never "no summary of them fits", and the ledger says why."""
+directives, outcomes and evidence ids, never "no summary of them fits", and the ledger says why.
+
+Each summary is written when a turn closes, before the request that carries it is assembled (the turn's
+close plans the next turn, its first step and a step grown as far as recent turns grew): the ledger
+shows every ``packet.summarise`` activity between a turn's card and the next directive, and no request
+waits on the summariser. A driver that never summarises ahead (the caller's loop with
+``summarise_at_close = False``) still gets one call per range, on the request that forms it."""
 
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ import pytest
 
 import vak_context
 from tests.fakes.embedder import make_tools
-from tests.fakes.packet_session import PacketModel, SummaryMode, directive, packet_figures
+from tests.fakes.packet_session import PacketModel, SummaryMode, directive, packet_figures, summary_timing
 from vak_context.events.envelope import Mapper
 from vak_context.storage.ledger import LedgerStore
 
@@ -114,3 +120,51 @@ async def test_a_stored_summary_is_reused_after_the_ledger_is_reopened(tmp_path:
                {p for q, p in zip(first.ranges, first.packets, strict=True) if q == r}
     new_calls = Counter(f"{a}-{b}" for a, b in after.summary_ranges())
     assert not carried_again & set(new_calls) and all(n == 1 for n in new_calls.values())
+
+
+async def test_each_summary_is_written_when_a_turn_closes_before_the_request_that_carries_it(tmp_path: Path) -> None:
+    model = PacketModel(summaries="answer")
+    await run_session(tmp_path / "ledger", model, 6_000, range(1, TURNS + 1))
+    ahead, on_path, carried = summary_timing(tmp_path / "ledger", "agent-1")
+    f = packet_figures(model)
+    assert ahead and on_path == [], (ahead, on_path)  # no request waited on the summariser
+    assert sorted(f"{a}-{b}" for a, b in ahead) == sorted(set(f.ranges))  # each carried range, once
+    assert carried and set(carried.values()) == {"before"}, carried  # stored before its turn's directive
+    assert len(model.summary_prompts) == len(ahead) and f.model_summary == len(f.packets)
+
+
+async def run_callers_loop(folder: Path, model: PacketModel, horizon: int, turns: range, *, ahead: bool) -> None:
+    """The session driven by the caller's loop (``Session.begin``): the caller posts each request and runs
+    its own tools; ``ahead`` False: the turn never writes the next request's summary ahead."""
+    tools, _ = make_tools()
+    run = {t.__name__: t for t in tools}
+    async with httpx.AsyncClient(transport=httpx.MockTransport(model.handle)) as client:
+        with vak_context.Engine.open(folder) as engine:
+            async with engine.session("agent-1", model="openai-compat:scripted", base_url="http://127.0.0.1:9/v1",
+                                      http_client=client, tools=tools, window=horizon, horizon=horizon) as session:
+                for n in turns:
+                    async with session.begin(directive(n)) as turn:
+                        turn.summarise_at_close = ahead
+                        while (request := await turn.request()) is not None:
+                            reply = await client.post(request.url, json=request.body, headers=dict(request.headers))
+                            action = await turn.reply(reply.json(), status=reply.status_code)
+                            for call in action.calls:
+                                await turn.tool_result(call.id, run[call.name](**call.arguments))
+                    assert turn.result.outcome == "completed", (n, turn.result.outcome)
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+async def test_the_callers_loop_summarises_at_close_and_a_request_writes_a_missing_one_once(
+        tmp_path: Path, ahead: bool) -> None:
+    model = PacketModel(summaries="answer")
+    await run_callers_loop(tmp_path / "ledger", model, 6_000, range(1, TURNS + 1), ahead=ahead)
+    summarised_ahead, on_path, carried = summary_timing(tmp_path / "ledger", "agent-1")
+    f = packet_figures(model)
+    assert f.packets and f.model_summary >= 0.9 * len(f.packets) and f.bare == 0 and f.extract == 0
+    calls = Counter(f"{a}-{b}" for a, b in model.summary_ranges())
+    assert calls == Counter(set(f.ranges)), (calls, Counter(f.ranges))  # one call per range, either way
+    if ahead:
+        assert on_path == [] and set(carried.values()) == {"before"}
+    else:  # nothing was written ahead: each range on the request that first carries it, never again
+        assert summarised_ahead == [] and len(on_path) == len(set(f.ranges))
+        assert "inside" in carried.values()
