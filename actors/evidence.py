@@ -306,6 +306,7 @@ class EvidenceActor:
                 reading=ReadingKey(**reading) if reading else None,
             )
             self._check_cards(session, index)
+            self.cards.expect(session)  # a kill before its document is committed is caught up at the next open
             card_id = self.ledger.append(session, [card])[0]
             self.cards.add(session, [card_doc(card_id, card, turn.presentation_payloads)])
             return card_id

@@ -7,13 +7,16 @@ the engine (``context``), and the engine does not import storage.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from vak_context.context.history.turncard import index_text
 from vak_context.events.payloads import Presentation, TurnCard
-from vak_context.storage.cardindex import CardDoc
+from vak_context.storage.cardindex import CardDoc, CardIndex, embedder_from_config, pending_sessions
 from vak_context.storage.ledger import LedgerStore
+
+log = logging.getLogger("vak.cards")
 
 
 def card_doc(
@@ -47,6 +50,24 @@ def docs_from_ledger(store: LedgerStore, session: str) -> list[CardDoc]:
         )
         for cid, card in cards.values()
     ]
+
+
+def catch_up_cards(store: LedgerStore) -> list[str]:
+    """Rebuild from the ledger the card indexes a killed process left behind it (their pending marker: a
+    card appended whose document was never committed), as the engine opens the folder; returns those
+    sessions. Costs a directory listing when none is pending. An index another live writer holds is left
+    to it (logged)."""
+    sessions = pending_sessions(store.root)
+    if not sessions:
+        return []
+    with CardIndex(store.root, embedder=embedder_from_config()) as cards:
+        for session in sessions:
+            try:
+                turns = cards.rebuild(session, docs_from_ledger(store, session))
+                log.info("card index of %s caught up from the ledger at open: %d turns", session, turns)
+            except Exception as exc:  # the index is a cache: vak reindex, or the next open, rebuilds it
+                log.warning("card index of %s not caught up at open (%s); run `vak reindex`", session, exc)
+    return sessions
 
 
 def card_index_findings(store: LedgerStore, session: str) -> str | None:

@@ -12,11 +12,47 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from vak_context.checks import MAX_TOKENS, bounded_int
+from vak_context.checks import MAX_TOKENS, bounded_float, bounded_int
 from vak_context.cli.chat import RULES_HELP, SEARCH_INDEX, rules_option
 from vak_context.errors import ModelServerError
 from vak_context.providers.local.catalogue import MODELS
 from vak_context.providers.local.server import LocalModelServer
+from vak_context.serve.bodies import MAX_BODY_BYTES
+from vak_context.serve.connections import HEAD_S
+
+KEY_DIR_PREFIX = "vak-serve-"
+
+
+def key_dir() -> Path:
+    """A new 0700 folder for this run's key file, named for this process (``vak-serve-<pid>-...``), after
+    removing those of runs whose process is gone: a SIGKILL leaves its folder behind (no handler runs), and
+    the next start on this machine cleans it. A leftover is harmless meanwhile: its key opened only the
+    server that died with it, and only this user can read it."""
+    root = Path(tempfile.gettempdir())
+    for folder in root.glob(f"{KEY_DIR_PREFIX}*-*"):
+        pid = folder.name[len(KEY_DIR_PREFIX):].partition("-")[0]
+        if pid.isdigit() and not _alive(int(pid)) and _ours(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{KEY_DIR_PREFIX}{os.getpid()}-"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _ours(folder: Path) -> bool:
+    """A key folder this user made: a folder of ours holding nothing but the key file."""
+    try:
+        return (folder.is_dir() and not folder.is_symlink() and folder.stat().st_uid == os.getuid()
+                and {f.name for f in folder.iterdir()} <= {"api_key"})
+    except OSError:
+        return False
 
 
 def register(subparsers: Any) -> None:
@@ -49,6 +85,11 @@ def register(subparsers: Any) -> None:
     s.add_argument("--rules", type=rules_option, default="observe",
                    help=RULES_HELP + " (default observe: the client is the agent; a request's x-vak-rules header "
                    "overrides it for that request)")
+    s.add_argument("--max-body", type=bounded_int(1024, 1 << 30), default=MAX_BODY_BYTES, metavar="BYTES",
+                   help=f"the largest request body, refused (413) as soon as more arrives (default {MAX_BODY_BYTES:,})")
+    s.add_argument("--idle-timeout", type=bounded_float(0.1, 3600.0), default=HEAD_S, metavar="SECONDS",
+                   help="a connection that sends no request head (or half of one), or a body that stops arriving, "
+                   f"for this long is closed (the body: 408) (default {HEAD_S:g})")
     s.add_argument("--summaries", choices=("on", "off"), default="on",
                    help="packet summaries: on (default: the upstream writes each packet's summary once, a call the "
                    "client's upstream bills) or off (no such call: packets carry the engine's extract of their turns)")
@@ -75,11 +116,11 @@ def run(args: argparse.Namespace) -> int:
     )
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
-    key_dir = Path(tempfile.mkdtemp(prefix="vak-serve-"))  # mode 0700
+    keys = key_dir()  # mode 0700
     try:
         server.start()
         # The run's API key goes to a file only this user can read, never to the terminal or a log.
-        key_file = key_dir / "api_key"
+        key_file = keys / "api_key"
         fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(server.api_key)
@@ -94,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
                 )
     finally:
         code = server.stop()
-        shutil.rmtree(key_dir, ignore_errors=True)
+        shutil.rmtree(keys, ignore_errors=True)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     print(f"stopped (exit code {code})", flush=True)
@@ -104,9 +145,9 @@ def run(args: argparse.Namespace) -> int:
 LOCAL_N_CTX = 8192  # the bundled model's context under vak serve unless --window says otherwise
 
 
-def _key_file(key_dir: Path, key: str) -> Path:
+def _key_file(folder: Path, key: str) -> Path:
     """The run's API key in a file only this user can read, never on the terminal or in a log."""
-    key_file = key_dir / "api_key"
+    key_file = folder / "api_key"
     fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(key)
@@ -126,6 +167,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     from vak_context.engine.api import Engine
     from vak_context.serve.app import ServeConfig, build_app
+    from vak_context.serve.connections import timed_protocol
     from vak_context.serve.upstream import key_from_environment
 
     upstream, base_url, upstream_key = args.upstream, args.base_url, key_from_environment(args.upstream)
@@ -141,22 +183,23 @@ def run_serve(args: argparse.Namespace) -> int:
         # The sessions plan against the context this server holds: unset, a local:<model> session would take
         # the engine's own default for a bundled model (16384), and a request past 8192 would be rejected.
         window = local.n_ctx
-    key_dir = Path(tempfile.mkdtemp(prefix="vak-serve-"))  # mode 0700
+    keys = key_dir()  # mode 0700
     engine = Engine.open(args.ledger, ray=args.ray, search_index=args.search_index)
     try:
         client_key = secrets.token_urlsafe(24)
-        key_file = _key_file(key_dir, client_key)
+        key_file = _key_file(keys, client_key)
         app = build_app(engine, ServeConfig(upstream, base_url=base_url, upstream_key=upstream_key,
                                             client_key=client_key, window=window,
                                             defer_tools=args.defer_tools, rules=args.rules,
-                                            calls=args.calls, summaries=args.summaries))
+                                            calls=args.calls, summaries=args.summaries,
+                                            max_body=args.max_body, idle_s=args.idle_timeout))
         # Bound here, on loopback, before uvicorn starts: the address printed is the one listening (also
         # with --port 0), and nothing else is ever bound.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", args.port))
         root = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", http=timed_protocol(args.idle_timeout)))
         print(f"vak serve: {upstream} through the engine (ledger {args.ledger}); key in {key_file}; stop: Ctrl-C",
               flush=True)
         print(f"  OpenAI: base_url={root}/v1   Anthropic: base_url={root}", flush=True)
@@ -166,7 +209,7 @@ def run_serve(args: argparse.Namespace) -> int:
         server.run(sockets=[sock])
     finally:
         engine.close()
-        shutil.rmtree(key_dir, ignore_errors=True)
+        shutil.rmtree(keys, ignore_errors=True)
         if local is not None:
             local.stop()
     return 0

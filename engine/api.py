@@ -95,10 +95,13 @@ class Engine:
         _check_search_index(search_index)
         folder = Path(ledger_folder)
         if ray is None or ray is False:
+            from vak_context.agent.carddocs import catch_up_cards
             from vak_context.storage.ledger import LedgerStore
 
             # No index on the append path (actors/ledger.py says why): caught up at turn close or search.
-            return cls(LedgerStore(folder), search_index=search_index)
+            store = LedgerStore(folder)
+            catch_up_cards(store)  # card indexes a killed writer left behind the ledger (storage/cardindex.py)
+            return cls(store, search_index=search_index)
         return cls(None, ray=_RayLink.join(folder, ray), search_index=search_index)
 
     @property

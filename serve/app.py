@@ -41,6 +41,7 @@ from vak_context.context.request.surface import should_defer
 from vak_context.engine.api import Engine, Session, pin_stated
 from vak_context.errors import (
     ContextOverflow,
+    InvalidBody,
     InvalidInput,
     InvalidName,
     InvalidRules,
@@ -48,6 +49,7 @@ from vak_context.errors import (
     VakError,
 )
 from vak_context.names import check_name
+from vak_context.serve.bodies import BODY_IDLE_S, MAX_BODY_BYTES, check_content_type, parse, read_body
 from vak_context.serve.continuity import IDEMPOTENCY_HEADER, RETRY_HEADER, decide, fingerprint
 from vak_context.serve.conversation import Conversation, Held, Routed, fork, read_held, replayed
 from vak_context.serve.protocol import (
@@ -64,6 +66,7 @@ from vak_context.serve.protocol import (
     read_anthropic,
     read_openai,
 )
+from vak_context.serve.shapes import CHECKS
 from vak_context.serve.streaming import ClientGone, Stream
 from vak_context.serve.textform import with_text_exchanges
 from vak_context.serve.upstream import Upstream
@@ -87,7 +90,7 @@ class Resend:
     @classmethod
     def of(cls, headers: Any) -> Resend:
         retry = headers.get(RETRY_HEADER, "0")
-        return cls(headers.get(IDEMPOTENCY_HEADER) or None, int(retry) if retry.isdigit() else 0)
+        return cls(headers.get(IDEMPOTENCY_HEADER) or None, int(retry) if retry.isascii() and retry.isdigit() else 0)
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,9 @@ class ServeConfig:
     calls: str | None = None
     # Packet summaries are calls to the upstream (the client's bill): "off" carries the engine's extract instead.
     summaries: str = "on"
+    # A request body's bounds (serve/bodies.py): its bytes, read as they stream in, and the longest pause in it.
+    max_body: int = MAX_BODY_BYTES
+    idle_s: float = BODY_IDLE_S
 
     @property
     def model(self) -> str:
@@ -315,6 +321,8 @@ def error_response(protocol: Protocol, exc: BaseException) -> JSONResponse:
         # A 429 or 5xx keeps its status (clients back off and retry on them); any other upstream failure
         # (its auth, a malformed request) is the gateway's: 502.
         status, body = error_body(protocol, kind, f"upstream: {exc}", upstream if upstream == 429 or upstream >= 500 else 502)
+    elif isinstance(exc, InvalidBody):
+        status, body = error_body(protocol, "too_large" if exc.status == 413 else "invalid", str(exc), exc.status)
     elif isinstance(exc, InvalidInput):
         status, body = error_body(protocol, "invalid", str(exc))
     elif isinstance(exc, VakError):
@@ -443,17 +451,16 @@ def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | N
                  render: Callable[[Reply], dict[str, Any]], events: Callable[[str], Events]) -> Callable[[Request], Any]:
         async def answer(request: Request) -> Response:
             key = _client_key(request)
-            if config.client_key is not None and not hmac.compare_digest(key, config.client_key):
-                status, body = error_body(protocol, "auth", "a wrong or missing API key: send this run's key "
-                                          "(the file vak serve printed) as the Bearer token or x-api-key")
-                return JSONResponse(body, status_code=status)
+            refused = unauthorised(protocol, key)
+            if refused is not None:
+                return refused
             try:
-                try:
-                    raw = json.loads(await request.body())
-                except ValueError as exc:
-                    raise InvalidInput(f"the request body is not JSON: {exc}") from exc
-                if not isinstance(raw, dict):
-                    raise InvalidInput("the request body must be a JSON object")
+                # Bounded before it is parsed, and its shape checked before anything reads it into a session
+                # (serve/bodies.py, serve/shapes.py): a refused body starts no session and writes nothing.
+                check_content_type(request.headers.get("content-type"))
+                raw = parse(await read_body(request.stream(), request.headers.get("content-length"),
+                                            limit=config.max_body, idle_s=config.idle_s))
+                CHECKS[protocol](raw)
                 client_request = with_text_exchanges(read(raw))
                 session = server.key_of(client_request, request.headers.get(SESSION_HEADER), key)
                 rules = request_rules(request.headers.get(RULES_HEADER))
@@ -469,7 +476,21 @@ def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | N
 
         return answer
 
+    def unauthorised(protocol: Protocol, key: str) -> Response | None:
+        if config.client_key is None or hmac.compare_digest(key.encode(), config.client_key.encode()):
+            return None
+        status, body = error_body(protocol, "auth", "a wrong or missing API key: send this run's key "
+                                  "(the file vak serve printed) as the Bearer token or x-api-key")
+        return JSONResponse(body, status_code=status)
+
+    async def health(request: Request) -> Response:  # the one route without a key: it tells nothing but "up"
+        return JSONResponse({"status": "ok"})
+
     async def models(request: Request) -> Response:
+        refused = unauthorised("anthropic" if "anthropic-version" in request.headers else "openai",
+                               _client_key(request))
+        if refused is not None:
+            return refused
         if "anthropic-version" in request.headers:
             return JSONResponse({"data": [{"type": "model", "id": config.model, "display_name": config.model,
                                            "created_at": "1970-01-01T00:00:00Z"}],
@@ -489,6 +510,7 @@ def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | N
         Route("/v1/messages", endpoint("anthropic", read_anthropic, anthropic_reply, AnthropicEvents),
               methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
     ], lifespan=lifespan)
     app.state.server = server
     return app

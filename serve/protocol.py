@@ -319,6 +319,7 @@ Events = OpenAIEvents | AnthropicEvents
 _KINDS = {
     "invalid": (400, "invalid_request_error", "invalid_request_error"),
     "overflow": (400, "invalid_request_error", "invalid_request_error"),
+    "too_large": (413, "invalid_request_error", "request_too_large"),
     "auth": (401, "authentication_error", "authentication_error"),
     "not_found": (404, "not_found_error", "not_found_error"),
     "rate_limit": (429, "rate_limit_error", "rate_limit_error"),

@@ -55,6 +55,10 @@ from vak_context.storage import cardwhoosh as cw
 log = logging.getLogger("vak.cards")
 
 CARDS_DIR = "_cards"
+# Beside ``_cards``: a card is in the ledger whose document this index has not committed. Made before the
+# card is appended (``expect``), removed once its document is committed; one left by a killed process names
+# the sessions to catch up from the ledger at the next open (``pending_sessions``, ``catch_up_cards``).
+PENDING = "_cards.pending"
 CARDS_FORMAT = cw.CARDS_FORMAT
 OPEN_SESSIONS = 16
 COMMIT_DOCS = 64
@@ -111,6 +115,14 @@ class CardIndex:
 
     def path(self, session: str) -> Path:
         return self.root / "sessions" / check_name(session, "session name") / CARDS_DIR
+
+    def expect(self, session: str) -> None:
+        """A card of ``session`` is about to go into the ledger: until its document is committed here, the
+        pending marker says so (a SIGKILL in between leaves it for the next open to catch up)."""
+        marker = self.path(session).parent / PENDING
+        if not marker.exists():
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
 
     def __enter__(self) -> CardIndex:
         return self
@@ -189,6 +201,8 @@ class CardIndex:
         held.committed = docs
         held.generation = held.ix.latest_generation()
         cw.write_state(self.path(session), session, held.generation, docs)
+        if held.writer is None or not held.writer.bufferedcount:  # every document committed: nothing pending
+            (self.path(session).parent / PENDING).unlink(missing_ok=True)
 
     def _shut(self, session: str, held: _Open, *, commit: bool) -> None:
         if held.timer is not None:
@@ -434,6 +448,12 @@ def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 EMBEDDING_CHOICES = ("off", "minilm")
+
+
+def pending_sessions(root: str | os.PathLike[str]) -> list[str]:
+    """The sessions under ``root`` whose card index may lack cards the ledger holds (their pending marker):
+    one directory listing, no ledger read."""
+    return sorted(p.parent.name for p in (Path(root) / "sessions").glob(f"*/{PENDING}"))
 
 
 def embedder_from_config(config: VakConfig | None = None) -> Embedder | None:

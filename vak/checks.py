@@ -36,6 +36,22 @@ def bounded_int(lo: int, hi: int) -> Callable[[str], int]:
     return parse
 
 
+def bounded_float(lo: float, hi: float) -> Callable[[str], float]:
+    """An argparse ``type``: a number from ``lo`` to ``hi`` (seconds, say); anything else is a one-line error."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text.strip())
+        except ValueError:
+            value = None
+        if value is None or not lo <= value <= hi:  # NaN fails both comparisons
+            raise argparse.ArgumentTypeError(f"must be a number from {lo:g} to {hi:g} (got {text!r})")
+        return value
+
+    parse.__name__ = f"float {lo}..{hi}"
+    return parse
+
+
 def check_base_url(url: str, what: str = "--base-url") -> str:
     """``url`` if it is an http(s) URL with a host and a valid port, else ``InvalidInput`` saying why."""
     example = "write it as http(s)://host[:port][/path], e.g. http://127.0.0.1:8080/v1"

@@ -70,6 +70,17 @@ class InvalidInput(VakError):
     """Bad input from a caller. Nothing was written."""
 
 
+class InvalidBody(InvalidInput):
+    """A request body ``vak serve`` refuses before anything reads it into a session: not JSON, too large or
+    too deep, the wrong content type, sent too slowly, or a field of the wrong shape (the message names the
+    field, as ``messages[2].tool_calls[0].function: required``). ``status`` is the HTTP status it answers
+    with (400, 408, 413 or 415). Nothing was written."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        self.status = status
+        super().__init__(message)
+
+
 class UnknownKind(InvalidInput):
     def __init__(self, kind: object, known: list[str] | None = None) -> None:
         self.kind = kind
