@@ -8,6 +8,11 @@ there, instead of hoping a randomly timed kill did:
 - ``header``: a writer created a new tail and was about to write its header (the tail is empty);
 - ``midbody``: half of a record batch message's body was written;
 - ``marker``: the body was written, and the continuation marker that completes it was next.
+
+The test starts each writer with :func:`run_piped` from a multiprocessing forkserver that has imported this
+module (so each of its 50 writers is a fork, not a new interpreter paying the ledger's imports, about 2 s of
+CPU each): the ids go to the test through a pipe instead of stdout, and the writer is still a process of
+its own, killed with SIGKILL. Run as a script, it prints them.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import random
 import signal
 import sys
 import threading
+from multiprocessing.connection import Connection
 
 from vak_context.events.payloads import EvidenceBody, Nudge
 from vak_context.storage.ledger import LedgerStore
@@ -88,6 +94,28 @@ def main(root: str, seed: int, mode: str = "random", acks_before_kill: int = 0) 
     for w in range(rng.choice([1, 4])):
         threading.Thread(target=writer, args=(w,), daemon=True).start()
     threading.Event().wait()
+
+
+class _PipeLines:
+    """``sys.stdout`` for a piped writer: what was written goes to the test as one message per flush."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn, self.buffer = conn, ""
+
+    def write(self, text: str) -> int:
+        self.buffer += text
+        return len(text)
+
+    def flush(self) -> None:
+        if self.buffer:
+            self.conn.send_bytes(self.buffer.encode())
+            self.buffer = ""
+
+
+def run_piped(conn: Connection, root: str, seed: int, mode: str, acks_before_kill: int) -> None:
+    """:func:`main` in a forked child, each acknowledged id sent on ``conn`` before the next append."""
+    sys.stdout = _PipeLines(conn)
+    main(root, seed, mode, acks_before_kill)
 
 
 if __name__ == "__main__":

@@ -7,60 +7,67 @@ repaired, every one of them, by the next writer.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
+from tests.fakes.crash_writer import run_piped
 from vak_context.storage.ledger import LedgerStore
 
-REPO = Path(__file__).resolve().parents[2]
 KILLS = 50
 # Every fifth run is killed from outside at a random moment; the rest kill themselves at an exact
 # point of a commit (tests/fakes/crash_writer.py), so mid-write kills happen on every run of this test.
 PLAN = ["random", "header", "midbody", "marker", "random"]
 
 
+# Each writer is a process of its own, forked from a forkserver that imported the writer (and the ledger)
+# once: a fresh interpreter per kill paid about 2 s of imports, 50 times (tests/fakes/crash_writer.py).
+_WRITERS = multiprocessing.get_context("forkserver")
+_WRITERS.set_forkserver_preload(["tests.fakes.crash_writer"])
+
+
 def _run_and_kill(root: Path, seed: int, mode: str, rng: random.Random) -> list[str]:
     """Run the writer until it dies (killed by us after a random delay, or by itself); its acked ids."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     acks_before_kill = 0 if mode == "header" else rng.randint(1, 8)
-    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "fakes" / "crash_writer.py"), str(root), str(seed), mode,
-                             str(acks_before_kill)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
+    ours, theirs = _WRITERS.Pipe(duplex=False)
+    proc = _WRITERS.Process(target=run_piped, args=(theirs, str(root), seed, mode, acks_before_kill), daemon=True)
+    proc.start()
+    theirs.close()  # the writer holds the only sending end: its death ends the reader
     acked: list[str] = []
     first = threading.Event()
 
     def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.strip():
-                acked.append(line.strip())
-                first.set()
+        while True:
+            try:
+                lines = ours.recv_bytes().decode()
+            except EOFError:
+                return
+            acked.extend(line.strip() for line in lines.splitlines() if line.strip())
+            first.set()
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    if mode == "random":
-        if not first.wait(60):
-            proc.kill()
-            proc.wait()
-            raise AssertionError("the writer never acknowledged an append (run tests/fakes/crash_writer.py by hand)")
-        time.sleep(rng.uniform(0.0, 0.25))  # the random moment itself; the test waits on events only
-        proc.send_signal(signal.SIGKILL)
     try:
-        proc.wait(120)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise AssertionError(f"the {mode!r} writer never reached its kill point") from None
-    assert proc.returncode == -signal.SIGKILL, f"the {mode!r} writer exited with {proc.returncode}, not killed"
-    reader.join(5)
-    assert proc.stdout is not None
-    proc.stdout.close()
+        if mode == "random":
+            if not first.wait(60):
+                raise AssertionError("the writer never acknowledged an append (run tests/fakes/crash_writer.py by hand)")
+            time.sleep(rng.uniform(0.0, 0.25))  # the random moment itself; the test waits on events only
+            os.kill(proc.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        proc.join(120)
+        if proc.exitcode is None:
+            raise AssertionError(f"the {mode!r} writer never reached its kill point")
+        assert proc.exitcode == -signal.SIGKILL, f"the {mode!r} writer exited with {proc.exitcode}, not killed"
+        reader.join(5)
+    finally:
+        if proc.exitcode is None:
+            proc.kill()
+            proc.join()
+        proc.close()
+        ours.close()
     return acked
 
 
