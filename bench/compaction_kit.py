@@ -61,8 +61,11 @@ from compaction_kit import (  # noqa: E402
     SummaryTailCompactor,
     Turn,
     UpdateAwareChecklistCompactor,
+    build_seeded_session,
     check_compactor,
     run_budget_benchmark,
+    run_conformance,
+    seeded_canaries,
 )
 from compaction_kit.canaries import CanaryType  # noqa: E402
 
@@ -274,8 +277,9 @@ def check_lines(budgets: Sequence[float], rounds: int) -> list[str]:
     for f in report.findings:
         lines.append(f"  {f.canary_type:<16} round 1 {f.round1_survival:>5.0%}  final {f.final_survival:>5.0%}  {f.verdict}")
     for budget in budgets:
-        report = check_compactor(EngineCompactor(), rounds=rounds, budget_fraction=budget)
-        final = report.budget_checks[-1].rounds[-1]
+        run = run_conformance(build_seeded_session(), EngineCompactor(), rounds=rounds, canaries=seeded_canaries(),
+                              budget_fraction=budget)
+        final = run.rounds[-1]
         held = sum(final.survived.values())
         by = " ".join(f"{SHORT[t]} {final.survival_by_type.get(t, 0.0):.0%}" for t in TYPES)
         lines.append(f"  at {budget:.0%}: {held}/{len(final.survived)} held after round {final.round_num} ({by}); "
