@@ -1,0 +1,72 @@
+"""Small budgets spend well (issue 34 item 3): the tail's fixed cost, a rescue's size, packets at a small budget.
+
+Sessions are written to a real on-disk ledger (``LedgerStore``) and planned through ``prepare()``, as the agent
+does; no summariser is wired where none is needed (a plain function that fails the test if called)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.sessions import ledger_session, profile
+from vak_context.agent.request import prepare
+from vak_context.context.capacity.profile import request_budget
+from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.view import SessionView
+from vak_context.context.request.assemble import Tail, render_tail, request_tokens
+from vak_context.context.rules import drift
+from vak_context.events.payloads import ResetWithHandoff
+
+SYSTEM = "You are an agent. " * 20  # 360 characters: a 90-token prefix at 0.25 tokens per char
+
+
+async def _no_summary(view: SessionView, p: Plan) -> list[str]:
+    raise AssertionError("this plan needs no summary")
+
+
+def test_a_utc_tail_states_the_time_once() -> None:
+    utc = render_tail(Tail(now=1_764_590_400.0, timezone="UTC", stance=""))
+    assert utc == "<turn_context>UTC 2025-12-01T12:00:00Z</turn_context>\n"
+    paris = render_tail(Tail(now=1_764_590_400.0, timezone="Europe/Paris", stance=""))
+    assert "; local 2025-12-01 13:00 Europe/Paris (UTC+0100)" in paris
+
+
+def test_each_paused_directive_in_the_tail_is_bounded() -> None:
+    pasted = "Refactor the parser module: " + "split the tokenizer, the grammar and the error recovery " * 40
+    prior = [drift.PriorTurn(pasted), drift.PriorTurn("Then rename the parser tests.")]
+    paused = drift.paused_directives("What is the capital of France?", prior)
+    assert len(paused) == 2 and paused[1] == "Then rename the parser tests."
+    assert len(paused[0]) <= drift.PAUSED_CHARS and paused[0].endswith("…")
+    assert pasted.startswith(paused[0][:-1])  # cut at a word, never mid-word
+    tail = render_tail(Tail(now=0.0, paused=paused))
+    assert len(tail) < 600
+
+
+@pytest.mark.parametrize("horizon", [140, 160, 180])
+async def test_a_rescue_never_makes_the_request_larger_than_the_budget_it_replaces(tmp_path: Path,
+                                                                                   horizon: int) -> None:
+    """At a budget that cannot even point at 40 earlier turns, the rescue's reset carries a handoff that fits
+    the room the request had: the request after it is within the budget (it was once larger, and every later
+    turn failed), names the turns behind it and the recall that returns them."""
+    store, view = ledger_session(tmp_path / "ledger", 40)
+    prof = profile(horizon, out=16)
+    prep = await prepare(view, prof, "And what about the copper price?", ledger=store, session="s",
+                         summarise=_no_summary, model="m", system=SYSTEM)
+    assert len(prep.written) == 1 and isinstance(reset := store.payload(prep.written[0]), ResetWithHandoff)
+    assert request_tokens(prof, prep.request) <= request_budget(prof)
+    assert "turns 1–40" in reset.handoff and 'recall({"turn": N})' in reset.handoff
+    again = await prepare(view, prof, "And the reservation?", ledger=store, session="s", summarise=_no_summary,
+                          model="m", system=SYSTEM)
+    assert again.written == [] and request_tokens(prof, again.request) <= request_budget(prof)
+    store.close()
+
+
+async def test_a_roomy_rescue_keeps_the_whole_handoff(tmp_path: Path) -> None:
+    store, view = ledger_session(tmp_path / "ledger", 6)
+    dead = profile(0, out=256, window=8_192)  # followed the instruction at no probed size
+    prep = await prepare(view, dead, "And what about the copper price?", ledger=store, session="s",
+                         summarise=_no_summary, model="m", system=SYSTEM)
+    reset = store.payload(prep.written[0])
+    assert isinstance(reset, ResetWithHandoff) and reset.handoff.startswith("Context reset for local:h0: ")
+    store.close()
