@@ -12,6 +12,7 @@ import pytest
 from tests.fakes.sessions import ledger_session, profile
 from vak_context.agent.request import prepare
 from vak_context.context.capacity.profile import request_budget
+from vak_context.context.history.packets import EXTRACT_ASKED_CHARS, extract_line, extract_summary
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import Tail, render_tail, request_tokens
@@ -69,4 +70,21 @@ async def test_a_roomy_rescue_keeps_the_whole_handoff(tmp_path: Path) -> None:
                          summarise=_no_summary, model="m", system=SYSTEM)
     reset = store.payload(prep.written[0])
     assert isinstance(reset, ResetWithHandoff) and reset.handoff.startswith("Context reset for local:h0: ")
+    store.close()
+
+
+def test_an_extract_that_does_not_fit_is_reduced_by_whole_turns_never_to_the_bare_range(tmp_path: Path) -> None:
+    """At the smallest room a summary is asked for (48 tokens: 144 characters with the headroom), 40 turns'
+    extract still lists its first turn and names the others with the recall that returns each; with more
+    room, more whole turns, each line whole (its directive cut only at the smallest rooms)."""
+    store, view = ledger_session(tmp_path / "ledger", 40)
+    tight = extract_summary(view.index, 1, 40, 144)
+    lines = tight.splitlines()
+    assert len(tight) <= 144 and lines[0].startswith("- Turn 1: Find my reservation")
+    assert lines[-1] == 'Turns 2–40 not listed here: recall({"turn": N}) returns each (2..40).'
+    roomy = extract_summary(view.index, 1, 40, 1_200).splitlines()
+    kept = [line for line in roomy if line.startswith("- Turn ")]
+    assert 5 <= len(kept) < 40 and all(line == extract_line(view.index, k, EXTRACT_ASKED_CHARS)
+                                       for k, line in enumerate(kept, start=1))
+    assert roomy[-1].startswith(f"Turns {len(kept) + 1}–40 not listed here: recall(")
     store.close()
