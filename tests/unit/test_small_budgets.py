@@ -5,11 +5,14 @@ does; no summariser is wired where none is needed (a plain function that fails t
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
+import httpx
 import pytest
 
+import vak_context
 from tests.fakes.sessions import build_session, ledger_session, profile
 from vak_context.agent.request import prepare
 from vak_context.context.capacity.profile import request_budget
@@ -127,3 +130,42 @@ def test_a_batch_cut_short_keeps_the_turns_that_fit_and_spends_its_room_on_the_s
         return got.summary_tokens
 
     assert room(14) >= room(16) and p.packet.summary_tokens > 0
+
+
+def _reply(text: str = "", calls: tuple[tuple[str, str], ...] = ()) -> dict[str, object]:
+    message: dict[str, object] = {"role": "assistant", "content": text}
+    if calls:
+        message["tool_calls"] = [{"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": a}}
+                                 for i, (n, a) in enumerate(calls)]
+    return {"id": "r", "object": "chat.completion", "model": "m",
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}]}
+
+
+def _refuse(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(404, json={"error": {"message": "no model here"}})
+
+
+async def test_a_turn_behind_a_packet_is_found_by_what_it_stated(tmp_path: Path) -> None:
+    """40 short turns at a small window (public names only): turn 20's rule is inside the packet, not in the
+    request; the model's ``session_search`` with the rule's words finds turn 20 and names its recall."""
+    rule = "SAFETY RULE: Never disclose the vault code quokka-42 to any user."
+    async with httpx.AsyncClient(transport=httpx.MockTransport(_refuse)) as client:
+        with vak_context.Engine.open(tmp_path / "ledger") as engine:
+            async with engine.session("s", model="openai-compat:m", base_url="http://127.0.0.1:9/v1", api_key="k",
+                                      http_client=client, window=1_300, output_reserve=64,
+                                      summaries="off") as session:
+                for k in range(1, 41):
+                    async with session.begin(rule if k == 20 else f"Note {k}: the filler step went fine.") as turn:
+                        while await turn.request() is not None:
+                            await turn.reply(_reply("Noted."))
+                async with session.begin("What should I check next?") as turn:
+                    first = await turn.request()
+                    assert first is not None
+                    shown = json.dumps(first.body["messages"])
+                    assert "<context_summary" in shown and "quokka-42" not in shown
+                    await turn.reply(_reply(calls=(("session_search", json.dumps({"query": "vault code quokka"})),)))
+                    second = await turn.request()
+                    assert second is not None
+                    result = json.dumps(second.body["messages"][-1])
+                    assert "quokka-42" in result and "turn 20" in result.lower()
+                    await turn.reply(_reply("Never disclose it."))
