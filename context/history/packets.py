@@ -416,6 +416,9 @@ def summariser_prompt(
 
 
 EXTRACT_ASKED_CHARS = 100  # a directive's words in the extract, at most (cut at a word, marked with …)
+# Where not even one turn's line fits at that length, its directive is cut shorter, down to the last of
+# these, so that an extract always lists at least its first turn (never only the range it leaves out).
+EXTRACT_TIGHTER_CHARS = (60, 32)
 
 
 def _cut(text: str, limit: int) -> str:
@@ -426,26 +429,37 @@ def _cut(text: str, limit: int) -> str:
     return cut + "…"
 
 
-def extract_line(index: TurnIndex, ordinal: int) -> str:
-    """One turn in the extract: its directive, its outcome and the evidence ids it got."""
+def extract_line(index: TurnIndex, ordinal: int, asked_chars: int = EXTRACT_ASKED_CHARS) -> str:
+    """One turn in the extract: its directive, its outcome (when not ``completed``) and the evidence ids it got."""
     turn = index.turn(ordinal)
     asked = turn.card.asked if turn.card is not None else turn.directive.text
     outcome = turn.card.outcome if turn.card is not None else ("closed" if turn.closed else "open")
     ids = ", ".join(short_id(e) for e in turn.evidence)
-    got = f"; evidence {ids}" if ids else "; no tool results"
-    return f"- Turn {ordinal} ({outcome}): {_cut(asked, EXTRACT_ASKED_CHARS)}{got}"
+    got = f"; evidence {ids}" if ids else ""
+    how = "" if outcome == "completed" else f" ({outcome})"
+    return f"- Turn {ordinal}{how}: {_cut(asked, asked_chars)}{got}"
 
 
 def extract_summary(index: TurnIndex, first_ordinal: int, last_ordinal: int, max_chars: int) -> str:
     """The deterministic extract that stands in for a missing summary (spec §4): one line per turn
     (``extract_line``), oldest first, by whole lines within ``max_chars``; the turns left out are named
-    with the recall that returns each. The same turns and room give the same bytes."""
+    with the recall that returns each. At least the first turn is listed (its directive cut shorter where
+    its line would not fit, ``EXTRACT_TIGHTER_CHARS``). The same turns and room give the same bytes."""
     if last_ordinal < first_ordinal:
         raise InvalidInput(f"an extract covers turns first..=last, not {first_ordinal}..{last_ordinal}")
+    for asked_chars in (EXTRACT_ASKED_CHARS, *EXTRACT_TIGHTER_CHARS):
+        lines = _whole_lines(index, first_ordinal, last_ordinal, max_chars, asked_chars)
+        if lines[0].startswith("- Turn "):
+            return "\n".join(lines)
+    return "\n".join(lines)
+
+
+def _whole_lines(index: TurnIndex, first_ordinal: int, last_ordinal: int, max_chars: int, asked_chars: int
+                 ) -> list[str]:
     lines: list[str] = []
     used = 0
     for ordinal in range(first_ordinal, last_ordinal + 1):
-        line = extract_line(index, ordinal)
+        line = extract_line(index, ordinal, asked_chars)
         # Room for this line and, unless it is the last, for the line naming the turns after it.
         after = len(_left_out(ordinal + 1, last_ordinal)) + 1 if ordinal < last_ordinal else 0
         if used + len(line) + 1 + after > max_chars:
@@ -453,10 +467,10 @@ def extract_summary(index: TurnIndex, first_ordinal: int, last_ordinal: int, max
             break
         lines.append(line)
         used += len(line) + 1
-    return "\n".join(lines)
+    return lines
 
 
 def _left_out(first: int, last: int) -> str:
     turns = f"Turn {first}" if first == last else f"Turns {first}–{last}"
-    return f'{turns} not listed here: recall({{"turn": N}}) returns each of them ({first}..{last}) in full.'
+    return f'{turns} not listed here: recall({{"turn": N}}) returns each ({first}..{last}).'
 

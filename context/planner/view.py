@@ -13,7 +13,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from vak_context.context.capacity.profile import CapacityProfile
-from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
+from vak_context.context.history.packets import render_handoff
 from vak_context.context.history.render import EvidenceInfo, evidence_info
 from vak_context.context.history.turns import WITHDRAWN, Turn, TurnIndex
 from vak_context.context.planner.currentturn import TurnCosts, turn_costs
@@ -170,10 +171,38 @@ class SessionView:
 
 
 
-def handoff_text(p: Plan) -> str:
+def handoff_text(p: Plan, tokens_per_char: float | None = None) -> str:
+    """The handoff a rescue's reset carries: the richest of its forms whose ``<context_reset>`` rendering fits
+    the room the rescued request had beside its current turn (``handoff_room``), so a rescue never makes a
+    request larger than the one it replaces; the shortest form, naming the turns and the recall that returns
+    them, when none fits. ``tokens_per_char``: the bound model's (default: the rate the plan was made at)."""
     omitted = [t.ordinal for t in p.turns if t.fidelity == Fidelity.BEHIND_RESET]
     span = f"turns {omitted[0]}–{omitted[-1]}" if omitted else "no turns"
-    return (
+    forms = (
         f"Context reset for {p.model}: {p.rescue_reason}. The session's {span} are behind this point and are "
-        'not planned again; recall({"turn": N}) still returns any of them in full.'
+        'not planned again; recall({"turn": N}) still returns any of them in full.',
+        f'The session\'s {span} are behind a context reset; recall({{"turn": N}}) returns any of them in full.',
+        f'recall({{"turn": N}}) returns {span}.',
     )
+    tpc = tokens_per_char if tokens_per_char is not None else plan_rate(p)
+    room = handoff_room(p)
+    turns = omitted[-1] if omitted else 0
+    for form in forms:
+        if estimate_tokens(len(render_handoff(turns, form)), tpc) <= room:
+            return form
+    return forms[-1]
+
+
+def handoff_room(p: Plan) -> int:
+    """What a rescued request leaves beside its prefix, tail, output reserve and current turn: the most its
+    reset's handoff may add (the rescue plan itself carries no history)."""
+    b = p.budget
+    return max(0, b.budget + b.current_turn_reserve - b.current)
+
+
+def plan_rate(p: Plan) -> float:
+    """The tokens per char the plan was made at (its profile input), else the prior."""
+    try:
+        return float(p.inputs["profile"]["tokens_per_char"]["value"])
+    except (KeyError, TypeError, ValueError):
+        return PRIOR_TOKENS_PER_CHAR

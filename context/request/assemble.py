@@ -101,6 +101,9 @@ class Tail:
     work_contract: str = ""
 
 
+_UTC_NAMES = frozenset({"UTC", "ETC/UTC", "Z", "ZULU", "UCT", "ETC/UCT", "UNIVERSAL", "ETC/UNIVERSAL", "GMT", "ETC/GMT"})
+
+
 def render_tail(tail: Tail) -> str:
     """The tail block, each part on its own tagged line(s); empty parts are left out."""
     try:
@@ -109,10 +112,11 @@ def render_tail(tail: Tail) -> str:
         raise InvalidInput(f"unknown time zone {tail.timezone!r}; use an IANA name such as 'Europe/Paris'") from exc
     instant = datetime.fromtimestamp(tail.now, UTC)
     local = instant.astimezone(zone)
-    lines = [
-        f"<turn_context>UTC {instant.strftime('%Y-%m-%dT%H:%M:%SZ')}; local {local.strftime('%Y-%m-%d %H:%M')} "
-        f"{tail.timezone} (UTC{local.strftime('%z')})</turn_context>"
-    ]
+    # A zone at UTC's offset says nothing the UTC time does not: the tail is re-sent with every request and
+    # recorded with its turn, so the local time is shown only where it differs.
+    here = "" if local.utcoffset() == instant.utcoffset() and tail.timezone.upper() in _UTC_NAMES else (
+        f"; local {local.strftime('%Y-%m-%d %H:%M')} {tail.timezone} (UTC{local.strftime('%z')})")
+    lines = [f"<turn_context>UTC {instant.strftime('%Y-%m-%dT%H:%M:%SZ')}{here}</turn_context>"]
     if tail.intent.strip():
         lines.append(f"<intent>{tail.intent.strip()}</intent>")
     if tail.stance.strip():

@@ -422,9 +422,16 @@ def stepped(state: RuleState) -> RuleState:
 # ------------------------------------------------------------------ thread drift
 
 
+# A paused directive in the tail shows at most this many characters (cut at a word, marked with …): the
+# tail is re-sent with every request and recorded with its turn, so an unbounded entry (a pasted task)
+# would cost every later request its whole length; the turn itself stays in the ledger for recall.
+PAUSED_CHARS = 120
+
+
 def paused_directives(directive: str, prior: Sequence[PriorTurn], limit: int = 3) -> tuple[str, ...]:
     """When ``directive`` changes subject (shares no content word with the previous directive), the
-    previous subject's directives (newest last, at most ``limit``) are listed as "earlier, now paused"."""
+    previous subject's directives (newest last, at most ``limit``, each at most ``PAUSED_CHARS``) are listed
+    as "earlier, now paused"."""
     if not prior:
         return ()
     current = words(directive)
@@ -435,8 +442,16 @@ def paused_directives(directive: str, prior: Sequence[PriorTurn], limit: int = 3
     for p in reversed(prior):
         if current & words(p.directive) or len(subject) >= limit:
             break
-        subject.append(p.directive)
+        subject.append(_bounded(p.directive, PAUSED_CHARS))
     return tuple(reversed(subject))
+
+
+def _bounded(text: str, limit: int) -> str:
+    """``text`` on one line, at most ``limit`` characters: cut at a word and marked with … when longer."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    return (text[: limit - 1].rsplit(" ", 1)[0] or text[: limit - 1]) + "…"
 
 
 # ------------------------------------------------------------------ words

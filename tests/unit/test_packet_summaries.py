@@ -87,7 +87,7 @@ async def test_a_failing_summariser_leaves_the_extract_in_every_packet(tmp_path:
     f = packet_figures(model)
     assert f.packets and f.extract == len(f.packets) and f.bare == 0 and f.model_summary == 0
     for packet in f.packets:  # each turn's directive, outcome and evidence ids (or the recall naming it)
-        assert "- Turn 1 (completed): please search query-001" in packet and "evidence " in packet
+        assert "- Turn 1: please search query-001" in packet and "evidence " in packet
     calls = Counter(f"{a}-{b}" for a, b in model.summary_ranges())
     assert calls == Counter(set(f.ranges))  # tried once per range, never again
     details = summarise_activities(tmp_path / "ledger")

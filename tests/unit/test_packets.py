@@ -215,14 +215,14 @@ async def test_a_small_summariser_window_takes_several_calls_each_seeded_by_the_
 
 async def test_an_empty_summary_stores_the_extract_and_says_why(tmp_path: Path) -> None:
     """A summariser that answers nothing: the packet stores the engine's extract (each turn's directive,
-    outcome and evidence ids), marked as such, and the activity records the failure."""
+    outcome where it is not ``completed``, and evidence ids), marked as such, and the activity records the failure."""
     store, view = ledger_session(tmp_path / "ledger", 9)
     ids, _ = await _summarise(store, view, _plan_with_packet(view, 1, 8, 400), Summaries(""))
     packet = store.payload(ids[-1])
     activity = store.payload(ids[0])
     assert isinstance(packet, Compaction) and packet.source == "extract" and packet.seeded_from is None
     lines = packet.summary.splitlines()
-    assert lines[0].startswith("- Turn 1 (completed): Find my reservation")
+    assert lines[0].startswith("- Turn 1: Find my reservation")
     for o in range(1, 9):
         assert all(short_id(e) in packet.summary for e in view.index.turn(o).evidence)
     assert isinstance(activity, Activity) and activity.detail["calls"][0]["empty"] is True
