@@ -84,7 +84,7 @@ def packet_span(w: HistoryColumns, budget: int, tpc: float) -> tuple[int, Packet
     reserved, last_pos = 0, -1
     while True:
         need = max(w.suffix_start(budget - reserved), 1, last_pos + 1)
-        last_pos = batch_end(need, n) - 1
+        last_pos = min(n, math.ceil(need / PACKET_BATCH_TURNS) * PACKET_BATCH_TURNS) - 1
         stop = last_pos + 1
         room = packet_room(
             w.turns[0].ordinal, w.turns[last_pos].ordinal, share=share, budget=budget, tokens_per_char=tpc,
@@ -97,17 +97,6 @@ def packet_span(w: HistoryColumns, budget: int, tpc: float) -> tuple[int, Packet
         if room.allowance <= reserved:
             return last_pos, room, reserved
         reserved = room.allowance
-
-
-def batch_end(need: int, n: int) -> int:
-    """One past the packet's last position: the ``need`` oldest turns that do not fit, rounded up to a whole
-    batch (``PACKET_BATCH_TURNS``, from the first planned turn) so the boundary holds over several turns; but
-    the rounding never takes the newest batch of turns, which the budget keeps beside the packet (rounded up
-    to ``n`` it once swallowed all 63 turns of a session, the previous one too, with the budget unused). A
-    batch cut short covers fewer turns and lists fewer evidence lines: what that frees of the packet's share
-    goes to its summary (``packet_room``)."""
-    rounded = math.ceil(need / PACKET_BATCH_TURNS) * PACKET_BATCH_TURNS
-    return max(need, min(rounded, n - PACKET_BATCH_TURNS))
 
 
 _KEPT_CODE = {True: FULL, False: CARD}  # a kept turn whose full record is no larger than its card is Full

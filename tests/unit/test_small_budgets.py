@@ -6,28 +6,21 @@ does; no summariser is wired where none is needed (a plain function that fails t
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import httpx
 import pytest
 
 import vak_context
-from tests.fakes.sessions import build_session, ledger_session, profile
+from tests.fakes.sessions import ledger_session, profile
 from vak_context.agent.request import prepare
 from vak_context.context.capacity.profile import request_budget
 from vak_context.context.history.packets import (
     EXTRACT_ASKED_CHARS,
-    PACKET_SHARE,
-    covered_evidence,
     extract_line,
     extract_summary,
-    item_line,
-    packet_room,
 )
-from vak_context.context.planner.fill import batch_end
 from vak_context.context.planner.plan import Plan
-from vak_context.context.planner.records import Fidelity
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import Tail, render_tail, request_tokens
 from vak_context.context.rules import drift
@@ -102,34 +95,6 @@ def test_an_extract_that_does_not_fit_is_reduced_by_whole_turns_never_to_the_bar
                                        for k, line in enumerate(kept, start=1))
     assert roomy[-1].startswith(f"Turns {len(kept) + 1}–40 not listed here: recall(")
     store.close()
-
-
-def test_a_packet_batch_never_takes_the_newest_batch_of_turns() -> None:
-    """Batches of 8 from the first planned turn; rounding up stops short of the newest 8 turns (the ones
-    the budget keeps beside the packet), never below what does not fit."""
-    assert [batch_end(need, 63) for need in (1, 8, 9, 50, 55, 56, 60, 63)] == [8, 8, 16, 55, 55, 56, 60, 63]
-    assert [batch_end(need, 100) for need in (3, 17, 90)] == [8, 24, 92]
-
-
-def test_a_batch_cut_short_keeps_the_turns_that_fit_and_spends_its_room_on_the_summary() -> None:
-    """1,400 tokens over 20 turns: the 14 oldest go to the packet (rounded up, turns 15 and 16 would have gone
-    too), turns 15-20 stay as cards, and the packet's share holds a summary of the 14 (its room at least what
-    the 16 would have had)."""
-    b = build_session(20, tools_per_turn=2, answer_words=60)
-    p = b.view.plan(profile(1_400), "What is in the quarterly report?", prefix_tokens=0, tail_tokens=0)
-    assert p.packet is not None and p.packet_range == (1, 14) and p.packet.level in ("summary", "brief")
-    assert all(t.fidelity in (Fidelity.FULL, Fidelity.CARD) for t in p.turns if t.ordinal > 14)
-    assert p.budget.history <= p.budget.budget
-
-    def room(last: int) -> int:
-        items = covered_evidence(b.view.index, 1, last)
-        got = packet_room(1, last, share=math.floor(p.budget.budget * PACKET_SHARE), budget=p.budget.budget,
-                          tokens_per_char=0.25, card_tokens=10**6, item_chars=sum(len(item_line(c)) for c in items),
-                          items=len(items))
-        assert got is not None
-        return got.summary_tokens
-
-    assert room(14) >= room(16) and p.packet.summary_tokens > 0
 
 
 def _reply(text: str = "", calls: tuple[tuple[str, str], ...] = ()) -> dict[str, object]:
