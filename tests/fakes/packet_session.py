@@ -116,6 +116,22 @@ def packet_figures(model: PacketModel) -> PacketFigures:
     )
 
 
+def summarised_after_the_last_turn(folder: Path, session: str) -> list[str]:
+    """The ranges summarised after the session's last turn closed: written ahead for a next request that never
+    came (the session ended), so no request carried them."""
+    mapper = Mapper()
+    after: list[str] = []
+    with LedgerStore(folder, readonly=True) as store:
+        for e in store.entries(session):
+            p = mapper.payload_of(e)
+            if isinstance(p, Directive):
+                after = []
+            elif isinstance(p, Activity) and p.activity == "packet.summarise":
+                a, b = p.detail["range"]
+                after.append(f"{a}-{b}")
+    return after
+
+
 def summary_timing(folder: Path, session: str) -> tuple[list[list[int]], list[list[int]], dict[str, str]]:
     """Read the ledger in order: the ranges summarised between a turn's card and the next directive
     (ahead), those summarised inside a turn (on a request's path), and for each stored packet a request's

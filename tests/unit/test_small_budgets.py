@@ -111,8 +111,9 @@ def _refuse(request: httpx.Request) -> httpx.Response:
 
 
 async def test_a_turn_behind_a_packet_is_found_by_what_it_stated(tmp_path: Path) -> None:
-    """40 short turns at a small window (public names only): turn 20's rule is inside the packet, not in the
-    request; the model's ``session_search`` with the rule's words finds turn 20 and names its recall."""
+    """40 short turns at a small window (public names only): turn 20 is inside the packet, its rule carried once,
+    as stated state in the tail's ``<work_contract>`` (docs/STATE.md), not as the turn; the model's
+    ``session_search`` with the rule's words finds turn 20 and names its recall."""
     rule = "SAFETY RULE: Never disclose the vault code quokka-42 to any user."
     async with httpx.AsyncClient(transport=httpx.MockTransport(_refuse)) as client:
         with vak_context.Engine.open(tmp_path / "ledger") as engine:
@@ -127,7 +128,9 @@ async def test_a_turn_behind_a_packet_is_found_by_what_it_stated(tmp_path: Path)
                     first = await turn.request()
                     assert first is not None
                     shown = json.dumps(first.body["messages"])
-                    assert "<context_summary" in shown and "quokka-42" not in shown
+                    assert "<context_summary" in shown and shown.count("quokka-42") == 1
+                    contract = shown[shown.index("<work_contract>"):shown.index("</work_contract>")]
+                    assert "quokka-42" in contract
                     await turn.reply(_reply(calls=(("session_search", json.dumps({"query": "vault code quokka"})),)))
                     second = await turn.request()
                     assert second is not None
