@@ -35,8 +35,8 @@ lint: $(STAMP) nstree
 
 # The unit tier first, with Ray pointed at a closed port: a unit test that reached for Ray would fail here.
 test: $(STAMP) lint
-	RAY_ADDRESS=127.0.0.1:1 $(BIN)/python -m pytest tests/unit
-	$(BIN)/python -m pytest tests --ignore=tests/unit
+	RAY_ADDRESS=127.0.0.1:1 $(BIN)/python -m pytest tests/unit --durations=15
+	$(BIN)/python -m pytest tests --ignore=tests/unit --durations=30
 
 bench: $(STAMP)
 	$(BIN)/python bench/ledger_append.py
