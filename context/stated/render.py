@@ -10,10 +10,15 @@ the items, the set of turns carried whole and the room alone, so they stay the s
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections import Counter
+from collections.abc import Collection, Iterable, Sequence
 
 from vak_context.context.capacity.tokens import estimate_tokens
 from vak_context.context.stated.items import CATEGORIES, StatedItem
+
+# The engine tool that lists every item in force (agent/tools/commitments.py; named here, the pure core
+# imports nothing of the agent's).
+COMMITMENTS_NAME = "commitments"
 
 # The contract's share of what a request's prompt may carry beside the stable prefix: it is what the user
 # said must bind, worth more per token than an older turn's card, yet never the whole request.
@@ -59,28 +64,42 @@ def render_contract(items: Iterable[StatedItem], whole: Collection[int], room: i
 
     lines_of = [item_line(it) for it in todo]
     every = list(range(len(todo)))
-    if cost(_render(todo, lines_of, every)) <= room:  # all of it fits
-        return _render(todo, lines_of, every)
-    # Whole items in budget order, each kept when the contract with it (and the rest named) still fits.
+    if cost(_render(todo, lines_of, every, ())) <= room:  # all of it fits
+        return _render(todo, lines_of, every, ())
+    # Whole items in budget order, each kept when the contract with it (and the rest counted) still fits;
+    # then the left-out items' recall calls, as many as fit, the rest counted with the tool that lists them
+    # (the names cost room too: a list of every id could take it all and leave no item shown).
     shown: list[int] = []
     for i in range(len(todo)):
-        if cost(_render(todo, lines_of, [*shown, i])) <= room:
+        if cost(_render(todo, lines_of, [*shown, i], ())) <= room:
             shown.append(i)
-    return _render(todo, lines_of, shown)
+    left_out = [it for i, it in enumerate(todo) if i not in shown]
+    named: list[StatedItem] = []
+    for it in left_out:
+        if cost(_render(todo, lines_of, shown, [*named, it])) <= room:
+            named.append(it)
+        else:
+            break
+    return _render(todo, lines_of, shown, named)
 
 
-def _render(todo: list[StatedItem], lines_of: list[str], shown: list[int]) -> str:
+def _render(todo: list[StatedItem], lines_of: list[str], shown: list[int], named: Sequence[StatedItem]) -> str:
     left_out = [it for i, it in enumerate(todo) if i not in shown]
     lines = [HEADER, *(lines_of[i] for i in shown)]
     if left_out:
-        lines.append(_not_shown(left_out))
+        lines.append(_not_shown(left_out, named))
     return contract_block("\n".join(lines)) + "\n"
 
 
-def _not_shown(items: list[StatedItem]) -> str:
-    if not items:
-        return ""
-    return f"- not shown for room ({len(items)}): " + ", ".join(recall_of(it) for it in items)
+def _not_shown(left_out: list[StatedItem], named: Sequence[StatedItem]) -> str:
+    """The line that names what the room left out: each item's ``recall`` where it fits, the rest counted by
+    category with the ``commitments`` tool, which lists every item in force with its id."""
+    counts = Counter(it.category for it in left_out if it not in named)
+    rest = ", ".join(f"{n} {c}" for c, n in sorted(counts.items(), key=lambda kv: CATEGORIES.index(kv[0])))
+    parts = [recall_of(it) for it in named]
+    if rest:
+        parts.append(f"{'and ' if named else ''}{sum(counts.values())} more ({rest}): {COMMITMENTS_NAME}() lists them")
+    return f"- not shown for room ({len(left_out)}): " + ", ".join(parts)
 
 
 def listing(items: Iterable[StatedItem]) -> str:
