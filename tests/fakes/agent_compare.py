@@ -82,7 +82,12 @@ def fixed_cost_chars(engine: TaskRun, direct: TaskRun) -> int:
     from vak_context.context.request.assemble import DEFAULT_IDENTITY
 
     identity = DEFAULT_IDENTITY if engine.mode == "adapter" else None
-    per_request = engine_fixed_chars(system, questions_of(engine.task), identity=identity)
+    # Under an adapter the client's framework declares the engine's tools as it declares its own: the keys
+    # it adds to each (read from the direct run's first tool) are added to the engine's.
+    declared = ((direct.requests[0].get("tools") or [{}])[0].get("function") or {}) if direct.requests else {}
+    framework_keys = {k: v for k, v in declared.items() if k not in ("name", "description", "parameters")}
+    per_request = engine_fixed_chars(system, questions_of(engine.task), identity=identity,
+                                     tool_keys=framework_keys if engine.mode == "adapter" else None)
     # Each directive keeps the tail its turn was sent with (a closed turn is the bytes its last request
     # carried, for the prefix cache), so a request carrying a second user message of the client's (mini-swe-
     # agent's format error, a second question) carries a second tail: counted per user message it carries.

@@ -257,9 +257,10 @@ def extra_tail_chars() -> int:
     return len(json.dumps(parts, ensure_ascii=False)) - len(json.dumps("", ensure_ascii=False))
 
 
-def engine_fixed_chars(client_system: str, questions: Sequence[str], *, identity: str | None = None) -> int:
+def engine_fixed_chars(client_system: str, questions: Sequence[str], *, identity: str | None = None,
+                       tool_keys: Mapping[str, Any] | None = None) -> int:
     """The characters the engine adds to one request whatever the task (counted as :func:`chars_of` counts
-    them): its own tools (``recall``, ``find_tools``, ``session_search`` as OpenAI function declarations,
+    them): its own tools (``recall``, ``find_tools``, ``session_search``, ``commitments`` as OpenAI function declarations,
     after the client's), its system prompt in place of the client's (``identity``, by default the client's
     system prompt or, without one, the engine's default identity, then the engine's contract layer), and
     the turn's tail before the directive (``<turn_context>``, ``<stance>``, a ``<thread>`` naming the task's
@@ -268,7 +269,9 @@ def engine_fixed_chars(client_system: str, questions: Sequence[str], *, identity
     from vak_context.context.request.assemble import DEFAULT_IDENTITY, Tail, render_tail, system_prompt
     from vak_context.engine.api import engine_tool_specs
 
-    tools = [{"type": "function", "function": spec} for spec in engine_tool_specs()]
+    # ``tool_keys``: what the client's framework adds to every function declaration it sends (the Agents
+    # SDK's ``"strict": false``): under an adapter the engine's tools reach the upstream through it too.
+    tools = [{"type": "function", "function": {**spec, **(tool_keys or {})}} for spec in engine_tool_specs()]
     added = len(json.dumps(tools, ensure_ascii=False)) + 2  # ", " joining them to the client's list
     engine_system = system_prompt(identity=identity or client_system or DEFAULT_IDENTITY)
     added += len(json.dumps({"role": "system", "content": engine_system}, ensure_ascii=False)) + 2
