@@ -51,6 +51,7 @@ from vak_context.context.capacity.profile import (
     request_chars,
     to_record,
 )
+from vak_context.context.evidence.window import window
 from vak_context.context.history.cards import default_library
 from vak_context.context.planner.policy import GiveUp, Rejected, Retry, StepState, decide
 from vak_context.context.request.assemble import DEFAULT_STANCE, Tail, prefix_change, render_tail
@@ -68,6 +69,7 @@ from vak_context.events.payloads import (
     Receipt,
     StepBlock,
     TextBlock,
+    ToolResult,
     ToolUseBlock,
     TurnTail,
     Usage,
@@ -289,6 +291,7 @@ class OpenTurn:
         self.steps: list[StepReport] = []
         self.report: TurnReport | None = None
         self.calling = False  # the step's calls are gated and their results awaited
+        self.too_large: RequestTooLarge | None = None  # why request() gave None: nothing could be sent
         self._index = 0
         self._answer, self._outcome, self._prose = "", "degraded", ""
         self._step_request: StepRequest | None = None
@@ -407,6 +410,35 @@ class OpenTurn:
         await self._close()
         return True
 
+    async def earlier_step(self, calls: Sequence[tuple[str, str, Mapping[str, Any]]], outcomes: Sequence[Outcome],
+                           stored: Mapping[str, str]) -> str:
+        """A step the model made before this turn opened, with its calls' results, as the driver holds them
+        (``vak serve`` after a restart: the turn the step was made in is gone, the client's history carries
+        the step and the results): recorded as this turn's first step, each result stored as evidence as a
+        driver's results are (windowed in the request, digested once the turn closes). A result already
+        stored (``stored``: call id to its evidence id, a retry of this exchange) is referred to, never
+        stored again. Only before the turn's first request; the step's entry id."""
+        assert self.open and not self.done and not self.calling and self._result is None
+        core = self.core
+        blocks = tuple(ToolUseBlock(id=i, name=n, input=dict(a)) for i, n, a in calls)
+        step = AssistantStep(blocks=blocks, model=core.config.model, provider=core.config.provider,
+                             stop_reason="tool_use")
+        step_id = self._step_id = core.step_id = (await core.services.append([step]))[0]
+        for (call_id, name, _), (body, is_error) in zip(calls, outcomes, strict=True):
+            evidence_id = stored.get(call_id)
+            if evidence_id is None:
+                await core.services.store_result(call_id, name, body, is_error)
+                continue
+            carried = window(body, evidence_id)
+            await core.services.append([ToolResult(tool_use_id=call_id, tool_name=name, content=carried.text,
+                                                   is_error=is_error, evidence_id=evidence_id,
+                                                   windowed=carried.windowed)])
+        await core.services.append([Activity(activity="turn.earlier_step", detail={
+            "step_id": step_id, "calls": [i for i, _, _ in calls], "stored_before": sorted(stored),
+            "why": "the step and its results came from the driver's history: the turn it was made in is gone"})])
+        self._index += 1
+        return step_id
+
     # ------------------------------------------------------------ one model call
 
     async def request(self) -> Assembled | None:
@@ -417,7 +449,7 @@ class OpenTurn:
         try:
             self._assembled = await core.services.assemble(core.profile, self._step_request)
         except RequestTooLarge as exc:
-            self._answer, self._outcome = str(exc), "failed"
+            self._answer, self._outcome, self.too_large = str(exc), "failed", exc
             await core.services.append([Activity(activity="turn.request_too_large", detail={"why": str(exc)})])
             await self._close()
             return None

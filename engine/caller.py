@@ -33,13 +33,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from vak_context.engine.results import TurnResult
-from vak_context.errors import InvalidInput
+from vak_context.errors import InvalidInput, RequestTooLarge
 
 if TYPE_CHECKING:
     from vak_context.agent.loop import TurnLoop
@@ -236,6 +236,12 @@ class Turn:
         return self._result
 
     @property
+    def too_large(self) -> RequestTooLarge | None:
+        """Why :meth:`request` gave None for a turn that had not answered: not even the turn at its most
+        compact fits the bound model (its ``needed`` and ``available`` tokens; nothing was sent). None else."""
+        return self._turn.too_large if self._turn is not None else None
+
+    @property
     def pending(self) -> tuple[str, ...]:
         """The ids of the calls whose results are still to be handed back."""
         return tuple(i for i, c in self._world.items() if c.position not in self._outcomes)
@@ -338,6 +344,33 @@ class Turn:
         self._outcomes[call.position] = (text, bool(is_error))
         if not self.pending:
             await self._guard(self._take)
+
+    async def earlier_step(self, calls: Sequence[Call], results: Mapping[str, tuple[Any, bool]], *,
+                           stored: Mapping[str, str] | None = None) -> str:
+        """Calls the model made before this turn opened, with their results, from your own history: the turn
+        they were made in is gone (your process, or a server in front of it, restarted between the reply
+        and its results). Recorded as the turn's first step and each result stored as evidence, as
+        :meth:`tool_result` stores it (``results``: call id to ``(body, is_error)``, every call's), so the
+        next :meth:`request` carries them windowed like any result, never quoted into the directive.
+        ``stored``: call id to the evidence id of a result the session already holds (a retry of this
+        exchange): referred to, not stored again. Only before the turn's first :meth:`request`. The step's
+        entry id."""
+        turn = self._live("earlier_step()")
+        if self._sent is not None or turn.steps or self._world or turn.done:
+            raise InvalidInput("earlier_step(): only before the turn's first request(); begin a new turn for it")
+        missing = [c.id for c in calls if c.id not in results]
+        if not calls or missing:
+            raise InvalidInput(f"earlier_step(): every call needs its result (missing: {', '.join(missing) or 'no calls'}); "
+                               "pass results as {call_id: (body, is_error)}")
+        from vak_context.agent.tools.registry import encode_result, error_text
+
+        outcomes = []
+        for call in calls:
+            body, is_error = results[call.id]
+            outcomes.append((error_text(call.name, body), True) if isinstance(body, BaseException)
+                            else (encode_result(body), bool(is_error)))
+        known = dict(stored or {})
+        return await self._guard(lambda: turn.earlier_step([(c.id, c.name, c.arguments) for c in calls], outcomes, known))
 
     async def _take(self) -> None:
         turn = self._turn

@@ -46,6 +46,7 @@ from vak_context.errors import (
     InvalidName,
     InvalidRules,
     ProviderError,
+    RequestTooLarge,
     VakError,
 )
 from vak_context.names import check_name
@@ -313,7 +314,7 @@ class Server:
 
 def error_response(protocol: Protocol, exc: BaseException) -> JSONResponse:
     """An error in the client's protocol: its status and type as that protocol's clients expect."""
-    if isinstance(exc, ContextOverflow):
+    if isinstance(exc, ContextOverflow | RequestTooLarge):  # the request cannot fit: resending it fails alike
         status, body = error_body(protocol, "overflow", str(exc))
     elif isinstance(exc, ProviderError):
         upstream = exc.status or 502

@@ -26,13 +26,14 @@ from typing import Any
 import httpx
 
 from vak_context.context.history.turns import WITHDRAWN
-from vak_context.engine.api import Session, Turn
-from vak_context.errors import ContextOverflow, InvalidInput, ProviderError
+from vak_context.engine.api import Call, Session, Turn
+from vak_context.errors import ContextOverflow, InvalidInput, ProviderError, RequestTooLarge
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import Activity
 from vak_context.farm.sessions import copy_entries
 from vak_context.serve.continuity import Held, Marker
 from vak_context.serve.protocol import ClientCall, ClientRequest, Item, Reply, Usage
+from vak_context.serve.resume import Earlier, pending_exchanges, stored_before
 from vak_context.serve.streaming import PARAGRAPH, ClientGone, StepText, Stream
 from vak_context.serve.upstream import Upstream
 
@@ -141,14 +142,23 @@ class Conversation:
         if routed.withdrawn:
             await self._withdraw(routed.withdrawn, ledger)
         start = await asyncio.to_thread(_next_seq, ledger, self.name)
-        directive = await self._ingest(request, new)
-        turn = self.turn
+        directive, earlier = await self._ingest(request, new)
+        turn, resumed = self.turn, list[str]()
         if directive:
             if turn is not None:  # the client moved on without the results of the calls it was given
                 await turn.close()
+                self.turn = None
             self.closed = None  # the session moved on: this request plans (and summarises) for itself
+            stored: dict[str, str] = {}
+            if earlier:  # what an earlier try left of these exchanges: the steps go, the evidence is reused
+                old, stored = await asyncio.to_thread(stored_before, ledger, self.name, earlier)
+                if old:
+                    await asyncio.to_thread(ledger.append, self.name, [Activity(activity=WITHDRAWN, detail={
+                        "steps": old, "why": "the client resends these calls with their results: recorded "
+                        "again in the turn that continues them"})])
             turn = self.turn = await self.session.begin(directive)
             turn.summarise_at_close = False  # not on this reply's path: summarise_ahead(), once it is out
+            resumed = await self._resume(turn, earlier, stored)
         if turn is None:
             raise InvalidInput("the history holds nothing new since the last reply: append the user's next "
                                "message, or the results of the calls the last reply made")
@@ -165,7 +175,8 @@ class Conversation:
                 self.turn = None
                 self.closed = turn
         # The steps this request wrote: withdrawing its reply later takes them out of the projection.
-        steps = [e.id for e in await asyncio.to_thread(ledger.entries, self.name, start) if e.kind == "assistant_step"]
+        steps = [e.id for e in await asyncio.to_thread(ledger.entries, self.name, start)
+                 if e.kind == "assistant_step" and e.id not in resumed]
         items = [*new, reply.item()]
         digests, roles = [i.digest() for i in items], [i.role for i in items]
         closed = self.turn is None
@@ -199,12 +210,17 @@ class Conversation:
             "why": "the client's history leaves these out"})])
         self.held.withdraw(positions)
 
-    async def _ingest(self, request: ClientRequest, new: Sequence[Item]) -> str:
+    async def _ingest(self, request: ClientRequest, new: Sequence[Item]) -> tuple[str, list[Earlier]]:
         """Hand the open turn the results it waits for; the rest of what is new is the next directive (the
-        user's words; results or replies the session holds no turn for are quoted into it, in order)."""
+        user's words; replies and results before them that the session holds no turn for are quoted into it,
+        in order) and the exchanges pending at its end, results of calls the session holds no open turn for
+        (``serve/resume.py``: recorded in the new turn as its earlier steps, the results stored as evidence)."""
         turn, parts = self.turn, []
+        pending = set(turn.pending) if turn is not None else set()
+        quoted, earlier = ((list(new), []) if any(i.role == "tool" and i.call_id in pending for i in new)
+                           else pending_exchanges(request, new))
         calls = {c.id: c for i in request.items if i.role == "assistant" for c in i.calls}
-        for item in new:
+        for item in quoted:
             if item.role == "tool" and turn is not None and item.call_id in turn.pending:
                 await turn.tool_result(item.call_id, item.text, is_error=item.is_error)
             elif item.role == "tool":
@@ -215,12 +231,21 @@ class Conversation:
                 parts.append(f"[an earlier reply of yours]: {_call_text(item)}")
             elif item.text.strip():
                 parts.append(item.text)
-        if parts and not any(i.role == "user" for i in new):
+        if (parts or earlier) and not any(i.role == "user" for i in quoted):
             # Results of a turn this server no longer holds (it restarted, or the upstream failed after
             # them): the request they answer comes first.
             asked = next((i.text for i in reversed(request.items[:len(request.items) - len(new)]) if i.role == "user"), "")
             parts.insert(0, f"(continuing your earlier request: {asked})")
-        return "\n\n".join(parts)
+        return "\n\n".join(parts), earlier
+
+    async def _resume(self, turn: Turn, earlier: Sequence[Earlier], stored: dict[str, str]) -> list[str]:
+        """The exchanges pending at the end of the client's history, as the new turn's earlier steps (each
+        result stored as evidence, or referred to where an earlier try stored it); their step ids."""
+        steps = []
+        for exchange in earlier:
+            calls = [Call(c.id, c.name, dict(c.arguments)) for c in exchange.calls]
+            steps.append(await turn.earlier_step(calls, exchange.results, stored=stored))
+        return steps
 
     async def _drive(self, turn: Turn, request: ClientRequest, upstream: Upstream, usage: Usage,
                      stream: Stream | None) -> Reply:
@@ -255,6 +280,8 @@ class Conversation:
                     shown.append(rest)
                     stream.text(rest)
                 break
+        if turn.too_large is not None:  # not even the turn at its most compact fits: nothing was sent
+            raise _refused(turn.too_large)
         result = turn.result
         if result.outcome == "failed":
             why = f"the turn failed: {result.card.text[:300]}"
@@ -266,6 +293,16 @@ class Conversation:
         # Streamed, the reply is the text the client was sent (it sends that back): the answer, after any
         # text an earlier step showed before it called the engine's tools.
         return Reply(request.model, result.answer if stream is None else "".join(shown), (), usage)
+
+
+def _refused(exc: RequestTooLarge | None) -> RequestTooLarge:
+    """The request the client sent cannot reach the upstream (its turn is closed ``failed``): a 4xx that
+    says why and what to do, never a 5xx inviting the same request again."""
+    assert exc is not None
+    return RequestTooLarge(f"{exc} For this server: the history's newest messages cannot fit the upstream's "
+                           "window even digested, and resending the same request fails the same way; send a "
+                           "shorter message (a smaller tool result), start a new conversation, or serve the "
+                           "upstream with a larger --window.", needed=exc.needed, available=exc.available)
 
 
 async def _broken(turn: Turn, exc: Exception) -> None:

@@ -274,6 +274,11 @@ class TurnIndex:
         if turn is None:
             self.problems.append(f"tool result {entry_id} comes before any directive")
             return
+        eid = result.evidence_id
+        if eid is not None and eid in self.evidence and eid not in turn.evidence:
+            # A result stored by an earlier try of this exchange, referred to rather than stored again
+            # (``vak serve`` resuming a turn after a restart): this turn digests and cards it as its own.
+            turn.evidence.append(eid)
         for step in reversed(turn.steps):
             for ex in step.exchanges:
                 if ex.tool_use_id == result.tool_use_id and ex.result is None:
