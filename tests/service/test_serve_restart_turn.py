@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import pytest
 
 from tests.fakes.cli import run_vak
@@ -79,6 +80,15 @@ def well_formed(body: dict[str, Any]) -> list[str]:
     return ids
 
 
+def ask(base_url: str, key: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """One request of the official ``openai`` client (no retries of its own: each resend is the test's)."""
+    with openai.OpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=120,
+                       default_headers={"x-vak-session": "restart-1"}) as client:
+        reply = client.chat.completions.create(model="scripted", tools=TOOLS,  # type: ignore[arg-type]
+                                               messages=[{"role": "system", "content": SYSTEM}, *messages])  # type: ignore[list-item]
+    return reply.choices[0].message.model_dump(exclude_none=True)
+
+
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 def test_a_turn_with_a_50kb_pending_result_continues_after_a_restart(tmp_path: Path, stop: signal.Signals) -> None:
     upstream = ScriptUpstream([call("c1", "read_log", service="spool"), text(ANSWER)])
@@ -86,16 +96,16 @@ def test_a_turn_with_a_50kb_pending_result_continues_after_a_restart(tmp_path: P
     history: list[dict[str, Any]] = [{"role": "user", "content": QUESTION}]
     with serve(upstream.handle) as fake:
         with serve_child(SPEC, ledger=ledger, base_url=fake.base_url, window=WINDOW, start_timeout=120) as child:
-            first = post(child.base_url, child.key, history, "restart-1")
-            assert first.status_code == 200, first.text
+            first = ask(child.base_url, child.key, history)
+            assert [c["id"] for c in first["tool_calls"]] == ["c1"]
             child.process.send_signal(stop)  # the turn waits for c1's result: it is lost with the process
             assert child.process.wait(60) == (0 if stop == signal.SIGTERM else -signal.SIGKILL)
-        history += [first.json()["choices"][0]["message"], {"role": "tool", "tool_call_id": "c1", "content": result}]
+        history += [first, {"role": "tool", "tool_call_id": "c1", "content": result}]
         with serve_child(SPEC, ledger=ledger, base_url=fake.base_url, window=WINDOW, start_timeout=120) as child:
-            assert answer_of(post(child.base_url, child.key, history, "restart-1")) == ANSWER
+            assert ask(child.base_url, child.key, history) == {"role": "assistant", "content": ANSWER}
             assert len(upstream.requests) == 2  # one upstream call after the restart
             # The client's retry of the same request (its reply lost on the way): from the ledger.
-            assert answer_of(post(child.base_url, child.key, history, "restart-1")) == ANSWER
+            assert ask(child.base_url, child.key, history) == {"role": "assistant", "content": ANSWER}
     assert len(upstream.requests) == 2
     assert well_formed(upstream.requests[1]) == ["c1"]
     assert MARK not in json.dumps(upstream.requests[1])  # the result went as its digest, not whole
@@ -107,13 +117,34 @@ def test_a_turn_with_a_50kb_pending_result_continues_after_a_restart(tmp_path: P
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_a_50kb_result_in_the_history_a_client_brings_to_a_new_server_works_first_time(tmp_path: Path,
                                                                                        stream: bool) -> None:
-    upstream = ScriptUpstream([text(ANSWER)])
+    upstream = ScriptUpstream([text(ANSWER), text("Free some space on /var/spool.")])
     result = log_50kb()
     history = [{"role": "user", "content": QUESTION}, call("c1", "read_log", service="spool"),
                {"role": "tool", "tool_call_id": "c1", "content": result}]
     with serve(upstream.handle) as fake, running(tmp_path / "ledger", SPEC, fake.base_url, window=WINDOW) as server:
         assert answer_of(post(server.base_url, CLIENT_KEY, history, stream=stream)) == ANSWER
-    assert len(upstream.requests) == 1 and well_formed(upstream.requests[0]) == ["c1"]
+        # The session goes on from there as from any answered turn.
+        history += [text(ANSWER), {"role": "user", "content": "What do I do?"}]
+        assert answer_of(post(server.base_url, CLIENT_KEY, history, stream=stream)) == "Free some space on /var/spool."
+    assert len(upstream.requests) == 2 and well_formed(upstream.requests[0]) == ["c1"]
+    assert stored(tmp_path / "ledger", result) == {"evidence": 1, "directives": 0}
+
+
+def test_the_same_in_the_anthropic_protocol(tmp_path: Path) -> None:
+    upstream = ScriptUpstream([text(ANSWER)])
+    result = log_50kb()
+    body = {"model": "scripted", "max_tokens": 512, "system": SYSTEM, "tools": [
+        {"name": "read_log", "description": "The service's log.", "input_schema": TOOLS[0]["function"]["parameters"]}],
+        "messages": [{"role": "user", "content": QUESTION},
+                     {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "read_log",
+                                                        "input": {"service": "spool"}}]},
+                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": result}]}]}
+    with serve(upstream.handle) as fake, running(tmp_path / "ledger", SPEC, fake.base_url, window=WINDOW) as server:
+        reply = httpx.post(f"{server.url}/v1/messages", json=body, timeout=120, headers={
+            "x-api-key": CLIENT_KEY, "anthropic-version": "2023-06-01"})
+    assert reply.status_code == 200, reply.text
+    assert [b["text"] for b in reply.json()["content"] if b["type"] == "text"] == [ANSWER]
+    assert len(upstream.requests) == 1 and well_formed(upstream.requests[0]) == ["toolu_1"]
     assert stored(tmp_path / "ledger", result) == {"evidence": 1, "directives": 0}
 
 
