@@ -158,7 +158,11 @@ class Conversation:
                         "again in the turn that continues them"})])
             turn = self.turn = await self.session.begin(directive)
             turn.summarise_at_close = False  # not on this reply's path: summarise_ahead(), once it is out
-            resumed = await self._resume(turn, earlier, stored)
+            try:
+                resumed = await self._resume(turn, earlier, stored)
+            except BaseException:  # the turn closed ``failed`` (its card says why): the next request begins anew
+                self.turn = None
+                raise
         if turn is None:
             raise InvalidInput("the history holds nothing new since the last reply: append the user's next "
                                "message, or the results of the calls the last reply made")
@@ -280,8 +284,8 @@ class Conversation:
                     shown.append(rest)
                     stream.text(rest)
                 break
-        if turn.too_large is not None:  # not even the turn at its most compact fits: nothing was sent
-            raise _refused(turn.too_large)
+        if (too_large := turn.too_large) is not None:  # not even the turn at its most compact fits: nothing sent
+            raise _refused(too_large)
         result = turn.result
         if result.outcome == "failed":
             why = f"the turn failed: {result.card.text[:300]}"
@@ -295,12 +299,11 @@ class Conversation:
         return Reply(request.model, result.answer if stream is None else "".join(shown), (), usage)
 
 
-def _refused(exc: RequestTooLarge | None) -> RequestTooLarge:
+def _refused(exc: RequestTooLarge) -> RequestTooLarge:
     """The request the client sent cannot reach the upstream (its turn is closed ``failed``): a 4xx that
     says why and what to do, never a 5xx inviting the same request again."""
-    assert exc is not None
-    return RequestTooLarge(f"{exc} For this server: the history's newest messages cannot fit the upstream's "
-                           "window even digested, and resending the same request fails the same way; send a "
+    return RequestTooLarge(f"{exc} For this server: the newest messages of the history cannot fit the upstream's "
+                           "window even at their most compact, and resending the same request fails the same way; send a "
                            "shorter message (a smaller tool result), start a new conversation, or serve the "
                            "upstream with a larger --window.", needed=exc.needed, available=exc.available)
 
