@@ -215,8 +215,33 @@ def measure(root: Path, sessions: int, turns: int, mb: float, new: int, crash: b
             finish(conversations, http, restarted.base_url)
             out["again_s"] = resume(conversations, restarted.base_url, turns + 2)
             finish(conversations, http, restarted.base_url)
+            for server in (restarted, fresh):  # the search indexes the turns' closes queued: caught up first
+                idle(server)
             out["new_ms"] = new_sessions({"big": restarted.base_url, "empty": fresh.base_url}, http, new)
+        out["lookup_ms"] = {name: lookup_ms(folder) for name, folder in (("big", big), ("empty", empty))}
     return out
+
+
+def idle(server: Any) -> None:
+    """Wait until the server's ledger has no search-index catch-up queued or running (storage/catchup.py),
+    so that one ledger's background work does not land in the other's timings."""
+    server.server.config.app.state.server.engine.index_idle()
+
+
+def lookup_ms(root: Path) -> tuple[float, float, int]:
+    """Binding's profile lookup alone (``LedgerStore.profile_entry`` for the served model, what
+    ``engine/binding.py`` runs in a worker thread) in a store that has read nothing yet, then the median of 5
+    more (its index reads cached); and the sessions it looked across."""
+    with LedgerStore(root, readonly=True) as store:
+        start = time.perf_counter()
+        store.profile_entry("openai-compat", "scripted")
+        cold = 1000 * (time.perf_counter() - start)
+        warm = []
+        for _ in range(5):
+            start = time.perf_counter()
+            store.profile_entry("openai-compat", "scripted")
+            warm.append(1000 * (time.perf_counter() - start))
+        return cold, statistics.median(warm), len(store.sessions())
 
 
 def scan_seconds(root: Path) -> float:
@@ -258,6 +283,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     how = "a crash image" if args.crash else "a clean stop"
     print(f"{args.sessions} sessions resumed after a restart from {how}, all at once: {out['resume_s']:.3f} s "
           f"(the same requests again, bound: {out['again_s']:.3f} s)")
+    for name in ("big", "empty"):
+        cold, warm, count = out["lookup_ms"][name]
+        print(f"binding's profile lookup on the {name} ledger ({count} sessions): {cold:.1f} ms in a new store, "
+              f"{warm:.2f} ms after")
     if "scan_s" in out:
         print(f"the scan binding did before the index (every entry of every session): {out['scan_s']:.2f} s")
     lines = [f"new session +{added:.1f} ms over the empty ledger (goal <= {NEW_GOAL_MS:.0f} ms: "

@@ -31,7 +31,14 @@ from vak_context.events.envelope import LedgerLimits, Mapper, StoredEntry
 from vak_context.events.payloads import Activity
 from vak_context.storage.contract import LedgerStats, Payload
 from vak_context.storage.group_commit import GroupCommit
-from vak_context.storage.ledger_index import SessionIndex, newer, read_index, read_rest, write_index
+from vak_context.storage.ledger_index import (
+    SessionIndex,
+    index_stamp,
+    newer,
+    read_index,
+    read_rest,
+    write_index,
+)
 from vak_context.storage.ledger_paths import (
     check_ledger_path,
     list_session_names,
@@ -91,9 +98,10 @@ class LedgerStore(GroupCommit):
 
             self.search_index = SearchIndexer(self)
         self._catch_up: CatchUp | None = None  # background catch-ups at turn close (storage/catchup.py)
-        # The index of each session this store does not hold, as last read (storage/ledger_index.py): the
-        # next read starts where it stopped.
-        self._peeked: dict[str, SessionIndex] = {}
+        # The index of each session this store does not hold, as last read (storage/ledger_index.py), with the
+        # index file's stat when it was read: the next read starts where it stopped, and decodes the file
+        # again only when it was rewritten.
+        self._peeked: dict[str, tuple[SessionIndex, tuple[int, int, int] | None]] = {}
 
     # ------------------------------------------------------------------ sessions
 
@@ -274,13 +282,14 @@ class LedgerStore(GroupCommit):
         if d is None:
             raise UnknownSession(session)
         with self._lock:
-            known = self._peeked.get(session)
-        on_disk = read_index(d, session)
+            known, seen = self._peeked.get(session, (None, None))
+        stamp = index_stamp(d)
+        on_disk = read_index(d, session) if stamp is not None and stamp != seen else None
         start = max((i for i in (known, on_disk) if i is not None), key=lambda i: i.seq,
                     default=SessionIndex(session))
         index = read_rest(d, start)
         with self._lock:
-            self._peeked[session] = index
+            self._peeked[session] = (index, stamp)
         return index.copy()
 
     def profile_entry(self, provider: str, model: str, quantisation: str = "") -> StoredEntry | None:

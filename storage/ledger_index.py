@@ -137,6 +137,15 @@ def write_index(session_dir: Path, index: SessionIndex, *, durable: bool) -> Non
         fsync_dir(session_dir)
 
 
+def index_stamp(session_dir: Path) -> tuple[int, int, int] | None:
+    """The index file's inode, size and modification time (None: no file): a file replaced since has another."""
+    try:
+        st = (session_dir / INDEX_NAME).stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def read_index(session_dir: Path, session: str) -> SessionIndex | None:
     """The session's index file; None when it has none, or one this code cannot trust (torn, altered, of
     another session, of a newer format): the entries are then read instead."""
