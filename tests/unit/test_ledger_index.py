@@ -10,14 +10,18 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.fakes.ledger_contract import profile_record
 from vak_context.context.capacity.profile import ProfileKey, from_record
 from vak_context.engine.binding import recorded_profile
 from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import CapacityProfileRecord, Directive, Nudge
+from vak_context.storage import ledger_index, recovery
 from vak_context.storage.ledger import LedgerStore
 from vak_context.storage.ledger_format import LEDGER_FORMAT
 from vak_context.storage.ledger_index import INDEX_NAME, SessionIndex, read_index, read_rest
+from vak_context.storage.segments import list_segments
 
 FORMAT_1 = Path(__file__).parent / "data" / "ledger-format-1"
 KEYS = [("openai", "gpt-4o-mini", ""), ("local", "qwen", ""), ("openai", "gpt-4o", "")]
@@ -155,3 +159,39 @@ def test_a_torn_or_foreign_index_file_is_ignored_and_rebuilt_from_the_entries(tm
             assert found is not None and found.id == entry
     with LedgerStore(root) as store:
         assert store.catch_up_index() == ["a"] and path.read_bytes() == good
+
+
+def test_a_tail_sealed_between_listing_and_reading_is_read_from_its_sealed_copy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35's FileNotFoundError (1 in 6 after a crash): a reader listed a session's tail, and the writer
+    sealed and removed it before the reader read it. Here the writer seals right after each listing, every time:
+    a read-only open and the index's read both read the sealed copy instead."""
+    root = tmp_path / "ledger"
+    writer = LedgerStore(root)
+    (entry,) = writer.append("a", [profile_record("m", 1000)])
+    writer.append("a", [Directive(text="x")])
+    folder = root / "sessions" / "a"
+    (folder / INDEX_NAME).unlink()  # so the index's read lists the segments too
+    sealed: list[str] = []
+
+    def listing_then_seal(session_dir: Path) -> list[tuple[int, Path, bool]]:
+        listed = list_segments(session_dir)
+        if not sealed:
+            writer.close()  # seals _seg-000001 into seg-000001 and removes the tail
+            sealed.append("a")
+        return listed
+
+    for module in (recovery, ledger_index):
+        sealed.clear()
+        monkeypatch.setattr(module, "list_segments", listing_then_seal)
+        if module is ledger_index:  # the writer is closed: a new one, with an open tail again
+            writer = LedgerStore(root)
+            writer.append("a", [Nudge(tag="t", text="y")])
+            (folder / INDEX_NAME).unlink()
+        with LedgerStore(root, readonly=True) as reader:
+            if module is recovery:
+                assert reader.entries("a")[0].id == entry and len(reader.entries("a")) == 2
+            found = reader.profile_entry("openai", "m")
+            assert found is not None and found.id == entry and sealed == ["a"]
+        monkeypatch.undo()
+        assert not list(folder.glob("_seg-*.arrow"))
