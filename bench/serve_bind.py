@@ -203,7 +203,10 @@ def measure(root: Path, sessions: int, turns: int, mb: float, new: int, crash: b
                 model.requests.clear()
                 model.sent.clear()
             if crash:  # the folder as a SIGKILL leaves it: tails open, nothing closed
-                shutil.copytree(big, root / "crashed")
+                idle(server)
+                # Not the search indexes: a cache of the entries (rebuilt from them), whose temporary files a
+                # live catch-up makes and removes while the copy runs.
+                shutil.copytree(big, root / "crashed", ignore=shutil.ignore_patterns("_search"))
         if crash:
             big = root / "crashed"
         out["filler_entries"] = fill(big, mb)
