@@ -36,6 +36,7 @@ class LedgerActor:
         # its turns closes (``index_later``, on the store's own background thread), and at its
         # session_search (``session_search`` below); `vak reindex` builds it.
         self.store = LedgerStore(root)
+        self.store.catch_up_index()  # a format-1 ledger's sessions get their index files (storage/ledger_index.py)
 
     def append(
         self, session: str, payloads: Sequence[Payload], parent: str | None = None,
@@ -68,6 +69,9 @@ class LedgerActor:
 
     def sessions(self) -> list[str]:
         return self.store.sessions()
+
+    def profile_entry(self, provider: str, model: str, quantisation: str = "") -> StoredEntry | None:
+        return self.store.profile_entry(provider, model, quantisation)
 
     def verify(self, session: str | None = None) -> VerifyReport:
         return self.store.verify(session)

@@ -91,6 +91,9 @@ class LedgerClient:
     def sessions(self) -> list[str]:
         return self._ledger.sessions()
 
+    def profile_entry(self, provider: str, model: str, quantisation: str = "") -> StoredEntry | None:
+        return self._ledger.profile_entry(provider, model, quantisation)
+
     def verify(self, session: str | None = None) -> VerifyReport:
         return self._ledger.verify(session)
 
@@ -124,3 +127,10 @@ class LedgerClient:
             return await asyncio.to_thread(self.store.entries, session, start, stop)
         assert self._remote is not None
         return await self._remote.entries_async(session, start, stop)
+
+    async def profile_entry_async(self, provider: str, model: str, quantisation: str = "") -> StoredEntry | None:
+        """``profile_entry`` off the event loop: in a worker thread over a store, one actor call on Ray."""
+        if self.store is not None:
+            return await asyncio.to_thread(self.store.profile_entry, provider, model, quantisation)
+        assert self._remote is not None
+        return await self._remote.profile_entry_async(provider, model, quantisation)

@@ -64,6 +64,11 @@ class RemoteLedger:
     def sessions(self) -> list[str]:
         return list(_get("ledger sessions", self.handle.sessions.remote()))
 
+    def profile_entry(self, provider: str, model: str, quantisation: str = "") -> StoredEntry | None:
+        entry: StoredEntry | None = _get("ledger profile_entry",
+                                         self.handle.profile_entry.remote(provider, model, quantisation))
+        return entry
+
     def verify(self, session: str | None = None) -> VerifyReport:
         report: VerifyReport = _get("ledger verify", self.handle.verify.remote(session))
         return report
@@ -88,3 +93,8 @@ class RemoteLedger:
     async def entries_async(self, session: str, start: int = 0, stop: int | None = None) -> list[StoredEntry]:
         with map_ray_errors("ledger entries"):
             return list(await self.handle.entries.remote(session, start, stop))
+
+    async def profile_entry_async(self, provider: str, model: str, quantisation: str = "") -> StoredEntry | None:
+        with map_ray_errors("ledger profile_entry"):
+            entry: StoredEntry | None = await self.handle.profile_entry.remote(provider, model, quantisation)
+            return entry

@@ -101,6 +101,7 @@ class Engine:
             # No index on the append path (actors/ledger.py says why): caught up at turn close or search.
             store = LedgerStore(folder)
             catch_up_cards(store)  # card indexes a killed writer left behind the ledger (storage/cardindex.py)
+            store.catch_up_index()  # a format-1 ledger's sessions get their index files (storage/ledger_index.py)
             return cls(store, search_index=search_index)
         return cls(None, ray=_RayLink.join(folder, ray), search_index=search_index)
 
@@ -253,6 +254,12 @@ def _check_rules(value: Any) -> None:
     rule_setting(value, ENGINE_LOOP)
 
 
+def _hold(store: LedgerStore, session: str) -> None:
+    """Open ``session`` in ``store`` (its writer lock taken, its segments read) if it exists."""
+    if session in store.sessions():
+        store.head(session)
+
+
 def _check_search_index(value: str) -> None:
     if value not in SEARCH_INDEX:
         raise InvalidInput(f"search_index must be one of {', '.join(map(repr, SEARCH_INDEX))} (got {value!r})")
@@ -371,8 +378,9 @@ class Session:
                                               index_at_close=self._engine.search_index == "turn-close",
                                               summaries=o.summaries)
         else:
-            if self.name in store.sessions():
-                store.head(self.name)  # takes the session's writer lock now: SessionLocked if another writer holds it
+            # Takes the session's writer lock now (SessionLocked if another writer holds it), reading the session
+            # in: in a worker thread, so that a long session does not hold up the event loop.
+            await asyncio.to_thread(_hold, store, self.name)
             profile = await session_profile(store, bound, horizon=o.horizon, output_reserve=o.output_reserve)
             # The counter follows the profile that receipts keep calibrating: read from the loop at each count.
             summary = None if o.summary_model is None else await summary_model(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -62,25 +62,19 @@ def default_surface(*, cards_loaded: bool = False) -> Surface:
     return Surface.build(core)
 
 
-def newest_profile(entries: Iterable[StoredEntry], key: ProfileKey) -> CapacityProfile | None:
-    """The newest (by entry time) capacity profile recorded for ``key`` among ``entries``."""
-    mapper = Mapper()
-    newest: tuple[int, CapacityProfile] | None = None
-    for entry in entries:
-        if entry.kind != "capacity_profile":
-            continue
-        record = mapper.payload_of(entry)
-        if isinstance(record, CapacityProfileRecord):
-            profile = from_record(record)
-            if profile.key == key and (newest is None or entry.time_us >= newest[0]):
-                newest = (entry.time_us, profile)
-    return newest[1] if newest is not None else None
+def profile_of(entry: StoredEntry | None) -> CapacityProfile | None:
+    """The capacity profile a ``capacity_profile`` entry records (None for none)."""
+    if entry is None:
+        return None
+    record = Mapper().payload_of(entry)
+    return from_record(record) if isinstance(record, CapacityProfileRecord) else None
 
 
 def recorded_profile(store: LedgerStore, key: ProfileKey) -> CapacityProfile | None:
     """The newest capacity profile recorded for ``key`` in any session of the ledger (a probe's, in its
-    own session, or one a session's receipts tightened)."""
-    return newest_profile((e for session in store.sessions() for e in store.entries(session)), key)
+    own session, or one a session's receipts tightened), read from the ledger's index, not its entries
+    (storage/ledger_index.py). Blocking: from async code, in a worker thread."""
+    return profile_of(store.profile_entry(key.provider, key.model, key.quantisation))
 
 
 @dataclass(frozen=True)
@@ -169,14 +163,13 @@ async def session_profile(store: LedgerStore | None, bound: BoundModel, *, horiz
 
     ``store``: the folder's writer in this process; on Ray ``store`` is None and ``ledger`` is a
     ``LedgerClient`` over the folder's LedgerActor (the driver never opens the folder itself)."""
+    # From the ledger's index (a small file per session), in a worker thread or the LedgerActor: never on the
+    # event loop, and never a writer's lock on a session the lookup does not bind.
     if store is not None:
-        # Read through a read-only view of the folder: the scan covers every session, and a writer's scan
-        # would take every session's writer lock (shutting out another engine writing a different session).
-        with LedgerStore(store.root, readonly=True) as reader:
-            recorded = recorded_profile(reader, bound.key)
+        recorded = await asyncio.to_thread(recorded_profile, store, bound.key)
     else:
-        sessions = await asyncio.to_thread(ledger.sessions)
-        recorded = newest_profile([e for s in sessions for e in await ledger.entries_async(s)], bound.key)
+        key = bound.key
+        recorded = profile_of(await ledger.profile_entry_async(key.provider, key.model, key.quantisation))
     if recorded is not None:
         return recorded
     at = time.time() if now is None else now

@@ -67,6 +67,11 @@ class Ledger(Protocol):
 
     def sessions(self) -> list[str]: ...
 
+    def profile_entry(self, provider: str, model: str, quantisation: str = "") -> StoredEntry | None:
+        """The newest ``capacity_profile`` entry recorded for the model key in any session (by entry time;
+        on a tie the later session by name, then the later seq); None when none is."""
+        ...
+
     def verify(self, session: str | None = None) -> VerifyReport:
         """Re-read the session(s) from disk and check every hash link."""
         ...

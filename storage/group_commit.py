@@ -20,6 +20,7 @@ from vak_context.errors import InvalidInput, LedgerClosed, LedgerError, UnknownP
 from vak_context.events.envelope import CURRENT_VERSION, Mapper, blob_meta, chain_ids
 from vak_context.storage.contract import Payload
 from vak_context.storage.ipc_message import encode_message
+from vak_context.storage.ledger_index import PROFILE_KIND, REWRITE_BYTES, write_index
 from vak_context.storage.manifest import manifest_of, write_manifest
 from vak_context.storage.segment_writer import SegmentWriter
 from vak_context.storage.session_state import Group, SessionState, index_group, relocate
@@ -418,6 +419,16 @@ class GroupCommit:
     def _index_committed(self, s: SessionState, group: Group, loc: tuple[int, int]) -> None:
         index_group(s, group, loc)
         self._where.update(dict.fromkeys(group.ids, s.name))
+        index, writer = s.index, s.writer
+        if index is None or writer is None:
+            return
+        index.segment, index.offset = writer.number, writer.size
+        # The index file follows a new profile at once (what binding reads) and the rest every REWRITE_BYTES,
+        # so a reader after a crash reads at most that much of the tail (storage/ledger_index.py). Not synced:
+        # the entries are durable, and an index a power cut tears is rebuilt from them.
+        if PROFILE_KIND in group.kinds or writer.size - s.index_bytes >= REWRITE_BYTES:
+            write_index(s.dir, index, durable=False)
+            s.index_bytes = writer.size
 
     def _seal_writer(self, s: SessionState) -> None:
         """Compact the session's tail into its sealed segment and point the index at it.
@@ -435,6 +446,10 @@ class GroupCommit:
         # Before the tail goes, so a crash in between leaves the tail, which the next open removes.
         s.manifest = manifest_of(s, s.manifest)
         write_manifest(s.dir, s.manifest)
+        if s.index is not None:  # and the index, durably: it covers the sealed segment, the next tail is uncovered
+            s.index.segment, s.index.offset = s.next_segment, 0
+            write_index(s.dir, s.index, durable=True)
+            s.index_bytes = 0
         writer.remove_tail()
 
     def _writer(self, s: SessionState) -> SegmentWriter:

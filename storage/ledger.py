@@ -31,6 +31,14 @@ from vak_context.events.envelope import LedgerLimits, Mapper, StoredEntry
 from vak_context.events.payloads import Activity
 from vak_context.storage.contract import LedgerStats, Payload
 from vak_context.storage.group_commit import GroupCommit
+from vak_context.storage.ledger_index import (
+    SessionIndex,
+    index_stamp,
+    newer,
+    read_index,
+    read_rest,
+    write_index,
+)
 from vak_context.storage.ledger_paths import (
     check_ledger_path,
     list_session_names,
@@ -90,6 +98,10 @@ class LedgerStore(GroupCommit):
 
             self.search_index = SearchIndexer(self)
         self._catch_up: CatchUp | None = None  # background catch-ups at turn close (storage/catchup.py)
+        # The index of each session this store does not hold, as last read (storage/ledger_index.py), with the
+        # index file's stat when it was read: the next read starts where it stopped, and decodes the file
+        # again only when it was rewritten.
+        self._peeked: dict[str, tuple[SessionIndex, tuple[int, int, int] | None]] = {}
 
     # ------------------------------------------------------------------ sessions
 
@@ -254,6 +266,63 @@ class LedgerStore(GroupCommit):
             if row.parent is not None and cur is None:
                 raise LedgerCorrupt(f"entry {row.id} names parent {row.parent}, which is not in the session")
         return [self._read(s, q) for q in reversed(seqs)]
+
+    # ------------------------------------------------------------------ the index (format 2)
+
+    def session_index(self, session: str) -> SessionIndex:
+        """The session's head, entry count and newest profile entry per model key, from the ledger's index
+        (storage/ledger_index.py), without reading the session's entries: this store's own, for a session it
+        holds; else the session's index file and the batches after it. A copy: the caller may keep it."""
+        self._check_open()
+        s = self._sessions.get(session)
+        if s is not None and s.index is not None:
+            with s.cond:
+                return s.index.copy()
+        d = session_dir(self.root, session, create=False)
+        if d is None:
+            raise UnknownSession(session)
+        with self._lock:
+            known, seen = self._peeked.get(session, (None, None))
+        stamp = index_stamp(d)
+        on_disk = read_index(d, session) if stamp is not None and stamp != seen else None
+        start = max((i for i in (known, on_disk) if i is not None), key=lambda i: i.seq,
+                    default=SessionIndex(session))
+        index = read_rest(d, start)
+        with self._lock:
+            self._peeked[session] = (index, stamp)
+        return index.copy()
+
+    def profile_entry(self, provider: str, model: str, quantisation: str = "") -> StoredEntry | None:
+        """The newest ``capacity_profile`` entry recorded for the model key in any session of the ledger (by
+        entry time; on a tie, the later session by name, then the later seq), read from the index."""
+        key = (provider, model, quantisation)
+        best: StoredEntry | None = None
+        for name in self.sessions():
+            try:
+                entry = self.session_index(name).profiles.get(key)
+            except UnknownSession:  # removed since the folder was listed
+                continue
+            if entry is not None and newer(entry, best):
+                best = entry
+        return best
+
+    def catch_up_index(self) -> list[str]:
+        """Write the index file of every session that has none or an unreadable one (a format-1 ledger's, or
+        one a power cut tore), read from its entries; returns those sessions. A writer opening a session
+        writes its own too; this is for the sessions nobody opens, so that a lookup across them never reads
+        their entries. Costs a folder listing and a small read per session when all are indexed."""
+        if self.readonly:
+            return []
+        done = []
+        for name in self.sessions():
+            d = session_dir(self.root, name, create=False)
+            if d is None or read_index(d, name) is not None or not any(d.glob("*seg-*.arrow")):
+                continue
+            index = self.session_index(name)
+            # Any index is true of the entries it covers: one written beside a live writer's is behind at worst.
+            write_index(d, index, durable=True)
+            done.append(name)
+        return done
 
     # ------------------------------------------------------------------ maintenance
 

@@ -34,6 +34,7 @@ from vak_context.events.payloads import PAYLOAD_TYPES
 from vak_context.names import check_name
 from vak_context.storage.contract import LedgerStats, Payload
 from vak_context.storage.group_commit import _check_blobs
+from vak_context.storage.ledger_index import PROFILE_KIND, newer, profile_key
 from vak_context.storage.verify import BadEntry, VerifyReport
 
 __all__ = ["InMemoryLedger"]
@@ -87,6 +88,18 @@ class InMemoryLedger:
         with self._lock:
             self._check_open()
             return sorted(self._sessions)
+
+    def profile_entry(self, provider: str, model: str, quantisation: str = "") -> StoredEntry | None:
+        """The newest ``capacity_profile`` entry for the key: a scan of what is held (no folder to index)."""
+        key = (provider, model, quantisation)
+        best: StoredEntry | None = None
+        with self._lock:
+            self._check_open()
+            entries = [e for name in sorted(self._sessions) for e in self._sessions[name].entries]
+        for entry in entries:
+            if entry.kind == PROFILE_KIND and profile_key(entry.v, entry.payload) == key and newer(entry, best):
+                best = entry
+        return best
 
     # ------------------------------------------------------------------ appending
 

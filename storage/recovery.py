@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from vak_context.storage.ledger_index import SessionIndex, encode_index, read_index, write_index
 from vak_context.storage.manifest import check_at_open, manifest_of, read_manifest, write_manifest
 from vak_context.storage.segment_schema import from_batch
 from vak_context.storage.segment_writer import rewrite_sealed, unlink_durable
@@ -34,8 +35,18 @@ def load_session(s: SessionState, *, readonly: bool) -> list[dict[str, Any]]:
     if not readonly:
         for tail in stale_tails(s.dir):  # an interrupted seal: the sealed copy is complete
             unlink_durable(tail)
+    s.index = SessionIndex(s.name)
+    tail_end = 0  # a read-only view's: where the last complete message of an unsealed tail ends
     for number, path, sealed in list_segments(s.dir):
-        scanned = scan_segment(path, number, sealed)
+        try:
+            scanned = scan_segment(path, number, sealed)
+        except FileNotFoundError:
+            if sealed:
+                raise
+            # Sealed since the folder was listed (its writer closed it, or a writer's open recovered it):
+            # the sealed copy is complete, and read instead.
+            path, sealed = s.dir / sealed_name(number), True
+            scanned = scan_segment(path, number, sealed)
         if not sealed and not readonly:
             report = seal_leftover(s, scanned)
             if report is not None:
@@ -50,6 +61,10 @@ def load_session(s: SessionState, *, readonly: bool) -> list[dict[str, Any]]:
                 s.damaged.append({"segment": path.name, "batch": bi, "offset": sb.offset, "error": sb.error})
                 continue
             index_batch(s, number, sb.offset, sb.batch)
+        tail_end = 0 if sealed else scanned.good_end
+    # Where what the index covers ends: after the last sealed segment (a writer starts a new tail there),
+    # or inside the tail a read-only view read.
+    s.index.segment, s.index.offset = (s.next_segment - 1, tail_end) if tail_end else (s.next_segment, 0)
     last = next((r for r in reversed(s.rows) if r is not None), None)
     s.head = last.id if last else None
     s.next_seq = len(s.rows)
@@ -62,6 +77,11 @@ def load_session(s: SessionState, *, readonly: bool) -> list[dict[str, Any]]:
         s.manifest = manifest_of(s)
         if s.manifest != recorded and s.manifest.segments:
             write_manifest(s.dir, s.manifest)
+        # The index too (format 2; a format-1 session gets its first one here), unless nothing is written yet.
+        if s.rows:
+            on_disk = read_index(s.dir, s.name)
+            if on_disk is None or encode_index(on_disk) != encode_index(s.index):
+                write_index(s.dir, s.index, durable=True)
     return recoveries
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from vak_context.errors import LedgerCorrupt
+from vak_context.storage.ledger_index import PROFILE_KIND, SessionIndex
 from vak_context.storage.segment_writer import SegmentWriter
 from vak_context.storage.segments import sealed_name
 
@@ -116,6 +117,8 @@ class SessionState:
     damaged: list[dict[str, Any]] = field(default_factory=list)
     sealed: set[int] = field(default_factory=set)  # segment numbers already sealed
     manifest: Any = None  # the manifest last read or written (vak_context.storage.manifest.Manifest)
+    index: SessionIndex | None = None  # head and newest profiles, kept on every commit (storage/ledger_index.py)
+    index_bytes: int = 0  # the tail's size when the index file was last written
     next_segment: int = 1
     # writer state
     lock_fd: int | None = None
@@ -146,6 +149,10 @@ def index_batch(s: SessionState, number: int, offset: int, batch: pa.RecordBatch
     times = batch.column("time").cast(pa.int64()).to_pylist()
     bi = len(s.batches)
     s.batches.append(BatchLoc(number, offset, seqs[0] if seqs else len(s.rows), len(seqs)))
+    index = s.index if s.index is not None else SessionIndex(s.name)
+    s.index = index
+    payloads = batch.column("payload").view(pa.large_binary()) if PROFILE_KIND in kinds else None
+    vs = batch.column("v").to_pylist() if payloads is not None else None
     for i, seq in enumerate(seqs):
         while len(s.rows) < seq:
             s.rows.append(None)
@@ -155,6 +162,10 @@ def index_batch(s: SessionState, number: int, offset: int, batch: pa.RecordBatch
         else:  # out of order seq: keep the first, verify() reports the rest
             continue
         s.ids[ids[i]] = seq
+        if payloads is not None and vs is not None and kinds[i] == PROFILE_KIND:
+            index.note(seq, ids[i], parents[i], times[i], kinds[i], vs[i], payloads[i].as_py())
+        else:
+            index.note(seq, ids[i], parents[i], times[i], kinds[i], 1, None)
 
 
 def index_group(s: SessionState, group: Group, loc: tuple[int, int]) -> None:
@@ -165,6 +176,14 @@ def index_group(s: SessionState, group: Group, loc: tuple[int, int]) -> None:
     s.batches.append(BatchLoc(loc[0], loc[1], first, n))
     s.rows += map(Row, group.ids, group.parents, group.kinds, group.times, itertools.repeat(bi, n), range(n))
     s.ids.update(zip(group.ids, range(first, first + n), strict=True))
+    if s.index is None:
+        s.index = SessionIndex(s.name)
+    if PROFILE_KIND in group.kinds:
+        for i in range(n):
+            s.index.note(first + i, group.ids[i], group.parents[i], group.times[i], group.kinds[i], group.vs[i],
+                         group.payloads[i])
+    else:  # the head and the seq alone: no payload is looked at
+        s.index.seq, s.index.head = first + n, group.ids[-1]
     s.pending_ids.difference_update(group.ids)
     s.durable_seq = first + n - 1
     s.commits += 1

@@ -28,8 +28,15 @@ from vak_context.errors import (
     UnknownParent,
     UnknownSession,
 )
-from vak_context.events.payloads import Directive, EvidenceBody, Nudge
+from vak_context.events.payloads import CapacityProfileRecord, Directive, EvidenceBody, Nudge
 from vak_context.storage.contract import Ledger, LedgerStats, VerifyReport
+
+
+def profile_record(model: str, window: int, provider: str = "openai") -> CapacityProfileRecord:
+    """A capacity_profile payload for ``provider:model`` whose declared window tells one from another."""
+    return CapacityProfileRecord(provider=provider, model=model, declared_window=window,
+                                 instruction_horizon={"tokens": window // 2, "confidence": 0.5, "last_confirmed": 0.0},
+                                 tokens_per_char={"value": 0.3, "samples": 1}, output_reserve=window // 10)
 
 
 def _is_a_ledger(ledger: Ledger) -> Ledger:
@@ -75,6 +82,20 @@ class LedgerContract:
         (d,) = ledger.append("s", [Nudge(tag="t", text="branch")], parent=a)
         assert [x.id for x in ledger.chain_to_root(d)] == [a, d]
         assert ledger.head("s") == d
+
+    def test_profile_entry_is_the_newest_profile_of_its_key_in_any_session(self, ledger: Ledger) -> None:
+        """profile_entry names the newest capacity_profile entry of a model key across sessions (the later
+        session by name on a tie of entry time), whatever else the sessions hold; None for a key never recorded."""
+        assert ledger.profile_entry("openai", "m") is None
+        (first,) = ledger.append("a", [profile_record("m", 1000)])
+        assert ledger.profile_entry("openai", "m") == ledger.get(first)
+        ledger.append("b", [Directive(text="x"), profile_record("m", 2000), profile_record("other", 9000)])
+        (last,) = ledger.append("c", [profile_record("m", 3000)])
+        ledger.append("a", [Nudge(tag="t", text="after")])
+        entry = ledger.profile_entry("openai", "m")
+        assert entry is not None and entry == ledger.get(last) and entry.session == "c"
+        assert b'"declared_window":9000' in (ledger.profile_entry("openai", "other") or ledger.get(first)).payload
+        assert ledger.profile_entry("openai", "m", "q4") is None and ledger.profile_entry("anthropic", "m") is None
 
     def test_verify_returns_a_verify_report(self, ledger: Ledger) -> None:
         """verify() gives a VerifyReport (not a dict) that counts every session and entry."""

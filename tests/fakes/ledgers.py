@@ -39,6 +39,9 @@ class ActorInProcess:
     def sessions(self) -> list[str]:
         return self.actor.sessions()
 
+    def profile_entry(self, provider: str, model: str, quantisation: str = "") -> StoredEntry | None:
+        return self.actor.profile_entry(provider, model, quantisation)
+
     def verify(self, session: str | None = None) -> VerifyReport:
         return self.actor.verify(session)
 
