@@ -101,8 +101,8 @@ def test_two_workers_serve_one_ledger(tmp_path: Path) -> None:
         at_a = Client("openai", own[pid_a], run.key, session="hop", on_response=lambda r: hops.append(r.headers[WORKER_HEADER]))
         at_b = Client("openai", own[pid_b], run.key, session="hop", messages=at_a.messages,
                       on_response=lambda r: hops.append(r.headers[WORKER_HEADER]))
-        for first, then in ((at_a, at_b), (at_b, at_a)):
-            first.messages.append({"role": "user", "content": f"search {CLOCK_QUERY}"})
+        for first, then, directive in ((at_a, at_b, f"search {CLOCK_QUERY}"), (at_b, at_a, "search query-005")):
+            first.messages.append({"role": "user", "content": directive})
             _, calls = first.send()
             then.give_results(calls)
             answer, more = then.send()
@@ -165,7 +165,8 @@ def test_two_workers_serve_one_ledger(tmp_path: Path) -> None:
 
     names_seen = {s.process.rsplit("/", 1)[-1] for s in sockets}
     assert {"gcs_server", "raylet"} <= names_seen, names_seen  # the scan saw the cluster, so it can fail
-    listening = {s.pid for s in sockets if s.port == run.port}
+    port = int(run.root.rsplit(":", 1)[1])
+    listening = {s.pid for s in sockets if s.port == port}
     assert listening == {pid_a, pid_b} and run.process.pid in listening, (listening, workers)
     exposed = [s for s in sockets if not is_loopback(s.address)]
     assert exposed == [], "\n".join(f"{s.proto} {s.address}:{s.port} {s.process} (pid {s.pid})" for s in exposed)
