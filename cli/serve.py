@@ -176,7 +176,11 @@ def _start_workers(engine: Any, config: Any, args: argparse.Namespace, port: int
     address = args.ray if isinstance(args.ray, str) else str(ray.get_runtime_context().gcs_address)
     spec = Spec(str(engine.folder), address, port, args.search_index, dataclasses.asdict(config))
     workers = Workers(spec, args.workers - 1, leases)
-    workers.start()
+    try:
+        workers.start()
+    except BaseException:
+        workers.stop()  # the ones that did start
+        raise
     app, own = worker_app(engine, config, leases)
     return workers, app, own
 
