@@ -163,3 +163,17 @@ def assembler_actor(
     return _detached(AssemblerActor, assembler_actor_name(root), namespace).remote(
         root, ledger, None, tokens_per_char, planner=planner
     )
+
+
+def session_leases_name(root: str | os.PathLike[str]) -> str:
+    """One SessionLeases per ledger folder: every `vak serve` worker of the folder asks the same one."""
+    return "leases-" + _folder_key(root)
+
+
+def session_leases(root: str | os.PathLike[str], *, namespace: str = NAMESPACE) -> Any:
+    """Get or create the detached SessionLeases actor of ``root`` (``vak_context.actors.leases``): an async
+    actor (a waiting lease is a suspended coroutine), holding no CPU."""
+    from vak_context.actors.leases import SessionLeases
+
+    return _detached(SessionLeases, session_leases_name(os.path.realpath(os.fspath(root))), namespace,
+                     max_concurrency=1000).remote()

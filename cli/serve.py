@@ -14,11 +14,12 @@ from typing import Any
 
 from vak_context.checks import MAX_TOKENS, bounded_float, bounded_int
 from vak_context.cli.chat import RULES_HELP, SEARCH_INDEX, rules_option
-from vak_context.errors import ModelServerError
+from vak_context.errors import InvalidInput, ModelServerError
 from vak_context.providers.local.catalogue import MODELS
 from vak_context.providers.local.server import LocalModelServer
 from vak_context.serve.bodies import MAX_BODY_BYTES
 from vak_context.serve.connections import HEAD_S
+from vak_context.serve.workers import Spec, Workers, announce, shared_socket, worker_app
 
 KEY_DIR_PREFIX = "vak-serve-"
 
@@ -69,6 +70,9 @@ def register(subparsers: Any) -> None:
     s.add_argument("--port", type=bounded_int(0, 65535), default=0, help="port to bind (default 0: any free port)")
     s.add_argument("--ray", nargs="?", const=True, default=None, metavar="ADDRESS",
                    help="run on Ray: a local cluster, or the one at ADDRESS")
+    s.add_argument("--workers", type=bounded_int(1, 64), default=1, metavar="N",
+                   help="serve workers (processes) on the one port, with --ray: each session's requests are "
+                   "serialised by its lease wherever they land (default 1; docs/INTEGRATIONS.md)")
     s.add_argument("--search-index", choices=SEARCH_INDEX, default=SEARCH_INDEX[0],
                    help="when session_search's index is caught up: turn-close (default: in the background as each "
                    "turn closes) or search (at each search)")
@@ -158,6 +162,42 @@ def _exit_cleanly(signum: int, frame: Any) -> None:
     raise SystemExit(0)
 
 
+def _start_workers(engine: Any, config: Any, args: argparse.Namespace, port: int) -> tuple[Workers, Any, Any]:
+    """This process as the first of ``--workers`` workers (its app under the session leases, and the socket
+    it takes forwarded requests on), and the others started (serve/workers.py), on the cluster this process
+    joined."""
+    import dataclasses
+
+    import ray
+
+    from vak_context.actors.factory import session_leases
+
+    leases = session_leases(engine.folder)
+    address = args.ray if isinstance(args.ray, str) else str(ray.get_runtime_context().gcs_address)
+    spec = Spec(str(engine.folder), address, port, args.search_index, dataclasses.asdict(config))
+    workers = Workers(spec, args.workers - 1, leases)
+    try:
+        workers.start()
+    except BaseException:
+        workers.stop()  # the ones that did start
+        raise
+    app, own = worker_app(engine, config, leases)
+    return workers, app, own
+
+
+def _print_leases(leases: Any) -> None:
+    """What the session leases did in this run, for the operator (and bench/serve_workers.py)."""
+    import ray
+
+    try:
+        stats = ray.get(leases.report.remote(), timeout=10)
+    except Exception:  # the cluster went first: nothing to tell
+        return
+    print(f"vak serve: session leases: {stats.granted} granted, {stats.moved} moved between workers, "
+          f"{stats.waited} waited for another worker, {stats.forwarded} forwarded to the worker holding "
+          f"the session's open turn; per worker {dict(sorted(stats.workers.items()))}", flush=True)
+
+
 def run_serve(args: argparse.Namespace) -> int:
     import secrets
     import signal
@@ -170,6 +210,9 @@ def run_serve(args: argparse.Namespace) -> int:
     from vak_context.serve.connections import timed_protocol
     from vak_context.serve.upstream import key_from_environment
 
+    if args.workers > 1 and not args.ray:
+        raise InvalidInput(f"--workers {args.workers} needs --ray: the workers share the ledger through its "
+                           "LedgerActor and each session's lease; add --ray (a local cluster) or --ray ADDRESS")
     upstream, base_url, upstream_key = args.upstream, args.base_url, key_from_environment(args.upstream)
     window = args.window
     local: LocalModelServer | None = None
@@ -185,20 +228,31 @@ def run_serve(args: argparse.Namespace) -> int:
         window = local.n_ctx
     keys = key_dir()  # mode 0700
     engine = Engine.open(args.ledger, ray=args.ray, search_index=args.search_index)
+    workers: Workers | None = None
     try:
         client_key = secrets.token_urlsafe(24)
         key_file = _key_file(keys, client_key)
-        app = build_app(engine, ServeConfig(upstream, base_url=base_url, upstream_key=upstream_key,
-                                            client_key=client_key, window=window,
-                                            defer_tools=args.defer_tools, rules=args.rules,
-                                            calls=args.calls, summaries=args.summaries,
-                                            max_body=args.max_body, idle_s=args.idle_timeout))
+        config = ServeConfig(upstream, base_url=base_url, upstream_key=upstream_key, client_key=client_key,
+                             window=window, defer_tools=args.defer_tools, rules=args.rules, calls=args.calls,
+                             summaries=args.summaries, max_body=args.max_body, idle_s=args.idle_timeout)
         # Bound here, on loopback, before uvicorn starts: the address printed is the one listening (also
-        # with --port 0), and nothing else is ever bound.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", args.port))
-        root = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        # with --port 0), and nothing else is ever bound. With workers, each binds it too (serve/workers.py).
+        if args.workers > 1:
+            sock = shared_socket(args.port)
+        else:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", args.port))
+        port = sock.getsockname()[1]
+        root = f"http://127.0.0.1:{port}"
+        app: Any
+        sockets = [sock]
+        if args.workers > 1:
+            workers, app, own = _start_workers(engine, config, args, port)
+            sockets.append(own)
+            announce(port, own)
+        else:
+            app = build_app(engine, config)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", http=timed_protocol(args.idle_timeout)))
         print(f"vak serve: {upstream} through the engine (ledger {args.ledger}); key in {key_file}; stop: Ctrl-C",
               flush=True)
@@ -206,8 +260,11 @@ def run_serve(args: argparse.Namespace) -> int:
         # uvicorn shuts down gracefully on Ctrl-C or SIGTERM, then raises the signal again: this handler turns
         # SIGTERM into a clean exit, so the cleanup below runs (the key's folder, the engine, a local model).
         signal.signal(signal.SIGTERM, _exit_cleanly)
-        server.run(sockets=[sock])
+        server.run(sockets=sockets)
     finally:
+        if workers is not None:
+            workers.stop()
+            _print_leases(workers.leases)
         engine.close()
         shutil.rmtree(keys, ignore_errors=True)
         if local is not None:

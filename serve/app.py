@@ -3,7 +3,8 @@
 
 Each request is routed to its conversation (the ``x-vak-session`` header names it; else a digest of the
 client's key, the system prompt, the tool names and the first user message), whose lock serialises its
-requests; different conversations run concurrently. Errors come back in the client's protocol's shape.
+requests (with several workers, the session's lease too: ``serve/leases.py``, ``serve/workers.py``); different
+conversations run concurrently. Errors come back in the client's protocol's shape.
 The turn rules run as ``ServeConfig.rules`` says (``--rules``; default ``observe``: the client is the agent
 here, so a rule only records what it would have done), or as a request's ``x-vak-rules`` header says for
 that request (docs/DRIFT.md). Each ``x-vak-pin`` header of a request (``rule: Never push to main``; the
@@ -53,6 +54,7 @@ from vak_context.names import check_name
 from vak_context.serve.bodies import BODY_IDLE_S, MAX_BODY_BYTES, check_content_type, parse, read_body
 from vak_context.serve.continuity import IDEMPOTENCY_HEADER, RETRY_HEADER, decide, fingerprint
 from vak_context.serve.conversation import Conversation, Held, Routed, fork, read_held, replayed
+from vak_context.serve.leases import FORWARD_TO, Elsewhere, SessionLocks
 from vak_context.serve.protocol import (
     AnthropicEvents,
     ClientRequest,
@@ -133,14 +135,18 @@ def _client_side(**arguments: Any) -> None:
 class Server:
     """The conversations of one ledger served against one upstream."""
 
-    def __init__(self, engine: Engine, config: ServeConfig, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(self, engine: Engine, config: ServeConfig, client: httpx.AsyncClient | None = None,
+                 locks: SessionLocks | None = None) -> None:
         self.engine, self.config = engine, config
+        # What serialises a session's requests: a lock here, and the session's lease across workers
+        # (serve/leases.py); the key is the session's (its forks share their parent's).
+        self.locks = locks or SessionLocks()
         self._own_client = client is None
         self.client = client or httpx.AsyncClient(trust_env=False, timeout=900.0)
         self.upstream = Upstream(self.client, config.upstream_key)
         self.ledger = engine.ledger()
         self.conversations: dict[str, Conversation] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._keys: dict[str, str] = {}  # a conversation's session key (a fork's is its parent's)
         self._streams: set[Stream] = set()  # streamed requests still driving
         self._summaries: set[asyncio.Task[None]] = set()  # packet summaries written after a reply went out
 
@@ -157,9 +163,8 @@ class Server:
 
     async def handle(self, request: ClientRequest, key: str, rules: str | None = None,
                      resend: Resend = Resend(), pins: Sequence[tuple[str, str]] = ()) -> Reply:
-        lock = self._locks.setdefault(key, asyncio.Lock())
         # A resend that comes while its original runs waits for it, then is answered from it.
-        await lock.acquire()
+        await self._acquire(key)
         conversation: Conversation | None = None
         try:
             routed = await self._route(request, key, resend)
@@ -170,14 +175,41 @@ class Server:
             await _pin(conversation.session, pins)
             return await conversation.answer(request, exchange, self.upstream, self.ledger)
         finally:
-            self._release_after_summary(conversation, lock)
+            self._release_after_summary(conversation, key)
 
-    def _release_after_summary(self, conversation: Conversation | None, lock: asyncio.Lock) -> None:
+    async def _acquire(self, key: str) -> None:
+        """Wait for the session's turn; if another worker served it since this one last did, what this one
+        holds of it (its conversations, their bound sessions) is stale: forgotten, read from the ledger anew."""
+        if await self.locks.acquire(key):
+            try:
+                await self._forget(key)
+            except BaseException:
+                self.locks.release(key)
+                raise
+
+    def _release(self, key: str) -> None:
+        """The session's next request may run, here or on another worker; one that waits on a turn left
+        open here for the client's calls is sent here (serve/leases.py)."""
+        self.locks.release(key, open_turn=any(c.turn is not None for n, c in self.conversations.items()
+                                              if self._keys.get(n) == key))
+
+    async def _forget(self, key: str, *, close_turns: bool = False) -> None:
+        """Let the conversations of ``key``'s lineage go; ``close_turns``: the server stops, and a turn left
+        open for the client's calls is closed (its card says it was cancelled)."""
+        for name in [n for n in self.conversations if self._keys.get(n) == key or n == key]:
+            conversation = self.conversations.pop(name)
+            if conversation.turn is not None and not close_turns:
+                # The turn it left open is the other worker's to continue or close now: closing it here
+                # would write its card after that worker's entries.
+                conversation.session._release_turn(conversation.turn)
+            await conversation.session.close()
+
+    def _release_after_summary(self, conversation: Conversation | None, key: str) -> None:
         """The reply goes out now; a turn it closed has the packet summary the next request will need
         written by a task that holds the session's lock until it is in (the next request waits for it
         rather than summarising on its own path), then releases it."""
         if conversation is None or conversation.closed is None:
-            lock.release()
+            self._release(key)
             return
 
         async def summarise() -> None:
@@ -186,7 +218,7 @@ class Server:
             except Exception:
                 log.exception("session %s: the packet summary ahead of the next request failed", conversation.name)
             finally:
-                lock.release()
+                self._release(key)
 
         task = asyncio.create_task(summarise(), name=f"vak-serve-summary-{conversation.name}")
         self._summaries.add(task)
@@ -201,7 +233,8 @@ class Server:
         async def produce() -> None:
             conversation: Conversation | None = None
             try:
-                async with self._locks.setdefault(key, asyncio.Lock()):
+                await self._acquire(key)
+                try:
                     if stream.gone:  # the client left while an earlier request of its session ran
                         raise ClientGone("the client closed the stream before its request was driven")
                     routed = await self._route(request, key, resend)
@@ -218,6 +251,8 @@ class Server:
                     stream.done()  # the request is noted: the response writes its last event
                     if conversation is not None:  # then, still holding the lock, the next request's summary
                         await conversation.summarise_ahead()
+                finally:
+                    self._release(key)
             except ClientGone as exc:
                 log.info("session %s: the client closed its stream; the turn is closed, nothing noted", key)
                 stream.fail(exc)  # nobody reads it, unless the response had not started yet
@@ -261,6 +296,7 @@ class Server:
             held[name] = await asyncio.to_thread(fork, self.ledger, parent, name, held[parent], common)
             decisions[name] = decide(held[name].items(), digests)
         decision = decisions[name]
+        self._keys[name] = key
         conversation = await self._conversation(name, request, held[name])
         return conversation, Routed(request.items[decision.kept:], decision.withdrawn, history, resend.key)
 
@@ -305,15 +341,27 @@ class Server:
             stream.leave()
         await asyncio.gather(*(s.task for s in list(self._streams) if s.task is not None), return_exceptions=True)
         await asyncio.gather(*list(self._summaries), return_exceptions=True)  # written before the sessions close
-        for conversation in list(self.conversations.values()):
-            await conversation.session.close()
-        self.conversations.clear()
+        for key in {self._keys.get(n, n) for n in self.conversations}:
+            # Under the session's lease: one another worker served since is forgotten, not closed (its
+            # open turn is that worker's now).
+            try:
+                await self._acquire(key)
+            except Elsewhere:
+                await self._forget(key)
+                continue
+            try:
+                await self._forget(key, close_turns=True)
+            finally:
+                self.locks.release(key)
+        await self.locks.close()
         if self._own_client:
             await self.client.aclose()
 
 
 def error_response(protocol: Protocol, exc: BaseException) -> JSONResponse:
     """An error in the client's protocol: its status and type as that protocol's clients expect."""
+    if isinstance(exc, Elsewhere):  # not for the client: serve/workers.py forwards the request
+        return JSONResponse({}, status_code=307, headers={FORWARD_TO: exc.address})
     if isinstance(exc, ContextOverflow | RequestTooLarge):  # the request cannot fit: resending it fails alike
         status, body = error_body(protocol, "overflow", str(exc))
     elif isinstance(exc, ProviderError):
@@ -441,12 +489,14 @@ def _client_key(request: Request) -> str:
     return auth[7:].strip() if auth.lower().startswith("bearer ") else request.headers.get("x-api-key", "")
 
 
-def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | None = None) -> Starlette:
-    """The app; its lifespan closes the served sessions (an open turn's card says it was cancelled)."""
+def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | None = None,
+              locks: SessionLocks | None = None) -> Starlette:
+    """The app; its lifespan closes the served sessions (an open turn's card says it was cancelled).
+    ``locks``: what serialises a session's requests (serve/leases.py; default: a lock per session here)."""
     from vak_context.context.rules.setting import CALLERS, rule_setting
 
     rule_setting(config.rules, CALLERS)  # a wrong setting fails here, not at the first request
-    server = Server(engine, config, client)
+    server = Server(engine, config, client, locks)
 
     def endpoint(protocol: Protocol, read: Callable[[Any], ClientRequest],
                  render: Callable[[Reply], dict[str, Any]], events: Callable[[str], Events]) -> Callable[[Request], Any]:

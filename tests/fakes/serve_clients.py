@@ -5,7 +5,7 @@ embedder fakes' tools, and records every call it saw and every reply's usage."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,20 +42,27 @@ class Client:
     messages: list[dict[str, Any]] = field(default_factory=list)
     seen: list[str] = field(default_factory=list)  # every call name the client was handed
     usage: list[tuple[int, int]] = field(default_factory=list)  # (prompt, completion) per reply
+    on_response: Callable[[httpx.Response], None] | None = None  # called with each HTTP response (its headers)
+    keep_alive: bool = False  # reuse connections, as a client left alone does (then close() it)
 
     def __post_init__(self) -> None:
         headers = {"x-vak-session": self.session} if self.session else None
         # No keep-alive: the tests never close their clients, and a pooled idle connection would otherwise be
         # closed by the garbage collector whenever it runs (an unclosed-socket ResourceWarning, an error under
         # filterwarnings=error, in whichever test or teardown the collection happens to fall).
-        limits = httpx.Limits(max_keepalive_connections=0)
+        limits = httpx.Limits(max_keepalive_connections=None if self.keep_alive else 0)
+        hooks = {"response": [self.on_response]} if self.on_response is not None else {}
         if self.protocol == "openai":
             self._openai = openai.OpenAI(base_url=self.base_url, api_key=self.api_key, max_retries=0,
-                                         default_headers=headers, http_client=openai.DefaultHttpxClient(limits=limits))
+                                         default_headers=headers,
+                                         http_client=openai.DefaultHttpxClient(limits=limits, event_hooks=hooks))
         else:
             self._anthropic = anthropic.Anthropic(base_url=self.base_url.removesuffix("/v1"), api_key=self.api_key,
                                                   max_retries=0, default_headers=headers,
-                                                  http_client=anthropic.DefaultHttpxClient(limits=limits))
+                                                  http_client=anthropic.DefaultHttpxClient(limits=limits, event_hooks=hooks))
+
+    def close(self) -> None:
+        (self._openai if self.protocol == "openai" else self._anthropic).close()
 
     def turn(self, text: str) -> str:
         """One user message, then requests until the server answers (running the calls it hands back)."""

@@ -266,3 +266,12 @@ def test_search_index_choices_are_the_engines(capsys: pytest.CaptureFixture[str]
     fails_in_one_line(capsys, ["serve", "--upstream", "local:qwen", "--search-index", "never"], 2,
                       "--search-index", "turn-close", "search")
     fails_in_one_line(capsys, ["chat", "--search-index", "never"], 2, "--search-index", "turn-close", "search")
+
+
+def test_serve_workers_need_ray(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`vak serve --workers 2` without --ray is one line saying to add --ray, before anything starts or is
+    bound; --workers 0 is refused by its bounds."""
+    fails_in_one_line(capsys, ["serve", "--upstream", "openai-compat:m", "--base-url", "http://127.0.0.1:9/v1",
+                               "--ledger", str(tmp_path / "ledger"), "--workers", "2"], 1, "--workers 2 needs --ray")
+    assert not (tmp_path / "ledger").exists()
+    fails_in_one_line(capsys, ["serve", "--upstream", "openai-compat:m", "--workers", "0"], 2, "--workers")
