@@ -279,6 +279,7 @@ class Load:
         self.acked: list[Acked] = []
         self.completed: dict[int, bool] = {}
         self.stuck: dict[int, str] = {}
+        self.reasked: list[str] = []  # turns whose model was asked again (it called its tool anew)
         self.epoch = 0  # starts of the server so far, minus one
         self.ok_count = 0
         self.total = sum(t.requests for p in plans for t in p)
@@ -298,10 +299,13 @@ class Load:
         try:
             for turn in self.plans[conv]:
                 messages.append({"role": "user", "content": turn.directive})
-                for _ in range(4):  # a call, then the answer (bounded: a broken server stops, not loops)
+                for step in range(4):  # a call, then the answer (bounded: a broken server stops, not loops)
                     got = self.request(conv, turn, client, direct, messages, attempts)
                     if got is None:
                         return
+                    if step == turn.requests:  # one more request than the turn needs: the model was asked again
+                        with self.lock:
+                            self.reasked.append(turn.tag)
                     text, calls = got
                     entry: dict[str, Any] = {"role": "assistant", "content": text or None}
                     if calls:
@@ -503,6 +507,7 @@ class Report:
     requests_ok: int
     requests_failed: int
     requests_planned: int
+    reasked: list[str]  # turns that took more requests than planned (the model called its tool again)
     sessions_completed: int
     stuck: dict[str, str]
     forks: int
@@ -517,6 +522,7 @@ class Report:
     resumed_all_s: list[float]  # per restart: its /health 200 to the last conversation's first answer
     startup_s: list[float]  # per start: spawn to /health 200
     kills: int
+    kills_planned: int
     verify: list[str]
     bad_ok: int
     bad_total: int
@@ -541,9 +547,10 @@ def run(args: argparse.Namespace, workers: int | None, scratch: Path) -> Report:
     ledger = scratch / f"ledger-w{workers or 1}"
     extra = [*args.serve_arg, *(["--workers", str(workers)] if workers is not None else [])]
     with ExitStack() as stack:
-        up = subprocess.Popen([sys.executable, "-m", "tests.fakes.load_upstream"], cwd=ROOT, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": _pythonpath()})
-        stack.callback(lambda: (up.stdin and up.stdin.close(), up.wait(30)))
+        # Its end: the block closes its pipes (stdin's end stops it) and waits for it.
+        up = stack.enter_context(subprocess.Popen([sys.executable, "-m", "tests.fakes.load_upstream"], cwd=ROOT,
+                                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                                  env={**os.environ, "PYTHONPATH": _pythonpath()}))
         line = up.stdout.readline() if up.stdout else ""
         if "base_url=" not in line:
             raise RuntimeError(f"the scripted upstream did not start: {line!r}")
@@ -563,7 +570,10 @@ def run(args: argparse.Namespace, workers: int | None, scratch: Path) -> Report:
         for t in threads:
             t.start()
         span = max(1, load.total)
-        points = sorted(rng.sample(range(max(1, span // 10), max(2, span * 9 // 10)), min(args.kills, max(1, span * 8 // 10))))
+        # The kill moments: after a seeded number of answered requests, in the first 60 % of the plan (a run
+        # whose conversations get stuck answers fewer than planned: a moment it never reaches is said so).
+        moments = range(max(1, span // 20), max(2, span * 6 // 10))
+        points = sorted(rng.sample(moments, min(args.kills, len(moments))))
         delays = [rng.uniform(0.0, 0.3) for _ in points]
         done = threading.Event()
         last_progress = time.perf_counter()
@@ -612,13 +622,13 @@ def run(args: argparse.Namespace, workers: int | None, scratch: Path) -> Report:
     cpu_s = sum(server.cpu.values())
     return Report(
         workers=str(workers or "1 (default)"), sessions=args.sessions, turns=args.turns, requests_ok=len(ok),
-        requests_failed=len(failed), requests_planned=load.total,
+        requests_failed=len(failed), requests_planned=load.total, reasked=sorted(load.reasked),
         sessions_completed=sum(load.completed.values()),
         stuck={f"c{c:02d}": why for c, why in sorted(load.stuck.items())},
         forks=found.forks, duplicates=found.duplicates, lost=found.lost,
         added_p50_ms=pct(steady, 0.5), added_p95_ms=pct(steady, 0.95), added_p99_ms=pct(steady, 0.99),
         after_restart_p50_ms=pct(after, 0.5), after_restart_p99_ms=pct(after, 0.99), after_restart_n=len(after),
-        resumed_all_s=resumed, startup_s=startups, kills=len(restarts),
+        resumed_all_s=resumed, startup_s=startups, kills=len(restarts), kills_planned=args.kills,
         verify=[v for r in restarts for v in (f"after kill: {r.verify_after_kill}",
                                               f"after restart: {r.verify_after_restart}")] + [f"at the end: {final_verify}"],
         bad_ok=bad_ok, bad_total=bad_total, bad_wrong=bad_wrong, wall_s=wall, requests_per_s=len(ok) / wall,
@@ -672,9 +682,13 @@ def fmt(v: float | None, unit: str = "ms") -> str:
 
 def render(r: Report) -> str:
     lines = [
-        f"== vak serve load, workers {r.workers}: {r.sessions} sessions x {r.turns} turns, {r.kills} kills ==",
+        f"== vak serve load, workers {r.workers}: {r.sessions} sessions x {r.turns} turns, {r.kills} kills =="
+        + (f" ({r.kills_planned} planned: the load ended before the rest of the seeded moments)"
+           if r.kills < r.kills_planned else ""),
         f"requests: {r.requests_ok} ok, {r.requests_failed} failed (planned {r.requests_planned}); "
         f"errors: {r.errors or 'none'}",
+        f"turns whose model was asked again (a tool called anew, more requests than planned): {len(r.reasked)}"
+        + (f" ({', '.join(r.reasked[:12])}{', ...' if len(r.reasked) > 12 else ''})" if r.reasked else ""),
         f"sessions completed: {r.sessions_completed}/{r.sessions}",
         *[f"  stuck {c}: {why}" for c, why in r.stuck.items()],
         f"forks: {r.forks} (ledger sessions {r.audit['sessions']}; conversations in more than one: "
