@@ -695,7 +695,8 @@ def render(r: Report) -> str:
         f"{r.audit['extra_sessions'] or 'none'}; not one chain: {r.audit['not_one_chain'] or 'none'})",
         f"duplicates: {r.duplicates} (replies {r.audit['duplicate_steps']}, tool results {r.audit['duplicate_results']})"
         + (f": {r.audit['duplicate_examples']}" if r.audit["duplicate_examples"] else ""),
-        f"lost acknowledged exchanges: {r.lost}" + (f": {r.audit['lost_examples']}" if r.lost else ""),
+        f"lost acknowledged exchanges: {r.lost} of {r.requests_ok} replies the clients got"
+        + (f": {r.audit['lost_examples']}" if r.lost else ""),
         f"added latency (through vak serve - direct, same client, same run, {r.sessions} sessions at once): "
         f"p50 {fmt(r.added_p50_ms)}, p95 {fmt(r.added_p95_ms)}, p99 {fmt(r.added_p99_ms)}",
         f"after a restart (each conversation's first answer from the new server, from its first /health 200; "
