@@ -42,9 +42,6 @@ import argparse
 import json
 import os
 import random
-import re
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -52,19 +49,16 @@ import threading
 import time
 from collections import Counter
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import httpx
 import openai
-import psutil
 
-from tests.fakes.bad_inputs import BadInput, bad_inputs, chunks
+from tests.fakes.serve_faults import Acked, Restart, Server, audit, send_bad_inputs, verify
 from vak_context.serve.bodies import MAX_BODY_BYTES
-from vak_context.serve.child import ServeChild, serve_child
 
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEM = "You are the support team's assistant. Use the tools when a directive asks for a search or a command."
@@ -133,108 +127,6 @@ def tool_result(name: str, arguments: dict[str, Any], chars: int) -> str:
     return "\n".join([*lines, "exit code: 0"])
 
 
-# ------------------------------------------------------------------ the server, its kills and restarts
-
-
-@dataclass
-class Restart:
-    killed_at: float  # perf_counter
-    spawned_at: float
-    health_at: float  # the restarted server's first /health 200
-    verify_after_kill: str
-    verify_after_restart: str = ""
-
-    @property
-    def startup_s(self) -> float:
-        return self.health_at - self.spawned_at
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def verify(ledger: Path) -> str:
-    """``vak verify --json``'s verdict in one line."""
-    done = subprocess.run([sys.executable, "-m", "vak_context.cli", "verify", str(ledger), "--json"],
-                          capture_output=True, text=True, timeout=600)
-    try:
-        report = json.loads(done.stdout)
-    except json.JSONDecodeError:
-        return f"FAILED (exit {done.returncode}): {(done.stdout + done.stderr).strip()[-300:]}"
-    # One line per kind of note, with how many sessions it names (the notes name each session).
-    kinds = Counter(re.sub(r"\d+", "N", re.sub(r"^session '[^']*': ", "", n))
-                    for n in [*report.get("notes", ()), *report.get("search_index", ())])
-    verdict = f"ok ({report.get('entries')} entries)" if report.get("ok") else f"FAILED: {report.get('first_bad')}"
-    return verdict + "".join(f"; {n} session(s): {kind}" for kind, n in kinds.items())
-
-
-class Server:
-    """``vak serve`` on one port and ledger, restarted in place; ``key`` is the current run's."""
-
-    def __init__(self, ledger: Path, upstream: str, window: int, extra: list[str]) -> None:
-        self.ledger, self.upstream, self.window = ledger, upstream, window
-        self.port = free_port()
-        self.extra = ["--port", str(self.port), *extra]
-        self.key = ""
-        self.root = f"http://127.0.0.1:{self.port}"
-        self.child: ServeChild | None = None
-        self._stack: ExitStack | None = None
-        self.cpu: dict[int, float] = {}  # pid -> CPU seconds last seen, over every process the server ran
-        self.output: list[str] = []
-
-    def start(self) -> tuple[float, float]:
-        """(spawned at, first /health 200 at), perf_counter."""
-        spawned = time.perf_counter()
-        self._stack = ExitStack()
-        self.child = self._stack.enter_context(serve_child("openai-compat:scripted", ledger=self.ledger,
-                                                           base_url=self.upstream, window=self.window,
-                                                           extra=self.extra))
-        self.key = self.child.key  # read before the server listens: the first attempt that connects has it
-        with httpx.Client(trust_env=False, timeout=5.0) as http:
-            while True:
-                if self.child.process.poll() is not None:
-                    raise RuntimeError("vak serve exited while starting:\n" + "".join(self.child.output)[-2000:])
-                try:
-                    if http.get(f"{self.root}/health").status_code == 200:
-                        return spawned, time.perf_counter()
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.01)  # polled: the first 200 is the event measured, nothing signals it
-
-    def sample_cpu(self) -> None:
-        if self.child is None:
-            return
-        try:
-            root = psutil.Process(self.child.process.pid)
-            procs = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            return
-        for p in procs:
-            try:
-                t = p.cpu_times()
-                self.cpu[p.pid] = max(self.cpu.get(p.pid, 0.0), t.user + t.system)
-            except psutil.Error:
-                pass
-
-    def kill(self) -> None:
-        assert self.child is not None and self._stack is not None
-        self.sample_cpu()
-        self.child.process.send_signal(signal.SIGKILL)
-        self.child.process.wait(60)
-        self.output += self.child.output
-        self._stack.close()
-        self.child = None
-
-    def stop(self) -> None:
-        if self.child is not None and self._stack is not None:
-            self.sample_cpu()
-            self._stack.close()  # SIGTERM: a clean stop
-            self.output += self.child.output
-            self.child = None
-
-
 # ------------------------------------------------------------------ the clients
 
 
@@ -257,14 +149,6 @@ class Sent:
     @property
     def serve_ms(self) -> float:
         return 1000 * (self.end - self.start)
-
-
-@dataclass
-class Acked:
-    conv: int
-    tag: str
-    text: str
-    call_ids: tuple[str, ...]
 
 
 class Load:
@@ -385,115 +269,6 @@ def send(client: openai.OpenAI, history: list[dict[str, Any]], stream: bool) -> 
     message = reply.choices[0].message
     return message.content or "", [(c.id, c.function.name, json.loads(c.function.arguments))
                                    for c in message.tool_calls or () if c.type == "function"]
-
-
-# ------------------------------------------------------------------ the ledger, read back
-
-
-@dataclass
-class Audit:
-    sessions: int = 0
-    forks: int = 0  # sessions beyond one per conversation, plus sessions not one chain
-    not_one_chain: list[str] = field(default_factory=list)
-    extra_sessions: dict[str, list[str]] = field(default_factory=dict)  # conversation -> its sessions, where > 1
-    duplicate_steps: int = 0  # one reply (text or call id) in more than one assistant step of a session
-    duplicate_results: int = 0  # one call's result stored more than once in a session
-    duplicate_examples: list[str] = field(default_factory=list)
-    lost: int = 0
-    lost_examples: list[str] = field(default_factory=list)
-
-    @property
-    def duplicates(self) -> int:
-        return self.duplicate_steps + self.duplicate_results
-
-
-def audit(ledger: Path, acked: list[Acked]) -> Audit:
-    """Forks, duplicates and lost acknowledged replies, read through the public API."""
-    import vak_context
-
-    out = Audit()
-    engine = vak_context.Engine.open(ledger)
-    try:
-        store = engine.ledger()
-        texts: dict[int, Counter[str]] = {}  # conversation -> step texts, over its sessions
-        ids: dict[int, set[str]] = {}
-        owners: dict[int, list[str]] = {}
-        for name in store.sessions():
-            out.sessions += 1
-            entries = store.entries(name)
-            if any(e.parent != (entries[i - 1].id if i else None) for i, e in enumerate(entries)):
-                out.not_one_chain.append(name)
-            convs: set[int] = set()
-            step_texts: Counter[str] = Counter()
-            step_ids: Counter[str] = Counter()
-            results: Counter[str] = Counter()
-            for e in entries:
-                if e.kind not in ("directive", "assistant_step", "tool_result"):
-                    continue
-                payload = json.loads(e.payload)
-                if e.kind == "directive":
-                    convs |= {int(m.group(1)) for m in _CONV.finditer(payload.get("text", ""))}
-                elif e.kind == "assistant_step":
-                    text = "".join(b.get("text", "") for b in payload.get("blocks", ()) if b.get("type") == "text")
-                    if text:
-                        step_texts[text] += 1
-                    for b in payload.get("blocks", ()):
-                        if b.get("type") == "tool_use":
-                            step_ids[b["id"]] += 1
-                else:
-                    results[payload.get("tool_use_id", "")] += 1
-            for conv in convs:
-                owners.setdefault(conv, []).append(name)
-                texts.setdefault(conv, Counter()).update(step_texts)
-                ids.setdefault(conv, set()).update(step_ids)
-            for what, counter, attr in (("reply", step_texts + step_ids, "duplicate_steps"),
-                                        ("result", results, "duplicate_results")):
-                for key, n in counter.items():
-                    if n > 1 and (what == "result" or key.startswith(("Done:", "Answer:", "call_"))):
-                        setattr(out, attr, getattr(out, attr) + n - 1)
-                        if len(out.duplicate_examples) < 8:
-                            out.duplicate_examples.append(f"{name}: {what} {key[:40]!r} x{n}")
-        out.extra_sessions = {f"c{c:02d}": sorted(s) for c, s in owners.items() if len(s) > 1}
-        out.forks = sum(len(s) - 1 for s in out.extra_sessions.values()) + len(out.not_one_chain)
-        for a in acked:
-            missing = [i for i in a.call_ids if i not in ids.get(a.conv, ())]
-            if (a.text and texts.get(a.conv, Counter())[a.text] == 0) or missing:
-                out.lost += 1
-                if len(out.lost_examples) < 8:
-                    out.lost_examples.append(f"{a.tag}: {a.text[:40]!r} {missing}")
-    finally:
-        engine.close()
-    return out
-
-
-_CONV = re.compile(r"\[c(\d+)-t\d+\]")
-
-
-# ------------------------------------------------------------------ bad input
-
-
-def send_bad_inputs(server: Server, max_body: int) -> tuple[int, int, list[str]]:
-    """(cases answered as the table expects, cases, what differed), the server checked alive after each."""
-    cases = bad_inputs(max_body)
-    wrong: list[str] = []
-    with httpx.Client(timeout=120.0, trust_env=False) as http:
-        for case in cases:
-            got = _bad(http, server, case)
-            alive = http.get(f"{server.root}/health").status_code == 200
-            if got != case.status or not alive:
-                wrong.append(f"{case.name}: {got} (expected {case.status}){'' if alive else '; the server stopped serving'}")
-    return len(cases) - len(wrong), len(cases), wrong
-
-
-def _bad(http: httpx.Client, server: Server, case: BadInput) -> int | str:
-    headers = {k.encode(): v.encode() for k, v in case.header_list(server.key).items()}
-    try:
-        if case.method == "GET":
-            return http.get(server.root + case.path, headers=headers).status_code
-        content = chunks(case.body) if case.chunked else case.body
-        return http.post(server.root + case.path, content=content, headers=headers).status_code
-    except httpx.HTTPError as exc:
-        return f"{type(exc).__name__}"
 
 
 # ------------------------------------------------------------------ one run, and its report

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.bad_inputs import bad_inputs
+from tests.fakes.serve_faults import Acked, audit
 from vak_context.events.blocks import TextBlock, ToolUseBlock
 from vak_context.events.payloads import AssistantStep, Directive, ToolResult
 from vak_context.storage.ledger import LedgerStore
@@ -67,7 +68,6 @@ def _step(text: str = "", call: str | None = None) -> AssistantStep:
 def test_the_audit_counts_forks_duplicates_and_lost_replies(tmp_path: Path) -> None:
     """Conversation 0 held by two sessions (a fork), one reply stored twice and one tool result twice, and
     one acknowledged reply in no session."""
-    bench = _load()
     ledger = tmp_path / "ledger"
     with LedgerStore(ledger) as store:
         store.append("load-c00", [Directive(text="[c00-t01] search - please"), _step(call="call_c00-t01_1"),
@@ -76,10 +76,10 @@ def test_the_audit_counts_forks_duplicates_and_lost_replies(tmp_path: Path) -> N
                                   _step("Done: c00-t01"), _step("Done: c00-t01")])
         store.append("load-c00.f1", [Directive(text="[c00-t02] ask - please"), _step("Answer: c00-t02")])
         store.append("load-c01", [Directive(text="[c01-t01] ask - please"), _step("Answer: c01-t01")])
-    acked = [bench.Acked(0, "c00-t01", "", ("call_c00-t01_1",)), bench.Acked(0, "c00-t01", "Done: c00-t01", ()),
-             bench.Acked(0, "c00-t02", "Answer: c00-t02", ()), bench.Acked(1, "c01-t01", "Answer: c01-t01", ()),
-             bench.Acked(1, "c01-t02", "Answer: c01-t02", ())]
-    found = bench.audit(ledger, acked)
+    acked = [Acked(0, "c00-t01", "", ("call_c00-t01_1",)), Acked(0, "c00-t01", "Done: c00-t01", ()),
+             Acked(0, "c00-t02", "Answer: c00-t02", ()), Acked(1, "c01-t01", "Answer: c01-t01", ()),
+             Acked(1, "c01-t02", "Answer: c01-t02", ())]
+    found = audit(ledger, acked)
     assert found.sessions == 3
     assert found.extra_sessions == {"c00": ["load-c00", "load-c00.f1"]} and found.not_one_chain == []
     assert found.forks == 1
