@@ -9,6 +9,9 @@ harness times both. Each directive carries its turn's tag (``[c03-t07] search ..
 * ``[TAG] search ...`` / ``[TAG] run ...``: a ``web_search`` / ``run_command`` call whose arguments and id
   hold the tag (``call_<TAG>_<n>``);
 * ``[TAG] ask ...``: the answer ``Answer: TAG``;
+* a directive that quotes a tool result in its text (as ``vak serve`` today words a pending result it did not
+  hold: "continuing your earlier request: ... [the result of ...]") is still a directive: the model calls its
+  tool again, so the harness sees the turn take more requests than it needs;
 * a request whose last message is a tool result: ``Done: TAG``, the tag read from the result's call id (or,
   failing that, from its content);
 * a request without tools (the engine's packet summary): a short summary.
