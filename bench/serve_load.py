@@ -307,6 +307,7 @@ class Report:
     server_cpu_ms_per_request: float | None
     audit: dict[str, Any]
     errors: dict[str, int]
+    failures: list[str]  # the first 50 failed requests: when (s from the start), which turn, mode, the error
 
 
 def pct(values: list[float], q: float) -> float | None:
@@ -388,6 +389,8 @@ def run(args: argparse.Namespace, workers: int | None, scratch: Path) -> Report:
             bad_ok, bad_total, bad_wrong = send_bad_inputs(server, MAX_BODY_BYTES)
             print(f"  bad input: {bad_ok}/{bad_total} answered as expected", flush=True)
         server.stop()
+        # What every start of the server printed (its warnings and tracebacks), beside its ledger.
+        (scratch / f"serve-w{workers or 1}.log").write_text("".join(server.output))
         final_verify = verify(ledger)
     found = audit(ledger, load.acked)
     ok = [s for s in load.sent if s.ok]
@@ -408,7 +411,8 @@ def run(args: argparse.Namespace, workers: int | None, scratch: Path) -> Report:
                                               f"after restart: {r.verify_after_restart}")] + [f"at the end: {final_verify}"],
         bad_ok=bad_ok, bad_total=bad_total, bad_wrong=bad_wrong, wall_s=wall, requests_per_s=len(ok) / wall,
         server_cpu_ms_per_request=1000 * cpu_s / len(ok) if ok else None,
-        audit=asdict(found), errors=dict(Counter(s.error.split(":")[0] for s in failed)))
+        audit=asdict(found), errors=dict(Counter(s.error.split(":")[0] for s in failed)),
+        failures=[f"{s.end - t0:.1f} s {s.tag} {'streamed' if s.stream else 'plain'}: {s.error}" for s in failed[:50]])
 
 
 def after_restarts(ok: list[Sent], restarts: list[Restart]) -> tuple[list[float], list[float]]:

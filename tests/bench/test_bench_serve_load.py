@@ -30,7 +30,7 @@ def _load() -> Any:
 
 def test_the_load_with_a_kill_and_the_bad_inputs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     bench = _load()
-    [report] = bench.main(["--sessions", "2", "--turns", "3", "--kills", "1", "--big", "20000", "22000",
+    [report] = bench.main(["--sessions", "2", "--turns", "3", "--kills", "1", "--big", "20000", "21000", "--resends", "0",
                            "--progress", "5", "--scratch", str(tmp_path)])
     assert report.sessions == 2 and report.turns == 3 and report.requests_planned == 10  # 2 x (2 + 2 + 1)
     assert report.kills == 1 and len(report.startup_s) == 2  # the first start and the restart
