@@ -472,7 +472,9 @@ def render(r: Report) -> str:
         *[f"  stuck {c}: {why}" for c, why in r.stuck.items()],
         f"forks: {r.forks} (ledger sessions {r.audit['sessions']}; conversations in more than one: "
         f"{r.audit['extra_sessions'] or 'none'}; not one chain: {r.audit['not_one_chain'] or 'none'})",
-        f"duplicates: {r.duplicates} (replies {r.audit['duplicate_steps']}, tool results {r.audit['duplicate_results']})"
+        f"duplicates: {r.duplicates} (replies {r.audit['duplicate_steps']}, tool results {r.audit['duplicate_results']}; "
+        f"{r.audit['duplicates_marked']} of them marked by the server as withdrawn or recorded again, "
+        f"{r.duplicates - r.audit['duplicates_marked']} unmarked)"
         + (f": {r.audit['duplicate_examples']}" if r.audit["duplicate_examples"] else ""),
         f"lost acknowledged exchanges: {r.lost} of {r.requests_ok} replies the clients got"
         + (f": {r.audit['lost_examples']}" if r.lost else ""),

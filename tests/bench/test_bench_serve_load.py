@@ -13,7 +13,7 @@ import pytest
 from tests.fakes.bad_inputs import bad_inputs
 from tests.fakes.serve_faults import Acked, audit
 from vak_context.events.blocks import TextBlock, ToolUseBlock
-from vak_context.events.payloads import AssistantStep, Directive, ToolResult
+from vak_context.events.payloads import Activity, AssistantStep, Directive, ToolResult
 from vak_context.storage.ledger import LedgerStore
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
@@ -66,14 +66,19 @@ def _step(text: str = "", call: str | None = None) -> AssistantStep:
 
 
 def test_the_audit_counts_forks_duplicates_and_lost_replies(tmp_path: Path) -> None:
-    """Conversation 0 held by two sessions (a fork), one reply stored twice and one tool result twice, and
-    one acknowledged reply in no session."""
+    """Conversation 0 held by two sessions (a fork), a reply and a call stored twice (the call's second step
+    withdrawn by the server) and one tool result twice, and one acknowledged reply in no session."""
     ledger = tmp_path / "ledger"
     with LedgerStore(ledger) as store:
-        store.append("load-c00", [Directive(text="[c00-t01] search - please"), _step(call="call_c00-t01_1"),
-                                  ToolResult(tool_use_id="call_c00-t01_1", tool_name="web_search", content="r"),
-                                  ToolResult(tool_use_id="call_c00-t01_1", tool_name="web_search", content="r"),
-                                  _step("Done: c00-t01"), _step("Done: c00-t01")])
+        first = store.append("load-c00", [Directive(text="[c00-t01] search - please"), _step(call="call_c00-t01_1"),
+                                          ToolResult(tool_use_id="call_c00-t01_1", tool_name="web_search", content="r"),
+                                          ToolResult(tool_use_id="call_c00-t01_1", tool_name="web_search", content="r"),
+                                          _step("Done: c00-t01")])
+        # The second copy of the call's step, which the server withdrew: a duplicate it marked.
+        again = store.append("load-c00", [_step(call="call_c00-t01_1")])
+        store.append("load-c00", [Activity(activity="history.withdrawn", detail={"steps": [again[0]]}),
+                                  _step("Done: c00-t01")])
+        assert len(first) == 5
         store.append("load-c00.f1", [Directive(text="[c00-t02] ask - please"), _step("Answer: c00-t02")])
         store.append("load-c01", [Directive(text="[c01-t01] ask - please"), _step("Answer: c01-t01")])
     acked = [Acked(0, "c00-t01", "", ("call_c00-t01_1",)), Acked(0, "c00-t01", "Done: c00-t01", ()),
@@ -83,5 +88,5 @@ def test_the_audit_counts_forks_duplicates_and_lost_replies(tmp_path: Path) -> N
     assert found.sessions == 3
     assert found.extra_sessions == {"c00": ["load-c00", "load-c00.f1"]} and found.not_one_chain == []
     assert found.forks == 1
-    assert (found.duplicate_steps, found.duplicate_results) == (1, 1)
+    assert (found.duplicate_steps, found.duplicate_results) == (2, 1) and found.duplicates_marked == 1
     assert found.lost == 1 and found.lost_examples[0].startswith("c01-t02")

@@ -151,7 +151,6 @@ class Acked:
     call_ids: tuple[str, ...]
 
 
-
 # ------------------------------------------------------------------ the ledger, read back
 
 
@@ -163,6 +162,9 @@ class Audit:
     extra_sessions: dict[str, list[str]] = field(default_factory=dict)  # conversation -> its sessions, where > 1
     duplicate_steps: int = 0  # one reply (text or call id) in more than one assistant step of a session
     duplicate_results: int = 0  # one call's result stored more than once in a session
+    # Of those, the copies the server itself marks: a step it withdrew (``history.withdrawn``), a result it
+    # recorded again in the turn that continues it (``turn.earlier_step``'s ``stored_before``).
+    duplicates_marked: int = 0
     duplicate_examples: list[str] = field(default_factory=list)
     lost: int = 0
     lost_examples: list[str] = field(default_factory=list)
@@ -189,33 +191,38 @@ def audit(ledger: Path, acked: list[Acked]) -> Audit:
             if any(e.parent != (entries[i - 1].id if i else None) for i, e in enumerate(entries)):
                 out.not_one_chain.append(name)
             convs: set[int] = set()
-            step_texts: Counter[str] = Counter()
-            step_ids: Counter[str] = Counter()
-            results: Counter[str] = Counter()
+            steps: dict[str, list[str]] = {}  # a reply's text or call id -> the ids of the steps holding it
+            results: dict[str, list[str]] = {}  # a call id -> the ids of the results stored for it
+            withdrawn: set[str] = set()
+            restated: set[str] = set()
             for e in entries:
-                if e.kind not in ("directive", "assistant_step", "tool_result"):
+                if e.kind not in ("directive", "assistant_step", "tool_result", "activity"):
                     continue
                 payload = json.loads(e.payload)
                 if e.kind == "directive":
                     convs |= {int(m.group(1)) for m in CONVERSATION.finditer(payload.get("text", ""))}
                 elif e.kind == "assistant_step":
-                    text = "".join(b.get("text", "") for b in payload.get("blocks", ()) if b.get("type") == "text")
-                    if text:
-                        step_texts[text] += 1
-                    for b in payload.get("blocks", ()):
-                        if b.get("type") == "tool_use":
-                            step_ids[b["id"]] += 1
-                else:
-                    results[payload.get("tool_use_id", "")] += 1
+                    blocks = payload.get("blocks", ())
+                    text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+                    for key in [text] * bool(text) + [b["id"] for b in blocks if b.get("type") == "tool_use"]:
+                        steps.setdefault(key, []).append(e.id)
+                elif e.kind == "tool_result":
+                    results.setdefault(payload.get("tool_use_id", ""), []).append(e.id)
+                elif payload.get("activity") == "history.withdrawn":
+                    withdrawn |= set(payload.get("detail", {}).get("steps") or ())
+                elif payload.get("activity") == "turn.earlier_step":
+                    restated |= set(payload.get("detail", {}).get("stored_before") or ())
             for conv in convs:
                 owners.setdefault(conv, []).append(name)
-                texts.setdefault(conv, Counter()).update(step_texts)
-                ids.setdefault(conv, set()).update(step_ids)
-            for what, counter, attr in (("reply", step_texts + step_ids, "duplicate_steps"),
-                                        ("result", results, "duplicate_results")):
-                for key, n in counter.items():
+                texts.setdefault(conv, Counter()).update({k: len(v) for k, v in steps.items()})
+                ids.setdefault(conv, set()).update(steps)
+            for what, held, attr in (("reply", steps, "duplicate_steps"), ("result", results, "duplicate_results")):
+                for key, where in held.items():
+                    n = len(where)
                     if n > 1 and (what == "result" or key.startswith(("Done:", "Answer:", "call_"))):
                         setattr(out, attr, getattr(out, attr) + n - 1)
+                        marked = (n - 1 if key in restated else 0) if what == "result" else sum(i in withdrawn for i in where)
+                        out.duplicates_marked += min(n - 1, marked)
                         if len(out.duplicate_examples) < 8:
                             out.duplicate_examples.append(f"{name}: {what} {key[:40]!r} x{n}")
         out.extra_sessions = {f"c{c:02d}": sorted(s) for c, s in owners.items() if len(s) > 1}
