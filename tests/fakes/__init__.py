@@ -23,4 +23,8 @@
 - ``agent_upstream``, ``agent_tasks``, ``agent_runs``, ``agent_compare``: real agents from the package index
   (mini-swe-agent, smolagents, pydantic-ai, the Agents SDK, LangChain) on their tasks, direct and through the
   engine, against a scripted upstream that answers only from what each request holds (and bench/agents.py).
+- ``bad_inputs``, ``load_upstream``, ``serve_faults``: the malformed bodies ``vak serve`` must refuse with a 4xx (its
+  bad-input test and bench/serve_load.py); for bench/serve_load.py, the stateless scripted upstream it runs in a
+  process of its own, and ``vak serve`` killed and restarted in place with its ledger read back (forks, duplicates,
+  lost replies).
 """
