@@ -125,6 +125,7 @@ async def run_threshold(entries: Sequence[Entry], threshold: int | None, *, mode
                     on_entry(run)
 
             for n, entry in enumerate(entries):
+                model.focus(entry.id)
                 if "direct" in modes or threshold is None:
                     done(await run_direct(entry, target, client))
                 if threshold is None:

@@ -110,30 +110,46 @@ def visible(value: Any, text: str) -> bool:
 
 @dataclass(frozen=True)
 class Step:
-    """One ground-truth call and the arguments whose values the whole history shows at that step."""
+    """One ground-truth call, the step of its turn it is sent in, and the arguments whose values the whole
+    history shows by then."""
 
     name: str
     arguments: dict[str, Any]
     needed: frozenset[str]  # argument names that must be visible in the request for the model to send them
+    group: int  # calls of one group go in one step (parallel calls, as BFCL's handler takes them)
+
+
+def _needed(args: Mapping[str, Any], shown: str) -> frozenset[str]:
+    return frozenset(k for k, v in args.items() if visible(v, shown) and any(_forms(x) for x in _leaves(v)))
+
+
+def _group_messages(index: int, group: list[tuple[ModelCall, str]]) -> list[dict[str, Any]]:
+    calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+             for c, _ in group]
+    return [{"role": "assistant", "content": None, "tool_calls": calls},
+            *({"role": "tool", "tool_call_id": c.id, "content": result} for c, result in group)]
 
 
 def _play(entry: Entry) -> list[list[Step]]:
-    """The entry's ground truth as steps, each argument marked needed where the whole history (BFCL's
-    handler's messages, one call per step, played on BFCL's backends) shows its value at that step."""
+    """The entry's ground truth as steps, played on BFCL's backends in BFCL's handler's messages. A call
+    joins the step before it unless it needs a value only that step's results show (``cd`` after ``ls``);
+    an argument is needed where the whole history shows its value by the call."""
     backend, messages, turns = Backend(entry), [], []
     try:
         for index, truth in enumerate(entry.ground_truth):
             messages.extend(dict(m) for m in entry.turns[index])
             backend.begin_turn()
-            steps = []
+            steps: list[Step] = []
+            group: list[tuple[ModelCall, str]] = []
             for n, (name, args) in enumerate(ground_truth_call(c, entry) for c in truth):
-                shown = haystack(messages)
-                steps.append(Step(name, args, frozenset(k for k, v in args.items() if visible(v, shown)
-                                                        and any(_forms(x) for x in _leaves(v)))))
+                needed = _needed(args, haystack([*messages, *_group_messages(index, group)]))
+                if group and needed != _needed({k: args[k] for k in needed}, haystack(messages)):
+                    messages.extend(_group_messages(index, group))
+                    group = []
                 call = ModelCall(f"gt_{index}_{n}", name, args)
-                messages.append({"role": "assistant", "content": None, "tool_calls": [
-                    {"id": call.id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]})
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": backend.execute([call])[0]})
+                group.append((call, backend.execute([call])[0]))
+                steps.append(Step(name, args, needed, (steps[-1].group + (len(group) == 1)) if steps else 0))
+            messages.extend(_group_messages(index, group))
             messages.append({"role": "assistant", "content": "Done."})
             turns.append(steps)
     finally:
@@ -147,14 +163,22 @@ class DegradingModel:
 
     def __init__(self, entries: Iterable[Entry], threshold: int | None, *, name: str = "degrading") -> None:
         self.threshold, self.name = threshold, name
-        self.script: dict[str, list[Step]] = {}
+        self.scripts: dict[str, dict[str, list[Step]]] = {}
         for entry in entries:
+            script = self.scripts.setdefault(entry.id, {})
             for index, steps in enumerate(_play(entry)):
                 key = _text(entry.turns[index][-1]) if entry.turns[index] else ""
-                if key and self.script.setdefault(key, steps) != steps:
-                    raise ValueError(f"two BFCL turns share the text {key[:60]!r} with different ground truths")
+                if key and script.setdefault(key, steps) != steps:
+                    raise ValueError(f"two turns of {entry.id} share the text {key[:60]!r} with different ground truths")
+        self.script: dict[str, list[Step]] = {}
         self.requests: list[tuple[int, bool, str]] = []
         self._lock = threading.Lock()
+
+    def focus(self, entry_id: str) -> None:
+        """Play ``entry_id`` from now on. Entries share turn texts (the same question in base and long_context,
+        with other files behind it), so the harness says which entry it runs next, as a task is handed to a
+        model; which turn and step a request is at is read from the request alone."""
+        self.script = self.scripts[entry_id]
 
     def over(self, tokens: int) -> bool:
         return self.threshold is not None and tokens > self.threshold
@@ -188,14 +212,14 @@ class DegradingModel:
         if not tools:
             return {"text": SUMMARY}, "summary"
         probe = PROBE_TOOL in names
-        step = None if probe else self._next(messages)
+        steps = [] if probe else self._next(messages)
         if self.over(tokens):
             if sum(m.get("role") == "assistant" for m in messages) % 2 == 0:
                 return {"text": LOST}, "no call"
             if probe:
                 name, cut = PROBE_TOOL, '{"ack": '
-            elif step is not None:
-                name, cut = step.name, '{"' + next(iter(step.arguments), "value") + '": '
+            elif steps:
+                name, cut = steps[0].name, '{"' + next(iter(steps[0].arguments), "value") + '": '
             else:
                 name, cut = sorted(str(n) for n in names if n)[0], "{"
             return {"calls": [(name, cut)]}, "malformed"
@@ -205,15 +229,18 @@ class DegradingModel:
             if nonce and PROBE_CONTROL not in last:
                 return {"calls": [(PROBE_TOOL, json.dumps({"ack": nonce.group(1)}))]}, "probe followed"
             return {"text": "The last question was about the audit log."}, "probe text"
-        if step is None:
+        if not steps:
             return {"text": "Done."}, "answer"
         shown = haystack(messages, tools)
-        args = {k: v for k, v in step.arguments.items() if k not in step.needed or visible(v, shown)}
-        return {"calls": [(step.name, json.dumps(args))]}, "call" if args == step.arguments else "call, values lost"
+        calls = [(c.name, {k: v for k, v in c.arguments.items() if k not in c.needed or visible(v, shown)})
+                 for c in steps]
+        lost = any(a != c.arguments for (_, a), c in zip(calls, steps, strict=True))
+        return {"calls": [(n, json.dumps(a)) for n, a in calls]}, "calls, values lost" if lost else "calls"
 
-    def _next(self, messages: list[Mapping[str, Any]]) -> Step | None:
-        """The current turn's next ground-truth step: the turn is the one whose user text occurs last, and
-        each of its steps counts as done when a call by its name follows that user message, in order."""
+    def _next(self, messages: list[Mapping[str, Any]]) -> list[Step]:
+        """The current turn's next step (its calls not yet made): the turn is the one whose user text occurs
+        last, and each of its calls counts as made when a call by its name with a JSON object follows that
+        user message, in order."""
         for at in range(len(messages) - 1, -1, -1):
             if messages[at].get("role") != "user":
                 continue
@@ -228,8 +255,8 @@ class DegradingModel:
             for name, arguments in made:
                 if done < len(steps) and name == steps[done].name and _json_object(arguments):
                     done += 1
-            return steps[done] if done < len(steps) else None
-        return None
+            return [c for c in steps[done:] if c.group == steps[done].group] if done < len(steps) else []
+        return []
 
 
 def _json_object(text: Any) -> bool:
