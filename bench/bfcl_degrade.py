@@ -26,12 +26,29 @@ from pathlib import Path
 
 from vak_context.errors import VakError
 from vak_context.farm.bfcl import CATEGORIES, Verdict, load_entries
-from vak_context.farm.bfcl_degrade import MODES, THRESHOLDS, ProbeFigure, ThresholdRun, dump, run_threshold, table
+from vak_context.farm.bfcl_degrade import (
+    MODES,
+    THRESHOLDS,
+    ProbeFigure,
+    ThresholdRun,
+    dump,
+    run_threshold,
+    table,
+)
 from vak_context.farm.bfcl_modes import EntryRun, Sent
 
 
-def progress(threshold: int | None) -> Callable[[EntryRun], None]:
+def progress(threshold: int | None, out: Path | None) -> Callable[[EntryRun], None]:
+    """Each entry as it ends: a line printed, and (``out``) a line of ``T<n>.jsonl``, so that a run stopped
+    early keeps every entry it finished."""
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"T{threshold or 'none'}.jsonl").write_text("", encoding="utf-8")
+
     def show(run: EntryRun) -> None:
+        if out is not None:
+            with (out / f"T{threshold or 'none'}.jsonl").open("a", encoding="utf-8") as f:
+                f.write(dump([ThresholdRun(threshold, None, [run])]) + "\n")
         sizes = [s.prompt_tokens for s in run.sent]
         print(f"  T={threshold or 'none'} {run.entry_id} {run.mode}: {'pass' if run.verdict.valid else 'fail'} "
               f"({run.verdict.error_type or 'ok'}), {len(sizes)} requests, max {max(sizes, default=0):,} tokens, "
@@ -45,17 +62,17 @@ async def main(args: argparse.Namespace) -> int:
         print(table(runs))
         return 0
     categories = args.category or list(CATEGORIES)
-    entries = [e for c in categories for e in load_entries(c, args.entries)]
+    # the categories interleaved, entry by entry: a run stopped early has as many of each
+    entries = [e for row in zip(*(load_entries(c, args.entries) for c in categories), strict=True) for e in row]
     thresholds: list[int | None] = list(args.threshold or THRESHOLDS)
     if args.perfect:
         thresholds.insert(0, None)
     started, runs = time.monotonic(), []
     for threshold in thresholds:
-        run = await run_threshold(entries, threshold, modes=args.modes, on_entry=progress(threshold),
-                                  on_probe=lambda p, t=threshold: print(f"T={t:,}: {p.line()}", flush=True))
+        out = Path(args.out) if args.out else None
+        run = await run_threshold(entries, threshold, modes=args.modes, on_entry=progress(threshold, out),
+                                  on_probe=lambda p, t=threshold, o=out: probed(t, p, o))
         runs.append(run)
-        if args.out:
-            save(run, Path(args.out))
     print(f"BFCL v4 multi-turn against the degrading scripted model, first {args.entries} entries per category, "
           f"{time.monotonic() - started:.0f} s")
     print(table(runs))
@@ -64,14 +81,11 @@ async def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def save(run: ThresholdRun, out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    name = f"T{run.threshold or 'none'}"
-    (out / f"{name}.jsonl").write_text(dump([run]) + "\n", encoding="utf-8")
-    if run.probe is not None:
-        (out / f"{name}.probe.json").write_text(json.dumps({"horizon": run.probe.horizon,
-                                                            "clean": run.probe.clean_controls,
-                                                            "rungs": run.probe.rungs}) + "\n", encoding="utf-8")
+def probed(threshold: int | None, probe: ProbeFigure, out: Path | None) -> None:
+    print(f"T={threshold or 0:,}: {probe.line()}", flush=True)
+    if out is not None:
+        (out / f"T{threshold or 'none'}.probe.json").write_text(json.dumps(
+            {"horizon": probe.horizon, "clean": probe.clean_controls, "rungs": probe.rungs}) + "\n", encoding="utf-8")
 
 
 def load(folder: Path) -> list[ThresholdRun]:

@@ -15,6 +15,7 @@ And once, the reference: the same upstream with no threshold (the perfect model)
 
 from __future__ import annotations
 
+import itertools
 import json
 import tempfile
 from collections.abc import Callable, Sequence
@@ -229,7 +230,7 @@ def goals(all_rows: Sequence[Row]) -> list[str]:
         direct = sorted((r for r in all_rows if r.category == category and r.mode == "direct"),
                         key=lambda r: -(r.threshold or 0))
         if len(direct) > 1:
-            falls = all(a.accuracy >= b.accuracy for a, b in zip(direct, direct[1:], strict=False))
+            falls = all(a.accuracy >= b.accuracy for a, b in itertools.pairwise(direct))
             figures = ", ".join(f"T={r.threshold:,} {r.passed}/{r.entries}" for r in direct)
             out.append(f"{category} direct falls as T shrinks: {'met' if falls else 'NOT met'} ({figures})")
     return out
