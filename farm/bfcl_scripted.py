@@ -8,20 +8,26 @@ and through the engine (:mod:`.bfcl_degrade`).
 same figure is the reply's ``usage.prompt_tokens``, so what the engine's probe and receipts measure is what
 the model judges by.
 
-**At most T.** Each turn's ground truth, in order, one call per step (each call sees the results of the
-calls before it), then a text answer once the turn's calls are in the request; the turn is the one whose
-user text occurs last in the request's user messages (the direct history and the engine's projection
-alike). An argument is sent only when its value is *visible* in the request received (its text occurs in a
-message's content or a call's arguments, the tools' schemas included), where that value is visible in the
-whole history at the same step (what BFCL's own handler shows; computed once by playing the entry on BFCL's
-backends). A value that the whole history never shows either (an inference: ``'..'``, ``'proposal.docx'``
-from "the proposal", a computed number, a boolean) is sent as the ground truth has it: the model is never
-harder on a projection than on the whole history.
+**At most T.** The entry the harness names (:meth:`DegradingModel.focus`; base and long_context share
+turn texts) is played from its ground truth: the turn is the one whose user text occurs last in the
+request's user messages (the direct history and the engine's projection alike), its calls already made are
+the calls by the ground truth's names, in order, after that message, and the next step sends the calls that
+follow, together as far as they need no value only an earlier call of theirs returns (``ls`` then ``cd`` is
+two steps); once the turn's calls are made, a text answer. An argument is sent only when its value is
+*visible* in the request received (its text occurs in a message's content, a call's name and arguments, or
+the tools' schemas), where the whole history (BFCL's handler's messages, played once on BFCL's backends)
+shows that value by that call. A value that the whole history never shows (an inference: ``'..'``,
+``'proposal.docx'`` from "the proposal", a computed number, a boolean) is sent as the ground truth has it:
+the model is never harder on a projection than on the whole history. Where a needed value is missing and
+the request offers the engine's ``recall`` tool, the model first recalls the evidence ids the request shows
+(``[evidence:<id> …]``, the newest first, one a step, at most six a turn), as the engine's system prompt
+asks a model to; then it sends what it sees. A call with an argument left out
+fails BFCL's checker unless the function's default happens to give the same state and result.
 
 **Above T.** By the parity of the number of assistant messages in the request (stateless, so a resent
 request gets the same answer; each step of a turn adds one, so a turn's steps alternate): even, a text reply
-with no call; odd, a malformed call (the next ground-truth function
-with arguments cut off mid-JSON, as a model that loses the thread does). On the probe's ladder the same:
+with no call; odd, a malformed call (the next ground-truth function with its arguments cut off mid-JSON,
+as a model that loses the thread does). On the probe's ladder the same:
 below T the instruction is followed (``probe_ack`` with its nonce) and the negative control answered in
 text; above T, no call or a malformed ``probe_ack`` without the nonce.
 
@@ -50,6 +56,9 @@ DECLARED_WINDOW = 131_072
 PROBE_TOOL = "probe_ack"  # the probe's ladder offers it (vak_context.agent.probe.history)
 PROBE_NONCE = re.compile(r'ack="([^"]*)"')
 PROBE_CONTROL = "Do not call any tool"
+RECALL_TOOL = "recall"  # the engine's: returns a digested result whole (vak_context.agent.tools.engine)
+EVIDENCE = re.compile(r"\[evidence:([0-9a-f]{6,})")
+MAX_RECALLS = 6  # a turn's recalls, at most (BFCL's handler ends an entry past 20 steps in a turn)
 SUMMARY = "Earlier turns ran file and API calls."
 LOST = "I could not work out which tool to call."
 
@@ -134,7 +143,9 @@ def _play(entry: Entry) -> list[list[Step]]:
     """The entry's ground truth as steps, played on BFCL's backends in BFCL's handler's messages. A call
     joins the step before it unless it needs a value only that step's results show (``cd`` after ``ls``);
     an argument is needed where the whole history shows its value by the call."""
-    backend, messages, turns = Backend(entry), [], []
+    backend = Backend(entry)
+    messages: list[dict[str, Any]] = []
+    turns: list[list[Step]] = []
     try:
         for index, truth in enumerate(entry.ground_truth):
             messages.extend(dict(m) for m in entry.turns[index])
@@ -234,8 +245,30 @@ class DegradingModel:
         shown = haystack(messages, tools)
         calls = [(c.name, {k: v for k, v in c.arguments.items() if k not in c.needed or visible(v, shown)})
                  for c in steps]
-        lost = any(a != c.arguments for (_, a), c in zip(calls, steps, strict=True))
-        return {"calls": [(n, json.dumps(a)) for n, a in calls]}, "calls, values lost" if lost else "calls"
+        lost = [f"{c.name}.{k}={c.arguments[k]!r}"[:120] for (_, a), c in zip(calls, steps, strict=True)
+                for k in c.arguments if k not in a]
+        if lost and RECALL_TOOL in names and (evidence := self._unrecalled(messages, shown)):
+            return {"calls": [(RECALL_TOOL, json.dumps({"id": evidence}))]}, f"recall {evidence} for {lost[0]}"
+        return {"calls": [(n, json.dumps(a)) for n, a in calls]}, f"calls, lost {', '.join(lost)}" if lost else "calls"
+
+    def _unrecalled(self, messages: list[Mapping[str, Any]], shown: str) -> str | None:
+        """The newest evidence id the request shows that this turn has not recalled yet (at most
+        :data:`MAX_RECALLS` a turn): where the engine's digest stands for a result whose value is needed."""
+        at = self._turn_at(messages)
+        asked = [_json_arg((c.get("function") or {}).get("arguments"), "id") for m in messages[at + 1:]
+                 for c in m.get("tool_calls") or [] if (c.get("function") or {}).get("name") == RECALL_TOOL]
+        if len(asked) >= MAX_RECALLS:
+            return None
+        for evidence in reversed(EVIDENCE.findall(shown)):
+            if evidence not in asked:
+                return str(evidence)
+        return None
+
+    def _turn_at(self, messages: list[Mapping[str, Any]]) -> int:
+        for at in range(len(messages) - 1, -1, -1):
+            if messages[at].get("role") == "user" and any(key in _text(messages[at]) for key in self.script):
+                return at
+        return len(messages)
 
     def _next(self, messages: list[Mapping[str, Any]]) -> list[Step]:
         """The current turn's next step (its calls not yet made): the turn is the one whose user text occurs
@@ -257,6 +290,14 @@ class DegradingModel:
                     done += 1
             return [c for c in steps[done:] if c.group == steps[done].group] if done < len(steps) else []
         return []
+
+
+def _json_arg(text: Any, key: str) -> Any:
+    try:
+        value = text if isinstance(text, dict) else json.loads(text or "{}")
+    except (TypeError, json.JSONDecodeError):
+        return None
+    return value.get(key) if isinstance(value, dict) else None
 
 
 def _json_object(text: Any) -> bool:
