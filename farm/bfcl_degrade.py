@@ -135,12 +135,11 @@ async def run_threshold(entries: Sequence[Entry], threshold: int | None, *, mode
                     folder = root / f"engine-{entry.id}-{n}"
                     record_probe(folder, payloads)
                     done((await run_engine(entry, target, client, folder, window=DECLARED_WINDOW))[0])
-                if via is not None:
+                if via is not None and serve_ledger is not None:
                     run = await run_direct(entry, via, client, session=f"bfcl-{entry.id}-{n}")
                     run.mode = "serve"
+                    upstream_sizes([run], serve_ledger)  # its receipts are written before its replies go out
                     done(run)
-            if serve_ledger is not None:
-                upstream_sizes(out.runs, serve_ledger)
     return out
 
 
