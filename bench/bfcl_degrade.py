@@ -22,6 +22,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 from vak_context.errors import VakError
@@ -35,7 +36,7 @@ from vak_context.farm.bfcl_degrade import (
     run_threshold,
     table,
 )
-from vak_context.farm.bfcl_modes import EntryRun, Sent
+from vak_context.farm.bfcl_modes import EntryRun, Sent, Target
 
 
 def progress(threshold: int | None, out: Path | None) -> Callable[[EntryRun], None]:
@@ -71,7 +72,7 @@ async def main(args: argparse.Namespace) -> int:
     for threshold in thresholds:
         out = Path(args.out) if args.out else None
         run = await run_threshold(entries, threshold, modes=args.modes, on_entry=progress(threshold, out),
-                                  on_probe=lambda p, t=threshold, o=out: probed(t, p, o))
+                                  on_probe=lambda p, t=threshold, o=out: probed(t, p, o), start_serve=start_serve)
         runs.append(run)
     print(f"BFCL v4 multi-turn against the degrading scripted model, first {args.entries} entries per category, "
           f"{time.monotonic() - started:.0f} s")
@@ -79,6 +80,16 @@ async def main(args: argparse.Namespace) -> int:
     if args.out:
         (Path(args.out) / "table.txt").write_text(table(runs) + "\n", encoding="utf-8")
     return 0
+
+
+def start_serve(stack: ExitStack, ledger: Path, upstream: Target) -> Target:
+    """``vak serve`` as a child process in front of the upstream, on ``ledger`` (which holds the probe)."""
+    from vak_context.serve.child import serve_child
+
+    child = stack.enter_context(serve_child(f"openai-compat:{upstream.model}", ledger=ledger,
+                                            base_url=upstream.base_url,
+                                            env={"OPENAI_COMPAT_API_KEY": upstream.api_key or ""}))
+    return Target(child.base_url, upstream.model, {"Authorization": f"Bearer {child.key}"}, child.key)
 
 
 def probed(threshold: int | None, probe: ProbeFigure, out: Path | None) -> None:

@@ -7,8 +7,9 @@ negative control, ``ProbeRunner``), the probe recorded in every ledger the engin
 
 * **direct**: BFCL's FC handler's requests (:func:`~.bfcl_modes.run_direct`);
 * **engine**: the caller's loop through the public API, a fresh ledger per entry (:func:`~.bfcl_modes.run_engine`);
-* **serve**: the direct client pointed at a ``vak serve`` child in front of the same upstream, its ledger
-  holding the probe, each entry its own session; its sizes are the upstream calls' (the receipts).
+* **serve**: the direct client pointed at ``vak serve`` in front of the same upstream (started by the
+  caller's ``start_serve``: ``bench/bfcl_degrade.py`` starts a child), its ledger holding the probe, each
+  entry its own session; its sizes are the upstream calls' (the receipts).
 
 And once, the reference: the same upstream with no threshold (the perfect model), direct.
 """
@@ -26,11 +27,15 @@ from typing import Any
 
 import httpx
 
+from vak_context.errors import InvalidInput
 from vak_context.farm.bfcl import Entry
 from vak_context.farm.bfcl_modes import EntryRun, Sent, Target, run_direct, run_engine
 from vak_context.farm.bfcl_scripted import DECLARED_WINDOW, DegradingModel, loopback
 
 MODES = ("direct", "engine", "serve")
+# Starts vak serve in front of the upstream (``Target``), on the given ledger, for the ExitStack's life, and
+# returns the Target that reaches it (its base URL and its client key's headers).
+StartServe = Callable[[ExitStack, Path, Target], Target]
 THRESHOLDS = (4_096, 8_192, 16_384)
 MODEL = "degrading"
 KEY = "bfcl-scripted-key"  # the loopback upstream checks no key; the engine's provider wants one to send
@@ -100,9 +105,11 @@ def upstream_sizes(runs: Sequence[EntryRun], ledger: Path) -> None:
 async def run_threshold(entries: Sequence[Entry], threshold: int | None, *, modes: Sequence[str] = MODES,
                         work: Path | None = None, timeout: float = 600.0,
                         on_entry: Callable[[EntryRun], None] | None = None,
-                        on_probe: Callable[[ProbeFigure], None] | None = None) -> ThresholdRun:
+                        on_probe: Callable[[ProbeFigure], None] | None = None,
+                        start_serve: StartServe | None = None) -> ThresholdRun:
     """``entries`` in each of ``modes`` against the upstream at ``threshold`` (None: the perfect model,
-    direct only, no probe). Ledgers go under ``work`` (a fresh temporary folder by default)."""
+    direct only, no probe). Ledgers go under ``work`` (a fresh temporary folder by default). The mode
+    "serve" needs ``start_serve`` (``vak serve`` is a layer above the farm: the caller starts it)."""
     root = work or Path(tempfile.mkdtemp(prefix="vak-bfcl-degrade-"))
     root.mkdir(parents=True, exist_ok=True)
     model = DegradingModel(entries, threshold, name=MODEL)
@@ -118,7 +125,12 @@ async def run_threshold(entries: Sequence[Entry], threshold: int | None, *, mode
                     on_probe(out.probe)
             via = serve_ledger = None
             if threshold is not None and "serve" in modes:
-                via, serve_ledger = _serve(stack, root, target, payloads)
+                if start_serve is None:
+                    raise InvalidInput("the mode 'serve' needs start_serve: what starts vak serve in front of the "
+                                       "upstream (bench/bfcl_degrade.py passes one)")
+                serve_ledger = root / "serve-ledger"
+                record_probe(serve_ledger, payloads)
+                via = start_serve(stack, serve_ledger, target)
 
             def done(run: EntryRun) -> None:
                 out.runs.append(run)
@@ -143,15 +155,6 @@ async def run_threshold(entries: Sequence[Entry], threshold: int | None, *, mode
     return out
 
 
-def _serve(stack: ExitStack, root: Path, target: Target, payloads: Sequence[Any]) -> tuple[Target, Path]:
-    """A vak serve child in front of the upstream, its ledger holding the probe."""
-    from vak_context.serve.child import serve_child
-
-    ledger = root / "serve-ledger"
-    record_probe(ledger, payloads)
-    child = stack.enter_context(serve_child(f"openai-compat:{MODEL}", ledger=ledger, base_url=target.base_url,
-                                            env={"OPENAI_COMPAT_API_KEY": KEY}))
-    return Target(child.base_url, MODEL, {"Authorization": f"Bearer {child.key}"}, child.key), ledger
 
 
 # ---------------------------------------------------------------- the table
