@@ -59,6 +59,9 @@ PROBE_CONTROL = "Do not call any tool"
 RECALL_TOOL = "recall"  # the engine's: returns a digested result whole (vak_context.agent.tools.engine)
 EVIDENCE = re.compile(r"\[evidence:([0-9a-f]{6,})")
 MAX_RECALLS = 6  # a turn's recalls, at most (BFCL's handler ends an entry past 20 steps in a turn)
+# The engine's answer to a call it did not run (more than 8 calls in a step, a repeated read): the model
+# makes that call again in a later step, as the answer asks.
+NOT_RUN = re.compile(r"^\w+: not run\b")
 SUMMARY = "Earlier turns ran file and API calls."
 LOST = "I could not work out which tool to call."
 
@@ -273,7 +276,7 @@ class DegradingModel:
     def _next(self, messages: list[Mapping[str, Any]]) -> list[Step]:
         """The current turn's next step (its calls not yet made): the turn is the one whose user text occurs
         last, and each of its calls counts as made when a call by its name with a JSON object follows that
-        user message, in order."""
+        user message, in order, unless its result says it was not run."""
         for at in range(len(messages) - 1, -1, -1):
             if messages[at].get("role") != "user":
                 continue
@@ -282,8 +285,10 @@ class DegradingModel:
             if not found:
                 continue
             steps = self.script[max(found)[1]]
+            results = {m.get("tool_call_id"): _text(m) for m in messages[at + 1:] if m.get("role") == "tool"}
             made = [((c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
-                    for m in messages[at + 1:] for c in m.get("tool_calls") or []]
+                    for m in messages[at + 1:] for c in m.get("tool_calls") or []
+                    if not NOT_RUN.match(results.get(c.get("id"), ""))]
             done = 0
             for name, arguments in made:
                 if done < len(steps) and name == steps[done].name and _json_object(arguments):

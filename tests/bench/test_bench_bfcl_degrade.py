@@ -17,16 +17,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_engine_passes_what_direct_fails_past_the_models_horizon() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "bfcl_degrade.py"), "--entries", "3", "--threshold",
-                           "4096", "--no-perfect"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+                           "4096"], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
     probe = re.search(r"T=4,096: probe horizon ([\d,]+) tokens, negative control (\w+)", out)
     assert probe is not None, out[-3000:]
     assert 3_500 < int(probe.group(1).replace(",", "")) <= 4_096 and probe.group(2) == "clean"
-    rows = {(r[0], r[3]): r for line in out.splitlines() if line.startswith("multi_turn_") and len(r := line.split()) >= 10}
+    # category, T, probe, mode, acc, %, perfect (on the same entries), tok/entry, mean, max, >T
+    rows = {(r[0], r[3]): r for line in out.splitlines() if line.startswith("multi_turn_") and len(r := line.split()) >= 11}
     for category in CATEGORIES:
-        assert rows[(category, "engine")][4] == "3/3", rows[(category, "engine")]
-        assert rows[(category, "serve")][4] == "3/3", rows[(category, "serve")]
+        assert rows[(category, "perfect")][4] == "3/3", rows[(category, "perfect")]
+        for mode in ("engine", "serve"):
+            assert rows[(category, mode)][4] == rows[(category, mode)][6] == "3/3", rows[(category, mode)]
+            assert rows[(category, mode)][10] == "0", rows[(category, mode)]  # no request over T
         assert rows[(category, "direct")][4] == "0/3", rows[(category, "direct")]
-        assert rows[(category, "engine")][9] == rows[(category, "serve")][9] == "0"  # no request over T
-        assert int(rows[(category, "direct")][9]) > 0
+        assert int(rows[(category, "direct")][10]) > 0
+    goals = [line for line in out.splitlines() if line.startswith("goal ") and "perfect" in line]
+    assert len(goals) == 4 and all(": met (3/3 vs 3/3)" in g for g in goals), goals

@@ -66,3 +66,19 @@ async def test_the_engines_probe_measures_t_with_a_clean_control() -> None:
     for rung in report.ladder.outcomes:
         assert rung.control_calls == 0 or (rung.prompt_tokens or 0) > 6_000
         assert rung.passed == ((rung.prompt_tokens or 0) <= 6_000)
+
+
+def test_a_call_the_engine_did_not_run_is_made_again() -> None:
+    entry = load_entries("multi_turn_base", 1)[0]
+    model = DegradingModel([entry], threshold=None)
+    model.focus(entry.id)
+    made = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "cd", "arguments": '{"folder": "document"}'}}]}
+    body = {"model": "m", "tools": list(entry.tools), "messages": [*[dict(m) for m in entry.turns[0]], made]}
+    refused = {"role": "tool", "tool_call_id": "c1",
+               "content": "cd: not run: at most 8 calls run in one step; make the calls you still need in the next step"}
+    again = ask(model, {**body, "messages": [*body["messages"], refused]})["tool_calls"][0]["function"]
+    assert again["name"] == "cd"
+    ran = {**refused, "content": '{"current_working_directory": "document"}'}
+    following = ask(model, {**body, "messages": [*body["messages"], ran]})
+    assert [c["function"]["name"] for c in following.get("tool_calls") or []] != ["cd"]
