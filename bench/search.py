@@ -422,7 +422,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--appends", type=int, default=300, help="results appended per store in part a")
     parser.add_argument("--repeat", type=int, default=5, help="runs per query (and restarts per reader)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the tests' run): 100 and 400 documents, "
-                        "50 turns, 20 appends, 2 runs")
+                        "50 turns, 20 appends, 1 run")
     parser.add_argument("--parts", default="abc", help="which parts to run (a: appends, b: queries, c: restart)")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "vak" / "bench-search",
                         help="where the corpus and its indexes are kept between runs")
@@ -430,7 +430,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     sizes = [int(d) for d in args.docs.split(",")]
     turns, appends, repeat = args.turns, args.appends, args.repeat
     if args.quick:
-        sizes, turns, appends, repeat = [100, 400], 50, 20, 2
+        sizes, turns, appends, repeat = [100, 400], 50, 20, 1  # part c starts 3 processes a run
     if args.full:
         sizes.append(100_000)
     root = cache_folder(args.cache)

@@ -13,6 +13,7 @@ import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import blake3
 
@@ -72,6 +73,9 @@ class SyntheticTurn:
     answer: str
 
 
+# Every request of a probe rebuilds its history from turn 0, a dozen requests a rung: a turn is built and
+# measured once per process (deterministic and immutable), not once per request it appears in.
+@lru_cache(maxsize=4096)
 def synthetic_turn(index: int, lines: int | None = None) -> SyntheticTurn:
     """Turn ``index`` of every probe history (deterministic, so smaller histories are prefixes)."""
     rng = random.Random(f"vak-probe-turn-{index}")
@@ -86,6 +90,13 @@ def synthetic_turn(index: int, lines: int | None = None) -> SyntheticTurn:
               f"(digest of {total} lines; recall(evidence_id=\"{evidence}\") returns the rest)")
     answer = f"{topic.capitalize()}: {_sentence(rng)} [evidence:{evidence}]"
     return SyntheticTurn(rng.choice(_QUESTIONS).format(t=topic), tool, arguments, result, answer)
+
+
+@lru_cache(maxsize=4096)
+def _sized_turn(index: int, protocol: Protocol, model: str, lines: int | None = None) -> tuple[tuple[Message, ...], int]:
+    """Turn ``index``'s messages (``lines`` digest lines, else its own count) and their characters."""
+    turn = tuple(_turn_messages(synthetic_turn(index, lines), index, protocol))
+    return turn, _chars(turn, model)
 
 
 def _turn_messages(turn: SyntheticTurn, index: int, protocol: Protocol) -> list[Message]:
@@ -140,8 +151,7 @@ def build_request(
     messages: list[Message] = []
     index = 0
     while True:
-        turn = _turn_messages(synthetic_turn(index), index, protocol)
-        size = _chars(turn, model)
+        turn, size = _sized_turn(index, protocol, model)
         if size <= budget or index == 0:
             if size > budget:  # even one turn is over the target: shrink its digest to fit
                 turn = _fit_turn(index, budget, protocol, model)
@@ -176,12 +186,12 @@ def _chars(messages: Sequence[Message], model: str) -> int:
     return request_chars(ChatRequest(model=model, messages=tuple(messages)))
 
 
-def _fit_turn(index: int, budget: float, protocol: Protocol, model: str) -> list[Message]:
+def _fit_turn(index: int, budget: float, protocol: Protocol, model: str) -> tuple[Message, ...]:
     """Turn ``index`` with as many digest lines as fit ``budget`` chars (at least one line)."""
-    best = _turn_messages(synthetic_turn(index, lines=1), index, protocol)
+    best, _ = _sized_turn(index, protocol, model, 1)
     for lines in range(2, 10):
-        turn = _turn_messages(synthetic_turn(index, lines=lines), index, protocol)
-        if _chars(turn, model) > budget:
+        turn, size = _sized_turn(index, protocol, model, lines)
+        if size > budget:
             break
         best = turn
     return best

@@ -14,7 +14,9 @@ waits on the summariser. A driver that never summarises ahead (the caller's loop
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,11 +67,30 @@ def same_bytes_per_range(ranges: list[str], packets: list[str]) -> dict[str, int
     return {r: len(texts) for r, texts in seen.items()}
 
 
+Answered = Callable[[int], tuple[Path, PacketModel]]
+
+
+@pytest.fixture(scope="module")
+def answered(tmp_path_factory: pytest.TempPathFactory) -> Answered:
+    """The 40-turn session with a summariser that answers, at a horizon: (its ledger, its model), run once
+    for the tests that only read it (two of them read the one at 6,000)."""
+    made: dict[int, tuple[Path, PacketModel]] = {}
+
+    def at(horizon: int) -> tuple[Path, PacketModel]:
+        if horizon not in made:
+            folder = tmp_path_factory.mktemp(f"answered-{horizon}") / "ledger"
+            model = PacketModel(summaries="answer")
+            asyncio.run(run_session(folder, model, horizon, range(1, TURNS + 1)))
+            made[horizon] = (folder, model)
+        return made[horizon]
+
+    return at
+
+
 @pytest.mark.parametrize("horizon", [6_000, 9_000])
-async def test_a_summariser_that_answers_summarises_each_range_once_and_every_packet_carries_it(
-        tmp_path: Path, horizon: int) -> None:
-    model = PacketModel(summaries="answer")
-    await run_session(tmp_path / "ledger", model, horizon, range(1, TURNS + 1))
+def test_a_summariser_that_answers_summarises_each_range_once_and_every_packet_carries_it(
+        answered: Answered, horizon: int) -> None:
+    ledger, model = answered(horizon)
     f = packet_figures(model)
     assert f.packets, "the session is long enough for packets"
     assert f.model_summary >= 0.9 * len(f.packets), (f.model_summary, len(f.packets), f.ranges)
@@ -77,12 +98,12 @@ async def test_a_summariser_that_answers_summarises_each_range_once_and_every_pa
     # Exactly one summariser call per packet range the requests carried, and none for any other range but one
     # written ahead at the last turn's close for a next request the session never made.
     calls = Counter(f"{a}-{b}" for a, b in model.summary_ranges())
-    unsent = summarised_after_the_last_turn(tmp_path / "ledger", "agent-1")
+    unsent = summarised_after_the_last_turn(ledger, "agent-1")
     assert len(unsent) <= 1 and not set(unsent) & set(f.ranges), (unsent, f.ranges)
     assert calls == Counter(set(f.ranges) | set(unsent)), (calls, Counter(f.ranges))
     assert same_bytes_per_range(f.ranges, f.packets) == dict.fromkeys(set(f.ranges), 1)
     # The ledger counts them: one activity per range, each with its calls.
-    details = summarise_activities(tmp_path / "ledger")
+    details = summarise_activities(ledger)
     assert sum(len(d["calls"]) for d in details) == len(model.summary_prompts)
     assert {d["source"] for d in details} == {"summariser"} and not any("failed" in d for d in details)
     print(f"\nhorizon {horizon}: {f.model_summary} of {len(f.packets)} packet-bearing requests carry a model "
@@ -132,10 +153,9 @@ async def test_a_stored_summary_is_reused_after_the_ledger_is_reopened(tmp_path:
     assert not carried_again & set(new_calls) and all(n == 1 for n in new_calls.values())
 
 
-async def test_each_summary_is_written_when_a_turn_closes_before_the_request_that_carries_it(tmp_path: Path) -> None:
-    model = PacketModel(summaries="answer")
-    await run_session(tmp_path / "ledger", model, 6_000, range(1, TURNS + 1))
-    ahead, on_path, carried = summary_timing(tmp_path / "ledger", "agent-1")
+def test_each_summary_is_written_when_a_turn_closes_before_the_request_that_carries_it(answered: Answered) -> None:
+    ledger, model = answered(6_000)
+    ahead, on_path, carried = summary_timing(ledger, "agent-1")
     f = packet_figures(model)
     assert ahead and on_path == [], (ahead, on_path)  # no request waited on the summariser
     assert sorted(f"{a}-{b}" for a, b in ahead) == sorted(set(f.ranges))  # each carried range, once
