@@ -22,12 +22,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from vak_context.context.capacity.profile import CapacityProfile, request_budget
+from vak_context.context.capacity.profile import CapacityProfile
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.policy import plan_entry
 from vak_context.context.planner.records import Fidelity
 from vak_context.context.planner.view import SessionView, handoff_text
-from vak_context.context.request.assemble import contract_tokens, prefix_tokens, project, text_tokens
+from vak_context.context.request.assemble import prefix_tokens, project, text_tokens
 from vak_context.context.request.messages import (
     ChatRequest,
     ChatResult,
@@ -129,8 +129,8 @@ async def settle_plan(
     written: list[str] = []
     # The stable prefix as measured (the server's own count, when the caller has one), else estimated.
     pre = prefix if prefix is not None else prefix_tokens(profile, system, tools)
-    # The tail as recorded, and the room the stated items' <work_contract> may take beside it (docs/STATE.md).
-    tail_n = text_tokens(profile, tail) + contract_tokens(view.index, current, request_budget(profile) - pre)
+    # The tail as recorded: the plan adds the room of the stated items' <work_contract> (docs/STATE.md).
+    tail_n = text_tokens(profile, tail)
     for _ in range(3):  # a summary written can change the packet's cost once; a reset empties history
         p = view.plan(
             profile, directive, prefix_tokens=pre, tail_tokens=tail_n, reading_terms=reading_terms, current=current

@@ -9,11 +9,13 @@ autoscaling policy that returns its decision and its new state).
 
 Budget::
 
-    budget = min(horizon, window − output_reserve) − prefix − tail − handoff − current_turn_reserve
+    budget = min(horizon, window − output_reserve) − prefix − tail − handoff − contract − current_turn_reserve
 
 a prompt may be as large as the instruction horizon, and with the output reserve beside it must fit
 the verified (or declared) window (``vak_context.context.capacity.profile.request_budget``); ``handoff`` is
-the reset this model's plan starts after. ``current_turn_reserve`` is what the history leaves for
+the reset this model's plan starts after; ``contract`` the room of the stated items' ``<work_contract>``
+(``vak_context.context.planner.room``), taken before the history and the current turn's reserve and carried
+as ``Budget.contract`` (``Budget.tail`` includes it). ``current_turn_reserve`` is what the history leaves for
 the current turn (``vak_context.context.planner.currentturn.current_reserve``): an EWMA (α 0.3) of the sizes past turns
 had while current, held to half of what is left, doubled while the current turn is larger, up to
 three quarters. The current turn gets what the history's plan leaves, and compacts itself in whole
@@ -212,8 +214,8 @@ def _apply_record(index: TurnIndex, profile: CapacityProfile, req: Request, room
     ids = turn_ids(index, req.end + (1 if req.current is not None else 0), sizes)
     rows = _rows(index, req, room, w, sizes, ids, bool(rescue), current_tokens)
     spent = Budget(
-        room.horizon, req.prefix, req.tail, room.out, room.reserve, room.budget, current_tokens,
-        packet=packet.tokens if packet else 0, cards=card_spent, full=full_spent,
+        room.horizon, req.prefix, req.tail + room.contract, room.out, room.reserve, room.budget, current_tokens,
+        packet=packet.tokens if packet else 0, cards=card_spent, full=full_spent, contract=room.contract,
     )
     inputs = {
         "model": req.key,

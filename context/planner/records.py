@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import blake3
 
 from vak_context.context.capacity.profile import ALPHA
+from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.context.history.packets import SUMMARY_LEVELS, Level
 from vak_context.errors import InvalidInput
 
@@ -146,7 +147,7 @@ class ResetPlan:
 class Budget:
     horizon: int  # what the prompt and the output reserve may total: request_budget + output_reserve
     prefix: int
-    tail: int
+    tail: int  # the tail as recorded, and the contract's room (``contract``)
     output_reserve: int
     current_turn_reserve: int
     budget: int  # horizon − prefix − tail − output_reserve − current_turn_reserve
@@ -154,6 +155,7 @@ class Budget:
     packet: int = 0
     cards: int = 0
     full: int = 0
+    contract: int = 0  # of ``tail``: the room of the stated items' <work_contract> (docs/STATE.md)
 
     @property
     def history(self) -> int:
@@ -267,7 +269,7 @@ class Plan:
             "turns": [_turn_json(t) for t in self.turns] if turns else None,
             "packet": flat_record(self.packet) if self.packet else None,
             "packet_range": list(self.packet_range) if self.packet_range else None,
-            "budget": flat_record(self.budget) | {"history": self.budget.history, "left": self.budget.left},
+            "budget": _budget_json(self.budget),
             "state": flat_record(self.state),
             "refers_back": self.refers_back,
             "rescue": self.rescue,
@@ -277,6 +279,13 @@ class Plan:
             "reset": flat_record(self.reset) if self.reset else None,
         }
         return out
+
+
+def _budget_json(b: Budget) -> dict[str, Any]:
+    out = flat_record(b) | {"history": b.history, "left": b.left}
+    if not b.contract:  # a plan with nothing stated says what it said before the contract had a room
+        del out["contract"]
+    return out
 
 
 def _turn_json(t: PlannedTurn) -> dict[str, Any]:
@@ -320,3 +329,11 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 def canonical_digest(value: Any) -> str:
     """blake3 of sorted, compact JSON: the same value gives the same digest in any process."""
     return blake3.blake3(_canonical(value).encode()).hexdigest()
+
+
+def plan_rate(p: Plan) -> float:
+    """The tokens per char the plan was made at (its profile input), else the prior."""
+    try:
+        return float(p.inputs["profile"]["tokens_per_char"]["value"])
+    except (KeyError, TypeError, ValueError):
+        return PRIOR_TOKENS_PER_CHAR

@@ -1,10 +1,15 @@
 """What a request leaves the history (``vak_context.context.planner.plan``'s budget): the inputs checked, the reset
-the plan starts after, the current turn's reserve, and a recorded mid-turn compaction to reuse. Pure.
+the plan starts after, the stated items' room, the current turn's reserve, and a recorded mid-turn compaction
+to reuse. Pure.
 
-    budget = min(h, window − output_reserve) − prefix − tail − handoff − current_turn_reserve
+    budget = min(h, window − output_reserve) − prefix − tail − handoff − contract − current_turn_reserve
 
 ``min(h, window − output_reserve)`` is ``vak_context.context.capacity.profile.request_budget``, the one budget
-(the assembler checks each request against it too).
+(the assembler checks each request against it too). ``contract`` is the tail's ``<work_contract>`` (docs/STATE.md):
+what the user stated binds before any older turn is carried, so its room is taken first, all it needs where
+the request holds that beside the current turn at its most compact, else all of that
+(``vak_context.context.stated.render.contract_room``); the plan carries it (``Budget.contract``) and the
+projection renders the contract in it, so the request is never larger than the plan.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from vak_context.context.planner.currentturn import (
     verbatim_tokens,
 )
 from vak_context.context.planner.records import CurrentTurnPlan, PacketPlan, PlannerState, ResetPlan
+from vak_context.context.stated.render import contract_room
 from vak_context.errors import InvalidInput, RequestTooLarge
 
 # Words by which a directive refers back to what was just done ("do that again", "the second one").
@@ -76,6 +82,7 @@ class Room:
     reserve: int  # the current turn's part of it
     budget: int  # the history's part
     rescue: str  # why this model has no usable horizon, or ""
+    contract: int = 0  # the stated items' room in the tail, taken before ``available``
 
 
 def request_of(index: TurnIndex, profile: CapacityProfile, directive: str, prefix_tokens: int, tail_tokens: int,
@@ -137,9 +144,12 @@ def room_of(index: TurnIndex, profile: CapacityProfile, req: Request, state: Pla
     available = prompt - req.prefix - req.tail - (reset.tokens if reset else 0)
     if req.minimum > available:
         raise RequestTooLarge(_too_large(req, horizon, out, reset), needed=req.minimum, available=available)
+    # The stated items first: the current turn at its most compact always fits beside them.
+    contract = contract_room(index.stated.current(req.current), available - req.minimum, req.tpc)
+    available -= contract
     whole = req.whole if grown is None else max(req.whole, grown)
     reserve = current_reserve(state.current_turn_reserve, req.directive_tokens, whole, req.minimum, available)
-    return Room(horizon, out, start, reset, available, reserve, available - reserve, rescue)
+    return Room(horizon, out, start, reset, available, reserve, available - reserve, rescue, contract)
 
 
 def reset_start(index: TurnIndex, end: int, key: str) -> tuple[int, ResetMark | None]:

@@ -19,7 +19,7 @@ from vak_context.context.history.render import EvidenceInfo, evidence_info
 from vak_context.context.history.turns import WITHDRAWN, Turn, TurnIndex
 from vak_context.context.planner.currentturn import TurnCosts, turn_costs
 from vak_context.context.planner.plan import Plan, PlanCache, PlannerState, plan
-from vak_context.context.planner.records import Fidelity
+from vak_context.context.planner.records import Fidelity, plan_rate
 from vak_context.context.planner.relevance import PositionBm25, TurnScores
 from vak_context.context.planner.sizes import (
     TurnSize,
@@ -198,11 +198,3 @@ def handoff_room(p: Plan) -> int:
     reset's handoff may add (the rescue plan itself carries no history)."""
     b = p.budget
     return max(0, b.budget + b.current_turn_reserve - b.current)
-
-
-def plan_rate(p: Plan) -> float:
-    """The tokens per char the plan was made at (its profile input), else the prior."""
-    try:
-        return float(p.inputs["profile"]["tokens_per_char"]["value"])
-    except (KeyError, TypeError, ValueError):
-        return PRIOR_TOKENS_PER_CHAR

@@ -38,10 +38,10 @@ from vak_context.context.history.packets import (
 from vak_context.context.history.render import EvidenceInfo, render_turn
 from vak_context.context.history.turns import TurnIndex
 from vak_context.context.planner.plan import Plan
-from vak_context.context.planner.records import Fidelity
+from vak_context.context.planner.records import Fidelity, plan_rate
 from vak_context.context.planner.sizes import card_text
 from vak_context.context.request.messages import CacheHints, ChatRequest, Message, ToolSpec
-from vak_context.context.stated.render import contract_block, contract_room, render_contract
+from vak_context.context.stated.render import contract_block, render_contract
 from vak_context.errors import InvalidInput
 from vak_context.events.blocks import MessageBlock, TextBlock, ToolResultBlock
 from vak_context.events.canonical import encode
@@ -251,26 +251,15 @@ def project(
 
 def work_contract(index: TurnIndex, p: Plan) -> str:
     """The ``<work_contract>`` line the plan's tail carries (docs/STATE.md): the stated items in force as of
-    the current turn that no turn the plan carries whole says already, within the contract's room; "" when
-    there are none. Appended after the turn's recorded tail, as ``render_tail`` would place it: a closed
-    turn's record never carries it (a later request states the items in force then, once)."""
+    the current turn that no turn the plan carries whole says already, within the room the plan took for them
+    (``Budget.contract``, at the plan's rate); "" when there are none. Appended after the turn's recorded
+    tail, as ``render_tail`` would place it: a closed turn's record never carries it (a later request states
+    the items in force then, once)."""
     items = index.stated.current(p.current_ordinal)
-    if not items:
+    if not items or p.budget.contract <= 0:
         return ""
     whole = {t.ordinal for t in p.shown() if t.fidelity == Fidelity.FULL}
-    b = p.budget
-    return render_contract(items, whole, contract_room(b.horizon - b.output_reserve - b.prefix), index.tokens_per_char)
-
-
-def contract_tokens(index: TurnIndex, current: int | None, prompt_tokens: int) -> int:
-    """What a plan reserves in its tail for the ``<work_contract>`` (``prompt_tokens``: what the request
-    may carry beside the prefix): the contract as if no turn were carried whole, so the one rendered after
-    the plan is never larger."""
-    items = index.stated.current(current)
-    if not items:
-        return 0
-    text = render_contract(items, (), contract_room(prompt_tokens), index.tokens_per_char)
-    return estimate_tokens(len(text), index.tokens_per_char)
+    return render_contract(items, whole, p.budget.contract, plan_rate(p))
 
 
 def current_turn_messages(index: TurnIndex, p: Plan, infos: Mapping[str, EvidenceInfo]) -> list[Message]:

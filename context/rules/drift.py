@@ -428,11 +428,18 @@ def stepped(state: RuleState) -> RuleState:
 PAUSED_CHARS = 120
 
 
+# A directive that carries the work on ("Continue with the plan.", "go ahead", "next") changes no subject:
+# nothing is paused by it, though it shares no word with what it continues.
+_CARRY_ON = re.compile(
+    r"^\W*(?:(?:ok(?:ay)?|yes|yep|sure|good|great|thanks|fine|alright)\W+)*(?:please\s+)?(?:continue|carry on|"
+    r"keep going|go on|go ahead|proceed|resume|next|do it|sounds good|lgtm)\b[^?]{0,40}$", re.IGNORECASE)
+
+
 def paused_directives(directive: str, prior: Sequence[PriorTurn], limit: int = 3) -> tuple[str, ...]:
     """When ``directive`` changes subject (shares no content word with the previous directive), the
     previous subject's directives (newest last, at most ``limit``, each at most ``PAUSED_CHARS``) are listed
-    as "earlier, now paused"."""
-    if not prior:
+    as "earlier, now paused". A directive that carries on (``Continue with the plan.``) pauses nothing."""
+    if not prior or _CARRY_ON.match(directive.strip()):
         return ()
     current = words(directive)
     last = words(prior[-1].directive)

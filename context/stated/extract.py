@@ -52,7 +52,7 @@ _NOTED = re.compile(r"^(?:remember|note|keep in mind|just so you know|fyi|for co
 _STANDING = re.compile(r"^(?:from now on|going forward|for the rest of)\b", _I)
 
 _MONEY = r"(?:[$€£]\s?\d[\d,]*(?:\.\d+)?(?:\s?[kKmM]\b)?|\d[\d,]*(?:\.\d+)?\s?(?:dollars|euros?|usd|eur|gbp|pounds)\b)"
-_BUDGET = re.compile(rf"\bbudget\b.{{0,40}}?{_MONEY}|\b(?:spend|spending|costs?)\b.{{0,30}}?\b(?:capped at|cap of|pass|exceed|"
+_BUDGET = re.compile(rf"\bbudget\b.{{0,40}}?{_MONEY}|\b(?:spend|spending|costs?)\b.{{0,30}}?\b(?:capped at|cap of|pass|exceed|more than|"
                      rf"over|above|limit(?:ed)? (?:of|to)|at most|up to)\s+{_MONEY}|{_MONEY}.{{0,25}}\bbudget\b|\b(?:spend|spending|cost|costs)\b"
                      rf"\s+(?:at most|no more than|not more than|up to|under|less than|below)\s+{_MONEY}", _I)
 _WHEN = (r"(?:mon|tues|wednes|thurs|fri|satur|sun)day|tomorrow|tonight|noon|midnight|eod|end of|the end|"
@@ -73,6 +73,7 @@ _PROHIBIT_START = re.compile(
     r"no\s+(?:external|network|internet|outbound|direct|new|more)\b)", _I)
 _PROHIBIT_ANY = re.compile(
     r"\b(?:is|are)\s+(?:strictly\s+)?(?:forbidden|prohibited|not allowed|not permitted|off[- ]limits|banned)\b|"
+    r"\b(?:is|are)\s+(?:never|not)\s+to\s+be\b|"
     r"\b(?:you|we)\s+(?:must\s+|should\s+|will\s+)?never\b|\bnever\s+(?:ever\s+)?(?:touch|push|commit|delete|"
     r"reveal|share|send|run|execute|modify|change|use|disclose|deploy|merge|expose|store|log)\b", _I)
 _NOT_RULE = re.compile(r"^(?:never\s+mind|don'?t\s+worry|do not worry|no\s+worries|no\s+problem|don'?t\s+know|"
@@ -103,6 +104,9 @@ _PHASE = re.compile(r"\bprogress\s*:\s*(?:step|phase|stage)\b|\b(?:we(?:'re|\s+a
                     r"(?:now\s+)?(?:done|complete(?:d)?|finished|merged)\b|\bis at (?:step|phase|stage)\b", _I)
 _DONE = re.compile(r"^(?:i|we)\s*(?:'ve|\s+have)?\s+(?:now\s+)?(?:finished|completed|done with|wrapped up|shipped|"
                    r"merged)\b|\b(?:is|are)\s+(?:now\s+)?(?:done|finished|complete(?:d)?)\s*[.!]?$", _I)
+# "Let me know when you are done": a step to be done, not one done.
+_NOT_DONE = re.compile(r"\b(?:when|once|if|after|until|before|whether)\b.{0,40}\b(?:is|are)\s+(?:now\s+)?"
+                       r"(?:done|finished|complete)", _I)
 _BASE = re.compile(r"\b(?:base|parent|starting|head)\s+commit\b|\bbased\s+on\s+commit\b|\bbranched\s+(?:off|from)\b", _I)
 _BRANCH = re.compile(r"\b(?:working|current|our|the|my|feature)\s+branch\s+(?:is|:)|\bwe(?:'re|\s+are)\s+(?:working\s+)?"
                      r"on\s+branch\b|^current branch\s*:", _I)
@@ -113,7 +117,11 @@ _IS = re.compile(r"^(?:this week's|today's|the|my|our|your|this)\s+(?P<subj>(?:[
 _NOT_SUBJECT = frozenset({"problem", "issue", "question", "thing", "reason", "point", "idea", "answer", "result",
                           "error", "bug", "output", "difference", "trouble", "catch", "way", "plan", "fix", "code"})
 _NOT_VALUE = re.compile(r"^(?:that|because|why|how|what|when|where|if|not|so|very|too|quite|really|probably|likely|"
-                        r"maybe|perhaps|broken|wrong|failing|empty|missing|weird|strange|confusing|slow)\b", _I)
+                        r"maybe|perhaps|broken|wrong|failing|empty|missing|weird|strange|confusing|slow|being|getting|"
+                        r"still|in (?:draft|progress|review|flux|the works)|under (?:way|review|discussion)|unclear|"
+                        r"undecided|tbd)\b"
+                        # a second clause ("in draft and section four is open"): a status report, not a value
+                        r"|.*\b(?:and|but|while)\b.*\b(?:is|are|was|were)\b", _I)
 _USES = re.compile(r"^(?:we|i|the project|this project|the repo|the app|the service|production|prod|staging)\s+"
                    r"(?:use|uses|'re using|are using|run|runs|deploy(?:s)? (?:to|on)|target(?:s)?|(?:is|are) on)\s+\S", _I)
 _CALL_ME = re.compile(r"^(?:call me|my name is|i am called|i'm called)\b", _I)
@@ -217,7 +225,7 @@ def _specific_key(body: str) -> str | None:
         return "phase"
     if _GOAL.match(body):
         return "goal"
-    if _DONE.search(body):
+    if _DONE.search(body) and not _NOT_DONE.search(body):
         return "progress"
     if _CALL_ME.match(body):
         return "name"

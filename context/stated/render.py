@@ -6,6 +6,11 @@ words are in the request already); an item pinned outside a directive (the API, 
 then goal state, facts, preferences), whole items only, within the contract's room (:func:`contract_room`);
 each one that does not fit is named with the ``recall`` call that returns it. The bytes are a function of
 the items, the set of turns carried whole and the room alone, so they stay the same while those do.
+
+The room is the plan's (:func:`contract_room`, reserved by ``vak_context.context.planner.room.room_of`` before
+the history and carried in ``Budget.contract``): what the whole contract needs, where the request can hold it
+beside the current turn at its most compact; else all of that, and the items in budget order within it, each
+line then without its ``(turn N)`` (the ``commitments`` tool and ``recall`` still say where it was stated).
 """
 
 from __future__ import annotations
@@ -20,11 +25,12 @@ from vak_context.context.stated.items import CATEGORIES, StatedItem
 # imports nothing of the agent's).
 COMMITMENTS_NAME = "commitments"
 
-# The contract's share of what a request's prompt may carry beside the stable prefix: it is what the user
-# said must bind, worth more per token than an older turn's card, yet never the whole request.
-CONTRACT_SHARE = 0.25
 HEADER = "In force, as the user stated (a later statement replaces one):"
-_LABELLED = tuple(c.upper() for c in ("safety rule", "hard constraint", "fact", "goal state", "user preference"))
+TIGHT_HEADER = "In force, as the user stated (the latest wins):"  # where the room is tight, the same in fewer words
+# The labels the kit's and many users' statements lead with, by the category each says.
+_LABEL_OF = {"rule": "SAFETY RULE", "constraint": "HARD CONSTRAINT", "fact": "FACT", "goal": "GOAL STATE",
+             "preference": "USER PREFERENCE"}
+_LABELLED = tuple(_LABEL_OF.values())
 
 
 def contract_block(body: str) -> str:
@@ -32,15 +38,40 @@ def contract_block(body: str) -> str:
     return f"<work_contract>{body.strip()}</work_contract>" if body.strip() else ""
 
 
-def contract_room(prompt_tokens: int) -> int:
-    """The contract's room in tokens, of the ``prompt_tokens`` a request may carry beside its prefix."""
-    return max(0, int(prompt_tokens * CONTRACT_SHARE))
+def contract_room(items: Sequence[StatedItem], cap: int, tokens_per_char: float) -> int:
+    """The contract's room in tokens: what the whole contract needs (every item in force, as if no turn
+    were carried whole), or ``cap`` when it needs more (the items then go in budget order within it); 0 when
+    nothing is stated or ``cap`` cannot hold even the header and the count of what is left out. A function of
+    the items and ``cap`` alone, so it stays the same while they do (and while the whole contract fits, of
+    the items alone)."""
+    if not items or cap <= 0:
+        return 0
+    need = estimate_tokens(len(render_contract(items, (), _UNBOUNDED, tokens_per_char)), tokens_per_char)
+    if need <= cap:
+        return need
+    return cap if render_contract(items, (), cap, tokens_per_char) else 0
+
+
+_UNBOUNDED = 1 << 40
 
 
 def item_line(item: StatedItem) -> str:
-    where = f" (turn {item.turn})" if item.turn is not None else ""
+    """An item's line where the whole contract fits: its words, with its category unless their label says
+    it, and the turn it was stated in."""
+    turn = f" (turn {item.turn})" if item.turn is not None else ""
     text = " ".join(item.text.split())
-    return f"- {text}{where}" if text.upper().startswith(_LABELLED) else f"- {item.category}: {text}{where}"
+    return f"- {text}{turn}" if text.upper().startswith(_LABELLED) else f"- {item.category}: {text}{turn}"
+
+
+def tight_line(item: StatedItem) -> str:
+    """An item's line where the room is tight, under its category's heading: its words without the label
+    that heading says (``SAFETY RULE:`` under ``rule:``), without its turn (``recall`` and the ``commitments``
+    tool say where it was stated)."""
+    text = " ".join(item.text.split())
+    label = _LABEL_OF.get(item.category, "")
+    if label and text.upper().startswith(label + ":"):
+        text = text[len(label) + 1:].lstrip() or text
+    return f"- {text}"
 
 
 def recall_of(item: StatedItem) -> str:
@@ -53,42 +84,68 @@ def carried(items: Iterable[StatedItem], whole: Collection[int]) -> list[StatedI
 
 
 def render_contract(items: Iterable[StatedItem], whole: Collection[int], room: int, tokens_per_char: float) -> str:
-    """The ``<work_contract>`` line (with its newline), or "" when nothing is to be carried. ``items``: in
-    force, in budget order; ``whole``: the ordinals of the turns the request carries whole; ``room``: tokens."""
+    """The ``<work_contract>`` line (with its newline), or "" when nothing is to be carried (or ``room`` holds
+    not even the header and the count of what is left out). ``items``: in force, in budget order; ``whole``:
+    the ordinals of the turns the request carries whole; ``room``: tokens."""
     todo = sorted(carried(items, whole), key=lambda it: CATEGORIES.index(it.category))
     if not todo:
         return ""
-
-    def cost(text: str) -> int:
-        return estimate_tokens(len(text), tokens_per_char)
-
-    lines_of = [item_line(it) for it in todo]
+    full = _Form(todo, [item_line(it) for it in todo], grouped=False)
     every = list(range(len(todo)))
-    if cost(_render(todo, lines_of, every, ())) <= room:  # all of it fits
-        return _render(todo, lines_of, every, ())
-    # Whole items in budget order, each kept when the contract with it (and the rest counted) still fits;
-    # then the left-out items' recall calls, as many as fit, the rest counted with the tool that lists them
-    # (the names cost room too: a list of every id could take it all and leave no item shown).
+    if estimate_tokens(full.size(every, ()), tokens_per_char) <= room:  # all of it fits
+        return full.render(every, ())
+    # Tight: under a heading per category, each item's words only. Whole items in budget order, each kept
+    # when the contract with it (and the rest counted) still fits; then the left-out items' recall calls, as
+    # many as fit, the rest counted with the tool that lists them (the names cost room too: a list of every
+    # id could take it all and leave no item shown).
+    form = _Form(todo, [tight_line(it) for it in todo], grouped=True)
+
+    def fits(shown: Sequence[int], named: Sequence[StatedItem]) -> bool:
+        return estimate_tokens(form.size(shown, named), tokens_per_char) <= room
+
+    if not fits([], ()):
+        return ""
     shown: list[int] = []
     for i in range(len(todo)):
-        if cost(_render(todo, lines_of, [*shown, i], ())) <= room:
+        if fits([*shown, i], ()):
             shown.append(i)
     left_out = [it for i, it in enumerate(todo) if i not in shown]
     named: list[StatedItem] = []
     for it in left_out:
-        if cost(_render(todo, lines_of, shown, [*named, it])) <= room:
-            named.append(it)
-        else:
+        if not fits(shown, [*named, it]):
             break
-    return _render(todo, lines_of, shown, named)
+        named.append(it)
+    return form.render(shown, named)
 
 
-def _render(todo: list[StatedItem], lines_of: list[str], shown: list[int], named: Sequence[StatedItem]) -> str:
-    left_out = [it for i, it in enumerate(todo) if i not in shown]
-    lines = [HEADER, *(lines_of[i] for i in shown)]
-    if left_out:
-        lines.append(_not_shown(left_out, named))
-    return contract_block("\n".join(lines)) + "\n"
+class _Form:
+    """The contract's lines in one form, sized without rendering (the greedy fit sizes it once per item)."""
+
+    def __init__(self, todo: list[StatedItem], lines: list[str], *, grouped: bool) -> None:
+        self.todo, self.lines, self.grouped = todo, lines, grouped
+
+    def _lines(self, shown: Sequence[int], named: Sequence[StatedItem]) -> list[str]:
+        out, heading = [TIGHT_HEADER if self.grouped else HEADER], None
+        for i in sorted(shown):
+            category = self.todo[i].category
+            if self.grouped and category != heading:
+                out.append(f"{category}:")
+                heading = category
+            out.append(self.lines[i])
+        if len(shown) < len(self.todo):
+            taken = set(shown)
+            out.append(_not_shown([it for i, it in enumerate(self.todo) if i not in taken], named))
+        return out
+
+    def size(self, shown: Sequence[int], named: Sequence[StatedItem]) -> int:
+        lines = self._lines(shown, named)
+        return _WRAP + sum(map(len, lines)) + len(lines)  # the lines, a newline between each and at the end
+
+    def render(self, shown: Sequence[int], named: Sequence[StatedItem]) -> str:
+        return contract_block("\n".join(self._lines(shown, named))) + "\n"
+
+
+_WRAP = len("<work_contract></work_contract>")
 
 
 def _not_shown(left_out: list[StatedItem], named: Sequence[StatedItem]) -> str:
@@ -98,8 +155,9 @@ def _not_shown(left_out: list[StatedItem], named: Sequence[StatedItem]) -> str:
     rest = ", ".join(f"{n} {c}" for c, n in sorted(counts.items(), key=lambda kv: CATEGORIES.index(kv[0])))
     parts = [recall_of(it) for it in named]
     if rest:
-        parts.append(f"{'and ' if named else ''}{sum(counts.values())} more ({rest}): {COMMITMENTS_NAME}() lists them")
-    return f"- not shown for room ({len(left_out)}): " + ", ".join(parts)
+        many = f"and {sum(counts.values())} more" if named else str(sum(counts.values()))
+        parts.append(f"{many} ({rest}): {COMMITMENTS_NAME}() lists them")
+    return "- not shown for room: " + ", ".join(parts)
 
 
 def listing(items: Iterable[StatedItem]) -> str:

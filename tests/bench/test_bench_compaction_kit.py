@@ -2,7 +2,8 @@
 as a user would run it, and the script's table. Figures are the bench's (its docstring, docs/STATE.md);
 asserted here: unbudgeted, the engine's next request holds every canary the kit planted, round after round
 (each round re-projects the session's own ledger); at a budget the script prints the fixed cost it added and
-one row per compactor for every canary type."""
+one row per compactor for every canary type, and at 30 % of the transcript the engine keeps each type at least
+as well as the checklist reference."""
 
 from __future__ import annotations
 
@@ -53,3 +54,5 @@ def test_reduced_benchmark_prints_the_fixed_cost_and_each_type_beside_the_refere
         assert len(line.split()) == 1 + len(bench.TYPES) + 2  # the name, a cell per type, overall and output
         assert set(row["randomized"]["final_median_by_type"]) == set(bench.TYPES)
     assert "best reference" in text
+    # At 30 % the stated items' room holds every canary: each type at least the checklist's (docs/STATE.md).
+    assert "engine >= best reference for every type" in text

@@ -48,6 +48,10 @@ def test_a_change_of_subject_pauses_the_previous_subjects_directives() -> None:
         "Summarise the release notes", "Which bugs did the parser fix?", "List the parser changes")
     assert drift.paused_directives("And the parser's open bugs?", prior) == ()
     assert drift.paused_directives("Anything else?", []) == ()
+    # Carrying on changes no subject, though it shares no word with what it carries on.
+    for carry_on in ("Continue with the plan.", "OK, go ahead.", "Please proceed", "keep going"):
+        assert drift.paused_directives(carry_on, prior) == ()
+    assert drift.paused_directives("Continue reading the ledger's crash report instead?", prior) != ()
 
 
 def test_a_verbatim_repeat_is_drift_only_for_a_turn_on_another_subject() -> None:
