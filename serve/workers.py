@@ -81,10 +81,14 @@ def forwarding(app: Any, worker: str) -> ASGI:
     async def serve(scope: Scope, receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]) -> None:
         if scope["type"] != "http":
             if scope["type"] == "lifespan":
-                try:
-                    await app(scope, receive, send)
-                finally:
-                    await client.aclose()
+                # The client closes before shutdown is reported complete: once it is, uvicorn returns and
+                # asyncio cancels what is still running, a close in flight included (a traceback at exit).
+                async def closing(message: Any) -> None:
+                    if message["type"] == "lifespan.shutdown.complete":
+                        await client.aclose()
+                    await send(message)
+
+                await app(scope, receive, closing)
                 return
             await app(scope, receive, send)
             return
