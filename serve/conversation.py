@@ -96,9 +96,9 @@ def replayed(marker: Marker, model: str) -> Reply:
 
 def recovered(ledger: Any, name: str, held: Held, model: str) -> Reply | None:
     """The answer to the request ``held.asked`` names, from the ledger, noted now: a server killed after the
-    request's turn was answered (its card, or a step whose calls wait for the client) and before its
-    ``serve.history`` note left the answer unnoted, and the client's resend of the request gets it from here
-    (no upstream call, nothing stored again). None where the ledger holds no answer to it (killed mid-turn,
+    request's turn was answered (its answering step, with or without its card, or a step whose calls wait
+    for the client) and before its ``serve.history`` note left the answer unnoted, and the client's resend
+    of the request gets it from here (no upstream call, nothing stored again). None where the ledger holds no answer to it (killed mid-turn,
     or the turn failed or was cancelled: the resend is served anew)."""
     asked = held.asked
     if asked is None:
@@ -123,11 +123,15 @@ def recovered(ledger: Any, name: str, held: Held, model: str) -> Reply | None:
     if not steps:
         return None
     last = steps[-1][1]
-    if outcome is None:  # the turn is open: its last step's calls wait for the client's results
+    if outcome is None and last.tool_uses:  # the turn is open: its last step's calls wait for the client's results
         calls = tuple(ClientCall(b.id, b.name, dict(b.input)) for b in last.tool_uses if b.id not in results)
         if not calls:
             return None
         reply, closed = Reply(model, "", calls, Usage()), False
+    elif outcome is None:  # the answering step is in, its card is not (killed between the two): the answer
+        if not last.text.strip():
+            return None
+        reply, closed = Reply(model, last.text, (), Usage()), True
     elif outcome in ANSWERED:
         reply, closed = Reply(model, last.text, (), Usage()), True
     else:

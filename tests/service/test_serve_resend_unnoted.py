@@ -4,7 +4,8 @@ session across a restart.
 A request's answer is in the ledger (the turn's card, or the step whose calls wait for the client) before
 the ``serve.history`` note that says the client got it; a server killed between the two leaves the answer
 unnoted, and the client, which got no reply (or a stream cut before its end), resends the request. The
-resend is answered from the ledger: no upstream call, no step or result stored again. The ledger such a
+resend is answered from the ledger: no upstream call, no step or result stored again (also where the kill
+came between the answering step and the turn's card). The ledger such a
 kill leaves is made exactly: the session as a server wrote it (the server SIGKILLed once it answered), copied
 up to the request's note and without it (``IdRemap`` keeps every id a payload names consistent), then served
 by a new ``vak serve`` process. The official ``openai`` client sends every request."""
@@ -49,8 +50,9 @@ def ask(child: Any, messages: list[dict[str, Any]], *, session: str | None = SES
             reply = client.chat.completions.create(model="scripted", tools=TOOLS, messages=body)  # type: ignore[arg-type]
             return reply.choices[0].message.model_dump(exclude_none=True)
         content, calls = "", dict[int, dict[str, Any]]()
-        for chunk in client.chat.completions.create(model="scripted", tools=TOOLS, messages=body,  # type: ignore[arg-type]
-                                                    stream=True):
+        chunks: Any = client.chat.completions.create(model="scripted", tools=TOOLS, messages=body,  # type: ignore[arg-type]
+                                                     stream=True)
+        for chunk in chunks:
             for choice in chunk.choices:
                 content += choice.delta.content or ""
                 for d in choice.delta.tool_calls or ():
@@ -73,15 +75,16 @@ def killed(child: Any) -> None:
     assert child.process.wait(60) == -signal.SIGKILL
 
 
-def unnoted(source: Path, target: Path, name: str) -> None:
+def unnoted(source: Path, target: Path, name: str, before: str = "note") -> None:
     """``target`` holds ``source``'s session ``name`` as a kill right before its last ``serve.history`` note
-    leaves it: every entry before that note, none from it on."""
+    (``before="card"``: before the last turn card, the answering step in) leaves it: every entry before
+    that one, none from it on."""
     mapper = Mapper()
     with Engine.open(source) as engine:
         store = engine.ledger()
         entries = store.entries(name)
-        last = max(i for i, e in enumerate(entries)
-                   if e.kind == "activity" and mapper.payload_of(e).activity == HISTORY)
+        last = max(i for i, e in enumerate(entries) if (e.kind == "turn_card" if before == "card" else
+                                                        e.kind == "activity" and mapper.payload_of(e).activity == HISTORY))
         kept = entries[:last]
     with Engine.open(target) as engine:
         store = engine.ledger()
@@ -110,9 +113,10 @@ def counts(ledger: Path) -> dict[str, Any]:
             "evidence": sum(e.kind == "evidence_body" and e.blob == RESULT.encode() for e in entries)}
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
-def test_a_resend_after_a_kill_between_the_card_and_the_note_is_answered_from_the_ledger(
-        tmp_path: Path, stream: bool) -> None:
+@pytest.mark.parametrize(("stream", "before"), [(False, "note"), (True, "note"), (False, "card")],
+                         ids=["plain-before-note", "stream-before-note", "plain-before-card"])
+def test_a_resend_after_a_kill_once_the_answer_is_in_is_answered_from_the_ledger(
+        tmp_path: Path, stream: bool, before: str) -> None:
     upstream = ScriptUpstream([call("c1", "read_log", service="spool"), text(ANSWER), text("Free some space.")])
     history: list[dict[str, Any]] = [{"role": "user", "content": QUESTION}]
     first, second = tmp_path / "first", tmp_path / "second"
@@ -123,7 +127,7 @@ def test_a_resend_after_a_kill_between_the_card_and_the_note_is_answered_from_th
             assert ask(child, history, stream=stream) == {"role": "assistant", "content": ANSWER}
             killed(child)
         assert len(upstream.requests) == 2
-        unnoted(first, second, SESSION)  # the card of the answering turn is in; its note is not
+        unnoted(first, second, SESSION, before)  # the answering step is in (and its card); the note is not
         with serve_child(SPEC, ledger=second, base_url=fake.base_url, start_timeout=120) as child:
             # The client's resend of the request whose reply it never got: from the ledger.
             assert ask(child, history, stream=stream) == {"role": "assistant", "content": ANSWER}
