@@ -6,8 +6,11 @@ client's calls).
 What a session holds of the client's history is in its ledger: after each answered request, a
 ``serve.history`` activity lists the digests and roles of the items that request added (the new messages
 and the reply), the request's fingerprint, the reply as it went out and the assistant steps it came from,
-so a restarted server reads every session back and answers a resend from it. What the client withdrew
-(``serve/continuity.py``: messages it left out of a history that continues the session) is a
+so a restarted server reads every session back and answers a resend from it. Before its turn begins, a
+request is noted as ``serve.asked`` (its fingerprint and new items): a server killed once the request's
+answer is in the ledger and before its ``serve.history`` note leaves the resend an answer to give from the
+ledger (``recovered``), so a retry after a kill at any moment after the answer stores nothing twice. What
+the client withdrew (``serve/continuity.py``: messages it left out of a history that continues the session) is a
 ``history.withdrawn`` activity naming the items and the steps of the withdrawn replies, which the
 projection leaves out from then on (``context/history/turns.py``). A history that changes a message the
 session holds continues as a new session (``<name>.f<N>``) copied from the parent up to the last closed
