@@ -243,6 +243,9 @@ def run_serve(args: argparse.Namespace) -> int:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(("127.0.0.1", args.port))
+        # Listening before the address is printed: a client that connects as soon as it reads it (a script,
+        # serve/child.py) is queued until uvicorn accepts, never refused in between.
+        sock.listen(2048)
         port = sock.getsockname()[1]
         root = f"http://127.0.0.1:{port}"
         app: Any

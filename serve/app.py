@@ -1,8 +1,8 @@
 """The Starlette app of ``vak serve``: ``/v1/chat/completions`` (OpenAI), ``/v1/messages`` (Anthropic) and
 ``/v1/models``, in front of one upstream model, every request through the engine.
 
-Each request is routed to its conversation (the ``x-vak-session`` header names it; else a digest of the
-client's key, the system prompt, the tool names and the first user message), whose lock serialises its
+Each request is routed to its conversation (the ``x-vak-session`` header names it; else a keyed digest (the
+ledger's scope, serve/scope.py) of the system prompt, the tool names and the first user message), whose lock serialises its
 requests (with several workers, the session's lease too: ``serve/leases.py``, ``serve/workers.py``); different
 conversations run concurrently. Errors come back in the client's protocol's shape.
 The turn rules run as ``ServeConfig.rules`` says (``--rules``; default ``observe``: the client is the agent
@@ -53,7 +53,7 @@ from vak_context.errors import (
 from vak_context.names import check_name
 from vak_context.serve.bodies import BODY_IDLE_S, MAX_BODY_BYTES, check_content_type, parse, read_body
 from vak_context.serve.continuity import IDEMPOTENCY_HEADER, RETRY_HEADER, decide, fingerprint
-from vak_context.serve.conversation import Conversation, Held, Routed, fork, read_held, replayed
+from vak_context.serve.conversation import Conversation, Held, Routed, fork, read_held, recovered, replayed
 from vak_context.serve.leases import FORWARD_TO, Elsewhere, SessionLocks
 from vak_context.serve.protocol import (
     AnthropicEvents,
@@ -69,6 +69,7 @@ from vak_context.serve.protocol import (
     read_anthropic,
     read_openai,
 )
+from vak_context.serve.scope import ledger_scope
 from vak_context.serve.shapes import CHECKS
 from vak_context.serve.streaming import ClientGone, Stream
 from vak_context.serve.textform import with_text_exchanges
@@ -145,21 +146,24 @@ class Server:
         self.client = client or httpx.AsyncClient(trust_env=False, timeout=900.0)
         self.upstream = Upstream(self.client, config.upstream_key)
         self.ledger = engine.ledger()
+        self.scope = ledger_scope(engine.folder)  # names headerless conversations alike across restarts
         self.conversations: dict[str, Conversation] = {}
         self._keys: dict[str, str] = {}  # a conversation's session key (a fork's is its parent's)
         self._streams: set[Stream] = set()  # streamed requests still driving
         self._summaries: set[asyncio.Task[None]] = set()  # packet summaries written after a reply went out
 
-    def key_of(self, request: ClientRequest, header: str | None, client_key: str) -> str:
+    def key_of(self, request: ClientRequest, header: str | None) -> str:
         if header:
             try:
                 check_name(header, "session")
             except InvalidName as exc:
                 raise InvalidInput(f"{SESSION_HEADER}: {exc}") from exc
             return header
+        # Named from the conversation's start under the ledger's scope secret (serve/scope.py), not the
+        # client's key: that is new at each start, and a restart would fork every headerless conversation.
         first = next((i.text for i in request.items if i.role == "user"), "")
-        basis = json.dumps([client_key, request.system, sorted(t.name for t in request.tools), first])
-        return "c-" + hashlib.sha256(basis.encode()).hexdigest()[:20]
+        basis = json.dumps([request.system, sorted(t.name for t in request.tools), first])
+        return "c-" + hmac.new(self.scope, basis.encode(), hashlib.sha256).hexdigest()[:20]
 
     async def handle(self, request: ClientRequest, key: str, rules: str | None = None,
                      resend: Resend = Resend(), pins: Sequence[tuple[str, str]] = ()) -> Reply:
@@ -283,6 +287,13 @@ class Server:
                 log.info("session %s: a resend of an exchange it holds (retry %d), answered from the ledger",
                          name, resend.retry)
                 return replayed(marker, request.model)
+        for name in reversed(names):  # a resend of a request a killed server answered and never noted
+            if held[name].asked is not None and held[name].asked.history == history:  # type: ignore[union-attr]
+                reply = await asyncio.to_thread(recovered, self.ledger, name, held[name], request.model)
+                if reply is not None:
+                    log.info("session %s: a resend of a request answered before a restart, answered from the "
+                             "ledger", name)
+                    return reply
         decisions = {n: decide(held[n].items(), digests) for n in names}
         # Continuing needs something new to answer; a history that only leaves out (a rewind) forks.
         going = [n for n in names if decisions[n].kind == "continue" and decisions[n].kept < len(digests)]
@@ -513,7 +524,7 @@ def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | N
                                             limit=config.max_body, idle_s=config.idle_s))
                 CHECKS[protocol](raw)
                 client_request = with_text_exchanges(read(raw))
-                session = server.key_of(client_request, request.headers.get(SESSION_HEADER), key)
+                session = server.key_of(client_request, request.headers.get(SESSION_HEADER))
                 rules = request_rules(request.headers.get(RULES_HEADER))
                 pins = request_pins(request.headers.getlist(PIN_HEADER))
                 resend = Resend.of(request.headers)

@@ -95,14 +95,29 @@ class Marker:
     withdrawn: bool = False
 
 
+@dataclass(frozen=True)
+class Asked:
+    """A request the session began to answer (a ``serve.asked`` activity) and has not noted yet: where it
+    began (``entry``), its fingerprint, the digests and roles of the client's items new to the session, and
+    the client's ``Idempotency-Key``. A server killed after the request's answer was in the ledger and before
+    its note leaves one; the client's resend of the request is answered from what follows it."""
+
+    entry: str
+    history: str
+    digests: tuple[str, ...]
+    roles: tuple[str, ...]
+    key: str | None = None
+
+
 @dataclass
 class Held:
-    """What one ledger session holds of a client's history (digests and roles, in order) and where each
-    request ended."""
+    """What one ledger session holds of a client's history (digests and roles, in order), where each
+    request ended, and the request begun after the last one noted (``asked``), if any."""
 
     digests: list[str] = field(default_factory=list)
     roles: list[str] = field(default_factory=list)
     markers: list[Marker] = field(default_factory=list)
+    asked: Asked | None = None
 
     def items(self) -> list[tuple[str, str]]:
         return list(zip(self.roles, self.digests, strict=True))
@@ -111,6 +126,7 @@ class Held:
         self.digests += digests
         self.roles += roles
         self.markers.append(marker)
+        self.asked = None
 
     def withdraw(self, positions: Sequence[int]) -> None:
         """Take the items at ``positions`` out; an exchange whose reply went with them is withdrawn."""

@@ -6,8 +6,11 @@ client's calls).
 What a session holds of the client's history is in its ledger: after each answered request, a
 ``serve.history`` activity lists the digests and roles of the items that request added (the new messages
 and the reply), the request's fingerprint, the reply as it went out and the assistant steps it came from,
-so a restarted server reads every session back and answers a resend from it. What the client withdrew
-(``serve/continuity.py``: messages it left out of a history that continues the session) is a
+so a restarted server reads every session back and answers a resend from it. Before its turn begins, a
+request is noted as ``serve.asked`` (its fingerprint and new items): a server killed once the request's
+answer is in the ledger and before its ``serve.history`` note leaves the resend an answer to give from the
+ledger (``recovered``), so a retry after a kill at any moment after the answer stores nothing twice. What
+the client withdrew (``serve/continuity.py``: messages it left out of a history that continues the session) is a
 ``history.withdrawn`` activity naming the items and the steps of the withdrawn replies, which the
 projection leaves out from then on (``context/history/turns.py``). A history that changes a message the
 session holds continues as a new session (``<name>.f<N>``) copied from the parent up to the last closed
@@ -31,15 +34,18 @@ from vak_context.errors import ContextOverflow, InvalidInput, ProviderError, Req
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import Activity
 from vak_context.farm.sessions import copy_entries
-from vak_context.serve.continuity import Held, Marker
+from vak_context.serve.continuity import Asked, Held, Marker
 from vak_context.serve.protocol import ClientCall, ClientRequest, Item, Reply, Usage
 from vak_context.serve.resume import Earlier, pending_exchanges, stored_before
 from vak_context.serve.streaming import PARAGRAPH, ClientGone, StepText, Stream
 from vak_context.serve.upstream import Upstream
 
 HISTORY = "serve.history"
+ASKED = "serve.asked"
 FORKED = "session.forked"
-__all__ = ["FORKED", "HISTORY", "WITHDRAWN", "Conversation", "Held", "Routed", "fork", "read_held", "replayed"]
+ANSWERED = ("completed", "degraded")  # the outcomes of a turn whose answer went to the client
+__all__ = ["ASKED", "FORKED", "HISTORY", "WITHDRAWN", "Conversation", "Held", "Routed", "fork", "read_held",
+           "recovered", "replayed"]
 
 
 def read_held(ledger: Any, name: str) -> Held:
@@ -61,6 +67,9 @@ def read_held(ledger: Any, name: str) -> Held:
             held.noted(digests, roles, Marker(
                 len(held.digests) + len(digests), entry.id, bool(detail["closed"]), str(detail.get("history", "")),
                 detail.get("reply"), detail.get("key"), tuple(detail.get("steps") or ())))
+        elif payload.activity == ASKED:
+            held.asked = Asked(entry.id, str(detail["history"]), tuple(detail["digests"]), tuple(detail["roles"]),
+                               detail.get("key"))
         elif payload.activity == WITHDRAWN and "at" in detail:
             held.withdraw([int(p) for p in detail["at"]])
     return held
@@ -86,6 +95,60 @@ def replayed(marker: Marker, model: str) -> Reply:
     usage = [int(n) for n in reply.get("usage") or (0, 0, 0)]
     return Reply(model, str(reply.get("text", "")),
                  tuple(ClientCall(str(i), str(n), dict(a)) for i, n, a in reply.get("calls") or ()), Usage(*usage))
+
+
+def recovered(ledger: Any, name: str, held: Held, model: str) -> Reply | None:
+    """The answer to the request ``held.asked`` names, from the ledger, noted now: a server killed after the
+    request's turn was answered (its answering step, with or without its card, or a step whose calls wait
+    for the client) and before its ``serve.history`` note left the answer unnoted, and the client's resend
+    of the request gets it from here (no upstream call, nothing stored again). None where the ledger holds no answer to it (killed mid-turn,
+    or the turn failed or was cancelled: the resend is served anew)."""
+    asked = held.asked
+    if asked is None:
+        return None
+    mapper = Mapper()
+    steps: list[tuple[str, Any]] = []  # the request's own steps (not the earlier steps it recorded again)
+    earlier: set[str] = set()
+    results: set[str] = set()
+    outcome: str | None = None
+    for entry in ledger.entries(name, ledger.get(asked.entry).seq + 1):
+        if entry.kind == "assistant_step":
+            steps.append((entry.id, mapper.payload_of(entry)))
+        elif entry.kind == "tool_result":
+            results.add(mapper.payload_of(entry).tool_use_id)
+        elif entry.kind == "turn_card":
+            outcome = mapper.payload_of(entry).outcome
+        elif entry.kind == "activity":
+            payload = mapper.payload_of(entry)
+            if payload.activity == "turn.earlier_step":
+                earlier.add(str(payload.detail.get("step_id")))
+    steps = [(i, s) for i, s in steps if i not in earlier]
+    if not steps:
+        return None
+    last = steps[-1][1]
+    if outcome is None and last.tool_uses:  # the turn is open: its last step's calls wait for the client's results
+        calls = tuple(ClientCall(b.id, b.name, dict(b.input)) for b in last.tool_uses if b.id not in results)
+        if not calls:
+            return None
+        reply, closed = Reply(model, "", calls, Usage()), False
+    elif outcome is None:  # the answering step is in, its card is not (killed between the two): the answer
+        if not last.text.strip():
+            return None
+        reply, closed = Reply(model, last.text, (), Usage()), True
+    elif outcome in ANSWERED:
+        reply, closed = Reply(model, last.text, (), Usage()), True
+    else:
+        return None
+    items = [*asked.digests, reply.item().digest()]
+    roles = [*asked.roles, "assistant"]
+    noted = _noted_reply(reply)
+    step_ids = [i for i, _ in steps]
+    entry = ledger.append(name, [Activity(activity=HISTORY, detail={
+        "digests": items, "roles": roles, "closed": closed, "history": asked.history, "reply": noted,
+        "steps": step_ids, "recovered": True, **({"key": asked.key} if asked.key else {})})])[0]
+    held.noted(items, roles, Marker(len(held.digests) + len(items), entry, closed, asked.history, noted, asked.key,
+                                    tuple(step_ids)))
+    return reply
 
 
 def _next_seq(ledger: Any, name: str) -> int:
@@ -141,6 +204,12 @@ class Conversation:
                                "message, or the results of the calls the last reply made")
         if routed.withdrawn:
             await self._withdraw(routed.withdrawn, ledger)
+        # Noted before the turn begins: a server killed once the answer is in the ledger and before this
+        # request's note leaves the resend something to answer it from (``recovered``), not a turn to redo.
+        asked = {"history": routed.history, "digests": [i.digest() for i in new], "roles": [i.role for i in new],
+                 **({"key": routed.key} if routed.key else {})}
+        mark = (await asyncio.to_thread(ledger.append, self.name, [Activity(activity=ASKED, detail=asked)]))[0]
+        self.held.asked = Asked(mark, routed.history, tuple(asked["digests"]), tuple(asked["roles"]), routed.key)
         start = await asyncio.to_thread(_next_seq, ledger, self.name)
         directive, earlier = await self._ingest(request, new)
         turn, resumed = self.turn, list[str]()
