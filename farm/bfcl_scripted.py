@@ -11,7 +11,8 @@ the model judges by.
 **At most T.** The entry the harness names (:meth:`DegradingModel.focus`; base and long_context share
 turn texts) is played from its ground truth: the turn is the one whose user text occurs last in the
 request's user messages (the direct history and the engine's projection alike), its calls already made are
-the calls by the ground truth's names, in order, after that message, and the next step sends the calls that
+the calls by the ground truth's names, in order, after that message (first those the engine's step packet in
+that message names, for the turn's steps it left out), and the next step sends the calls that
 follow, together as far as they need no value only an earlier call of theirs returns (``ls`` then ``cd`` is
 two steps); once the turn's calls are made, a text answer. An argument is sent only when its value is
 *visible* in the request received (its text occurs in a message's content, a call's name and arguments, or
@@ -62,6 +63,9 @@ MAX_RECALLS = 6  # a turn's recalls, at most (BFCL's handler ends an entry past 
 # The engine's answer to a call it did not run (more than 8 calls in a step, a repeated read): the model
 # makes that call again in a later step, as the answer asks.
 NOT_RUN = re.compile(r"^\w+: not run\b")
+# The engine's step packet (vak_context.context.history.packets.render_step_packet) and its per-call lines.
+STEP_PACKET = re.compile(r'<context_summary turn="\d+" steps="\d+-\d+">(.*?)</context_summary>', re.S)
+PACKET_CALL = re.compile(r"^- step \d+ (\w+)[(:]", re.M)
 SUMMARY = "Earlier turns ran file and API calls."
 LOST = "I could not work out which tool to call."
 
@@ -276,7 +280,8 @@ class DegradingModel:
     def _next(self, messages: list[Mapping[str, Any]]) -> list[Step]:
         """The current turn's next step (its calls not yet made): the turn is the one whose user text occurs
         last, and each of its calls counts as made when a call by its name with a JSON object follows that
-        user message, in order, unless its result says it was not run."""
+        user message, in order, unless its result says it was not run; the calls the engine's step packet
+        in that message names (steps of this turn it left out) come first."""
         for at in range(len(messages) - 1, -1, -1):
             if messages[at].get("role") != "user":
                 continue
@@ -286,15 +291,23 @@ class DegradingModel:
                 continue
             steps = self.script[max(found)[1]]
             results = {m.get("tool_call_id"): _text(m) for m in messages[at + 1:] if m.get("role") == "tool"}
-            made = [((c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
-                    for m in messages[at + 1:] for c in m.get("tool_calls") or []
-                    if not NOT_RUN.match(results.get(c.get("id"), ""))]
+            made = [(name, "{}") for name in packet_calls(text)]
+            made += [((c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
+                     for m in messages[at + 1:] for c in m.get("tool_calls") or []
+                     if not NOT_RUN.match(results.get(c.get("id"), ""))]
             done = 0
             for name, arguments in made:
                 if done < len(steps) and name == steps[done].name and _json_object(arguments):
                     done += 1
             return [c for c in steps[done:] if c.group == steps[done].group] if done < len(steps) else []
         return []
+
+
+def packet_calls(text: str) -> list[str]:
+    """The calls, in order, that the engine's step packets in ``text`` name (``- step k name(args): id`` or
+    ``- step k name: id``, inside ``<context_summary turn= steps=>``): earlier steps of the current turn
+    that the request no longer carries. A model reads them as calls it has made."""
+    return [name for block in STEP_PACKET.findall(text) for name in PACKET_CALL.findall(block)]
 
 
 def _json_arg(text: Any, key: str) -> Any:
