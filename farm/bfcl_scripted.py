@@ -22,7 +22,8 @@ shows that value by that call. A value that the whole history never shows (an in
 the model is never harder on a projection than on the whole history. Where a needed value is missing and
 the request offers the engine's ``recall`` tool, the model first recalls the evidence ids the request shows
 (``[evidence:<id> …]``, the newest first, one a step, at most six a turn), as the engine's system prompt
-asks a model to; then it sends what it sees. A call with an argument left out
+asks a model to, then the turns a packet over earlier turns covers (``recall({"turn": N})``, newest first,
+as the packet says); then it sends what it sees. A call with an argument left out
 fails BFCL's checker unless the function's default happens to give the same state and result.
 
 **Above T.** By the parity of the number of assistant messages in the request (stateless, so a resent
@@ -66,6 +67,8 @@ NOT_RUN = re.compile(r"^\w+: not run\b")
 # The engine's step packet (vak_context.context.history.packets.render_step_packet) and its per-call lines.
 STEP_PACKET = re.compile(r'<context_summary turn="\d+" steps="\d+-\d+">(.*?)</context_summary>', re.S)
 PACKET_CALL = re.compile(r"^- step \d+ (\w+)[(:]", re.M)
+TURNS_PACKET = re.compile(r'<context_summary turns="(\d+)-(\d+)">')  # a packet over earlier turns
+PACKET_RECALL = re.compile(r"^- step \d+ recall\b.*?: ([0-9a-f]{6,})", re.M)
 SUMMARY = "Earlier turns ran file and API calls."
 LOST = "I could not work out which tool to call."
 
@@ -254,21 +257,32 @@ class DegradingModel:
                  for c in steps]
         lost = [f"{c.name}.{k}={c.arguments[k]!r}"[:120] for (_, a), c in zip(calls, steps, strict=True)
                 for k in c.arguments if k not in a]
-        if lost and RECALL_TOOL in names and (evidence := self._unrecalled(messages, shown)):
-            return {"calls": [(RECALL_TOOL, json.dumps({"id": evidence}))]}, f"recall {evidence} for {lost[0]}"
+        if lost and RECALL_TOOL in names and (recall := self._unrecalled(messages, shown)):
+            return {"calls": [(RECALL_TOOL, json.dumps(recall))]}, f"recall {json.dumps(recall)} for {lost[0]}"
         return {"calls": [(n, json.dumps(a)) for n, a in calls]}, f"calls, lost {', '.join(lost)}" if lost else "calls"
 
-    def _unrecalled(self, messages: list[Mapping[str, Any]], shown: str) -> str | None:
-        """The newest evidence id the request shows that this turn has not recalled yet (at most
-        :data:`MAX_RECALLS` a turn): where the engine's digest stands for a result whose value is needed."""
+    def _unrecalled(self, messages: list[Mapping[str, Any]], shown: str) -> dict[str, Any] | None:
+        """The recall to make (at most :data:`MAX_RECALLS` a turn), where a needed value is not shown: the
+        newest evidence id the request shows that this turn has not recalled yet (the engine's digest
+        stands for a result), else the newest turn a packet over earlier turns covers and names no id of
+        (``recall({"turn": N})``, as the packet says), that this turn has not recalled."""
         at = self._turn_at(messages)
-        asked = [_json_arg((c.get("function") or {}).get("arguments"), "id") for m in messages[at + 1:]
-                 for c in m.get("tool_calls") or [] if (c.get("function") or {}).get("name") == RECALL_TOOL]
+        recalls = [(c.get("function") or {}).get("arguments") for m in messages[at + 1:]
+                   for c in m.get("tool_calls") or [] if (c.get("function") or {}).get("name") == RECALL_TOOL]
+        asked = [_json_arg(a, "id") for a in recalls]
+        # recalls of this turn the engine's step packet folded: a whole body recalled keeps its own id
+        if at < len(messages):
+            asked += PACKET_RECALL.findall("".join(STEP_PACKET.findall(_text(messages[at]))))
+        turns = [_json_arg(a, "turn") for a in recalls]
         if len(asked) >= MAX_RECALLS:
             return None
         for evidence in reversed(EVIDENCE.findall(shown)):
             if evidence not in asked:
-                return str(evidence)
+                return {"id": str(evidence)}
+        for first, last in reversed(TURNS_PACKET.findall(shown)):
+            for turn in range(int(last), int(first) - 1, -1):
+                if turn not in turns:
+                    return {"turn": turn}
         return None
 
     def _turn_at(self, messages: list[Mapping[str, Any]]) -> int:
@@ -291,7 +305,7 @@ class DegradingModel:
                 continue
             steps = self.script[max(found)[1]]
             results = {m.get("tool_call_id"): _text(m) for m in messages[at + 1:] if m.get("role") == "tool"}
-            made = [(name, "{}") for name in packet_calls(text)]
+            made: list[tuple[Any, Any]] = [(name, "{}") for name in packet_calls(text)]
             made += [((c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
                      for m in messages[at + 1:] for c in m.get("tool_calls") or []
                      if not NOT_RUN.match(results.get(c.get("id"), ""))]

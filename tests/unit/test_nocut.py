@@ -245,3 +245,25 @@ def test_the_generated_demo_session_carries_windows_not_blind_cuts(tmp_path: Pat
         for r in windowed:
             assert r.evidence_id is not None
             check_window(r, store.get(r.evidence_id).blob.decode(), None, "demo")  # type: ignore[union-attr]
+
+
+def test_a_whole_body_recalled_by_id_keeps_its_own_id(tmp_path: Path) -> None:
+    """A recall of a whole stored body is answered under that body's id, never stored again: its digest
+    or window names the id the model already recalled (a fresh id each time made a model that recalls
+    the ids it sees recall the same text again and again). A range is new text: it gets its own id."""
+    body = "".join(f"line {i}: " + "x" * 60 + "\n" for i in range(600))  # over the window
+    with LedgerStore(tmp_path / "ledger") as store:
+        actor = EvidenceActor(str(tmp_path / "ledger"), store)
+        store.append("s", [Directive(text="read it"),
+                           AssistantStep(blocks=(ToolUseBlock(id="r", name="read_file", input={}),))])
+        stored = actor.store_result("s", "r", "read_file", body)
+        store.append("s", [AssistantStep(blocks=(ToolUseBlock(id="c", name="recall", input={}),))])
+        again = actor.recall("s", {"id": stored["evidence_id"][:12]}, "c")
+        assert again["evidence_id"] == stored["evidence_id"] and again["windowed"]
+        assert f"evidence:{stored['evidence_id'][:12]}" in again["content"] or stored["evidence_id"] in again["content"]
+        evidence = [e for e in store.chain_to_root(store.head("s")) if e.kind == "evidence_body"]
+        assert len(evidence) == 1  # the recall stored no second copy
+        assert actor.index("s").turns[-1].steps[-1].exchanges[0].result.evidence_id == stored["evidence_id"]
+        store.append("s", [AssistantStep(blocks=(ToolUseBlock(id="d", name="recall", input={}),))])
+        ranged = actor.recall("s", {"id": stored["evidence_id"], "range": [1, 2]}, "d")
+        assert ranged["evidence_id"] != stored["evidence_id"] and ranged["content"].startswith("line 0:")
