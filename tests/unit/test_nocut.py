@@ -261,9 +261,11 @@ def test_a_whole_body_recalled_by_id_keeps_its_own_id(tmp_path: Path) -> None:
         again = actor.recall("s", {"id": stored["evidence_id"][:12]}, "c")
         assert again["evidence_id"] == stored["evidence_id"] and again["windowed"]
         assert f"evidence:{stored['evidence_id'][:12]}" in again["content"] or stored["evidence_id"] in again["content"]
-        evidence = [e for e in store.chain_to_root(store.head("s")) if e.kind == "evidence_body"]
-        assert len(evidence) == 1  # the recall stored no second copy
-        assert actor.index("s").turns[-1].steps[-1].exchanges[0].result.evidence_id == stored["evidence_id"]
+        head = store.head("s")
+        assert head is not None
+        assert [e.kind for e in store.chain_to_root(head)].count("evidence_body") == 1  # no second copy
+        result = actor.index("s").turns[-1].steps[-1].exchanges[0].result
+        assert result is not None and result.evidence_id == stored["evidence_id"]
         store.append("s", [AssistantStep(blocks=(ToolUseBlock(id="d", name="recall", input={}),))])
         ranged = actor.recall("s", {"id": stored["evidence_id"], "range": [1, 2]}, "d")
         assert ranged["evidence_id"] != stored["evidence_id"] and ranged["content"].startswith("line 0:")
