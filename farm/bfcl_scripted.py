@@ -67,6 +67,7 @@ NOT_RUN = re.compile(r"^\w+: not run\b")
 # The engine's step packet (vak_context.context.history.packets.render_step_packet) and its per-call lines.
 STEP_PACKET = re.compile(r'<context_summary turn="\d+" steps="\d+-\d+">(.*?)</context_summary>', re.S)
 PACKET_CALL = re.compile(r"^- step \d+ (\w+)[(:]", re.M)
+NOT_RUN_LINE = re.compile(r"\(error: \w+: not run\b")  # a call the engine did not run: made again
 TURNS_PACKET = re.compile(r'<context_summary turns="(\d+)-(\d+)">')  # a packet over earlier turns
 PACKET_RECALL = re.compile(r"^- step \d+ recall\b.*?: ([0-9a-f]{6,})", re.M)
 SUMMARY = "Earlier turns ran file and API calls."
@@ -320,8 +321,10 @@ class DegradingModel:
 def packet_calls(text: str) -> list[str]:
     """The calls, in order, that the engine's step packets in ``text`` name (``- step k name(args): id`` or
     ``- step k name: id``, inside ``<context_summary turn= steps=>``): earlier steps of the current turn
-    that the request no longer carries. A model reads them as calls it has made."""
-    return [name for block in STEP_PACKET.findall(text) for name in PACKET_CALL.findall(block)]
+    that the request no longer carries. A model reads them as calls it has made, except those the line
+    says were not run (``(error: name: not run: ...)``)."""
+    return [m.group(1) for block in STEP_PACKET.findall(text) for line in block.splitlines()
+            if (m := PACKET_CALL.match(line)) and NOT_RUN_LINE.search(line) is None]
 
 
 def _json_arg(text: Any, key: str) -> Any:

@@ -322,11 +322,27 @@ def step_items(index: TurnIndex, turn: Turn) -> list[list[StepItem]]:
                 continue  # a card ack, an unanswered call or a result stored without a body: nothing to recall
             args = args_digest(ex.input)
             args = args if len(args) <= ARGS_CHARS else args[: ARGS_CHARS - 1] + "…"
+            error = ex.result.content if ex.result is not None and ex.result.is_error else None
             items.append(StepItem(eid, f"- step {k} {ex.tool_name}({args}): {short_id(eid)}, "
-                                       f"{describe_evidence(index.evidence.get(eid))}",
-                                  f"- step {k} {ex.tool_name}: {short_id(eid)}"))
+                                       f"{describe_evidence(index.evidence.get(eid))}{_error_line(error, ERROR_CHARS)}",
+                                  f"- step {k} {ex.tool_name}: {short_id(eid)}{_error_line(error, BRIEF_ERROR_CHARS)}"))
         out.append(items)
     return out
+
+
+# A step packet's line shows at most this much of an error result's first line (list level, ids level).
+ERROR_CHARS = 80
+BRIEF_ERROR_CHARS = 40
+
+
+def _error_line(content: str | None, limit: int) -> str:
+    """What an error result said, on its packet line: a call the engine did not run (``rm: not run: at
+    most 8 calls ...``) must not read as a call that ran, or the model never makes it again."""
+    if content is None:
+        return ""
+    first = content.strip().split("\n", 1)[0]
+    first = first if len(first) <= limit else first[: limit - 1] + "…"
+    return f" (error: {first})" if first else " (error)"
 
 
 def _step_fixed(ordinal: int, first: int, last: int, count: int) -> list[str]:
