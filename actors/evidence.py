@@ -161,7 +161,8 @@ class EvidenceActor:
 
     def recall(self, session: str, args: dict[str, Any], tool_use_id: str | None = None) -> dict[str, Any]:
         """Answer recall({id, range?} | {turn} | {presentation}). With ``tool_use_id`` the answer is
-        stored like any tool result (whole as evidence, windowed under its own id when over the limit)."""
+        stored like any tool result (whole as evidence, windowed under its own id when over the limit),
+        except a whole body recalled by its id: that result refers to the body's own id (``_refer``)."""
         answer = self._recall_text(session, args)
         if isinstance(answer, RecallError):
             if tool_use_id is not None:
@@ -181,7 +182,31 @@ class EvidenceActor:
             return {"content": answer.message, "is_error": True}
         if tool_use_id is None:
             return {"content": answer, "is_error": False}
+        whole = self._whole_body(session, args)
+        if whole is not None:
+            return self._refer(session, tool_use_id, answer, whole)
         return self.store_result(session, tool_use_id, "recall", answer)
+
+    def _whole_body(self, session: str, args: dict[str, Any]) -> str | None:
+        """The evidence id whose whole body ``args`` recalls (an id, no range, this session), else None."""
+        request = parse_recall_args(args)
+        if isinstance(request, RecallError) or request.id is None or request.range is not None \
+                or request.chars is not None or request.session not in (None, session):
+            return None
+        resolved = self._resolve(self.index(session), request.id)
+        return None if isinstance(resolved, RecallError) else resolved
+
+    def _refer(self, session: str, tool_use_id: str, text: str, evidence_id: str) -> dict[str, Any]:
+        """A recall of a whole stored body answered under that body's own id, never stored again: where
+        the request cannot carry it whole, its digest or window names the id the model already recalled,
+        not a new one, so the model does not recall the same text again and again under fresh ids."""
+        with self._lock:
+            carried = window(text, evidence_id)
+            result = ToolResult(tool_use_id=tool_use_id, tool_name="recall", content=carried.text,
+                                is_error=False, evidence_id=evidence_id, windowed=carried.windowed)
+            result_id = self.ledger.append(session, [result])[0]
+        return {"evidence_id": evidence_id, "result_id": result_id, "content": carried.text,
+                "windowed": carried.windowed, "is_error": False}
 
     def _recall_text(self, session: str, args: dict[str, Any]) -> str | RecallError:
         request = parse_recall_args(args)

@@ -11,7 +11,8 @@ the model judges by.
 **At most T.** The entry the harness names (:meth:`DegradingModel.focus`; base and long_context share
 turn texts) is played from its ground truth: the turn is the one whose user text occurs last in the
 request's user messages (the direct history and the engine's projection alike), its calls already made are
-the calls by the ground truth's names, in order, after that message, and the next step sends the calls that
+the calls by the ground truth's names, in order, after that message (first those the engine's step packet in
+that message names, for the turn's steps it left out), and the next step sends the calls that
 follow, together as far as they need no value only an earlier call of theirs returns (``ls`` then ``cd`` is
 two steps); once the turn's calls are made, a text answer. An argument is sent only when its value is
 *visible* in the request received (its text occurs in a message's content, a call's name and arguments, or
@@ -21,7 +22,8 @@ shows that value by that call. A value that the whole history never shows (an in
 the model is never harder on a projection than on the whole history. Where a needed value is missing and
 the request offers the engine's ``recall`` tool, the model first recalls the evidence ids the request shows
 (``[evidence:<id> …]``, the newest first, one a step, at most six a turn), as the engine's system prompt
-asks a model to; then it sends what it sees. A call with an argument left out
+asks a model to, then the turns a packet over earlier turns covers (``recall({"turn": N})``, newest first,
+as the packet says); then it sends what it sees. A call with an argument left out
 fails BFCL's checker unless the function's default happens to give the same state and result.
 
 **Above T.** By the parity of the number of assistant messages in the request (stateless, so a resent
@@ -62,6 +64,12 @@ MAX_RECALLS = 6  # a turn's recalls, at most (BFCL's handler ends an entry past 
 # The engine's answer to a call it did not run (more than 8 calls in a step, a repeated read): the model
 # makes that call again in a later step, as the answer asks.
 NOT_RUN = re.compile(r"^\w+: not run\b")
+# The engine's step packet (vak_context.context.history.packets.render_step_packet) and its per-call lines.
+STEP_PACKET = re.compile(r'<context_summary turn="\d+" steps="\d+-\d+">(.*?)</context_summary>', re.S)
+PACKET_CALL = re.compile(r"^- step \d+ (\w+)[(:]", re.M)
+NOT_RUN_LINE = re.compile(r"\(error: \w+: not run\b")  # a call the engine did not run: made again
+TURNS_PACKET = re.compile(r'<context_summary turns="(\d+)-(\d+)">')  # a packet over earlier turns
+PACKET_RECALL = re.compile(r"^- step \d+ recall\b.*?: ([0-9a-f]{6,})", re.M)
 SUMMARY = "Earlier turns ran file and API calls."
 LOST = "I could not work out which tool to call."
 
@@ -250,21 +258,32 @@ class DegradingModel:
                  for c in steps]
         lost = [f"{c.name}.{k}={c.arguments[k]!r}"[:120] for (_, a), c in zip(calls, steps, strict=True)
                 for k in c.arguments if k not in a]
-        if lost and RECALL_TOOL in names and (evidence := self._unrecalled(messages, shown)):
-            return {"calls": [(RECALL_TOOL, json.dumps({"id": evidence}))]}, f"recall {evidence} for {lost[0]}"
+        if lost and RECALL_TOOL in names and (recall := self._unrecalled(messages, shown)):
+            return {"calls": [(RECALL_TOOL, json.dumps(recall))]}, f"recall {json.dumps(recall)} for {lost[0]}"
         return {"calls": [(n, json.dumps(a)) for n, a in calls]}, f"calls, lost {', '.join(lost)}" if lost else "calls"
 
-    def _unrecalled(self, messages: list[Mapping[str, Any]], shown: str) -> str | None:
-        """The newest evidence id the request shows that this turn has not recalled yet (at most
-        :data:`MAX_RECALLS` a turn): where the engine's digest stands for a result whose value is needed."""
+    def _unrecalled(self, messages: list[Mapping[str, Any]], shown: str) -> dict[str, Any] | None:
+        """The recall to make (at most :data:`MAX_RECALLS` a turn), where a needed value is not shown: the
+        newest evidence id the request shows that this turn has not recalled yet (the engine's digest
+        stands for a result), else the newest turn a packet over earlier turns covers and names no id of
+        (``recall({"turn": N})``, as the packet says), that this turn has not recalled."""
         at = self._turn_at(messages)
-        asked = [_json_arg((c.get("function") or {}).get("arguments"), "id") for m in messages[at + 1:]
-                 for c in m.get("tool_calls") or [] if (c.get("function") or {}).get("name") == RECALL_TOOL]
+        recalls = [(c.get("function") or {}).get("arguments") for m in messages[at + 1:]
+                   for c in m.get("tool_calls") or [] if (c.get("function") or {}).get("name") == RECALL_TOOL]
+        asked = [_json_arg(a, "id") for a in recalls]
+        # recalls of this turn the engine's step packet folded: a whole body recalled keeps its own id
+        if at < len(messages):
+            asked += PACKET_RECALL.findall("".join(STEP_PACKET.findall(_text(messages[at]))))
+        turns = [_json_arg(a, "turn") for a in recalls]
         if len(asked) >= MAX_RECALLS:
             return None
         for evidence in reversed(EVIDENCE.findall(shown)):
             if evidence not in asked:
-                return str(evidence)
+                return {"id": str(evidence)}
+        for first, last in reversed(TURNS_PACKET.findall(shown)):
+            for turn in range(int(last), int(first) - 1, -1):
+                if turn not in turns:
+                    return {"turn": turn}
         return None
 
     def _turn_at(self, messages: list[Mapping[str, Any]]) -> int:
@@ -276,7 +295,8 @@ class DegradingModel:
     def _next(self, messages: list[Mapping[str, Any]]) -> list[Step]:
         """The current turn's next step (its calls not yet made): the turn is the one whose user text occurs
         last, and each of its calls counts as made when a call by its name with a JSON object follows that
-        user message, in order, unless its result says it was not run."""
+        user message, in order, unless its result says it was not run; the calls the engine's step packet
+        in that message names (steps of this turn it left out) come first."""
         for at in range(len(messages) - 1, -1, -1):
             if messages[at].get("role") != "user":
                 continue
@@ -286,15 +306,25 @@ class DegradingModel:
                 continue
             steps = self.script[max(found)[1]]
             results = {m.get("tool_call_id"): _text(m) for m in messages[at + 1:] if m.get("role") == "tool"}
-            made = [((c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
-                    for m in messages[at + 1:] for c in m.get("tool_calls") or []
-                    if not NOT_RUN.match(results.get(c.get("id"), ""))]
+            made: list[tuple[Any, Any]] = [(name, "{}") for name in packet_calls(text)]
+            made += [((c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments"))
+                     for m in messages[at + 1:] for c in m.get("tool_calls") or []
+                     if not NOT_RUN.match(results.get(c.get("id"), ""))]
             done = 0
             for name, arguments in made:
                 if done < len(steps) and name == steps[done].name and _json_object(arguments):
                     done += 1
             return [c for c in steps[done:] if c.group == steps[done].group] if done < len(steps) else []
         return []
+
+
+def packet_calls(text: str) -> list[str]:
+    """The calls, in order, that the engine's step packets in ``text`` name (``- step k name(args): id`` or
+    ``- step k name: id``, inside ``<context_summary turn= steps=>``): earlier steps of the current turn
+    that the request no longer carries. A model reads them as calls it has made, except those the line
+    says were not run (``(error: name: not run: ...)``)."""
+    return [m.group(1) for block in STEP_PACKET.findall(text) for line in block.splitlines()
+            if (m := PACKET_CALL.match(line)) and NOT_RUN_LINE.search(line) is None]
 
 
 def _json_arg(text: Any, key: str) -> Any:

@@ -38,6 +38,11 @@ from vak_context.events.canonical import encode
 from vak_context.events.payloads import CapacityProfileRecord, EwmaRecord, HorizonRecord, Usage
 
 ALPHA = 0.3  # EWMA weight of the newest observation (spec §1)
+# ... where it bills more per char than the rate (the rate under-estimated: the dangerous side, so it is
+# followed faster). A step of many small parts (34 calls and their results) bills far more per char than
+# the schemas-heavy requests before it; the next request, planned at the eased-in rate, went over the
+# horizon by a third (BFCL long_context at T = 4k).
+ALPHA_UP = 0.7
 TIGHTEN_ABOVE = 0.8  # a failed instruction above this fraction of the horizon tightens it
 TIGHTENED_CONFIDENCE = 0.6
 METADATA_CONFIDENCE = 0.3  # a horizon nobody measured: the declared window, believed a little
@@ -214,7 +219,8 @@ def apply_feedback(profile: CapacityProfile, fb: TurnFeedback, *, now: float) ->
     tpc = profile.tokens_per_char
     signals: list[str] = []
     if prompt_tokens > 0 and fb.chars_sent > 0:
-        tpc = tpc.update(prompt_tokens / fb.chars_sent)
+        observed = prompt_tokens / fb.chars_sent
+        tpc = tpc.update(observed, alpha=ALPHA_UP if observed > tpc.value else ALPHA)
     tps = profile.prefill_tps
     cache_miss = fb.usage.cache_read_tokens == 0
     if cache_miss and prompt_tokens > 0 and fb.prefill_ms and fb.prefill_ms > 0:

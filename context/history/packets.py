@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from vak_context.context.capacity.tokens import estimate_tokens
 from vak_context.context.history.turncard import args_digest, short_id
@@ -301,9 +301,19 @@ StepLevel = Literal["list", "ids"]
 ARGS_CHARS = 80  # a step packet's line shows at most this much of a call's arguments
 
 
-def step_items(index: TurnIndex, turn: Turn) -> list[list[tuple[str, str]]]:
-    """Per step of ``turn``: each evidence id its calls got, with its step-packet line (list level)."""
-    out: list[list[tuple[str, str]]] = []
+class StepItem(NamedTuple):
+    """One call of a current-turn step that got an evidence id: the id, its ``list``-level line (the call
+    with its arguments cut to ``ARGS_CHARS`` and what it returned) and its ``ids``-level line (the call's
+    name alone). Both levels name every call, so a model reading the packet can tell which calls ran."""
+
+    evidence: str
+    line: str
+    brief: str
+
+
+def step_items(index: TurnIndex, turn: Turn) -> list[list[StepItem]]:
+    """Per step of ``turn``: each evidence id its calls got, with its step-packet lines."""
+    out: list[list[StepItem]] = []
     for k, step in enumerate(turn.steps, start=1):
         items = []
         for ex in step.exchanges:
@@ -312,10 +322,27 @@ def step_items(index: TurnIndex, turn: Turn) -> list[list[tuple[str, str]]]:
                 continue  # a card ack, an unanswered call or a result stored without a body: nothing to recall
             args = args_digest(ex.input)
             args = args if len(args) <= ARGS_CHARS else args[: ARGS_CHARS - 1] + "…"
-            items.append((eid, f"- step {k} {ex.tool_name}({args}): {short_id(eid)}, "
-                               f"{describe_evidence(index.evidence.get(eid))}"))
+            error = ex.result.content if ex.result is not None and ex.result.is_error else None
+            items.append(StepItem(eid, f"- step {k} {ex.tool_name}({args}): {short_id(eid)}, "
+                                       f"{describe_evidence(index.evidence.get(eid))}{_error_line(error, ERROR_CHARS)}",
+                                  f"- step {k} {ex.tool_name}: {short_id(eid)}{_error_line(error, BRIEF_ERROR_CHARS)}"))
         out.append(items)
     return out
+
+
+# A step packet's line shows at most this much of an error result's first line (list level, ids level).
+ERROR_CHARS = 80
+BRIEF_ERROR_CHARS = 40
+
+
+def _error_line(content: str | None, limit: int) -> str:
+    """What an error result said, on its packet line: a call the engine did not run (``rm: not run: at
+    most 8 calls ...``) must not read as a call that ran, or the model never makes it again."""
+    if content is None:
+        return ""
+    first = content.strip().split("\n", 1)[0]
+    first = first if len(first) <= limit else first[: limit - 1] + "…"
+    return f" (error: {first})" if first else " (error)"
 
 
 def _step_fixed(ordinal: int, first: int, last: int, count: int) -> list[str]:
@@ -327,31 +354,24 @@ def _step_fixed(ordinal: int, first: int, last: int, count: int) -> list[str]:
     ]
 
 
-IDS_LEAD = "Their ids:"
-
-
 def render_step_packet(
-    ordinal: int, first: int, last: int, *, level: StepLevel, items: Sequence[tuple[str, str]]
+    ordinal: int, first: int, last: int, *, level: StepLevel, items: Sequence[StepItem]
 ) -> str:
-    """The packet over steps ``first..=last`` of the current turn: every evidence id they got, one line
-    each with the call that got it (``list``) or the ids alone (``ids``). Deterministic."""
+    """The packet over steps ``first..=last`` of the current turn: one line per call that got an evidence
+    id, in order, with its arguments and what it returned (``list``) or its name alone (``ids``), and the
+    id. Deterministic."""
     if first < 1 or last < first:
         raise InvalidInput(f"a step packet covers steps first..=last with 1 <= first <= last, not {first}..{last}")
     head, recall, close = _step_fixed(ordinal, first, last, len(items))
-    body = [line for _, line in items] if level == "list" else [" ".join([IDS_LEAD, *(short_id(e) for e, _ in items)])]
-    return "\n".join([head, recall, *(body if items else []), close])
+    body = [item.line if level == "list" else item.brief for item in items]
+    return "\n".join([head, recall, *body, close])
 
 
-def step_packet_chars(ordinal: int, first: int, last: int, *, level: StepLevel, line_chars: int, id_chars: int,
-                      items: int) -> int:
-    """``len(render_step_packet(...))`` from the summed line lengths (list) or short-id lengths (ids)."""
+def step_packet_chars(ordinal: int, first: int, last: int, *, level: StepLevel, line_chars: int,
+                      brief_chars: int, items: int) -> int:
+    """``len(render_step_packet(...))`` from the summed ``line`` (list) or ``brief`` (ids) lengths."""
     fixed = _step_fixed(ordinal, first, last, items)
-    base = sum(map(len, fixed)) + 2
-    if not items:
-        return base
-    if level == "list":
-        return base + line_chars + items
-    return base + 1 + len(IDS_LEAD) + id_chars + items
+    return sum(map(len, fixed)) + 2 + (line_chars if level == "list" else brief_chars) + items
 
 
 def compaction_payload(

@@ -6,8 +6,8 @@ whole steps, oldest first, so every tool_use keeps its tool_result:
 
 1. **digest**: a step's evidence results become their digests (each ends ``[evidence:<id> …]``);
 2. **step packet**: the oldest steps leave the request; one ``<context_summary turn= steps=>`` block
-   after the directive names every evidence id they got, one line per call (``list``) or the ids
-   alone (``ids``), and how to recall them;
+   after the directive names every call they ran with the evidence id it got, one line per call, with its
+   arguments and what it returned (``list``) or its name alone (``ids``), and how to recall them;
 3. past that, nothing is sent: the planner raises ``RequestTooLarge``.
 
 Compaction goes in chunks: the boundaries are a fold over the steps, each new step appended as the
@@ -26,7 +26,6 @@ from itertools import accumulate
 from vak_context.context.capacity.tokens import estimate_tokens
 from vak_context.context.history.packets import StepLevel, step_items, step_packet_chars
 from vak_context.context.history.render import EvidenceInfo, step_chars
-from vak_context.context.history.turncard import short_id
 from vak_context.context.history.turns import Turn, TurnIndex
 from vak_context.context.planner.records import CurrentTurnPlan
 
@@ -48,7 +47,7 @@ class TurnCosts:
     verbatim: list[int]  # the step with its results as the request carried them, and the nudges after it
     digest: list[int]  # the step with its evidence results as their digests, and the nudges after it
     line_chars: list[int]  # its lines in a list-level step packet
-    id_chars: list[int]  # its short ids in an ids-level step packet
+    brief_chars: list[int]  # its lines in an ids-level step packet
     items: list[int]  # how many evidence ids it got
     digests: bool  # whether digests were known (else a step goes from as carried to the packet)
 
@@ -63,8 +62,8 @@ def turn_costs(index: TurnIndex, turn: Turn, infos: Mapping[str, EvidenceInfo] |
         len(turn.directive.text),
         verbatim,
         [d + n for (_, d), n in zip(per_step, nudges, strict=True)] if infos else verbatim,
-        [sum(len(line) for _, line in it) for it in items],
-        [sum(len(short_id(e)) for e, _ in it) for it in items],
+        [sum(len(item.line) for item in it) for it in items],
+        [sum(len(item.brief) for item in it) for it in items],
         [len(it) for it in items],
         bool(infos),
     )
@@ -100,7 +99,7 @@ class _Fold:
         self.v = [0, *accumulate(c.verbatim)]
         self.g = [0, *accumulate(c.digest)]
         self.lc = [0, *accumulate(c.line_chars)]
-        self.ic = [0, *accumulate(c.id_chars)]
+        self.bc = [0, *accumulate(c.brief_chars)]
         self.n = [0, *accumulate(c.items)]
 
     def chars(self, p: int, d: int, m: int, level: StepLevel) -> int:
@@ -109,7 +108,7 @@ class _Fold:
         packet = 0
         if p > a:
             packet = step_packet_chars(c.ordinal, a + 1, p, level=level, line_chars=self.lc[p] - self.lc[a],
-                                       id_chars=self.ic[p] - self.ic[a], items=self.n[p] - self.n[a])
+                                       brief_chars=self.bc[p] - self.bc[a], items=self.n[p] - self.n[a])
         return c.directive + packet + (self.g[d] - self.g[p]) + (self.v[m] - self.v[d])
 
     def tokens(self, p: int, d: int, m: int, level: StepLevel) -> int:

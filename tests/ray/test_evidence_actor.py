@@ -79,15 +79,16 @@ def test_store_recall_close_and_search(actors: tuple[Any, Any]) -> None:
     ):
         answer = ray.get(ev.recall.remote("s", args))
         assert answer["is_error"] and answer["content"], args
-    # a recall answered inside a turn is stored like any result: over the limit, windowed under its own id
+    # a whole body recalled inside a turn is answered under that body's own id, never stored again (a
+    # fresh id made a model recall the same text again and again): over the limit, windowed under it
     _append(
         ray,
         ledger,
         AssistantStep(blocks=(ToolUseBlock(id="r3", name="recall", input={"id": big["evidence_id"]}),)),
     )
     stored = ray.get(ev.recall.remote("s", {"id": big["evidence_id"]}, "r3"))
-    assert stored["windowed"] and stored["evidence_id"] != big["evidence_id"]
-    assert f'"id": "{stored["evidence_id"]}"' in stored["content"]
+    assert stored["windowed"] and stored["evidence_id"] == big["evidence_id"]
+    assert f'"id": "{big["evidence_id"]}"' in stored["content"]
 
     assert ray.get(ev.window.remote("s", big["evidence_id"])) == big["content"]
     digest = ray.get(ev.digest.remote("s", small["evidence_id"]))

@@ -13,7 +13,7 @@ import httpx
 from vak_context.agent.probe import ProbeRunner
 from vak_context.context.capacity.profile import ProfileKey
 from vak_context.farm.bfcl import load_entries
-from vak_context.farm.bfcl_scripted import DECLARED_WINDOW, DegradingModel, request_tokens
+from vak_context.farm.bfcl_scripted import DECLARED_WINDOW, DegradingModel, packet_calls, request_tokens
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.openai_compat import OpenAICompatProvider
 
@@ -82,3 +82,21 @@ def test_a_call_the_engine_did_not_run_is_made_again() -> None:
     ran = {**refused, "content": '{"current_working_directory": "document"}'}
     following = ask(model, {**body, "messages": [*body["messages"], ran]})
     assert [c["function"]["name"] for c in following.get("tool_calls") or []] != ["cd"]
+
+
+def test_the_calls_a_step_packet_names_count_as_made_and_its_recalls_as_asked() -> None:
+    """The engine's step packet stands for the turn's earlier steps (both levels name each call): the model
+    counts them as made, so it goes on to the next call rather than starting the turn again."""
+    entry = load_entries("multi_turn_base", 1)[0]
+    model = DegradingModel([entry], threshold=None)
+    model.focus(entry.id)
+    first = ask(model, {"model": "m", "tools": list(entry.tools), "messages": [dict(m) for m in entry.turns[0]]})
+    names = [c["function"]["name"] for c in first["tool_calls"]]
+    for level_line in ("- step 1 {name}({{}}): 0123456789ab, 10 chars", "- step 1 {name}: 0123456789ab"):
+        packet = ('<context_summary turn="1" steps="1-1">\nSteps 1–1 of this turn are not shown here.\n'
+                  + "\n".join(level_line.format(name=n) for n in names) + "\n</context_summary>")
+        assert packet_calls(packet) == names
+        *before, last = [dict(m) for m in entry.turns[0]]
+        folded = {**last, "content": f"{last['content']}\n{packet}"}
+        after = ask(model, {"model": "m", "tools": list(entry.tools), "messages": [*before, folded]})
+        assert [c["function"]["name"] for c in after.get("tool_calls") or []] != names

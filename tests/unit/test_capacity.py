@@ -9,6 +9,7 @@ import pytest
 
 from vak_context.context.capacity.profile import (
     ALPHA,
+    ALPHA_UP,
     HOSTED_TTL_S,
     LOCAL_TTL_S,
     METADATA_CONFIDENCE,
@@ -74,7 +75,11 @@ def test_tokens_per_char_counts_every_billed_tier_so_a_full_cache_hit_does_not_c
     assert after.tokens_per_char.value == pytest.approx(0.25)  # 1000 / 4000, unchanged EWMA
     skewed = apply_feedback(p, TurnFeedback(usage=Usage(input_tokens=0, cache_read_tokens=4000), chars_sent=4000),
                             now=T0)
-    assert skewed.tokens_per_char.value == pytest.approx(ALPHA * 1.0 + (1 - ALPHA) * 0.25)
+    # a receipt that bills more per char than the rate is followed faster (ALPHA_UP) than one that bills
+    # less (ALPHA): under-estimating sends requests over the horizon
+    assert skewed.tokens_per_char.value == pytest.approx(ALPHA_UP * 1.0 + (1 - ALPHA_UP) * 0.25)
+    lower = apply_feedback(p, TurnFeedback(usage=Usage(input_tokens=500), chars_sent=4000), now=T0)
+    assert lower.tokens_per_char.value == pytest.approx(ALPHA * 0.125 + (1 - ALPHA) * 0.25)
 
 
 def test_prefill_tps_learns_on_cache_miss_turns_only() -> None:

@@ -159,7 +159,7 @@ async def test_a_turn_that_cannot_fit_even_at_its_smallest_is_refused_with_what_
 
 def test_the_step_packet_is_sized_exactly_and_names_every_id() -> None:
     """``step_packet_chars`` (what the fold charges) is the rendered packet's length, at both levels and
-    for any range, and the packet names every evidence id of its steps."""
+    for any range, and the packet names every call of its steps with its evidence id."""
     lt = LongTurn(steps=12, prior_turns=2)
     for _ in lt.steps():
         pass
@@ -171,10 +171,16 @@ def test_the_step_packet_is_sized_exactly_and_names_every_id() -> None:
             text = render_step_packet(turn.ordinal, first, last, level=level, items=items)  # type: ignore[arg-type]
             assert len(text) == step_packet_chars(
                 turn.ordinal, first, last, level=level,  # type: ignore[arg-type]
-                line_chars=sum(len(line) for _, line in items), id_chars=sum(len(short_id(e)) for e, _ in items),
+                line_chars=sum(len(i.line) for i in items), brief_chars=sum(len(i.brief) for i in items),
                 items=len(items))
             assert text.startswith(f'<context_summary turn="{turn.ordinal}" steps="{first}-{last}">')
             assert all(short_id(eid) in text for eid in lt.evidence[first - 1 : last])
+            # both levels name each call, in order, beside its id: a model reading the packet can tell
+            # which of its calls ran (the ids level once named none, and a model repeated them)
+            for k, step in enumerate(turn.steps[first - 1 : last], start=first):
+                for ex in step.exchanges:
+                    if ex.evidence_id is not None:
+                        assert f"- step {k} {ex.tool_name}" in text and short_id(ex.evidence_id) in text
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -245,3 +245,50 @@ def test_the_generated_demo_session_carries_windows_not_blind_cuts(tmp_path: Pat
         for r in windowed:
             assert r.evidence_id is not None
             check_window(r, store.get(r.evidence_id).blob.decode(), None, "demo")  # type: ignore[union-attr]
+
+
+def test_a_whole_body_recalled_by_id_keeps_its_own_id(tmp_path: Path) -> None:
+    """A recall of a whole stored body is answered under that body's id, never stored again: its digest
+    or window names the id the model already recalled (a fresh id each time made a model that recalls
+    the ids it sees recall the same text again and again). A range is new text: it gets its own id."""
+    body = "".join(f"line {i}: " + "x" * 60 + "\n" for i in range(600))  # over the window
+    with LedgerStore(tmp_path / "ledger") as store:
+        actor = EvidenceActor(str(tmp_path / "ledger"), store)
+        store.append("s", [Directive(text="read it"),
+                           AssistantStep(blocks=(ToolUseBlock(id="r", name="read_file", input={}),))])
+        stored = actor.store_result("s", "r", "read_file", body)
+        store.append("s", [AssistantStep(blocks=(ToolUseBlock(id="c", name="recall", input={}),))])
+        again = actor.recall("s", {"id": stored["evidence_id"][:12]}, "c")
+        assert again["evidence_id"] == stored["evidence_id"] and again["windowed"]
+        assert f"evidence:{stored['evidence_id'][:12]}" in again["content"] or stored["evidence_id"] in again["content"]
+        head = store.head("s")
+        assert head is not None
+        assert [e.kind for e in store.chain_to_root(head)].count("evidence_body") == 1  # no second copy
+        result = actor.index("s").turns[-1].steps[-1].exchanges[0].result
+        assert result is not None and result.evidence_id == stored["evidence_id"]
+        store.append("s", [AssistantStep(blocks=(ToolUseBlock(id="d", name="recall", input={}),))])
+        ranged = actor.recall("s", {"id": stored["evidence_id"], "range": [1, 2]}, "d")
+        assert ranged["evidence_id"] != stored["evidence_id"] and ranged["content"].startswith("line 0:")
+
+
+def test_a_step_packet_line_says_a_call_was_not_run(tmp_path: Path) -> None:
+    """An error result's first line is on its step-packet line at both levels: a call the engine did not
+    run must not read as one that ran (the model then never makes it again), and an ordinary result
+    carries no error note."""
+    from vak_context.context.history.packets import render_step_packet, step_items
+
+    with LedgerStore(tmp_path / "ledger") as store:
+        actor = EvidenceActor(str(tmp_path / "ledger"), store)
+        store.append("s", [Directive(text="remove them"), AssistantStep(blocks=(
+            ToolUseBlock(id="a", name="rm", input={"file_name": "x"}),
+            ToolUseBlock(id="b", name="rm", input={"file_name": "y"})))])
+        actor.store_result("s", "a", "rm", "{'result': 'x removed'}")
+        actor.store_result("s", "b", "rm", "rm: not run: at most 8 calls run in one step; make the calls "
+                                          "you still need in the next step", is_error=True)
+        index = actor.index("s")
+        turn = index.turns[-1]
+        items = step_items(index, turn)[0]
+        for level in ("list", "ids"):
+            text = render_step_packet(turn.ordinal, 1, 1, level=level, items=items)
+            ran, refused = [line for line in text.splitlines() if line.startswith("- step 1 rm")]
+            assert "error" not in ran and "(error: rm: not run: at most" in refused
