@@ -102,6 +102,10 @@ class Engine:
             store = LedgerStore(folder)
             catch_up_cards(store)  # card indexes a killed writer left behind the ledger (storage/cardindex.py)
             store.catch_up_index()  # a format-1 ledger's sessions get their index files (storage/ledger_index.py)
+            if search_index == "turn-close":  # search indexes a kill left behind or torn, in the background
+                from vak_context.storage.catchup import catch_up_behind
+
+                catch_up_behind(store)
             return cls(store, search_index=search_index)
         return cls(None, ray=_RayLink.join(folder, ray), search_index=search_index)
 

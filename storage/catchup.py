@@ -14,6 +14,12 @@ Closing the store drops what is pending, asks the running catch-up to stop at it
 indexed so far is committed, and its state names the last entry taken), and joins the thread. A failure is
 logged and the session's index deleted, so the next search rebuilds it from the ledger; nothing escapes the
 thread.
+
+On open (``catch_up_behind``, called by ``Engine.open``): a writer killed mid-catch-up can leave whoosh's
+files ahead of the state file (``vak verify``: "it holds N documents where its state says M"), and one
+killed before a close's catch-up ran leaves the index behind. Each session whose state names an entry other
+than its head (read from the ledger's index, storage/ledger_index.py, not its entries) is queued here, so the
+index agrees with the ledger again without a search or a turn, in the background as at a turn's close.
 """
 
 from __future__ import annotations
@@ -139,3 +145,25 @@ def _discard(folder: Path) -> None:
             folder.unlink(missing_ok=True)
         except OSError as exc:
             log.warning("search index at %s could not be deleted (%s)", folder, type(exc).__name__)
+
+
+def catch_up_behind(store: Any) -> list[str]:
+    """Queue a background catch-up of each session whose search index exists and whose state file does not
+    name the session's head entry (behind, torn, or missing); returns those sessions. Reads one small state
+    file per indexed session and the ledger's index, never a session's entries or whoosh's files."""
+    import json
+
+    from vak_context.storage.search import STATE_FILE
+
+    behind: list[str] = []
+    for session in store.sessions():
+        state_file = Path(store.root) / "sessions" / session / SEARCH_DIR / STATE_FILE
+        if not state_file.parent.exists():
+            continue  # never searched nor caught up: the first turn's close or search builds it
+        try:
+            named = json.loads(state_file.read_text(encoding="utf-8")).get("id")
+        except (OSError, ValueError, AttributeError):
+            named = None
+        if named != store.session_index(session).head and store.index_later(session):
+            behind.append(session)
+    return behind

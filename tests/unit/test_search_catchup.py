@@ -27,7 +27,14 @@ from vak_context.providers.base import RetryPolicy
 from vak_context.providers.openai_compat import OpenAICompatProvider
 from vak_context.storage.catchup import index_lock
 from vak_context.storage.ledger import LedgerStore
-from vak_context.storage.search import SEARCH_DIR, WriterIndex, index_findings, read_state, search_path
+from vak_context.storage.search import (
+    SEARCH_DIR,
+    WriterIndex,
+    index_findings,
+    read_state,
+    search_path,
+    write_state,
+)
 from vak_context.storage.sessionsearch import search_sessions
 
 LOG = "".join(f"row {i} filler words here\n" for i in range(1, 201)).replace("row 120 ", "row 120 quokka ")
@@ -223,3 +230,38 @@ async def test_search_index_search_leaves_the_index_to_the_first_search(tmp_path
                 await session.run("hello")
             engine.index_idle()
             assert not search_path(root, "s").exists()
+
+
+def test_opening_the_engine_catches_up_indexes_a_kill_left_torn_or_behind(tmp_path: Path) -> None:
+    """A writer killed between whoosh's commit and its state file leaves more documents than the state says
+    (what ``vak verify`` reported after a SIGKILL); one killed before a turn's catch-up leaves the index
+    behind. ``Engine.open`` queues both (reading state files and the ledger's index only), so after the
+    background catch-up ``vak verify``'s check finds nothing, with no search and no turn; a session never
+    indexed stays unindexed, and ``search_index="search"`` leaves all of it to the first search."""
+    root = tmp_path / "ledger"
+    with LedgerStore(root) as store:
+        for session in ("torn", "behind", "current", "never"):
+            _write(store, session, 2)
+        for session in ("torn", "behind", "current"):
+            WriterIndex(store, session).close()
+        _write(store, "behind", 1)  # appended after its last catch-up: the kill came before the next
+        torn = read_state(search_path(root, "torn"))
+        assert torn is not None
+        first_turn_end = store.entries("torn")[1].id
+    # whoosh committed both turns' documents; the state the kill left names the first turn only
+    write_state(search_path(root, "torn"), "torn", 1, first_turn_end, int(torn["docs"]) - 1)
+    with LedgerStore(root, readonly=True) as reader:
+        assert "where its state says" in (index_findings(reader, "torn") or "")
+    with vak_context.Engine.open(root, search_index="search") as engine:  # the first search's to do
+        engine.index_idle()
+    with LedgerStore(root, readonly=True) as reader:
+        assert index_findings(reader, "torn") is not None
+    with vak_context.Engine.open(root) as engine:
+        engine.index_idle()
+        ledger = engine.ledger()
+        for session in ("torn", "behind", "current"):
+            state = _state(root, session)
+            assert state is not None and (state["seq"], state["id"]) == _last(ledger, session), session
+    assert not search_path(root, "never").exists()
+    with LedgerStore(root, readonly=True) as reader:
+        assert [index_findings(reader, s) for s in ("torn", "behind", "current")] == [None, None, None]
