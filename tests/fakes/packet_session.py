@@ -19,6 +19,7 @@ from typing import Any, Literal
 import httpx
 
 from tests.fakes.embedder import completion, directive_of, text_of
+from vak_context.agent.probe import SYSTEM as PROBE_SYSTEM
 from vak_context.context.history.packets import SUMMARISER_SYSTEM
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import Activity, Compaction, Directive, PlanRecord, TurnCard
@@ -45,12 +46,17 @@ class PacketModel:
     summaries: SummaryMode = "answer"
     requests: list[dict[str, Any]] = field(default_factory=list)  # turn requests (they carry tools)
     summary_prompts: list[str] = field(default_factory=list)  # every summariser request's prompt
-    refused: int = 0  # other requests without tools (a ProbeActor's probes, on Ray): refused with a 400
+    refused: int = 0  # a ProbeActor's probes (on Ray) and other requests without tools: refused with a 400
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         if not request.url.path.endswith("/chat/completions"):
             return httpx.Response(404, json={"error": {"message": "not found", "type": "invalid_request_error"}})
         body = json.loads(request.content)
+        if PROBE_SYSTEM[:40] in json.dumps(body["messages"][:1]):
+            # A ProbeActor's ladder (on Ray; its requests carry tools): refused, so that no measured profile
+            # replaces the caller's window and horizon mid-session, whenever the background probe finishes.
+            self.refused += 1
+            return httpx.Response(400, json={"error": {"message": "no probes here", "type": "invalid_request_error"}})
         if not body.get("tools"):
             if SUMMARISER_SYSTEM[:40] not in json.dumps(body["messages"][:1]):
                 self.refused += 1  # the scripted model answers no probes: no measured profile replaces the window
