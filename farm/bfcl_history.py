@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,9 +55,10 @@ NO_REPLY = "no reply with a call"
 
 
 def trajectories() -> Path:
-    shared = os.environ.get("VAK_SHARED")
-    root = Path(shared) if shared else Path(__file__).resolve().parents[2] / "shared"
-    return root / "data" / "trajectories"
+    """The recorded sessions: ``data/trajectories`` of the shared folder (``$VAK_SHARED``, else ``../shared``)."""
+    from vak_context.farm.spec_entries import shared_root
+
+    return shared_root() / "data" / "trajectories"
 
 
 def read_history(path: str | Path | None = None, select: str = "") -> Any:

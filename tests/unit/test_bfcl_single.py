@@ -1,0 +1,74 @@
+"""BFCL's single-turn AST checker imported without ``constants.model_config`` (which imports every vendor
+SDK): the stand-in maps the checker's model to ``underscore_to_dot`` as BFCL maps its OpenAI FC models, so a
+function offered as ``triangle_properties_get`` (BFCL's ``convert_to_tool`` made the dot an underscore) is
+judged against the answer's ``triangle_properties.get``; and the history cut the item-2 harness asks after."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from vak_context.farm.bfcl_history import cut, read_history, to_messages, wilson
+from vak_context.farm.bfcl_scripted import request_tokens
+from vak_context.farm.bfcl_single import (
+    CATEGORIES,
+    CHECKER_MODEL,
+    DECODER_FAILED,
+    MODEL_CONFIG,
+    ast_checker,
+    check,
+    load_single,
+    truth_calls,
+)
+
+
+def test_the_checker_imports_without_the_vendor_model_config() -> None:
+    module = ast_checker()
+    assert MODEL_CONFIG not in sys.modules  # the stand-in was taken out again; the real one never ran
+    assert module.MODEL_CONFIG_MAPPING[CHECKER_MODEL].underscore_to_dot is True
+    assert module.convert_func_name("triangle_properties.get", CHECKER_MODEL) == "triangle_properties_get"
+
+
+def test_dotted_names_are_offered_and_judged_as_bfcl_does() -> None:
+    entry = load_single("multiple", 1)[0]
+    names = [t["function"]["name"] for t in entry.tools]
+    assert "triangle_properties_get" in names and all("." not in n for n in names)
+    args = json.dumps({"side1": 5, "side2": 4, "side3": 3})
+    assert check(entry, [("triangle_properties_get", args)]).valid
+    assert check(entry, [("triangle_properties.get", args)]).error_type == "simple_function_checker:wrong_func_name"
+    assert check(entry, [("triangle_properties_get", json.dumps({"side1": 6, "side2": 4, "side3": 3}))]).valid is False
+    assert check(entry, []).error_type == DECODER_FAILED  # a text reply
+    assert check(entry, [("triangle_properties_get", '{"side1": ')]).error_type == DECODER_FAILED
+
+
+def test_the_perfect_reply_passes_the_first_entries_of_each_category() -> None:
+    for category in CATEGORIES:
+        entries = load_single(category, 5)
+        assert [e.id for e in entries] == [f"{category}_{i}" for i in range(5)]
+        assert all(check(e, truth_calls(e)).valid for e in entries), category
+    parallel = load_single("parallel", 1)[0]
+    assert len(truth_calls(parallel)) == 2
+    assert not check(parallel, truth_calls(parallel)[:1]).valid  # one of two parallel calls
+
+
+def test_the_history_is_cut_at_a_closed_point_under_k() -> None:
+    recording = read_history()
+    assert cut(recording, 0).messages == ()
+    previous = 0
+    for k in (2_000, 4_000, 6_000, 7_500):
+        history = cut(recording, k)
+        assert previous < history.tokens <= k
+        assert history.tokens == request_tokens({"messages": list(history.messages)})
+        assert list(history.messages) == to_messages(history.events)
+        assert history.messages[0]["role"] == "system" and history.messages[-1]["role"] in ("assistant", "tool")
+        called = {c["id"] for m in history.messages for c in m.get("tool_calls") or []}
+        answered = {m["tool_call_id"] for m in history.messages if m["role"] == "tool"}
+        assert called == answered  # no call left without its result
+        previous = history.tokens
+
+
+def test_wilson_interval() -> None:
+    assert wilson(0, 0) == (0.0, 1.0)
+    lo, hi = wilson(10, 20)
+    assert round(lo, 3) == 0.299 and round(hi, 3) == 0.701
+    assert wilson(20, 20)[1] == 1.0 and wilson(0, 20)[0] == 0.0
