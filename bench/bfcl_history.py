@@ -34,33 +34,13 @@ from vak_context.errors import VakError
 from vak_context.farm.bfcl_history import MODES, SIZES, Asked, dump, load, read_history, run_sizes, table
 from vak_context.farm.bfcl_modes import Target
 from vak_context.farm.bfcl_single import CATEGORIES, load_single
+from vak_context.farm.bfcl_tasks import probe_target
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bfcl import target_for
 
 SCRIPTED_KEY = "bfcl-scripted-key"
-
-
-async def probe(target: Target, client: httpx.AsyncClient, window: int, local: str = "") -> tuple[int, str, list[Any]]:
-    """The engine's probe of ``target`` at ``window``: its horizon, a line saying what it measured, and the
-    ledger payloads (activity, profile) each engine ledger records."""
-    from vak_context.agent.probe import ProbeRunner, ProbeSettings
-    from vak_context.context.capacity.profile import ProfileKey
-    from vak_context.providers.local.catalogue import local_protocol
-    from vak_context.providers.registry import make_provider
-
-    provider, _ = make_provider(target.spec, client, base_url=target.base_url, api_key=target.api_key or "none",
-                                timeout_s=900.0)
-    settings = ProbeSettings(window=window, protocol=local_protocol(local) if local else "native")
-    report = await ProbeRunner(provider, ProfileKey("openai-compat", target.model), settings=settings).run()
-    pooled = report.ladder.pooled or report.ladder.outcomes
-    rungs = ", ".join(f"{o.prompt_tokens or o.target}:{o.followed}/{len(o.instructions)}"
-                      f"{'' if not o.control_calls else f' ctl{o.control_calls}'}"
-                      for o in sorted(pooled, key=lambda o: o.target))
-    horizon = report.profile.instruction_horizon.tokens
-    return horizon, (f"probe at window {window:,}: horizon {horizon:,} tokens (rungs tokens:followed/asked {rungs})"), \
-        list(report.ledger_payloads())
 
 
 async def main(args: argparse.Namespace) -> int:
@@ -96,7 +76,7 @@ async def main(args: argparse.Namespace) -> int:
         async with httpx.AsyncClient(trust_env=False, timeout=args.timeout) as client:
             horizon, line, payloads = args.horizon, "", list[Any]()
             if horizon is None:
-                horizon, line, payloads = await probe(target, client, args.n_ctx, local)
+                horizon, line, payloads = await probe_target(target, client, args.n_ctx, local)
                 print(line, flush=True)
             else:
                 line = f"horizon {horizon:,} tokens (given, not probed)"

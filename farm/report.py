@@ -5,12 +5,16 @@
   against its budget, the fidelity mix and the packet ranges, with the reasons of failures. Live: runs
   that showed the expected outcome against the task's ``require``. BFCL: per model and category, the
   modes side by side (accuracy, tokens, requests over the horizon, cached share) and the bench's goals.
+  bfcl_history and bfcl_degrade: the tables ``bench/bfcl_history.py`` and ``bench/bfcl_degrade.py`` print
+  (vak_context.farm.bfcl_tasks).
   Then every unit that could not run.
 * ``horizon_curves.png``: for each model, the share of probe samples that followed the instruction
   against prompt tokens, with the measured horizon marked ("curves for any model, one command").
 * ``session_<name>.png``: one session under each model, side by side: request size per request (with
   each model's budget), and the fidelity mix per model: how its requests carried the session's tool
   results (verbatim, windowed, digested, packeted, behind a reset, missing).
+* ``bfcl_history_<task>_<model>.png``, ``bfcl_degrade_<task>_T<T>.png``: accuracy against request size, one
+  line per mode, the measured horizon marked (vak_context.farm.bfcl_plot).
 """
 
 from __future__ import annotations
@@ -64,6 +68,10 @@ def write_report(run_dir: Path) -> list[Path]:
     lines += _replay_section([r for r in ok if r["kind"] == "replay"])
     lines += _live_section([r for r in ok if r["kind"] == "live"], tasks)
     lines += _bfcl_section([r for r in ok if r["kind"] == "bfcl"])
+    if any(r["kind"] in ("bfcl_history", "bfcl_degrade") for r in ok):
+        from vak_context.farm.bfcl_tasks import report_sections
+
+        lines += report_sections(ok)
     failed = [r for r in rows if r["request"] == UNIT_FAILED]
     if failed:
         lines += ["## Units that could not run", "", "| task | model | session | reason |", "|---|---|---|---|"]
@@ -191,6 +199,10 @@ def _plots(run_dir: Path, rows: list[dict[str, Any]]) -> list[Path]:
     replays = [r for r in rows if r["kind"] == "replay"]
     for session in sorted({r["session"] for r in replays}):
         paths.append(_session_plot(plt, run_dir, session, [r for r in replays if r["session"] == session]))
+    if any(r["kind"] in ("bfcl_history", "bfcl_degrade") for r in rows):
+        from vak_context.farm.bfcl_tasks import plots
+
+        paths += plots(run_dir, rows)
     return paths
 
 

@@ -41,7 +41,17 @@ import pyarrow.parquet as pq
 
 from vak_context.errors import ActorError, FarmSpecError, InvalidName, VakError
 from vak_context.farm.rows import RESULTS_SCHEMA, UNIT_FAILED, UnitKey, failed_unit_table
-from vak_context.farm.spec import BfclTask, FarmSpec, LiveTask, ModelEntry, ProbeTask, ReplayTask, Task
+from vak_context.farm.spec import (
+    BfclDegradeTask,
+    BfclHistoryTask,
+    BfclTask,
+    FarmSpec,
+    LiveTask,
+    ModelEntry,
+    ProbeTask,
+    ReplayTask,
+    Task,
+)
 from vak_context.names import check_name
 
 __all__ = ["RESULTS_FILE", "RESULTS_SCHEMA", "FarmProgress", "FarmRunResult", "ModelProgress", "UnitPlan",
@@ -104,6 +114,13 @@ def plan_units(spec: FarmSpec, *, hosted_probe: bool = False) -> tuple[list[Unit
     units: list[UnitPlan] = []
     notes: list[str] = []
     for task in spec.tasks:
+        if isinstance(task, BfclDegradeTask):  # its model is the scripted one, a unit per (T, category)
+            from vak_context.farm.bfcl_tasks import scripted_model
+
+            for name, threshold in task.unit_models():
+                units += [UnitPlan(UnitKey(task.name, name, c), task, scripted_model(name, threshold))
+                          for c in task.categories]
+            continue
         names = task.models or tuple(m.name for m in spec.models)
         for name in names:
             model = spec.model(name)
@@ -116,7 +133,7 @@ def plan_units(spec: FarmSpec, *, hosted_probe: bool = False) -> tuple[list[Unit
             elif isinstance(task, ReplayTask):
                 for session in task.sessions or tuple(s.name for s in spec.sessions):
                     units.append(UnitPlan(UnitKey(task.name, name, session), task, model))
-            elif isinstance(task, BfclTask):
+            elif isinstance(task, BfclTask | BfclHistoryTask):
                 if model.kind == "hosted":
                     notes.append(f"{task.name}/{name}: BFCL speaks OpenAI chat completions; give the model as "
                                  "local or endpoint. Skipped")
@@ -286,7 +303,8 @@ class _Driver:
         made: dict[str, Any] = {}
         out: list[tuple[UnitPlan, Any]] = []
         for unit in pending:
-            name = "" if isinstance(unit.task, BfclTask) else unit.key.session  # a bfcl unit's is its category
+            # a bfcl unit's session is its category
+            name = "" if isinstance(unit.task, BfclTask | BfclHistoryTask | BfclDegradeTask) else unit.key.session
             if name and name not in made:
                 try:
                     made[name] = materialise(self.spec.session(name), self.run_dir / "ledgers")
@@ -303,7 +321,7 @@ class _Driver:
                 system=mat.system if mat else "", summariser=summariser if isinstance(unit.task, ReplayTask) else None,
                 replays=self.run_dir / REPLAYS_DIR if isinstance(unit.task, ReplayTask) else None,
                 work=self.run_dir / unit.task.kind / unit.key.file_name
-                if isinstance(unit.task, LiveTask | BfclTask) else None,
+                if isinstance(unit.task, LiveTask | BfclTask | BfclHistoryTask | BfclDegradeTask) else None,
             )))
         return out
 

@@ -74,6 +74,22 @@ task) becomes a path component of the run folder, so each is checked with ``vak_
     modes = ["direct", "engine"]         # default: both, reported side by side
     # window: the engine's window (default: the model's declared window); max_tokens = 1024
 
+    [[tasks]]
+    name = "history"
+    kind = "bfcl_history"                # BFCL single-turn after K tokens of recorded history: a unit per
+    models = ["qwen15"]                  # (model, category); the model probed first unless it has a horizon
+    categories = ["simple_python"]       # default: simple_python, multiple, parallel
+    entries = 20                         # the first N of each, the same at every size
+    sizes = [0, 2000, 4000, 6000, 7500]  # K, history tokens before the question (the default)
+    # modes = ["direct", "engine"]; history = "shared:data/trajectories/..." (default: the tau-bench
+    # airline sessions one after another); select; window (default: the model's n_ctx); max_tokens = 512
+
+    [[tasks]]
+    name = "degrade"
+    kind = "bfcl_degrade"                # BFCL v4 multi-turn against the scripted model that degrades past T
+    thresholds = [4096, 8192, 16384]     # a unit per (T, category), and the perfect model's (perfect = true);
+    entries = 200                        # the spec's models play no part: the model is the scripted one
+
 Relative paths resolve against the spec file's folder; ``shared:REST`` resolves against the shared data
 folder (``$VAK_SHARED``, else ``../shared`` next to the checkout).
 
@@ -90,13 +106,17 @@ from pathlib import Path
 
 from vak_context.errors import FarmSpecError
 from vak_context.farm.spec_entries import (
+    BFCL_HISTORY_SIZES,
     BFCL_MODES,
+    BFCL_THRESHOLDS,
     EXPECTS,
     MODEL_KINDS,
     QUICK_PROBE,
     SESSION_KINDS,
     SHARED_PREFIX,
     TASK_KINDS,
+    BfclDegradeTask,
+    BfclHistoryTask,
     BfclTask,
     Expect,
     FarmSpec,
@@ -113,7 +133,7 @@ from vak_context.farm.spec_entries import (
 from vak_context.farm.spec_parse import SpecParser
 
 __all__ = [
-    "BFCL_MODES", "EXPECTS", "MODEL_KINDS", "QUICK_PROBE", "SESSION_KINDS", "SHARED_PREFIX", "TASK_KINDS", "BfclTask",
+    "BFCL_HISTORY_SIZES", "BFCL_MODES", "BFCL_THRESHOLDS", "EXPECTS", "MODEL_KINDS", "QUICK_PROBE", "SESSION_KINDS", "SHARED_PREFIX", "TASK_KINDS", "BfclDegradeTask", "BfclHistoryTask", "BfclTask",
     "Expect", "FarmSpec",
     "LiveTask", "ModelEntry", "ModelKind", "ProbeTask", "ReplayTask", "SessionEntry", "SessionKind", "Task",
     "load_farm_spec", "parse_farm_spec", "shared_root",

@@ -21,7 +21,9 @@ Expect = Literal["card", "answer", "tool_call"]
 BFCL_MODES: tuple[str, ...] = ("direct", "engine")  # vak_context.farm.bfcl_report.MODES
 MODEL_KINDS: tuple[str, ...] = ("local", "endpoint", "hosted")
 SESSION_KINDS: tuple[str, ...] = ("recording", "ledger", "generated")
-TASK_KINDS: tuple[str, ...] = ("probe", "replay", "live", "bfcl")
+TASK_KINDS: tuple[str, ...] = ("probe", "replay", "live", "bfcl", "bfcl_history", "bfcl_degrade")
+BFCL_HISTORY_SIZES: tuple[int, ...] = (0, 2_000, 4_000, 6_000, 7_500)  # vak_context.farm.bfcl_history.SIZES
+BFCL_THRESHOLDS: tuple[int, ...] = (4_096, 8_192, 16_384)  # vak_context.farm.bfcl_degrade.THRESHOLDS
 EXPECTS: tuple[str, ...] = ("card", "answer", "tool_call")
 REPO = Path(__file__).resolve().parent.parent
 SHARED_PREFIX = "shared:"
@@ -143,7 +145,55 @@ class BfclTask:
         return ()
 
 
-Task = ProbeTask | ReplayTask | LiveTask | BfclTask
+@dataclass(frozen=True)
+class BfclHistoryTask:
+    """BFCL single-turn questions after K tokens of recorded history (vak_context.farm.bfcl_history): one unit
+    per (model, category), every size and mode in it, the model probed first unless the spec gives its horizon."""
+
+    name: str
+    models: tuple[str, ...]
+    categories: tuple[str, ...]  # default: simple_python, multiple, parallel (vak_context.farm.bfcl_single)
+    entries: int = 20  # the first N entries of each category, the same at every size
+    sizes: tuple[int, ...] = BFCL_HISTORY_SIZES  # K: history tokens (stated count) before each question
+    modes: tuple[str, ...] = BFCL_MODES
+    history: Path | None = None  # a recorded-session file (default: the shared tau-bench airline sessions)
+    select: str = ""  # only its recordings whose name ends so
+    window: int | None = None  # the engine's window and the probe's (default: the model's n_ctx / window)
+    max_tokens: int = 512
+    kind: Literal["bfcl_history"] = "bfcl_history"
+
+    @property
+    def sessions(self) -> tuple[str, ...]:
+        return ()
+
+
+@dataclass(frozen=True)
+class BfclDegradeTask:
+    """BFCL v4 multi-turn against the scripted model that degrades past T (vak_context.farm.bfcl_degrade): one
+    unit per (T, category), plus the perfect model's (no T) where ``perfect``; the spec's models play no part."""
+
+    name: str
+    categories: tuple[str, ...]  # default: multi_turn_base and multi_turn_long_context
+    entries: int = 200
+    thresholds: tuple[int, ...] = BFCL_THRESHOLDS
+    modes: tuple[str, ...] = BFCL_MODES
+    perfect: bool = True
+    kind: Literal["bfcl_degrade"] = "bfcl_degrade"
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return ()
+
+    @property
+    def sessions(self) -> tuple[str, ...]:
+        return ()
+
+    def unit_models(self) -> tuple[tuple[str, int | None], ...]:
+        """The scripted model of each unit: its name in the results (``degrading-T``, ``perfect``) and T."""
+        return (*((f"degrading-{t}", t) for t in self.thresholds), *((("perfect", None),) if self.perfect else ()))
+
+
+Task = ProbeTask | ReplayTask | LiveTask | BfclTask | BfclHistoryTask | BfclDegradeTask
 
 
 @dataclass(frozen=True)

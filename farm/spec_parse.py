@@ -13,13 +13,17 @@ from typing import Any, TypeVar, cast
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.errors import FarmSpecError, InvalidName
 from vak_context.farm.spec_entries import (
+    BFCL_HISTORY_SIZES,
     BFCL_MODES,
+    BFCL_THRESHOLDS,
     EXPECTS,
     MODEL_KINDS,
     QUICK_PROBE,
     SESSION_KINDS,
     SHARED_PREFIX,
     TASK_KINDS,
+    BfclDegradeTask,
+    BfclHistoryTask,
     BfclTask,
     FarmSpec,
     LiveTask,
@@ -157,7 +161,7 @@ class SpecParser:
         snames = [s.name for s in sessions]
         tasks = tuple(self.task(t, i, mnames, snames) for i, t in enumerate(self.tables("tasks")))
         if not tasks:
-            raise FarmSpecError("the spec defines no [[tasks]]; add a probe, replay, live or bfcl task.",
+            raise FarmSpecError("the spec defines no [[tasks]]; add a probe, replay, live, bfcl, bfcl_history or bfcl_degrade task.",
                                 path=self.where, key="tasks")
         self.unique("tasks", [t.name for t in tasks], "task names")
         return FarmSpec(name=name, models=models, sessions=sessions, tasks=tasks, source=source)
@@ -264,6 +268,10 @@ class SpecParser:
             return self.replay_task(t, i, name, ms, sessions)
         if kind == "bfcl":
             return self.bfcl_task(t, i, name, ms)
+        if kind == "bfcl_history":
+            return self.bfcl_history_task(t, i, name, ms)
+        if kind == "bfcl_degrade":
+            return self.bfcl_degrade_task(t, i, name)
         return self.live_task(t, i, name, ms, sessions)
 
     def probe_task(self, t: dict[str, Any], i: int, name: str, ms: tuple[str, ...]) -> ProbeTask:
@@ -339,6 +347,44 @@ class SpecParser:
                         entries=self.get(t, tn, i, "entries", int, 200, low=1, high=200),
                         window=self.optional_int(t, tn, i, "window", 1024, 10_000_000),
                         max_tokens=self.get(t, tn, i, "max_tokens", int, 1024, low=16, high=32_768))
+
+    def bfcl_history_task(self, t: dict[str, Any], i: int, name: str, ms: tuple[str, ...]) -> BfclHistoryTask:
+        from vak_context.farm.bfcl_single import CATEGORIES
+
+        tn = "tasks"
+        self.check_keys(t, tn, i, {"name", "kind", "models", "categories", "entries", "sizes", "modes", "history",
+                                   "select", "window", "max_tokens"})
+        history = self.path(t, tn, i, "history") if "history" in t else None
+        if history is not None and not history.is_file():
+            raise self.fail(f"no recorded session file at {history}. Check the path (shared:REST resolves "
+                            f"against {shared_root()}).", tn, i, "history")
+        return BfclHistoryTask(name=name, models=ms, categories=self.choices(t, i, "categories", CATEGORIES),
+                               entries=self.get(t, tn, i, "entries", int, 20, low=1, high=400),
+                               sizes=self.sizes(t, i, "sizes", BFCL_HISTORY_SIZES),
+                               modes=self.choices(t, i, "modes", BFCL_MODES), history=history,
+                               select=self.get(t, tn, i, "select", str, ""),
+                               window=self.optional_int(t, tn, i, "window", 1024, 10_000_000),
+                               max_tokens=self.get(t, tn, i, "max_tokens", int, 512, low=16, high=32_768))
+
+    def bfcl_degrade_task(self, t: dict[str, Any], i: int, name: str) -> BfclDegradeTask:
+        from vak_context.farm.bfcl import CATEGORIES
+
+        tn = "tasks"
+        self.check_keys(t, tn, i, {"name", "kind", "categories", "entries", "thresholds", "modes", "perfect"})
+        return BfclDegradeTask(name=name, categories=self.choices(t, i, "categories", CATEGORIES),
+                               entries=self.get(t, tn, i, "entries", int, 200, low=1, high=200),
+                               thresholds=self.sizes(t, i, "thresholds", BFCL_THRESHOLDS, low=256),
+                               modes=self.choices(t, i, "modes", BFCL_MODES),
+                               perfect=self.get(t, tn, i, "perfect", bool, True))
+
+    def sizes(self, t: dict[str, Any], i: int, key: str, default: tuple[int, ...], *, low: int = 0) -> tuple[int, ...]:
+        """A non-empty list of distinct token sizes, sorted; ``default`` when the key is absent."""
+        value = t.get(key, list(default))
+        if (not isinstance(value, list) or not value or len(set(value)) != len(value)
+                or not all(isinstance(v, int) and not isinstance(v, bool) and low <= v <= 10_000_000 for v in value)):
+            raise self.fail(f"must be a non-empty list of distinct token counts of at least {low}, e.g. "
+                            f"{key} = {list(default)}.", "tasks", i, key)
+        return tuple(sorted(value))
 
     def choices(self, t: dict[str, Any], i: int, key: str, known: tuple[str, ...]) -> tuple[str, ...]:
         """A list of some of ``known`` (each once, in ``known``'s order); every one when the key is absent."""

@@ -40,7 +40,16 @@ from vak_context.errors import ModelServerError, VakError
 from vak_context.events.envelope import StoredEntry
 from vak_context.farm.model_units import Endpoint, endpoint_of, live_unit, probe_unit
 from vak_context.farm.rows import UnitKey, failed_unit_table, rows_table
-from vak_context.farm.spec import BfclTask, LiveTask, ModelEntry, ProbeTask, ReplayTask, Task
+from vak_context.farm.spec import (
+    BfclDegradeTask,
+    BfclHistoryTask,
+    BfclTask,
+    LiveTask,
+    ModelEntry,
+    ProbeTask,
+    ReplayTask,
+    Task,
+)
 from vak_context.farm.unit_profile import unit_profile
 
 MODEL_ACTOR_PREFIX = "farmmodel-"
@@ -149,6 +158,11 @@ async def _run(job: UnitJob, node: str) -> list[dict[str, Any]]:
     task = job.task
     if isinstance(task, ReplayTask):
         return await _replay(job, node)
+    if isinstance(task, BfclDegradeTask):  # the scripted model, served by the unit itself
+        from vak_context.farm.bfcl_tasks import degrade_unit
+
+        assert job.work is not None
+        return await degrade_unit(job.key, job.run_id, node, task, job.model, work=job.work)
     endpoint = await asyncio.to_thread(model_endpoint, job.run_id, job.model)
     if isinstance(task, ProbeTask):
         return await probe_unit(job.key, job.run_id, node, job.model, task, endpoint)
@@ -157,6 +171,11 @@ async def _run(job: UnitJob, node: str) -> list[dict[str, Any]]:
 
         assert job.work is not None
         return await bfcl_unit(job.key, job.run_id, node, job.model, task, endpoint, work=job.work)
+    if isinstance(task, BfclHistoryTask):
+        from vak_context.farm.bfcl_tasks import history_unit
+
+        assert job.work is not None
+        return await history_unit(job.key, job.run_id, node, job.model, task, endpoint, work=job.work)
     assert isinstance(task, LiveTask) and job.session_root is not None and job.work is not None
     return await live_unit(job.key, job.run_id, node, job.model, task, endpoint, source_root=job.session_root,
                            source_head=job.source_head, work=job.work)
