@@ -31,7 +31,17 @@ from typing import Any
 import httpx
 
 from vak_context.errors import VakError
-from vak_context.farm.bfcl_history import MODES, SIZES, Asked, dump, load, read_history, run_sizes, table
+from vak_context.farm.bfcl_history import (
+    MODES,
+    SIZES,
+    Asked,
+    dump,
+    load,
+    read_history,
+    run_sizes,
+    table,
+    writes_calls_as_text,
+)
 from vak_context.farm.bfcl_modes import Target
 from vak_context.farm.bfcl_single import CATEGORIES, load_single
 from vak_context.farm.bfcl_tasks import probe_target
@@ -89,9 +99,10 @@ async def main(args: argparse.Namespace) -> int:
                       f"({run.verdict.error_type or 'ok'}), {len(run.sent)} requests, checked one {run.size:,} "
                       f"tokens, {run.seconds:.1f} s", flush=True)
 
+            text_calls = args.calls == "text" if args.calls else writes_calls_as_text(local)
             runs = await run_sizes(entries, args.sizes, recording, target, client, work, modes=args.modes,
                                    window=args.n_ctx, horizon=args.horizon, probe=payloads,
-                                   max_tokens=args.max_tokens, on_asked=show)
+                                   max_tokens=args.max_tokens, text_calls=text_calls, on_asked=show)
     title = (f"BFCL {'/'.join(categories)} after {recording.name} history, model {args.model}, n_ctx {args.n_ctx:,}, "
              f"{args.entries} entries per category per K")
     print(f"{title}, {time.monotonic() - started:.0f} s")
@@ -123,6 +134,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--select", default="", help="which recording of a file of several (a name suffix)")
     ap.add_argument("--horizon", type=int, help="plan against this horizon instead of probing first")
     ap.add_argument("--threshold", type=int, default=4_096, help="scripted: T in tokens")
+    ap.add_argument("--calls", choices=("text", "native"),
+                    help="read calls from the reply's text too (default: text for a bundled model whose "
+                         "catalogue protocol is inline_fence, the Qwen models; else native)")
     ap.add_argument("--max-tokens", type=int, default=512, help="the reply's limit, both modes")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per request")
     ap.add_argument("--out", help="keep runs.jsonl, meta.json and table.txt here")

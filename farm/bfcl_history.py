@@ -24,6 +24,11 @@ gets one reply). The engine's own tools (recall, find_tools, ...) are the engine
 calls the caller's tools is the one BFCL checks (at most :data:`MAX_STEPS` requests). The ledger holds the
 probe's profile where the harness probed, so the engine plans against the measured horizon.
 
+**Calls.** Both modes read a reply's calls the same way: its native ``tool_calls``, and where the model
+writes its calls as text (``text_calls``: the bundled Qwen models write a ```json fence even when sent
+``tools``; the catalogue's protocol says so) those in its text, by the engine's own parser; the engine's
+session is told the same (``calls="text"``).
+
 A run's size is the prompt tokens of the request whose reply was checked, as the server counted them.
 """
 
@@ -163,13 +168,31 @@ class Asked:
         return next((s.prompt_tokens for s in reversed(self.sent) if s.prompt_tokens), 0)
 
 
-def _calls(message: Mapping[str, Any]) -> list[tuple[str, str]]:
-    return [(str((c.get("function") or {}).get("name", "")), (c.get("function") or {}).get("arguments") or "{}")
-            for c in message.get("tool_calls") or []]
+def reply_calls(message: Mapping[str, Any], names: Sequence[str] = (), *, text_calls: bool = False) -> list[tuple[str, Any]]:
+    """A reply's calls as (name, arguments): its native ``tool_calls``; where there are none and the model
+    writes its calls as text (``text_calls``), those in its text, read by the engine's own parser
+    (``parse_tool_calls``, as the engine reads them with ``calls="text"``). A call without a name or whose
+    arguments are not a JSON object stays, with its arguments as text, for the checker to fail."""
+    native = [(str((c.get("function") or {}).get("name", "")), (c.get("function") or {}).get("arguments") or "{}")
+              for c in message.get("tool_calls") or []]
+    if native or not text_calls:
+        return native
+    from vak_context.context.request.toolcalls import parse_tool_calls
+
+    content = message.get("content")
+    return [(c.name or "", c.arguments if c.arguments is not None else "not a JSON object")
+            for c in parse_tool_calls(content if isinstance(content, str) else "", names)]
+
+
+def writes_calls_as_text(local: str) -> bool:
+    """Whether a bundled model (its catalogue name or alias; '' for any other) writes its calls as text."""
+    from vak_context.providers.local.catalogue import local_protocol
+
+    return bool(local) and local_protocol(local) == "inline_fence"
 
 
 async def ask_direct(entry: SingleEntry, history: History, target: Target, client: httpx.AsyncClient, *,
-                     max_tokens: int = 512) -> Asked:
+                     max_tokens: int = 512, text_calls: bool = False) -> Asked:
     """The history and the question in one request, the entry's functions the only tools (module docstring)."""
     run, started = Asked(entry.id, entry.category, history.k, "direct", history_tokens=history.tokens), time.monotonic()
     body = {"model": target.model, "messages": [*history.messages, *entry.question], "tools": list(entry.tools),
@@ -179,7 +202,8 @@ async def ask_direct(entry: SingleEntry, history: History, target: Target, clien
     if status != 200:
         run.verdict = Verdict(False, f"http {status}")
     else:
-        run.verdict = check(entry, _calls(data["choices"][0]["message"]))
+        names = [t["function"]["name"] for t in entry.tools]
+        run.verdict = check(entry, reply_calls(data["choices"][0]["message"], names, text_calls=text_calls))
     run.seconds = time.monotonic() - started
     return run
 
@@ -212,7 +236,7 @@ def write_history(folder: Path, history: History, recording: Any, probe: Sequenc
 
 async def ask_engine(entry: SingleEntry, history: History, recording: Any, target: Target,
                      client: httpx.AsyncClient, folder: Path, *, window: int, horizon: int | None = None,
-                     probe: Sequence[Any] = (), max_tokens: int = 512) -> Asked:
+                     probe: Sequence[Any] = (), max_tokens: int = 512, text_calls: bool = False) -> Asked:
     """The question as the next turn of the imported history's session, through the caller's loop."""
     import vak_context
 
@@ -223,7 +247,8 @@ async def ask_engine(entry: SingleEntry, history: History, recording: Any, targe
         with vak_context.Engine.open(folder) as engine:
             async with engine.session(SESSION, model=target.spec, base_url=target.base_url, api_key=target.api_key,
                                       http_client=client, tools=entry_tools(entry), window=window,
-                                      horizon=horizon, max_steps=MAX_STEPS, max_tokens=max_tokens) as session:
+                                      horizon=horizon, max_steps=MAX_STEPS, max_tokens=max_tokens,
+                                      calls="text" if text_calls else "native") as session:
                 async with session.begin(entry.text) as turn:
                     while not calls and len(run.sent) < MAX_STEPS and (request := await turn.request()) is not None:
                         status, data, sent = await _post(client, request.url, request.body,
@@ -243,7 +268,7 @@ async def ask_engine(entry: SingleEntry, history: History, recording: Any, targe
 async def run_sizes(entries: Sequence[SingleEntry], sizes: Sequence[int], recording: Any, target: Target,
                     client: httpx.AsyncClient, work: Path, *, modes: Sequence[str] = MODES, window: int,
                     horizon: int | None = None, probe: Sequence[Any] = (), max_tokens: int = 512,
-                    on_asked: Callable[[Asked], None] | None = None) -> list[Asked]:
+                    text_calls: bool = False, on_asked: Callable[[Asked], None] | None = None) -> list[Asked]:
     """Every entry after the history cut at each size, in each mode (engine: a fresh ledger each under ``work``)."""
     unknown = set(modes) - set(MODES)
     if unknown:
@@ -254,10 +279,12 @@ async def run_sizes(entries: Sequence[SingleEntry], sizes: Sequence[int], record
         for n, entry in enumerate(entries):
             for mode in modes:
                 if mode == "direct":
-                    run = await ask_direct(entry, history, target, client, max_tokens=max_tokens)
+                    run = await ask_direct(entry, history, target, client, max_tokens=max_tokens,
+                                           text_calls=text_calls)
                 else:
                     run = await ask_engine(entry, history, recording, target, client, work / f"k{k}-{n}-{entry.id}",
-                                           window=window, horizon=horizon, probe=probe, max_tokens=max_tokens)
+                                           window=window, horizon=horizon, probe=probe, max_tokens=max_tokens,
+                                           text_calls=text_calls)
                 out.append(run)
                 if on_asked is not None:
                     on_asked(run)

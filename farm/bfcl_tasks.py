@@ -42,7 +42,7 @@ def scripted_model(name: str, threshold: int | None) -> ModelEntry:
 
 async def history_unit(unit: UnitKey, run_id: str, node: str, model: ModelEntry, task: BfclHistoryTask,
                        endpoint: Endpoint, *, work: Path) -> list[dict[str, Any]]:
-    from vak_context.farm.bfcl_history import cut, read_history, run_sizes
+    from vak_context.farm.bfcl_history import cut, read_history, run_sizes, writes_calls_as_text
     from vak_context.farm.bfcl_single import load_single
     from vak_context.farm.bfcl_unit import target_of
 
@@ -57,7 +57,8 @@ async def history_unit(unit: UnitKey, run_id: str, node: str, model: ModelEntry,
         if horizon is None:
             horizon, line, payloads = await probe_target(target, client, window, endpoint.local_model)
         runs = await run_sizes(entries, task.sizes, recording, target, client, ledgers, modes=task.modes,
-                               window=window, horizon=model.horizon, probe=payloads, max_tokens=task.max_tokens)
+                               window=window, horizon=model.horizon, probe=payloads, max_tokens=task.max_tokens,
+                               text_calls=writes_calls_as_text(endpoint.local_model))
     history = {k: cut(recording, k).tokens for k in task.sizes}
     return [make_row(unit, "bfcl_history", run_id, n, passed=r.verdict.valid, reason=r.verdict.error_type,
                      node=node, horizon=horizon, window=window, request_tokens=r.size, wall_ms=r.seconds * 1000,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
-from vak_context.farm.bfcl_history import cut, read_history, to_messages, wilson
+from vak_context.farm.bfcl_history import cut, read_history, reply_calls, to_messages, wilson
 from vak_context.farm.bfcl_scripted import request_tokens
 from vak_context.farm.bfcl_single import (
     CATEGORIES,
@@ -72,3 +72,18 @@ def test_wilson_interval() -> None:
     lo, hi = wilson(10, 20)
     assert round(lo, 3) == 0.299 and round(hi, 3) == 0.701
     assert wilson(20, 20)[1] == 1.0 and wilson(0, 20)[0] == 0.0
+
+
+def test_a_reply_s_calls_are_read_as_the_engine_reads_them() -> None:
+    entry = load_single("simple_python", 1)[0]
+    names = [t["function"]["name"] for t in entry.tools]
+    fenced = {"role": "assistant", "content": 'Sure.\n```json\n{"name": "calculate_triangle_area", '
+              '"arguments": {"base": 10, "height": 5}}\n```'}
+    assert reply_calls(fenced, names) == []  # a model that makes native calls: its text is its answer
+    calls = reply_calls(fenced, names, text_calls=True)
+    assert calls == [("calculate_triangle_area", {"base": 10, "height": 5})] and check(entry, calls).valid
+    native = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "calculate_triangle_area", "arguments": '{"base": 10, "height": 5}'}}]}
+    assert check(entry, reply_calls(native, names, text_calls=True)).valid
+    cut_off = {"role": "assistant", "content": '```json\n{"name": "calculate_triangle_area", "arguments": {"base": 1'}
+    assert check(entry, reply_calls(cut_off, names, text_calls=True)).error_type == DECODER_FAILED
