@@ -47,7 +47,7 @@ import httpx
 from vak_context.errors import InvalidInput, VakError
 from vak_context.events.blocks import TextBlock, ToolUseBlock
 from vak_context.farm.bfcl import Verdict
-from vak_context.farm.bfcl_modes import Sent, Target, _post
+from vak_context.farm.bfcl_modes import Sent, Target, post
 from vak_context.farm.bfcl_scripted import request_tokens
 from vak_context.farm.bfcl_single import SingleEntry, check
 
@@ -197,7 +197,7 @@ async def ask_direct(entry: SingleEntry, history: History, target: Target, clien
     run, started = Asked(entry.id, entry.category, history.k, "direct", history_tokens=history.tokens), time.monotonic()
     body = {"model": target.model, "messages": [*history.messages, *entry.question], "tools": list(entry.tools),
             "temperature": 0.0, "max_tokens": max_tokens}
-    status, data, sent = await _post(client, f"{target.base_url}/chat/completions", body, target.headers)
+    status, data, sent = await post(client, f"{target.base_url}/chat/completions", body, target.headers)
     run.sent.append(sent)
     if status != 200:
         run.verdict = Verdict(False, f"http {status}")
@@ -251,7 +251,7 @@ async def ask_engine(entry: SingleEntry, history: History, recording: Any, targe
                                       calls="text" if text_calls else "native") as session:
                 async with session.begin(entry.text) as turn:
                     while not calls and len(run.sent) < MAX_STEPS and (request := await turn.request()) is not None:
-                        status, data, sent = await _post(client, request.url, request.body,
+                        status, data, sent = await post(client, request.url, request.body,
                                                          {**target.headers, **request.headers})
                         run.sent.append(sent)
                         action = await turn.reply(data, status=status)

@@ -87,8 +87,9 @@ def sent_of(status: int, body: Any, text: str) -> Sent:
     return Sent(status, int(usage.get("prompt_tokens") or 0), cached, over)
 
 
-async def _post(client: httpx.AsyncClient, url: str, body: dict[str, Any],
-                headers: Mapping[str, str]) -> tuple[int, Any, Sent]:
+async def post(client: httpx.AsyncClient, url: str, body: dict[str, Any],
+               headers: Mapping[str, str]) -> tuple[int, Any, Sent]:
+    """POST a chat request: (status, the decoded body, the request as the server answered it)."""
     try:
         reply = await client.post(url, json=body, headers=dict(headers))
     except httpx.HTTPError as exc:  # a timeout or a dropped connection ends the entry as a failed request
@@ -125,7 +126,7 @@ async def run_direct(entry: Entry, target: Target, client: httpx.AsyncClient, *,
                     break
                 body = {"model": target.model, "messages": messages, "tools": list(entry.tools),
                         "temperature": TEMPERATURE, "max_tokens": max_tokens}
-                status, data, sent = await _post(client, f"{target.base_url}/chat/completions", body, headers)
+                status, data, sent = await post(client, f"{target.base_url}/chat/completions", body, headers)
                 run.sent.append(sent)
                 if status != 200:  # BFCL's handler raises here: the entry ends with what it has
                     backend.force_terminated = True
@@ -196,7 +197,7 @@ async def _engine_turn(session: Any, directive: str, target: Target, client: htt
                 if steps > MAX_STEPS:
                     backend.force_terminated = True
                     return False  # leaving the block closes the turn cancelled
-                status, data, sent = await _post(client, request.url, request.body,
+                status, data, sent = await post(client, request.url, request.body,
                                                  {**target.headers, **request.headers})
                 run.sent.append(sent)
                 action = await turn.reply(data, status=status)
