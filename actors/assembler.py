@@ -124,13 +124,16 @@ class AssemblerActor:
         self._rate = tokens_per_char  # the bound profile's tokens per char: an endpoint counter's fallback
 
     @property
-    def summarise(self) -> Summarise | None:
-        """The in-process planner's summariser (set after construction where it writes through this actor's
-        ledger client, as ``vak_context.engine.live`` does)."""
-        return self.planner.summarise if isinstance(self.planner, PlannerActor) else None
+    def summarise(self) -> Summarise | Summariser | None:
+        """What writes the in-process planner's packets: a packet writer of the caller's own, else the
+        ``Summariser`` it holds (None on Ray: the PlannerActor builds its own from the step's endpoint)."""
+        if not isinstance(self.planner, PlannerActor):
+            return None
+        return self.planner.summarise if self.planner.summarise is not None else self.planner.summariser
 
     @summarise.setter
     def summarise(self, summarise: Summarise | None) -> None:
+        """A packet writer of the caller's own for the in-process planner (None: its ``Summariser``)."""
         if not isinstance(self.planner, PlannerActor):
             raise InvalidInput("this assembler's planner is an actor: it builds its summariser from the step's endpoint")
         self.planner.summarise = summarise
@@ -161,11 +164,12 @@ class AssemblerActor:
         """The session's view, brought up to date with what was appended since the last call."""
         return self._views.get(session)
 
-    def state(self, session: str, model: str) -> StepState:
+    def state(self, session: str, model: str, view: SessionView | None = None) -> StepState:
         """The step policy's state for (session, model): the model's last plan entry in the session's
-        chain, decoded once (``vak_context.context.planner.policy.state_of_entry``) and kept while it is the last."""
+        chain, decoded once (``vak_context.context.planner.policy.state_of_entry``) and kept while it is the last.
+        ``view``: the session's view as this step read it (None: read it now)."""
         with self._lock:
-            last = self.view(session).plans.get(model)
+            last = (view if view is not None else self.view(session)).plans.get(model)
             cached = self._states.get((session, model))
             if cached is not None and cached[0] == last:
                 return cached[1]
@@ -186,7 +190,7 @@ class AssemblerActor:
         if turn is None:
             raise InvalidInput(f"session {session!r} has no open turn; append the directive first")
         model = str(profile.key)
-        decision, state = decide(Asked(turn.id, profile), self.state(session, model))
+        decision, state = decide(Asked(turn.id, profile), self.state(session, model, view))
         written: list[str] = []
         while not isinstance(decision, Send):  # Asked is never answered with Send; at most two plans
             if isinstance(decision, Project):
