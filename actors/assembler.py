@@ -92,7 +92,7 @@ class AssemblerActor:
                  count: Callable[[ChatRequest], Awaitable[int]] | None = None,
                  count_prefix: Callable[[ChatRequest], Awaitable[int]] | None = None,
                  planner: PlannerActor | Any = None, summariser: Summariser | None = None) -> None:
-        self.ledger = LedgerClient(root, ledger)
+        self.ledger = ledger if isinstance(ledger, LedgerClient) else LedgerClient(root, ledger)
         if planner is None:
             planner = PlannerActor(root, self.ledger, tokens_per_char, summarise=summarise, summariser=summariser)
         elif summarise is not None or summariser is not None:
