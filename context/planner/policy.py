@@ -1,5 +1,6 @@
-"""The step policy: when a turn's request is planned, kept or planned again, and what an over-length
-rejection implies (spec §4 "over-length", §10 "within a turn"). Pure: no I/O, no clock.
+"""The step policy: when a turn's request is planned, kept or planned again, what a plan needs written
+before it is sent (``needs``: a packet's summary, this model's reset), and what an over-length rejection
+implies (spec §4 "over-length", §10 "within a turn"). Pure: no I/O, no clock.
 
 Shaped like Ray Serve's autoscaling policy: one function, ``decide(inputs, state) -> (decision,
 new_state)``, whose state is passed in and handed back, never kept here. The caller (the
