@@ -1,15 +1,19 @@
 """AssemblerActor: the request for each step of a live turn (spec §6, §10 "what each call carries").
 
-A plain class (``vak_context.actors.factory.assembler_actor`` applies ``ray.remote``). Thin: it keeps each
-session's ``SessionView`` current by following the chain (``vak_context.actors.session_fold``: a branch
-rebuilds it from the new head), loads the step policy's state (memory, else the model's last ``plan``
-entry), and does what the pure policy (``vak_context.context.planner.policy.decide``) says: project the plan
-frozen for the turn, or ask the **PlannerActor** for a new plan (``plan_step``: it writes the packet
-summary or the reset the plan needs, and holds the summariser), size the request, and have the planner
-record the ``plan`` entry of the plan it sends (``record_step``: the entry names the PlannerActor). The
-planner is the folder's PlannerActor handle on Ray, a ``PlannerActor`` object in-process. At a turn's close
-``plan_ahead`` has the planner write the packet summary the next request will need (the prefix measured
-as for that request's first step), so that request finds it stored.
+A plain class (``vak_context.actors.factory.assembler_actor`` applies ``ray.remote``), and the one actor the
+turn loop asks for a step's request: one call in, the request out. Thin: it keeps each session's
+``SessionView`` current by following the chain (``vak_context.actors.session_fold``: a branch rebuilds it from
+the new head; one read of the ledger a step), loads the step policy's state (memory, else the model's last
+``plan`` entry), and does what the pure policy (``vak_context.context.planner.policy.decide``) says: project
+the plan frozen for the turn, or ask the **PlannerActor** for a new plan (``plan_step``, handed the entries
+this actor read since it last asked, so the planner does not read them again: it writes the packet summary
+or the reset the plan needs, and holds the summariser), size the request, and append the ``plan`` entry of
+the plan it sends (``vak_context.actors.planner.plan_record``: the entry names the PlannerActor, which made
+the plan). On Ray a step is then at most: the turn loop's call here, a call to the PlannerActor when the
+step policy asks for a plan, the ledger's read and the plan's append (``tests/ray/test_step_crossings_ray.py``
+counts them). The planner is the folder's PlannerActor handle on Ray, a ``PlannerActor`` object
+in-process. At a turn's close ``plan_ahead`` has the planner write the packet summary the next request
+will need (the prefix measured as for that request's first step), so that request finds it stored.
 
 **The history is frozen within a turn.** The spec says that within a turn "nothing before the tail
 changes": the older turns are planned once, at the turn's first step, and that plan is kept for every
@@ -28,11 +32,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from vak_context.actors.ledger_client import LedgerClient
-from vak_context.actors.planner import PlannerActor, StepPlan
+from vak_context.actors.planner import PRODUCER, PlannerActor, StepPlan, Summarise, plan_record
 from vak_context.actors.session_fold import FoldedSessions, fold_unseen
 from vak_context.agent.endpoint import EndpointTools, build_tools
-from vak_context.agent.request import Summarise
 from vak_context.agent.steps import Assembled, StepRequest
+from vak_context.agent.summarise import Summariser
 from vak_context.context.capacity.profile import CapacityProfile, request_chars
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.context.planner.plan import Plan
@@ -77,8 +81,8 @@ def fidelity_counts(p: Plan) -> dict[str, int]:
 class AssemblerActor:
     """``ledger``: the folder's LedgerActor handle, or a LedgerStore this process holds as its writer.
     ``planner``: the folder's PlannerActor handle (Ray), or a ``PlannerActor`` object; None makes one here
-    over the same ledger, holding ``summarise`` (``vak_context.agent.summarise.write_packet`` bound to a
-    summariser, for plans that need a packet summary; a planner given holds its own).
+    over the same ledger client, holding ``summariser`` (the model plans that need a packet summary have it
+    written with) or ``summarise`` (a packet writer of the caller's own); a planner given holds its own.
     ``count`` sizes a request exactly (``vak_context.providers.tokencount``: the server's own template and
     tokenizer); without it the budget check uses ``chars × tokens_per_char``. Without ``count``, on Ray, the
     counter is built from the step's endpoint (any provider, ``vak_context.agent.endpoint``)."""
@@ -87,12 +91,12 @@ class AssemblerActor:
                  tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
                  count: Callable[[ChatRequest], Awaitable[int]] | None = None,
                  count_prefix: Callable[[ChatRequest], Awaitable[int]] | None = None,
-                 planner: PlannerActor | Any = None) -> None:
-        self.ledger = LedgerClient(root, ledger)
+                 planner: PlannerActor | Any = None, summariser: Summariser | None = None) -> None:
+        self.ledger = ledger if isinstance(ledger, LedgerClient) else LedgerClient(root, ledger)
         if planner is None:
-            planner = PlannerActor(root, ledger, tokens_per_char, summarise=summarise)
-        elif summarise is not None:
-            raise InvalidInput("summarise= goes to the planner when one is given: PlannerActor(..., summarise=)")
+            planner = PlannerActor(root, self.ledger, tokens_per_char, summarise=summarise, summariser=summariser)
+        elif summarise is not None or summariser is not None:
+            raise InvalidInput("summariser= goes to the planner when one is given: PlannerActor(..., summariser=)")
         self.planner = planner
         self.count = count
         # Sizes the stable prefix once per digest where no per-request counter is wired (a hosted provider):
@@ -100,9 +104,18 @@ class AssemblerActor:
         self.count_prefix = count_prefix
         self.tokens_per_char = tokens_per_char
         self.mapper = Mapper()
-        self._lock = threading.RLock()
-        self._views = FoldedSessions(self.ledger, lambda chain: SessionView.build(chain, self.tokens_per_char),
-                                     fold_unseen, self._lock)
+        # One view per session, folded once a step: in-process the planner's own, which it plans on as it is
+        # (``PlannerActor.views``); on Ray this actor's, what each read brings in kept for the planner
+        # (``take_new``), which is handed it rather than reading it. The plan entries this actor appends are
+        # folded from the records it made (``wrote``), never decoded again.
+        self._views: FoldedSessions[SessionView]
+        if isinstance(planner, PlannerActor):
+            self._lock, self._views = planner.views()
+        else:
+            self._lock = threading.RLock()
+            self._views = FoldedSessions(self.ledger, lambda chain: SessionView.build(chain, self.tokens_per_char),
+                                         lambda view, new: fold_unseen(view, new, self._views.written), self._lock)
+        self._views.keep_new()  # shared, the planner finds them folded: handed over, they are not read again
         # The step policy's state per (session, model), with the id of the plan entry it stands for: the
         # model's last plan entry in the chain is the state, this only saves decoding it at every step.
         self._states: dict[tuple[str, str], tuple[str | None, StepState]] = {}
@@ -111,13 +124,16 @@ class AssemblerActor:
         self._rate = tokens_per_char  # the bound profile's tokens per char: an endpoint counter's fallback
 
     @property
-    def summarise(self) -> Summarise | None:
-        """The in-process planner's summariser (set after construction where it writes through this actor's
-        ledger client, as ``vak_context.engine.live`` does)."""
-        return self.planner.summarise if isinstance(self.planner, PlannerActor) else None
+    def summarise(self) -> Summarise | Summariser | None:
+        """What writes the in-process planner's packets: a packet writer of the caller's own, else the
+        ``Summariser`` it holds (None on Ray: the PlannerActor builds its own from the step's endpoint)."""
+        if not isinstance(self.planner, PlannerActor):
+            return None
+        return self.planner.summarise if self.planner.summarise is not None else self.planner.summariser
 
     @summarise.setter
     def summarise(self, summarise: Summarise | None) -> None:
+        """A packet writer of the caller's own for the in-process planner (None: its ``Summariser``)."""
         if not isinstance(self.planner, PlannerActor):
             raise InvalidInput("this assembler's planner is an actor: it builds its summariser from the step's endpoint")
         self.planner.summarise = summarise
@@ -148,11 +164,12 @@ class AssemblerActor:
         """The session's view, brought up to date with what was appended since the last call."""
         return self._views.get(session)
 
-    def state(self, session: str, model: str) -> StepState:
+    def state(self, session: str, model: str, view: SessionView | None = None) -> StepState:
         """The step policy's state for (session, model): the model's last plan entry in the session's
-        chain, decoded once (``vak_context.context.planner.policy.state_of_entry``) and kept while it is the last."""
+        chain, decoded once (``vak_context.context.planner.policy.state_of_entry``) and kept while it is the last.
+        ``view``: the session's view as this step read it (None: read it now)."""
         with self._lock:
-            last = self.view(session).plans.get(model)
+            last = (view if view is not None else self.view(session)).plans.get(model)
             cached = self._states.get((session, model))
             if cached is not None and cached[0] == last:
                 return cached[1]
@@ -173,7 +190,7 @@ class AssemblerActor:
         if turn is None:
             raise InvalidInput(f"session {session!r} has no open turn; append the directive first")
         model = str(profile.key)
-        decision, state = decide(Asked(turn.id, profile), self.state(session, model))
+        decision, state = decide(Asked(turn.id, profile), self.state(session, model, view))
         written: list[str] = []
         while not isinstance(decision, Send):  # Asked is never answered with Send; at most two plans
             if isinstance(decision, Project):
@@ -183,10 +200,10 @@ class AssemblerActor:
             elif isinstance(decision, Replan):
                 planned: StepPlan = await self._ask_planner(
                     "plan_step", session, decision.profile, step, current=turn.ordinal,
-                    prefix_tokens=await self._prefix_tokens(step, count))
+                    prefix_tokens=await self._prefix_tokens(step, count), entries=self._views.take_new(session))
                 written += planned.written  # a packet or reset the plan wrote stays written
                 if planned.written:  # nothing else is appended while the turn waits on this step's request
-                    view = self.view(session)  # with what the planner wrote
+                    view = self._with_written(session, view, planned)
                 request = self._project(view, planned.plan, step)
                 size = await self._size(profile, request, count)
                 decision, state = decide(Planned(planned.plan, profile, size, request_chars(request),
@@ -198,8 +215,10 @@ class AssemblerActor:
         last = view.plans.get(model)
         if decision.record:
             # The new plan entry is the model's last in the chain, standing for ``state``: the next step's
-            # view folds it in with whatever else was appended by then (one read of the ledger, not two).
-            plan_id = last = await self._ask_planner("record_step", session, decision.plan)
+            # view folds it in, from the record made here, with whatever else was appended by then.
+            record = plan_record(decision.plan, view.index.head, PRODUCER)
+            plan_id = last = (await self.ledger.append_async(session, [record]))[0]
+            self._views.wrote(plan_id, record)
         with self._lock:
             self._states[(session, model)] = (last, state)
         return Assembled(
@@ -213,6 +232,15 @@ class AssemblerActor:
             budget_tokens=decision.budget,
             written=written,
         )
+
+    def _with_written(self, session: str, view: SessionView, planned: StepPlan) -> SessionView:
+        """The view with what the planner wrote for this step: folded from the entries it handed back, else
+        (a packet writer of the caller's own, whose entries it does not hold) read."""
+        if len(planned.entries) != len(planned.written):
+            return self.view(session)
+        with self._lock:
+            fold_unseen(view, planned.entries)
+        return view
 
     async def plan_ahead(self, session: str, profile: CapacityProfile, step: StepRequest, *, after: str,
                          directive: str) -> list[str]:

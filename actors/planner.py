@@ -1,23 +1,29 @@
-"""PlannerActor: plans a session's next request and records the plan (spec §4), as a plain class.
+"""PlannerActor: plans a session's next request, writes what a plan needs, and makes its record (spec §4).
 
-``vak_context.actors.factory.planner_actor`` wraps it with ``ray.remote``. Thin: it keeps each session's
-``SessionView`` current from the entries appended since it last looked, calls the pure planner,
-and appends a ``plan`` entry holding the plan, its inputs and both digests. ``explain(plan_id)``
-rebuilds the view as of the recorded chain head and plans again from the recorded inputs, so
-any request can be explained after the fact: equal digests mean the same plan.
+A plain class (``vak_context.actors.factory.planner_actor`` wraps it with ``ray.remote``), and the planning
+I/O around the pure planner, in one place: ``settle_plan`` (plan; write the packet summary or this model's
+reset-with-handoff the plan needs, as the pure step policy's ``needs`` says; plan again), ``summarise_ahead``
+(at a turn's close, the summaries the next turn's requests will need), and the ``plan`` entry
+(``plan_record``, ``record_plan``). ``explain(plan_id)`` rebuilds the view as of the recorded chain head and
+plans again from the recorded inputs, so any request can be explained after the fact: equal digests mean
+the same plan.
 
 Each model's planner state (the current-turn reserve) is read back from its last recorded plan, so
 a restarted actor carries on where the old one stopped. It writes through a LedgerActor handle when
 given one (the folder's one writer), else through its own LedgerStore.
 
-**A live turn's plans.** The AssemblerActor asks this actor for each plan of a turn (its first step, and a
-re-plan when the turn outgrew the frozen plan or the server's count said the estimate undercounted):
-``plan_step`` plans, writes what the plan needs first (the packet summary, through the summariser this
-actor holds, or a rescue's reset-with-handoff), plans again, and returns the settled plan; the
-assembler projects and sizes it, and ``record_step`` appends the ``plan`` entry of the plan it sends,
-naming this actor (``PlanRecord.producer``). The summariser is the one given (in-process), else the one
-built from the step's endpoint (on Ray: ``vak_context.agent.endpoint.build_tools``, once per endpoint, on
-the bound model or the endpoint's cheaper summary model).
+**A live turn's plans.** The AssemblerActor asks this actor for a plan only when the step policy says the
+step needs one (the turn's first step, a turn that outgrew its frozen plan, an undercount):
+``plan_step`` plans, writes what the plan needs first, plans again, and answers with the settled plan and
+the entries it wrote. The assembler hands it the entries it read since it last asked (``entries``), so a
+step reads the ledger once, in the assembler; it projects and sizes the plan, and appends its ``plan`` entry
+(``plan_record``, naming this actor as its producer) itself.
+
+**The summariser** is an object this actor holds (``vak_context.agent.summarise.Summariser``): given
+in-process (``vak_context.engine.binding``), else built from the step's endpoint (on Ray:
+``vak_context.agent.endpoint.build_tools``, once per endpoint, on the bound model or the endpoint's cheaper
+summary model). ``summarise`` (a callable writing a plan's packet) replaces it where a caller writes
+packets its own way (tests, the farm's replay).
 
 **Summaries at turn close.** When a turn closes, the turn loop asks (through the assembler, which measures
 the prefix as for a step) for ``plan_ahead``: the next request's plan, made as its first step will make it,
@@ -31,33 +37,49 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
 from vak_context.actors.ledger_client import LedgerClient
 from vak_context.actors.session_fold import FoldedSessions, fold_unseen
 from vak_context.agent.endpoint import EndpointTools, build_tools
-from vak_context.agent.request import Summarise, plan_record, settle_plan, summarise_ahead
 from vak_context.agent.steps import StepRequest
+from vak_context.agent.summarise import Summariser, write_packet
 from vak_context.context.capacity.profile import CapacityProfile, from_record
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.context.planner.plan import Plan, PlannerState
+from vak_context.context.planner.policy import (
+    SETTLE_ROUNDS,
+    needs,
+    needs_summary_ahead,
+    plan_entry,
+    reset_entry,
+)
 from vak_context.context.planner.view import SessionView
+from vak_context.context.request.assemble import prefix_tokens, text_tokens
+from vak_context.context.request.messages import ToolSpec
 from vak_context.errors import InvalidInput
-from vak_context.events.envelope import Mapper
+from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import CapacityProfileRecord, PlanRecord
+from vak_context.storage.contract import Ledger
 from vak_context.storage.ledger import LedgerStore
 
-PRODUCER = "PlannerActor"  # what a plan entry this actor writes names as its producer
+PRODUCER = "PlannerActor"  # what a plan entry this actor makes names as its producer
+
+# Writes the packet summary a plan needs into the session; returns the new entry ids (activity, compaction).
+Summarise = Callable[[SessionView, Plan], Awaitable[list[str]]]
 
 
 @dataclass(frozen=True)
 class StepPlan:
-    """``plan_step``'s answer: the settled plan, and the entries written on the way (packet, reset)."""
+    """``plan_step``'s answer: the settled plan, and the entries written on the way (packet, reset), as
+    their ids and as the entries themselves (the assembler folds them without reading them back)."""
 
     plan: Plan
     written: list[str] = field(default_factory=list)
+    entries: list[StoredEntry] = field(default_factory=list)
 
 
 def as_profile(profile: CapacityProfile | CapacityProfileRecord | Mapping[str, Any]) -> CapacityProfile:
@@ -71,16 +93,122 @@ def as_profile(profile: CapacityProfile | CapacityProfileRecord | Mapping[str, A
     raise InvalidInput(f"not a capacity profile: {type(profile).__name__}; pass a CapacityProfile or its record")
 
 
+# ------------------------------------------------------------------ the plan record
+
+
+def plan_record(p: Plan, head: str | None, producer: str | None = None) -> PlanRecord:
+    """The ``plan`` entry (``vak_context.context.planner.policy.plan_entry``): the plan, its inputs and both
+    digests, so the request can be explained later and the plan decoded back after a restart; ``producer``
+    names the actor that made it (outside both digests)."""
+    record = plan_entry(p, head)
+    return record if producer is None else record.model_copy(update={"producer": producer})
+
+
+def record_plan(ledger: Ledger, session: str, view: SessionView, p: Plan, producer: str | None = None) -> str:
+    """Append the plan to the session (and to the view, so the model's state carries to its next plan)."""
+    entry_id = ledger.append(session, [plan_record(p, view.index.head, producer)])[0]
+    view.add(ledger.get(entry_id))
+    return entry_id
+
+
+# ------------------------------------------------------------------ what a plan needs written
+
+
+def write_reset(ledger: Ledger, session: str, view: SessionView, p: Plan) -> str:
+    """The rescue: a reset-with-handoff entry (``reset_entry``), after which the turns before it are never planned."""
+    entry_id = ledger.append(session, [reset_entry(p)])[0]
+    view.add(ledger.get(entry_id))
+    return entry_id
+
+
+async def settle_plan(
+    view: SessionView,
+    profile: CapacityProfile,
+    directive: str,
+    *,
+    ledger: Ledger,
+    session: str,
+    summarise: Summarise,
+    system: str = "",
+    tools: Sequence[ToolSpec] = (),
+    tail: str = "",
+    current: int | None = None,
+    reading_terms: Sequence[str] = (),
+    prefix: int | None = None,
+) -> tuple[Plan, list[str]]:
+    """Plan; write the packet summary or the reset the plan needs (the step policy's ``needs``); plan again.
+    Returns the settled plan and the entries written. ``prefix``: the stable prefix as measured (the
+    server's own count, when the caller has one), else estimated. A current turn that cannot fit even at
+    its most compact raises ``RequestTooLarge``: nothing is sent."""
+    written: list[str] = []
+    pre = prefix if prefix is not None else prefix_tokens(profile, system, tools)
+    # The tail as recorded: the plan adds the room of the stated items' <work_contract> (docs/STATE.md).
+    tail_n = text_tokens(profile, tail)
+    for _ in range(SETTLE_ROUNDS):
+        p = view.plan(
+            profile, directive, prefix_tokens=pre, tail_tokens=tail_n, reading_terms=reading_terms, current=current
+        )
+        need = needs(p)
+        if need == "reset":
+            written.append(write_reset(ledger, session, view, p))
+        elif need == "summary":
+            written += await summarise(view, p)
+        else:
+            return p, written
+    if p.packet is not None and p.packet.needs_summary:
+        raise InvalidInput("the packet's summary could not be settled in three rounds; plan again")
+    return p, written
+
+
+async def summarise_ahead(
+    view: SessionView,
+    profile: CapacityProfile,
+    directive: str,
+    *,
+    summarise: Summarise,
+    system: str = "",
+    tools: Sequence[ToolSpec] = (),
+    tail: str = "",
+    prefix: int | None = None,
+) -> tuple[Plan, list[str]]:
+    """At a turn's close: plan the session's next turn as its requests will be planned and write the
+    summaries their packets need, so those requests find them stored. Two plans: its first step's (a new
+    directive after every closed turn; ``directive`` stands in for the words not yet written, the closed
+    turn's, whose length is what the budget reads), and a later step's, once the turn has grown as far as
+    the session's recent turns grew (the largest current turn of its last recorded plans,
+    ``SessionView.grown``: a turn whose tool results outgrow its first plan plans again with a larger
+    reserve, so a smaller budget and a larger packet). A packet's range depends only on the budget
+    (prefix, tail, the current turn's reserve), not on the directive's words, and ranges grow in whole
+    batches of turns, so these are the ranges the turn's requests carry; a step that grows further than
+    the recent turns did may still find its range missing and write it (``settle_plan``). Nothing else is
+    written: a rescue's reset is the request's own to write. Returns the first step's plan and the entries
+    written (none when every packet is stored, a list or a pointer)."""
+    pre = prefix if prefix is not None else prefix_tokens(profile, system, tools)
+    tail_n = text_tokens(profile, tail)
+    first = view.plan(profile, directive, prefix_tokens=pre, tail_tokens=tail_n)
+    written = await summarise(view, first) if needs_summary_ahead(first) else []
+    grown = max(view.grown.get(str(profile.key), ()), default=0)
+    if grown > first.budget.current:
+        later = view.plan(profile, directive, prefix_tokens=pre, tail_tokens=tail_n, grown=grown)
+        if needs_summary_ahead(later):  # the view holds the first's: never twice
+            written += await summarise(view, later)
+    return first, written
+
+
+# ------------------------------------------------------------------ the actor
+
+
 class PlannerActor:
-    """``ledger``: the folder's LedgerActor handle, or a LedgerStore this process holds as its writer."""
+    """``ledger``: the folder's LedgerActor handle, or a LedgerStore this process holds as its writer.
+    ``summariser``: the model packet summaries are written with (None: built from each step's endpoint);
+    ``summarise``: a packet writer of the caller's own in its place (see the module docstring)."""
 
     def __init__(self, root: str, ledger: LedgerStore | Any, tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
-                 summarise: Summarise | None = None) -> None:
+                 summarise: Summarise | None = None, summariser: Summariser | None = None) -> None:
         self.root = root
-        self.ledger = LedgerClient(root, ledger)
+        self.ledger = ledger if isinstance(ledger, LedgerClient) else LedgerClient(root, ledger)
         self.tokens_per_char = tokens_per_char
-        # Writes a packet summary when a plan needs one (``vak_context.agent.summarise.write_packet`` bound to
-        # a model); None: built from each step's endpoint, else a plan that needs a summary is an error.
+        self.summariser = summariser
         self.summarise = summarise
         self.mapper = Mapper()
         self._lock = threading.RLock()
@@ -91,9 +219,15 @@ class PlannerActor:
         self._endpoints: dict[tuple[Any, ...], EndpointTools] = {}
         self._sessions: dict[str, asyncio.Lock] = {}  # one step plan at a time per session (an async actor)
 
-    def view(self, session: str) -> SessionView:
-        """The session's view, brought up to date with what was appended since last time."""
-        return self._views.get(session)
+    def views(self) -> tuple[threading.RLock, FoldedSessions[SessionView]]:
+        """This actor's views of its sessions and their lock, for an assembler in the same process to project
+        from (one view per session, folded once a step)."""
+        return self._lock, self._views
+
+    def view(self, session: str, entries: Sequence[StoredEntry] | None = None) -> SessionView:
+        """The session's view, brought up to date with what was appended since last time: from ``entries``
+        (what the assembler read since it last asked) where they continue what the view holds, else read."""
+        return self._views.get(session) if entries is None else self._views.feed(session, entries)
 
     def plan(
         self,
@@ -125,21 +259,25 @@ class PlannerActor:
         return {"plan": p.to_json(), "digest": p.digest, "inputs_digest": p.inputs_digest, "entry_id": entry_id}
 
     async def plan_step(self, session: str, profile: CapacityProfile, step: StepRequest, *, current: int,
-                        prefix_tokens: int | None = None) -> StepPlan:
+                        prefix_tokens: int | None = None, entries: Sequence[StoredEntry] | None = None) -> StepPlan:
         """The settled plan for the open turn's step (its ordinal ``current``), with the packet summary or
         the reset it needed written first. ``prefix_tokens``: the stable prefix as the assembler's counter
-        measured it (None: estimated). Not recorded: ``record_step`` records the plan that is sent."""
+        measured it (None: estimated); ``entries``: the session's entries the assembler read since it last
+        asked (None: read them here). Not recorded: the assembler records the plan it sends."""
         lock = self._sessions.setdefault(session, asyncio.Lock())
         async with lock:
-            view = self.view(session)
+            view = self.view(session, entries)
+            kept = cast(Ledger, _Kept(self.ledger))  # what is written is read back once, here, and handed on
             p, written = await settle_plan(
-                view, profile, "", ledger=self.ledger, session=session, summarise=self._summariser(session, step),
+                view, profile, "", ledger=kept, session=session, summarise=self._packet_writer(session, step, kept),
                 system=step.system, tools=step.tools, tail=step.tail, current=current, prefix=prefix_tokens,
             )
-        return StepPlan(p, written)
+        got = cast(_Kept, kept).got
+        return StepPlan(p, written, [got[i] for i in written if i in got])
 
     async def plan_ahead(self, session: str, profile: CapacityProfile, step: StepRequest, *, after: str,
-                         directive: str, prefix_tokens: int | None = None) -> list[str]:
+                         directive: str, prefix_tokens: int | None = None,
+                         entries: Sequence[StoredEntry] | None = None) -> list[str]:
         """At the close of turn ``after`` (its directive's entry id): plan the next request (not recorded) and
         write the packet summary it will need now, through the summariser this actor holds, so that
         request's ``plan_step`` finds it stored. ``directive`` stands in for the next one's words (the closed
@@ -148,36 +286,30 @@ class PlannerActor:
         entries written (the ``packet.summarise`` activity and the ``compaction``), none when nothing was due."""
         lock = self._sessions.setdefault(session, asyncio.Lock())
         async with lock:  # a step plan of the same session waits for this summary, then finds it stored
-            view = self.view(session)
+            view = self.view(session, entries)
             last = view.index.current
             if last is None or last.id != after or not last.closed:
                 return []
             _, written = await summarise_ahead(
-                view, profile, directive, summarise=self._summariser(session, step), system=step.system,
+                view, profile, directive, summarise=self._packet_writer(session, step), system=step.system,
                 tools=step.tools, tail=step.tail, prefix=prefix_tokens,
             )
         return written
 
-    def record_step(self, session: str, plan: Plan) -> str:
-        """Append the ``plan`` entry of a step's plan (the one sent), naming this actor; its entry id."""
-        with self._lock:
-            view = self.view(session)
-            record = plan_record(plan, view.index.head, PRODUCER)
-            entry_id = self.ledger.append(session, [record])[0]
-            # Folded by the next view(), with whatever else was appended by then, from this record: no read
-            # of the entry back (on Ray a LedgerActor call carrying it) and no decoding it again.
-            self._views.wrote(entry_id, record)
-            return entry_id
-
-    def _summariser(self, session: str, step: StepRequest) -> Summarise:
+    def _packet_writer(self, session: str, step: StepRequest, ledger: Ledger | None = None) -> Summarise:
+        """What writes a plan's packet: the caller's own writer, else the summariser this actor holds (the
+        one given, else the one built from the step's endpoint), else one that says none is wired."""
         if self.summarise is not None:
             return self.summarise
-        if step.endpoint is not None:
+        summariser = self.summariser
+        if summariser is None and step.endpoint is not None:
             tools = self._endpoints.get(step.endpoint.ident)
             if tools is None:
                 tools = self._endpoints[step.endpoint.ident] = build_tools(step.endpoint, lambda: self.tokens_per_char)
-            return tools.summarise_for(self.ledger, session)
-        return _no_summariser
+            summariser = tools.summariser
+        if summariser is None:
+            return _no_summariser
+        return partial(write_packet, ledger or self.ledger, session, summariser=summariser)
 
     def explain(self, plan_id: str) -> dict[str, Any]:
         """Plan again from a recorded plan's inputs, on the chain as it was; say whether it is the same."""
@@ -211,9 +343,27 @@ class PlannerActor:
                                         "observed_through": st.observed_through}
 
 
+class _Kept:
+    """A ledger that keeps each entry read back through it (what ``settle_plan`` wrote, read once to fold)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.got: dict[str, StoredEntry] = {}
+
+    def append(self, session: str, payloads: Sequence[Any], **kw: Any) -> list[str]:
+        return self.ledger.append(session, payloads, **kw)
+
+    def get(self, entry_id: str) -> StoredEntry:
+        entry = self.got[entry_id] = self.ledger.get(entry_id)
+        return entry
+
+    def __getattr__(self, name: str) -> Any:  # the rest of the contract, as the ledger has it
+        return getattr(self.ledger, name)
+
+
 async def _no_summariser(_view: SessionView, _plan: Plan) -> list[str]:
     raise InvalidInput(
-        "the plan needs a packet summary and this planner has no summariser; pass summarise= "
-        "(vak_context.agent.summarise.write_packet bound to a model), or bind the session with a ModelEndpoint "
+        "the plan needs a packet summary and this planner has no summariser; pass summariser= "
+        "(vak_context.agent.summarise.Summariser), or bind the session with a ModelEndpoint "
         "(vak_context.agent.endpoint) so the PlannerActor builds one"
     )

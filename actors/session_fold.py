@@ -19,6 +19,7 @@ from vak_context.events.envelope import StoredEntry
 
 S = TypeVar("S")
 WRITTEN_KEPT = 64  # payloads noted by ``wrote`` and not folded yet, at most (the oldest go first)
+NEW_KEPT = 4096  # entries kept for ``take_new`` per session, at most (past it the follower reads for itself)
 
 
 class FoldedSessions(Generic[S]):
@@ -33,6 +34,10 @@ class FoldedSessions(Generic[S]):
         # Payloads this actor appended itself, by entry id (ids are content hashes): folded from the model
         # they were written from rather than decoded again (a plan entry at 1,000 turns is ~275 KB of JSON).
         self._written: dict[str, Any] = {}
+        # With ``keep_new``: the entries read since ``take_new`` last took them, per session (None: not known,
+        # after a rebuild), so a follower of this state (the PlannerActor, following the AssemblerActor) is
+        # handed them instead of reading the ledger again.
+        self._new: dict[str, list[StoredEntry] | None] | None = None
 
     def get(self, session: str) -> S:
         """The session's state, brought up to date with what was appended since last time."""
@@ -47,6 +52,40 @@ class FoldedSessions(Generic[S]):
             except InvalidInput:  # the chain branched: start over from the head
                 return self._rebuild(session)
             self._states[session] = (state, seen + len(new))
+            if self._new is not None and new:
+                kept = self._new.get(session, [])
+                self._new[session] = kept + list(new) if kept is not None and len(kept) + len(new) <= NEW_KEPT else None
+            return state
+
+    def keep_new(self) -> None:
+        """Keep what each read brings in for ``take_new``."""
+        self._new = {}
+
+    def take_new(self, session: str) -> list[StoredEntry] | None:
+        """The entries read for ``session`` since the last call (None where they are not all known: the
+        state was rebuilt from its chain, or too many came in); none kept unless ``keep_new`` was called."""
+        with self._lock:
+            if self._new is None:
+                return None
+            return self._new.pop(session, [])
+
+    def feed(self, session: str, entries: Sequence[StoredEntry]) -> S:
+        """The session's state, brought up to date from ``entries`` (the session's entries from some
+        sequence number on, as another reader read them) where they continue what it holds; else (a gap,
+        a state not built yet) read as ``get`` reads."""
+        with self._lock:
+            cached = self._states.get(session)
+            if cached is None:
+                return self.get(session)
+            state, seen = cached
+            fresh = [e for e in entries if e.seq >= seen]
+            if fresh and fresh[0].seq != seen:  # entries this reader never saw: read them
+                return self.get(session)
+            try:
+                self._fold(state, fresh)
+            except InvalidInput:  # the chain branched: start over from the head
+                return self._rebuild(session)
+            self._states[session] = (state, seen + len(fresh))
             return state
 
     def wrote(self, entry_id: str, payload: Any) -> None:
@@ -65,6 +104,8 @@ class FoldedSessions(Generic[S]):
         head = self.ledger.head(session)
         chain = self.ledger.chain_to_root(head) if head else []
         self._written.clear()  # the build decodes every entry of the chain
+        if self._new is not None:
+            self._new[session] = None  # a follower reads for itself
         state = self._build(chain)
         self._states[session] = (state, chain[-1].seq + 1 if chain else 0)
         return state

@@ -26,10 +26,7 @@ from typing import Any
 
 import httpx
 
-from vak_context.agent.request import Summarise
-from vak_context.agent.summarise import Summariser, write_packet
-from vak_context.context.planner.plan import Plan
-from vak_context.context.planner.view import SessionView
+from vak_context.agent.summarise import Summariser
 from vak_context.context.request.messages import ChatRequest
 from vak_context.providers.base import Provider
 
@@ -84,14 +81,7 @@ class ModelTools:
     """The bound model's exact token counter and packet summariser, over one provider adapter."""
 
     count: Callable[[ChatRequest], Awaitable[int]]
-    summariser: Summariser
-
-    def summarise_for(self, ledger: Any, session: str) -> Summarise:
-        """The summariser as the PlannerActor calls it: write the plan's packet into ``session``."""
-        async def summarise(view: SessionView, plan: Plan) -> list[str]:
-            return await write_packet(ledger, session, view, plan, self.summariser)
-
-        return summarise
+    summariser: Summariser  # the object the PlannerActor holds and writes packets with
 
 
 @dataclass

@@ -41,7 +41,6 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 
-from vak_context.agent.request import Complete
 from vak_context.agent.tools import EngineTools, ToolRegistry
 from vak_context.agent.turn import (
     MAX_CALLS_PER_STEP,
@@ -60,6 +59,7 @@ from vak_context.context.request.messages import ChatRequest, ChatResult, Messag
 from vak_context.context.request.toolcalls import ends_inside_call, parse_tool_calls
 from vak_context.context.rules.drift import PriorTurn
 from vak_context.errors import ContextOverflow
+from vak_context.providers.base import Complete
 
 # re-exported: the loop's names, defined with the turn they describe
 __all__ = ["MAX_CALLS_PER_STEP", "MAX_EXTENSIONS", "StepReport", "TurnConfig", "TurnLoop", "TurnReport",

@@ -28,7 +28,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from vak_context.agent.request import Complete, Ledger
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
 from vak_context.context.history.packets import (
     SUMMARISER_SYSTEM,
@@ -45,6 +44,8 @@ from vak_context.context.planner.view import SessionView
 from vak_context.context.request.messages import ChatRequest, ChatResult, Message
 from vak_context.errors import InvalidInput
 from vak_context.events.payloads import Activity
+from vak_context.providers.base import Complete
+from vak_context.storage.contract import Ledger
 
 WORDS_PER_TOKEN = 0.7  # what "at most N words" asks for, from a token allowance (English text)
 

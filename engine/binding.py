@@ -21,7 +21,7 @@ import httpx
 
 from vak_context.actors.assembler import AssemblerActor
 from vak_context.agent.endpoint import ModelEndpoint
-from vak_context.agent.summarise import Summariser, write_packet
+from vak_context.agent.summarise import Summariser
 from vak_context.agent.tools import engine_tools
 from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
 from vak_context.context.capacity.profile import (
@@ -33,8 +33,6 @@ from vak_context.context.capacity.profile import (
     metadata_profile,
 )
 from vak_context.context.history.cards import card_tools
-from vak_context.context.planner.plan import Plan
-from vak_context.context.planner.view import SessionView
 from vak_context.context.request.messages import ModelContext
 from vak_context.context.request.surface import Surface, ToolDecl
 from vak_context.errors import InvalidInput, VakError
@@ -199,13 +197,8 @@ def in_process_assembler(store: LedgerStore, session: str, bound: BoundModel, wi
     on, window = (bound, window_tokens) if summary is None else summary
     summariser = Summariser(on.provider, on.model, window_tokens=window, max_summary_tokens=SUMMARY_TOKENS,
                             enabled=summaries)
-    assembler: AssemblerActor
-
-    async def summarise(view: SessionView, plan: Plan) -> list[str]:
-        return await write_packet(assembler.ledger, session, view, plan, summariser)
-
-    assembler = AssemblerActor(str(store.root), store, summarise=summarise, count=counter.count)
-    return assembler
+    # The planner holds the summariser and writes each packet through its own ledger client.
+    return AssemblerActor(str(store.root), store, summariser=summariser, count=counter.count)
 
 
 def ray_services(root: str | os.PathLike[str], session: str, bound: BoundModel, window_tokens: int,

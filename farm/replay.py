@@ -1,10 +1,11 @@
 """Replay one session under one model's profile: every recorded request planned, projected and checked.
 
-The session's original chain (up to its ``source_head``) is walked entry by entry into a SessionView.
-Each ``assistant_step`` is the answer to one model request, so just before it is added the request
-that produced it is prepared again (``vak_context.agent.request.prepare``: plan, write the packet or reset the plan
-needs, plan again, project) under the model's profile, with that turn as the current one. Each
-request is then checked:
+The session's original chain (up to its ``source_head``) is copied entry by entry into a session of its own.
+Each ``assistant_step`` is the answer to one model request, so just before it is copied the request
+that produced it is made again as a live step makes it: by the AssemblerActor and its PlannerActor, in this
+process, under the model's profile, running the live step policy (``vak_context.context.planner.policy``: the
+turn planned at its first step, writing the packet or reset the plan needs, and its plan kept for the turn's
+later steps until the turn outgrows it), with that turn as the current one. Each request is then checked:
 
 * no turn split: the messages pass ``vak_context.context.history.render.api_problems`` (every tool result follows its call);
 * no request over the budget: its tokens plus the output reserve fit the plan's horizon;
@@ -12,7 +13,7 @@ request is then checked:
   results of at most ``vak_context.context.history.render.VERBATIM_CHARS``, which are their own record), a window naming its
   recall calls, a digest or card naming its evidence id, or named in the packet (by id, or by its turn
   range in a pointer-level packet) or behind this model's reset;
-* the two-model gate: the same request prepared under a contrasting profile and then under this
+* the two-model gate: the same request made under a contrasting profile and then under this
   model's again comes back byte-identical, and writes nothing the second time.
 
 The replay is written as a session of its own (``<session>.<model>.<k>``), in a ledger the caller gives:
@@ -27,10 +28,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from vak_context.agent.request import Ledger, Prepared, prepare, record_plan
+from vak_context.actors.assembler import AssemblerActor
+from vak_context.actors.planner import PlannerActor, Summarise
+from vak_context.agent.steps import StepRequest
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.capacity.tokens import estimate_tokens
 from vak_context.context.history.render import SHORT_ID, api_problems
@@ -38,14 +42,14 @@ from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.records import Fidelity
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import packet_text, request_tokens
+from vak_context.context.request.messages import ChatRequest
 from vak_context.errors import VakError
 from vak_context.events.blocks import TextBlock, ToolResultBlock
 from vak_context.events.envelope import StoredEntry
 from vak_context.farm.rows import UnitKey, make_row
 from vak_context.farm.sessions import IdRemap, copy_entries
 from vak_context.farm.spec import ModelEntry
-
-Summarise = Callable[[SessionView, Plan], Awaitable[list[str]]]
+from vak_context.storage.contract import Ledger
 
 
 class ReplayLedger(Ledger, Protocol):
@@ -78,6 +82,16 @@ def gate_partner(profile: CapacityProfile) -> CapacityProfile:
         tokens_per_char=profile.tokens_per_char,
         output_reserve=min(profile.output_reserve, size // 8),
     )
+
+
+@dataclass
+class Prepared:
+    """One replayed request: the plan it was projected from, the request, and the entries written on the way
+    (packet, reset)."""
+
+    plan: Plan
+    request: ChatRequest
+    written: list[str] = field(default_factory=list)
 
 
 def request_bytes(prep: Prepared) -> bytes:
@@ -160,31 +174,38 @@ async def replay_session(
     """
     profile = model_profile(model)
     partner = gate_partner(profile)
-    view = SessionView(model.tokens_per_char)
+    root = str(getattr(ledger, "root", ""))
+    # The live step's actors, in this process, over the replay's ledger: the planner writes packets with
+    # ``summarise``, the assembler runs the step policy and records each plan it sends.
+    planner = PlannerActor(root, ledger, model.tokens_per_char, summarise=summarise)
+    assembler = AssemblerActor(root, ledger, tokens_per_char=model.tokens_per_char, planner=planner)
     rows: list[dict[str, Any]] = []
     previous = b""
     remap = IdRemap()
 
-    async def prep(prof: CapacityProfile, current: int) -> Prepared:
-        prepared = await prepare(view, prof, "", ledger=ledger, session=target, summarise=summarise,
-                                 model=prof.key.model, system=system, current=current)
-        record_plan(ledger, target, view, prepared.plan)  # as the PlannerActor does: the next plan starts from it
-        return prepared
+    async def prep(prof: CapacityProfile) -> Prepared:
+        step = StepRequest(model=prof.key.model, system=system, tools=(), tail="", max_tokens=1024)
+        made = await assembler.assemble(target, prof, step)
+        frozen = assembler.state(target, str(prof.key)).frozen
+        assert frozen is not None and frozen.plan.digest == made.plan_digest  # the plan the request was made from
+        return Prepared(frozen.plan, made.request, made.written)
+
+    copied: list[str] = []
 
     def copy(session: str, payload: Any, blob: bytes | None) -> str:
         (entry_id,) = ledger.append(session, [payload], blobs=[blob])
-        view.add(ledger.get(entry_id))
+        copied.append(entry_id)
         return entry_id
 
     for entry in chain:
-        if entry.kind == "assistant_step" and view.index.turns:
+        if entry.kind == "assistant_step" and copied and (view := assembler.view(target)).index.turns:
             current = view.index.turns[-1].ordinal
             n = len(rows)
             started = time.perf_counter()
             try:
-                first = await prep(profile, current)
-                await prep(partner, current)
-                again = await prep(profile, current)
+                first = await prep(profile)
+                await prep(partner)
+                again = await prep(profile)
             except VakError as exc:
                 rows.append(make_row(unit, "replay", run_id, n, passed=False, node=node,
                                      reason=f"{type(exc).__name__}: {exc}",

@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypedDict, TypeVar
+from typing import Any, ClassVar, Protocol, TypedDict, TypeVar
 
 import httpx
 
@@ -58,6 +58,13 @@ T = TypeVar("T")
 
 # re-exported: callers import them from here
 __all__ = ["MIN_SECRET_CHARS", "REDACTED", "error_message", "parse_retry_after"]
+
+
+class Complete(Protocol):
+    """Anything that answers a ChatRequest: a provider adapter (``Provider``), or a test's scripted model.
+    What the turn loop sends through and the packet summariser calls."""
+
+    async def complete(self, request: ChatRequest) -> ChatResult: ...
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""The step policy: when a turn's request is planned, kept or planned again, and what an over-length
-rejection implies (spec §4 "over-length", §10 "within a turn"). Pure: no I/O, no clock.
+"""The step policy: when a turn's request is planned, kept or planned again, what a plan needs written
+before it is sent (``needs``: a packet's summary, this model's reset), and what an over-length rejection
+implies (spec §4 "over-length", §10 "within a turn"). Pure: no I/O, no clock.
 
 Shaped like Ray Serve's autoscaling policy: one function, ``decide(inputs, state) -> (decision,
 new_state)``, whose state is passed in and handed back, never kept here. The caller (the
@@ -45,8 +46,9 @@ from vak_context.context.planner.records import (
     Rows,
     plan_digest,
 )
+from vak_context.context.planner.view import handoff_text
 from vak_context.errors import ContextOverflow, InvalidInput
-from vak_context.events.payloads import PlanRecord
+from vak_context.events.payloads import PlanRecord, ResetWithHandoff
 
 RETRIES = 1  # sends of a step after an over-length rejection (spec §4: "the turn retries once")
 
@@ -234,6 +236,41 @@ def after_overflow(
         signals=(*profile.provenance.signals, signal)[-32:],
     )
     return replace(profile, verified_window=window, tokens_per_char=Ewma(tpc.value, tpc.samples), provenance=provenance)
+
+
+# ------------------------------------------------------------------ what a plan needs written first
+
+SETTLE_ROUNDS = 3  # plans per request: a summary written can change the packet's cost once; a reset empties history
+
+Need = Literal["reset", "summary"]
+
+
+def needs(p: Plan) -> Need | None:
+    """What must be written before ``p`` can be sent, after which the request is planned again: this model's
+    reset-with-handoff (a rescue over history it does not yet start after), the packet's summary (a range
+    with no stored packet), or nothing (``p`` is settled). The PlannerActor writes it
+    (``vak_context.actors.planner.settle_plan``)."""
+    if p.rescue and p.rows.history_start < p.rows.history_end:
+        return "reset"
+    if p.packet is not None and p.packet.needs_summary:
+        return "summary"
+    return None
+
+
+def needs_summary_ahead(p: Plan) -> bool:
+    """Whether a plan made ahead of a turn (at the close of the one before) needs its packet's summary
+    written: never a rescue's reset, which is the request's own to write."""
+    return not p.rescue and p.packet is not None and p.packet.needs_summary
+
+
+def reset_entry(p: Plan) -> ResetWithHandoff:
+    """The rescue's ``reset_with_handoff`` entry, after which the turns before it are never planned (for this
+    model: other models' projections stay as they were)."""
+    if not p.rescue:
+        raise InvalidInput("only a rescue plan (plan.rescue) writes a reset-with-handoff")
+    history = [t for t in p.turns if t.fidelity == Fidelity.BEHIND_RESET]
+    return ResetWithHandoff(handoff=handoff_text(p), last_turn_id=history[-1].turn_id if history else None,
+                            reason=p.rescue_reason, model=p.model)
 
 
 # ------------------------------------------------------------------ the state in the ledger

@@ -4,6 +4,7 @@
 - ``threshold``: the scripted threshold model (follows a tool instruction iff the prompt is under T tokens).
 - ``scripted``: the scripted OpenAI-compatible model the turn-loop tests drive, and its completions.
 - ``sessions``: sessions built entry by entry (``SessionBuilder``, ``build_session``, ``ledger_session``, ``Chain``).
+- ``planning``: one request planned and projected outside a turn loop (``prepare``), for the planner's tests.
 - ``probe``: the probe run against the threshold model, and hand-made rung outcomes.
 - ``ledgers``, ``ledger_contract``: ways to reach a ledger that only tests need (the LedgerActor class in this
   process), and the conformance suite every way to reach a ledger runs.

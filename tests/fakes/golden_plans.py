@@ -7,7 +7,7 @@ The corpus (``corpus_digests``):
 - the benchmark's synthetic session (``bench/planner.py``'s ``Session``), grown turn by turn, each new
   directive planned before it is added and each step after; a stored summary is written whenever the
   small profile's plan asks for one (as the summariser would), and the tiny profile's first rescue
-  writes its reset-with-handoff (``vak_context.agent.request.write_reset``'s payload), so stored and seeded
+  writes its reset-with-handoff (``vak_context.context.planner.policy.reset_entry``), so stored and seeded
   packets, per-model resets and turns behind them are planned too;
 - the benchmark's long turn (``vak_context.sessions.longturn.LongTurn``), every step: current-turn compaction;
 - recorded sessions from ``../shared/data/trajectories`` through the project's importers (a few

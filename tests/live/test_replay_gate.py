@@ -19,7 +19,8 @@ import pytest
 
 from tests.fakes.imported import TAU_FOLLOW_UP, TAU_SESSION, import_tau
 from tests.fakes.local_model import LOCAL_MODEL_N_CTX
-from vak_context.agent.request import Prepared, prepare, record_plan
+from tests.fakes.planning import Prepared, prepare
+from vak_context.actors.planner import record_plan
 from vak_context.agent.summarise import Summariser, write_packet
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.history.render import api_problems

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from tests.fakes.planning import prepare
 from vak_context.actors.assembler import AssemblerActor
-from vak_context.agent.request import prepare
 from vak_context.agent.steps import StepRequest
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars
 from vak_context.context.history.turncard import build_card

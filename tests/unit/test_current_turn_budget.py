@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from tests.fakes.planning import prepare
 from tests.fakes.sessions import SessionBuilder
-from vak_context.agent.request import prepare
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.history.packets import render_step_packet, step_items, step_packet_chars
 from vak_context.context.history.render import api_problems

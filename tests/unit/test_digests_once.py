@@ -53,11 +53,11 @@ async def test_each_result_is_digested_once_across_every_request(tmp_path: Path)
     assert len(calls) == TURNS and len(model.requests) >= 2 * TURNS
     # never more digests than results at any request: no request recomputed a closed turn's digests
     assert all(computed <= results for computed, results in seen), seen
-    # once per result, though three holders read each: the AssemblerActor's view (at the step after the
-    # result), the EvidenceActor (the turn's card) and the PlannerActor's view (at the turn's close, when it
-    # plans the next turn to write the packet summaries it will need: the last turn's too)
+    # once per result, though two holders read each: the session's one view, which the AssemblerActor and
+    # the PlannerActor share in-process (at the step after the result; at the turn's close, when the planner
+    # plans the next turn to write the packet summaries it will need), and the EvidenceActor (the turn's card)
     assert after.computed - base.computed == TURNS
-    assert after.hits - base.hits == 2 * TURNS
+    assert after.hits - base.hits == TURNS
 
     # A view built again from the whole chain (a restarted actor, a branched session) reads them all.
     with LedgerStore(tmp_path / "ledger", readonly=True) as store:

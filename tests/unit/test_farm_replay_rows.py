@@ -61,7 +61,10 @@ def test_replay_rows_and_the_checks_that_fail_them(tmp_path: Path, monkeypatch: 
     originals = {e.id for e in chain}  # a copy has new ids, and names the copies, never the originals
     named = {m for e in replayed for m in re.findall(r"[0-9a-f]{64}", e.payload.decode())}
     assert named and not named & originals and named & {e.id for e in replayed}
-    assert sum(e.kind == "plan" for e in replayed) == 3 * steps  # this model's, the gate partner's, this model's
+    # the live step policy: a turn is planned at its first request, under this model and the gate partner, and
+    # its later requests (and the gate's third, this model's again) keep that plan: a plan entry per turn and model
+    turns = sum(e.kind == "directive" for e in chain)
+    assert sum(e.kind == "plan" for e in replayed) == 2 * turns
 
     unit, run, node, n, view, profile, first, _again, previous, current, wall = seen[-1]
     digested = [m for m in first.request.messages if "[evidence:" in json.dumps(m.model_dump(mode="json"))]

@@ -5,7 +5,7 @@ replayed under a 16k window, carried a runtime redo nudge after its last step th
 current turn did not count (``vak_context.context.planner.currentturn.turn_costs``). These tests replay recorded sessions of
 ``../shared/data/trajectories`` the way ``vak_context.farm.replay`` does: the session copied entry by entry into
 a real ledger, and just before each recorded assistant step the request that produced it prepared again
-(``vak_context.agent.request.prepare``: plan, write the packet summary the plan needs, plan again, project), with
+(``tests.fakes.planning.prepare``: plan, write the packet summary the plan needs, plan again, project), with
 no tail, as the farm replays.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.imported import FILES
-from vak_context.agent.request import Prepared, prepare
+from tests.fakes.planning import Prepared, prepare
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey, request_chars
 from vak_context.context.history.packets import compaction_payload
 from vak_context.context.planner.plan import Plan

@@ -16,13 +16,13 @@ from typing import Any
 
 import httpx
 
+from tests.fakes.planning import prepare
 from tests.fakes.provider_bodies.wire import body
 from tests.fakes.sessions import ledger_session as _ledger_session
 from vak_context.actors.assembler import AssemblerActor
 from vak_context.actors.evidence import EvidenceActor
 from vak_context.actors.local_services import InProcessServices
 from vak_context.agent.loop import TurnConfig, TurnLoop, TurnReport
-from vak_context.agent.request import prepare
 from vak_context.agent.summarise import Summariser, write_packet
 from vak_context.context.capacity.profile import (
     CapacityProfile,

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.fakes.planning import Prepared, prepare
 from tests.fakes.sessions import ledger_session
-from vak_context.agent.request import Prepared, prepare, record_plan
+from vak_context.actors.planner import record_plan
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.history.packets import compaction_payload
 from vak_context.context.history.render import api_problems

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.fakes.imported import Imported
+from tests.fakes.planning import prepare
 from tests.fakes.rare_terms import exact_text, rare_terms, recorded_sessions
 from vak_context.actors.local_services import InProcessServices
-from vak_context.agent.request import prepare
 from vak_context.agent.tools import EngineCall, ToolRegistry, engine_tools, surface_for
 from vak_context.agent.tools.sessionsearch import recall_calls
 from vak_context.bm25 import terms

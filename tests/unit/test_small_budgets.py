@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 import vak_context
+from tests.fakes.planning import prepare
 from tests.fakes.sessions import ledger_session, profile
-from vak_context.agent.request import prepare
 from vak_context.context.capacity.profile import request_budget
 from vak_context.context.history.packets import (
     EXTRACT_ASKED_CHARS,
