@@ -42,6 +42,7 @@ from vak_context.context.planner.plan import PacketPlan, Plan
 from vak_context.context.planner.sizes import card_text
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request.messages import ChatRequest, ChatResult, Message
+from vak_context.context.stated.render import said_block, said_in, without_said
 from vak_context.errors import InvalidInput
 from vak_context.events.payloads import Activity
 from vak_context.providers.base import Complete
@@ -105,14 +106,18 @@ async def write_packet(
     calls: list[dict[str, Any]] = []
     failed: str | None = None
     text: str | None = None
+    # The stated items these turns said, verbatim beside the model's summary, within half its room (issue 34).
+    said = said_block(said_in(view.index.stated.current(), pk.first_ordinal, pk.last_ordinal),
+                      _extract_chars(pk, plan) // 2)
     if not summariser.enabled:
         failed = "off"
     else:
-        budget = _budget(pk, summariser)
+        budget = _budget(pk, summariser, estimate_tokens(len(said) + 2, _rate(plan)) if said else 0)
         records = _records(view, range(start, pk.last_ordinal + 1), budget, summariser)
         try:
-            text = await _summarise(pk, records, seed.summary if seed is not None else None, budget, summariser,
-                                    calls)
+            text = await _summarise(pk, records, without_said(seed.summary) if seed is not None else None, budget,
+                                    summariser, calls)
+            text = f"{said}\n\n{text}" if said and text else text
         except SummaryFailed as e:
             failed = str(e)
         except TimeoutError:
@@ -154,11 +159,15 @@ def _extract_chars(pk: PacketPlan, plan: Plan) -> int:
     """The extract's room in characters: the packet's summary room at the bound model's ratio, with the
     headroom a model's summary is asked for (``SUMMARY_HEADROOM``), so that a later request whose room is
     a little smaller still carries it (a stored packet never shrinks to fit)."""
+    return max(80, math.floor(pk.summary_tokens * SUMMARY_HEADROOM / max(_rate(plan), 1e-6)))
+
+
+def _rate(plan: Plan) -> float:
+    """The bound model's tokens per character, as the plan was made with."""
     try:
-        tpc = float(plan.inputs["profile"]["tokens_per_char"]["value"])
+        return float(plan.inputs["profile"]["tokens_per_char"]["value"])
     except (KeyError, TypeError, ValueError):
-        tpc = PRIOR_TOKENS_PER_CHAR
-    return max(80, math.floor(pk.summary_tokens * SUMMARY_HEADROOM / max(tpc, 1e-6)))
+        return PRIOR_TOKENS_PER_CHAR
 
 
 def _packet_to_write(view: SessionView, plan: Plan) -> PacketPlan:
@@ -179,8 +188,9 @@ class _Budget:
     room: int  # prompt tokens left for the previous packet and the turns of one call
 
 
-def _budget(pk: PacketPlan, summariser: Summariser) -> _Budget:
-    max_tokens = max(16, math.floor(pk.summary_tokens * SUMMARY_HEADROOM))
+def _budget(pk: PacketPlan, summariser: Summariser, said_tokens: int = 0) -> _Budget:
+    """``said_tokens``: what the stated items' block beside the summary takes of its room."""
+    max_tokens = max(16, math.floor(pk.summary_tokens * SUMMARY_HEADROOM) - said_tokens)
     if summariser.max_summary_tokens is not None:
         max_tokens = min(max_tokens, summariser.max_summary_tokens)
     words = max(12, int(max_tokens * WORDS_PER_TOKEN))

@@ -38,6 +38,7 @@ from typing import Literal, NamedTuple
 from vak_context.context.capacity.tokens import estimate_tokens
 from vak_context.context.history.turncard import args_digest, short_id
 from vak_context.context.history.turns import EvidenceMeta, Summary, Turn, TurnIndex
+from vak_context.context.stated.render import said_block, said_in
 from vak_context.errors import InvalidInput
 from vak_context.events.payloads import Compaction, CoveredEvidence
 
@@ -461,17 +462,30 @@ def extract_line(index: TurnIndex, ordinal: int, asked_chars: int = EXTRACT_ASKE
 
 
 def extract_summary(index: TurnIndex, first_ordinal: int, last_ordinal: int, max_chars: int) -> str:
-    """The deterministic extract that stands in for a missing summary (spec §4): one line per turn
-    (``extract_line``), oldest first, by whole lines within ``max_chars``; the turns left out are named
-    with the recall that returns each. At least the first turn is listed (its directive cut shorter where
-    its line would not fit, ``EXTRACT_TIGHTER_CHARS``). The same turns and room give the same bytes."""
+    """The deterministic extract that stands in for a missing summary (spec §4): first the stated items in force
+    that these turns said, verbatim (``said_block``: whole items in budget order, each left out named with its
+    ``recall``), then one line per turn (``extract_line``), oldest first, by whole lines within what is left of
+    ``max_chars``; the turns left out are named with the recall that returns each. At least the first turn is
+    listed (its directive cut shorter where its line would not fit, ``EXTRACT_TIGHTER_CHARS``): the items get
+    the room beside that. The same turns, items and room give the same bytes."""
     if last_ordinal < first_ordinal:
         raise InvalidInput(f"an extract covers turns first..=last, not {first_ordinal}..{last_ordinal}")
+    said = said_in(index.stated.current(), first_ordinal, last_ordinal)
+    block = said_block(said, max_chars - _least_lines(index, first_ordinal, last_ordinal) - 2) if said else ""
+    if block:  # the stated items first, verbatim: they bind later turns; the turns' lines in what is left
+        max_chars -= len(block) + 2
     for asked_chars in (EXTRACT_ASKED_CHARS, *EXTRACT_TIGHTER_CHARS):
         lines = _whole_lines(index, first_ordinal, last_ordinal, max_chars, asked_chars)
         if lines[0].startswith("- Turn "):
-            return "\n".join(lines)
-    return "\n".join(lines)
+            break
+    return "\n".join([block, "", *lines] if block else lines)
+
+
+def _least_lines(index: TurnIndex, first_ordinal: int, last_ordinal: int) -> int:
+    """The characters of the shortest listing an extract keeps: its first turn's line at the tightest cut, and
+    the line naming the turns after it."""
+    after = len(_left_out(first_ordinal + 1, last_ordinal)) + 1 if first_ordinal < last_ordinal else 0
+    return len(extract_line(index, first_ordinal, EXTRACT_TIGHTER_CHARS[-1])) + 1 + after
 
 
 def _whole_lines(index: TurnIndex, first_ordinal: int, last_ordinal: int, max_chars: int, asked_chars: int

@@ -84,7 +84,7 @@ def packet_span(w: HistoryColumns, budget: int, tpc: float) -> tuple[int, Packet
     reserved, last_pos = 0, -1
     while True:
         need = max(w.suffix_start(budget - reserved), 1, last_pos + 1)
-        last_pos = min(n, math.ceil(need / PACKET_BATCH_TURNS) * PACKET_BATCH_TURNS) - 1
+        last_pos = batch_end(need, n) - 1
         stop = last_pos + 1
         room = packet_room(
             w.turns[0].ordinal, w.turns[last_pos].ordinal, share=share, budget=budget, tokens_per_char=tpc,
@@ -97,6 +97,27 @@ def packet_span(w: HistoryColumns, budget: int, tpc: float) -> tuple[int, Packet
         if room.allowance <= reserved:
             return last_pos, room, reserved
         reserved = room.allowance
+
+
+def batch_end(need: int, n: int) -> int:
+    """One past the packet's last position: the ``need`` oldest turns that do not fit, rounded up to a whole
+    batch (``PACKET_BATCH_TURNS``, from the first planned turn) so the boundary holds over several turns and a
+    summary written for it at a turn's close is the one the next requests carry. But the rounding never takes
+    every turn: where the batch would reach the session's end it stops short of the newest turns the budget
+    keeps, at the newest 4, 2 or 1 (the most that fit beside the packet), a choice that moves only when the
+    turns that fit cross one of those counts. Rounded up to ``n``, the batch swallowed all 63 turns of the kit's
+    session with most of the history's budget unused. A batch cut short covers fewer turns and lists fewer
+    evidence lines: what that frees of the packet's share goes to its summary (``packet_room``)."""
+    rounded = math.ceil(need / PACKET_BATCH_TURNS) * PACKET_BATCH_TURNS
+    if rounded < n:
+        return rounded
+    for keep in _KEEP_NEWEST:
+        if need <= n - keep:
+            return n - keep
+    return n
+
+
+_KEEP_NEWEST = (4, 2, 1)  # the newest turns a batch that would reach the session's end leaves out, most first
 
 
 _KEPT_CODE = {True: FULL, False: CARD}  # a kept turn whose full record is no larger than its card is Full

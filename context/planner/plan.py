@@ -86,7 +86,16 @@ from vak_context.context.planner.records import (
     plan_digest,
 )
 from vak_context.context.planner.relevance import TurnScores
-from vak_context.context.planner.room import Request, Room, midturn_reuse, refers_back, request_of, room_of
+from vak_context.context.planner.room import (
+    Request,
+    Room,
+    contract_need,
+    midturn_reuse,
+    refers_back,
+    request_of,
+    room_of,
+    widened,
+)
 from vak_context.context.planner.sizes import TurnTable
 
 __all__ = [
@@ -131,8 +140,10 @@ def plan(
     new_state = _apply_observations(index, state_in, req)
     room = room_of(index, profile, req, new_state, grown)
     w = _apply_history(index, req, room, sizes, relevance, reading_terms)
-    packet, rescue = _apply_fill(index, w, req, room, cache or PlanCache())
+    cache = cache or PlanCache()
+    packet, rescue = _apply_fill(index, w, req, room, cache)
     packet, turn_plan = _apply_current_turn(index, w, req, room, packet, rescue)
+    room, packet, rescue, turn_plan = _apply_contract(index, w, req, room, cache, (packet, rescue, turn_plan))
     return _apply_record(index, profile, req, room, w, sizes, packet, rescue, turn_plan,
                          (state_in, new_state), reading_terms, grown)
 
@@ -190,6 +201,38 @@ def _apply_current_turn(index: TurnIndex, w: HistoryColumns, req: Request, room:
             _carry_none(w, PACKET)
             return reuse
     return packet, turn_plan
+
+
+_Placed = tuple[PacketPlan | None, str, CurrentTurnPlan | None]
+
+
+def _apply_contract(index: TurnIndex, w: HistoryColumns, req: Request, room: Room, cache: PlanCache,
+                    placed: _Placed) -> tuple[Room, PacketPlan | None, str, CurrentTurnPlan | None]:
+    """One source per fact, charged once: the room reserved for the stated items said in turns the fill
+    carried whole goes to the history, and the history is placed again in the wider budget. Kept when the
+    turns whose items it then leaves out of the contract still fit the contract's cut room (a wider budget
+    keeps more whole, but the fill is greedy by value, so it is checked); else the first placement stands."""
+    packet, rescue, turn_plan = placed
+    if rescue or room.contract <= 0:
+        return room, packet, rescue, turn_plan
+    need = contract_need(index, req, room, _whole(w))
+    if need >= room.contract:
+        return room, packet, rescue, turn_plan
+    first = (w.fid, w.retrieved, w.keep_from)
+    w.fid, w.retrieved, w.keep_from = [PACKET] * len(w.turns), set(), 0
+    wider = widened(room, need)
+    packet2, rescue2 = _apply_fill(index, w, req, wider, cache)
+    packet2, turn_plan2 = _apply_current_turn(index, w, req, wider, packet2, rescue2)
+    if not rescue2 and contract_need(index, req, room, _whole(w)) <= need:
+        return wider, packet2, rescue2, turn_plan2
+    w.fid, w.retrieved, w.keep_from = first
+    return room, packet, rescue, turn_plan
+
+
+def _whole(w: HistoryColumns) -> set[int]:
+    """The ordinals of the turns the placement carries whole (Full, retrieved ones included)."""
+    shown = (*w.retrieved, *range(w.keep_from, len(w.turns)))
+    return {w.turns[i].ordinal for i in shown if w.fid[i] == Fidelity.FULL.code}
 
 
 def _spent(w: HistoryColumns) -> tuple[int, int]:

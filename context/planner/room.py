@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
 
 from vak_context.context.capacity.profile import CapacityProfile, request_budget
 from vak_context.context.capacity.tokens import estimate_tokens
@@ -33,7 +33,7 @@ from vak_context.context.planner.currentturn import (
     verbatim_tokens,
 )
 from vak_context.context.planner.records import CurrentTurnPlan, PacketPlan, PlannerState, ResetPlan
-from vak_context.context.stated.render import contract_room
+from vak_context.context.stated.render import carried, contract_room
 from vak_context.errors import InvalidInput, RequestTooLarge
 
 # Words by which a directive refers back to what was just done ("do that again", "the second one").
@@ -83,6 +83,7 @@ class Room:
     budget: int  # the history's part
     rescue: str  # why this model has no usable horizon, or ""
     contract: int = 0  # the stated items' room in the tail, taken before ``available``
+    contract_cap: int = 0  # the most the contract could take: what the request holds beside the current turn
 
 
 def request_of(index: TurnIndex, profile: CapacityProfile, directive: str, prefix_tokens: int, tail_tokens: int,
@@ -145,11 +146,29 @@ def room_of(index: TurnIndex, profile: CapacityProfile, req: Request, state: Pla
     if req.minimum > available:
         raise RequestTooLarge(_too_large(req, horizon, out, reset), needed=req.minimum, available=available)
     # The stated items first: the current turn at its most compact always fits beside them.
-    contract = contract_room(index.stated.current(req.current), available - req.minimum, req.tpc)
+    cap = available - req.minimum
+    contract = contract_room(index.stated.current(req.current), cap, req.tpc)
     available -= contract
     whole = req.whole if grown is None else max(req.whole, grown)
     reserve = current_reserve(state.current_turn_reserve, req.directive_tokens, whole, req.minimum, available)
-    return Room(horizon, out, start, reset, available, reserve, available - reserve, rescue, contract)
+    return Room(horizon, out, start, reset, available, reserve, available - reserve, rescue, contract, cap)
+
+
+def contract_need(index: TurnIndex, req: Request, room: Room, whole: Collection[int]) -> int:
+    """The contract's room once the plan carries the turns ``whole`` (ordinals) whole: what the items said in
+    none of them need (``contract_room`` over ``carried``), within the same cap. Never more than
+    ``room.contract``, which reserved every item in force."""
+    if room.contract <= 0:
+        return 0
+    return contract_room(carried(index.stated.current(req.current), whole), room.contract_cap, req.tpc)
+
+
+def widened(room: Room, need: int) -> Room:
+    """``room`` with the contract's room cut to ``need`` and what that frees given to the history's budget
+    (one source per fact: an item whose turn is carried whole is not repeated, nor charged twice). The
+    current turn's reserve is unchanged; ``budget = horizon − prefix − tail − output − reserve`` still holds."""
+    spare = room.contract - need
+    return replace(room, contract=need, available=room.available + spare, budget=room.budget + spare)
 
 
 def reset_start(index: TurnIndex, end: int, key: str) -> tuple[int, ResetMark | None]:

@@ -175,3 +175,55 @@ def stated_text(item: StatedItem) -> str:
     where = f"turn {item.turn}" if item.turn is not None else "outside a turn"
     return (f"stated {item.category} (key {item.key!r}; {where}, via {item.via or 'directive'}; "
             f"entry {item.id[:12]}): {item.text}")
+
+
+SAID_HEADER = "Stated in these turns, in the user's words:"
+
+
+def said_in(items: Iterable[StatedItem], first: int, last: int) -> list[StatedItem]:
+    """The items said in turns ``first..=last`` (a directive, or a step's ``commitments`` call), budget order."""
+    return sorted((it for it in items if it.turn is not None and first <= it.turn <= last),
+                  key=lambda it: CATEGORIES.index(it.category))
+
+
+def said_block(items: Sequence[StatedItem], max_chars: int) -> str:
+    """What a packet's summary keeps of the stated items its turns said (issue 34 item 3): each verbatim (its
+    category, its words and its turn), whole items in budget order while they fit ``max_chars``; each left out
+    named with the ``recall`` that returns it, as many as fit, the rest counted with the ``commitments`` tool.
+    "" when there are none, or ``max_chars`` holds not even the header and that count. Deterministic."""
+    if not items:
+        return ""
+    lines = [item_line(it) for it in items]
+
+    def size(shown: Sequence[int], named: Sequence[StatedItem]) -> int:
+        out = [SAID_HEADER, *(lines[i] for i in shown)]
+        if len(shown) < len(items):
+            taken = set(shown)
+            out.append(_not_shown([it for i, it in enumerate(items) if i not in taken], named))
+        return sum(map(len, out)) + len(out) - 1
+
+    if size([], ()) > max_chars and size(range(len(items)), ()) > max_chars:
+        return ""
+    shown: list[int] = []
+    for i in range(len(items)):
+        if size([*shown, i], ()) <= max_chars:
+            shown.append(i)
+    left_out = [it for i, it in enumerate(items) if i not in shown]
+    named: list[StatedItem] = []
+    for it in left_out:
+        if size(shown, [*named, it]) > max_chars:
+            break
+        named.append(it)
+    out = [SAID_HEADER, *(lines[i] for i in shown)]
+    if left_out:
+        out.append(_not_shown(left_out, named))
+    return "\n".join(out)
+
+
+def without_said(summary: str) -> str:
+    """A stored summary without the stated items' block it opens with (``said_block``, then a blank line): what a
+    summariser growing it is given, since the grown packet's block is written anew for its whole range."""
+    if not summary.startswith(SAID_HEADER):
+        return summary
+    _, sep, rest = summary.partition("\n\n")
+    return rest.strip() if sep else ""

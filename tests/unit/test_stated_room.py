@@ -94,3 +94,69 @@ async def test_a_tight_budget_carries_the_rules_and_constraints_first_and_never_
     assert "not shown for room" in contract and "commitments() lists them" in contract
     assert "staging.example.internal" not in contract  # a fact comes after the rules, the constraints, the goal
     assert prep.plan.budget.budget == 0  # the history gave way: its turns are behind the rescue's reset
+
+
+SAID = [  # (category, text), said in the directives of turns 11 and 12 (extracted at their close)
+    ("rule", "SAFETY RULE: Never delete a tenant's backups, whatever the ticket says."),
+    ("constraint", "HARD CONSTRAINT: At most 3 retries per failed migration step."),
+]
+
+
+def _said_session(root: Path) -> tuple[LedgerStore, SessionView]:
+    """``_session`` with two items extracted from the directives of the last two turns."""
+    store, view = _session(root)
+    for ordinal, (category, text) in zip((11, 12), SAID, strict=True):
+        turn_id = view.index.turn(ordinal).id
+        eid = store.append("s", [WorkContract(text=text, category=category, key=text, via="directive",
+                                              turn_id=turn_id, entry_id=turn_id)])[0]
+        view.add(store.get(eid))
+    return store, view
+
+
+async def test_items_whose_turns_are_carried_whole_are_not_charged_and_their_room_goes_to_the_history(
+        tmp_path: Path) -> None:
+    """One source per fact, charged once (issue 34 item 2): the items said in turns the plan carries whole are
+    neither repeated in the contract nor kept in its room; what they would take goes to the history's budget."""
+    store, view = _said_session(tmp_path / "ledger")
+    with store:
+        prof = _profile("roomy", 6_000)
+        every = view.index.stated.current()
+        pinned = [it for it in every if it.via == "api"]
+        reserved = estimate_tokens(len(render_contract(every, (), 1 << 30, TPC)), TPC)
+        need = estimate_tokens(len(render_contract(pinned, (), 1 << 30, TPC)), TPC)
+        first = await _prepare(view, store, prof, "What changed in the parser?")
+        second = await _prepare(view, store, prof, "And in the lexer, since then?")
+    for prep in (first, second):
+        p = prep.plan
+        assert {11, 12} <= {t.ordinal for t in p.shown() if t.fidelity.code == "F"}
+        assert p.budget.contract == need < reserved  # the pinned items only
+        b = p.budget
+        assert b.budget == b.horizon - b.prefix - b.tail - b.output_reserve - b.current_turn_reserve
+        assert request_tokens(prof, prep.request) <= request_budget(prof)
+        contract = _contract(prep)
+        assert all(text in contract for _, text in STATED) and not any(text in contract for _, text in SAID)
+    assert _contract(first) == _contract(second)  # the same items and turns carried whole: the same bytes
+
+
+async def test_a_budget_that_cannot_keep_the_turns_whole_carries_their_items_in_the_contract(tmp_path: Path) -> None:
+    """Where the history cannot keep turns 11 and 12 whole, their items are carried in the contract, in its room:
+    freeing the room never leaves an item out of both the contract and the history."""
+    store, view = _said_session(tmp_path / "ledger")
+    with store:
+        pre = prefix_tokens(_profile("x", 1_000), SYSTEM)
+        every = view.index.stated.current()
+        whole_contract = estimate_tokens(len(render_contract(every, (), 1 << 30, TPC)), TPC)
+        seen = set()
+        # all in the packet; turn 11 whole, 12 a card; both whole (at this session's sizes)
+        for extra in (60, 300, 590, 630, 660):
+            prof = _profile(f"h{extra}", pre + whole_contract + extra)
+            prep = await _prepare(view, store, prof, "Carry on with the importer.")
+            p = prep.plan
+            whole = {t.ordinal for t in p.shown() if t.fidelity.code == "F"}
+            seen.add(frozenset(whole & {11, 12}))
+            contract = _contract(prep)
+            assert request_tokens(prof, prep.request) <= request_budget(prof), extra
+            assert estimate_tokens(len(contract) + 1, TPC) <= p.budget.contract <= whole_contract
+            for ordinal, (_, text) in zip((11, 12), SAID, strict=True):
+                assert ordinal in whole or text.split(": ", 1)[1] in contract, (extra, ordinal, contract)
+    assert seen == {frozenset(), frozenset({11}), frozenset({11, 12})}
