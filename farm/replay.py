@@ -42,8 +42,8 @@ from vak_context.errors import VakError
 from vak_context.events.blocks import TextBlock, ToolResultBlock
 from vak_context.events.envelope import StoredEntry
 from vak_context.farm.rows import UnitKey, make_row
-from vak_context.farm.sessions import IdRemap, copy_entries
 from vak_context.farm.spec import ModelEntry
+from vak_context.storage.ledger_copy import IdRemap, copy_entries
 
 Summarise = Callable[[SessionView, Plan], Awaitable[list[str]]]
 

@@ -33,12 +33,12 @@ from vak_context.engine.api import Call, Session, Turn
 from vak_context.errors import ContextOverflow, InvalidInput, ProviderError, RequestTooLarge
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import Activity
-from vak_context.farm.sessions import copy_entries
 from vak_context.serve.continuity import Asked, Held, Marker
 from vak_context.serve.protocol import ClientCall, ClientRequest, Item, Reply, Usage
 from vak_context.serve.resume import Earlier, pending_exchanges, stored_before
 from vak_context.serve.streaming import PARAGRAPH, ClientGone, StepText, Stream
 from vak_context.serve.upstream import Upstream
+from vak_context.storage.ledger_copy import copy_entries
 
 HISTORY = "serve.history"
 ASKED = "serve.asked"
