@@ -37,8 +37,6 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from vak_context.agent.tools.registry import tool
-from vak_context.context.request.messages import ToolSpec
-from vak_context.context.request.surface import should_defer
 from vak_context.engine.api import Engine, Session, pin_stated
 from vak_context.errors import (
     ContextOverflow,
@@ -324,26 +322,21 @@ class Server:
             return current
         if current is not None:  # the client changed its system prompt or tools: bind them anew
             await current.session.close()
-        session = await self._session(name, request, deferred=self.config.defer_tools == "always")
-        if self.config.defer_tools == "auto" and should_defer(
-                [ToolSpec(name=t.name, description=t.description or t.name, input_schema=dict(t.schema)) for t in request.tools],
-                session.horizon, session.tokens_per_char):
-            # Bound once to read the horizon (measured, or the window's): nothing was written, so the
-            # session is bound again with the client's tools behind find_tools.
-            await session.close()
-            session = await self._session(name, request, deferred=True)
+        session = await self._session(name, request)
         self.conversations[name] = conversation = Conversation(name, session, held, signature)
         return conversation
 
-    async def _session(self, name: str, request: ClientRequest, *, deferred: bool) -> Session:
-        tools = [tool(_client_side, name=t.name, description=t.description or t.name, schema=t.schema,
-                      deferred=deferred) for t in request.tools]
+    async def _session(self, name: str, request: ClientRequest) -> Session:
+        """The conversation's session, bound once: whether the client's tools go behind find_tools is decided
+        as it binds, on the horizon of the profile it binds (``defer_tools``)."""
+        tools = [tool(_client_side, name=t.name, description=t.description or t.name, schema=t.schema)
+                 for t in request.tools]
         c = self.config
         session = self.engine.session(name, model=c.upstream, base_url=c.base_url, api_key=c.upstream_key,
                                       http_client=self.client, tools=tools, identity=request.system or None,
                                       window=c.window, horizon=c.horizon,
                                       max_tokens=int(request.max_tokens or c.max_tokens), rules=c.rules,
-                                      calls=c.calls, summaries=c.summaries)
+                                      calls=c.calls, summaries=c.summaries, defer_tools=c.defer_tools)
         await session.start()
         return session
 
