@@ -208,7 +208,7 @@ class Conversation:
         # request's note leaves the resend something to answer it from (``recovered``), not a turn to redo.
         asked = {"history": routed.history, "digests": [i.digest() for i in new], "roles": [i.role for i in new],
                  **({"key": routed.key} if routed.key else {})}
-        mark = (await asyncio.to_thread(ledger.append, self.name, [Activity(activity=ASKED, detail=asked)]))[0]
+        mark = await self._note(ledger, ASKED, asked)
         self.held.asked = Asked(mark, routed.history, tuple(asked["digests"]), tuple(asked["roles"]), routed.key)
         start = await asyncio.to_thread(_next_seq, ledger, self.name)
         directive, earlier = await self._ingest(request, new)
@@ -222,9 +222,9 @@ class Conversation:
             if earlier:  # what an earlier try left of these exchanges: the steps go, the evidence is reused
                 old, stored = await asyncio.to_thread(stored_before, ledger, self.name, earlier)
                 if old:
-                    await asyncio.to_thread(ledger.append, self.name, [Activity(activity=WITHDRAWN, detail={
+                    await self._note(ledger, WITHDRAWN, {
                         "steps": old, "why": "the client resends these calls with their results: recorded "
-                        "again in the turn that continues them"})])
+                        "again in the turn that continues them"})
             turn = self.turn = await self.session.begin(directive)
             turn.summarise_at_close = False  # not on this reply's path: summarise_ahead(), once it is out
             try:
@@ -254,12 +254,19 @@ class Conversation:
         digests, roles = [i.digest() for i in items], [i.role for i in items]
         closed = self.turn is None
         noted = _noted_reply(reply)
-        entry = (await asyncio.to_thread(ledger.append, self.name, [Activity(activity=HISTORY, detail={
+        entry = await self._note(ledger, HISTORY, {
             "digests": digests, "roles": roles, "closed": closed, "history": routed.history, "reply": noted,
-            "steps": steps, **({"key": routed.key} if routed.key else {})})]))[0]
+            "steps": steps, **({"key": routed.key} if routed.key else {})})
         self.held.noted(digests, roles, Marker(len(self.held.digests) + len(items), entry, closed, routed.history,
                                                noted, routed.key, tuple(steps)))
         return reply
+
+    async def _note(self, ledger: Any, activity: str, detail: dict[str, Any]) -> str:
+        """Append one activity to the session: through the turn left open for the client's calls while there
+        is one (``Turn.note``: a session's ledger takes no other append mid-turn), else to the ledger."""
+        if self.turn is not None and not self.turn.done:
+            return await self.turn.note(activity, detail)
+        return (await asyncio.to_thread(ledger.append, self.name, [Activity(activity=activity, detail=detail)]))[0]
 
     async def summarise_ahead(self) -> None:
         """Once the reply that closed a turn is out (the app holds the session's lock meanwhile, so the
@@ -278,9 +285,9 @@ class Conversation:
             await self.turn.close()
             self.turn = None
         steps = self.held.steps_at(positions)
-        await asyncio.to_thread(ledger.append, self.name, [Activity(activity=WITHDRAWN, detail={
+        await self._note(ledger, WITHDRAWN, {
             "at": list(positions), "digests": [self.held.digests[p] for p in positions], "steps": steps,
-            "why": "the client's history leaves these out"})])
+            "why": "the client's history leaves these out"})
         self.held.withdraw(positions)
 
     async def _ingest(self, request: ClientRequest, new: Sequence[Item]) -> tuple[str, list[Earlier]]:
