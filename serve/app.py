@@ -56,6 +56,7 @@ from vak_context.serve.leases import FORWARD_TO, Elsewhere, SessionLocks
 from vak_context.serve.protocol import (
     AnthropicEvents,
     ClientRequest,
+    DigestMemo,
     Events,
     OpenAIEvents,
     Protocol,
@@ -147,6 +148,10 @@ class Server:
         self.scope = ledger_scope(engine.folder)  # names headerless conversations alike across restarts
         self.conversations: dict[str, Conversation] = {}
         self._keys: dict[str, str] = {}  # a conversation's session key (a fork's is its parent's)
+        # A key's session and its forks, as this worker last saw them (it forks them under the key's lock;
+        # another worker's forks come with the lease, which forgets these): no folder listing per request.
+        self._lineages: dict[str, list[str]] = {}
+        self._digests = DigestMemo()  # the digests of each key's last request (its history, sent again)
         self._streams: set[Stream] = set()  # streamed requests still driving
         self._summaries: set[asyncio.Task[None]] = set()  # packet summaries written after a reply went out
 
@@ -198,6 +203,8 @@ class Server:
     async def _forget(self, key: str, *, close_turns: bool = False) -> None:
         """Let the conversations of ``key``'s lineage go; ``close_turns``: the server stops, and a turn left
         open for the client's calls is closed (its card says it was cancelled)."""
+        self._lineages.pop(key, None)
+        self._digests.forget(key)
         for name in [n for n in self.conversations if self._keys.get(n) == key or n == key]:
             conversation = self.conversations.pop(name)
             if conversation.turn is not None and not close_turns:
@@ -273,10 +280,11 @@ class Server:
         """A resend of an exchange a session of ``key``'s lineage holds: its reply, from the ledger. Else the
         session the history continues (``serve/continuity.py``; the one that keeps the most of it), else a
         fork of the one it shares most with; with what is new and what the client withdrew."""
-        digests = [i.digest() for i in request.items]
+        digests = self._digests.digests(key, request.items)
         # A resend is the same request: the same system prompt and tools as well as the same history.
         history = fingerprint([request.system, *sorted(t.name for t in request.tools), *digests])
-        names = await asyncio.to_thread(self._lineage, key)
+        cached = self._lineages.get(key)
+        names = cached if cached is not None else await asyncio.to_thread(self._lineage, key)
         held = {n: self.conversations[n].held if n in self.conversations else await asyncio.to_thread(read_held, self.ledger, n)
                 for n in names}
         for name in reversed(names):
@@ -302,8 +310,14 @@ class Server:
             name = f"{key}.f{len(names)}"
             common = decisions[parent].common
             log.info("session %s changes a message of %s after %d items: forked as %s", key, parent, common, name)
-            held[name] = await asyncio.to_thread(fork, self.ledger, parent, name, held[parent], common)
+            try:
+                held[name] = await asyncio.to_thread(fork, self.ledger, parent, name, held[parent], common)
+            except BaseException:  # the fork may be half written: the next request lists the lineage anew
+                self._lineages.pop(key, None)
+                raise
             decisions[name] = decide(held[name].items(), digests)
+            names = [*names, name]
+        self._lineages[key] = names
         decision = decisions[name]
         self._keys[name] = key
         conversation = await self._conversation(name, request, held[name])

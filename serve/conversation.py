@@ -151,12 +151,9 @@ def recovered(ledger: Any, name: str, held: Held, model: str) -> Reply | None:
     return reply
 
 
-def _next_seq(ledger: Any, name: str) -> int:
-    """The seq the session's next entry gets (0 before its first)."""
-    if name not in ledger.sessions():  # (asked, not caught: through a LedgerActor errors come wrapped)
-        return 0
-    head = ledger.head(name)
-    return ledger.get(head).seq + 1 if head else 0
+def _written_after(ledger: Any, name: str, entry_id: str) -> list[Any]:
+    """The session's entries after ``entry_id`` (a request's ``serve.asked`` note: what its turn wrote)."""
+    return ledger.entries(name, ledger.get(entry_id).seq + 1)
 
 
 def _noted_reply(reply: Reply) -> dict[str, Any]:
@@ -210,7 +207,6 @@ class Conversation:
                  **({"key": routed.key} if routed.key else {})}
         mark = await self._note(ledger, ASKED, asked)
         self.held.asked = Asked(mark, routed.history, tuple(asked["digests"]), tuple(asked["roles"]), routed.key)
-        start = await asyncio.to_thread(_next_seq, ledger, self.name)
         directive, earlier = await self._ingest(request, new)
         turn, resumed = self.turn, list[str]()
         if directive:
@@ -248,7 +244,7 @@ class Conversation:
                 self.turn = None
                 self.closed = turn
         # The steps this request wrote: withdrawing its reply later takes them out of the projection.
-        steps = [e.id for e in await asyncio.to_thread(ledger.entries, self.name, start)
+        steps = [e.id for e in await asyncio.to_thread(_written_after, ledger, self.name, mark)
                  if e.kind == "assistant_step" and e.id not in resumed]
         items = [*new, reply.item()]
         digests, roles = [i.digest() for i in items], [i.role for i in items]
