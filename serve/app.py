@@ -307,6 +307,9 @@ class Server:
             name = max(going, key=lambda n: (decisions[n].kept, -len(decisions[n].withdrawn), names.index(n)))
         else:
             parent = max(names, key=lambda n: (decisions[n].common, names.index(n)))
+            # Named from the folder as it is now, not the lineage kept: a session named like a fork of this
+            # key by another client's header since is never written into.
+            names = await asyncio.to_thread(self._lineage, key)
             name = f"{key}.f{len(names)}"
             common = decisions[parent].common
             log.info("session %s changes a message of %s after %d items: forked as %s", key, parent, common, name)
