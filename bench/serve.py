@@ -19,7 +19,8 @@ the upstream parses less behind the server: the figure is what a client sees, no
 
 The floor is what any server in that place must do with a request: ``json.loads`` + ``json.dumps`` of the
 client's body and one durable append (a ``LedgerStore`` append, acknowledged once fsync'd) of its last
-message. Goal: under 10 ms added at p50 at 100 turns; the ratio to the floor is printed beside it.
+message. Goal: at most 10 ms added at p50 at 100 turns (issue 37; the ratio to the goal is printed, and the
+ratio to the floor beside it).
 
 The same server in front of the real local model, driven by the ``openai`` client for 20 turns with the
 prompt cache measured per step from the ledger's receipts: ``bench/serve_live.py``.
@@ -251,9 +252,10 @@ def verdicts(rows: list[Row]) -> list[str]:
     top = max(r.turns for r in rows)
     out = []
     for r in (r for r in rows if r.turns == top):
-        met = "met" if r.added_p50 < GOAL_MS else "not met"
+        met = "met" if r.added_p50 <= GOAL_MS else "not met"
         out.append(f"{r.mode} at {top} turns: {r.added_p50:.2f} ms added at p50 (p95 {r.p('added_ms', 0.95):.2f}; "
-                   f"goal < {GOAL_MS:.0f} ms): {met}; {r.ratio:.1f}x the floor ({r.floor_p50:.2f} ms)")
+                   f"goal <= {GOAL_MS:.0f} ms, {r.added_p50 / GOAL_MS:.2f}x the goal): {met}; "
+                   f"{r.ratio:.1f}x the floor ({r.floor_p50:.2f} ms)")
     return out
 
 

@@ -206,9 +206,9 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from vak_context.engine.api import Engine
+    from vak_context.providers.registry import key_from_environment
     from vak_context.serve.app import ServeConfig, build_app
     from vak_context.serve.connections import timed_protocol
-    from vak_context.serve.upstream import key_from_environment
 
     if args.workers > 1 and not args.ray:
         raise InvalidInput(f"--workers {args.workers} needs --ray: the workers share the ledger through its "

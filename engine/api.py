@@ -53,6 +53,7 @@ DEFAULT_MAX_TOKENS = 512
 REPEAT_RULES = ("close", "redo")  # Session(repeat_rule=...): TurnConfig.repeat_rule
 CALLS = ("text", "native")  # Session(calls=...): TurnConfig.text_calls (context/request/toolcalls.calls_in_text)
 SUMMARIES = ("on", "off")  # Session(summaries=...): whether packet summaries call a model
+DEFER_TOOLS = ("never", "auto", "always")  # Session(defer_tools=...): ToolRegistry.deferring
 # Engine.open(search_index=...): when a session's search index is caught up from the ledger: in the
 # background as each turn closes (and the open turn's entries at a search), or only at a session_search.
 SEARCH_INDEX = ("turn-close", "search")
@@ -142,7 +143,7 @@ class Engine:
                 max_steps: int = DEFAULT_MAX_STEPS, max_tokens: int = DEFAULT_MAX_TOKENS,
                 timezone: str = "UTC", repeat_rule: str = "close",
                 rules: str | Mapping[str, str] | None = None, calls: str | None = None,
-                summaries: str = "on") -> Session:
+                summaries: str = "on", defer_tools: str = "never") -> Session:
         """A session named ``name`` (an existing one in the ledger is continued), bound to ``model``.
 
         ``model``: ``provider:model`` (``openai:gpt-4o-mini``, ``anthropic:claude-sonnet-4-5``,
@@ -175,12 +176,17 @@ class Engine:
         ``summaries``: ``"on"`` (a model, the session's own or ``summary_model``, writes each packet's summary
         once, when the packet is formed) or ``"off"`` (no summary calls: each packet carries the engine's
         extract of its turns' directives, outcomes and evidence ids; docs/PLANNER.md "Packets").
+        ``defer_tools``: ``"auto"`` puts ``tools`` behind ``find_tools`` (listed in the catalogue, each still
+        callable by name) when their schemas exceed a quarter of the bound profile's horizon, decided as the
+        session binds; ``"always"`` puts them there; ``"never"`` (the default) keeps each as registered.
         """
         _check_rules(rules)
         if calls is not None and calls not in CALLS:
             raise InvalidInput(f"calls must be one of {', '.join(map(repr, CALLS))} or None (got {calls!r})")
         if summaries not in SUMMARIES:
             raise InvalidInput(f"summaries must be one of {', '.join(map(repr, SUMMARIES))} (got {summaries!r})")
+        if defer_tools not in DEFER_TOOLS:
+            raise InvalidInput(f"defer_tools must be one of {', '.join(map(repr, DEFER_TOOLS))} (got {defer_tools!r})")
         if repeat_rule not in REPEAT_RULES:
             raise InvalidInput(f"repeat_rule must be one of {', '.join(map(repr, REPEAT_RULES))} (got {repeat_rule!r})")
         store = self._live_store()
@@ -192,7 +198,7 @@ class Engine:
                            card_tools=card_tools, summary_model=summary_model,
                            summary_base_url=summary_base_url, max_steps=max_steps, max_tokens=max_tokens, timezone=timezone,
                            repeat_rule=repeat_rule, rules=rules, calls=calls,
-                           summaries=summaries == "on")
+                           summaries=summaries == "on", defer_tools=defer_tools)
         session = Session(self, store, name, options)
         self._sessions[name] = session
         return session
@@ -294,6 +300,7 @@ class _Options:
     rules: Any = None  # as given (str, mapping or None: the driver's default); checked by Engine.session
     calls: str | None = None
     summaries: bool = True
+    defer_tools: str = "never"
 
 
 class Session:
@@ -395,7 +402,9 @@ class Session:
             services = InProcessServices(store, self.name, assembler=assembler,
                                          index_at_close=self._engine.search_index == "turn-close")
             endpoint = None
-        registry = _registry(o.tools, o.workspace)
+        # Decided on the profile just bound: one bind, whatever the tools' share of the horizon.
+        registry = _registry(o.tools, o.workspace).deferring(o.defer_tools, profile.instruction_horizon.tokens,
+                                                             profile.tokens_per_char.value)
         surface = surface_for(registry, *(_card_decls() if o.card_tools else ()))
         config = TurnConfig(model=bound.model, provider=bound.provider_name,
                             system=system_prompt(surface.catalogue(), identity=o.identity or DEFAULT_IDENTITY),

@@ -372,6 +372,18 @@ class Turn:
         known = dict(stored or {})
         return await self._guard(lambda: turn.earlier_step([(c.id, c.name, c.arguments) for c in calls], outcomes, known))
 
+    async def note(self, activity: str, detail: Mapping[str, Any]) -> str:
+        """Append an ``activity`` entry of your own (``detail``: JSON values) to the open turn, in order with
+        the turn's own entries: what your driver did around the turn (``vak serve`` notes each client request
+        it answers, ``serve.asked`` and ``serve.history``). The session's ledger takes no other append while
+        a turn is open; between turns, append to it directly. The entry's id."""
+        turn = self._live("note()")
+        if turn.done:
+            raise InvalidInput("note(): the turn is done; append to the ledger between turns")
+        from vak_context.events.payloads import Activity
+
+        return (await turn.core.services.append([Activity(activity=activity, detail=dict(detail))]))[0]
+
     async def _take(self) -> None:
         turn = self._turn
         assert turn is not None

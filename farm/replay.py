@@ -47,9 +47,9 @@ from vak_context.errors import VakError
 from vak_context.events.blocks import TextBlock, ToolResultBlock
 from vak_context.events.envelope import StoredEntry
 from vak_context.farm.rows import UnitKey, make_row
-from vak_context.farm.sessions import IdRemap, copy_entries
 from vak_context.farm.spec import ModelEntry
 from vak_context.storage.contract import Ledger
+from vak_context.storage.ledger_copy import IdRemap, copy_entries
 
 
 class ReplayLedger(Ledger, Protocol):

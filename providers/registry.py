@@ -83,6 +83,22 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return name, model
 
 
+def key_from_environment(spec: str, env: Mapping[str, str] | None = None) -> str | None:
+    """The API key of ``spec``'s provider from the environment (its variables, the first one set); None when
+    none is set, or for a spec the registry does not name (``local:``: the bundled model's key is per run)."""
+    name = spec.strip().partition(":")[0].lower()
+    info = PROVIDERS.get(ALIASES.get(name, name))
+    env = os.environ if env is None else env
+    return next((env[k] for k in info.key_env if env.get(k)), None) if info is not None else None
+
+
+def request_headers(wire: str, client: httpx.AsyncClient, base_url: str, api_key: str | None) -> dict[str, str]:
+    """The auth and version headers adapter ``wire`` sends with each request it renders, for a caller that
+    posts those requests with its own client (``vak serve``: the caller's loop gives out requests without a
+    key). The key goes only into these headers."""
+    return PROVIDERS[wire].cls(client, base_url=base_url, api_key=api_key).headers()
+
+
 def make_provider(
     spec: str,
     client: httpx.AsyncClient,
@@ -103,7 +119,7 @@ def make_provider(
     info = PROVIDERS[name]
     env = os.environ if env is None else env
     if api_key is None:
-        api_key = next((env[k] for k in info.key_env if env.get(k)), None)
+        api_key = key_from_environment(spec, env)
     if api_key is None and info.key_required:
         raise ConfigError(
             f"{name} needs an API key: set {' or '.join(info.key_env)} in the environment, or pass api_key=."

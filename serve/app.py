@@ -37,8 +37,6 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from vak_context.agent.tools.registry import tool
-from vak_context.context.request.messages import ToolSpec
-from vak_context.context.request.surface import should_defer
 from vak_context.engine.api import Engine, Session, pin_stated
 from vak_context.errors import (
     ContextOverflow,
@@ -58,6 +56,7 @@ from vak_context.serve.leases import FORWARD_TO, Elsewhere, SessionLocks
 from vak_context.serve.protocol import (
     AnthropicEvents,
     ClientRequest,
+    DigestMemo,
     Events,
     OpenAIEvents,
     Protocol,
@@ -149,6 +148,10 @@ class Server:
         self.scope = ledger_scope(engine.folder)  # names headerless conversations alike across restarts
         self.conversations: dict[str, Conversation] = {}
         self._keys: dict[str, str] = {}  # a conversation's session key (a fork's is its parent's)
+        # A key's session and its forks, as this worker last saw them (it forks them under the key's lock;
+        # another worker's forks come with the lease, which forgets these): no folder listing per request.
+        self._lineages: dict[str, list[str]] = {}
+        self._digests = DigestMemo()  # the digests of each key's last request (its history, sent again)
         self._streams: set[Stream] = set()  # streamed requests still driving
         self._summaries: set[asyncio.Task[None]] = set()  # packet summaries written after a reply went out
 
@@ -200,6 +203,8 @@ class Server:
     async def _forget(self, key: str, *, close_turns: bool = False) -> None:
         """Let the conversations of ``key``'s lineage go; ``close_turns``: the server stops, and a turn left
         open for the client's calls is closed (its card says it was cancelled)."""
+        self._lineages.pop(key, None)
+        self._digests.forget(key)
         for name in [n for n in self.conversations if self._keys.get(n) == key or n == key]:
             conversation = self.conversations.pop(name)
             if conversation.turn is not None and not close_turns:
@@ -275,10 +280,11 @@ class Server:
         """A resend of an exchange a session of ``key``'s lineage holds: its reply, from the ledger. Else the
         session the history continues (``serve/continuity.py``; the one that keeps the most of it), else a
         fork of the one it shares most with; with what is new and what the client withdrew."""
-        digests = [i.digest() for i in request.items]
+        digests = self._digests.digests(key, request.items)
         # A resend is the same request: the same system prompt and tools as well as the same history.
         history = fingerprint([request.system, *sorted(t.name for t in request.tools), *digests])
-        names = await asyncio.to_thread(self._lineage, key)
+        cached = self._lineages.get(key)
+        names = cached if cached is not None else await asyncio.to_thread(self._lineage, key)
         held = {n: self.conversations[n].held if n in self.conversations else await asyncio.to_thread(read_held, self.ledger, n)
                 for n in names}
         for name in reversed(names):
@@ -301,11 +307,20 @@ class Server:
             name = max(going, key=lambda n: (decisions[n].kept, -len(decisions[n].withdrawn), names.index(n)))
         else:
             parent = max(names, key=lambda n: (decisions[n].common, names.index(n)))
+            # Named from the folder as it is now, not the lineage kept: a session named like a fork of this
+            # key by another client's header since is never written into.
+            names = await asyncio.to_thread(self._lineage, key)
             name = f"{key}.f{len(names)}"
             common = decisions[parent].common
             log.info("session %s changes a message of %s after %d items: forked as %s", key, parent, common, name)
-            held[name] = await asyncio.to_thread(fork, self.ledger, parent, name, held[parent], common)
+            try:
+                held[name] = await asyncio.to_thread(fork, self.ledger, parent, name, held[parent], common)
+            except BaseException:  # the fork may be half written: the next request lists the lineage anew
+                self._lineages.pop(key, None)
+                raise
             decisions[name] = decide(held[name].items(), digests)
+            names = [*names, name]
+        self._lineages[key] = names
         decision = decisions[name]
         self._keys[name] = key
         conversation = await self._conversation(name, request, held[name])
@@ -324,26 +339,21 @@ class Server:
             return current
         if current is not None:  # the client changed its system prompt or tools: bind them anew
             await current.session.close()
-        session = await self._session(name, request, deferred=self.config.defer_tools == "always")
-        if self.config.defer_tools == "auto" and should_defer(
-                [ToolSpec(name=t.name, description=t.description or t.name, input_schema=dict(t.schema)) for t in request.tools],
-                session.horizon, session.tokens_per_char):
-            # Bound once to read the horizon (measured, or the window's): nothing was written, so the
-            # session is bound again with the client's tools behind find_tools.
-            await session.close()
-            session = await self._session(name, request, deferred=True)
+        session = await self._session(name, request)
         self.conversations[name] = conversation = Conversation(name, session, held, signature)
         return conversation
 
-    async def _session(self, name: str, request: ClientRequest, *, deferred: bool) -> Session:
-        tools = [tool(_client_side, name=t.name, description=t.description or t.name, schema=t.schema,
-                      deferred=deferred) for t in request.tools]
+    async def _session(self, name: str, request: ClientRequest) -> Session:
+        """The conversation's session, bound once: whether the client's tools go behind find_tools is decided
+        as it binds, on the horizon of the profile it binds (``defer_tools``)."""
+        tools = [tool(_client_side, name=t.name, description=t.description or t.name, schema=t.schema)
+                 for t in request.tools]
         c = self.config
         session = self.engine.session(name, model=c.upstream, base_url=c.base_url, api_key=c.upstream_key,
                                       http_client=self.client, tools=tools, identity=request.system or None,
                                       window=c.window, horizon=c.horizon,
                                       max_tokens=int(request.max_tokens or c.max_tokens), rules=c.rules,
-                                      calls=c.calls, summaries=c.summaries)
+                                      calls=c.calls, summaries=c.summaries, defer_tools=c.defer_tools)
         await session.start()
         return session
 

@@ -51,7 +51,8 @@ async def read_body(chunks: AsyncIterator[bytes], length: str | None, *, limit: 
     iterator = aiter(chunks)
     while True:
         try:
-            chunk = await asyncio.wait_for(anext(iterator), idle_s)
+            async with asyncio.timeout(idle_s):  # no task per chunk, as wait_for would make
+                chunk = await anext(iterator)
         except StopAsyncIteration:
             break
         except TimeoutError:

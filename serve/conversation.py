@@ -33,12 +33,12 @@ from vak_context.engine.api import Call, Session, Turn
 from vak_context.errors import ContextOverflow, InvalidInput, ProviderError, RequestTooLarge
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import Activity
-from vak_context.farm.sessions import copy_entries
 from vak_context.serve.continuity import Asked, Held, Marker
 from vak_context.serve.protocol import ClientCall, ClientRequest, Item, Reply, Usage
 from vak_context.serve.resume import Earlier, pending_exchanges, stored_before
 from vak_context.serve.streaming import PARAGRAPH, ClientGone, StepText, Stream
 from vak_context.serve.upstream import Upstream
+from vak_context.storage.ledger_copy import copy_entries
 
 HISTORY = "serve.history"
 ASKED = "serve.asked"
@@ -151,12 +151,9 @@ def recovered(ledger: Any, name: str, held: Held, model: str) -> Reply | None:
     return reply
 
 
-def _next_seq(ledger: Any, name: str) -> int:
-    """The seq the session's next entry gets (0 before its first)."""
-    if name not in ledger.sessions():  # (asked, not caught: through a LedgerActor errors come wrapped)
-        return 0
-    head = ledger.head(name)
-    return ledger.get(head).seq + 1 if head else 0
+def _written_after(ledger: Any, name: str, entry_id: str) -> list[Any]:
+    """The session's entries after ``entry_id`` (a request's ``serve.asked`` note: what its turn wrote)."""
+    return ledger.entries(name, ledger.get(entry_id).seq + 1)
 
 
 def _noted_reply(reply: Reply) -> dict[str, Any]:
@@ -208,9 +205,8 @@ class Conversation:
         # request's note leaves the resend something to answer it from (``recovered``), not a turn to redo.
         asked = {"history": routed.history, "digests": [i.digest() for i in new], "roles": [i.role for i in new],
                  **({"key": routed.key} if routed.key else {})}
-        mark = (await asyncio.to_thread(ledger.append, self.name, [Activity(activity=ASKED, detail=asked)]))[0]
+        mark = await self._note(ledger, ASKED, asked)
         self.held.asked = Asked(mark, routed.history, tuple(asked["digests"]), tuple(asked["roles"]), routed.key)
-        start = await asyncio.to_thread(_next_seq, ledger, self.name)
         directive, earlier = await self._ingest(request, new)
         turn, resumed = self.turn, list[str]()
         if directive:
@@ -222,9 +218,9 @@ class Conversation:
             if earlier:  # what an earlier try left of these exchanges: the steps go, the evidence is reused
                 old, stored = await asyncio.to_thread(stored_before, ledger, self.name, earlier)
                 if old:
-                    await asyncio.to_thread(ledger.append, self.name, [Activity(activity=WITHDRAWN, detail={
+                    await self._note(ledger, WITHDRAWN, {
                         "steps": old, "why": "the client resends these calls with their results: recorded "
-                        "again in the turn that continues them"})])
+                        "again in the turn that continues them"})
             turn = self.turn = await self.session.begin(directive)
             turn.summarise_at_close = False  # not on this reply's path: summarise_ahead(), once it is out
             try:
@@ -248,18 +244,25 @@ class Conversation:
                 self.turn = None
                 self.closed = turn
         # The steps this request wrote: withdrawing its reply later takes them out of the projection.
-        steps = [e.id for e in await asyncio.to_thread(ledger.entries, self.name, start)
+        steps = [e.id for e in await asyncio.to_thread(_written_after, ledger, self.name, mark)
                  if e.kind == "assistant_step" and e.id not in resumed]
         items = [*new, reply.item()]
         digests, roles = [i.digest() for i in items], [i.role for i in items]
         closed = self.turn is None
         noted = _noted_reply(reply)
-        entry = (await asyncio.to_thread(ledger.append, self.name, [Activity(activity=HISTORY, detail={
+        entry = await self._note(ledger, HISTORY, {
             "digests": digests, "roles": roles, "closed": closed, "history": routed.history, "reply": noted,
-            "steps": steps, **({"key": routed.key} if routed.key else {})})]))[0]
+            "steps": steps, **({"key": routed.key} if routed.key else {})})
         self.held.noted(digests, roles, Marker(len(self.held.digests) + len(items), entry, closed, routed.history,
                                                noted, routed.key, tuple(steps)))
         return reply
+
+    async def _note(self, ledger: Any, activity: str, detail: dict[str, Any]) -> str:
+        """Append one activity to the session: through the turn left open for the client's calls while there
+        is one (``Turn.note``: a session's ledger takes no other append mid-turn), else to the ledger."""
+        if self.turn is not None and not self.turn.done:
+            return await self.turn.note(activity, detail)
+        return (await asyncio.to_thread(ledger.append, self.name, [Activity(activity=activity, detail=detail)]))[0]
 
     async def summarise_ahead(self) -> None:
         """Once the reply that closed a turn is out (the app holds the session's lock meanwhile, so the
@@ -278,9 +281,9 @@ class Conversation:
             await self.turn.close()
             self.turn = None
         steps = self.held.steps_at(positions)
-        await asyncio.to_thread(ledger.append, self.name, [Activity(activity=WITHDRAWN, detail={
+        await self._note(ledger, WITHDRAWN, {
             "at": list(positions), "digests": [self.held.digests[p] for p in positions], "steps": steps,
-            "why": "the client's history leaves these out"})])
+            "why": "the client's history leaves these out"})
         self.held.withdraw(positions)
 
     async def _ingest(self, request: ClientRequest, new: Sequence[Item]) -> tuple[str, list[Earlier]]:

@@ -1,6 +1,6 @@
-"""Sending each request a turn renders to the upstream model: the auth headers of its wire format (the key
-from the environment, or the bundled model's per-run key, held in memory only), and the usage its reply
-bills, read the same way per wire.
+"""Sending each request a turn renders to the upstream model: the auth headers its wire's adapter sends
+(``providers/registry.request_headers``; the key from the environment as the adapter reads it, or the
+bundled model's per-run key, held in memory only), and the usage its reply bills, read the same way per wire.
 
 A streamed client request streams its upstream requests too where the wire is OpenAI chat completions
 (``STREAMED_WIRES``: ``openai-compat``, which ``local:`` models use, ``openai`` and ``openrouter``): posted
@@ -12,7 +12,6 @@ body a plain reply would have had, which the turn parses as usual (the same rece
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,26 +21,11 @@ import httpx
 from vak_context.engine.api import ModelRequest
 from vak_context.errors import ProviderRequestError
 from vak_context.providers.redaction import Redactor
+from vak_context.providers.registry import request_headers
 from vak_context.providers.streaming import StreamAssembler
 from vak_context.serve.protocol import Usage
 
 STREAMED_WIRES = frozenset({"openai-compat", "openai", "openrouter"})
-
-# The environment variable each upstream provider's key is read from (the first one set).
-KEY_VARIABLES = {
-    "openai": ("OPENAI_API_KEY",),
-    "openai-responses": ("OPENAI_API_KEY",),
-    "openai-compat": ("OPENAI_COMPAT_API_KEY",),
-    "anthropic": ("ANTHROPIC_API_KEY",),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-    "openrouter": ("OPENROUTER_API_KEY",),
-    "ollama": ("OLLAMA_API_KEY",),
-}
-
-
-def key_from_environment(spec: str) -> str | None:
-    provider = spec.partition(":")[0].strip().lower()
-    return next((os.environ[v] for v in KEY_VARIABLES.get(provider, ()) if os.environ.get(v)), None)
 
 
 @dataclass(frozen=True)
@@ -57,19 +41,15 @@ class Upstream:
     def __init__(self, client: httpx.AsyncClient, api_key: str | None) -> None:
         self._client, self._key = client, api_key
         self.redactor = Redactor(api_key)  # scrubs the key out of text shown while it streams
-
-    def _auth(self, wire: str) -> dict[str, str]:
-        if not self._key:
-            return {}
-        if wire == "anthropic":
-            return {"x-api-key": self._key, "anthropic-version": "2023-06-01"}
-        if wire == "gemini":
-            return {"x-goog-api-key": self._key}
-        return {"Authorization": f"Bearer {self._key}"}
+        self._auth: dict[tuple[str, str], dict[str, str]] = {}  # the adapter's headers, per wire and base URL
 
     def _headers(self, request: ModelRequest) -> dict[str, str]:
-        headers = {"anthropic-version": "2023-06-01"} if request.wire == "anthropic" else {}
-        return headers | self._auth(request.wire) | dict(request.headers)
+        """The request's own headers over its adapter's auth and version headers (``providers/registry.py``)."""
+        base = request.url.removesuffix(request.path)
+        auth = self._auth.get((request.wire, base))
+        if auth is None:
+            auth = self._auth[(request.wire, base)] = request_headers(request.wire, self._client, base, self._key)
+        return auth | dict(request.headers)
 
     async def send(self, request: ModelRequest) -> UpstreamReply:
         response = await self._client.post(request.url, json=request.body, headers=self._headers(request))

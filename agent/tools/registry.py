@@ -179,6 +179,19 @@ class ToolRegistry:
         out.servers = list(self.servers)
         return out
 
+    def deferring(self, setting: str, horizon_tokens: int, tokens_per_char: float) -> ToolRegistry:
+        """This registry as a session binds it under ``defer_tools=``: ``"always"`` every tool behind
+        ``find_tools`` (listed in the catalogue, still callable by name), ``"auto"`` the same when their
+        schemas exceed ``DEFER_SHARE`` of the horizon (``should_defer``), ``"never"`` as registered."""
+        from vak_context.context.request.surface import should_defer
+
+        if setting == "never" or (setting == "auto" and not should_defer(
+                [t.decl.spec for t in self._tools.values()], horizon_tokens, tokens_per_char)):
+            return self
+        out = ToolRegistry(replace(t, decl=replace(t.decl, always_loaded=False)) for t in self._tools.values())
+        out.servers = list(self.servers)
+        return out
+
     # ------------------------------------------------------------ reading
 
     def decls(self) -> tuple[ToolDecl, ...]:

@@ -30,4 +30,4 @@ def test_serve_bench_runs_through_vak_serve(capsys: pytest.CaptureFixture[str]) 
     # Turn 1's first request holds no result; from its second on, the history holds its 10k-character search.
     assert rows[0].samples[0].body_chars < 10_000 < min(s.body_chars for r in rows[1:] for s in r.samples)
     out = capsys.readouterr().out
-    assert "ms added at p50" in out and "x the floor" in out and out.count("summary:") == 1
+    assert "ms added at p50" in out and "x the goal)" in out and "x the floor" in out and out.count("summary:") == 1

@@ -24,9 +24,9 @@ from tests.fakes.httpserver import serve
 from tests.fakes.script_upstream import ScriptUpstream, call, text
 from vak_context.engine.api import Engine
 from vak_context.events.envelope import Mapper
-from vak_context.farm.sessions import copy_entries
 from vak_context.serve.child import serve_child
 from vak_context.serve.conversation import HISTORY
+from vak_context.storage.ledger_copy import copy_entries
 
 SPEC = "openai-compat:scripted"
 SYSTEM = "You are a careful agent."

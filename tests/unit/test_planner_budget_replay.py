@@ -28,9 +28,9 @@ from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import current_turn_messages, request_tokens
 from vak_context.context.request.messages import ChatRequest
 from vak_context.errors import RequestTooLarge
-from vak_context.farm.sessions import IdRemap, copy_entries
 from vak_context.importers import import_recording, read_recordings
 from vak_context.storage.ledger import LedgerStore
+from vak_context.storage.ledger_copy import IdRemap, copy_entries
 
 TPC = 0.25
 WINDOWS = (8_192, 16_384, 32_768)
