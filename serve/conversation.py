@@ -221,6 +221,8 @@ class Conversation:
         mark = (await asyncio.to_thread(ledger.append, self.name, [Activity(activity=ASKED, detail=asked)]))[0]
         self.held.asked = Asked(mark, routed.history, tuple(asked["digests"]), tuple(asked["roles"]), routed.key)
         start = await asyncio.to_thread(_next_seq, ledger, self.name)
+        if self.turn is None:
+            self.turn = await self._reopen(new)
         directive, earlier = await self._ingest(request, new)
         turn, resumed = self.turn, list[str]()
         if directive:
@@ -278,6 +280,19 @@ class Conversation:
         turn, self.closed = self.closed, None
         if turn is not None:
             await turn.summarise_ahead()
+
+    async def _reopen(self, new: Sequence[Item]) -> Turn | None:
+        """The turn a killed server left open in the ledger, taken up (``Session.reopen``) when what is new
+        is the results of exactly the calls its last step made (the reply the session holds went out with
+        them, and the turn was never closed): the resend continues that turn, recording no step again and no
+        directive; else None (the results start a new turn, ``serve/resume.py``)."""
+        last = self.held.markers[-1] if self.held.markers else None
+        if last is None or last.closed or last.withdrawn or not new or any(i.role != "tool" for i in new):
+            return None
+        turn = await self.session.reopen({i.call_id for i in new})
+        if turn is not None:
+            turn.summarise_at_close = False  # as for any turn this server drives: summarise_ahead()
+        return turn
 
     async def _withdraw(self, positions: Sequence[int], ledger: Any) -> None:
         """Append what the client withdrew: the items (positions in what the session holds, and digests) and
