@@ -66,3 +66,24 @@ def test_entries_of_reads_only_the_batches_that_hold_the_kinds_asked_for(
         assert [store.mapper.payload_of(e).detail["turn"] for e in notes] == list(range(20))
         assert [e.seq for e in store.entries_of("s", ("activity", "directive"), start=40)] == [
             e.seq for e in store.entries("s", 40) if e.kind in ("activity", "directive")]
+
+
+def test_a_resumed_conversation_reads_only_the_notes_of_its_session(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vak_context.serve.conversation import HISTORY, read_held
+
+    root = tmp_path / "ledger"
+    with LedgerStore(root) as store:
+        for t in range(10):  # a served turn: its directive and result, then the note of what the client holds
+            store.append("s", [Directive(text=f"turn {t}")])
+            store.append("s", [EvidenceBody(tool_use_id=f"c{t}", tool_name="read", chars=9, bytes=9)],
+                         blobs=[b"x" * 9])
+            store.append("s", [Activity(activity=HISTORY, detail={
+                "digests": [f"u{t}", f"a{t}"], "roles": ["user", "assistant"], "closed": True})])
+    monkeypatch.setattr(ledger_module, "CACHE_BYTES", 0)
+    with LedgerStore(root) as store:
+        store.head("s")
+        reads = count_reads(monkeypatch)
+        held = read_held(store, "s")
+        assert len(reads) == 10  # the ten notes; none of the twenty other entries
+        assert held.digests == [d for t in range(10) for d in (f"u{t}", f"a{t}")]
