@@ -440,13 +440,16 @@ class OpenTurn:
         return step_id
 
     async def reopen(self, directive_id: str, tail: str, step_id: str, index: int, text: str,
-                     calls: Sequence[tuple[str, str, Mapping[str, Any]]]) -> list[WorldCall] | None:
+                     calls: Sequence[tuple[str, str, Mapping[str, Any]]], *,
+                     answered: bool = False) -> list[WorldCall] | None:
         """Take up the turn a stopped driver left open in the ledger (its directive has no card, its last
         step's calls no results: ``vak serve`` killed while the client ran them), where it stopped: nothing
         is written; the step's calls are the world calls to run, their results stored by ``take_results``
         as for any step, so the turn goes on with no step recorded again. ``index``: the step's place in
-        the turn. None, with nothing taken up, when a call of that step is not one the driver runs (an
-        engine tool, a card call): a new turn takes it up then."""
+        the turn. ``answered``: the calls' results are stored already (the driver stopped while the next
+        request was on its way): nothing to run, the next ``request`` follows. None, with nothing taken up,
+        when a call of that step is not one the driver runs (an engine tool, a card call): a new turn takes
+        it up then."""
         core, cfg = self.core, self.core.config
         parsed = [ParsedCall(name, dict(arguments), "native") for _, name, arguments in calls]
         if not parsed or not all(self._runs_in_world(i, c) for i, c in enumerate(parsed)):
@@ -467,6 +470,9 @@ class OpenTurn:
         self._index, self._step_id, core.step_id = index, step_id, step_id
         self._result = ChatResult(provider=cfg.provider, model=cfg.model, text=text, stop_reason="tool_use")
         self._calls, self._ids = parsed, [i for i, _, _ in calls]
+        if answered:
+            self._index += 1  # as ``_apply`` left it once the results were in
+            return []
         self.calling = True
         return [WorldCall(i, call_id, name, dict(arguments)) for i, (call_id, name, arguments) in enumerate(calls)]
 

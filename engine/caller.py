@@ -162,7 +162,7 @@ class Turn:
             self._provider, self._turn = provider, loop.open_turn(self.directive)
             await self._turn.started()
             world = await self._turn.reopen(found.directive_id, found.tail, found.step_id, found.index, found.text,
-                                            found.calls)
+                                            found.calls, answered=bool(found.stored))
         except BaseException:
             self.session._release_turn(self)
             raise
@@ -433,12 +433,14 @@ class LeftOpen:
     index: int
     text: str
     calls: tuple[tuple[str, str, dict[str, Any]], ...]
+    stored: Mapping[str, bytes] = field(default_factory=dict)  # call id: its result's bytes, where all are stored
 
 
 def left_open(ledger: Any, session: str) -> LeftOpen | None:
     """The turn ``session`` holds open in the ledger whose last step's calls wait for their results (a driver
-    stopped between handing the calls out and getting their results back), else None. Reads the session's
-    directive and card entries, then the open turn's own entries."""
+    stopped between handing the calls out and getting their results back), or have them all stored and no
+    step after them (stopped while the next request was on its way: ``stored``), else None. Reads the
+    session's directive and card entries, then the open turn's own entries."""
     from vak_context.events.envelope import Mapper
 
     if session not in ledger.sessions():
@@ -447,21 +449,27 @@ def left_open(ledger: Any, session: str) -> LeftOpen | None:
     if not marks or marks[-1].kind != "directive":
         return None
     mapper, opened = Mapper(), marks[-1]
-    tail, steps, last, answered = "", 0, None, set()
+    tail, steps, last = "", 0, None
+    answered: set[str] = set()
+    bodies: dict[str, bytes] = {}
     for entry in ledger.entries(session, opened.seq + 1):
         if entry.kind == "turn_tail" and not tail:
             tail = mapper.payload_of(entry).text
         elif entry.kind == "assistant_step":
-            steps, last = steps + 1, entry
+            steps, last, answered, bodies = steps + 1, entry, set(), {}
         elif entry.kind == "tool_result":
             answered.add(mapper.payload_of(entry).tool_use_id)
+        elif entry.kind == "evidence_body":
+            bodies.setdefault(mapper.payload_of(entry).tool_use_id, entry.blob or b"")
     if last is None:
         return None
     step = mapper.payload_of(last)
     calls = tuple((b.id, b.name, dict(b.input)) for b in step.tool_uses)
-    if not calls or any(i in answered for i, _, _ in calls):
-        return None
-    return LeftOpen(opened.id, mapper.payload_of(opened).text, tail, last.id, steps - 1, step.text, calls)
+    ids = {i for i, _, _ in calls}
+    if not calls or (answered and (answered != ids or set(bodies) != ids)):
+        return None  # some results stored and not others, or one not as evidence: not a state a turn waits in
+    return LeftOpen(opened.id, mapper.payload_of(opened).text, tail, last.id, steps - 1, step.text, calls,
+                    bodies if answered else {})
 
 
 def _decoded(body: Mapping[str, Any] | str | bytes) -> Any:

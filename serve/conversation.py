@@ -221,9 +221,12 @@ class Conversation:
         mark = (await asyncio.to_thread(ledger.append, self.name, [Activity(activity=ASKED, detail=asked)]))[0]
         self.held.asked = Asked(mark, routed.history, tuple(asked["digests"]), tuple(asked["roles"]), routed.key)
         start = await asyncio.to_thread(_next_seq, ledger, self.name)
-        if self.turn is None:
-            self.turn = await self._reopen(new)
-        directive, earlier = await self._ingest(request, new)
+        if self.turn is None and (reopened := await self._reopen(new)) is not None:
+            self.turn = reopened
+            # Its results stored before the kill: nothing to hand back (the turn's next request follows).
+            directive, earlier = ("", []) if not reopened.pending else await self._ingest(request, new)
+        else:
+            directive, earlier = await self._ingest(request, new)
         turn, resumed = self.turn, list[str]()
         if directive:
             if turn is not None:  # the client moved on without the results of the calls it was given
@@ -289,7 +292,7 @@ class Conversation:
         last = self.held.markers[-1] if self.held.markers else None
         if last is None or last.closed or last.withdrawn or not new or any(i.role != "tool" for i in new):
             return None
-        turn = await self.session.reopen({i.call_id for i in new})
+        turn = await self.session.reopen({i.call_id for i in new}, {i.call_id: i.text for i in new})
         if turn is not None:
             turn.summarise_at_close = False  # as for any turn this server drives: summarise_ahead()
         return turn

@@ -3,11 +3,13 @@ serve`` is SIGKILLed while a turn waits for the client's tool results (the reply
 turn is open in the ledger: its directive has no card); restarted on the same ledger, the client's resend with
 the results continues that same turn (``Session.reopen``): no new directive, no step recorded again, nothing
 withdrawn, one card for the turn; the turn goes on through a second call to its answer, and ``vak verify``
-finds the ledger whole."""
+finds the ledger whole. The same when the kill lands while the request after the results is on its way
+upstream (the results are stored): the resend continues the turn with each result stored once."""
 
 from __future__ import annotations
 
 import signal
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,47 @@ def test_a_resend_after_a_kill_continues_the_turn_left_open_with_no_step_recorde
     made = [b.id for kind, p in entries if kind == "assistant_step" for b in p.tool_uses]
     assert made == ["c1", "c2"]  # each call's step once
     assert [p.tool_use_id for kind, p in entries if kind == "tool_result"] == ["c1", "c2"]
+    activities = {p.activity for kind, p in entries if kind == "activity"}
+    assert not activities & {"turn.earlier_step", "history.withdrawn", "turn.cancelled"}
+    verified = run_vak("verify", str(ledger))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_a_kill_while_the_request_after_the_results_is_upstream_leaves_them_stored_once(tmp_path: Path) -> None:
+    answer = "The spool disk is full."
+    # The second reply goes to the request the kill cuts off; the third to the resend after the restart.
+    upstream = ScriptUpstream([call("c1", "read_log", service="spool"), text(answer), text(answer)])
+    ledger, result = tmp_path / "ledger", "spool: write failed (ENOSPC)"
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Why does the spool service fail?"}]
+    with serve(upstream.handle) as fake:
+        with serve_child(SPEC, ledger=ledger, base_url=fake.base_url, start_timeout=120) as child:
+            first = ask(child.base_url, child.key, history)
+            history += [first, {"role": "tool", "tool_call_id": "c1", "content": result}]
+            upstream.hold()
+            cut: list[BaseException] = []
+
+            def resend() -> None:
+                try:
+                    ask(child.base_url, child.key, history)
+                except openai.APIConnectionError as exc:  # the server is killed under it
+                    cut.append(exc)
+
+            sender = threading.Thread(target=resend)
+            sender.start()
+            assert upstream.arrived.wait(60)  # c1's result is stored; the next request is upstream
+            child.process.send_signal(signal.SIGKILL)
+            assert child.process.wait(60) == -signal.SIGKILL
+            upstream.release.set()
+            sender.join(60)
+            assert cut
+        with serve_child(SPEC, ledger=ledger, base_url=fake.base_url, start_timeout=120) as child:
+            assert ask(child.base_url, child.key, history) == {"role": "assistant", "content": answer}
+    assert len(upstream.requests) == 3
+    entries = session_entries(ledger)
+    kinds = Counter(kind for kind, _ in entries)
+    assert kinds["directive"] == 1 and kinds["turn_card"] == 1 and kinds["evidence_body"] == 1
+    assert [b.id for kind, p in entries if kind == "assistant_step" for b in p.tool_uses] == ["c1"]
+    assert [p.tool_use_id for kind, p in entries if kind == "tool_result"] == ["c1"]
     activities = {p.activity for kind, p in entries if kind == "activity"}
     assert not activities & {"turn.earlier_step", "history.withdrawn", "turn.cancelled"}
     verified = run_vak("verify", str(ledger))
