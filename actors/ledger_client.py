@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from vak_context.errors import InvalidInput
@@ -87,6 +87,13 @@ class LedgerClient:
 
     def chain_to_root(self, entry_id: str) -> list[StoredEntry]:
         return self._ledger.chain_to_root(entry_id)
+
+    def entries_of(self, session: str, kinds: Collection[str], start: int = 0) -> list[StoredEntry]:
+        """The entries of ``kinds`` with ``seq >= start``, in seq order: over a store, only the batches that
+        hold one are read (``LedgerStore.entries_of``); through the actor, the entries are filtered here."""
+        if self.store is not None:
+            return self.store.entries_of(session, kinds, start)
+        return [e for e in self._ledger.entries(session, start) if e.kind in kinds]
 
     def sessions(self) -> list[str]:
         return self._ledger.sessions()

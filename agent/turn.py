@@ -439,6 +439,43 @@ class OpenTurn:
         self._index += 1
         return step_id
 
+    async def reopen(self, directive_id: str, tail: str, step_id: str, index: int, text: str,
+                     calls: Sequence[tuple[str, str, Mapping[str, Any]]], *,
+                     answered: bool = False) -> list[WorldCall] | None:
+        """Take up the turn a stopped driver left open in the ledger (its directive has no card, its last
+        step's calls no results: ``vak serve`` killed while the client ran them), where it stopped: nothing
+        is written; the step's calls are the world calls to run, their results stored by ``take_results``
+        as for any step, so the turn goes on with no step recorded again. ``index``: the step's place in
+        the turn. ``answered``: the calls' results are stored already (the driver stopped while the next
+        request was on its way): nothing to run, the next ``request`` follows. None, with nothing taken up,
+        when a call of that step is not one the driver runs (an engine tool, a card call): a new turn takes
+        it up then."""
+        core, cfg = self.core, self.core.config
+        parsed = [ParsedCall(name, dict(arguments), "native") for _, name, arguments in calls]
+        if not parsed or not all(self._runs_in_world(i, c) for i, c in enumerate(parsed)):
+            return None
+        core.promoted = set()
+        if not core.seeded and hasattr(core.services, "prior_turns"):
+            core.rules.history = await core.services.prior_turns()  # the closed turns: this one has no card
+        core.seeded = True
+        core.rules.begin(self.directive)
+        self.directive_id = core.turn_id = directive_id
+        self.open = True
+        core.rules.stated = await stated_of(core.services)
+        self._step_request = StepRequest(model=cfg.model, system=cfg.system, tools=cfg.surface.schemas, tail=tail,
+                                         max_tokens=cfg.max_tokens, temperature=cfg.temperature,
+                                         session_key=cfg.session_key, endpoint=cfg.endpoint,
+                                         deferred=tuple(t.spec for t in cfg.surface.deferred))
+        self._step_request_ahead = self._step_request
+        self._index, self._step_id, core.step_id = index, step_id, step_id
+        self._result = ChatResult(provider=cfg.provider, model=cfg.model, text=text, stop_reason="tool_use")
+        self._calls, self._ids = parsed, [i for i, _, _ in calls]
+        if answered:
+            self._index += 1  # as ``_apply`` left it once the results were in
+            return []
+        self.calling = True
+        return [WorldCall(i, call_id, name, dict(arguments)) for i, (call_id, name, arguments) in enumerate(calls)]
+
     # ------------------------------------------------------------ one model call
 
     async def request(self) -> Assembled | None:
@@ -611,8 +648,8 @@ class OpenTurn:
     async def _apply(self, verdict: Verdict) -> None:
         """The verdict on the step: the horizon lowered on drift; the answer or a close ends the turn, else
         the next step (the turn ends ``degraded`` when it has had its steps)."""
-        assert self._result is not None and self._assembled is not None
-        if verdict.lower_horizon:
+        assert self._result is not None
+        if verdict.lower_horizon and self._assembled is not None:  # (None: a step taken up by ``reopen``)
             await self.core.lower_horizon(self._result, self._assembled)
         if verdict.action in ("answer", "close"):
             self._answer, self._outcome = verdict.text, verdict.outcome

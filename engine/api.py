@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -442,6 +442,30 @@ class Session:
         if not directive.strip():
             raise InvalidInput("the directive is empty; pass the user's request as text")
         return Turn(self, directive)
+
+    async def reopen(self, calls: Collection[str] | None = None,
+                     results: Mapping[str, str] | None = None) -> Turn | None:
+        """The turn of your loop this session's ledger holds open, taken up where it stopped: a process that
+        drove it stopped (a SIGKILL) after a reply's calls went out and before their results came back. The
+        turn comes back waiting for those results (``turn.pending``): hand them back with
+        ``turn.tool_result`` and go on as with any turn; nothing is recorded again. ``calls``: only if the
+        calls waiting are exactly these ids. A turn whose last step's results are all stored already (the
+        process stopped while the next request was on its way) is taken up only where ``results`` (call id:
+        the result's text) are those same bytes: nothing is pending then, and ``turn.request()`` follows.
+        None where the ledger holds no such turn (its last turn has a card); begin a new turn then."""
+        from vak_context.engine.caller import left_open
+
+        if self._closed:
+            raise InvalidInput(f"session {self.name!r} is closed; open it again with engine.session({self.name!r}, ...)")
+        self._refuse_second_turn()
+        found = await asyncio.to_thread(left_open, self._engine.ledger(), self.name)
+        if found is None or (calls is not None and set(calls) != {i for i, _, _ in found.calls}):
+            return None
+        if found.stored and (results is None or any(results.get(i, "").encode("utf-8") != body
+                                                    for i, body in found.stored.items())):
+            return None  # stored with other bytes, or the caller did not say: not a resend of those results
+        turn = Turn(self, found.directive)
+        return turn if await turn._reopen(found) else None
 
     def _refuse_second_turn(self) -> None:
         if self._turn.locked() or self._caller is not None:

@@ -147,6 +147,32 @@ class Turn:
         await self._guard(self._turn.begin)
         return self
 
+    async def _reopen(self, found: LeftOpen) -> bool:
+        """Take up the turn ``found`` names (``Session.reopen``): claimed as an open turn whose calls wait
+        for their results (``pending``). False, with nothing written and the session free, when the turn
+        cannot be taken up (a call of its last step is not one the caller runs)."""
+        from vak_context.providers.base import Provider
+
+        loop = await self.session._claim(self)
+        try:
+            provider = loop.provider
+            if not isinstance(provider, Provider):
+                raise InvalidInput("the caller's loop renders requests with a provider adapter; bind the session "
+                                   "to a provider:model spec")
+            self._provider, self._turn = provider, loop.open_turn(self.directive)
+            await self._turn.started()
+            world = await self._turn.reopen(found.directive_id, found.tail, found.step_id, found.index, found.text,
+                                            found.calls, answered=bool(found.stored))
+        except BaseException:
+            self.session._release_turn(self)
+            raise
+        if world is None:
+            self._turn = None
+            self.session._release_turn(self)
+            return False
+        self._world = {c.tool_use_id: c for c in world}
+        return True
+
     async def close(self) -> None:
         """End the turn: an unfinished one is closed ``cancelled`` (its card says so). Idempotent."""
         if self._ended or self._turn is None:
@@ -404,6 +430,58 @@ class Turn:
         if self._ended and what != "request()":
             raise InvalidInput(f"{what}: the turn is done; read turn.result, or begin the next turn")
         return self._turn
+
+
+@dataclass(frozen=True)
+class LeftOpen:
+    """A turn the session's ledger holds open: its directive (id and text) has no card after it, and its
+    last step made calls (id, name, arguments) that have no result. ``index``: that step's place in the turn;
+    ``tail``: the tail the directive was recorded with."""
+
+    directive_id: str
+    directive: str
+    tail: str
+    step_id: str
+    index: int
+    text: str
+    calls: tuple[tuple[str, str, dict[str, Any]], ...]
+    stored: Mapping[str, bytes] = field(default_factory=dict)  # call id: its result's bytes, where all are stored
+
+
+def left_open(ledger: Any, session: str) -> LeftOpen | None:
+    """The turn ``session`` holds open in the ledger whose last step's calls wait for their results (a driver
+    stopped between handing the calls out and getting their results back), or have them all stored and no
+    step after them (stopped while the next request was on its way: ``stored``), else None. Reads the
+    session's directive and card entries, then the open turn's own entries."""
+    from vak_context.events.envelope import Mapper
+
+    if session not in ledger.sessions():
+        return None
+    marks = ledger.entries_of(session, ("directive", "turn_card"))
+    if not marks or marks[-1].kind != "directive":
+        return None
+    mapper, opened = Mapper(), marks[-1]
+    tail, steps, last = "", 0, None
+    answered: set[str] = set()
+    bodies: dict[str, bytes] = {}
+    for entry in ledger.entries(session, opened.seq + 1):
+        if entry.kind == "turn_tail" and not tail:
+            tail = mapper.payload_of(entry).text
+        elif entry.kind == "assistant_step":
+            steps, last, answered, bodies = steps + 1, entry, set(), {}
+        elif entry.kind == "tool_result":
+            answered.add(mapper.payload_of(entry).tool_use_id)
+        elif entry.kind == "evidence_body":
+            bodies.setdefault(mapper.payload_of(entry).tool_use_id, entry.blob or b"")
+    if last is None:
+        return None
+    step = mapper.payload_of(last)
+    calls = tuple((b.id, b.name, dict(b.input)) for b in step.tool_uses)
+    ids = {i for i, _, _ in calls}
+    if not calls or (answered and (answered != ids or set(bodies) != ids)):
+        return None  # some results stored and not others, or one not as evidence: not a state a turn waits in
+    return LeftOpen(opened.id, mapper.payload_of(opened).text, tail, last.id, steps - 1, step.text, calls,
+                    bodies if answered else {})
 
 
 def _decoded(body: Mapping[str, Any] | str | bytes) -> Any:

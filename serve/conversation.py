@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,6 +41,15 @@ from vak_context.serve.streaming import PARAGRAPH, ClientGone, StepText, Stream
 from vak_context.serve.upstream import Upstream
 from vak_context.storage.ledger_copy import copy_entries
 
+# What binding a session imports (``Session._bind``, with the event loop held): imported with the server,
+# before it answers /health, so the first request after a start does not wait for them (1.4 s on 2 cores)
+# while every other session's request waits behind it.
+BINDING_MODULES = ("vak_context.engine.binding", "vak_context.actors.local_services", "vak_context.actors.planner",
+                   "vak_context.actors.assembler", "vak_context.actors.evidence", "vak_context.agent.loop",
+                   "vak_context.context.request.assemble", "vak_context.providers.registry")
+for _module in BINDING_MODULES:
+    importlib.import_module(_module)
+
 HISTORY = "serve.history"
 ASKED = "serve.asked"
 FORKED = "session.forked"
@@ -55,9 +65,9 @@ def read_held(ledger: Any, name: str) -> Held:
     if name not in ledger.sessions():
         return held
     mapper = Mapper()
-    for entry in ledger.entries(name):
-        if entry.kind != "activity":
-            continue
+    # Only the session's activity entries are read (a quarter of a served session's): the kinds are in the
+    # ledger's rows, so a resumed session's first request does not decode its steps, results and plans.
+    for entry in ledger.entries_of(name, ("activity",)):
         payload = mapper.payload_of(entry)
         detail = payload.detail
         if payload.activity == HISTORY:
@@ -207,7 +217,12 @@ class Conversation:
                  **({"key": routed.key} if routed.key else {})}
         mark = await self._note(ledger, ASKED, asked)
         self.held.asked = Asked(mark, routed.history, tuple(asked["digests"]), tuple(asked["roles"]), routed.key)
-        directive, earlier = await self._ingest(request, new)
+        if self.turn is None and (reopened := await self._reopen(new)) is not None:
+            self.turn = reopened
+            # Its results stored before the kill: nothing to hand back (the turn's next request follows).
+            directive, earlier = ("", []) if not reopened.pending else await self._ingest(request, new)
+        else:
+            directive, earlier = await self._ingest(request, new)
         turn, resumed = self.turn, list[str]()
         if directive:
             if turn is not None:  # the client moved on without the results of the calls it was given
@@ -271,6 +286,19 @@ class Conversation:
         turn, self.closed = self.closed, None
         if turn is not None:
             await turn.summarise_ahead()
+
+    async def _reopen(self, new: Sequence[Item]) -> Turn | None:
+        """The turn a killed server left open in the ledger, taken up (``Session.reopen``) when what is new
+        is the results of exactly the calls its last step made (the reply the session holds went out with
+        them, and the turn was never closed): the resend continues that turn, recording no step again and no
+        directive; else None (the results start a new turn, ``serve/resume.py``)."""
+        last = self.held.markers[-1] if self.held.markers else None
+        if last is None or last.closed or last.withdrawn or not new or any(i.role != "tool" for i in new):
+            return None
+        turn = await self.session.reopen({i.call_id for i in new}, {i.call_id: i.text for i in new})
+        if turn is not None:
+            turn.summarise_at_close = False  # as for any turn this server drives: summarise_ahead()
+        return turn
 
     async def _withdraw(self, positions: Sequence[int], ledger: Any) -> None:
         """Append what the client withdrew: the items (positions in what the session holds, and digests) and

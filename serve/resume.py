@@ -1,8 +1,10 @@
 """A turn resumed from the client's history: results of calls the session holds no open turn for.
 
 A request that ends with the client's calls leaves its turn open in the server's memory; a restart (a
-clean stop closes it ``cancelled``, a kill leaves it open in the ledger) or a failed upstream call loses
-it, and the client then resends its history with the calls' results. Those results are the turn's
+clean stop closes it ``cancelled``) or a failed upstream call loses it, and the client then resends its
+history with the calls' results. (A kill leaves the turn open in the ledger, and a resend with the results
+of exactly its last step's calls takes it up again: ``Conversation._reopen``, ``Session.reopen``; this
+module is for every other case.) Those results are the turn's
 exchange, whatever their size: the new turn records each reply's calls as an earlier step
 (``Turn.earlier_step``) and stores each result as evidence, projected windowed or digested like any other,
 never quoted whole into the directive (a 50 KB result quoted into a directive cannot fit an 8,192-token

@@ -20,7 +20,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +59,12 @@ if TYPE_CHECKING:  # whoosh is imported only by a store that indexes or searches
 __all__ = ["DEFAULT_MAX_SEGMENT_BYTES", "LedgerStore", "Payload", "check_ledger_path"]
 
 DEFAULT_MAX_SEGMENT_BYTES = 64 * 1024 * 1024  # a tail this big is sealed (zstd compaction: ~0.2 s)
+# The decoded batches kept (least recently read go first): a session's entries are read back whole by each
+# fold that rebuilds its state (the planner's and assembler's views, the evidence index: three, one after
+# the other, when a session is bound after a restart), and a batch often holds one entry, so the bound is
+# in bytes (payloads and blobs) as well as batches. Decoding a batch costs about 1 ms, whatever its size.
+CACHE_BATCHES = 8192
+CACHE_BYTES = 64 * 1024 * 1024
 
 
 def _now_us() -> int:
@@ -88,7 +94,8 @@ class LedgerStore(GroupCommit):
         self._lock = threading.RLock()
         self._closed = False
         self._closing = False
-        self._cache: OrderedDict[tuple[str, int], list[StoredEntry]] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, int], tuple[list[StoredEntry], int]] = OrderedDict()  # (entries, bytes)
+        self._cached_bytes = 0
         self.recoveries: list[dict[str, Any]] = []  # what opening repaired, for callers and tests
         check_ledger_path(self.root, create=not readonly)
         # The session search index (storage/indexer.py): kept by the writer, off the append's path.
@@ -141,12 +148,38 @@ class LedgerStore(GroupCommit):
             s.lock_fd = None
 
     def _load(self, s: SessionState) -> None:
-        recoveries = load_session(s, readonly=self.readonly)
+        read: list[tuple[int, pa.RecordBatch]] = []
+        recoveries = load_session(s, readonly=self.readonly, read=lambda bi, batch: read.append((bi, batch)))
+        self._keep_read(s.name, read)
         self.recoveries += recoveries
         for report in recoveries:
             if report["bytes_dropped"]:  # a torn tail was truncated: the ledger says so
                 self._append_locked_session(
                     s, [Activity(activity="ledger.torn_tail_truncated", detail=report)], None, None)
+
+    def _keep_read(self, name: str, read: list[tuple[int, pa.RecordBatch]]) -> None:
+        """Cache the newest of the batches opening a session decoded (up to half the cache): what reads the
+        session next (a resumed session's folds, its client history) finds them decoded, rather than reading
+        each batch from the file again (the first request after a restart read every batch three times)."""
+        kept, size = [], 0
+        for bi, batch in reversed(read):
+            size += batch.nbytes
+            if size > CACHE_BYTES // 2:
+                break
+            kept.append((bi, batch))
+        for bi, batch in reversed(kept):
+            self._cache_put((name, bi), from_batch(batch))
+
+    def _cache_put(self, key: tuple[str, int], entries: list[StoredEntry]) -> None:
+        size = sum(len(e.payload) + len(e.blob or b"") for e in entries)
+        if size > CACHE_BYTES // 8:
+            return
+        with self._lock:
+            if key not in self._cache:
+                self._cache[key] = (entries, size)
+                self._cached_bytes += size
+            while len(self._cache) > CACHE_BATCHES or self._cached_bytes > CACHE_BYTES:
+                self._cached_bytes -= self._cache.popitem(last=False)[1][1]
 
     # ------------------------------------------------------------------ reading
 
@@ -195,7 +228,7 @@ class LedgerStore(GroupCommit):
             hit = self._cache.get(key)
             if hit is not None:
                 self._cache.move_to_end(key)
-                return hit
+                return hit[0]
         loc = s.batches[bi]
         for attempt in range(2):
             with s.cond:  # the offset and the file it is in change together when a tail is sealed
@@ -227,11 +260,7 @@ class LedgerStore(GroupCommit):
                 ) from exc
         else:  # pragma: no cover - the loop either breaks or raises
             raise AssertionError("unreachable")
-        if sum(len(e.blob or b"") for e in entries) <= 8 * 1024 * 1024:
-            with self._lock:
-                self._cache[key] = entries
-                while len(self._cache) > 64:
-                    self._cache.popitem(last=False)
+        self._cache_put(key, entries)
         return entries
 
     def entries(self, session: str, start: int = 0, stop: int | None = None) -> list[StoredEntry]:
@@ -244,6 +273,14 @@ class LedgerStore(GroupCommit):
         if start < 0 or start > stop:
             raise UnknownEntry(f"seq range {start}..{stop} of session {session!r} (it has {n} entries)")
         return [self._read(s, q) for q in range(start, stop)]
+
+    def entries_of(self, session: str, kinds: Collection[str], start: int = 0) -> list[StoredEntry]:
+        """The entries of ``kinds`` with ``seq >= start``, in seq order. Kinds are in the session's rows (in
+        memory since it was loaded): only the batches that hold such an entry are read and decoded."""
+        s = self._session(session)
+        wanted = set(kinds)
+        return [self._read(s, q) for q in range(max(start, 0), len(s.rows))
+                if (r := s.rows[q]) is None or r.kind in wanted]  # a damaged row: _read says so
 
     def iter_metadata(self, session: str) -> Iterable[tuple[int, str, str | None, str, int]]:
         """(seq, id, parent, kind, time_us) for every entry, without reading payloads."""
@@ -421,6 +458,7 @@ class LedgerStore(GroupCommit):
             for s in self._sessions.values():
                 self._release_lock(s)
             self._cache.clear()
+            self._cached_bytes = 0
 
     def __enter__(self) -> LedgerStore:
         return self

@@ -10,6 +10,7 @@ inspection and reported by ``verify()``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -26,8 +27,10 @@ def batch_intact(batch: pa.RecordBatch | None) -> bool:
     return batch is not None and all(e.compute_id() == e.id for e in from_batch(batch))
 
 
-def load_session(s: SessionState, *, readonly: bool) -> list[dict[str, Any]]:
+def load_session(s: SessionState, *, readonly: bool,
+                 read: Callable[[int, pa.RecordBatch], None] | None = None) -> list[dict[str, Any]]:
     """Index every segment of ``s`` (sealing crash leftovers unless ``readonly``); the recoveries made.
+    ``read``: handed each batch indexed (its index in ``s.batches``, the batch as decoded here).
 
     A recovery that dropped bytes is a torn tail: the caller records it in the ledger.
     """
@@ -61,6 +64,8 @@ def load_session(s: SessionState, *, readonly: bool) -> list[dict[str, Any]]:
                 s.damaged.append({"segment": path.name, "batch": bi, "offset": sb.offset, "error": sb.error})
                 continue
             index_batch(s, number, sb.offset, sb.batch)
+            if read is not None:
+                read(len(s.batches) - 1, sb.batch)
         tail_end = 0 if sealed else scanned.good_end
     # Where what the index covers ends: after the last sealed segment (a writer starts a new tail there),
     # or inside the tail a read-only view read.
