@@ -157,18 +157,28 @@ class PlainLoop:
             return f"error: {exc}"
 
 
-def run_plain(upstream: Upstream, workspace: Path, directives: Sequence[str], model: str, run: int) -> Run:
+def run_plain(upstream: Upstream, workspace: Path, directives: Sequence[str], model: str, run: int,
+              out: Callable[[str], None] = print) -> Run:
     setup = demo_setup(model)
     started = time.perf_counter()
     with httpx.Client(trust_env=False, timeout=1800.0) as client:
         loop = PlainLoop(client, upstream, workspace, max_steps=live_session_options(model, None, None, workspace)
                          ["max_steps"], max_tokens=setup.max_tokens)
-        answers = [loop.run(d) for d in directives]
+        answers = []
+        for directive in directives:
+            answers.append(loop.run(directive))
+            out(f"  plain: {answers[-1].check} {answers[-1].outcome} after {answers[-1].steps} step(s), prompt tokens "
+                f"{answers[-1].prompt_tokens}")
     return Run("plain", run, answers, round(time.perf_counter() - started, 1), loop.requests)
 
 
 def run_engine(engine: Any, upstream: Upstream, workspace: Path, directives: Sequence[str], model: str, run: int,
-               horizon: int | None) -> Run:
+               horizon: int | None, variant: dict[str, str] | None = None,
+               out: Callable[[str], None] = print) -> Run:
+    """One engine run; ``variant``: ``stance`` and/or ``identity`` for the session (the public keywords), to find
+    what in the projection costs an answer."""
+    from vak_context.cli.chat import step_line
+
     requests: list[dict[str, Any]] = []
 
     async def keep(request: httpx.Request) -> None:
@@ -177,12 +187,13 @@ def run_engine(engine: Any, upstream: Upstream, workspace: Path, directives: Seq
 
     async def go() -> list[Answer]:
         options = {**live_session_options(model, upstream.base_url, upstream.api_key, workspace),
-                   "model": upstream.spec, "horizon": horizon}
+                   "model": upstream.spec, "horizon": horizon, **(variant or {})}
         if not upstream.spec.startswith("local:"):  # calls read from the text too, as for the bundled Qwen
             options["calls"] = "text"
         answers = []
         async with httpx.AsyncClient(trust_env=False, timeout=1800.0, event_hooks={"request": [keep]}) as client:
-            async with engine.session(f"demo-engine-{run}", **options, http_client=client) as session:
+            async with engine.session(f"demo-engine-{run}", **options, http_client=client,
+                                      on_step=lambda s: out(step_line(s))) as session:
                 for directive in directives:
                     started = time.perf_counter()
                     result = await session.run(directive)
@@ -263,6 +274,8 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> l
                     help="the folder the questions are about (default: this repository, as `vak run` in its root)")
     ap.add_argument("--horizon", type=int, default=None,
                     help="plan the engine's sessions under this horizon instead of probing the local model first")
+    ap.add_argument("--stance", default=None, help="the engine sessions' stance (default: the engine's)")
+    ap.add_argument("--identity", default=None, help="the engine sessions' identity layer (default: the engine's)")
     ap.add_argument("--ledger", type=Path, default=None, help="the engine's ledger folder (default: a temporary one)")
     ap.add_argument("--dump", type=Path, default=None, help="write each mode's and run's requests here (JSONL)")
     ap.add_argument("--json", type=Path, default=None, help="write every run's answers and verdicts here")
@@ -289,9 +302,10 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> l
         for i in range(1, args.runs + 1):
             for mode in modes:
                 if mode == "engine":
-                    run = run_engine(engine, upstream, workspace, LIVE_DIRECTIVES, model, i, args.horizon)
+                    variant = {k: v for k, v in (("stance", args.stance), ("identity", args.identity)) if v is not None}
+                    run = run_engine(engine, upstream, workspace, LIVE_DIRECTIVES, model, i, args.horizon, variant, out)
                 else:
-                    run = run_plain(upstream, workspace, LIVE_DIRECTIVES, model, i)
+                    run = run_plain(upstream, workspace, LIVE_DIRECTIVES, model, i, out)
                 runs.append(score(run, workspace))
                 out(f"{mode} run {i}: {run.right}/{len(run.answers)} in {run.seconds} s "
                     f"({', '.join(a.check + ' ' + ('right' if a.right else 'wrong') for a in run.answers)})")
