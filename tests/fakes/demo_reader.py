@@ -11,8 +11,10 @@ directive); "after the directive" is every message that follows that message.
 * readme: once a ``read_file`` result (numbered lines) is after the directive, the answer is the first
   paragraph of the text those lines hold; until then it calls ``read_file`` on ``README.md``.
 * test_command: the answer names ``make test`` when the request holds it anywhere outside the directive (a
-  README read in an earlier turn, kept in the request), else ``pytest``: it asks no tool ("according to what
-  you read"), so it is right only where the request still shows what was read.
+  README read in an earlier turn, kept in the request); where the request shows a digest's evidence id
+  (``[evidence:<id> …]``) and offers ``recall``, it recalls the newest id it has not recalled in this turn, as
+  the engine's system prompt asks a model to; past those, ``pytest``. It reads no file again ("according to
+  what you read"), so it is right only where the request shows what was read, or recalls it.
 
 With ``fenced=True`` a call is written as Qwen2.5-Coder writes it (a ```` ```json ```` fence in the text, no
 ``tool_calls``); otherwise as native ``tool_calls``. A request without tools (a packet summary) gets a fixed
@@ -32,6 +34,7 @@ from vak_context.cli.demoscore import DEMO_CHECKS, first_paragraph
 
 _LISTING = re.compile(r"\./ \((\d+) entries\)\n")
 _NUMBERED = re.compile(r"^\s*\d+\t(.*)$", re.MULTILINE)
+_EVIDENCE = re.compile(r"\[evidence:([0-9a-f]+) ")
 
 
 def content_text(message: dict[str, Any]) -> str:
@@ -97,7 +100,15 @@ class DemoReader:
             return _text(f"It is this: {first_paragraph(chr(10).join(numbered))}")
         if check == "test_command":
             whole = "\n".join(content_text(m) for i, m in enumerate(messages) if i != at)
-            return _text("Run `make test`." if re.search(r"make\s+test\b", whole) else "Run pytest.")
+            if re.search(r"make\s+test\b", whole):
+                return _text("Run `make test`.")
+            offered = {t.get("function", {}).get("name") for t in body.get("tools") or []}
+            recalled = {json.loads(c["function"]["arguments"] or "{}").get("id") for m in messages[at + 1:]
+                        for c in m.get("tool_calls") or [] if c["function"]["name"] == "recall"}
+            ids = [i for i in reversed(_EVIDENCE.findall(whole)) if i not in recalled]
+            if "recall" in offered and ids:  # as the engine's system prompt asks: expand a digest to read it
+                return self._call(call_id, "recall", {"id": ids[0]})
+            return _text("Run pytest.")
         return _text("I do not know which question this is.")
 
     def _call(self, call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
