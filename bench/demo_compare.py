@@ -111,7 +111,7 @@ class PlainLoop:
         self._ids = 0
 
     def run(self, directive: str) -> Answer:
-        started = time.perf_counter()
+        started, before = time.perf_counter(), len(self.messages)
         self.messages.append({"role": "user", "content": directive})
         tokens: list[int] = []
         outcome, answer = "failed", ""
@@ -123,7 +123,7 @@ class PlainLoop:
                                      headers={"Authorization": f"Bearer {self.upstream.api_key}"})
             if reply.status_code != 200:  # e.g. llama.cpp's exceed_context_size_error: the turn cannot go on
                 answer = f"(HTTP {reply.status_code}: {reply.text[:200]})"
-                self.messages.pop()  # the next turn starts from a history the server accepts
+                del self.messages[before:]  # the next turn starts from a history the server accepted
                 break
             data = reply.json()
             tokens.append(int((data.get("usage") or {}).get("prompt_tokens") or 0))
