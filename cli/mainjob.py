@@ -196,6 +196,19 @@ def _local_server(model: str | None, base_url: str | None) -> Iterator[tuple[str
         yield server.base_url, server.api_key
 
 
+LIVE_MAX_STEPS = 4
+
+
+def live_session_options(model: str, base_url: str | None, api_key: str | None, workspace: Path,
+                         repeat_rule: str = DEFAULT_REPEAT_RULE) -> dict[str, Any]:
+    """The live turns' ``Engine.session`` settings: what `vak run` asks the bundled model under
+    (bench/demo_compare.py runs the same questions with exactly these, beside a plain loop)."""
+    setup = demo_setup(model)
+    return {"model": f"local:{model}", "base_url": base_url, "api_key": api_key, "window": setup.n_ctx,
+            "workspace": workspace, "card_tools": True, "max_steps": LIVE_MAX_STEPS,
+            "max_tokens": setup.max_tokens, "repeat_rule": repeat_rule}
+
+
 def run_live_turns(ledger: Path, session: str, model: str, base_url: str | None, api_key: str | None,
                    workspace: Path, directives: Sequence[str], out: Callable[[str], None], *,
                    repeat_rule: str = DEFAULT_REPEAT_RULE) -> list[dict[str, Any]]:
@@ -207,14 +220,11 @@ def run_live_turns(ledger: Path, session: str, model: str, base_url: str | None,
     from vak_context.cli.chat import step_line
 
     out(_section(f"three live turns with {model}, repeat rule {repeat_rule} (workspace {workspace.resolve()})"))
-    setup = demo_setup(model)
+    options = live_session_options(model, base_url, api_key, workspace, repeat_rule)
 
     async def go(engine: Engine) -> list[dict[str, Any]]:
         done: list[dict[str, Any]] = []
-        async with engine.session(session, model=f"local:{model}", base_url=base_url, api_key=api_key,
-                                  window=setup.n_ctx, workspace=workspace, card_tools=True, max_steps=4,
-                                  max_tokens=setup.max_tokens, repeat_rule=repeat_rule,
-                                  on_step=lambda s: out(step_line(s))) as live:
+        async with engine.session(session, **options, on_step=lambda s: out(step_line(s))) as live:
             for directive in directives:
                 out(f"you> {directive}")
                 started = time.perf_counter()

@@ -28,4 +28,6 @@
   bad-input test and bench/serve_load.py); for bench/serve_load.py, the stateless scripted upstream it runs in a
   process of its own, and ``vak serve`` killed and restarted in place with its ledger read back (forks, duplicates,
   lost replies).
+- ``demo_reader``: the scripted model for the demo's three questions (bench/demo_compare.py): it reads the
+  workspace through the offered tools and answers only from what each request holds.
 """
