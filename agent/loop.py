@@ -83,6 +83,12 @@ class TurnLoop(TurnCore):
 
     async def run(self, directive: str) -> TurnReport:
         turn = self.open_turn(directive)
+        # Services that write behind (in-process: ``InProcessServices.hold``) make one durable commit per
+        # model call: before each later call of the turn (``_drive``) and at the card (``close_turn``), before
+        # the turn is acknowledged. Others (on Ray) commit each append as it is made.
+        behind = getattr(self.services, "hold", None) is not None
+        if behind:
+            await self.services.hold()  # type: ignore[attr-defined]
         await turn.started()
         try:
             return await self._drive(turn)
@@ -95,14 +101,23 @@ class TurnLoop(TurnCore):
                 await turn.close_failed(exc)
             raise
         finally:
-            await turn.finished()
+            try:
+                await turn.finished()
+            finally:
+                if behind:
+                    await self.services.release()  # type: ignore[attr-defined]
 
     async def _drive(self, turn: OpenTurn) -> TurnReport:
         await turn.begin()
+        commit = getattr(self.services, "commit", None)
+        called = False
         while not turn.done:
             assembled = await turn.request()
             if assembled is None:
                 break
+            if called and commit is not None:  # what the last call led to, durable before the next one
+                await commit()
+            called = True
             try:
                 result = await self._complete(assembled.request)
             except ContextOverflow as exc:  # the policy plans again once, or the turn closes failed

@@ -48,20 +48,24 @@ class CommitTally:
     the seconds spent writing and syncing them. What a step's time split reports as its durable appends
     (bench/embed.py); read it with ``snapshot`` (on Ray, ``LedgerActor.commit_tally`` reads the actor's)."""
 
-    commits: int = 0
+    commits: int = 0  # fsyncs: a durable commit, or a sync of what was written behind (GroupCommit.hold)
     entries: int = 0
     seconds: float = 0.0
+    behind: int = 0  # batches written behind a hold, made durable by a later commit
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, entries: int, seconds: float) -> None:
+    def add(self, entries: int, seconds: float, *, synced: bool = True) -> None:
         with self._lock:
-            self.commits += 1
+            if synced:
+                self.commits += 1
+            else:
+                self.behind += 1
             self.entries += entries
             self.seconds += seconds
 
     def snapshot(self) -> dict[str, float]:
         with self._lock:
-            return {"commits": self.commits, "entries": self.entries, "seconds": self.seconds}
+            return {"commits": self.commits, "entries": self.entries, "seconds": self.seconds, "behind": self.behind}
 
 
 COMMITS = CommitTally()
@@ -245,6 +249,67 @@ class GroupCommit:
             raise _not_durable(s, group) from group.error
         return new
 
+    # ------------------------------------------------------------------ write-behind
+
+    def hold(self, session: str) -> None:
+        """Write the session's appends behind from now on: each is written to the tail, readable and given
+        its id at once, but not synced; ``sync`` (or ``release``) makes everything written so far durable in
+        one fsync. For a writer that acknowledges nothing until a known point (a turn: its card, once per
+        model call), so that a step's appends share one durable commit. A process that dies loses nothing
+        written (the page cache keeps it); a power cut may lose what no sync covered yet, which recovery
+        truncates like a torn tail. Holds nest (a count); appends outside any hold are durable as ever."""
+        self._check_writable()
+        s = self._session(session, create=True)
+        with s.cond:
+            s.hold += 1
+
+    def release(self, session: str, *, sync: bool = True) -> None:
+        """End one ``hold``; with ``sync``, what was written behind is made durable first (``sync=False``
+        leaves it to the next commit of the session, or the store's close)."""
+        s = self._session(session)
+        if sync:
+            self.sync(session)
+        with s.cond:
+            s.hold = max(0, s.hold - 1)
+
+    def written_behind(self, session: str) -> bool:
+        """Whether the session has appends written behind a hold that no sync covers yet."""
+        s = self._session(session)
+        with s.cond:
+            return s.unsynced
+
+    def sync(self, session: str) -> bool:
+        """Make every append written to the session so far durable: one fsync when some were written behind a
+        hold and none since was synced, else nothing. True when it synced."""
+        s = self._session(session)
+        with s.cond:
+            while s.flushing:  # a commit being written: sync after it (its fsync may cover everything)
+                s.cond.wait()
+            if not s.unsynced or s.writer is None or s.broken is not None:
+                return False
+            s.flushing = True
+            writer = s.writer
+        error: BaseException | None = None
+        t0 = time.perf_counter()
+        try:
+            writer.sync()
+        except BaseException as exc:
+            error = exc
+        seconds = time.perf_counter() - t0
+        with s.cond:
+            s.flushing = False
+            if error is None:
+                s.unsynced = False
+                s.commits += 1
+                COMMITS.add(0, seconds)
+            else:  # what is on disk is unknown: the session is poisoned as a failed commit does
+                s.broken = error
+            s.cond.notify_all()
+        if error is not None:
+            raise LedgerError(f"the appends written to {session!r} were not made durable: {error}; reopen the "
+                              "ledger and check the disk") from error
+        return True
+
     # ------------------------------------------------------------------ the queue
 
     def _encode(self, payloads: Sequence[Payload], blobs: Sequence[bytes | None] | None) -> _Encoded:
@@ -302,6 +367,8 @@ class GroupCommit:
             group = s.open_group = Group(s.next_seq)
         s.next_seq += len(new)
         group.add(new, prev, now, enc.kinds, enc.vs, enc.payloads, enc.blobs)
+        if not s.hold:
+            group.sync = True
         s.inflight += 1
         if s.inflight > s.peak_inflight:
             s.peak_inflight = float(s.inflight)
@@ -315,8 +382,8 @@ class GroupCommit:
         inline = self.inline_commits
         if inline is None:
             inline = s.last_write_s < self.inline_max_write_s
-        if (fut is None and inline and group.appends == 1 and not s.flushing and s.peak_inflight < 2
-                and (s.committer is None or s.committer_idle)):
+        if (fut is None and (inline or not group.sync) and group.appends == 1 and not s.flushing
+                and s.peak_inflight < 2 and (s.committer is None or s.committer_idle)):
             # A writer alone (no commit in flight, none recently concurrent) commits its own
             # group in its own thread: two thread hand-offs (to the committer and back) cost
             # about as much as a small commit. Marked flushing, so the committer waits for it.
@@ -380,14 +447,17 @@ class GroupCommit:
             message = encode_message(group.ids, group.parents, s.name, group.first_seq, group.times, group.kinds,
                                      group.vs, group.payloads, group.blobs)
             t0 = time.perf_counter()
-            offset = writer.write_message(message)
-            s.last_write_s = time.perf_counter() - t0
-            COMMITS.add(len(group.ids), s.last_write_s)
+            offset = writer.write_message(message, sync=group.sync)
+            seconds = time.perf_counter() - t0
+            if group.sync:  # only a synced write tells how long a sync blocks (the inline rule's measure)
+                s.last_write_s = seconds
+            COMMITS.add(len(group.ids), seconds, synced=group.sync)
             loc = (writer.number, offset)
         except BaseException as exc:  # an I/O error poisons the session: what is on disk is unknown
             error = exc
         with s.cond:
             if error is None and loc is not None:
+                s.unsynced = not group.sync  # an fsync covers every write before it
                 self._index_committed(s, group, loc)
                 if s.writer is not None and s.writer.size >= self.max_segment_bytes:
                     try:  # roll over; appends queued meanwhile wait for the seal
@@ -438,7 +508,8 @@ class GroupCommit:
         """
         writer = s.writer
         assert writer is not None
-        offsets = writer.seal()
+        offsets = writer.seal()  # the sealed copy is synced: it covers what was written behind a hold
+        s.unsynced = False
         relocate(s, writer.number, offsets)
         s.sealed.add(writer.number)
         s.writer = None
