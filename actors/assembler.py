@@ -35,6 +35,7 @@ from vak_context.agent.request import Summarise
 from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.context.capacity.profile import CapacityProfile, request_chars
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
+from vak_context.context.planner.delta import PlanRows
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.policy import (
     Asked,
@@ -45,6 +46,7 @@ from vak_context.context.planner.policy import (
     Send,
     StepState,
     decide,
+    rows_reader,
     state_of_entry,
 )
 from vak_context.context.planner.records import Fidelity
@@ -106,6 +108,7 @@ class AssemblerActor:
         # The step policy's state per (session, model), with the id of the plan entry it stands for: the
         # model's last plan entry in the chain is the state, this only saves decoding it at every step.
         self._states: dict[tuple[str, str], tuple[str | None, StepState]] = {}
+        self._plan_rows = PlanRows()  # the rows of plan entries read back (a restart's first step)
         self._prefix: dict[tuple[str, str], int] = {}  # (model, prefix digest) -> tokens, as its server counts them
         self._endpoints: dict[tuple[str, str], EndpointTools] = {}
         self._rate = tokens_per_char  # the bound profile's tokens per char: an endpoint counter's fallback
@@ -160,7 +163,9 @@ class AssemblerActor:
             if last is not None:
                 record = self.mapper.payload_of(self.ledger.get(last))
                 if isinstance(record, PlanRecord):
-                    state = state_of_entry(record)
+                    # A format-2 entry's rows are what changed since the plans before it: read back as far as needed.
+                    read = rows_reader(lambda entry_id: self.mapper.payload_of(self.ledger.get(entry_id)))
+                    state = state_of_entry(record, self._plan_rows.rows_of(last, read) if record.base else None)
             self._states[(session, model)] = (last, state)
             return state
 

@@ -42,6 +42,7 @@ from vak_context.agent.request import Summarise, plan_record, settle_plan, summa
 from vak_context.agent.steps import StepRequest
 from vak_context.context.capacity.profile import CapacityProfile, from_record
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
+from vak_context.context.planner.delta import PlanRows
 from vak_context.context.planner.plan import Plan, PlannerState
 from vak_context.context.planner.view import SessionView
 from vak_context.errors import InvalidInput
@@ -90,6 +91,7 @@ class PlannerActor:
             lambda view, new: fold_unseen(view, new, self._views.written), self._lock)
         self._endpoints: dict[tuple[Any, ...], EndpointTools] = {}
         self._sessions: dict[str, asyncio.Lock] = {}  # one step plan at a time per session (an async actor)
+        self._plan_rows = PlanRows()  # the rows of the plan entries it wrote: the next one's base
 
     def view(self, session: str) -> SessionView:
         """The session's view, brought up to date with what was appended since last time."""
@@ -162,8 +164,10 @@ class PlannerActor:
         """Append the ``plan`` entry of a step's plan (the one sent), naming this actor; its entry id."""
         with self._lock:
             view = self.view(session)
-            record = plan_record(plan, view.index.head, PRODUCER)
+            base = self._plan_rows.base_for(view.plans.get(plan.model))  # its rows: what changed since
+            record = plan_record(plan, view.index.head, PRODUCER, base)
             entry_id = self.ledger.append(session, [record])[0]
+            self._plan_rows.wrote(entry_id, plan.rows, record.base)
             # Folded by the next view(), with whatever else was appended by then, from this record: no read
             # of the entry back (on Ray a LedgerActor call carrying it) and no decoding it again.
             self._views.wrote(entry_id, record)
