@@ -189,7 +189,9 @@ def recorded_profile() -> CapacityProfileRecord:
 def build_ledger(folder: Path, turns: int) -> None:
     """``turns`` closed turns of a generated session, appended to a new ledger, and the model's profile."""
     with LedgerStore(folder) as store:
+        store.hold(SESSION)  # written behind, synced once: the setup, not what is measured
         generate_session(seed=turns, turns=turns, append=lambda p, b: store.append(SESSION, [p], blobs=[b])[0])
+        store.release(SESSION)
         store.append(PROBE_SESSION, [recorded_profile()])
 
 

@@ -208,40 +208,40 @@ def project(
 ) -> ChatRequest:
     """The ChatRequest ``p`` asks for. ``infos`` digests the evidence of the turns shown at Full and of
     the current turn's steps the plan digests."""
-    messages: list[Message] = []
+    messages = _Merged()
     if p.reset is not None:  # the reset this model's plan starts after: its handoff comes first
         mark = next((r for r in index.reset_marks if r.id == p.reset.entry_id), None)
         if mark is None:
             raise InvalidInput(f"reset {p.reset.entry_id} is not in this index; plan against the same index")
-        _append(messages, Message(role="user", content=(TextBlock(text=render_handoff(mark.turns, mark.handoff)),)))
+        messages.user((TextBlock(text=render_handoff(mark.turns, mark.handoff)),))
     turns = [(index.turn(t.ordinal), t) for t in p.shown()]
     for turn, pt in turns:  # retrieved older turns come first, whole
         if pt.retrieved:
-            _extend(messages, render_turn(turn, infos))
+            messages.extend(render_turn(turn, infos))
     text = packet_text(index, p)
     if text is not None:
-        _append(messages, Message(role="user", content=(TextBlock(text=text),)))
+        messages.user((TextBlock(text=text),))
     for turn, pt in turns:
         if pt.retrieved:
             continue
         if pt.fidelity == Fidelity.FULL:
-            _extend(messages, render_turn(turn, infos))
+            messages.extend(render_turn(turn, infos))
         else:
-            _append(messages, Message(role="user", content=(TextBlock(text=card_text(index, turn, infos)),)))
+            messages.user((_text_block(card_text(index, turn, infos)),))
     tail += work_contract(index, p)
     if p.current_ordinal is not None:
         current = current_turn_messages(index, p, infos)
         first = current[0]
         if tail.strip():  # providers refuse blank text parts
             first = Message(role="user", content=(TextBlock(text=tail), *first.content))
-        _extend(messages, [first, *current[1:]])
+        messages.extend([first, *current[1:]])
     else:
         parts: tuple[MessageBlock, ...] = (TextBlock(text=tail),) if tail.strip() else ()
-        _append(messages, Message(role="user", content=(*parts, TextBlock(text=p.directive))))
+        messages.user((*parts, TextBlock(text=p.directive)))
     return ChatRequest(
         model=model,
         system=system,
-        messages=tuple(messages),
+        messages=messages.build(),
         tools=tuple(tools),
         max_tokens=max_tokens,
         temperature=temperature,
@@ -279,25 +279,59 @@ def current_turn_messages(index: TurnIndex, p: Plan, infos: Mapping[str, Evidenc
                        with_tail=False)
 
 
-def _extend(messages: list[Message], more: Iterable[Message]) -> None:
-    for m in more:
-        _append(messages, m)
+class _Merged:
+    """A request's messages as they are added: consecutive messages of one role merge (providers want roles
+    to alternate), tool results leading in a user message. Each merged message is built once, at ``build``:
+    merging as they come rebuilt the growing message at every card (quadratic in the cards shown)."""
 
+    def __init__(self) -> None:
+        self._roles: list[str] = []
+        self._parts: list[list[MessageBlock]] = []
+        self._whole: list[Message | None] = []  # the message as added, while nothing merged into it
 
-def _append(messages: list[Message], msg: Message) -> None:
-    """Consecutive messages of one role merge (providers want roles to alternate); tool results lead."""
-    if messages and messages[-1].role == msg.role:
-        prev = messages[-1]
-        results = tuple(p for p in msg.content if isinstance(p, ToolResultBlock))
-        if msg.role == "user" and results:
-            rest = tuple(p for p in msg.content if not isinstance(p, ToolResultBlock))
-            lead = tuple(p for p in prev.content if isinstance(p, ToolResultBlock))
-            other = tuple(p for p in prev.content if not isinstance(p, ToolResultBlock))
-            messages[-1] = Message(role="user", content=lead + results + other + rest)
+    def extend(self, more: Iterable[Message]) -> None:
+        for m in more:
+            self.add(m)
+
+    def user(self, content: tuple[MessageBlock, ...]) -> None:
+        self._add("user", content, None)
+
+    def add(self, msg: Message) -> None:
+        self._add(msg.role, msg.content, msg)
+
+    def _add(self, role: str, content: tuple[MessageBlock, ...], msg: Message | None) -> None:
+        if not self._roles or self._roles[-1] != role:
+            self._roles.append(role)
+            self._parts.append(list(content))
+            self._whole.append(msg)
+            return
+        parts = self._parts[-1]
+        self._whole[-1] = None
+        results = [p for p in content if isinstance(p, ToolResultBlock)]
+        if role == "user" and results:
+            rest = [p for p in content if not isinstance(p, ToolResultBlock)]
+            lead = [p for p in parts if isinstance(p, ToolResultBlock)]
+            other = [p for p in parts if not isinstance(p, ToolResultBlock)]
+            parts[:] = lead + results + other + rest
         else:
-            messages[-1] = Message(role=msg.role, content=prev.content + msg.content)
-        return
-    messages.append(msg)
+            parts.extend(content)
+
+    def build(self) -> tuple[Message, ...]:
+        return tuple(whole if whole is not None else Message(role=role, content=tuple(parts))  # type: ignore[arg-type]
+                     for role, parts, whole in zip(self._roles, self._parts, self._whole, strict=True))
+
+
+def _text_block(text: str) -> TextBlock:
+    """The text block of a card's text, made once per text (a long session shows hundreds of cards a step)."""
+    block = _BLOCKS.get(text)
+    if block is None:
+        if len(_BLOCKS) >= 16_384:
+            _BLOCKS.clear()
+        block = _BLOCKS[text] = TextBlock(text=text)
+    return block
+
+
+_BLOCKS: dict[str, TextBlock] = {}
 
 
 def request_tokens(profile: CapacityProfile, request: ChatRequest) -> int:
