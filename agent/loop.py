@@ -115,11 +115,11 @@ class TurnLoop(TurnCore):
             assembled = await turn.request()
             if assembled is None:
                 break
-            if called and commit is not None:  # what the last call led to, durable before the next one
-                await commit()
+            # What the last call led to is made durable while the next one runs (one fsync, off the step's path).
+            syncing = asyncio.ensure_future(commit()) if called and commit is not None else None
             called = True
             try:
-                result = await self._complete(assembled.request)
+                result = await self._call(assembled.request, syncing)
             except ContextOverflow as exc:  # the policy plans again once, or the turn closes failed
                 await turn.rejected(exc)
                 continue
@@ -135,6 +135,15 @@ class TurnLoop(TurnCore):
         return turn.report
 
     # ------------------------------------------------------------ one model call
+
+    async def _call(self, request: ChatRequest, syncing: asyncio.Future[None] | None) -> ChatResult:
+        """The model call, with the turn's commit (``syncing``) running beside it: durable before the reply is
+        recorded, and awaited however the call ends."""
+        try:
+            return await self._complete(request)
+        finally:
+            if syncing is not None:
+                await syncing
 
     async def _complete(self, request: ChatRequest) -> ChatResult:
         stream = getattr(self.provider, "complete_streaming", None) if self.on_text else None
