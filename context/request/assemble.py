@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import blake3
@@ -285,7 +286,7 @@ class _Merged:
     merging as they come rebuilt the growing message at every card (quadratic in the cards shown)."""
 
     def __init__(self) -> None:
-        self._roles: list[str] = []
+        self._roles: list[Literal["user", "assistant"]] = []
         self._parts: list[list[MessageBlock]] = []
         self._whole: list[Message | None] = []  # the message as added, while nothing merged into it
 
@@ -299,7 +300,7 @@ class _Merged:
     def add(self, msg: Message) -> None:
         self._add(msg.role, msg.content, msg)
 
-    def _add(self, role: str, content: tuple[MessageBlock, ...], msg: Message | None) -> None:
+    def _add(self, role: Literal["user", "assistant"], content: tuple[MessageBlock, ...], msg: Message | None) -> None:
         if not self._roles or self._roles[-1] != role:
             self._roles.append(role)
             self._parts.append(list(content))
@@ -312,12 +313,12 @@ class _Merged:
             rest = [p for p in content if not isinstance(p, ToolResultBlock)]
             lead = [p for p in parts if isinstance(p, ToolResultBlock)]
             other = [p for p in parts if not isinstance(p, ToolResultBlock)]
-            parts[:] = lead + results + other + rest
+            parts[:] = [*lead, *results, *other, *rest]
         else:
             parts.extend(content)
 
     def build(self) -> tuple[Message, ...]:
-        return tuple(whole if whole is not None else Message(role=role, content=tuple(parts))  # type: ignore[arg-type]
+        return tuple(whole if whole is not None else Message(role=role, content=tuple(parts))
                      for role, parts, whole in zip(self._roles, self._parts, self._whole, strict=True))
 
 
