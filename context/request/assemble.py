@@ -66,8 +66,21 @@ def system_prompt(catalogue: str = "", *, identity: str = DEFAULT_IDENTITY, cont
 
 def prefix_digest(system: str, tools: Sequence[ToolSpec]) -> str:
     """blake3 over the canonical JSON of the system prompt and the tool schemas, in order."""
+    key = (system, tuple(map(id, tools)))  # a session's steps pass the same prompt and the same (frozen) specs
+    hit = _PREFIXES.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], tools, strict=True)):
+        return hit[1]
     record = {"system": system, "tools": [t.model_dump(mode="json") for t in tools]}
-    return blake3.blake3(encode(record)).hexdigest()
+    digest = blake3.blake3(encode(record)).hexdigest()
+    if len(_PREFIXES) >= 256:
+        _PREFIXES.clear()
+    _PREFIXES[key] = (tuple(tools), digest)
+    return digest
+
+
+# Prefix digests by (system prompt, the tool specs' identities), each entry holding its specs so that no id is
+# reused while cached: dumping and hashing the schemas cost a few ms a step, twice a step, for the same prefix.
+_PREFIXES: dict[tuple[str, tuple[int, ...]], tuple[tuple[ToolSpec, ...], str]] = {}
 
 
 def prefix_change(before: tuple[str, Sequence[ToolSpec]], after: tuple[str, Sequence[ToolSpec]]) -> str:
