@@ -24,6 +24,7 @@ from vak_context.storage.ledger_index import PROFILE_KIND, REWRITE_BYTES, write_
 from vak_context.storage.manifest import manifest_of, write_manifest
 from vak_context.storage.segment_writer import SegmentWriter
 from vak_context.storage.session_state import Group, SessionState, index_group, relocate
+from vak_context.storage.write_behind import WriteBehind
 
 _INLINE = object()  # _enqueue's answer to a writer that commits its own group
 INLINE_MAX_WRITE_S = 0.0002  # a sync this fast does not block long enough to cost the writer its CPU
@@ -81,7 +82,7 @@ def _not_durable(s: SessionState, group: Group) -> LedgerError:
                        "check the disk (the append may or may not be on it)")
 
 
-class GroupCommit:
+class GroupCommit(WriteBehind):
     """The write half of ``LedgerStore``, apart for size: ``append*``, the queue, committer, sealing."""
 
     # A writer alone may commit its own group in its own thread, saving two thread hand-offs (20-35%
@@ -111,6 +112,9 @@ class GroupCommit:
     def _check_writable(self) -> None:
         if self.readonly:
             raise LedgerError("this LedgerStore is read-only; open it with readonly=False to append")
+
+    def _synced(self, seconds: float) -> None:
+        COMMITS.add(0, seconds)  # a sync of what was written behind (WriteBehind.sync): one durable commit
 
     # ------------------------------------------------------------------ the public calls
 
@@ -248,67 +252,6 @@ class GroupCommit:
         if group.error is not None:
             raise _not_durable(s, group) from group.error
         return new
-
-    # ------------------------------------------------------------------ write-behind
-
-    def hold(self, session: str) -> None:
-        """Write the session's appends behind from now on: each is written to the tail, readable and given
-        its id at once, but not synced; ``sync`` (or ``release``) makes everything written so far durable in
-        one fsync. For a writer that acknowledges nothing until a known point (a turn: its card, once per
-        model call), so that a step's appends share one durable commit. A process that dies loses nothing
-        written (the page cache keeps it); a power cut may lose what no sync covered yet, which recovery
-        truncates like a torn tail. Holds nest (a count); appends outside any hold are durable as ever."""
-        self._check_writable()
-        s = self._session(session, create=True)
-        with s.cond:
-            s.hold += 1
-
-    def release(self, session: str, *, sync: bool = True) -> None:
-        """End one ``hold``; with ``sync``, what was written behind is made durable first (``sync=False``
-        leaves it to the next commit of the session, or the store's close)."""
-        s = self._session(session)
-        if sync:
-            self.sync(session)
-        with s.cond:
-            s.hold = max(0, s.hold - 1)
-
-    def written_behind(self, session: str) -> bool:
-        """Whether the session has appends written behind a hold that no sync covers yet."""
-        s = self._session(session)
-        with s.cond:
-            return s.unsynced
-
-    def sync(self, session: str) -> bool:
-        """Make every append written to the session so far durable: one fsync when some were written behind a
-        hold and none since was synced, else nothing. True when it synced."""
-        s = self._session(session)
-        with s.cond:
-            while s.flushing:  # a commit being written: sync after it (its fsync may cover everything)
-                s.cond.wait()
-            if not s.unsynced or s.writer is None or s.broken is not None:
-                return False
-            s.flushing = True
-            writer = s.writer
-        error: BaseException | None = None
-        t0 = time.perf_counter()
-        try:
-            writer.sync()
-        except BaseException as exc:
-            error = exc
-        seconds = time.perf_counter() - t0
-        with s.cond:
-            s.flushing = False
-            if error is None:
-                s.unsynced = False
-                s.commits += 1
-                COMMITS.add(0, seconds)
-            else:  # what is on disk is unknown: the session is poisoned as a failed commit does
-                s.broken = error
-            s.cond.notify_all()
-        if error is not None:
-            raise LedgerError(f"the appends written to {session!r} were not made durable: {error}; reopen the "
-                              "ledger and check the disk") from error
-        return True
 
     # ------------------------------------------------------------------ the queue
 

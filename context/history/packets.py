@@ -281,27 +281,13 @@ def render_stored(index: TurnIndex, packet: Summary, *, brief: bool = False) -> 
     brief = brief or packet.brief
     if packet.first_ordinal is None or packet.last_ordinal is None:
         raise InvalidInput(f"stored packet {packet.id} names turns that are not in this chain")
-    whole = covers_whole(index, packet)
-    key = (id(packet), brief, whole)
-    hit = _RENDERED.get(key)
-    if hit is not None and hit[0] is packet:
-        return hit[1]
     items = [CoveredItem(eid, describe_evidence(index.evidence.get(eid))) for eid in packet.covered_evidence]
-    text = render_packet(
+    whole = covers_whole(index, packet)
+    return render_packet(
         packet.first_ordinal, packet.last_ordinal, level="brief" if brief else "summary", evidence=items,
         summary=packet.summary, through_step=None if whole else packet.through_step,
         extract=packet.source == "extract",
     )
-    if len(_RENDERED) >= 256:
-        _RENDERED.clear()
-    _RENDERED[key] = (packet, text)
-    return text
-
-
-# Rendered stored packets by (packet object, brief, whole): every step of a long session carries the same packet,
-# listing hundreds of evidence ids, and an evidence body's description never changes once it is in the index.
-# Keyed by identity, each entry holding its packet so that no id is reused while it is cached.
-_RENDERED: dict[tuple[int, bool, bool], tuple[Summary, str]] = {}
 
 
 def render_handoff(turns: int, handoff: str) -> str:

@@ -239,9 +239,7 @@ def render_card(card: TurnCard, ordinal: int | None = None) -> str:
     index's key, never shown in its text). Rendered from the stored fields alone, so an old ledger's
     cards render the same way.
     """
-    key = (id(card), ordinal)
-    hit = _RENDERED.get(key)
-    if hit is not None and hit[0] is card:
+    if (hit := _RENDERED.get(key := (id(card), ordinal))) is not None and hit[0] is card:
         return hit[1]
     text = ""
     for level in CARD_LEVELS:
@@ -254,11 +252,8 @@ def render_card(card: TurnCard, ordinal: int | None = None) -> str:
     return text
 
 
-# Rendered cards by (card object, ordinal). A closed turn's stored card is one object for as long as the view
-# holding it lives, and each step's request carries the cards of up to hundreds of turns: rendering them again
-# every step was most of a step's time at 1,000 turns (bench/embed.py). Keyed by identity (a frozen card's
-# fields never change), each entry holding its card so that no id is reused while it is cached; cleared whole
-# when full (dict reads and writes are atomic: the planner's and the assembler's threads share it).
+# Rendered cards by (card object, ordinal), each entry holding its (frozen) card so no id is reused while cached:
+# a step's request carries hundreds of cards at 1,000 turns, and rendering them every step was most of a step.
 RENDERED_MAX = 16_384
 _RENDERED: dict[tuple[int, int | None], tuple[TurnCard, str]] = {}
 

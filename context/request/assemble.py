@@ -29,6 +29,7 @@ from vak_context.context.capacity.profile import CapacityProfile, request_chars
 from vak_context.context.capacity.tokens import estimate_tokens
 from vak_context.context.history.packets import (
     covered_evidence,
+    covers_whole,
     evidence_count,
     render_handoff,
     render_packet,
@@ -37,7 +38,7 @@ from vak_context.context.history.packets import (
     step_items,
 )
 from vak_context.context.history.render import EvidenceInfo, render_turn
-from vak_context.context.history.turns import TurnIndex
+from vak_context.context.history.turns import Summary, TurnIndex
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.records import Fidelity, plan_rate
 from vak_context.context.planner.sizes import card_text
@@ -204,7 +205,19 @@ def packet_text(index: TurnIndex, p: Plan) -> str | None:
     stored = next((s for s in index.summaries if s.id == pk.stored_id), None)
     if stored is None:
         raise InvalidInput(f"stored packet {pk.stored_id} is not in this index; plan against the same index")
-    return render_stored(index, stored, brief=pk.level == "brief")
+    # Cached by (packet, brief, whole), holding the packet so its id is not reused: every step of a long session
+    # carries the same packet, listing hundreds of evidence ids, and an evidence line never changes.
+    key = (id(stored), pk.level == "brief", covers_whole(index, stored))
+    if (hit := _PACKETS.get(key)) is not None and hit[0] is stored:
+        return hit[1]
+    text = render_stored(index, stored, brief=pk.level == "brief")
+    if len(_PACKETS) >= 256:
+        _PACKETS.clear()
+    _PACKETS[key] = (stored, text)
+    return text
+
+
+_PACKETS: dict[tuple[int, bool, bool], tuple[Summary, str]] = {}
 
 
 def project(
