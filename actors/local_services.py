@@ -50,6 +50,24 @@ class InProcessServices:
     async def append(self, payloads: Sequence[Any]) -> list[str]:
         return await asyncio.to_thread(self.store.append, self.session, list(payloads))
 
+    # One durable commit per model call (the engine's loop, ``TurnLoop.run``): while a turn runs, the
+    # session's appends, this object's and the actors', are written behind (``LedgerStore.hold``: on disk
+    # and readable, not yet synced); ``commit`` syncs them before the turn's next model call, and the
+    # card's close syncs them before the turn is acknowledged.
+
+    async def hold(self) -> None:
+        """Write the session's appends behind until ``release``."""
+        await asyncio.to_thread(self.store.hold, self.session)
+
+    async def commit(self) -> None:
+        """Make everything the turn wrote so far durable: one fsync, or nothing when nothing is behind."""
+        await asyncio.to_thread(self.store.sync, self.session)
+
+    async def release(self) -> None:
+        """End the hold; what was written behind since the card (a packet summary written ahead) is made
+        durable by the session's next commit, or the store's close: nothing acknowledged waits on it."""
+        self.store.release(self.session, sync=False)
+
     async def assemble(self, profile: CapacityProfile, step: StepRequest) -> Assembled:
         return await self.assembler.assemble(self.session, profile, step)
 
@@ -80,7 +98,13 @@ class InProcessServices:
         return await asyncio.to_thread(self.evidence.stated, self.session)
 
     async def close_turn(self, outcome: str) -> str:
-        return await asyncio.to_thread(self.evidence.close_turn, self.session, None, outcome)  # type: ignore[arg-type]
+        """The turn's card, durable (with everything the turn wrote behind) before it is returned."""
+        def close() -> str:
+            card = self.evidence.close_turn(self.session, None, outcome)  # type: ignore[arg-type]
+            self.store.sync(self.session)
+            return card
+
+        return await asyncio.to_thread(close)
 
     async def turn_started(self) -> CapacityProfile | None:
         """Cancel the bound model's in-flight probe; the newest profile the probe holds for it (the loop

@@ -57,6 +57,7 @@ from vak_context.context.planner.policy import (
     plan_entry,
     reset_entry,
 )
+from vak_context.context.planner.records import Rows
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import prefix_tokens, text_tokens
 from vak_context.context.request.messages import ToolSpec
@@ -96,11 +97,13 @@ def as_profile(profile: CapacityProfile | CapacityProfileRecord | Mapping[str, A
 # ------------------------------------------------------------------ the plan record
 
 
-def plan_record(p: Plan, head: str | None, producer: str | None = None) -> PlanRecord:
+def plan_record(p: Plan, head: str | None, producer: str | None = None,
+                base: tuple[str, Rows] | None = None) -> PlanRecord:
     """The ``plan`` entry (``vak_context.context.planner.policy.plan_entry``): the plan, its inputs and both
     digests, so the request can be explained later and the plan decoded back after a restart; ``producer``
-    names the actor that made it (outside both digests)."""
-    record = plan_entry(p, head)
+    names the actor that made it (outside both digests); ``base``: the model's plan entry before it (its id
+    and rows), which its rows are written against (``vak_context.context.planner.delta``)."""
+    record = plan_entry(p, head, base)
     return record if producer is None else record.model_copy(update={"producer": producer})
 
 

@@ -83,6 +83,12 @@ class TurnLoop(TurnCore):
 
     async def run(self, directive: str) -> TurnReport:
         turn = self.open_turn(directive)
+        # Services that write behind (in-process: ``InProcessServices.hold``) make one durable commit per
+        # model call: before each later call of the turn (``_drive``) and at the card (``close_turn``), before
+        # the turn is acknowledged. Others (on Ray) commit each append as it is made.
+        behind = getattr(self.services, "hold", None) is not None
+        if behind:
+            await self.services.hold()  # type: ignore[attr-defined]
         await turn.started()
         try:
             return await self._drive(turn)
@@ -95,16 +101,25 @@ class TurnLoop(TurnCore):
                 await turn.close_failed(exc)
             raise
         finally:
-            await turn.finished()
+            try:
+                await turn.finished()
+            finally:
+                if behind:
+                    await self.services.release()  # type: ignore[attr-defined]
 
     async def _drive(self, turn: OpenTurn) -> TurnReport:
         await turn.begin()
+        commit = getattr(self.services, "commit", None)
+        called = False
         while not turn.done:
             assembled = await turn.request()
             if assembled is None:
                 break
+            # What the last call led to is made durable while the next one runs (one fsync, off the step's path).
+            syncing = asyncio.ensure_future(commit()) if called and commit is not None else None
+            called = True
             try:
-                result = await self._complete(assembled.request)
+                result = await self._call(assembled.request, syncing)
             except ContextOverflow as exc:  # the policy plans again once, or the turn closes failed
                 await turn.rejected(exc)
                 continue
@@ -120,6 +135,15 @@ class TurnLoop(TurnCore):
         return turn.report
 
     # ------------------------------------------------------------ one model call
+
+    async def _call(self, request: ChatRequest, syncing: asyncio.Future[None] | None) -> ChatResult:
+        """The model call, with the turn's commit (``syncing``) running beside it: durable before the reply is
+        recorded, and awaited however the call ends."""
+        try:
+            return await self._complete(request)
+        finally:
+            if syncing is not None:
+                await syncing
 
     async def _complete(self, request: ChatRequest) -> ChatResult:
         stream = getattr(self.provider, "complete_streaming", None) if self.on_text else None

@@ -151,7 +151,7 @@ def _plain(text: object) -> bool:
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
 # The version each kind is written at today. A kind not listed is at version 1.
-CURRENT_VERSION: dict[str, int] = {"directive": 2}
+CURRENT_VERSION: dict[str, int] = {"directive": 2, "plan": 2}
 
 # (kind, from_version) -> function turning a payload dict of that version into the next version.
 UPCASTERS: dict[tuple[str, int], Upcaster] = {}
@@ -170,6 +170,13 @@ def _directive_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
     # v1 stored images as bare reference strings; v2 stores {ref, media_type}.
     images = [{"ref": ref, "media_type": _guess_media_type(ref)} for ref in payload.get("images", [])]
     return {**payload, "images": images}
+
+
+@upcaster("plan", 1)
+def _plan_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    # v2 may hold the rows as a delta (``PlanRecord.base``/``rows``, ledger format 2); a v1 entry's rows are its
+    # ``plan["turns"]``, read as they are.
+    return payload
 
 
 def _guess_media_type(ref: str) -> str:

@@ -286,6 +286,12 @@ class PlanRecord(Frozen):
     # The actor that made the plan ("PlannerActor"), so the pipeline is checkable from the ledger; outside
     # both digests (``explain`` matches either way). None in entries written before, and by the pure tools.
     producer: str | None = None
+    # Ledger format 2 (v2 entries): the plan's rows (``Plan.rows``) as what changed since ``base``, the same
+    # model's plan entry before it in the session, or whole when ``base`` is None
+    # (``vak_context.context.planner.delta``); ``plan["turns"]`` is then None, so the entry does not grow with
+    # the session. None in v1 entries, whose ``plan["turns"]`` holds the rows as JSON.
+    base: EntryId | None = None
+    rows: dict[str, JsonValue] | None = None
 
 
 # ------------------------------------------------------------------ control messages (not turns)

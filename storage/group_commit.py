@@ -24,6 +24,7 @@ from vak_context.storage.ledger_index import PROFILE_KIND, REWRITE_BYTES, write_
 from vak_context.storage.manifest import manifest_of, write_manifest
 from vak_context.storage.segment_writer import SegmentWriter
 from vak_context.storage.session_state import Group, SessionState, index_group, relocate
+from vak_context.storage.write_behind import WriteBehind
 
 _INLINE = object()  # _enqueue's answer to a writer that commits its own group
 INLINE_MAX_WRITE_S = 0.0002  # a sync this fast does not block long enough to cost the writer its CPU
@@ -48,20 +49,24 @@ class CommitTally:
     the seconds spent writing and syncing them. What a step's time split reports as its durable appends
     (bench/embed.py); read it with ``snapshot`` (on Ray, ``LedgerActor.commit_tally`` reads the actor's)."""
 
-    commits: int = 0
+    commits: int = 0  # fsyncs: a durable commit, or a sync of what was written behind (GroupCommit.hold)
     entries: int = 0
     seconds: float = 0.0
+    behind: int = 0  # batches written behind a hold, made durable by a later commit
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, entries: int, seconds: float) -> None:
+    def add(self, entries: int, seconds: float, *, synced: bool = True) -> None:
         with self._lock:
-            self.commits += 1
+            if synced:
+                self.commits += 1
+            else:
+                self.behind += 1
             self.entries += entries
             self.seconds += seconds
 
     def snapshot(self) -> dict[str, float]:
         with self._lock:
-            return {"commits": self.commits, "entries": self.entries, "seconds": self.seconds}
+            return {"commits": self.commits, "entries": self.entries, "seconds": self.seconds, "behind": self.behind}
 
 
 COMMITS = CommitTally()
@@ -77,7 +82,7 @@ def _not_durable(s: SessionState, group: Group) -> LedgerError:
                        "check the disk (the append may or may not be on it)")
 
 
-class GroupCommit:
+class GroupCommit(WriteBehind):
     """The write half of ``LedgerStore``, apart for size: ``append*``, the queue, committer, sealing."""
 
     # A writer alone may commit its own group in its own thread, saving two thread hand-offs (20-35%
@@ -107,6 +112,9 @@ class GroupCommit:
     def _check_writable(self) -> None:
         if self.readonly:
             raise LedgerError("this LedgerStore is read-only; open it with readonly=False to append")
+
+    def _synced(self, seconds: float) -> None:
+        COMMITS.add(0, seconds)  # a sync of what was written behind (WriteBehind.sync): one durable commit
 
     # ------------------------------------------------------------------ the public calls
 
@@ -302,6 +310,8 @@ class GroupCommit:
             group = s.open_group = Group(s.next_seq)
         s.next_seq += len(new)
         group.add(new, prev, now, enc.kinds, enc.vs, enc.payloads, enc.blobs)
+        if not s.hold:
+            group.sync = True
         s.inflight += 1
         if s.inflight > s.peak_inflight:
             s.peak_inflight = float(s.inflight)
@@ -315,8 +325,8 @@ class GroupCommit:
         inline = self.inline_commits
         if inline is None:
             inline = s.last_write_s < self.inline_max_write_s
-        if (fut is None and inline and group.appends == 1 and not s.flushing and s.peak_inflight < 2
-                and (s.committer is None or s.committer_idle)):
+        if (fut is None and (inline or not group.sync) and group.appends == 1 and not s.flushing
+                and s.peak_inflight < 2 and (s.committer is None or s.committer_idle)):
             # A writer alone (no commit in flight, none recently concurrent) commits its own
             # group in its own thread: two thread hand-offs (to the committer and back) cost
             # about as much as a small commit. Marked flushing, so the committer waits for it.
@@ -380,14 +390,17 @@ class GroupCommit:
             message = encode_message(group.ids, group.parents, s.name, group.first_seq, group.times, group.kinds,
                                      group.vs, group.payloads, group.blobs)
             t0 = time.perf_counter()
-            offset = writer.write_message(message)
-            s.last_write_s = time.perf_counter() - t0
-            COMMITS.add(len(group.ids), s.last_write_s)
+            offset = writer.write_message(message, sync=group.sync)
+            seconds = time.perf_counter() - t0
+            if group.sync:  # only a synced write tells how long a sync blocks (the inline rule's measure)
+                s.last_write_s = seconds
+            COMMITS.add(len(group.ids), seconds, synced=group.sync)
             loc = (writer.number, offset)
         except BaseException as exc:  # an I/O error poisons the session: what is on disk is unknown
             error = exc
         with s.cond:
             if error is None and loc is not None:
+                s.unsynced = not group.sync  # an fsync covers every write before it
                 self._index_committed(s, group, loc)
                 if s.writer is not None and s.writer.size >= self.max_segment_bytes:
                     try:  # roll over; appends queued meanwhile wait for the seal
@@ -438,7 +451,8 @@ class GroupCommit:
         """
         writer = s.writer
         assert writer is not None
-        offsets = writer.seal()
+        offsets = writer.seal()  # the sealed copy is synced: it covers what was written behind a hold
+        s.unsynced = False
         relocate(s, writer.number, offsets)
         s.sealed.add(writer.number)
         s.writer = None

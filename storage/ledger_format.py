@@ -16,7 +16,8 @@ LEDGER_FORMAT = 2
 # What each version brought, oldest first (docs/LEDGER_FORMAT.md says the same in prose).
 FORMATS: dict[int, str] = {
     1: "sessions of hash-linked entries in Arrow IPC segments, a tail per writer, a manifest per session",
-    2: "a per-session index (_index.json): the session's head and its newest capacity_profile entry per model key",
+    2: "a per-session index (_index.json): the session's head and its newest capacity_profile entry per model key; "
+       "plan entries (schema v2) whose rows are what changed since the model's plan entry before them",
 }
 
 

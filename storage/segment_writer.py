@@ -103,8 +103,9 @@ class SegmentWriter:
         """Write and sync one batch; returns the byte offset of its IPC message."""
         return self.write_message(batch.serialize().to_pybytes())
 
-    def write_message(self, message: bytes) -> int:
-        """Write and sync one encapsulated IPC message (uncompressed: marker, length, metadata, body)."""
+    def write_message(self, message: bytes, *, sync: bool = True) -> int:
+        """Write one encapsulated IPC message (uncompressed: marker, length, metadata, body), and sync it
+        unless ``sync`` is False (a write-behind append: ``sync`` makes it durable later, with what follows)."""
         msg = memoryview(message)
         offset, size = self._end, len(msg)
         if offset + size > self._zeroed:
@@ -116,9 +117,14 @@ class SegmentWriter:
         else:
             os.pwrite(self._fd, msg[4:], offset + 4)
         os.pwrite(self._fd, msg[:4], offset)  # the continuation marker last: the message is complete
-        os.fsync(self._fd)
+        if sync:
+            os.fsync(self._fd)
         self._end = offset + size
         return offset
+
+    def sync(self) -> None:
+        """Make every message written so far durable (one fsync covers all of them)."""
+        os.fsync(self._fd)
 
     def seal(self) -> list[int]:
         """Compact the tail into the sealed, zstd-compressed segment; returns its batch offsets.

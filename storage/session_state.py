@@ -45,7 +45,7 @@ class Group:
     """
 
     __slots__ = ("appends", "blobs", "error", "first_seq", "futures", "ids", "kinds", "parents", "payloads",
-                 "times", "vs", "waiters")
+                 "sync", "times", "vs", "waiters")
 
     def __init__(self, first_seq: int) -> None:
         self.first_seq = first_seq
@@ -58,6 +58,7 @@ class Group:
         self.blobs: list[bytes | None] = []
         self.error: BaseException | None = None
         self.appends = 0  # how many append calls share this group
+        self.sync = False  # fsync'd when written: some append in it was made outside a hold (GroupCommit.hold)
         # A held lock per blocked thread, released by finish(): each waiter wakes on its own lock
         # instead of all of them re-acquiring one condition's lock in turn.
         self.waiters: list[Any] = []
@@ -138,6 +139,10 @@ class SessionState:
     commits: int = 0
     committer_idle: bool = False  # waiting for a first append, with no deadline
     last_write_s: float = float("inf")  # wall time of the last commit's write and sync
+    # Write-behind (GroupCommit.hold): while held, appends are written and readable but not synced, and
+    # ``unsynced`` says the tail has writes no fsync covers yet (the next sync, or any durable commit, does).
+    hold: int = 0
+    unsynced: bool = False
 
 
 def index_batch(s: SessionState, number: int, offset: int, batch: pa.RecordBatch) -> None:
@@ -185,8 +190,9 @@ def index_group(s: SessionState, group: Group, loc: tuple[int, int]) -> None:
     else:  # the head and the seq alone: no payload is looked at
         s.index.seq, s.index.head = first + n, group.ids[-1]
     s.pending_ids.difference_update(group.ids)
-    s.durable_seq = first + n - 1
-    s.commits += 1
+    s.durable_seq = first + n - 1  # written and readable; synced too unless the group was written behind
+    if group.sync:
+        s.commits += 1
 
 
 def relocate(s: SessionState, number: int, offsets: list[int]) -> None:

@@ -437,6 +437,9 @@ def request_chars(request: ChatRequest) -> int:
     ``tokens_per_char`` divides billed prompt tokens by this, so the probe and turn feedback
     must count the same way (both call this).
     """
+    hit = _CHARS.get(id(request))
+    if hit is not None and hit[0] is request:
+        return hit[1]
     total = len(request.system)
     for message in request.messages:
         for part in message.content:
@@ -452,4 +455,12 @@ def request_chars(request: ChatRequest) -> int:
         total += (
             len(tool.name) + len(tool.description) + len(json.dumps(tool.input_schema, ensure_ascii=False))
         )
+    if len(_CHARS) >= 64:
+        _CHARS.clear()
+    _CHARS[id(request)] = (request, total)
     return total
+
+
+# The last requests measured, by identity (a frozen ChatRequest never changes): a step measures its request
+# several times (the step policy, the receipt, the profile's feedback), each a walk of every part.
+_CHARS: dict[int, tuple[ChatRequest, int]] = {}

@@ -239,12 +239,23 @@ def render_card(card: TurnCard, ordinal: int | None = None) -> str:
     index's key, never shown in its text). Rendered from the stored fields alone, so an old ledger's
     cards render the same way.
     """
+    if (hit := _RENDERED.get(key := (id(card), ordinal))) is not None and hit[0] is card:
+        return hit[1]
     text = ""
     for level in CARD_LEVELS:
         text = _render(card, ordinal, level)
         if len(text) <= CARD_CHARS:
             break
+    if len(_RENDERED) >= RENDERED_MAX:
+        _RENDERED.clear()
+    _RENDERED[key] = (card, text)
     return text
+
+
+# Rendered cards by (card object, ordinal), each entry holding its (frozen) card so no id is reused while cached:
+# a step's request carries hundreds of cards at 1,000 turns, and rendering them every step was most of a step.
+RENDERED_MAX = 16_384
+_RENDERED: dict[tuple[int, int | None], tuple[TurnCard, str]] = {}
 
 
 @dataclass(frozen=True)

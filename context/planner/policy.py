@@ -29,12 +29,13 @@ its digest), so an assembler restarted mid-turn projects the same plan and sends
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, request_budget
 from vak_context.context.capacity.tokens import estimate_tokens
+from vak_context.context.planner.delta import rows_of_record, rows_record
 from vak_context.context.planner.records import (
     Budget,
     CurrentTurnPlan,
@@ -276,31 +277,59 @@ def reset_entry(p: Plan) -> ResetWithHandoff:
 # ------------------------------------------------------------------ the state in the ledger
 
 
-def plan_entry(p: Plan, head: str | None) -> PlanRecord:
+def plan_entry(p: Plan, head: str | None, base: tuple[str, Rows] | None = None) -> PlanRecord:
     """The ``plan`` entry: the plan, its inputs and both digests (so the request can be explained
-    later), and what its JSON lacks to decode it back (``plan_of_entry``)."""
-    return PlanRecord(model=p.model, head=head, inputs=p.inputs, inputs_digest=p.inputs_digest, plan=p.to_json(),
-                      digest=p.digest, history_start=p.rows.history_start)
+    later), and its rows, as what changed since ``base`` (the id and rows of the same model's plan entry
+    before it) or whole, so that it decodes back (``plan_of_entry``) and does not grow with the session
+    (``vak_context.context.planner.delta``)."""
+    return PlanRecord(model=p.model, head=head, inputs=p.inputs, inputs_digest=p.inputs_digest,
+                      plan=p.to_json(turns=False), digest=p.digest, history_start=p.rows.history_start,
+                      base=base[0] if base is not None else None,
+                      rows=rows_record(p.rows, base[1] if base is not None else None))
 
 
-def state_of_entry(record: PlanRecord) -> StepState:
+def state_of_entry(record: PlanRecord, rows: Rows | None = None) -> StepState:
     """The state a ``plan`` entry leaves: its plan frozen for its turn. An entry that does not decode
     to its digest (written before entries held ``history_start``, for a rescue) leaves none, and the
-    next step plans afresh."""
-    p = plan_of_entry(record)
+    next step plans afresh. ``rows``: as ``plan_of_entry``."""
+    p = plan_of_entry(record, rows)
     if p is None or p.current_ordinal is None:
         return StepState()
     return StepState(FrozenPlan(turn_of(p), p))
 
 
-def plan_of_entry(record: PlanRecord) -> Plan | None:
+def plan_of_entry(record: PlanRecord, rows: Rows | None = None) -> Plan | None:
     """The plan a ``plan`` entry recorded, rebuilt from its JSON, or None when the rebuilt plan's digest
-    is not the recorded one (the entry cannot say the plan exactly)."""
+    is not the recorded one (the entry cannot say the plan exactly). An entry whose rows are a delta
+    against a base (``record.base``) needs its rows given (``PlanRows.rows_of`` with ``rows_reader``):
+    None without them."""
     try:
-        p = _decode(record)
+        if record.rows is None:  # a v1 entry: the rows are the JSON turns
+            p = _decode(record)
+        else:
+            if rows is None:
+                if record.base is not None:
+                    return None
+                rows = rows_of_record(record.rows, None)
+            p = _plan(record, rows)
     except (KeyError, IndexError, TypeError, ValueError, InvalidInput):
         return None
     return p if plan_digest(p) == record.digest else None
+
+
+def rows_reader(payload_of: Callable[[str], Any]) -> Callable[[str], tuple[str | None, Mapping[str, Any]] | Rows | None]:
+    """What ``PlanRows.rows_of`` reads a plan entry back with, given a read of an entry's payload by id:
+    its base and rows record, or the rows of a v1 entry, or None (not a plan, or rows that do not decode)."""
+    def read(entry_id: str) -> tuple[str | None, Mapping[str, Any]] | Rows | None:
+        record = payload_of(entry_id)
+        if not isinstance(record, PlanRecord):
+            return None
+        if record.rows is not None:
+            return record.base, record.rows
+        p = plan_of_entry(record)
+        return p.rows if p is not None else None
+
+    return read
 
 
 def _decode(record: PlanRecord) -> Plan:
@@ -327,6 +356,14 @@ def _decode(record: PlanRecord) -> Plan:
         retrieved=frozenset(i for i, t in enumerate(history) if t["retrieved"]),
         current_tokens=budget.current,
     )
+    return _plan(record, rows)
+
+
+def _plan(record: PlanRecord, rows: Rows) -> Plan:
+    """The plan from an entry's JSON (all but the turns) and its rows."""
+    raw: Mapping[str, Any] = record.plan
+    current = raw["current_ordinal"]
+    budget = _record(Budget, raw["budget"])
     return Plan(
         model=str(raw["model"]),
         directive=str(raw["directive"]),

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import blake3
@@ -28,6 +29,7 @@ from vak_context.context.capacity.profile import CapacityProfile, request_chars
 from vak_context.context.capacity.tokens import estimate_tokens
 from vak_context.context.history.packets import (
     covered_evidence,
+    covers_whole,
     evidence_count,
     render_handoff,
     render_packet,
@@ -36,7 +38,7 @@ from vak_context.context.history.packets import (
     step_items,
 )
 from vak_context.context.history.render import EvidenceInfo, render_turn
-from vak_context.context.history.turns import TurnIndex
+from vak_context.context.history.turns import Summary, TurnIndex
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.records import Fidelity, plan_rate
 from vak_context.context.planner.sizes import card_text
@@ -65,8 +67,21 @@ def system_prompt(catalogue: str = "", *, identity: str = DEFAULT_IDENTITY, cont
 
 def prefix_digest(system: str, tools: Sequence[ToolSpec]) -> str:
     """blake3 over the canonical JSON of the system prompt and the tool schemas, in order."""
+    key = (system, tuple(map(id, tools)))  # a session's steps pass the same prompt and the same (frozen) specs
+    hit = _PREFIXES.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], tools, strict=True)):
+        return hit[1]
     record = {"system": system, "tools": [t.model_dump(mode="json") for t in tools]}
-    return blake3.blake3(encode(record)).hexdigest()
+    digest = blake3.blake3(encode(record)).hexdigest()
+    if len(_PREFIXES) >= 256:
+        _PREFIXES.clear()
+    _PREFIXES[key] = (tuple(tools), digest)
+    return digest
+
+
+# Prefix digests by (system prompt, the tool specs' identities), each entry holding its specs so that no id is
+# reused while cached: dumping and hashing the schemas cost a few ms a step, twice a step, for the same prefix.
+_PREFIXES: dict[tuple[str, tuple[int, ...]], tuple[tuple[ToolSpec, ...], str]] = {}
 
 
 def prefix_change(before: tuple[str, Sequence[ToolSpec]], after: tuple[str, Sequence[ToolSpec]]) -> str:
@@ -190,7 +205,19 @@ def packet_text(index: TurnIndex, p: Plan) -> str | None:
     stored = next((s for s in index.summaries if s.id == pk.stored_id), None)
     if stored is None:
         raise InvalidInput(f"stored packet {pk.stored_id} is not in this index; plan against the same index")
-    return render_stored(index, stored, brief=pk.level == "brief")
+    # Cached by (packet, brief, whole), holding the packet so its id is not reused: every step of a long session
+    # carries the same packet, listing hundreds of evidence ids, and an evidence line never changes.
+    key = (id(stored), pk.level == "brief", covers_whole(index, stored))
+    if (hit := _PACKETS.get(key)) is not None and hit[0] is stored:
+        return hit[1]
+    text = render_stored(index, stored, brief=pk.level == "brief")
+    if len(_PACKETS) >= 256:
+        _PACKETS.clear()
+    _PACKETS[key] = (stored, text)
+    return text
+
+
+_PACKETS: dict[tuple[int, bool, bool], tuple[Summary, str]] = {}
 
 
 def project(
@@ -208,40 +235,40 @@ def project(
 ) -> ChatRequest:
     """The ChatRequest ``p`` asks for. ``infos`` digests the evidence of the turns shown at Full and of
     the current turn's steps the plan digests."""
-    messages: list[Message] = []
+    messages = _Merged()
     if p.reset is not None:  # the reset this model's plan starts after: its handoff comes first
         mark = next((r for r in index.reset_marks if r.id == p.reset.entry_id), None)
         if mark is None:
             raise InvalidInput(f"reset {p.reset.entry_id} is not in this index; plan against the same index")
-        _append(messages, Message(role="user", content=(TextBlock(text=render_handoff(mark.turns, mark.handoff)),)))
+        messages.user((TextBlock(text=render_handoff(mark.turns, mark.handoff)),))
     turns = [(index.turn(t.ordinal), t) for t in p.shown()]
     for turn, pt in turns:  # retrieved older turns come first, whole
         if pt.retrieved:
-            _extend(messages, render_turn(turn, infos))
+            messages.extend(render_turn(turn, infos))
     text = packet_text(index, p)
     if text is not None:
-        _append(messages, Message(role="user", content=(TextBlock(text=text),)))
+        messages.user((TextBlock(text=text),))
     for turn, pt in turns:
         if pt.retrieved:
             continue
         if pt.fidelity == Fidelity.FULL:
-            _extend(messages, render_turn(turn, infos))
+            messages.extend(render_turn(turn, infos))
         else:
-            _append(messages, Message(role="user", content=(TextBlock(text=card_text(index, turn, infos)),)))
+            messages.user((_text_block(card_text(index, turn, infos)),))
     tail += work_contract(index, p)
     if p.current_ordinal is not None:
         current = current_turn_messages(index, p, infos)
         first = current[0]
         if tail.strip():  # providers refuse blank text parts
             first = Message(role="user", content=(TextBlock(text=tail), *first.content))
-        _extend(messages, [first, *current[1:]])
+        messages.extend([first, *current[1:]])
     else:
         parts: tuple[MessageBlock, ...] = (TextBlock(text=tail),) if tail.strip() else ()
-        _append(messages, Message(role="user", content=(*parts, TextBlock(text=p.directive))))
+        messages.user((*parts, TextBlock(text=p.directive)))
     return ChatRequest(
         model=model,
         system=system,
-        messages=tuple(messages),
+        messages=messages.build(),
         tools=tuple(tools),
         max_tokens=max_tokens,
         temperature=temperature,
@@ -279,25 +306,59 @@ def current_turn_messages(index: TurnIndex, p: Plan, infos: Mapping[str, Evidenc
                        with_tail=False)
 
 
-def _extend(messages: list[Message], more: Iterable[Message]) -> None:
-    for m in more:
-        _append(messages, m)
+class _Merged:
+    """A request's messages as they are added: consecutive messages of one role merge (providers want roles
+    to alternate), tool results leading in a user message. Each merged message is built once, at ``build``:
+    merging as they come rebuilt the growing message at every card (quadratic in the cards shown)."""
 
+    def __init__(self) -> None:
+        self._roles: list[Literal["user", "assistant"]] = []
+        self._parts: list[list[MessageBlock]] = []
+        self._whole: list[Message | None] = []  # the message as added, while nothing merged into it
 
-def _append(messages: list[Message], msg: Message) -> None:
-    """Consecutive messages of one role merge (providers want roles to alternate); tool results lead."""
-    if messages and messages[-1].role == msg.role:
-        prev = messages[-1]
-        results = tuple(p for p in msg.content if isinstance(p, ToolResultBlock))
-        if msg.role == "user" and results:
-            rest = tuple(p for p in msg.content if not isinstance(p, ToolResultBlock))
-            lead = tuple(p for p in prev.content if isinstance(p, ToolResultBlock))
-            other = tuple(p for p in prev.content if not isinstance(p, ToolResultBlock))
-            messages[-1] = Message(role="user", content=lead + results + other + rest)
+    def extend(self, more: Iterable[Message]) -> None:
+        for m in more:
+            self.add(m)
+
+    def user(self, content: tuple[MessageBlock, ...]) -> None:
+        self._add("user", content, None)
+
+    def add(self, msg: Message) -> None:
+        self._add(msg.role, msg.content, msg)
+
+    def _add(self, role: Literal["user", "assistant"], content: tuple[MessageBlock, ...], msg: Message | None) -> None:
+        if not self._roles or self._roles[-1] != role:
+            self._roles.append(role)
+            self._parts.append(list(content))
+            self._whole.append(msg)
+            return
+        parts = self._parts[-1]
+        self._whole[-1] = None
+        results = [p for p in content if isinstance(p, ToolResultBlock)]
+        if role == "user" and results:
+            rest = [p for p in content if not isinstance(p, ToolResultBlock)]
+            lead = [p for p in parts if isinstance(p, ToolResultBlock)]
+            other = [p for p in parts if not isinstance(p, ToolResultBlock)]
+            parts[:] = [*lead, *results, *other, *rest]
         else:
-            messages[-1] = Message(role=msg.role, content=prev.content + msg.content)
-        return
-    messages.append(msg)
+            parts.extend(content)
+
+    def build(self) -> tuple[Message, ...]:
+        return tuple(whole if whole is not None else Message(role=role, content=tuple(parts))
+                     for role, parts, whole in zip(self._roles, self._parts, self._whole, strict=True))
+
+
+def _text_block(text: str) -> TextBlock:
+    """The text block of a card's text, made once per text (a long session shows hundreds of cards a step)."""
+    block = _BLOCKS.get(text)
+    if block is None:
+        if len(_BLOCKS) >= 16_384:
+            _BLOCKS.clear()
+        block = _BLOCKS[text] = TextBlock(text=text)
+    return block
+
+
+_BLOCKS: dict[str, TextBlock] = {}
 
 
 def request_tokens(profile: CapacityProfile, request: ChatRequest) -> int:

@@ -5,7 +5,7 @@ undercount, the profile an overflow implies, its state through ``plan`` entries,
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given, settings
@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import tests.fakes.golden_plans as golden
 from tests.fakes.sessions import SessionBuilder
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey, request_budget
+from vak_context.context.planner.delta import PlanRows
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.policy import (
     RETRIES,
@@ -32,9 +33,11 @@ from vak_context.context.planner.policy import (
     decide,
     plan_entry,
     plan_of_entry,
+    rows_reader,
     state_of_entry,
     turn_of,
 )
+from vak_context.context.planner.records import Rows
 from vak_context.context.request.assemble import project
 from vak_context.errors import ContextOverflow, InvalidInput
 from vak_context.events.envelope import Mapper
@@ -202,12 +205,18 @@ def test_the_frozen_plan_comes_back_from_its_plan_entry_with_its_digest_and_its_
     assert project(b.view.index, back, **kw) == project(b.view.index, p, **kw)
 
 
+def _v1(record: PlanRecord, p: Plan) -> PlanRecord:
+    """The entry as format 1 wrote it: the rows as the plan's JSON turns, no delta fields."""
+    return record.model_copy(update={"plan": p.to_json(), "rows": None, "base": None})
+
+
 def test_an_entry_written_before_history_start_was_recorded_still_decodes() -> None:
     """Entries from before the field validate (it defaults to None); their plan decodes by inferring it
     (the leading run of turns behind a reset) and is checked against the recorded digest."""
     b = _session()
     p = _plan(b)
-    raw = plan_entry(p, b.view.index.head).model_dump(mode="json")
+    raw = _v1(plan_entry(p, b.view.index.head), p).model_dump(mode="json")
+    del raw["rows"], raw["base"]
     del raw["history_start"]
     old = _through_ledger(PlanRecord.model_validate(raw))
     assert old.history_start is None
@@ -224,10 +233,12 @@ class _RoundTrip(golden._Walk):
 
     checked = 0
     legacy = 0
+    entries: ClassVar[dict[str, PlanRecord]] = {}
 
     def plan_all(self, directive: str, current: int | None) -> dict[str, Plan]:
         plans = super().plan_all(directive, current)
-        for p in plans.values():
+        self.bases: dict[str, tuple[str, Rows]] = getattr(self, "bases", {})
+        for key, p in plans.items():
             record = _through_ledger(plan_entry(p, self.view.index.head))
             back = plan_of_entry(record)
             assert back is not None and back.digest == p.digest, (self.name, p.model)
@@ -236,7 +247,15 @@ class _RoundTrip(golden._Walk):
             if not (p.packet is not None and p.packet.needs_summary):  # that one is never projected
                 kw: dict[str, Any] = {"model": "m", "infos": self.view.infos, "system": "s", "tail": "<t/>"}
                 assert project(self.view.index, back, **kw) == project(self.view.index, p, **kw)
-            legacy = plan_of_entry(record.model_copy(update={"history_start": None}))
+            # As a delta against the same profile's plan before it (ledger format 2), read back by a reader
+            # holding none of them, and as a format-1 entry (its rows as JSON turns).
+            entry_id = f"{_RoundTrip.checked:064x}"
+            delta = _RoundTrip.entries[entry_id] = _through_ledger(
+                plan_entry(p, self.view.index.head, self.bases.get(key)))
+            rows = PlanRows().rows_of(entry_id, rows_reader(_RoundTrip.entries.get))
+            assert rows is not None and plan_of_entry(delta, rows) == back
+            self.bases[key] = (entry_id, p.rows)
+            legacy = plan_of_entry(_v1(record, p).model_copy(update={"history_start": None}))
             assert legacy is None or legacy.digest == p.digest
             if not p.rescue:  # only a rescue behind another model's reset cannot say where history starts
                 assert legacy is not None

@@ -1,0 +1,59 @@
+"""Write-behind appends (``LedgerStore.hold``): written, readable and given their ids at once, made durable by
+one fsync at ``sync`` (or by any durable commit after them), so that a turn's appends share one commit per
+model call (docs/LEDGER_FORMAT.md, "Durability")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vak_context.events.payloads import Activity
+from vak_context.storage.group_commit import COMMITS
+from vak_context.storage.ledger import LedgerStore
+
+
+def _note(i: int) -> Activity:
+    return Activity(activity="test.note", detail={"i": i})
+
+
+def _commits() -> int:
+    return int(COMMITS.snapshot()["commits"])
+
+
+def test_held_appends_are_readable_at_once_and_share_one_sync(tmp_path: Path) -> None:
+    with LedgerStore(tmp_path) as store:
+        store.append("s", [_note(0)])  # opens the session's tail (a durable commit)
+        store.hold("s")
+        before = _commits()
+        ids = [store.append_one("s", _note(i)) for i in range(1, 6)]
+        assert _commits() == before  # written, not synced
+        assert store.written_behind("s")
+        assert [store.payload(i).detail["i"] for i in ids] == [1, 2, 3, 4, 5]
+        assert store.head("s") == ids[-1] and store.count("s") == 6
+        assert store.sync("s") is True and _commits() == before + 1
+        assert not store.written_behind("s")
+        assert store.sync("s") is False and _commits() == before + 1  # nothing behind: no fsync
+        store.release("s")
+        store.append("s", [_note(6)])
+        assert _commits() == before + 2  # outside the hold every append is durable again
+
+
+def test_a_durable_append_covers_what_was_written_behind(tmp_path: Path) -> None:
+    with LedgerStore(tmp_path) as store:
+        store.hold("s")
+        store.append("s", [_note(0)])
+        assert store.written_behind("s")
+        store.release("s", sync=False)  # nothing synced yet
+        assert store.written_behind("s")
+        before = _commits()
+        store.append("s", [_note(1)])  # one fsync covers the file: both entries
+        assert _commits() == before + 1 and not store.written_behind("s")
+
+
+def test_entries_written_behind_are_read_back_after_a_reopen(tmp_path: Path) -> None:
+    with LedgerStore(tmp_path) as store:
+        store.hold("s")
+        ids = store.append("s", [_note(0), _note(1)])
+    # The close sealed the tail (a synced copy): everything written behind is on disk, hash links intact.
+    with LedgerStore(tmp_path, readonly=True) as store:
+        assert [e.id for e in store.entries("s")] == ids
+        assert store.verify().ok

@@ -1,0 +1,152 @@
+"""A turn's ``plan`` entry holds what changed since the model's plan entry before it (ledger format 2,
+``vak_context.context.planner.delta``), so it does not grow with the session; the plan still decodes exactly
+(its digest) after a restart, by a reader holding none of the plans, and format-1 entries (the rows as JSON
+turns) read as before."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from pathlib import Path
+
+import httpx
+
+import vak_context
+from tests.fakes.embedder import ScriptedModel, make_tools
+from tests.fakes.sessions import SessionBuilder
+from vak_context.actors.assembler import AssemblerActor
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.planner.delta import KEYFRAME_EVERY, PlanRows, rows_of_record, rows_record
+from vak_context.context.planner.policy import plan_entry, plan_of_entry, rows_reader
+from vak_context.events.envelope import Mapper
+from vak_context.events.payloads import AssistantStep, Directive, PlanRecord, TextBlock
+from vak_context.storage.ledger import LedgerStore
+from vak_context.storage.ledger_format import FORMATS
+
+MODEL = "openai-compat:scripted"
+
+
+async def _turns(folder: Path, turns: range) -> None:
+    model = ScriptedModel()
+    tools, _ = make_tools()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(model.handle)) as client:
+        with vak_context.Engine.open(folder) as engine:
+            async with engine.session("s", model=MODEL, base_url="http://127.0.0.1:9/v1", http_client=client,
+                                      tools=tools, window=32_000) as session:
+                for turn in turns:
+                    result = await session.run(f"please search query-{turn:03d}")
+                    assert result.outcome == "completed"
+
+
+def _plans(folder: Path) -> list[tuple[str, PlanRecord, int]]:
+    mapper = Mapper()
+    with LedgerStore(folder, readonly=True) as store:
+        return [(e.id, mapper.payload_of(e), len(e.payload)) for e in store.entries("s") if e.kind == "plan"]
+
+
+async def test_each_plan_entry_is_a_delta_against_the_one_before_and_decodes_after_a_restart(tmp_path: Path) -> None:
+    folder = tmp_path / "ledger"
+    await _turns(folder, range(1, 7))
+    plans = _plans(folder)
+    assert len(plans) == 6
+    _, first, _ = plans[0]
+    assert first.base is None and first.rows is not None and first.plan["turns"] is None  # whole: nothing before
+    for (before, _, _), (_, record, _) in itertools.pairwise(plans):
+        assert record.base == before and record.rows is not None and record.plan["turns"] is None
+        assert record.rows["keep"] > 0 and len(record.rows["ids"]) <= 2  # the new turn (and the one it closed)
+    sizes = [size for _, _, size in plans[1:]]
+    assert max(sizes) - min(sizes) < 600  # the entry does not grow with the turns before it
+
+    # A reader holding none of the plans (a restart) reads the chain back to the whole one: every plan exact.
+    mapper = Mapper()
+    with LedgerStore(folder, readonly=True) as store:
+        read = rows_reader(lambda entry_id: mapper.payload_of(store.get(entry_id)))
+        for entry_id, record, _ in plans:
+            rows = PlanRows().rows_of(entry_id, read)
+            p = plan_of_entry(record, rows)
+            assert p is not None and p.digest == record.digest
+        assert plan_of_entry(plans[-1][1]) is None  # a delta without its base's rows says nothing
+
+        # The assembler a restart builds decodes the session's last plan from the ledger, as its state.
+        state = AssemblerActor(str(folder), store).state("s", plans[-1][1].model)
+        assert state.frozen is not None and state.frozen.plan.digest == plans[-1][1].digest
+
+    # After a restart the writer's first plan entry is whole, or a delta against the last one before the
+    # restart when the writer read that one back (the assembler does, for its state); the next is a delta.
+    await _turns(folder, range(7, 9))
+    later = _plans(folder)[6:]
+    assert later[0][1].base in (None, plans[-1][0]) and later[1][1].base == later[0][0]
+    with LedgerStore(folder, readonly=True) as store:
+        read = rows_reader(lambda entry_id: mapper.payload_of(store.get(entry_id)))
+        for entry_id, record, _ in later:
+            p = plan_of_entry(record, PlanRows().rows_of(entry_id, read))
+            assert p is not None and p.digest == record.digest
+
+
+PROFILE = CapacityProfile(ProfileKey("local", "m"), 8_192, Horizon(6_000, 0.9, 0.0), Ewma(0.25, 3), 512)
+
+
+def _view_plans(turns: int) -> list[tuple[str, PlanRecord]]:
+    """One plan a turn of a growing session, each written against the one before."""
+    b = SessionBuilder("s")
+    out: list[tuple[str, PlanRecord]] = []
+    rows = PlanRows()
+    last: str | None = None
+    for i in range(turns):
+        b.turn(f"Read module {i} and say what it does.", [("read_file", {"path": f"m{i}.py"}, f"code of m{i}", False)])
+        b.add(Directive(text=f"Now compare module {i} with the others."))
+        b.add(AssistantStep(blocks=(TextBlock(text="thinking it over"),)))
+        p = b.view.plan(PROFILE, "", prefix_tokens=100, tail_tokens=10, current=len(b.view.index.turns))
+        record = plan_entry(p, b.view.index.head, rows.base_for(last))
+        last = f"{i:064x}"
+        rows.wrote(last, p.rows, record.base)
+        out.append((last, record))
+    return out
+
+
+def test_a_whole_entry_every_keyframe_bounds_how_far_back_a_restart_reads() -> None:
+    plans = _view_plans(KEYFRAME_EVERY + 3)
+    whole = [i for i, (_, r) in enumerate(plans) if r.base is None]
+    assert whole == [0, KEYFRAME_EVERY]
+    records = dict(plans)
+    reads: list[str] = []
+
+    def read(entry_id: str) -> tuple[str | None, dict[str, object]] | None:
+        reads.append(entry_id)
+        r = records[entry_id]
+        return (r.base, dict(r.rows or {}))
+
+    last_id, last = plans[-1]
+    p = plan_of_entry(last, PlanRows().rows_of(last_id, read))
+    assert p is not None and p.digest == last.digest and len(reads) == 3  # two deltas and the whole one
+
+
+def test_rows_written_against_a_base_that_does_not_fit_are_refused() -> None:
+    plans = _view_plans(3)
+    first, second = plans[0][1], plans[1][1]
+    assert first.rows is not None and second.rows is not None
+    whole = rows_of_record(first.rows, None)
+    assert rows_of_record(rows_record(whole, None), None) == whole
+    try:
+        rows_of_record(second.rows, None)  # keeps ids of a base it was not given
+    except ValueError as exc:
+        assert "keep" in str(exc)
+    else:
+        raise AssertionError("a delta read without its base was accepted")
+
+
+def test_a_format_1_plan_entry_reads_with_its_rows_as_json_turns() -> None:
+    """What code before format 2 wrote: schema version 1, the rows as the plan's JSON turns."""
+    b = SessionBuilder("s")
+    b.turn("Read module a.", [("read_file", {"path": "a.py"}, "code", False)])
+    b.add(Directive(text="And now?"))
+    p = b.view.plan(PROFILE, "", prefix_tokens=100, tail_tokens=10, current=len(b.view.index.turns))
+    v1 = plan_entry(p, b.view.index.head).model_dump(mode="json", exclude={"base", "rows"})
+    v1["plan"] = p.to_json()
+    mapper = Mapper()
+    entry = dataclasses.replace(mapper.entry(v1, session="s", seq=0, parent=None, time_us=0), v=1)
+    record = mapper.payload_of(entry)
+    assert isinstance(record, PlanRecord) and record.rows is None and record.base is None
+    assert plan_of_entry(record) == p
+    assert PlanRows().rows_of(entry.id, rows_reader(lambda _: record)) == p.rows
+    assert "plan" in FORMATS[2]  # the delta is part of format 2, documented with it
