@@ -126,7 +126,11 @@ def test_a_restart_continues_the_same_session(tmp_path: Path) -> None:
             _, calls = client.send()
             assert [n for _, n, _ in calls] == ["web_search"]
         with running(ledger, SPEC, upstream.base_url) as server:
-            client._anthropic = anthropic.Anthropic(base_url=server.url, api_key=CLIENT_KEY, max_retries=0)
+            # The same client's history on the new server (no pooled connection left to the garbage collector).
+            held_messages = client.messages
+            client.close()
+            client = Client("anthropic", server.base_url, CLIENT_KEY)
+            client.messages = held_messages
             # The lost turn's results: a new turn quotes them after the request they answer (docs/INTEGRATIONS.md).
             client.messages.append({"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": i, "content": "3 notes found"} for i, _, _ in calls]})

@@ -42,14 +42,14 @@ def test_vak_serve_as_a_process(tmp_path: Path) -> None:
             assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
             key = key_file.read_text()
             assert key not in text
-            client = openai.OpenAI(base_url=base_url, api_key=key, timeout=DEADLINE_S, max_retries=0)
-            reply = client.chat.completions.create(
-                model="scripted", messages=[{"role": "user", "content": "please search query-001"}],
-                tools=[{"type": "function", "function": {"name": "web_search", "description": "Search the web.",
-                                                         "parameters": {"type": "object", "properties": {
-                                                             "query": {"type": "string"}},
-                                                             "required": ["query"]}}}],
-                extra_headers={"x-vak-session": "process-1"})
+            with openai.OpenAI(base_url=base_url, api_key=key, timeout=DEADLINE_S, max_retries=0) as client:
+                reply = client.chat.completions.create(
+                    model="scripted", messages=[{"role": "user", "content": "please search query-001"}],
+                    tools=[{"type": "function", "function": {"name": "web_search", "description": "Search the web.",
+                                                             "parameters": {"type": "object", "properties": {
+                                                                 "query": {"type": "string"}},
+                                                                 "required": ["query"]}}}],
+                    extra_headers={"x-vak-session": "process-1"})
             assert reply.choices[0].message.tool_calls, reply
             sockets = bound_sockets({child.pid}, child.pid)
             port = int(base_url.rsplit(":", 1)[1].split("/")[0])
