@@ -94,6 +94,13 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def progress(r: TaskRun) -> None:
+    """One line as each task's run ends (a real model's run takes minutes a task)."""
+    verdict = "solved" if solves(r.task, r.ran) else f"not solved {r.ran.answers or r.ran.error}"[:200]
+    print(f"  {r.agent} {r.mode} {r.task.name}: {verdict}; {r.prompt_tokens:,} prompt tokens, "
+          f"{r.upstream_calls} upstream calls, {r.ran.wall_s:.1f} s", flush=True)
+
+
 def main(argv: list[str] | None = None) -> list[Row]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--upstream", default="scripted", help="scripted, or local:MODEL (the bundled model)")
@@ -134,11 +141,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
                 modes.insert(0, "direct")
             runs = run_agent(agent, tasks_for(agent, count), upstream=root, upstream_key=key,
                              scratch=scratch / agent, model=model, window=window, max_tokens=max_tokens,
-                             modes=modes)
-            for r in runs:
-                verdict = "solved" if solves(r.task, r.ran) else f"not solved {r.ran.answers or r.ran.error}"[:200]
-                print(f"  {agent} {r.mode} {r.task.name}: {verdict}; {r.prompt_tokens:,} prompt tokens, "
-                      f"{r.upstream_calls} upstream calls, {r.ran.wall_s:.1f} s", flush=True)
+                             modes=modes, on_run=progress)
             rows += rows_of(agent, runs)
     print()
     print(table(rows))

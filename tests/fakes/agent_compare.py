@@ -16,7 +16,7 @@ for the framework, in this process, one ledger per agent, a session named after 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,9 +119,11 @@ def _served(up_root: str, model: str, upstream_key: str, ledger: Path, window: i
 
 def run_agent(agent: str, tasks: Sequence[QuestionTask | BugTask], *, upstream: str, upstream_key: str,
               scratch: Path, model: str = "scripted", window: int = 32_768, max_tokens: int | None = None,
-              modes: Sequence[str] | None = None) -> list[TaskRun]:
+              modes: Sequence[str] | None = None,
+              on_run: Callable[[TaskRun], None] | None = None) -> list[TaskRun]:
     """Every task of ``tasks`` in every mode of ``agent`` (``modes``, by default all it has), against the
-    upstream at ``upstream`` (a root URL); the runs in task order, direct first."""
+    upstream at ``upstream`` (a root URL); the runs in task order, direct first. ``on_run``: called with
+    each run as it ends (a bench's progress: a real model's task takes minutes)."""
     import vak_context
 
     modes = tuple(modes or modes_of(agent))
@@ -161,4 +163,6 @@ def run_agent(agent: str, tasks: Sequence[QuestionTask | BugTask], *, upstream: 
                 runs.append(TaskRun(agent, task, mode, ran, [b for b in bodies if not is_summary(b)],
                                     [b for b in bodies if is_summary(b)], received, replies,
                                     sorted(after - before)))
+                if on_run is not None:
+                    on_run(runs[-1])
     return runs
