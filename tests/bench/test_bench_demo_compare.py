@@ -101,7 +101,7 @@ def test_a_readme_too_long_for_the_room_is_read_on_through_the_recall_call_its_l
 
     readme = (f"# Shelf\n\nShelf keeps a catalogue of borrowed books, their borrowers and due dates in one file.\n\n"
               f"{notes(5, 25)}Run `make test` from the repository root.\n{notes(26, 200)}")
-    stdout, runs, dump = bench(tmp_path, "scripted", workspace(tmp_path / "long", readme), runs=1)
+    stdout, _, dump = bench(tmp_path, "scripted", workspace(tmp_path / "long", readme), runs=1)
     assert rows(stdout)["test_command"] == ("1/1", "1/1"), stdout[-3000:]
     engine = [json.loads(line) for line in (dump / "engine-1.jsonl").read_text().splitlines()]
     made = {c["function"]["arguments"] for body in engine for m in body["messages"]  # a packet may hide step 1
