@@ -5,7 +5,8 @@ The record is the turn as it was sent, with three changes and nothing else:
 * thinking is dropped;
 * every evidence result longer than ``VERBATIM_CHARS`` is replaced by its digest
   (``vak_context.context.evidence.digest.digest``, which ends with the ``[evidence:<id> — <n> chars; call recall to
-  expand]`` tag), and every ``emit_*_card`` result by the short ack ``{"presentation": "<id>", "ok": true}``;
+  expand]`` tag), except a ``recall``'s, which is replaced by its lead (``vak_context.context.evidence.lead``:
+  the lines it asked for that fit, and the recall call for the rest), and every ``emit_*_card`` result by the short ack ``{"presentation": "<id>", "ok": true}``;
 * a ```vak fence that duplicates a card already presented in the turn is dropped from the prose.
 
 So the directive keeps the tail block it was sent with (a ``turn_tail`` entry, when one was recorded),
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vak_context.context.evidence.digest import DIGEST_CHARS, body_text, shaped_digest
+from vak_context.context.evidence.lead import RECALL_NAME, recall_lead
 from vak_context.context.history.cards import card_ack, payload_digest
 from vak_context.context.history.infocache import InfoCache
 from vak_context.context.history.turns import Exchange, Step, Turn
@@ -264,6 +266,9 @@ def _result_part(
     info = evidence.get(ex.result.evidence_id) if ex.result.evidence_id else None
     short = keep_short and len(ex.result.content) <= VERBATIM_CHARS
     content = info.digest if info is not None and not short else ex.result.content
+    if info is not None and not short and ex.tool_name == RECALL_NAME and not ex.result.is_error:
+        # a recall's digest would be the digest the model recalled from: its lead shows the lines it asked for
+        content = recall_lead(ex.input, ex.result.content, info.chars, DIGEST_CHARS) or content
     loads = tools_loaded_by(content) if ex.result.tool_name == FIND_TOOLS_NAME and not ex.result.is_error else ()
     return ToolResultBlock(tool_use_id=ex.tool_use_id, content=content, is_error=ex.result.is_error, loads=loads)
 

@@ -90,3 +90,22 @@ def test_an_answer_the_workspace_does_not_hold_scores_wrong_in_both_modes(tmp_pa
     for run in runs:
         assert run["answers"][2]["answer"] == "Run pytest."
         assert run["answers"][2]["reason"] == "does not name `make test`"
+
+
+def test_a_readme_too_long_for_the_room_is_read_on_through_the_recall_call_its_lead_names(tmp_path: Path) -> None:
+    # ~16 KB: the read comes back as a digest, the recall as its leading lines (not that digest again), and
+    # `make test` sits on line 25, past them: the engine reads it by following the recall call the lead names.
+    def notes(first: int, last: int) -> str:
+        return "".join(f"Line {n} of the notes: the catalogue keeps borrowers and due dates, checked nightly.\n"
+                       for n in range(first, last))
+
+    readme = (f"# Shelf\n\nShelf keeps a catalogue of borrowed books, their borrowers and due dates in one file.\n\n"
+              f"{notes(5, 25)}Run `make test` from the repository root.\n{notes(26, 200)}")
+    stdout, _, dump = bench(tmp_path, "scripted", workspace(tmp_path / "long", readme), runs=1)
+    assert rows(stdout)["test_command"] == ("1/1", "1/1"), stdout[-3000:]
+    engine = [json.loads(line) for line in (dump / "engine-1.jsonl").read_text().splitlines()]
+    made = {c["function"]["arguments"] for body in engine for m in body["messages"]  # a packet may hide step 1
+            for c in m.get("tool_calls") or [] if c["function"]["name"] == "recall"}
+    recalls = sorted((json.loads(a) for a in made), key=lambda r: "range" in r)
+    assert len(recalls) == 2 and "range" not in recalls[0] and recalls[1]["range"][1] > recalls[1]["range"][0] > 1
+    assert recalls[1]["id"] == recalls[0]["id"]

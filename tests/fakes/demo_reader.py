@@ -13,8 +13,9 @@ directive); "after the directive" is every message that follows that message.
 * test_command: the answer names ``make test`` when the request holds it anywhere outside the directive (a
   README read in an earlier turn, kept in the request); where the request shows a digest's evidence id
   (``[evidence:<id> …]``) and offers ``recall``, it recalls the newest id it has not recalled in this turn, as
-  the engine's system prompt asks a model to; past those, ``pytest``. It reads no file again ("according to
-  what you read"), so it is right only where the request shows what was read, or recalls it.
+  the engine's system prompt asks a model to; where a recall's result shows only its leading lines and names
+  the rest (``… shown; recall({...}) returns the rest]``), it makes that call once; past those, ``pytest``.
+  It reads no file again ("according to what you read"), so it is right only where the request shows what was read, or recalls it.
 
 With ``fenced=True`` a call is written as Qwen2.5-Coder writes it (a ```` ```json ```` fence in the text, no
 ``tool_calls``); otherwise as native ``tool_calls``. A request without tools (a packet summary) gets a fixed
@@ -35,6 +36,7 @@ from vak_context.cli.demoscore import DEMO_CHECKS, first_paragraph
 _LISTING = re.compile(r"\./ \((\d+) entries\)\n")
 _NUMBERED = re.compile(r"^\s*\d+\t(.*)$", re.MULTILINE)
 _EVIDENCE = re.compile(r"\[evidence:([0-9a-f]+) ")
+_REST = re.compile(r"shown; recall\((\{.*?\})\) returns the rest\]")
 
 
 def content_text(message: dict[str, Any]) -> str:
@@ -105,6 +107,11 @@ class DemoReader:
             offered = {t.get("function", {}).get("name") for t in body.get("tools") or []}
             recalled = {json.loads(c["function"]["arguments"] or "{}").get("id") for m in messages[at + 1:]
                         for c in m.get("tool_calls") or [] if c["function"]["name"] == "recall"}
+            done = [json.loads(c["function"]["arguments"] or "{}") for m in messages[at + 1:]
+                    for c in m.get("tool_calls") or [] if c["function"]["name"] == "recall"]
+            named = [json.loads(a) for a in reversed(_REST.findall(after))]
+            if "recall" in offered and named and named[0] not in done:  # a recall's lead names the rest: read on
+                return self._call(call_id, "recall", named[0])
             ids = [i for i in reversed(_EVIDENCE.findall(whole)) if i not in recalled]
             if "recall" in offered and ids:  # as the engine's system prompt asks: expand a digest to read it
                 return self._call(call_id, "recall", {"id": ids[0]})
