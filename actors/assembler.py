@@ -3,7 +3,7 @@
 A plain class (``vak_context.actors.factory.assembler_actor`` applies ``ray.remote``), and the one actor the
 turn loop asks for a step's request: one call in, the request out. Thin: it keeps each session's
 ``SessionView`` current by following the chain (``vak_context.actors.session_fold``: a branch rebuilds it from
-the new head; one read of the ledger a step), loads the step policy's state (memory, else the model's last
+the new head; at most one read of the ledger a step, none where the caller hands over what was appended), loads the step policy's state (memory, else the model's last
 ``plan`` entry), and does what the pure policy (``vak_context.context.planner.policy.decide``) says: project
 the plan frozen for the turn, or ask the **PlannerActor** for a new plan (``plan_step``, handed the entries
 this actor read since it last asked, so the planner does not read them again: it writes the packet summary
