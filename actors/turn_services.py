@@ -71,8 +71,15 @@ class RayServices:
     async def append(self, payloads: Sequence[Any]) -> list[str]:
         if self._seen is None:
             return await self.ledger.append_async(self.session, payloads)
-        ids, self._handed = await self.ledger.append_since_async(self.session, payloads, self._seen)
+        ids, handed = await self.ledger.append_since_async(self.session, payloads, self._seen)
+        self._hand(handed)
         return ids
+
+    def _hand(self, handed: list[StoredEntry] | None) -> None:
+        """Keep what an append handed back, unless one kept already reaches further (two appends in flight
+        at once: each ends at the head it made)."""
+        if handed is None or not self._handed or not handed or handed[-1].seq >= self._handed[-1].seq:
+            self._handed = handed
 
     async def assemble(self, profile: CapacityProfile, step: StepRequest) -> Assembled:
         handed, self._handed = self._handed, None
@@ -84,7 +91,7 @@ class RayServices:
     async def store_result(self, tool_use_id: str, tool_name: str, body: str, is_error: bool) -> dict[str, Any]:
         stored: dict[str, Any] = await _call("store_result", self.evidence.store_result.remote(
             self.session, tool_use_id, tool_name, body, is_error=is_error, since=self._seen))
-        self._handed = stored.pop("entries", None)  # its appends are the last: what they handed back
+        self._hand(stored.pop("entries", None))  # what its appends (the last ones) handed back
         return stored
 
     async def recall(self, args: dict[str, Any], tool_use_id: str) -> dict[str, Any]:
