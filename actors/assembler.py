@@ -3,15 +3,16 @@
 A plain class (``vak_context.actors.factory.assembler_actor`` applies ``ray.remote``), and the one actor the
 turn loop asks for a step's request: one call in, the request out. Thin: it keeps each session's
 ``SessionView`` current by following the chain (``vak_context.actors.session_fold``: a branch rebuilds it from
-the new head; one read of the ledger a step), loads the step policy's state (memory, else the model's last
+the new head; at most one read of the ledger a step, none where the caller hands over what was appended), loads the step policy's state (memory, else the model's last
 ``plan`` entry), and does what the pure policy (``vak_context.context.planner.policy.decide``) says: project
 the plan frozen for the turn, or ask the **PlannerActor** for a new plan (``plan_step``, handed the entries
 this actor read since it last asked, so the planner does not read them again: it writes the packet summary
 or the reset the plan needs, and holds the summariser), size the request, and append the ``plan`` entry of
 the plan it sends (``vak_context.actors.planner.plan_record``: the entry names the PlannerActor, which made
 the plan). On Ray a step is then at most: the turn loop's call here, a call to the PlannerActor when the
-step policy asks for a plan, the ledger's read and the plan's append (``tests/ray/test_step_crossings_ray.py``
-counts them). The planner is the folder's PlannerActor handle on Ray, a ``PlannerActor`` object
+step policy asks for a plan, and the plan's append (``tests/ray/test_step_crossings_ray.py`` counts them):
+the turn loop's driver hands over with its call what the ledger appended since this actor's view ends
+(its own append returned them, ``RayServices``), so the view reads the ledger only across a gap. The planner is the folder's PlannerActor handle on Ray, a ``PlannerActor`` object
 in-process. At a turn's close ``plan_ahead`` has the planner write the packet summary the next request
 will need (the prefix measured as for that request's first step), so that request finds it stored.
 
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from vak_context.actors.ledger_client import LedgerClient
@@ -64,7 +65,7 @@ from vak_context.context.request.assemble import (
 )
 from vak_context.context.request.messages import ChatRequest, Message
 from vak_context.errors import InvalidInput
-from vak_context.events.envelope import Mapper
+from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import PlanRecord
 from vak_context.storage.ledger import LedgerStore
 
@@ -192,9 +193,14 @@ class AssemblerActor:
             self._states[(session, model)] = (last, state)
             return state
 
-    async def assemble(self, session: str, profile: CapacityProfile, step: StepRequest) -> Assembled:
-        """The request for the open turn's next step (see the module docstring for when it plans)."""
-        view = self.view(session)
+    async def assemble(self, session: str, profile: CapacityProfile, step: StepRequest,
+                       entries: Sequence[StoredEntry] | None = None) -> Assembled:
+        """The request for the open turn's next step (see the module docstring for when it plans).
+        ``entries``: the session's entries from where this actor's view ends (``Assembled.seen`` of the step
+        before) to the head, as the caller's last append handed them back (``LedgerClient.append_since_async``):
+        folded in without reading the ledger; where they do not continue the view (another writer appended
+        past what the caller was handed back), the view reads. None: the view reads what is new."""
+        view = self._views.feed(session, entries) if entries is not None else self.view(session)
         self._rate = profile.tokens_per_char.value
         count = self._counter(step)
         turn = view.index.current
@@ -244,6 +250,7 @@ class AssemblerActor:
             estimated_tokens=decision.tokens,
             budget_tokens=decision.budget,
             written=written,
+            seen=self._views.seen(session),
         )
 
     def _with_written(self, session: str, view: SessionView, planned: StepPlan) -> SessionView:

@@ -116,8 +116,11 @@ class EvidenceActor:
         *,
         is_error: bool = False,
         media_type: str = "text/plain",
+        since: int | None = None,
     ) -> dict[str, Any]:
-        """Append the whole result as an evidence body, then the tool_result the request carries."""
+        """Append the whole result as an evidence body, then the tool_result the request carries. ``since``:
+        the answer's ``entries`` are the session's entries from there on, these included (the turn loop's
+        driver hands them to the AssemblerActor with its next step: ``RayServices``)."""
         try:
             blob = body.encode("utf-8") if isinstance(body, str) else bytes(body)
         except UnicodeEncodeError as exc:  # a lone surrogate (an OS name that was not UTF-8, passed on as str)
@@ -148,14 +151,21 @@ class EvidenceActor:
                 evidence_id=evidence_id,
                 windowed=carried.windowed,
             )
-            result_id = self.ledger.append(session, [result])[0]
-        return {
+            if since is None:
+                result_id, entries = self.ledger.append(session, [result])[0], None
+            else:
+                ids, entries = self.ledger.append_since(session, [result], since)
+                result_id = ids[0]
+        answer = {
             "evidence_id": evidence_id,
             "result_id": result_id,
             "content": carried.text,
             "windowed": carried.windowed,
             "is_error": is_error,
         }
+        if entries is not None:
+            answer["entries"] = entries
+        return answer
 
     # ------------------------------------------------------------------ recall, digests, windows
 

@@ -44,6 +44,13 @@ class LedgerActor:
     ) -> list[str]:
         return self.store.append(session, payloads, parent=parent, blobs=blobs)
 
+    def append_since(self, session: str, payloads: Sequence[Payload], since: int) -> tuple[list[str], list[StoredEntry]]:
+        """Append at the head, and hand back the session's entries from ``since`` on (these included): the
+        turn loop's driver passes them to the AssemblerActor with its next step, which folds them in
+        instead of reading the ledger again (``RayServices``; ``since`` is where the assembler's view ends)."""
+        ids = self.store.append(session, payloads)
+        return ids, self.store.entries(session, since)
+
     def append_batch(
         self, session: str, requests: list[tuple[list[Payload], list[bytes | None] | None]],
     ) -> list[list[str] | BaseException]:

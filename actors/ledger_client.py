@@ -76,6 +76,15 @@ class LedgerClient:
     ) -> list[str]:
         return self._ledger.append(session, self._outgoing(payloads), parent=parent, blobs=blobs)
 
+    def append_since(self, session: str, payloads: Sequence[Payload],
+                     since: int) -> tuple[list[str], list[StoredEntry]]:
+        """``append`` at the head, and the session's entries from ``since`` on (these included), in one call:
+        what a follower whose view ends at ``since`` folds in next (``LedgerActor.append_since``)."""
+        if self.store is not None:
+            return self.store.append(session, payloads), self.store.entries(session, since)
+        assert self._remote is not None
+        return self._remote.append_since(session, self._outgoing(payloads), since)
+
     def head(self, session: str) -> str | None:
         return self._ledger.head(session)
 
@@ -118,6 +127,15 @@ class LedgerClient:
             return await self.store.append_async(session, payloads)
         assert self._remote is not None
         return await self._remote.append_async(session, self._outgoing(payloads))
+
+    async def append_since_async(self, session: str, payloads: Sequence[Payload],
+                                 since: int) -> tuple[list[str], list[StoredEntry]]:
+        """``append_since`` without blocking the event loop."""
+        if self.store is not None:
+            ids = await self.store.append_async(session, payloads)
+            return ids, await asyncio.to_thread(self.store.entries, session, since)
+        assert self._remote is not None
+        return await self._remote.append_since_async(session, self._outgoing(payloads), since)
 
     async def session_search_async(self, session: str, query: str, scope: str | None = None,
                                    limit: int = SEARCH_LIMIT) -> Found:

@@ -47,6 +47,11 @@ class RemoteLedger:
         ref = self.handle.append.remote(session, list(payloads), parent, list(blobs) if blobs is not None else None)
         return list(_get("ledger append", ref))
 
+    def append_since(self, session: str, payloads: Sequence[Payload],
+                     since: int) -> tuple[list[str], list[StoredEntry]]:
+        ids, entries = _get("ledger append", self.handle.append_since.remote(session, list(payloads), since))
+        return list(ids), list(entries)
+
     def head(self, session: str) -> str | None:
         head: str | None = _get("ledger head", self.handle.head.remote(session))
         return head
@@ -85,6 +90,12 @@ class RemoteLedger:
     async def append_async(self, session: str, payloads: Sequence[Payload]) -> list[str]:
         with map_ray_errors("ledger append"):
             return list(await self.handle.append.remote(session, list(payloads)))
+
+    async def append_since_async(self, session: str, payloads: Sequence[Payload],
+                                 since: int) -> tuple[list[str], list[StoredEntry]]:
+        with map_ray_errors("ledger append"):
+            ids, entries = await self.handle.append_since.remote(session, list(payloads), since)
+            return list(ids), list(entries)
 
     async def session_search_async(self, session: str, query: str, scope: str | None, limit: int) -> Any:
         with map_ray_errors("ledger session_search"):

@@ -15,8 +15,9 @@ given one (the folder's one writer), else through its own LedgerStore.
 **A live turn's plans.** The AssemblerActor asks this actor for a plan only when the step policy says the
 step needs one (the turn's first step, a turn that outgrew its frozen plan, an undercount):
 ``plan_step`` plans, writes what the plan needs first, plans again, and answers with the settled plan and
-the entries it wrote. The assembler hands it the entries it read since it last asked (``entries``), so a
-step reads the ledger once, in the assembler; it projects and sizes the plan, and appends its ``plan`` entry
+the entries it wrote. The assembler hands it the entries it folded since it last asked (``entries``), so a
+step reads the ledger at most once, in the assembler (on Ray not at all: the driver hands the assembler what
+its own append got back); it projects and sizes the plan, and appends its ``plan`` entry
 (``plan_record``, naming this actor as its producer) itself.
 
 **The summariser** is an object this actor holds (``vak_context.agent.summarise.Summariser``): given

@@ -52,10 +52,21 @@ class FoldedSessions(Generic[S]):
             except InvalidInput:  # the chain branched: start over from the head
                 return self._rebuild(session)
             self._states[session] = (state, seen + len(new))
-            if self._new is not None and new:
-                kept = self._new.get(session, [])
-                self._new[session] = kept + list(new) if kept is not None and len(kept) + len(new) <= NEW_KEPT else None
+            self._note_new(session, new)
             return state
+
+    def _note_new(self, session: str, new: Sequence[StoredEntry]) -> None:
+        """Keep ``new`` (folded in just now) for ``take_new``, where ``keep_new`` asked for it."""
+        if self._new is not None and new:
+            kept = self._new.get(session, [])
+            self._new[session] = kept + list(new) if kept is not None and len(kept) + len(new) <= NEW_KEPT else None
+
+    def seen(self, session: str) -> int | None:
+        """How many of the session's entries its state has folded in (the next ``feed`` starts there), None
+        for a session not built yet."""
+        with self._lock:
+            cached = self._states.get(session)
+            return cached[1] if cached is not None else None
 
     def keep_new(self) -> None:
         """Keep what each read brings in for ``take_new``."""
@@ -86,6 +97,7 @@ class FoldedSessions(Generic[S]):
             except InvalidInput:  # the chain branched: start over from the head
                 return self._rebuild(session)
             self._states[session] = (state, seen + len(fresh))
+            self._note_new(session, fresh)
             return state
 
     def wrote(self, entry_id: str, payload: Any) -> None:

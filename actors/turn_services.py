@@ -33,6 +33,7 @@ from vak_context.context.capacity.profile import CapacityProfile, ProfileKey, fr
 from vak_context.context.rules.drift import PriorTurn
 from vak_context.context.stated.items import StatedItem
 from vak_context.errors import UnknownSession
+from vak_context.events.envelope import StoredEntry
 from vak_context.storage.sessionsearch import Found
 
 T = TypeVar("T")
@@ -60,18 +61,41 @@ class RayServices:
         self.planner = planner_actor(root, ledger=handle)  # the assembler's planner (also for explain)
         self.assembler = assembler_actor(root, ledger=handle)
         self.probe, self.probe_target = probe, probe_target
+        # Where the AssemblerActor's view of the session ends (``Assembled.seen``), and what the ledger
+        # handed back from there with this loop's last append: passed with the next ``assemble`` so the
+        # assembler folds them in instead of reading the ledger on the step's path. None once another
+        # actor may have appended after that append (the assembler then reads).
+        self._seen: int | None = None
+        self._handed: list[StoredEntry] | None = None
 
     async def append(self, payloads: Sequence[Any]) -> list[str]:
-        return await self.ledger.append_async(self.session, payloads)
+        if self._seen is None:
+            return await self.ledger.append_async(self.session, payloads)
+        ids, handed = await self.ledger.append_since_async(self.session, payloads, self._seen)
+        self._hand(handed)
+        return ids
+
+    def _hand(self, handed: list[StoredEntry] | None) -> None:
+        """Keep what an append handed back, unless one kept already reaches further (two appends in flight
+        at once: each ends at the head it made)."""
+        if handed is None or not self._handed or not handed or handed[-1].seq >= self._handed[-1].seq:
+            self._handed = handed
 
     async def assemble(self, profile: CapacityProfile, step: StepRequest) -> Assembled:
-        return await _call("assemble", self.assembler.assemble.remote(self.session, profile, step))
+        handed, self._handed = self._handed, None
+        assembled: Assembled = await _call("assemble", self.assembler.assemble.remote(
+            self.session, profile, step, handed))
+        self._seen = assembled.seen
+        return assembled
 
     async def store_result(self, tool_use_id: str, tool_name: str, body: str, is_error: bool) -> dict[str, Any]:
-        return await _call("store_result", self.evidence.store_result.remote(
-            self.session, tool_use_id, tool_name, body, is_error=is_error))
+        stored: dict[str, Any] = await _call("store_result", self.evidence.store_result.remote(
+            self.session, tool_use_id, tool_name, body, is_error=is_error, since=self._seen))
+        self._hand(stored.pop("entries", None))  # what its appends (the last ones) handed back
+        return stored
 
     async def recall(self, args: dict[str, Any], tool_use_id: str) -> dict[str, Any]:
+        self._handed = None  # the actor may append after what the last append handed back
         return await _call("recall", self.evidence.recall.remote(self.session, args, tool_use_id))
 
     async def session_search(self, query: str, scope: str | None = None) -> Found:
@@ -79,6 +103,7 @@ class RayServices:
         return await self.ledger.session_search_async(self.session, query, scope)
 
     async def present(self, step_id: str) -> list[dict[str, Any]]:
+        self._handed = None  # the actor may append after what the last append handed back
         return await _call("present", self.evidence.present.remote(self.session, step_id))
 
     async def prior_turns(self) -> list[PriorTurn]:
@@ -95,6 +120,7 @@ class RayServices:
         return tuple(await _call("stated", self.evidence.stated.remote(self.session)))
 
     async def close_turn(self, outcome: str) -> str:
+        self._handed = None  # the actor may append after what the last append handed back
         return await _call("close_turn", self.evidence.close_turn.remote(self.session, None, outcome))
 
     async def turn_started(self) -> CapacityProfile | None:
@@ -108,6 +134,7 @@ class RayServices:
     async def plan_ahead(self, profile: CapacityProfile, step: StepRequest, after: str, directive: str) -> list[str]:
         """At turn ``after``'s close: the AssemblerActor measures the prefix and the PlannerActor, which holds
         the summariser, writes the packet summary the next request will need."""
+        self._handed = None  # the actor may append after what the last append handed back
         return await _call("plan_ahead", self.assembler.plan_ahead.remote(
             self.session, profile, step, after=after, directive=directive))
 

@@ -42,3 +42,6 @@ class Assembled:
     estimated_tokens: int
     budget_tokens: int
     written: list[str] = field(default_factory=list)  # packet or reset entries written on the way
+    # How many of the session's entries the assembler's view holds after this step (None: not known): where
+    # the driver's next append asks the ledger to hand entries back from (RayServices).
+    seen: int | None = None

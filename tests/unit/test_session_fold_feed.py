@@ -58,3 +58,31 @@ def test_the_follower_folds_what_it_is_handed_and_reads_only_across_a_gap(tmp_pa
         assert len(followed.index.turns) == 6
     finally:
         store.close()
+
+
+def test_an_append_hands_back_what_the_view_folds_and_keeps_for_its_follower(tmp_path: Path) -> None:
+    """The Ray step's path (``RayServices``): the driver's append hands back the entries from where the
+    assembler's view ends (``append_since``), the view is fed them without a read, and keeps them for the
+    planner it hands them to."""
+    store, _ = ledger_session(tmp_path / "ledger", 3)
+    try:
+        client = CountingClient(str(store.root), store)
+        view = _folded(client)
+        view.keep_new()
+        assert view.seen("s") is None  # not built yet
+        view.get("s")
+        assert view.take_new("s") is None  # built from the chain: a follower reads for itself
+        seen = view.seen("s")
+        assert seen == len(store.entries("s"))
+
+        store.append("s", [Directive(text="Another writer's, between turns")])
+        ids, handed = client.append_since("s", [Directive(text="And the fourth?")], seen)
+        assert [e.seq for e in handed] == [seen, seen + 1] and handed[-1].id == ids[0]
+        reads = client.reads
+        fed = view.feed("s", handed)
+        assert client.reads == reads  # folded from what the append handed back: no read
+        assert len(fed.index.turns) == 5 and fed.index.head == ids[0]
+        assert view.seen("s") == seen + 2
+        assert view.take_new("s") == handed  # the planner is handed them in turn
+    finally:
+        store.close()
