@@ -31,7 +31,9 @@ the prefix as for a step) for ``plan_ahead``: the next request's plan, made as i
 and the packet summary it needs written then, so the summariser's call is made between turns and never
 on a request's path. ``plan_step`` still writes a summary its plan finds missing (the first request
 after a restart, a profile or budget that moved); both hold the session's lock, and a range with a stored
-packet is never summarised again (``vak_context.agent.summarise``).
+packet is never summarised again (``vak_context.agent.summarise``). Before that plan, where the session
+asked for it, the summariser's model reads the closed turn's directive for stated items
+(``vak_context.agent.stated_pass``, docs/STATE.md "The model pass").
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from typing import Any, cast
 from vak_context.actors.ledger_client import LedgerClient
 from vak_context.actors.session_fold import FoldedSessions, fold_unseen
 from vak_context.agent.endpoint import EndpointTools, build_tools
+from vak_context.agent.stated_pass import extract_with_model
 from vak_context.agent.steps import StepRequest
 from vak_context.agent.summarise import Summariser, write_packet
 from vak_context.context.capacity.profile import CapacityProfile, from_record
@@ -294,26 +297,35 @@ class PlannerActor:
             last = view.index.current
             if last is None or last.id != after or not last.closed:
                 return []
+            # The model pass first (docs/STATE.md): what it adds is in force for the plan made ahead here.
+            summariser = self._summariser(step)
+            stated = [] if summariser is None else await extract_with_model(
+                self.ledger, session, view, profile, directive_id=after, directive=directive, summariser=summariser)
             _, written = await summarise_ahead(
                 view, profile, directive, summarise=self._packet_writer(session, step), system=step.system,
                 tools=step.tools, tail=step.tail, prefix=prefix_tokens,
             )
-        return written
+        return stated + written
 
     def _packet_writer(self, session: str, step: StepRequest, ledger: Ledger | None = None) -> Summarise:
         """What writes a plan's packet: the caller's own writer, else the summariser this actor holds (the
         one given, else the one built from the step's endpoint), else one that says none is wired."""
         if self.summarise is not None:
             return self.summarise
+        summariser = self._summariser(step)
+        if summariser is None:
+            return _no_summariser
+        return partial(write_packet, ledger or self.ledger, session, summariser=summariser)
+
+    def _summariser(self, step: StepRequest) -> Summariser | None:
+        """The summariser this actor holds: the one given, else the one built from the step's endpoint."""
         summariser = self.summariser
         if summariser is None and step.endpoint is not None:
             tools = self._endpoints.get(step.endpoint.ident)
             if tools is None:
                 tools = self._endpoints[step.endpoint.ident] = build_tools(step.endpoint, lambda: self.tokens_per_char)
             summariser = tools.summariser
-        if summariser is None:
-            return _no_summariser
-        return partial(write_packet, ledger or self.ledger, session, summariser=summariser)
+        return summariser
 
     def explain(self, plan_id: str) -> dict[str, Any]:
         """Plan again from a recorded plan's inputs, on the chain as it was; say whether it is the same."""

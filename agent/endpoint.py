@@ -41,6 +41,8 @@ class ModelEndpoint:
     ``window_tokens`` is the summariser's usable window (the server's n_ctx for a local model).
     ``summary``: another endpoint for packet summaries (a cheaper model); None summarises on this one.
     ``summaries`` False (``summaries="off"``): no summariser call; packets carry the deterministic extract.
+    ``stated_pass`` True (``stated_pass="model"``): the summariser's model also reads each closed turn's
+    directive for stated items (``vak_context.agent.stated_pass``).
     """
 
     base_url: str | None
@@ -52,17 +54,19 @@ class ModelEndpoint:
     provider: str = OPENAI_COMPAT
     summary: ModelEndpoint | None = None
     summaries: bool = True
+    stated_pass: bool = False
 
     @classmethod
     def of(cls, spec: str, *, window_tokens: int, base_url: str | None = None,
            summary: ModelEndpoint | None = None, max_summary_tokens: int | None = 256,
-           timeout_s: float = 900.0, summaries: bool = True) -> ModelEndpoint:
+           timeout_s: float = 900.0, summaries: bool = True, stated_pass: bool = False) -> ModelEndpoint:
         """The endpoint for a ``provider:model`` spec (the provider canonical, an alias resolved)."""
         from vak_context.providers.registry import parse_spec
 
         provider, model = parse_spec(spec)
         return cls(base_url=base_url, model=model, window_tokens=window_tokens, provider=provider,
-                   summary=summary, max_summary_tokens=max_summary_tokens, timeout_s=timeout_s, summaries=summaries)
+                   summary=summary, max_summary_tokens=max_summary_tokens, timeout_s=timeout_s, summaries=summaries,
+                   stated_pass=stated_pass)
 
     @property
     def spec(self) -> str:
@@ -73,7 +77,7 @@ class ModelEndpoint:
     def ident(self) -> tuple[Any, ...]:
         """Endpoints with the same provider, server, model (and summary model) share one client and tools."""
         return (self.provider, self.base_url, self.model, self.summary.ident if self.summary else None,
-                self.summaries)
+                self.summaries, self.stated_pass)
 
 
 @dataclass
@@ -93,7 +97,8 @@ class EndpointTools(ModelTools):
 
 def model_tools(provider: Provider, model: str, *, window_tokens: int, tokens_per_char: Callable[[], float],
                 max_summary_tokens: int | None = 256,
-                summary: tuple[Provider, str, int] | None = None, summaries: bool = True) -> ModelTools:
+                summary: tuple[Provider, str, int] | None = None, summaries: bool = True,
+                stated_pass: bool = False) -> ModelTools:
     """The exact token counter (``vak_context.providers.tokencount.token_counter``: the provider's own count
     where it has one, else the chars ratio) and a summariser, on the same model by default (``window_tokens``
     its usable window, the server's n_ctx for a local model) or on ``summary`` (adapter, model, window):
@@ -101,7 +106,8 @@ def model_tools(provider: Provider, model: str, *, window_tokens: int, tokens_pe
     from vak_context.providers.tokencount import token_counter
 
     on, name, window = summary if summary is not None else (provider, model, window_tokens)
-    summariser = Summariser(on, name, window_tokens=window, max_summary_tokens=max_summary_tokens, enabled=summaries)
+    summariser = Summariser(on, name, window_tokens=window, max_summary_tokens=max_summary_tokens, enabled=summaries,
+                            stated_pass=stated_pass)
     return ModelTools(count=token_counter(provider, tokens_per_char).count, summariser=summariser)
 
 
@@ -124,5 +130,5 @@ def build_tools(endpoint: ModelEndpoint, tokens_per_char: Callable[[], float]) -
         summary = (endpoint_provider(s, client), s.model, s.window_tokens)
     tools = model_tools(provider, endpoint.model, window_tokens=endpoint.window_tokens,
                         tokens_per_char=tokens_per_char, max_summary_tokens=endpoint.max_summary_tokens,
-                        summary=summary, summaries=endpoint.summaries)
+                        summary=summary, summaries=endpoint.summaries, stated_pass=endpoint.stated_pass)
     return EndpointTools(count=tools.count, summariser=tools.summariser, client=client)

@@ -59,7 +59,8 @@ class Summariser:
     ratio (the prompt is packed against them). ``calls`` counts completions, for receipts and tests.
     ``enabled`` False (``summaries="off"``): no call is made; every packet carries the deterministic
     extract. ``timeout_s``: how long one summary call may take before the extract stands in (None: the
-    provider's own timeout).
+    provider's own timeout). ``stated_pass`` (``stated_pass="model"``): at a turn's close it also reads the
+    turn's directive for stated items (``vak_context.agent.stated_pass``), whether or not it is ``enabled``.
     """
 
     provider: Complete
@@ -70,16 +71,18 @@ class Summariser:
     max_summary_tokens: int | None = None  # the operator's cap on one summary (a slow local model)
     enabled: bool = True
     timeout_s: float | None = None
+    stated_pass: bool = False
     calls: int = 0
     results: list[ChatResult] = field(default_factory=list)
 
     def tokens(self, text: str) -> int:
         return estimate_tokens(len(text), self.tokens_per_char)
 
-    async def summarise(self, prompt: str, max_tokens: int) -> ChatResult:
+    async def summarise(self, prompt: str, max_tokens: int, system: str = SUMMARISER_SYSTEM) -> ChatResult:
+        """One side call (``system``: the packet summary's, or another side call's, the model pass's)."""
         request = ChatRequest(
             model=self.model,
-            system=SUMMARISER_SYSTEM,
+            system=system,
             messages=(Message.user(prompt),),
             max_tokens=max_tokens,
             temperature=self.temperature,

@@ -53,6 +53,7 @@ DEFAULT_MAX_TOKENS = 512
 REPEAT_RULES = ("close", "redo")  # Session(repeat_rule=...): TurnConfig.repeat_rule
 CALLS = ("text", "native")  # Session(calls=...): TurnConfig.text_calls (context/request/toolcalls.calls_in_text)
 SUMMARIES = ("on", "off")  # Session(summaries=...): whether packet summaries call a model
+STATED_PASSES = ("deterministic", "model")  # Session(stated_pass=...): how stated items are read at turn close
 DEFER_TOOLS = ("never", "auto", "always")  # Session(defer_tools=...): ToolRegistry.deferring
 # Engine.open(search_index=...): when a session's search index is caught up from the ledger: in the
 # background as each turn closes (and the open turn's entries at a search), or only at a session_search.
@@ -143,7 +144,7 @@ class Engine:
                 max_steps: int = DEFAULT_MAX_STEPS, max_tokens: int = DEFAULT_MAX_TOKENS,
                 timezone: str = "UTC", repeat_rule: str = "close",
                 rules: str | Mapping[str, str] | None = None, calls: str | None = None,
-                summaries: str = "on", defer_tools: str = "never") -> Session:
+                summaries: str = "on", defer_tools: str = "never", stated_pass: str = "deterministic") -> Session:
         """A session named ``name`` (an existing one in the ledger is continued), bound to ``model``.
 
         ``model``: ``provider:model`` (``openai:gpt-4o-mini``, ``anthropic:claude-sonnet-4-5``,
@@ -179,12 +180,17 @@ class Engine:
         ``defer_tools``: ``"auto"`` puts ``tools`` behind ``find_tools`` (listed in the catalogue, each still
         callable by name) when their schemas exceed a quarter of the bound profile's horizon, decided as the
         session binds; ``"always"`` puts them there; ``"never"`` (the default) keeps each as registered.
+        ``stated_pass``: ``"deterministic"`` (the default: each closed turn's directive is read for what the user
+        stated by the engine's patterns, no model call) or ``"model"`` (also by the summariser's model, one call
+        at each turn's close, off the request path, where the profile allows it; docs/STATE.md "The model pass").
         """
         _check_rules(rules)
         if calls is not None and calls not in CALLS:
             raise InvalidInput(f"calls must be one of {', '.join(map(repr, CALLS))} or None (got {calls!r})")
         if summaries not in SUMMARIES:
             raise InvalidInput(f"summaries must be one of {', '.join(map(repr, SUMMARIES))} (got {summaries!r})")
+        if stated_pass not in STATED_PASSES:
+            raise InvalidInput(f"stated_pass must be one of {', '.join(map(repr, STATED_PASSES))} (got {stated_pass!r})")
         if defer_tools not in DEFER_TOOLS:
             raise InvalidInput(f"defer_tools must be one of {', '.join(map(repr, DEFER_TOOLS))} (got {defer_tools!r})")
         if repeat_rule not in REPEAT_RULES:
@@ -198,7 +204,8 @@ class Engine:
                            card_tools=card_tools, summary_model=summary_model,
                            summary_base_url=summary_base_url, max_steps=max_steps, max_tokens=max_tokens, timezone=timezone,
                            repeat_rule=repeat_rule, rules=rules, calls=calls,
-                           summaries=summaries == "on", defer_tools=defer_tools)
+                           summaries=summaries == "on", defer_tools=defer_tools,
+                           stated_pass=stated_pass == "model")
         session = Session(self, store, name, options)
         self._sessions[name] = session
         return session
@@ -301,6 +308,7 @@ class _Options:
     calls: str | None = None
     summaries: bool = True
     defer_tools: str = "never"
+    stated_pass: bool = False
 
 
 class Session:
@@ -387,7 +395,7 @@ class Session:
                 o.summary_model, client, self._stack, base_url=o.summary_base_url, fallback_window=profile.declared_window)
             services, endpoint = ray_services(self._engine.folder, self.name, bound, profile.declared_window, summary,
                                               index_at_close=self._engine.search_index == "turn-close",
-                                              summaries=o.summaries)
+                                              summaries=o.summaries, stated_pass=o.stated_pass)
         else:
             # Takes the session's writer lock now (SessionLocked if another writer holds it), reading the session
             # in: in a worker thread, so that a long session does not hold up the event loop.
@@ -398,7 +406,7 @@ class Session:
                 o.summary_model, client, self._stack, base_url=o.summary_base_url, fallback_window=profile.declared_window)
             assembler = in_process_assembler(store, self.name, bound, profile.declared_window,
                                              lambda: loop.profile.tokens_per_char.value, summary,
-                                             summaries=o.summaries)
+                                             summaries=o.summaries, stated_pass=o.stated_pass)
             services = InProcessServices(store, self.name, assembler=assembler,
                                          index_at_close=self._engine.search_index == "turn-close")
             endpoint = None

@@ -90,7 +90,7 @@ class BoundModel:
     api_key: str | None = field(default=None, repr=False)  # that server's key; never in a repr or the ledger
 
     def endpoint(self, window_tokens: int, summary: ModelEndpoint | None = None, *,
-                 summaries: bool = True) -> ModelEndpoint:
+                 summaries: bool = True, stated_pass: bool = False) -> ModelEndpoint:
         """The bound model as the Ray actors reach it (agent/endpoint.py): the AssemblerActor and the
         PlannerActor build its counter and summariser from this (``summary``: another model's endpoint for
         the packet summaries), the ProbeActor its probe. Only a bundled model's server carries its own
@@ -99,10 +99,10 @@ class BoundModel:
         if self.provider_name == LOCAL:
             return ModelEndpoint(base_url=self.base_url, model=self.model, window_tokens=window_tokens,
                                  api_key=self.api_key, max_summary_tokens=SUMMARY_TOKENS, summary=summary,
-                                 summaries=summaries)
+                                 summaries=summaries, stated_pass=stated_pass)
         return ModelEndpoint.of(f"{self.provider_name}:{self.model}", window_tokens=window_tokens,
                                 base_url=self.base_url, max_summary_tokens=SUMMARY_TOKENS, summary=summary,
-                                summaries=summaries)
+                                summaries=summaries, stated_pass=stated_pass)
 
 
 def bind_model(spec: str, client: httpx.AsyncClient, stack: ExitStack, *, base_url: str | None = None,
@@ -188,22 +188,24 @@ async def session_profile(store: LedgerStore | None, bound: BoundModel, *, horiz
 
 def in_process_assembler(store: LedgerStore, session: str, bound: BoundModel, window_tokens: int,
                          tokens_per_char: Callable[[], float],
-                         summary: tuple[BoundModel, int] | None = None, *, summaries: bool = True) -> AssemblerActor:
+                         summary: tuple[BoundModel, int] | None = None, *, summaries: bool = True,
+                         stated_pass: bool = False) -> AssemblerActor:
     """The assembler in-process: requests sized by the provider's own count where it has one (else chars x
     the profile's calibrated rate), packets summarised by the same model, or by ``summary`` (another bound
     model and its window: a cheaper one), as a side call with its own prompt, never the turn's history.
-    ``summaries`` False: no summariser call; packets carry the deterministic extract."""
+    ``summaries`` False: no summariser call; packets carry the deterministic extract. ``stated_pass``: the
+    summariser's model also reads each closed turn's directive for stated items (docs/STATE.md)."""
     counter = token_counter(bound.provider, tokens_per_char)
     on, window = (bound, window_tokens) if summary is None else summary
     summariser = Summariser(on.provider, on.model, window_tokens=window, max_summary_tokens=SUMMARY_TOKENS,
-                            enabled=summaries)
+                            enabled=summaries, stated_pass=stated_pass)
     # The planner holds the summariser and writes each packet through its own ledger client.
     return AssemblerActor(str(store.root), store, summariser=summariser, count=counter.count)
 
 
 def ray_services(root: str | os.PathLike[str], session: str, bound: BoundModel, window_tokens: int,
                  summary: tuple[BoundModel, int] | None = None, *, index_at_close: bool = True,
-                 summaries: bool = True) -> Any:
+                 summaries: bool = True, stated_pass: bool = False) -> Any:
     """The turn loop's services on Ray for a session bound to ``bound``, and the endpoint its
     ``TurnConfig`` carries: the folder's Ledger, Planner, Assembler and Evidence actors, and its ProbeActor
     with the bound model as the target (probed in the background after a turn, cancelled when a turn on it
@@ -211,7 +213,7 @@ def ray_services(root: str | os.PathLike[str], session: str, bound: BoundModel, 
     from vak_context.actors.turn_services import ray_services as actor_services
 
     endpoint = bound.endpoint(window_tokens, None if summary is None else summary[0].endpoint(summary[1]),
-                              summaries=summaries)
+                              summaries=summaries, stated_pass=stated_pass)
     services, _target = actor_services(root, session, endpoint, bound.key, local=True if bound.provider_name == LOCAL
                                        else None, index_at_close=index_at_close)
     return services, endpoint

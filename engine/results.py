@@ -49,7 +49,8 @@ class Stated:
     """One item of the session's stated state in force (docs/STATE.md): what the user stated that binds later
     turns. ``category``: rule, constraint, goal, fact or preference; ``key``: what it is about (a later item of
     the same key replaces it); ``turn``: the turn it was stated in (None: pinned outside a turn); ``via``: how
-    it came in (``directive``: recognised in the user's words at turn close; ``api``, ``serve``, ``tool``)."""
+    it came in (``directive``: recognised in the user's words at turn close; ``model``: found there by the model pass;
+    ``api``, ``serve``, ``tool``)."""
 
     id: str
     category: str

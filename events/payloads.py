@@ -335,7 +335,7 @@ class WorkContract(Frozen):
     key: str = ""
     turn_id: EntryId | None = None  # the directive of the turn it was stated in (None: stated outside a turn)
     entry_id: EntryId | None = None  # the entry it was stated in: the directive, or the step that called the tool
-    via: Literal["", "directive", "api", "serve", "tool"] = ""  # how it came in
+    via: Literal["", "directive", "model", "api", "serve", "tool"] = ""  # how it came in
 
     @model_serializer(mode="wrap")
     def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -253,10 +253,10 @@ def _fact_key(body: str) -> str | None:
     return norm_key(subj)
 
 
-def _statements(text: str) -> list[tuple[str, str | None]]:
-    """The directive's lines and sentences, each with the category its label names (a labelled line is
-    one statement, whole); code blocks and quoted tool results are left out."""
-    out: list[tuple[str, str | None]] = []
+def readable_lines(text: str) -> list[str]:
+    """The directive's lines the pass reads, stripped: code blocks, indented or quoted lines and quoted tool
+    results left out (the model pass takes its spans from these too, ``context/stated/model_pass.py``)."""
+    out: list[str] = []
     fenced = False
     for raw in text.splitlines():
         line = raw.strip()
@@ -265,6 +265,15 @@ def _statements(text: str) -> list[tuple[str, str | None]]:
             continue
         if fenced or not line or _QUOTED.match(line) or raw.startswith(("    ", "\t", ">")):
             continue
+        out.append(line)
+    return out
+
+
+def _statements(text: str) -> list[tuple[str, str | None]]:
+    """The directive's lines and sentences, each with the category its label names (a labelled line is
+    one statement, whole); code blocks and quoted tool results are left out."""
+    out: list[tuple[str, str | None]] = []
+    for line in readable_lines(text):
         label = _label_of(line)
         if label is not None:
             if len(line) <= MAX_CHARS:

@@ -17,7 +17,7 @@ from vak_context.events.payloads import WorkContract
 # Budget order when the contract cannot all fit: safety rules and hard constraints, then goal state, facts,
 # preferences.
 CATEGORIES = ("rule", "constraint", "goal", "fact", "preference")
-VIAS = ("directive", "api", "serve", "tool")
+VIAS = ("directive", "model", "api", "serve", "tool")  # "model": the model pass at turn close
 
 _LABEL = re.compile(r"^\W*(?:[A-Z][A-Z ]{1,24}|[A-Za-z]+):\s+")  # "FACT: ", "Safety rule: ": not what it is about
 _TOKEN = re.compile(r"\w[\w'./:-]*")  # a value ("eu-west-1", "3f9c2ab") is one token

@@ -78,9 +78,13 @@ def recall_of(item: StatedItem) -> str:
     return f'recall({{"id": "{item.id[:12]}"}})'
 
 
+_SAID = ("directive", "model")  # the ways in whose words are the directive's own
+
+
 def carried(items: Iterable[StatedItem], whole: Collection[int]) -> list[StatedItem]:
-    """The items the contract must carry: all but those said in a directive whose turn is carried whole."""
-    return [it for it in items if not (it.via == "directive" and it.turn is not None and it.turn in whole)]
+    """The items the contract must carry: all but those said in a directive whose turn is carried whole (found
+    there by the deterministic pass or the model pass: their words are in the request)."""
+    return [it for it in items if not (it.via in _SAID and it.turn is not None and it.turn in whole)]
 
 
 def render_contract(items: Iterable[StatedItem], whole: Collection[int], room: int, tokens_per_char: float) -> str:
