@@ -97,6 +97,10 @@ def register(subparsers: Any) -> None:
     s.add_argument("--summaries", choices=("on", "off"), default="on",
                    help="packet summaries: on (default: the upstream writes each packet's summary once, a call the "
                    "client's upstream bills) or off (no such call: packets carry the engine's extract of their turns)")
+    s.add_argument("--stated-pass", choices=("deterministic", "model"), default="deterministic",
+                   help="what reads each closed turn's directive for what the user stated (docs/STATE.md): the "
+                   "engine's patterns (default: no call) or also the upstream model (model: one call a turn, billed "
+                   "by the client's upstream, after the reply is out)")
     s.set_defaults(func=run_serve)
     p: argparse.ArgumentParser = subparsers.add_parser(
         "serve-local",
@@ -234,7 +238,8 @@ def run_serve(args: argparse.Namespace) -> int:
         key_file = _key_file(keys, client_key)
         config = ServeConfig(upstream, base_url=base_url, upstream_key=upstream_key, client_key=client_key,
                              window=window, defer_tools=args.defer_tools, rules=args.rules, calls=args.calls,
-                             summaries=args.summaries, max_body=args.max_body, idle_s=args.idle_timeout)
+                             summaries=args.summaries, stated_pass=args.stated_pass, max_body=args.max_body,
+                             idle_s=args.idle_timeout)
         # Bound here, on loopback, before uvicorn starts: the address printed is the one listening (also
         # with --port 0), and nothing else is ever bound. With workers, each binds it too (serve/workers.py).
         if args.workers > 1:

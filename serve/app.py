@@ -118,6 +118,9 @@ class ServeConfig:
     calls: str | None = None
     # Packet summaries are calls to the upstream (the client's bill): "off" carries the engine's extract instead.
     summaries: str = "on"
+    # The model pass at turn close (Session(stated_pass=...)): a call to the upstream per turn, so the operator's
+    # to turn on ("model"); by default the engine's patterns alone read what the user stated (docs/STATE.md).
+    stated_pass: str = "deterministic"
     # A request body's bounds (serve/bodies.py): its bytes, read as they stream in, and the longest pause in it.
     max_body: int = MAX_BODY_BYTES
     idle_s: float = BODY_IDLE_S
@@ -353,7 +356,8 @@ class Server:
                                       http_client=self.client, tools=tools, identity=request.system or None,
                                       window=c.window, horizon=c.horizon,
                                       max_tokens=int(request.max_tokens or c.max_tokens), rules=c.rules,
-                                      calls=c.calls, summaries=c.summaries, defer_tools=c.defer_tools)
+                                      calls=c.calls, summaries=c.summaries, defer_tools=c.defer_tools,
+                                      stated_pass=c.stated_pass)
         await session.start()
         return session
 

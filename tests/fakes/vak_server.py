@@ -34,11 +34,11 @@ class Running:
 def running(ledger: Path, upstream: str, base_url: str, *, window: int | None = 6_000,
             client_key: str | None = CLIENT_KEY, ray: str | None = None, defer_tools: str = "auto",
             rules: str = "observe", calls: str | None = None,
-            summaries: str = "on") -> Iterator[Running]:
+            summaries: str = "on", stated_pass: str = "deterministic") -> Iterator[Running]:
     engine = Engine.open(ledger, ray=ray)
     app = build_app(engine, ServeConfig(upstream, base_url=base_url, client_key=client_key, window=window,
                                         defer_tools=defer_tools, rules=rules, calls=calls,
-                                        summaries=summaries))
+                                        summaries=summaries, stated_pass=stated_pass))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, name="vak-serve-test", daemon=True)
     thread.start()

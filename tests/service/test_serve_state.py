@@ -1,7 +1,8 @@
 """``vak serve``'s ways into the stated state (docs/STATE.md, issue 34), in front of a scripted upstream on
 loopback: an ``x-vak-pin`` header pins a statement before the request's turn (the upstream's request carries
 it in its ``<work_contract>``; the same header on every request writes it once); what a user message states is
-extracted at turn close; and a client withdrawing that message never unpins it; a bad header is a 400."""
+extracted at turn close; and a client withdrawing that message never unpins it; a bad header is a 400. With
+``stated_pass="model"`` the upstream also reads each closed turn's user message, after the reply is out."""
 
 from __future__ import annotations
 
@@ -63,3 +64,15 @@ def test_a_pin_header_and_a_withdrawn_statement(tmp_path: Path) -> None:
         reader = engine.ledger()
         assert any(e.kind == "activity" and "history.withdrawn" in e.payload.decode() for e in reader.entries("pinned"))
     assert all("rule: Never run migrations on prod." in c for c in contracts)
+
+
+def test_the_model_pass_runs_after_the_reply_when_the_operator_turns_it_on(tmp_path: Path) -> None:
+    said = "Hands off the vendored folder."  # a prohibition the engine's patterns do not read
+    model = StatedModel(stated_answer=f'[{{"category": "rule", "text": "{said}"}}]')
+    ledger = tmp_path / "ledger"
+    with serve(model.handle) as up, running(ledger, SPEC, up.base_url, stated_pass="model") as server:
+        r1 = post(server.base_url, [{"role": "user", "content": f"Hi. {said} Fix the parser, please."}])
+        assert r1.status_code == 200
+    # Shut down once the work after the reply is written: the pass's call came after the turn's request.
+    assert model.order == ["turn", "stated"]
+    assert [(i.category, i.text, i.via) for i in stated(ledger)] == [("rule", said, "model")]
