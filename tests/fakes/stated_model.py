@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from vak_context.agent.probe import SYSTEM as PROBE_SYSTEM
 from vak_context.context.stated.model_pass import STATED_SYSTEM
 
 CONTRACT = re.compile(r"<work_contract>.*?</work_contract>", re.DOTALL)
@@ -44,6 +45,9 @@ class StatedModel:
         body = json.loads(request.content)
         if _text(body["messages"][0]).startswith(STATED_SYSTEM[:60]):
             return self._stated(body)
+        if PROBE_SYSTEM[:40] in _text(body["messages"][0]):  # a ProbeActor's ladder (on Ray): refused, so the
+            return httpx.Response(400, json={"error": {  # caller's window stands, whenever a probe finishes
+                "message": "no probes here", "type": "invalid_request_error"}})
         self.order.append("turn")
         self.bodies.append(body)
         last = body["messages"][-1]
