@@ -10,6 +10,12 @@ Run: ``.venv/bin/python bench/stated_phrasings.py``. Per category: how many of o
 recognises as that category (and how many it reads as another), then the same for the kit's canaries
 (``compaction-conformance-kit``'s seeded session, its randomized corpus and its generated corpus with
 rotating paraphrases, seeds 1-4): each canary's statement is extracted as one item of its type.
+
+``BEYOND``: two statements a category that the pass's patterns do not read, each with a paraphrase, read by
+the optional model pass (``context/stated/model_pass.py``, docs/STATE.md "The model pass") over a scripted
+model's answer: each statement copied verbatim, its paraphrase, and an item the user never said. This shows
+what the strict reading keeps (the user's words, as the model classified them) and rejects (any other
+wording), not what a real model finds: that needs a model (docs/STATE.md "What is not done here").
 """
 
 from __future__ import annotations
@@ -23,7 +29,10 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
+import json  # noqa: E402
+
 from vak_context.context.stated.extract import extract  # noqa: E402
+from vak_context.context.stated.model_pass import read_answer  # noqa: E402
 
 # category -> statements (None: sentences that state nothing binding).
 PHRASINGS: dict[str | None, tuple[str, ...]] = {
@@ -89,6 +98,33 @@ PHRASINGS: dict[str | None, tuple[str, ...]] = {
     ),
 }
 
+# category -> (a statement the patterns do not read, a paraphrase of it a model might answer with).
+BEYOND: dict[str, tuple[tuple[str, str], ...]] = {
+    "rule": (("Hands off the vendored folder.", "Do not modify the vendored folder."),
+             ("Leave the generated protobuf files alone.", "Don't edit generated protobuf files.")),
+    "constraint": (("We can afford $50 of API calls this sprint, no more.", "API spend is capped at $50 this sprint."),
+                   ("Friday is the last day this can ship.", "The deadline is Friday.")),
+    "goal": (("What we are after is a green CI on the main branch.", "The goal is a green CI on main."),
+             ("Half of the endpoints are ported so far.", "50% of the endpoints are ported.")),
+    "fact": (("Tests take about ten minutes to run here.", "The test suite takes 10 minutes."),
+             ("Everything is deployed from the ops laptop.", "Deploys run from the ops laptop.")),
+    "preference": (("Short answers suit me best.", "The user prefers short answers."),
+                   ("Bullet points work best for me.", "Use bullet points.")),
+}
+INVENTED = "Never push to main."  # in every scripted answer; said in no directive
+REQUEST = "Please fix the flaky parser test."  # each BEYOND statement is said beside a request for the turn
+
+
+def model_pass(category: str, said: str, paraphrase: str) -> tuple[list[tuple[str, str]], dict[str, int]]:
+    """The model pass over ``REQUEST`` and ``said``, the scripted answer listing ``said`` verbatim, its
+    ``paraphrase`` and ``INVENTED``: the items kept (category, text) and the rejections by reason."""
+    directive = f"{REQUEST} {said}"
+    answer = json.dumps([{"category": category, "text": t} for t in (said, paraphrase)]
+                        + [{"category": "rule", "text": INVENTED}])
+    reading = read_answer(answer, directive, [])
+    return [(d.category, d.text) for d in reading.drafts], reading.rejected
+
+
 KIT_TYPES = {"safety_rule": "rule", "hard_constraint": "constraint", "fact": "fact", "goal_state": "goal",
              "user_preference": "preference"}
 
@@ -133,8 +169,27 @@ def table(title: str, scored: dict[str | None, Counter[str | None]]) -> list[str
     return lines
 
 
+def beyond_table() -> list[str]:
+    lines = ["the model pass over a scripted answer, on statements the patterns miss (BEYOND; each answer lists the",
+             "statement verbatim, a paraphrase of it and an item never said)",
+             f"  {'category':<11} {'patterns':>8} {'kept':>5} {'paraphrases rejected':>20} {'invented rejected':>17}"]
+    for category, rows in BEYOND.items():
+        patterns = sum(read_as(said) is not None for said, _ in rows)
+        kept = paraphrased = invented = 0
+        for said, paraphrase in rows:
+            items, _ = model_pass(category, said, paraphrase)
+            kept += (category, said) in items
+            paraphrased += all(text != paraphrase for _, text in items)
+            invented += all(text != INVENTED for _, text in items)
+        n = len(rows)
+        lines.append(f"  {category:<11} {patterns:>6}/{n} {kept:>3}/{n} {paraphrased:>18}/{n} {invented:>15}/{n}")
+    return lines
+
+
 def main() -> None:
     for line in table("extraction, our own phrasings (bench/stated_phrasings.py PHRASINGS)", score(own_rows())):
+        print(line)
+    for line in beyond_table():
         print(line)
     for line in table("extraction, the kit's canaries (seeded session; randomized and generated corpora, seeds 1-4)",
                       score(kit_rows())):
