@@ -290,7 +290,8 @@ class PlannerActor:
         request's ``plan_step`` finds it stored. ``directive`` stands in for the next one's words (the closed
         turn's; only its length reaches the packet's range). Nothing is planned once the session has moved
         on (a newer directive, or the turn still open): the next request then plans for itself. Returns the
-        entries written (the ``packet.summarise`` activity and the ``compaction``), none when nothing was due."""
+        entries written (the model pass's, where the session asked for it, then the ``packet.summarise`` activity
+        and the ``compaction``), none when nothing was due."""
         lock = self._sessions.setdefault(session, asyncio.Lock())
         async with lock:  # a step plan of the same session waits for this summary, then finds it stored
             view = self.view(session, entries)

@@ -47,8 +47,8 @@ async def extract_with_model(ledger: Ledger, session: str, view: SessionView, pr
     if not summariser.stated_pass:
         return []
     text = readable(directive)
-    if not text or len(text) > MAX_DIRECTIVE_CHARS:
-        return []  # nothing to read, or a pasted document: the deterministic pass's reading stands
+    if len(text.split()) < 2 or len(text) > MAX_DIRECTIVE_CHARS:
+        return []  # no statement in it ("ok"), or a pasted document: the deterministic pass's reading stands
     stated = view.index.stated
     found = [it for it in stated.items if it.turn_id == directive_id and it.via == "directive"]
     current = stated.current()

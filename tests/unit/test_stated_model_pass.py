@@ -231,6 +231,9 @@ async def test_a_profile_that_does_not_allow_it_records_why_and_calls_nothing(tm
             written = await extract_with_model(store, "s", view, profile(6_000, passed_any=False), **args)
             assert model.stated_prompts == [] and len(written) == 1  # the activity alone
             assert "following none" in store_details(store)[-1]["skipped"]
+            # A directive of one word states nothing: no call, nothing written.
+            assert await extract_with_model(store, "s", view, profile(6_000), **{**args, "directive": "ok"}) == []
+            assert model.stated_prompts == []
             # Allowed, the same call writes the item, folded into the view it was given.
             written = await extract_with_model(store, "s", view, profile(6_000), **args)
             assert len(model.stated_prompts) == 1 and len(written) == 2
