@@ -334,9 +334,9 @@ async def run_bench(model: str, n_ctx: int, session_tokens: int, turns: int, max
         root.mkdir()
         names = write_workspace(root, 16)
         workspace = Workspace(root)
-        async with httpx.AsyncClient(trust_env=False, timeout=900.0) as client:
+        async with httpx.AsyncClient(trust_env=False, timeout=3_600.0) as client:  # a loaded 2-core machine took over 900 s for one cold 12k prefill
             inner = OpenAICompatProvider(client, base_url=server.base_url, api_key=server.api_key,
-                                         retry=RetryPolicy(attempts=1), timeout_s=900.0)
+                                         retry=RetryPolicy(attempts=1), timeout_s=3_600.0)
             recorder = Recorder(inner)
             surface = default_surface()
             system = system_prompt(surface.catalogue())
