@@ -9,6 +9,7 @@ Re-exported by :mod:`vak_context.engine.api` (the public import path); its loop 
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Collection, Mapping
 from contextlib import ExitStack
 from pathlib import Path
@@ -283,9 +284,19 @@ class Session:
             text=item.text, active=False, category=item.category, key=item.key, via="api")])
 
     @property
-    def window(self) -> int:
-        """The bound profile's prompt budget in tokens (the horizon and the window less the output reserve)."""
+    def request_budget(self) -> int:
+        """The most tokens a request's prompt may carry, as the bound profile plans every request
+        (``context/capacity/profile.py`` ``request_budget``: the instruction horizon, or the window less the
+        output reserve, whichever is smaller). Not the model's window: that is :attr:`declared_window`."""
         return self._bound_loop().profile.usable_window
+
+    @property
+    def window(self) -> int:
+        """Deprecated (0.1, removed in 0.2): :attr:`request_budget`, the prompt budget. The name said window
+        where ``window=`` everywhere else is the model's declared window (:attr:`declared_window`)."""
+        warnings.warn("Session.window is deprecated: it is the prompt budget, use Session.request_budget "
+                      "(the model's window is Session.declared_window)", DeprecationWarning, stacklevel=2)
+        return self.request_budget
 
     @property
     def declared_window(self) -> int:
