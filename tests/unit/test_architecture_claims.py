@@ -1,0 +1,276 @@
+"""docs/ARCHITECTURE.md's prose claims that name code, each checked against the code (issue 37 item 5): one
+test per claim, which first finds the claim's words on the page (a claim reworded or removed fails here,
+so its test goes with it) and then checks the code says the same, from its syntax tree: which module
+imports or calls what. test_architecture_doc.py checks that every path and name the page cites exists;
+test_layering.py that its layer table is the layering that test enforces."""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from functools import cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+NS = "vak_context"
+
+
+@cache
+def _page() -> str:
+    """The page with its line breaks folded to spaces, so a claim is found whatever its wrapping."""
+    return " ".join((REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8").split())
+
+
+def _claims(*words: str) -> None:
+    """The page still states the claim: each of ``words`` is on it."""
+    missing = [w for w in words if w not in _page()]
+    assert missing == [], f"docs/ARCHITECTURE.md no longer says {missing}: reword this test with the claim"
+
+
+@cache
+def _tree(rel: str) -> ast.Module:
+    return ast.parse((REPO / rel).read_text(encoding="utf-8"))
+
+
+def _namespace(folder: str = "") -> list[str]:
+    """Every module file of the namespace (pyproject's package-dir folders), or of one folder of it."""
+    dirs = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].values()
+    roots = [REPO / folder] if folder else [REPO / d for d in dirs]
+    return sorted(str(p.relative_to(REPO)) for root in roots for p in root.rglob("*.py"))
+
+
+def _imported(node: ast.AST) -> set[str]:
+    """Each module an import under ``node`` names, and ``module.name`` for each name a from-import takes."""
+    out: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Import):
+            out |= {a.name for a in n.names}
+        elif isinstance(n, ast.ImportFrom) and n.module and n.level == 0:
+            out |= {n.module} | {f"{n.module}.{a.name}" for a in n.names}
+    return out
+
+
+def _top_level_imports(rel: str) -> set[str]:
+    """What a module imports when it is imported: its top-level imports (not a function's, nor a
+    ``TYPE_CHECKING`` block's)."""
+    out: set[str] = set()
+    for node in _tree(rel).body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            out |= _imported(node)
+    return out
+
+
+def _function(rel: str, qualname: str) -> ast.FunctionDef | ast.AsyncFunctionDef:
+    """``name`` or ``Class.name`` as defined in ``rel``."""
+    scope: list[ast.stmt] = _tree(rel).body
+    *outer, name = qualname.split(".")
+    for part in outer:
+        scope = next(n for n in scope if isinstance(n, ast.ClassDef) and n.name == part).body
+    return next(n for n in scope if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name)
+
+
+def _called(node: ast.AST) -> set[str]:
+    """The names called under ``node``: ``f(...)`` gives ``f``, ``a.b.f(...)`` gives ``f``."""
+    out: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call):
+            if isinstance(n.func, ast.Name):
+                out.add(n.func.id)
+            elif isinstance(n.func, ast.Attribute):
+                out.add(n.func.attr)
+    return out
+
+
+def _keywords(node: ast.AST, callee: str) -> set[str]:
+    """The keyword arguments of every call of ``callee`` (as ``_called`` names it) under ``node``."""
+    return {k.arg for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute | ast.Name)
+            and (n.func.attr if isinstance(n.func, ast.Attribute) else n.func.id) == callee
+            for k in n.keywords if k.arg}
+
+
+def test_over_length_recovery_is_OpenTurn_rejected_through_the_step_policy() -> None:
+    """"an over-length rejection corrects the profile and retries once as the step policy says,
+    agent/turn.py:OpenTurn.rejected"; "sets verified_window as the step policy says
+    (context/planner/policy.py) ... whichever driver runs the turn"."""
+    _claims("as the step policy says, `agent/turn.py:OpenTurn.rejected`",
+            "sets `verified_window` as the step policy says (`context/planner/policy.py`)",
+            "whichever driver runs the turn")
+    rejected = _function("agent/turn.py", "OpenTurn.rejected")
+    assert {"decide", "Rejected"} <= _called(rejected)
+    # The policy's answer to a rejection is the profile with the verified window it implies.
+    assert "after_overflow" in _called(_function("context/planner/policy.py", "decide"))
+    assert "verified_window" in _keywords(_function("context/planner/policy.py", "after_overflow"), "replace")
+    # Both drivers hand the rejection to the turn and decide nothing themselves.
+    for driver in ("agent/loop.py", "engine/caller.py"):
+        assert "rejected" in _called(_tree(driver)) and "decide" not in _called(_tree(driver)), driver
+    # Nothing else builds a rejection for the policy: the recovery lives in one place.
+    builders = [rel for rel in _namespace() if "Rejected" in _called(_tree(rel))]
+    assert builders == ["agent/turn.py"]
+    assert not (REPO / "agent" / "request.py").exists()
+
+
+def test_the_probe_actor_is_started_by_vak_chat_and_vak_turn_with_ray_and_by_vak_run() -> None:
+    """"vak chat --ray and vak turn --ray open their engine with Engine.open(ray=...) (cli/chat.py), as vak
+    run does for its live turns (cli/mainjob.py); a session bound there gets the folder's actors from
+    engine/binding.py:ray_services, the ProbeActor among them (actors/turn_services.py:ray_services)"."""
+    _claims("`vak chat --ray` and `vak turn --ray` open their engine with `Engine.open(ray=...)` (`cli/chat.py`)",
+            "as `vak run` does for its live turns (`cli/mainjob.py`)",
+            "the ProbeActor among them (`actors/turn_services.py:ray_services`)")
+    chat = _tree("cli/chat.py")
+    assert "--ray" in {c.value for c in ast.walk(chat) if isinstance(c, ast.Constant)}
+    assert "ray" in _keywords(chat, "open")
+    assert "ray" in _keywords(_function("cli/mainjob.py", "run_live_turns"), "open")
+    # A session on Ray: its loop takes its services from binding's ray_services, which asks the actors' own,
+    # which starts (or gets) the folder's ProbeActor for the bound model.
+    assert "ray_services" in _called(_tree("engine/session_loop.py"))
+    assert "actor_services" in _called(_function("engine/binding.py", "ray_services"))
+    assert "vak_context.actors.turn_services.ray_services" in _imported(_function("engine/binding.py", "ray_services"))
+    assert "probe_actor" in _called(_tree("actors/turn_services.py"))
+
+
+def test_vak_run_and_vak_probe_measure_the_model_in_their_own_process() -> None:
+    """"vak run first measures its model with the quick ladder in its own process
+    (agent/probe/local.py:probe_local) ...; vak probe does the same for any provider (cli/probe_cmd.py)"."""
+    _claims("measures its model with the quick ladder in its own process (`agent/probe/local.py:probe_local`)",
+            "`vak probe` does the same for any provider (`cli/probe_cmd.py`)")
+    measure = _function("cli/mainjob.py", "measure_profile")
+    assert "probe_local" in _called(measure) and "vak_context.agent.probe.QUICK" in _imported(measure)
+    assert any(m.startswith("vak_context.agent.probe") for m in _imported(_tree("cli/probe_cmd.py")))
+    assert "ProbeRunner" in _called(_tree("cli/probe_cmd.py"))
+
+
+def test_ray_remote_is_applied_only_in_actors_factory() -> None:
+    """"ray.remote applied only in actors/factory.py"."""
+    _claims("`ray.remote` applied only in `actors/factory.py`")
+    applied = sorted({rel for rel in _namespace() for n in ast.walk(_tree(rel))
+                      if isinstance(n, ast.Attribute) and n.attr == "remote" and isinstance(n.value, ast.Name)
+                      and n.value.id == "ray"})
+    assert applied == ["actors/factory.py"]
+
+
+def test_serve_imports_nothing_of_farm_and_forks_with_storage_ledger_copy() -> None:
+    """"nothing of farm/ (a forked session is copied with storage/ledger_copy.py, as the farm copies its
+    sessions)"."""
+    _claims("nothing of `farm/` (a forked session is copied with `storage/ledger_copy.py`")
+    farm = {rel: sorted(m for m in _imported(_tree(rel)) if m.startswith(f"{NS}.farm")) for rel in _namespace("serve")}
+    assert {rel: ms for rel, ms in farm.items() if ms} == {}
+    copiers = [rel for rel in _namespace("serve") if "vak_context.storage.ledger_copy" in _imported(_tree(rel))]
+    assert copiers and all("copy_entries" in _called(_tree(rel)) for rel in copiers)
+
+
+def test_the_pure_engine_has_no_io_and_no_clock() -> None:
+    """"pure engine | context/ | ... | no I/O, no clock": no module of context/ imports a module that reads
+    files, sockets, processes or the time, opens a file, or asks the clock (``datetime.now``)."""
+    _claims("| pure engine | `context/` | `vak_context.context` | no I/O, no clock;")
+    io = {"os", "io", "time", "pathlib", "socket", "subprocess", "shutil", "tempfile", "asyncio", "httpx", "ray", "pyarrow", "sqlite3", "urllib", "requests"}
+    found = {}
+    for rel in _namespace("context"):
+        tree = _tree(rel)
+        bad = sorted(m for m in _imported(tree) if m.split(".")[0] in io)
+        bad += sorted({c for c in _called(tree) if c in {"open", "now", "utcnow", "today", "time", "perf_counter",
+                                                         "monotonic"}})
+        if bad:
+            found[rel] = bad
+    assert found == {}
+
+
+def test_the_framework_adapters_use_the_public_api_only() -> None:
+    """"adapters/ ... on the public API only": every name an adapter takes from the project is one
+    ``import vak_context`` gives, one engine/api.py defines for integrations, an error, an extra's check,
+    or the adapters' own."""
+    _claims("`adapters/langchain.py`: a LangChain v1 agent middleware), on the public API only")
+    import vak_context
+    from vak_context.engine import api
+
+    public = set(vak_context.__all__) | {n for n in vars(api) if not n.startswith("_")}
+    taken = {}
+    for rel in _namespace("adapters"):
+        for n in ast.walk(_tree(rel)):
+            if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith(NS) and not n.module.startswith(
+                    (f"{NS}.adapters", f"{NS}.errors", f"{NS}.extras")):
+                taken |= {f"{n.module}.{a.name}": a.name for a in n.names}
+    assert taken and {full for full, name in taken.items() if name not in public} == set()
+
+
+def test_an_in_process_ledger_client_never_imports_ray() -> None:
+    """"RemoteLedger (actors/ledger_remote.py) ... a module of its own so an in-process client never imports
+    Ray": the client imports neither Ray nor the remote module when it is imported; the remote one is Ray's side."""
+    _claims("a module of its own so an in-process client never imports Ray")
+    client = _top_level_imports("actors/ledger_client.py")
+    assert not {m for m in client if m == "ray" or m.startswith(("ray.", f"{NS}.actors.ledger_remote"))}
+    assert "vak_context.actors.ledger_remote" in _imported(_tree("actors/ledger_client.py"))  # when it is used
+    assert "ray" in _imported(_tree("actors/ledger_remote.py"))
+
+
+def test_ray_errors_are_translated_where_the_loop_waits_on_actors() -> None:
+    """"the loop's waits on actors in actors/ray_errors.py map_ray_errors (through actors/turn_services.py and
+    actors/ledger_remote.py)"."""
+    _claims("the loop's waits on actors in `actors/ray_errors.py` `map_ray_errors` (through "
+            "`actors/turn_services.py` and `actors/ledger_remote.py`)")
+    for rel in ("actors/turn_services.py", "actors/ledger_remote.py"):
+        assert "vak_context.actors.ray_errors.map_ray_errors" in _imported(_tree(rel)), rel
+        assert "map_ray_errors" in _called(_tree(rel)), rel
+
+
+def test_each_layer_of_the_append_path_defines_the_appends_its_row_names() -> None:
+    """"The path of an append": each row's class (or one of its two) defines every method the row's
+    second column names, in the module the row cites."""
+    _claims("A turn's append passes these layers on its way to the disk")
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    table = text.split("| layer | its `append` | why it is there |", 1)[1].split("\n\n", 1)[0]
+    rows = [line.strip("|").split("|") for line in table.strip().splitlines()[1:]]
+    assert len(rows) >= 7
+    for layer, methods, _ in rows:
+        classes = [c for c in re.findall(r"`(\w+)`", layer) if c[0].isupper()]
+        paths = re.findall(r"`([\w/]+\.py)`", layer)
+        defined = {f"{node.name}.{item.name}" for rel in paths for node in _tree(rel).body
+                   if isinstance(node, ast.ClassDef) for item in node.body
+                   if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)}
+        for method in re.findall(r"`(\w+)(?:\([^`]*\))?`", methods):
+            assert any(f"{c}.{method}" in defined for c in classes), f"{layer.strip()}: {method}"
+
+
+def test_the_plan_entry_is_made_by_the_planner_and_names_it() -> None:
+    """"appends the plan entry of the plan it sends (actors/planner.py plan_record: the entry's producer is
+    "PlannerActor")"."""
+    _claims("appends the plan entry of the plan it sends",
+            '(actors/planner.py plan_record: the entry\'s producer is "PlannerActor")')
+    planner = _tree("actors/planner.py")
+    assert any(isinstance(n, ast.Assign) and ast.unparse(n) == "PRODUCER = 'PlannerActor'" for n in planner.body)
+    assembler = _tree("actors/assembler.py")
+    assert "vak_context.actors.planner.PRODUCER" in _imported(assembler)
+    assert any(isinstance(n, ast.Call) and ast.unparse(n.func) == "plan_record"
+               and "PRODUCER" in {ast.unparse(a) for a in n.args} for n in ast.walk(assembler))
+
+
+def test_the_planner_holds_the_summariser_object() -> None:
+    """"it holds the summariser (a Summariser object)"."""
+    _claims("it holds the summariser (a `Summariser` object)")
+    init = _function("actors/planner.py", "PlannerActor.__init__")
+    annotations = {a.arg: ast.unparse(a.annotation) for a in init.args.args + init.args.kwonlyargs if a.annotation}
+    assert annotations.get("summariser") == "Summariser | None"
+    assert "vak_context.agent.summarise.Summariser" in _imported(_tree("actors/planner.py"))
+
+
+def test_import_vak_context_gives_the_public_api_of_engine_api() -> None:
+    """"the public API (engine/api.py: Engine, Session ..., TurnResult, re-exported by vak/__init__.py so that
+    import vak_context gives it)"."""
+    _claims("re-exported by `vak/__init__.py` so that `import vak_context` gives it")
+    import vak_context
+    from vak_context.engine import api
+
+    for name in ("Engine", "Session", "TurnResult"):
+        assert getattr(vak_context, name) is getattr(api, name)
+
+
+def test_the_farm_imports_no_cli_code() -> None:
+    """"farm/ ... imports no CLI code"."""
+    _claims("imports no CLI code (`docs/FARM.md`)")
+    cli = {rel: sorted(m for m in _imported(_tree(rel)) if m.startswith(f"{NS}.cli")) for rel in _namespace("farm")}
+    assert {rel: ms for rel, ms in cli.items() if ms} == {}
+
+
+def test_the_page_promises_nothing_for_what_exists() -> None:
+    """No "coming next" and no "not yet" on the page: what it describes is what the tree holds."""
+    assert not re.search(r"coming next|not yet|no shipped command", _page(), re.IGNORECASE)
