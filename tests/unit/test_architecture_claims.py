@@ -274,3 +274,67 @@ def test_the_farm_imports_no_cli_code() -> None:
 def test_the_page_promises_nothing_for_what_exists() -> None:
     """No "coming next" and no "not yet" on the page: what it describes is what the tree holds."""
     assert not re.search(r"coming next|not yet|no shipped command", _page(), re.IGNORECASE)
+
+
+async def test_a_providers_key_never_travels_to_the_actors_with_the_endpoint() -> None:
+    """"provider keys are read from the environment inside the actors ..., never sent through Ray: only a
+    bundled model's per-run loopback key travels with its endpoint": a hosted model bound with a key gives
+    an endpoint without it."""
+    _claims("never sent through Ray: only a bundled model's per-run loopback key travels with its endpoint")
+    from contextlib import ExitStack
+
+    import httpx
+
+    from vak_context.engine.binding import bind_model
+
+    async with httpx.AsyncClient() as client:
+        with ExitStack() as stack:
+            bound = bind_model("openai:gpt-4o-mini", client, stack, api_key="sk-test-never-travels-0123456789")
+            endpoint = bound.endpoint(8_000)
+    assert endpoint.api_key is None and "sk-test" not in repr(endpoint)
+
+
+def test_the_engine_catches_search_indexes_up_as_it_opens_the_folder_and_the_ledger_actor_searches() -> None:
+    """"caught up ... when the engine opens the folder (storage/catchup.py)"; "session_search runs there too
+    [the LedgerActor] ... as does the background catch-up each turn's close queues (index_later)"."""
+    _claims("for an index a kill left behind or torn, when the engine opens the folder (`storage/catchup.py`)",
+            "`session_search` runs there too", "(`index_later`, `storage/catchup.py`)")
+    opened = _function("engine/api.py", "Engine.open")
+    assert "catch_up_behind" in _called(opened)
+    assert "vak_context.storage.catchup.catch_up_behind" in _imported(opened)
+    actor = {f.name for n in _tree("actors/ledger.py").body if isinstance(n, ast.ClassDef) and n.name == "LedgerActor"
+             for f in n.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)}
+    assert {"session_search", "index_later"} <= actor
+
+
+def test_session_begin_is_a_turn_of_the_callers_loop() -> None:
+    """"the caller's loop over the same turn (engine/caller.py: Session.begin, ...)"."""
+    _claims("the caller's loop over the same turn (`engine/caller.py`: `Session.begin`")
+    from vak_context.engine import caller
+    from vak_context.engine.api import Session
+
+    begin = _function("engine/session.py", "Session.begin")
+    assert ast.unparse(begin.returns) == "Turn" and "Turn" in _called(begin)
+    assert Session.begin.__globals__["Turn"] is caller.Turn
+
+
+def test_serve_defers_the_clients_tools_as_the_session_binds() -> None:
+    """"the client's tools deferred behind find_tools when their schemas outgrow a quarter of the horizon,
+    decided as the session binds, once (serve/app.py, Engine.session(defer_tools=))"."""
+    _claims("deferred behind `find_tools` when their schemas outgrow a quarter of the horizon, decided as the "
+            "session binds, once (`serve/app.py`, `Engine.session(defer_tools=)`)")
+    from vak_context.context.request.surface import DEFER_SHARE
+    from vak_context.serve.app import ServeConfig
+
+    assert DEFER_SHARE == 0.25 and ServeConfig("openai:m").defer_tools == "auto"
+    assert "defer_tools" in _keywords(_function("serve/app.py", "Server._session"), "session")
+    # Decided once, on the profile the session binds: the one call of ``deferring`` is in the binding.
+    assert [rel for rel in _namespace() if "deferring" in _called(_tree(rel))] == ["engine/session_loop.py"]
+
+
+def test_binding_reads_the_recorded_profile_in_a_worker_thread() -> None:
+    """"binding a session reads one small file per session, in a worker thread (engine/binding.py)"."""
+    _claims("binding a session reads one small file per session, in a worker thread (`engine/binding.py`)")
+    profile = _function("engine/binding.py", "session_profile")
+    assert any(isinstance(n, ast.Call) and ast.unparse(n.func) == "asyncio.to_thread"
+               and ast.unparse(n.args[0]) == "recorded_profile" for n in ast.walk(profile))
