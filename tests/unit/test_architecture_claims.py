@@ -338,3 +338,53 @@ def test_binding_reads_the_recorded_profile_in_a_worker_thread() -> None:
     profile = _function("engine/binding.py", "session_profile")
     assert any(isinstance(n, ast.Call) and ast.unparse(n.func) == "asyncio.to_thread"
                and ast.unparse(n.args[0]) == "recorded_profile" for n in ast.walk(profile))
+
+
+def _writers(rel: str) -> list[str]:
+    """Each ``LedgerStore(...)`` a module makes that writes (not ``readonly=True``), as written."""
+    return [ast.unparse(n) for n in ast.walk(_tree(rel)) if isinstance(n, ast.Call) and ast.unparse(n.func) == "LedgerStore"
+            and not any(k.arg == "readonly" and ast.unparse(k.value) == "True" for k in n.keywords)]
+
+
+def test_the_actors_reach_the_ledger_through_the_client_and_commands_own_theirs() -> None:
+    """"The actors reach the ledger through actors/ledger_client.py (...), as do the loop's services on Ray
+    (actors/turn_services.py); in-process the loop's services append to the LedgerStore the process holds
+    (actors/local_services.py); commands that own a folder outright (...) open a LedgerStore directly": a
+    writing store is made only by the LedgerActor, an in-process Engine, the commands and the farm."""
+    _claims("The actors reach the ledger through `actors/ledger_client.py` (a LedgerStore the process holds, or "
+            "the LedgerActor), as do the loop's services on Ray (`actors/turn_services.py`); in-process the loop's "
+            "services append to the LedgerStore the process holds (`actors/local_services.py`); commands that own "
+            "a folder outright")
+    writers = sorted(rel for rel in _namespace() if _writers(rel))
+    owners = [rel for rel in writers if rel.startswith(("cli/", "farm/"))]
+    assert sorted(set(writers) - set(owners)) == ["actors/ledger.py", "engine/api.py"]
+    for rel in ("actors/turn_services.py", "actors/planner.py", "actors/assembler.py", "actors/evidence.py",
+                "actors/probe.py"):
+        assert "vak_context.actors.ledger_client.LedgerClient" in _imported(_tree(rel)), rel
+    assert "self.store.append" in ast.unparse(_function("actors/local_services.py", "InProcessServices.append"))
+    assert "vak_context.storage.ledger.LedgerStore" in _imported(_tree("actors/local_services.py"))
+
+
+def test_the_probe_target_is_built_from_the_sessions_endpoint() -> None:
+    """"The probe target is built from the same endpoint (actors/probe.py probe_target_for), under the
+    session's profile key"."""
+    _claims("The probe target is built from the same endpoint (`actors/probe.py` `probe_target_for`), under the "
+            "session's profile key")
+    services = _function("actors/turn_services.py", "ray_services")
+    call = next(n for n in ast.walk(services) if isinstance(n, ast.Call) and ast.unparse(n.func) == "probe_target_for")
+    assert [ast.unparse(a) for a in call.args[:2]] == ["endpoint", "key"]
+    assert [a.arg for a in services.args.args[:4]] == ["root", "session", "endpoint", "key"]
+
+
+def test_a_turn_that_raised_ends_failed_with_its_activity_in_either_driver() -> None:
+    """"failed (a typed error mid-turn: a turn.failed activity names it, then it is raised ...)"."""
+    _claims("a `turn.failed` activity names it, then it is raised")
+    close = _function("agent/turn.py", "OpenTurn.close_failed")
+    assert "turn.failed" in {n.value for n in ast.walk(close) if isinstance(n, ast.Constant)}
+    assert "close_turn" in _called(close)
+    # The engine's loop closes the turn in its handler and raises again; the caller's loop closes it as its
+    # ``async with`` exits with the exception, which goes on (``__aexit__`` returns nothing).
+    handlers = [h for h in ast.walk(_tree("agent/loop.py")) if isinstance(h, ast.ExceptHandler)
+                and "close_failed" in _called(h)]
+    assert handlers and all(any(isinstance(n, ast.Raise) for n in ast.walk(h)) for h in handlers)
+    assert "close_failed" in _called(_tree("engine/caller.py"))
