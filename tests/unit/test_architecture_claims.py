@@ -40,6 +40,25 @@ def _namespace(folder: str = "") -> list[str]:
     return sorted(str(p.relative_to(REPO)) for root in roots for p in root.rglob("*.py"))
 
 
+def _defining(name: str) -> str:
+    """The one module file of the namespace that defines ``name`` at its top level (found by name, so a claim's
+    test follows a module that moves)."""
+    found = [rel for rel in _namespace() for n in _tree(rel).body
+             if isinstance(n, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name]
+    assert len(found) == 1, (name, found)
+    return found[0]
+
+
+def _dotted(rel: str) -> str:
+    """``actors/probe.py`` -> ``vak_context.actors.probe``, as pyproject's package-dir installs it."""
+    dirs = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    path = Path(rel)
+    for package, folder in dirs.items():
+        if folder != "vak" and path.parts[0] == folder:
+            return ".".join((package, *path.with_suffix("").parts[1:])).removesuffix(".__init__")
+    return ".".join((NS, *path.with_suffix("").parts[1:]))
+
+
 def _imported(node: ast.AST) -> set[str]:
     """Each module an import under ``node`` names, and ``module.name`` for each name a from-import takes."""
     out: set[str] = set()
@@ -194,21 +213,22 @@ def test_the_framework_adapters_use_the_public_api_only() -> None:
 
 
 def test_an_in_process_ledger_client_never_imports_ray() -> None:
-    """"RemoteLedger (actors/ledger_remote.py) ... a module of its own so an in-process client never imports
-    Ray": the client imports neither Ray nor the remote module when it is imported; the remote one is Ray's side."""
+    """"RemoteLedger ... a module of its own so an in-process client never imports Ray": the client's module
+    imports neither Ray nor the remote one when it is imported; the remote one is Ray's side."""
     _claims("a module of its own so an in-process client never imports Ray")
-    client = _top_level_imports("actors/ledger_client.py")
-    assert not {m for m in client if m == "ray" or m.startswith(("ray.", f"{NS}.actors.ledger_remote"))}
-    assert "vak_context.actors.ledger_remote" in _imported(_tree("actors/ledger_client.py"))  # when it is used
-    assert "ray" in _imported(_tree("actors/ledger_remote.py"))
+    client, remote = _defining("LedgerClient"), _defining("RemoteLedger")
+    assert client != remote
+    assert not {m for m in _top_level_imports(client) if m == "ray" or m.startswith(("ray.", _dotted(remote)))}
+    assert _dotted(remote) in _imported(_tree(client))  # when it is used
+    assert "ray" in _imported(_tree(remote))
 
 
 def test_ray_errors_are_translated_where_the_loop_waits_on_actors() -> None:
     """"the loop's waits on actors in actors/ray_errors.py map_ray_errors (through actors/turn_services.py and
-    actors/ledger_remote.py)"."""
+    [RemoteLedger's module])"."""
     _claims("the loop's waits on actors in `actors/ray_errors.py` `map_ray_errors` (through "
-            "`actors/turn_services.py` and `actors/ledger_remote.py`)")
-    for rel in ("actors/turn_services.py", "actors/ledger_remote.py"):
+            "`actors/turn_services.py` and")
+    for rel in ("actors/turn_services.py", _defining("RemoteLedger")):
         assert "vak_context.actors.ray_errors.map_ray_errors" in _imported(_tree(rel)), rel
         assert "map_ray_errors" in _called(_tree(rel)), rel
 
@@ -302,7 +322,7 @@ def test_the_engine_catches_search_indexes_up_as_it_opens_the_folder_and_the_led
     opened = _function("engine/api.py", "Engine.open")
     assert "catch_up_behind" in _called(opened)
     assert "vak_context.storage.catchup.catch_up_behind" in _imported(opened)
-    actor = {f.name for n in _tree("actors/ledger.py").body if isinstance(n, ast.ClassDef) and n.name == "LedgerActor"
+    actor = {f.name for n in _tree(_defining("LedgerActor")).body if isinstance(n, ast.ClassDef) and n.name == "LedgerActor"
              for f in n.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)}
     assert {"session_search", "index_later"} <= actor
 
@@ -351,29 +371,28 @@ def test_the_actors_reach_the_ledger_through_the_client_and_commands_own_theirs(
     (actors/turn_services.py); in-process the loop's services append to the LedgerStore the process holds
     (actors/local_services.py); commands that own a folder outright (...) open a LedgerStore directly": a
     writing store is made only by the LedgerActor, an in-process Engine, the commands and the farm."""
-    _claims("The actors reach the ledger through `actors/ledger_client.py` (a LedgerStore the process holds, or "
-            "the LedgerActor), as do the loop's services on Ray (`actors/turn_services.py`); in-process the loop's "
+    _claims("(a LedgerStore the process holds, or the LedgerActor), as do the loop's services on Ray (`actors/turn_services.py`); in-process the loop's "
             "services append to the LedgerStore the process holds (`actors/local_services.py`); commands that own "
             "a folder outright")
     writers = sorted(rel for rel in _namespace() if _writers(rel))
     owners = [rel for rel in writers if rel.startswith(("cli/", "farm/"))]
-    assert sorted(set(writers) - set(owners)) == ["actors/ledger.py", "engine/api.py"]
+    assert sorted(set(writers) - set(owners)) == sorted([_defining("LedgerActor"), "engine/api.py"])
     for rel in ("actors/turn_services.py", "actors/planner.py", "actors/assembler.py", "actors/evidence.py",
                 "actors/probe.py"):
-        assert "vak_context.actors.ledger_client.LedgerClient" in _imported(_tree(rel)), rel
+        assert f"{_dotted(_defining('LedgerClient'))}.LedgerClient" in _imported(_tree(rel)), rel
     assert "self.store.append" in ast.unparse(_function("actors/local_services.py", "InProcessServices.append"))
     assert "vak_context.storage.ledger.LedgerStore" in _imported(_tree("actors/local_services.py"))
 
 
 def test_the_probe_target_is_built_from_the_sessions_endpoint() -> None:
-    """"The probe target is built from the same endpoint (actors/probe.py probe_target_for), under the
-    session's profile key"."""
-    _claims("The probe target is built from the same endpoint (`actors/probe.py` `probe_target_for`), under the "
-            "session's profile key")
+    """"The probe target is built from the same endpoint (actors/probe.py ...), under the session's profile
+    key": the Ray services build it in actors/probe.py's function from their own endpoint and key."""
+    _claims("The probe target is built from the same endpoint (`actors/probe.py`", "under the session's profile key")
     services = _function("actors/turn_services.py", "ray_services")
-    call = next(n for n in ast.walk(services) if isinstance(n, ast.Call) and ast.unparse(n.func) == "probe_target_for")
-    assert [ast.unparse(a) for a in call.args[:2]] == ["endpoint", "key"]
-    assert [a.arg for a in services.args.args[:4]] == ["root", "session", "endpoint", "key"]
+    endpoint, key = (a.arg for a in services.args.args[2:4])
+    built = [ast.unparse(n.func) for n in ast.walk(services) if isinstance(n, ast.Call)
+             and [ast.unparse(a) for a in n.args[:2]] == [endpoint, key]]
+    assert built and all(f"vak_context.actors.probe.{f}" in _imported(_tree("actors/turn_services.py")) for f in built)
 
 
 def test_a_turn_that_raised_ends_failed_with_its_activity_in_either_driver() -> None:
