@@ -236,7 +236,8 @@ def test_ray_errors_are_translated_where_the_loop_waits_on_actors() -> None:
 def test_each_layer_of_the_append_path_defines_the_appends_its_row_names() -> None:
     """"The path of an append": each row's class (or one of its two) defines every method the row's
     second column names, in the module the row cites."""
-    _claims("A turn's append passes these layers on its way to the disk")
+    _claims("A turn's append passes these layers on its way to the disk on Ray (in-process the loop's services "
+            "append to the LedgerStore the process holds: the first row, then the last two)")
     text = (REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
     table = text.split("| layer | its `append` | why it is there |", 1)[1].split("\n\n", 1)[0]
     rows = [line.strip("|").split("|") for line in table.strip().splitlines()[1:]]
