@@ -408,3 +408,36 @@ def test_a_turn_that_raised_ends_failed_with_its_activity_in_either_driver() -> 
                 and "close_failed" in _called(h)]
     assert handlers and all(any(isinstance(n, ast.Raise) for n in ast.walk(h)) for h in handlers)
     assert "close_failed" in _called(_tree("engine/caller.py"))
+
+
+def test_the_assembler_runs_the_step_policy() -> None:
+    """"AssemblerActor (actors/assembler.py) runs the step policy (context/planner/policy.py)"."""
+    _claims("AssemblerActor (actors/assembler.py) runs the step policy (context/planner/policy.py)")
+    assembler = _tree("actors/assembler.py")
+    assert "vak_context.context.planner.policy.decide" in _imported(assembler) and "decide" in _called(assembler)
+
+
+def test_a_turn_on_ray_cancels_the_models_probe_at_its_start_and_hands_it_over_at_its_end() -> None:
+    """"services.turn_started(): the bound model's in-flight probe is cancelled"; "ProbeActor.turn_finished
+    (when wired)"."""
+    _claims("services.turn_started(): the bound model's in-flight probe is cancelled",
+            "ProbeActor.turn_finished (when wired)")
+    started = ast.unparse(_function("actors/turn_services.py", "RayServices.turn_started"))
+    finished = ast.unparse(_function("actors/turn_services.py", "RayServices.turn_finished"))
+    assert "self.probe.turn_starting.remote(" in started and "self.probe.turn_finished.remote(" in finished
+    assert "if self.probe is None" in started and "if self.probe is not None" in finished  # when wired
+
+
+def test_a_steps_tools_run_concurrently_in_the_engines_loop() -> None:
+    """"tools (...) run concurrently": the engine's loop gathers a step's world calls and the engine's answers."""
+    _claims("the engine's tools; card tools) run concurrently")
+    gathered = [n for n in ast.walk(_tree("agent/loop.py")) if isinstance(n, ast.Call)
+                and ast.unparse(n.func) == "asyncio.gather"]
+    assert any("_run_world" in ast.unparse(n) for n in gathered)
+
+
+def test_the_turn_rules_are_the_live_half_of_the_pure_drift_checks() -> None:
+    """"turn rules (agent/turnrules.py over context/rules/drift.py)"."""
+    _claims("turn rules (agent/turnrules.py over context/rules/drift.py)")
+    assert any(m.startswith("vak_context.context.rules.drift") for m in _imported(_tree("agent/turnrules.py")))
+    assert "vak_context.agent.turnrules.TurnRules" in _imported(_tree(_defining("TurnCore")))
