@@ -151,11 +151,7 @@ class OpenTurn:
 
     async def begin(self) -> None:
         core, cfg = self.core, self.core.config
-        core.promoted = set()
-        if not core.seeded and hasattr(core.services, "prior_turns"):
-            # Read before this turn's directive is written: only closed turns (their cards) count.
-            core.rules.history = await core.services.prior_turns()
-        core.seeded = True
+        await core.seed_history()  # before this turn's directive is written: only closed turns (their cards) count
         paused = core.rules.begin(self.directive)
         tail = render_tail(Tail(now=core.clock(), timezone=cfg.timezone, stance=cfg.stance, paused=paused))
         # The directive and the tail it is sent with (recorded, so the closed turn's record carries it,
@@ -165,10 +161,7 @@ class OpenTurn:
         # The stated items in force this turn (docs/STATE.md): what the rules judge the directive and replies by.
         core.rules.stated = await stated_of(core.services)
         await core.rules.judge_stated("directive", self.directive)
-        self._step_request = StepRequest(model=cfg.model, system=cfg.system, tools=cfg.surface.schemas, tail=tail,
-                                         max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                                         session_key=cfg.session_key, endpoint=cfg.endpoint,
-                                         deferred=tuple(t.spec for t in cfg.surface.deferred))
+        self._step_request = core.step_request(tail)
         self._step_request_ahead = self._step_request  # the next turn's first step will look like it
         if cfg.max_steps <= 0:
             await self._close()
@@ -258,18 +251,12 @@ class OpenTurn:
         parsed = [ParsedCall(name, dict(arguments), "native") for _, name, arguments in calls]
         if not parsed or not all(self._runs_in_world(i, c) for i, c in enumerate(parsed)):
             return None
-        core.promoted = set()
-        if not core.seeded and hasattr(core.services, "prior_turns"):
-            core.rules.history = await core.services.prior_turns()  # the closed turns: this one has no card
-        core.seeded = True
+        await core.seed_history()  # the closed turns: this one has no card
         core.rules.begin(self.directive)
         self.directive_id = core.turn_id = directive_id
         self.open = True
         core.rules.stated = await stated_of(core.services)
-        self._step_request = StepRequest(model=cfg.model, system=cfg.system, tools=cfg.surface.schemas, tail=tail,
-                                         max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                                         session_key=cfg.session_key, endpoint=cfg.endpoint,
-                                         deferred=tuple(t.spec for t in cfg.surface.deferred))
+        self._step_request = core.step_request(tail)
         self._step_request_ahead = self._step_request
         self._index, self._step_id, core.step_id = index, step_id, step_id
         self._result = ChatResult(provider=cfg.provider, model=cfg.model, text=text, stop_reason="tool_use")

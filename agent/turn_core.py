@@ -166,6 +166,21 @@ class TurnCore:
 
     # ------------------------------------------------------------ what the steps share
 
+    async def seed_history(self) -> None:
+        """At a turn's start (begun or taken up): nothing promoted yet, and the session's earlier turns read
+        once, from services that can (``prior_turns``)."""
+        self.promoted = set()
+        if not self.seeded and hasattr(self.services, "prior_turns"):
+            self.rules.history = await self.services.prior_turns()
+        self.seeded = True
+
+    def step_request(self, tail: str) -> StepRequest:
+        """The request a turn's steps are planned from: the bound model's, with the turn's tail."""
+        cfg = self.config
+        return StepRequest(model=cfg.model, system=cfg.system, tools=cfg.surface.schemas, tail=tail,
+                           max_tokens=cfg.max_tokens, temperature=cfg.temperature, session_key=cfg.session_key,
+                           endpoint=cfg.endpoint, deferred=tuple(t.spec for t in cfg.surface.deferred))
+
     def tool_names(self) -> set[str]:
         return {t.name for t in self.config.surface.core} | {t.name for t in self.config.surface.deferred}
 
