@@ -35,8 +35,9 @@ from vak_context.engine.session import CALLS as CALLS  # the session's choices, 
 from vak_context.engine.session import DEFER_TOOLS as DEFER_TOOLS
 from vak_context.engine.session import REPEAT_RULES as REPEAT_RULES
 from vak_context.engine.session import SUMMARIES as SUMMARIES
-from vak_context.engine.session import Session, SessionOptions, check_choices
+from vak_context.engine.session import Session, check_choices
 from vak_context.engine.session import pin_stated as pin_stated
+from vak_context.engine.session_loop import SessionOptions
 from vak_context.errors import InvalidInput, LedgerClosed
 
 if TYPE_CHECKING:

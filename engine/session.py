@@ -1,6 +1,6 @@
 """A session of the public API (:class:`Session`, made by :meth:`vak_context.engine.api.Engine.session`): one
 conversation bound to one model, its turns (:meth:`Session.run`, :meth:`Session.begin`), its cards and its
-stated state; and the options it is made with, checked once.
+stated state; and the choices its options are checked against, once, before anything binds.
 
 Re-exported by :mod:`vak_context.engine.api` (the public import path); its loop is wired by
 :mod:`vak_context.engine.session_loop`.
