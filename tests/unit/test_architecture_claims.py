@@ -182,16 +182,28 @@ def test_the_pure_engine_has_no_io_and_no_clock() -> None:
     """"pure engine | context/ | ... | no I/O, no clock": no module of context/ imports a module that reads
     files, sockets, processes or the time, opens a file, or asks the clock (``datetime.now``)."""
     _claims("| pure engine | `context/` | `vak_context.context` | no I/O, no clock;")
-    io = {"os", "io", "time", "pathlib", "socket", "subprocess", "shutil", "tempfile", "asyncio", "httpx", "ray", "pyarrow", "sqlite3", "urllib", "requests"}
-    found = {}
-    for rel in _namespace("context"):
-        tree = _tree(rel)
-        bad = sorted(m for m in _imported(tree) if m.split(".")[0] in io)
-        bad += sorted({c for c in _called(tree) if c in {"open", "now", "utcnow", "today", "time", "perf_counter",
-                                                         "monotonic"}})
-        if bad:
-            found[rel] = bad
+    found = {rel: bad for rel in _namespace("context") if (bad := _impure(rel))}
     assert found == {}
+
+
+def test_the_modules_the_page_calls_pure_are() -> None:
+    """"(serve/textform.py, pure)", "(serve/continuity.py, pure)", "(context/planner/delta.py, pure ...)":
+    each module the page calls pure does no I/O and asks no clock, as context/ does not."""
+    pure = re.findall(r"\(`([\w/]+\.py)`, pure", _page())
+    assert len(pure) >= 3
+    assert {rel: bad for rel in pure if (bad := _impure(rel))} == {}
+
+
+IO = {"os", "io", "time", "pathlib", "socket", "subprocess", "shutil", "tempfile", "asyncio", "httpx", "ray",
+      "pyarrow", "sqlite3", "urllib", "requests"}
+CLOCK = {"open", "now", "utcnow", "today", "time", "perf_counter", "monotonic"}
+
+
+def _impure(rel: str) -> list[str]:
+    """What in a module reads or writes outside it or asks the clock: its imports of I/O modules, its calls of
+    ``open`` and of the clock."""
+    tree = _tree(rel)
+    return sorted(m for m in _imported(tree) if m.split(".")[0] in IO) + sorted(_called(tree) & CLOCK)
 
 
 def test_the_framework_adapters_use_the_public_api_only() -> None:
