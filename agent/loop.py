@@ -81,6 +81,10 @@ class TurnLoop(TurnCore):
         self.provider, self.on_step = provider, on_step
         self.on_text = on_text  # streams each step's text as it arrives (the CLI), when the adapter can
 
+    def open_turn(self, directive: str) -> OpenTurn:
+        """The next turn (nothing is written until its ``begin``)."""
+        return OpenTurn(self, directive)
+
     async def run(self, directive: str) -> TurnReport:
         turn = self.open_turn(directive)
         # Services that write behind (in-process: ``InProcessServices.hold``) make one durable commit per

@@ -141,33 +141,29 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
     report = client.verify().as_dict()
     client.checkpoint()  # seal segments so plain Arrow readers see everything
     stats = client.stats().as_dict()
-    summary = {
-        "ledger": str(ledger.resolve()),
-        "session": session,
-        "written": len(written),
-        "turns": gen.turns,
-        "verify": report,
-        "stats": stats,
-        "head": stats["heads"][session],
-        "profile": profile,
-        "live": live,
-        "repeat_rule": repeat_rule,
-        "score": score,  # None when no live turn was one of the demo's directives
-        "seconds": 0.0,
-    }
-    out(render_summary(summary))
-    if not report["ok"]:
-        raise SystemExit(f"vak: verify failed: {report['first_bad']}")
-    out(_section("the session's turns, cards and digests (read back from the ledger)"))
-    out(session_summary(ledger, session))
-    out(_section("the same session planned for two models"))
-    out(plan_comparison(ledger, session, profile))
+    # score: None when no live turn was one of the demo's directives
+    summary = {"ledger": str(ledger.resolve()), "session": session, "written": len(written), "turns": gen.turns,
+               "verify": report, "stats": stats, "head": stats["heads"][session], "profile": profile,
+               "live": live, "repeat_rule": repeat_rule, "score": score, "seconds": 0.0}
+    _print_summary(summary, ledger, session, profile, out)
     summary["seconds"] = round(time.perf_counter() - t0, 2)
     if score is not None:
         out(f"\ndemo score {score['right']}/{score['of']} with {local_model} (repeat rule {repeat_rule}); "
             f"the demo took {summary['seconds']} s")
     out(f"\ndone in {summary['seconds']} s")
     return summary
+
+
+def _print_summary(summary: dict[str, Any], ledger: Path, session: str, profile: Any,
+                   out: Callable[[str], None]) -> None:
+    """The job's summary, then (its ledger verified) the session read back and planned for two models."""
+    out(render_summary(summary))
+    if not summary["verify"]["ok"]:
+        raise SystemExit(f"vak: verify failed: {summary['verify']['first_bad']}")
+    out(_section("the session's turns, cards and digests (read back from the ledger)"))
+    out(session_summary(ledger, session))
+    out(_section("the same session planned for two models"))
+    out(plan_comparison(ledger, session, profile))
 
 
 def score_live(live: Sequence[dict[str, Any]], workspace: Path, out: Callable[[str], None]) -> dict[str, Any] | None:

@@ -102,6 +102,10 @@ def register(subparsers: Any) -> None:
                    "engine's patterns (default: no call) or also the upstream model (model: one call a turn, billed "
                    "by the client's upstream, after the reply is out)")
     s.set_defaults(func=run_serve)
+    _register_serve_local(subparsers)
+
+
+def _register_serve_local(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "serve-local",
         help="serve a bundled local model (llama.cpp) on 127.0.0.1",
@@ -205,31 +209,18 @@ def _print_leases(leases: Any) -> None:
 def run_serve(args: argparse.Namespace) -> int:
     import secrets
     import signal
-    import socket
 
     import uvicorn
 
     from vak_context.engine.api import Engine
-    from vak_context.providers.registry import key_from_environment
     from vak_context.serve.app import ServeConfig, build_app
     from vak_context.serve.connections import timed_protocol
 
     if args.workers > 1 and not args.ray:
         raise InvalidInput(f"--workers {args.workers} needs --ray: the workers share the ledger through its "
                            "LedgerActor and each session's lease; add --ray (a local cluster) or --ray ADDRESS")
-    upstream, base_url, upstream_key = args.upstream, args.base_url, key_from_environment(args.upstream)
-    window = args.window
-    local: LocalModelServer | None = None
-    if upstream.partition(":")[0].strip().lower() == "local" and base_url is None:
-        # The bundled model, started here: its per-run key stays in this process's memory.
-        from vak_context.providers.local.catalogue import canonical_model
-
-        local = LocalModelServer(canonical_model(upstream.partition(":")[2] or "qwen"), n_ctx=args.window or LOCAL_N_CTX)
-        local.start()
-        base_url, upstream_key = local.base_url, local.api_key
-        # The sessions plan against the context this server holds: unset, a local:<model> session would take
-        # the engine's own default for a bundled model (16384), and a request past 8192 would be rejected.
-        window = local.n_ctx
+    upstream = args.upstream
+    local, base_url, upstream_key, window = _upstream(args)
     keys = key_dir()  # mode 0700
     engine = Engine.open(args.ledger, ray=args.ray, search_index=args.search_index)
     workers: Workers | None = None
@@ -238,19 +229,8 @@ def run_serve(args: argparse.Namespace) -> int:
         key_file = _key_file(keys, client_key)
         config = ServeConfig(upstream, base_url=base_url, upstream_key=upstream_key, client_key=client_key,
                              window=window, defer_tools=args.defer_tools, rules=args.rules, calls=args.calls,
-                             summaries=args.summaries, stated_pass=args.stated_pass, max_body=args.max_body,
-                             idle_s=args.idle_timeout)
-        # Bound here, on loopback, before uvicorn starts: the address printed is the one listening (also
-        # with --port 0), and nothing else is ever bound. With workers, each binds it too (serve/workers.py).
-        if args.workers > 1:
-            sock = shared_socket(args.port)
-        else:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(("127.0.0.1", args.port))
-        # Listening before the address is printed: a client that connects as soon as it reads it (a script,
-        # serve/child.py) is queued until uvicorn accepts, never refused in between.
-        sock.listen(2048)
+                             summaries=args.summaries, stated_pass=args.stated_pass, max_body=args.max_body, idle_s=args.idle_timeout)
+        sock = _listening(args)
         port = sock.getsockname()[1]
         root = f"http://127.0.0.1:{port}"
         app: Any
@@ -278,3 +258,38 @@ def run_serve(args: argparse.Namespace) -> int:
         if local is not None:
             local.stop()
     return 0
+
+
+def _upstream(args: argparse.Namespace) -> tuple[LocalModelServer | None, str | None, str | None, int | None]:
+    """The upstream's server (a bundled model started here, else None), base URL, key and window."""
+    from vak_context.providers.registry import key_from_environment
+
+    upstream, base_url, upstream_key = args.upstream, args.base_url, key_from_environment(args.upstream)
+    if upstream.partition(":")[0].strip().lower() != "local" or base_url is not None:
+        return None, base_url, upstream_key, args.window
+    # The bundled model, started here: its per-run key stays in this process's memory.
+    from vak_context.providers.local.catalogue import canonical_model
+
+    local = LocalModelServer(canonical_model(upstream.partition(":")[2] or "qwen"), n_ctx=args.window or LOCAL_N_CTX)
+    local.start()
+    # The sessions plan against the context this server holds: unset, a local:<model> session would take
+    # the engine's own default for a bundled model (16384), and a request past 8192 would be rejected.
+    return local, local.base_url, local.api_key, local.n_ctx
+
+
+def _listening(args: argparse.Namespace) -> Any:
+    """The server's socket, bound here on loopback before uvicorn starts: the address printed is the one
+    listening (also with --port 0), and nothing else is ever bound. With workers, each binds it too
+    (serve/workers.py)."""
+    import socket
+
+    if args.workers > 1:
+        sock = shared_socket(args.port)
+    else:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", args.port))
+    # Listening before the address is printed: a client that connects as soon as it reads it (a script,
+    # serve/child.py) is queued until uvicorn accepts, never refused in between.
+    sock.listen(2048)
+    return sock

@@ -33,26 +33,30 @@ from typing import Any
 import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from vak_context.agent.tools.registry import tool
 from vak_context.engine.api import Engine, Session, pin_stated
 from vak_context.errors import (
-    ContextOverflow,
-    InvalidBody,
     InvalidInput,
     InvalidName,
-    InvalidRules,
-    ProviderError,
-    RequestTooLarge,
-    VakError,
 )
 from vak_context.names import check_name
 from vak_context.serve.bodies import BODY_IDLE_S, MAX_BODY_BYTES, check_content_type, parse, read_body
-from vak_context.serve.continuity import IDEMPOTENCY_HEADER, RETRY_HEADER, decide, fingerprint
+from vak_context.serve.continuity import decide, fingerprint
 from vak_context.serve.conversation import Conversation, Held, Routed, fork, read_held, recovered, replayed
-from vak_context.serve.leases import FORWARD_TO, Elsewhere, SessionLocks
+from vak_context.serve.headers import (
+    FRESH,
+    PIN_HEADER,
+    RULES_HEADER,
+    SESSION_HEADER,
+    Resend,
+    client_key,
+    request_pins,
+    request_rules,
+)
+from vak_context.serve.leases import Elsewhere, SessionLocks
 from vak_context.serve.protocol import (
     AnthropicEvents,
     ClientRequest,
@@ -61,13 +65,13 @@ from vak_context.serve.protocol import (
     OpenAIEvents,
     Protocol,
     Reply,
-    Usage,
     anthropic_reply,
     error_body,
     openai_reply,
     read_anthropic,
     read_openai,
 )
+from vak_context.serve.responses import error_response, streamed
 from vak_context.serve.scope import ledger_scope
 from vak_context.serve.shapes import CHECKS
 from vak_context.serve.streaming import ClientGone, Stream
@@ -75,25 +79,6 @@ from vak_context.serve.textform import with_text_exchanges
 from vak_context.serve.upstream import Upstream
 
 log = logging.getLogger("vak.serve")
-
-SESSION_HEADER = "x-vak-session"
-RULES_HEADER = "x-vak-rules"  # this request's rules setting (docs/DRIFT.md); else ServeConfig.rules
-PIN_HEADER = "x-vak-pin"  # "[category:] statement", one per header: pinned before the request's turn (docs/STATE.md)
-
-
-@dataclass(frozen=True)
-class Resend:
-    """What a client says of a request being a resend: its ``Idempotency-Key`` (the same key, the same
-    answer) and the official clients' retry count (``x-stainless-retry-count``; above 0, any exchange the
-    session holds with the same history is the one resent, not only the last)."""
-
-    key: str | None = None
-    retry: int = 0
-
-    @classmethod
-    def of(cls, headers: Any) -> Resend:
-        retry = headers.get(RETRY_HEADER, "0")
-        return cls(headers.get(IDEMPOTENCY_HEADER) or None, int(retry) if retry.isascii() and retry.isdigit() else 0)
 
 
 @dataclass(frozen=True)
@@ -172,7 +157,7 @@ class Server:
         return "c-" + hmac.new(self.scope, basis.encode(), hashlib.sha256).hexdigest()[:20]
 
     async def handle(self, request: ClientRequest, key: str, rules: str | None = None,
-                     resend: Resend = Resend(), pins: Sequence[tuple[str, str]] = ()) -> Reply:
+                     resend: Resend = FRESH, pins: Sequence[tuple[str, str]] = ()) -> Reply:
         # A resend that comes while its original runs waits for it, then is answered from it.
         await self._acquire(key)
         conversation: Conversation | None = None
@@ -236,7 +221,7 @@ class Server:
         self._summaries.add(task)
         task.add_done_callback(self._summaries.discard)
 
-    def stream(self, request: ClientRequest, key: str, rules: str | None = None, resend: Resend = Resend(),
+    def stream(self, request: ClientRequest, key: str, rules: str | None = None, resend: Resend = FRESH,
                pins: Sequence[tuple[str, str]] = ()) -> Stream:
         """Drive ``request`` in a task of its own that holds the session's lock to the stream's end and
         posts its events to the returned stream (the response's generator writes them)."""
@@ -383,135 +368,9 @@ class Server:
             await self.client.aclose()
 
 
-def error_response(protocol: Protocol, exc: BaseException) -> JSONResponse:
-    """An error in the client's protocol: its status and type as that protocol's clients expect."""
-    if isinstance(exc, Elsewhere):  # not for the client: serve/workers.py forwards the request
-        return JSONResponse({}, status_code=307, headers={FORWARD_TO: exc.address})
-    if isinstance(exc, ContextOverflow | RequestTooLarge):  # the request cannot fit: resending it fails alike
-        status, body = error_body(protocol, "overflow", str(exc))
-    elif isinstance(exc, ProviderError):
-        upstream = exc.status or 502
-        kind = "rate_limit" if upstream == 429 else "overloaded" if upstream == 529 else "upstream"
-        # A 429 or 5xx keeps its status (clients back off and retry on them); any other upstream failure
-        # (its auth, a malformed request) is the gateway's: 502.
-        status, body = error_body(protocol, kind, f"upstream: {exc}", upstream if upstream == 429 or upstream >= 500 else 502)
-    elif isinstance(exc, InvalidBody):
-        status, body = error_body(protocol, "too_large" if exc.status == 413 else "invalid", str(exc), exc.status)
-    elif isinstance(exc, InvalidInput):
-        status, body = error_body(protocol, "invalid", str(exc))
-    elif isinstance(exc, VakError):
-        status, body = error_body(protocol, "internal", str(exc))
-    else:
-        log.exception("vak serve: an unexpected error", exc_info=exc)
-        status, body = error_body(protocol, "internal", f"{type(exc).__name__}: the server failed; see its log")
-    return JSONResponse(body, status_code=status)
-
-
-class StreamedResponse(StreamingResponse):
-    """The SSE response of a streamed request: however it ends (written out, or the client gone, even
-    before its first event), the driving task is told, so it stops waiting on the client."""
-
-    def __init__(self, stream: Stream, content: AsyncIterator[str]) -> None:
-        super().__init__(content, media_type="text/event-stream", headers={"cache-control": "no-cache"})
-        self.stream = stream
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self.stream.leave()
-
-
-async def streamed(protocol: Protocol, stream: Stream, events: Events) -> Response:
-    """The response once the driving task posted its first event: an error before any byte went out keeps
-    the protocol's error status and shape; after that, an error ends the stream with the protocol's
-    in-stream error event."""
-    try:
-        first = await stream.events.get()
-    except BaseException:
-        stream.leave()
-        raise
-    if first.kind == "error":
-        assert first.error is not None
-        return error_response(protocol, first.error)
-
-    async def write() -> AsyncIterator[str]:
-        event = first
-        usage = first.reply.usage if first.reply is not None else Usage()
-        for chunk in events.start(usage):
-            yield chunk
-        while True:
-            pending = None
-            if event.kind == "text":
-                text, pending = stream.joined(event.text)
-                for chunk in events.text(text):
-                    yield chunk
-            elif event.kind == "reply":
-                assert event.reply is not None
-                for chunk in events.end(event.reply):
-                    yield chunk
-                stream.delivered()
-                # The last event waits until the driver noted the request in the ledger (or failed to):
-                # a client reading the ledger once its stream ended finds the request's entries.
-                event = await stream.events.get()
-                if event.kind != "done":
-                    continue  # an error noting it: written as the in-stream error
-                for chunk in events.last():
-                    yield chunk
-                return
-            else:
-                assert event.error is not None
-                response = error_response(protocol, event.error)
-                for chunk in events.error(json.loads(bytes(response.body))):
-                    yield chunk
-                return
-            event = pending or await stream.events.get()
-
-    return StreamedResponse(stream, write())
-
-
-def request_rules(header: str | None) -> str | None:
-    """A request's ``x-vak-rules`` header, checked (a bad one is a 400 naming the header and what it
-    allows); None when the request sends none."""
-    if header is None:
-        return None
-    from vak_context.context.rules.setting import CALLERS, invalid, rule_setting
-
-    try:
-        rule_setting(header, CALLERS)
-    except InvalidRules as exc:
-        raise invalid(f"{header!r} (the {RULES_HEADER} header)") from exc
-    return header
-
-
-def request_pins(values: Sequence[str]) -> list[tuple[str, str]]:
-    """A request's ``x-vak-pin`` headers as (category, statement): ``rule: Never push to main``, or the
-    statement alone (its category as the engine reads it, else ``rule``). A blank one is a 400."""
-    from vak_context.context.stated.extract import classify
-    from vak_context.context.stated.items import CATEGORIES
-
-    out = []
-    for value in values:
-        head, sep, rest = value.partition(":")
-        category, text = (head.strip().lower(), rest.strip()) if sep and head.strip().lower() in CATEGORIES else ("", value.strip())
-        if not text:
-            raise InvalidInput(f"the {PIN_HEADER} header {value!r} states nothing: send 'rule: Never push to main' "
-                               f"(a category of {', '.join(CATEGORIES)}, then the statement) or the statement alone")
-        if not category:
-            draft = classify(text)
-            category = draft.category if draft is not None else "rule"
-        out.append((category, text))
-    return out
-
-
 async def _pin(session: Session, pins: Sequence[tuple[str, str]]) -> None:
     for category, text in pins:
         await pin_stated(session, text, category=category, key=None, via="serve")
-
-
-def _client_key(request: Request) -> str:
-    auth = request.headers.get("authorization", "")
-    return auth[7:].strip() if auth.lower().startswith("bearer ") else request.headers.get("x-api-key", "")
 
 
 def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | None = None,
@@ -523,48 +382,75 @@ def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | N
     rule_setting(config.rules, CALLERS)  # a wrong setting fails here, not at the first request
     server = Server(engine, config, client, locks)
 
-    def endpoint(protocol: Protocol, read: Callable[[Any], ClientRequest],
-                 render: Callable[[Reply], dict[str, Any]], events: Callable[[str], Events]) -> Callable[[Request], Any]:
-        async def answer(request: Request) -> Response:
-            key = _client_key(request)
-            refused = unauthorised(protocol, key)
-            if refused is not None:
-                return refused
-            try:
-                # Bounded before it is parsed, and its shape checked before anything reads it into a session
-                # (serve/bodies.py, serve/shapes.py): a refused body starts no session and writes nothing.
-                check_content_type(request.headers.get("content-type"))
-                raw = parse(await read_body(request.stream(), request.headers.get("content-length"),
-                                            limit=config.max_body, idle_s=config.idle_s))
-                CHECKS[protocol](raw)
-                client_request = with_text_exchanges(read(raw))
-                session = server.key_of(client_request, request.headers.get(SESSION_HEADER))
-                rules = request_rules(request.headers.get(RULES_HEADER))
-                pins = request_pins(request.headers.getlist(PIN_HEADER))
-                resend = Resend.of(request.headers)
-                if client_request.stream:
-                    return await streamed(protocol, server.stream(client_request, session, rules, resend, pins),
-                                          events(client_request.model))
-                reply = await server.handle(client_request, session, rules, resend, pins)
-            except Exception as exc:
-                return error_response(protocol, exc)
-            return JSONResponse(render(reply))
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await server.close()
 
-        return answer
+    app = Starlette(routes=[
+        Route("/v1/chat/completions", _endpoint(server, config, "openai", read_openai, openai_reply, OpenAIEvents),
+              methods=["POST"]),
+        Route("/v1/messages", _endpoint(server, config, "anthropic", read_anthropic, anthropic_reply, AnthropicEvents),
+              methods=["POST"]),
+        Route("/v1/models", _models(config), methods=["GET"]),
+        Route("/health", _health, methods=["GET"]),
+    ], lifespan=lifespan)
+    app.state.server = server
+    return app
 
-    def unauthorised(protocol: Protocol, key: str) -> Response | None:
-        if config.client_key is None or hmac.compare_digest(key.encode(), config.client_key.encode()):
-            return None
-        status, body = error_body(protocol, "auth", "a wrong or missing API key: send this run's key "
-                                  "(the file vak serve printed) as the Bearer token or x-api-key")
-        return JSONResponse(body, status_code=status)
 
-    async def health(request: Request) -> Response:  # the one route without a key: it tells nothing but "up"
-        return JSONResponse({"status": "ok"})
+def _endpoint(server: Server, config: ServeConfig, protocol: Protocol, read: Callable[[Any], ClientRequest],
+              render: Callable[[Reply], dict[str, Any]], events: Callable[[str], Events]) -> Callable[[Request], Any]:
+    """The route of one protocol: the key checked, the body bounded and read, the request driven."""
+
+    async def answer(request: Request) -> Response:
+        key = client_key(request)
+        refused = _unauthorised(config, protocol, key)
+        if refused is not None:
+            return refused
+        try:
+            # Bounded before it is parsed, and its shape checked before anything reads it into a session
+            # (serve/bodies.py, serve/shapes.py): a refused body starts no session and writes nothing.
+            check_content_type(request.headers.get("content-type"))
+            raw = parse(await read_body(request.stream(), request.headers.get("content-length"),
+                                        limit=config.max_body, idle_s=config.idle_s))
+            CHECKS[protocol](raw)
+            client_request = with_text_exchanges(read(raw))
+            session = server.key_of(client_request, request.headers.get(SESSION_HEADER))
+            rules = request_rules(request.headers.get(RULES_HEADER))
+            pins = request_pins(request.headers.getlist(PIN_HEADER))
+            resend = Resend.of(request.headers)
+            if client_request.stream:
+                return await streamed(protocol, server.stream(client_request, session, rules, resend, pins),
+                                      events(client_request.model))
+            reply = await server.handle(client_request, session, rules, resend, pins)
+        except Exception as exc:
+            return error_response(protocol, exc)
+        return JSONResponse(render(reply))
+
+    return answer
+
+
+def _unauthorised(config: ServeConfig, protocol: Protocol, key: str) -> Response | None:
+    if config.client_key is None or hmac.compare_digest(key.encode(), config.client_key.encode()):
+        return None
+    status, body = error_body(protocol, "auth", "a wrong or missing API key: send this run's key "
+                              "(the file vak serve printed) as the Bearer token or x-api-key")
+    return JSONResponse(body, status_code=status)
+
+
+async def _health(request: Request) -> Response:  # the one route without a key: it tells nothing but "up"
+    return JSONResponse({"status": "ok"})
+
+
+def _models(config: ServeConfig) -> Callable[[Request], Any]:
+    """``/v1/models``: the one model served, in the shape of the protocol the client speaks."""
 
     async def models(request: Request) -> Response:
-        refused = unauthorised("anthropic" if "anthropic-version" in request.headers else "openai",
-                               _client_key(request))
+        protocol: Protocol = "anthropic" if "anthropic-version" in request.headers else "openai"
+        refused = _unauthorised(config, protocol, client_key(request))
         if refused is not None:
             return refused
         if "anthropic-version" in request.headers:
@@ -574,19 +460,4 @@ def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | N
         return JSONResponse({"object": "list", "data": [{"id": config.model, "object": "model", "created": 0,
                                                          "owned_by": "vak"}]})
 
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        try:
-            yield
-        finally:
-            await server.close()
-
-    app = Starlette(routes=[
-        Route("/v1/chat/completions", endpoint("openai", read_openai, openai_reply, OpenAIEvents), methods=["POST"]),
-        Route("/v1/messages", endpoint("anthropic", read_anthropic, anthropic_reply, AnthropicEvents),
-              methods=["POST"]),
-        Route("/v1/models", models, methods=["GET"]),
-        Route("/health", health, methods=["GET"]),
-    ], lifespan=lifespan)
-    app.state.server = server
-    return app
+    return models

@@ -225,24 +225,7 @@ class Conversation:
             directive, earlier = await self._ingest(request, new)
         turn, resumed = self.turn, list[str]()
         if directive:
-            if turn is not None:  # the client moved on without the results of the calls it was given
-                await turn.close()
-                self.turn = None
-            self.closed = None  # the session moved on: this request plans (and summarises) for itself
-            stored: dict[str, str] = {}
-            if earlier:  # what an earlier try left of these exchanges: the steps go, the evidence is reused
-                old, stored = await asyncio.to_thread(stored_before, ledger, self.name, earlier)
-                if old:
-                    await self._note(ledger, WITHDRAWN, {
-                        "steps": old, "why": "the client resends these calls with their results: recorded "
-                        "again in the turn that continues them"})
-            turn = self.turn = await self.session.begin(directive)
-            turn.summarise_at_close = False  # not on this reply's path: summarise_ahead(), once it is out
-            try:
-                resumed = await self._resume(turn, earlier, stored)
-            except BaseException:  # the turn closed ``failed`` (its card says why): the next request begins anew
-                self.turn = None
-                raise
+            turn, resumed = await self._begin(directive, earlier, ledger)
         if turn is None:
             raise InvalidInput("the history holds nothing new since the last reply: append the user's next "
                                "message, or the results of the calls the last reply made")
@@ -258,7 +241,35 @@ class Conversation:
             if turn.done:
                 self.turn = None
                 self.closed = turn
-        # The steps this request wrote: withdrawing its reply later takes them out of the projection.
+        await self._note_reply(ledger, routed, new, reply, mark, resumed)
+        return reply
+
+    async def _begin(self, directive: str, earlier: Sequence[Earlier], ledger: Any) -> tuple[Turn, list[str]]:
+        """The turn a new directive opens (one left open for calls the client moved on from is closed), with
+        the earlier steps a resend carries recorded in it: the turn and the steps resumed."""
+        if self.turn is not None:  # the client moved on without the results of the calls it was given
+            await self.turn.close()
+            self.turn = None
+        self.closed = None  # the session moved on: this request plans (and summarises) for itself
+        stored: dict[str, str] = {}
+        if earlier:  # what an earlier try left of these exchanges: the steps go, the evidence is reused
+            old, stored = await asyncio.to_thread(stored_before, ledger, self.name, earlier)
+            if old:
+                await self._note(ledger, WITHDRAWN, {
+                    "steps": old, "why": "the client resends these calls with their results: recorded "
+                    "again in the turn that continues them"})
+        turn = self.turn = await self.session.begin(directive)
+        turn.summarise_at_close = False  # not on this reply's path: summarise_ahead(), once it is out
+        try:
+            return turn, await self._resume(turn, earlier, stored)
+        except BaseException:  # the turn closed ``failed`` (its card says why): the next request begins anew
+            self.turn = None
+            raise
+
+    async def _note_reply(self, ledger: Any, routed: Routed, new: Sequence[Item], reply: Reply, mark: str,
+                          resumed: Sequence[str]) -> None:
+        """What the session now holds, noted (``serve.history``): the request's items and its reply, and the
+        steps this request wrote (withdrawing its reply later takes them out of the projection)."""
         steps = [e.id for e in await asyncio.to_thread(_written_after, ledger, self.name, mark)
                  if e.kind == "assistant_step" and e.id not in resumed]
         items = [*new, reply.item()]
@@ -270,7 +281,6 @@ class Conversation:
             "steps": steps, **({"key": routed.key} if routed.key else {})})
         self.held.noted(digests, roles, Marker(len(self.held.digests) + len(items), entry, closed, routed.history,
                                                noted, routed.key, tuple(steps)))
-        return reply
 
     async def _note(self, ledger: Any, activity: str, detail: dict[str, Any]) -> str:
         """Append one activity to the session: through the turn left open for the client's calls while there

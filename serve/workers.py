@@ -80,17 +80,7 @@ def forwarding(app: Any, worker: str) -> ASGI:
 
     async def serve(scope: Scope, receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]) -> None:
         if scope["type"] != "http":
-            if scope["type"] == "lifespan":
-                # The client closes before shutdown is reported complete: once it is, uvicorn returns and
-                # asyncio cancels what is still running, a close in flight included (a traceback at exit).
-                async def closing(message: Any) -> None:
-                    if message["type"] == "lifespan.shutdown.complete":
-                        await client.aclose()
-                    await send(message)
-
-                await app(scope, receive, closing)
-                return
-            await app(scope, receive, send)
+            await _not_http(app, client, scope, receive, send)
             return
         if any(k == FORWARDED_HEADER.encode() for k, _ in scope["headers"]):
             FORWARDED.set(True)  # this request's task (and the tasks it starts) only
@@ -132,6 +122,22 @@ def forwarding(app: Any, worker: str) -> ASGI:
             await app(scope, replay, send_labelled)
 
     return serve
+
+
+async def _not_http(app: Any, client: Any, scope: Scope, receive: Callable[[], Awaitable[Any]],
+                    send: Callable[[Any], Awaitable[None]]) -> None:
+    """What is not a request goes to the app as it came; at the lifespan's end the forwarding client closes."""
+    if scope["type"] == "lifespan":
+        # The client closes before shutdown is reported complete: once it is, uvicorn returns and
+        # asyncio cancels what is still running, a close in flight included (a traceback at exit).
+        async def closing(message: Any) -> None:
+            if message["type"] == "lifespan.shutdown.complete":
+                await client.aclose()
+            await send(message)
+
+        await app(scope, receive, closing)
+        return
+    await app(scope, receive, send)
 
 
 async def _forward(client: Any, target: str, scope: Scope, data: bytes, send: Callable[[Any], Awaitable[None]]) -> None:

@@ -75,19 +75,25 @@ def load_session(s: SessionState, *, readonly: bool,
     s.next_seq = len(s.rows)
     s.durable_seq = s.next_seq - 1
     if not readonly:
-        recorded = read_manifest(s.dir, s.name)
-        check_at_open(s, recorded)
-        # Catch the manifest up with the folder: after a crash between a seal and its manifest, after
-        # sealing leftovers just now, or for a session from before manifests.
-        s.manifest = manifest_of(s)
-        if s.manifest != recorded and s.manifest.segments:
-            write_manifest(s.dir, s.manifest)
-        # The index too (format 2; a format-1 session gets its first one here), unless nothing is written yet.
-        if s.rows:
-            on_disk = read_index(s.dir, s.name)
-            if on_disk is None or encode_index(on_disk) != encode_index(s.index):
-                write_index(s.dir, s.index, durable=True)
+        _catch_up_files(s, s.index)
     return recoveries
+
+
+def _catch_up_files(s: SessionState, index: SessionIndex) -> None:
+    """A writer's open, once the segments are read (``index``: the session's, as read): the manifest checked,
+    then the manifest and the index files caught up with the folder."""
+    recorded = read_manifest(s.dir, s.name)
+    check_at_open(s, recorded)
+    # Catch the manifest up with the folder: after a crash between a seal and its manifest, after
+    # sealing leftovers just now, or for a session from before manifests.
+    s.manifest = manifest_of(s)
+    if s.manifest != recorded and s.manifest.segments:
+        write_manifest(s.dir, s.manifest)
+    # The index too (format 2; a format-1 session gets its first one here), unless nothing is written yet.
+    if s.rows:
+        on_disk = read_index(s.dir, s.name)
+        if on_disk is None or encode_index(on_disk) != encode_index(index):
+            write_index(s.dir, index, durable=True)
 
 
 def seal_leftover(s: SessionState, scanned: ScannedSegment) -> dict[str, Any] | None:

@@ -131,16 +131,7 @@ def scan_segment(path: Path, number: int, sealed: bool) -> ScannedSegment:
                 return seg
             seg.good_end = end
             continue
-        body = msg.body.size if msg.body is not None else 0
-        if msg.type != "record batch":
-            seg.batches.append(ScannedBatch(offset, end, None, f"unexpected {msg.type} message", body))
-        else:
-            try:
-                batch = ipc.read_record_batch(msg, SCHEMA)
-                batch.validate(full=True)
-                seg.batches.append(ScannedBatch(offset, end, batch, "", body))
-            except ARROW_ERRORS as exc:
-                seg.batches.append(ScannedBatch(offset, end, None, f"{type(exc).__name__}: {exc}", body))
+        seg.batches.append(_scanned_batch(msg, offset, end))
         seg.good_end = end
     if first and not seg.torn:
         if sealed:
@@ -155,6 +146,19 @@ def scan_segment(path: Path, number: int, sealed: bool) -> ScannedSegment:
         if rest and not seg.torn:
             seg.torn = f"{rest} unreadable bytes after the last complete message, at byte {seg.good_end}"
     return seg
+
+
+def _scanned_batch(msg: ipc.Message, offset: int, end: int) -> ScannedBatch:
+    """One complete message after the schema: its record batch, validated, or why it is not one."""
+    body = msg.body.size if msg.body is not None else 0
+    if msg.type != "record batch":
+        return ScannedBatch(offset, end, None, f"unexpected {msg.type} message", body)
+    try:
+        batch = ipc.read_record_batch(msg, SCHEMA)
+        batch.validate(full=True)
+        return ScannedBatch(offset, end, batch, "", body)
+    except ARROW_ERRORS as exc:
+        return ScannedBatch(offset, end, None, f"{type(exc).__name__}: {exc}", body)
 
 
 def _schema_problem(msg: ipc.Message, data: bytes, end: int) -> str:

@@ -124,25 +124,34 @@ def verify_session(session_dir: Path, name: str, report: VerifyReport) -> None:
                 seen[e.id] = e.seq
                 expected_seq += 1
                 report.entries += 1
-        # Damage after the last complete batch is reported at the seq the next entry would have had.
-        if scanned.torn:
-            if not open_tail:
-                report.first_bad = BadEntry(name, path.name, len(scanned.batches), None, expected_seq, None,
-                                            f"segment is cut short: {scanned.torn}", "segment")
-                return
-            # Its sync never returned, so nothing in the torn part was acknowledged. Read-only:
-            # the note is all verify() does; the next writer truncates it.
-            report.notes.append(f"session {name!r}, {path.name}: unacknowledged torn tail "
-                                f"({scanned.torn}; {scanned.dropped} bytes not zero fill after the last "
-                                "complete batch); the next writer truncates it")
-        if sealed:
-            why = _footer_problem(path, scanned)
-            if why:
-                report.first_bad = BadEntry(name, path.name, len(scanned.batches), None, None, None,
-                                            f"the segment footer does not match its record batches: {why}",
-                                            "segment")
-                return
+        if _segment_end_bad(report, name, path, sealed, scanned, open_tail, expected_seq):
+            return
     _check_manifest(report, name, manifest, manifest_problem, seen, expected_seq, segments)
+
+
+def _segment_end_bad(report: VerifyReport, name: str, path: Path, sealed: bool, scanned: ScannedSegment,
+                     open_tail: bool, expected_seq: int) -> bool:
+    """What follows a segment's last complete batch: a torn tail (noted when it is the open tail, else the
+    first bad), and a sealed segment's footer against its batches. True: ``report.first_bad`` is set."""
+    # Damage after the last complete batch is reported at the seq the next entry would have had.
+    if scanned.torn:
+        if not open_tail:
+            report.first_bad = BadEntry(name, path.name, len(scanned.batches), None, expected_seq, None,
+                                        f"segment is cut short: {scanned.torn}", "segment")
+            return True
+        # Its sync never returned, so nothing in the torn part was acknowledged. Read-only:
+        # the note is all verify() does; the next writer truncates it.
+        report.notes.append(f"session {name!r}, {path.name}: unacknowledged torn tail "
+                            f"({scanned.torn}; {scanned.dropped} bytes not zero fill after the last "
+                            "complete batch); the next writer truncates it")
+    if sealed:
+        why = _footer_problem(path, scanned)
+        if why:
+            report.first_bad = BadEntry(name, path.name, len(scanned.batches), None, None, None,
+                                        f"the segment footer does not match its record batches: {why}",
+                                        "segment")
+            return True
+    return False
 
 
 def _scan(session_dir: Path, number: int, path: Path, sealed: bool) -> ScannedSegment | str:

@@ -208,3 +208,21 @@ async def test_a_sessions_calls_are_read_from_text_only_where_declared_measured_
             store.append("capacity", [to_record(probed)])
         with vak_context.Engine.open(tmp_path / "ledger") as engine:
             assert await calls_of(engine, "measured", **SCRIPTED) == "text"
+
+
+async def test_the_prompt_budget_is_request_budget_and_the_old_name_window_warns_and_agrees(tmp_path: Path) -> None:
+    """``Session.request_budget`` is the most tokens a request's prompt may carry (the profile's budget), not
+    the model's window (``declared_window``, what ``window=`` sets); ``Session.window``, its old name, still
+    answers the same value for one minor version, with a DeprecationWarning naming the new name."""
+    from vak_context.context.capacity.profile import request_budget
+
+    model = ScriptedModel()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(model.handle)) as client:
+        async with vak_context.Engine.open(tmp_path / "ledger") as engine:
+            async with engine.session("s", **SCRIPTED, http_client=client) as session:
+                budget = session.request_budget
+                assert budget == request_budget(session._bound_loop().profile)
+                assert session.declared_window == 8_000 and 0 < budget < session.declared_window
+                with pytest.warns(DeprecationWarning, match="Session.request_budget"):
+                    assert session.window == budget
+    assert model.requests == []  # binding asked the model nothing

@@ -5,6 +5,7 @@ providers do not import each other, and no group of modules imports itself round
 from __future__ import annotations
 
 import ast
+import re
 import tomllib
 from collections import defaultdict
 from pathlib import Path
@@ -120,3 +121,33 @@ def test_the_check_finds_a_cycle_and_an_upward_import() -> None:
     """The cycle finder and the layer rule see what they are for, on a small graph."""
     graph: dict[str, set[str]] = defaultdict(set, {"a.x": {"a.y"}, "a.y": {"a.z"}, "a.z": {"a.x"}, "b.q": set()})
     assert _cycles(graph, ["a.x", "a.y", "a.z", "b.q"]) == [["a.x", "a.y", "a.z"]]
+
+
+def _doc_layer_table() -> list[tuple[list[str], list[str]]]:
+    """docs/ARCHITECTURE.md's layer table, bottom to top: each row's folders (as layer names: ``vak/`` is the
+    base layer ``""``) and the names they are installed as."""
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    table = text.split("| layer | folder | installed as | what it holds |", 1)[1].split("\n\n", 1)[0]
+    rows = []
+    for line in table.strip().splitlines()[1:]:  # past the header's rule
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        folders = [f.rstrip("/") for f in re.findall(r"`([^`]+)`", cells[1])]
+        rows.append(([("" if f == "vak" else f) for f in folders], re.findall(r"`([^`]+)`", cells[2])))
+    return rows
+
+
+def test_the_architecture_pages_layer_table_is_the_layering_this_test_enforces() -> None:
+    """The page's table lists the layers in LAYERS' order, the side-by-side pairs as one row each, and each
+    folder installed as pyproject maps it: the page cannot drift from the rule the test above checks."""
+    expected: list[list[str]] = []
+    for layer in LAYERS:
+        pair = next((p for p in SIDE_BY_SIDE if layer in p), None)
+        if pair is not None and expected and set(expected[-1]) <= pair and expected[-1][0] in pair:
+            expected[-1].append(layer)
+        else:
+            expected.append([layer])
+    rows = _doc_layer_table()
+    assert [folders for folders, _ in rows] == expected
+    installed = {str(folder.relative_to(REPO)): name for name, folder in _package_dirs().items()}
+    assert [names for _, names in rows] == [[installed["vak" if f == "" else f] for f in folders]
+                                           for folders, _ in rows]
