@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, cast
 
-from vak_context.actors.ledger_client import LedgerClient
+from vak_context.actors.ledger.client import LedgerClient
 from vak_context.actors.session_fold import FoldedSessions, fold_unseen
 from vak_context.agent.endpoint import EndpointTools, build_tools
 from vak_context.agent.steps import StepRequest

@@ -14,7 +14,7 @@ coroutines, so on Ray it is an async actor and a probe is a task on its event lo
 * Every probe writes to the ledger: the ``capacity.probe`` activity (rungs, samples, verdicts) and
   the ``capacity_profile`` record; a cancelled or failed probe writes an activity saying so.
   The ledger is a ``LedgerStore`` in-process, or the ``LedgerActor`` handle on Ray (the factory
-  passes it), reached through ``vak_context.actors.ledger_client.LedgerClient`` either way.
+  passes it), reached through ``vak_context.actors.ledger.client.LedgerClient`` either way.
 
 Provider keys never travel through here: the adapter is built inside the actor by
 ``vak_context.providers.registry.make_provider``, which reads them from the environment.
@@ -31,7 +31,7 @@ from urllib.parse import urlparse
 
 import httpx
 
-from vak_context.actors.ledger_client import LedgerClient
+from vak_context.actors.ledger.client import LedgerClient
 from vak_context.agent.endpoint import ModelEndpoint
 from vak_context.agent.probe import ProbeRunner, ProbeSettings
 from vak_context.config import VakConfig, load_config

@@ -22,7 +22,7 @@ from vak_context.actors.factory import (
     planner_actor,
     probe_actor,
 )
-from vak_context.actors.ledger_client import LedgerClient
+from vak_context.actors.ledger.client import LedgerClient
 from vak_context.actors.probe import ProbeTarget, probe_target_for
 from vak_context.actors.ray_errors import map_ray_errors
 from vak_context.agent.endpoint import ModelEndpoint

@@ -40,7 +40,7 @@ from vak_context.errors import InvalidInput, LedgerClosed
 if TYPE_CHECKING:
     import httpx
 
-    from vak_context.actors.ledger_client import LedgerClient
+    from vak_context.actors.ledger.client import LedgerClient
     from vak_context.agent.loop import StepReport, TurnLoop, TurnReport
     from vak_context.agent.tools.registry import Tool, ToolRegistry
     from vak_context.storage.ledger import LedgerStore
@@ -99,7 +99,7 @@ class Engine:
             from vak_context.agent.carddocs import catch_up_cards
             from vak_context.storage.ledger import LedgerStore
 
-            # No index on the append path (actors/ledger.py says why): caught up at turn close or search.
+            # No index on the append path (actors/ledger/actor.py says why): caught up at turn close or search.
             store = LedgerStore(folder)
             catch_up_cards(store)  # card indexes a killed writer left behind the ledger (storage/cardindex.py)
             store.catch_up_index()  # a format-1 ledger's sessions get their index files (storage/ledger_index.py)
@@ -124,7 +124,7 @@ class Engine:
         folder's LedgerActor on Ray. For tools built on the engine (``vak serve`` notes what each client
         request added and forks diverged sessions through it); the entries' format is internal
         (docs/LEDGER_FORMAT.md). Never append to a session while one of its turns is open."""
-        from vak_context.actors.ledger_client import LedgerClient
+        from vak_context.actors.ledger.client import LedgerClient
 
         store = self._live_store()
         if store is not None:
@@ -376,7 +376,7 @@ class Session:
         services: TurnServices
         if store is None:  # on Ray: the folder's actors; the profile is read through the LedgerActor
             from vak_context.actors.factory import ledger_actor
-            from vak_context.actors.ledger_client import LedgerClient
+            from vak_context.actors.ledger.client import LedgerClient
 
             reader = LedgerClient(str(self._engine.folder), ledger_actor(self._engine.folder), coalesce=False)
             profile = await session_profile(None, bound, horizon=o.horizon, output_reserve=o.output_reserve,

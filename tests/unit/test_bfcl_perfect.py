@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from tests.fakes.bfcl_model import INJECTED, PerfectModel
-from vak_context.farm.bfcl import CATEGORIES, Backend, Entry, ModelCall, load_entries, screen
-from vak_context.farm.bfcl_modes import EntryRun, Target, run_direct, run_engine
+from vak_context.farm.bfcl.modes import EntryRun, Target, run_direct, run_engine
+from vak_context.farm.bfcl.multiturn import CATEGORIES, Backend, Entry, ModelCall, load_entries, screen
 
 TARGET = Target("http://127.0.0.1:9/v1", "scripted")  # never dialled: the MockTransport answers
 ENTRIES = 3
@@ -93,7 +93,7 @@ async def test_an_injected_call_in_both_modes_is_refused_and_the_entry_goes_on(t
 
 
 async def test_the_report_prints_both_categories_in_both_modes_with_the_goals(tmp_path: Path) -> None:
-    from vak_context.farm.bfcl_report import figures, run_categories, table
+    from vak_context.farm.bfcl.report import figures, run_categories, table
 
     model = PerfectModel([e for c in CATEGORIES for e in load_entries(c, 2)])
     async with httpx.AsyncClient(transport=httpx.MockTransport(model.handle)) as client:

@@ -1,5 +1,5 @@
 """BFCL v4 multi-turn (the ``bfcl-eval`` package) as a third-party benchmark: its entries, its executable
-backends and its own checker, with the model's calls made two ways (:mod:`vak_context.farm.bfcl_modes`).
+backends and its own checker, with the model's calls made two ways (:mod:`vak_context.farm.bfcl.modes`).
 
 The package is installed ``--no-deps`` (``make install``; its declared dependencies pin numpy and pull in
 every vendor SDK) with the ``[bfcl]`` extra beside it. Only the multi-turn path is imported: the data

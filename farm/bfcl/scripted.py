@@ -1,7 +1,7 @@
 """A scripted OpenAI-compatible upstream that plays BFCL's ground truth while a request is small and degrades
 past a threshold ``T``, as the seed's model did past its horizon (:class:`DegradingModel`); served on
 127.0.0.1 by :func:`loopback`. It is what ``bench/bfcl_degrade.py`` and its test run BFCL against, direct
-and through the engine (:mod:`.bfcl_degrade`).
+and through the engine (:mod:`.degrade`).
 
 **Size.** A request's size, in tokens, is ``ceil(chars / 4)``, where ``chars`` is the length of the JSON
 (``json.dumps``, default separators, ASCII escapes) of its ``messages`` plus that of its ``tools``. The
@@ -52,7 +52,7 @@ from typing import Any
 
 import httpx
 
-from vak_context.farm.bfcl import Backend, Entry, ModelCall, ground_truth_call
+from vak_context.farm.bfcl.multiturn import Backend, Entry, ModelCall, ground_truth_call
 
 DECLARED_WINDOW = 131_072
 PROBE_TOOL = "probe_ack"  # the probe's ladder offers it (vak_context.agent.probe.history)

@@ -1,9 +1,9 @@
-"""The two ways a BFCL entry's model calls are made, each scored by BFCL's own checker (:mod:`.bfcl`).
+"""The two ways a BFCL entry's model calls are made, each scored by BFCL's own checker (:mod:`.multiturn`).
 
 * **direct** (:func:`run_direct`): what BFCL's OpenAI FC handler does. The whole history and every tool
   of the entry go as they are to an OpenAI-compatible ``/chat/completions`` (``messages``, ``model``,
   ``temperature``, ``tools``; no system prompt); a reply without tool calls ends the turn; more than
-  :data:`~.bfcl.MAX_STEPS` steps in a turn force-terminates the entry. Pointed at ``vak serve``'s base URL
+  :data:`~.multiturn.MAX_STEPS` steps in a turn force-terminates the entry. Pointed at ``vak serve``'s base URL
   (``--via URL`` in ``bench/bfcl.py``), the same client is the third mode, "through vak serve": each entry
   names its session with the :data:`SESSION_HEADER` header.
 * **engine** (:func:`run_engine`): each entry its own session in a fresh ledger, through the public API's
@@ -12,7 +12,7 @@
   The engine plans and projects every request; this code posts it and runs the calls on BFCL's backends.
 
 Both record every request the same way (:class:`Sent`, from the server's own ``usage``), so the figures
-of :mod:`.bfcl_report` compare.
+of :mod:`.report` compare.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from vak_context.farm.bfcl import MAX_STEPS, Backend, Entry, ModelCall, Verdict
+from vak_context.farm.bfcl.multiturn import MAX_STEPS, Backend, Entry, ModelCall, Verdict
 
 SESSION_HEADER = "x-vak-session"  # names the session when the direct client is pointed at vak serve
 TEMPERATURE = 0.001  # BFCL's handler default
