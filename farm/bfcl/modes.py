@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from vak_context.farm.bfcl.multiturn import MAX_STEPS, Backend, Entry, ModelCall, Verdict
+from vak_context.farm.bfcl.multiturn import MAX_STEPS, Backend, BfclCall, Entry, Verdict
 
 SESSION_HEADER = "x-vak-session"  # names the session when the direct client is pointed at vak serve
 TEMPERATURE = 0.001  # BFCL's handler default
@@ -102,11 +102,11 @@ async def post(client: httpx.AsyncClient, url: str, body: dict[str, Any],
     return reply.status_code, data, sent_of(reply.status_code, data, reply.text)
 
 
-def _calls_of(message: Mapping[str, Any]) -> list[ModelCall]:
+def _calls_of(message: Mapping[str, Any]) -> list[BfclCall]:
     out = []
     for c in message.get("tool_calls") or []:
         fn = c.get("function") or {}
-        out.append(ModelCall(str(c.get("id", "")), str(fn.get("name", "")), fn.get("arguments") or "{}"))
+        out.append(BfclCall(str(c.get("id", "")), str(fn.get("name", "")), fn.get("arguments") or "{}"))
     return out
 
 
@@ -201,7 +201,7 @@ async def _engine_turn(session: Any, directive: str, target: Target, client: htt
                                                  {**target.headers, **request.headers})
                 run.sent.append(sent)
                 action = await turn.reply(data, status=status)
-                calls = [ModelCall(c.id, c.name, dict(c.arguments)) for c in action.calls]
+                calls = [BfclCall(c.id, c.name, dict(c.arguments)) for c in action.calls]
                 for call, result in zip(calls, backend.execute(calls), strict=True) if calls else ():
                     await turn.tool_result(call.id, result)
         return True  # a turn the engine closed (by its rules too) goes on to the next, as BFCL's handler does
