@@ -368,6 +368,6 @@ class _Kept:
 async def _no_summariser(_view: SessionView, _plan: Plan) -> list[str]:
     raise InvalidInput(
         "the plan needs a packet summary and this planner has no summariser; pass summariser= "
-        "(vak_context.agent.summarise.Summariser), or bind the session with a ModelEndpoint "
+        "(vak_context.agent.summarise.Summariser), or bind the session with an EndpointSpec "
         "(vak_context.agent.endpoint) so the PlannerActor builds one"
     )
