@@ -85,7 +85,7 @@ async def test_three_live_turns_checked_from_the_ledger(qwen: LocalModelServer, 
         probe = ProbeActor(store, session="capacity", config=VakConfig())
         async with httpx.AsyncClient(trust_env=False, timeout=900.0) as client:
             provider = OpenAICompatProvider(client, base_url=qwen.base_url, api_key=qwen.api_key, timeout_s=900.0)
-            services = InProcessServices(store, "live", probe=probe, probe_target=target)
+            services = InProcessServices(store, "live", probe=probe, probe_request=target)
             loop = TurnLoop(services, provider, profile, config, workspace=_workspace(tmp_path))
             reports = []
             for directive in DIRECTIVES:

@@ -61,7 +61,7 @@ async def test_the_profile_the_probe_writes_is_what_the_next_turn_binds(tmp_path
                                   key, settings=QUICK)
         assert target.key == key and target.is_local
         probe = ProbeActor(store, config=VakConfig())
-        services = InProcessServices(store, "s", probe=probe, probe_target=target)
+        services = InProcessServices(store, "s", probe=probe, probe_request=target)
         async with httpx.AsyncClient(trust_env=False) as client:
             loop = TurnLoop(services, OpenAICompatProvider(client, base_url=url), bound, config)
             await loop.run("What does the audit log say?")
