@@ -46,7 +46,7 @@ class AppendCoalescer:
     """
 
     def __init__(self, handle: Any, *, get: Callable[[Any], Any], max_in_flight: int = 2) -> None:
-        """``get`` waits for a call's result (``ray.get``, its errors translated: vak_context.actors.ledger_remote)."""
+        """``get`` waits for a call's result (``ray.get``, its errors translated: vak_context.actors.ledger.remote)."""
         self.handle = handle
         self._get = get
         self.max_in_flight = max_in_flight

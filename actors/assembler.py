@@ -32,7 +32,7 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from vak_context.actors.ledger_client import LedgerClient
+from vak_context.actors.ledger.client import LedgerClient
 from vak_context.actors.planner import PRODUCER, PlannerActor, StepPlan, Summarise, plan_record
 from vak_context.actors.session_fold import FoldedSessions, fold_unseen
 from vak_context.agent.endpoint import EndpointTools, build_tools

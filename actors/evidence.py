@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from vak_context.actors.ledger_client import LedgerClient
+from vak_context.actors.ledger.client import LedgerClient
 from vak_context.actors.session_fold import FoldedSessions
 from vak_context.agent.carddocs import card_doc, docs_from_ledger
 from vak_context.config import VakConfig
@@ -43,7 +43,7 @@ def _add_entries(index: TurnIndex, entries: Sequence[StoredEntry]) -> None:
 
 class EvidenceActor:
     """``ledger``: the folder's LedgerActor handle, or a LedgerStore this process holds as the folder's
-    writer (``vak_context.actors.ledger_client``: there is no default, so no second writer is opened by accident). ``tokens_per_char`` is the bound model's, for turn and card sizes.
+    writer (``vak_context.actors.ledger.client``: there is no default, so no second writer is opened by accident). ``tokens_per_char`` is the bound model's, for turn and card sizes.
     ``config`` (default: the operator's file) says whether the card index adds embeddings."""
 
     def __init__(

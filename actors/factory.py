@@ -13,7 +13,7 @@ from typing import Any
 import blake3
 import ray
 
-from vak_context.actors.ledger import LedgerActor
+from vak_context.actors.ledger.actor import LedgerActor
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.errors import ActorError
 

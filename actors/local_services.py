@@ -16,7 +16,7 @@ from typing import Any
 from vak_context.actors.assembler import AssemblerActor
 from vak_context.actors.evidence import EvidenceActor
 from vak_context.actors.planner import PlannerActor
-from vak_context.actors.probe import ProbeActor, ProbeTarget
+from vak_context.actors.probe import ProbeActor, ProbeRequest
 from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.agent.turnrules import prior_turns_of
 from vak_context.context.capacity.profile import CapacityProfile, from_record
@@ -37,14 +37,14 @@ class InProcessServices:
 
     def __init__(self, store: LedgerStore, session: str, *, assembler: AssemblerActor | None = None,
                  evidence: EvidenceActor | None = None, probe: ProbeActor | None = None,
-                 probe_target: ProbeTarget | None = None, planner: PlannerActor | None = None,
+                 probe_request: ProbeRequest | None = None, planner: PlannerActor | None = None,
                  index_at_close: bool = True) -> None:
         root = str(store.root)
         self.store, self.session = store, session
         self.assembler = assembler or AssemblerActor(root, store, planner=planner)
         self.planner = self.assembler.planner
         self.evidence = evidence or EvidenceActor(root, store)
-        self.probe, self.probe_target = probe, probe_target
+        self.probe, self.probe_request = probe, probe_request
         self.index_at_close = index_at_close
 
     async def append(self, payloads: Sequence[Any]) -> list[str]:
@@ -109,9 +109,9 @@ class InProcessServices:
     async def turn_started(self) -> CapacityProfile | None:
         """Cancel the bound model's in-flight probe; the newest profile the probe holds for it (the loop
         binds it when it is newer than its own)."""
-        if self.probe is None or self.probe_target is None:
+        if self.probe is None or self.probe_request is None:
             return None
-        record = await self.probe.turn_starting(self.probe_target.key)
+        record = await self.probe.turn_starting(self.probe_request.key)
         return from_record(record) if record is not None else None
 
     async def plan_ahead(self, profile: CapacityProfile, step: StepRequest, after: str, directive: str) -> list[str]:
@@ -126,5 +126,5 @@ class InProcessServices:
             index_later = getattr(self.store, "index_later", None)  # a LedgerStore's (not a test double's)
             if index_later is not None:
                 index_later(self.session)
-        if self.probe is not None and self.probe_target is not None:
-            await self.probe.turn_finished(self.probe_target)
+        if self.probe is not None and self.probe_request is not None:
+            await self.probe.turn_finished(self.probe_request)

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, cast
 
-from vak_context.actors.ledger_client import LedgerClient
+from vak_context.actors.ledger.client import LedgerClient
 from vak_context.actors.session_fold import FoldedSessions, fold_unseen
 from vak_context.agent.endpoint import EndpointTools, build_tools
 from vak_context.agent.stated_pass import extract_with_model
@@ -381,6 +381,6 @@ class _Kept:
 async def _no_summariser(_view: SessionView, _plan: Plan) -> list[str]:
     raise InvalidInput(
         "the plan needs a packet summary and this planner has no summariser; pass summariser= "
-        "(vak_context.agent.summarise.Summariser), or bind the session with a ModelEndpoint "
+        "(vak_context.agent.summarise.Summariser), or bind the session with an EndpointSpec "
         "(vak_context.agent.endpoint) so the PlannerActor builds one"
     )

@@ -14,7 +14,7 @@ coroutines, so on Ray it is an async actor and a probe is a task on its event lo
 * Every probe writes to the ledger: the ``capacity.probe`` activity (rungs, samples, verdicts) and
   the ``capacity_profile`` record; a cancelled or failed probe writes an activity saying so.
   The ledger is a ``LedgerStore`` in-process, or the ``LedgerActor`` handle on Ray (the factory
-  passes it), reached through ``vak_context.actors.ledger_client.LedgerClient`` either way.
+  passes it), reached through ``vak_context.actors.ledger.client.LedgerClient`` either way.
 
 Provider keys never travel through here: the adapter is built inside the actor by
 ``vak_context.providers.registry.make_provider``, which reads them from the environment.
@@ -31,8 +31,8 @@ from urllib.parse import urlparse
 
 import httpx
 
-from vak_context.actors.ledger_client import LedgerClient
-from vak_context.agent.endpoint import ModelEndpoint
+from vak_context.actors.ledger.client import LedgerClient
+from vak_context.agent.endpoint import EndpointSpec
 from vak_context.agent.probe import ProbeRunner, ProbeSettings
 from vak_context.config import VakConfig, load_config
 from vak_context.context.capacity.profile import (
@@ -52,8 +52,9 @@ DEFAULT_SESSION = "capacity"
 
 
 @dataclass(frozen=True)
-class ProbeTarget:
-    """What to probe: a ``provider:model`` spec as ``vak_context.providers.registry`` reads it, and where it is.
+class ProbeRequest:
+    """What a finished turn asks the ProbeActor to probe when a probe is due (``turn_finished``): the bound
+    model's ``provider:model`` spec as ``vak_context.providers.registry`` reads it, where it is, and how to probe.
 
     ``local`` None means: local when ``base_url`` is a loopback address. ``metadata_digest`` is the
     digest the caller bound with (``vak_context.context.capacity.profile.metadata_digest``); a different one in the
@@ -145,7 +146,7 @@ class ProbeActor:
 
     # ------------------------------------------------------------------ the turn loop's calls
 
-    async def turn_finished(self, target: ProbeTarget) -> str:
+    async def turn_finished(self, target: ProbeRequest) -> str:
         """Maybe start a background probe for ``target``. Returns at once with what it decided."""
         key = target.key
         if not target.is_local and self.config.probe.hosted != "full":
@@ -230,7 +231,7 @@ class ProbeActor:
 
     # ------------------------------------------------------------------ the probe itself
 
-    async def _probe(self, target: ProbeTarget, reason: str) -> None:
+    async def _probe(self, target: ProbeRequest, reason: str) -> None:
         from vak_context.providers.registry import make_provider  # heavy; only probing needs it
 
         key = target.key
@@ -269,12 +270,12 @@ class ProbeActor:
         await self._append([Activity(activity="capacity.probe", detail=detail)])
 
 
-def probe_target_for(endpoint: ModelEndpoint, key: ProfileKey, *, local: bool | None = None,
-                     settings: ProbeSettings | None = None, metadata_digest: str | None = None) -> ProbeTarget:
+def probe_request_for(endpoint: EndpointSpec, key: ProfileKey, *, local: bool | None = None,
+                     settings: ProbeSettings | None = None, metadata_digest: str | None = None) -> ProbeRequest:
     """What the ProbeActor probes for a session bound to ``endpoint`` under the profile ``key``: the same
     spec and base URL (the probe's adapter is built inside the actor, its key read from the environment
     there), recorded under the session's key. ``local`` None: local when the base URL is loopback; a hosted
     model is probed only where the operator's config says ``[probe] hosted = "full"``."""
     options = {"api_key": endpoint.api_key} if endpoint.api_key else {}  # a loopback server's own key only
-    return ProbeTarget(spec=endpoint.spec, base_url=endpoint.base_url, quantisation=key.quantisation, local=local,
+    return ProbeRequest(spec=endpoint.spec, base_url=endpoint.base_url, quantisation=key.quantisation, local=local,
                        metadata_digest=metadata_digest, settings=settings, options=options, profile_key=key)

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from vak_context.actors.ledger_client import LedgerClient
+from vak_context.actors.ledger.client import LedgerClient
 from vak_context.context.planner.view import SessionView
 from vak_context.errors import InvalidInput
 from vak_context.events.envelope import StoredEntry

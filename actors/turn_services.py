@@ -22,10 +22,10 @@ from vak_context.actors.factory import (
     planner_actor,
     probe_actor,
 )
-from vak_context.actors.ledger_client import LedgerClient
-from vak_context.actors.probe import ProbeTarget, probe_target_for
+from vak_context.actors.ledger.client import LedgerClient
+from vak_context.actors.probe import ProbeRequest, probe_request_for
 from vak_context.actors.ray_errors import map_ray_errors
-from vak_context.agent.endpoint import ModelEndpoint
+from vak_context.agent.endpoint import EndpointSpec
 from vak_context.agent.probe import ProbeSettings
 from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.agent.turnrules import prior_turns_of
@@ -52,7 +52,7 @@ class RayServices:
     turn closes (False: only at a ``session_search``, docs/SEARCH.md)."""
 
     def __init__(self, root: str | os.PathLike[str], session: str, *, probe: Any = None,
-                 probe_target: ProbeTarget | None = None, index_at_close: bool = True) -> None:
+                 probe_request: ProbeRequest | None = None, index_at_close: bool = True) -> None:
         self.session = session
         self.index_at_close = index_at_close
         handle = self.ledger_handle = ledger_actor(root)
@@ -60,7 +60,7 @@ class RayServices:
         self.evidence = evidence_actor(root, ledger=handle)
         self.planner = planner_actor(root, ledger=handle)  # the assembler's planner (also for explain)
         self.assembler = assembler_actor(root, ledger=handle)
-        self.probe, self.probe_target = probe, probe_target
+        self.probe, self.probe_request = probe, probe_request
         # Where the AssemblerActor's view of the session ends (``Assembled.seen``), and what the ledger
         # handed back from there with this loop's last append: passed with the next ``assemble`` so the
         # assembler folds them in instead of reading the ledger on the step's path. None once another
@@ -126,9 +126,9 @@ class RayServices:
     async def turn_started(self) -> CapacityProfile | None:
         """Cancel the bound model's in-flight probe; the newest profile the ProbeActor holds for it (the
         loop binds it when it is newer than its own)."""
-        if self.probe is None or self.probe_target is None:
+        if self.probe is None or self.probe_request is None:
             return None
-        record = await _call("probe turn_starting", self.probe.turn_starting.remote(self.probe_target.key))
+        record = await _call("probe turn_starting", self.probe.turn_starting.remote(self.probe_request.key))
         return from_record(record) if record is not None else None
 
     async def plan_ahead(self, profile: CapacityProfile, step: StepRequest, after: str, directive: str) -> list[str]:
@@ -144,14 +144,14 @@ class RayServices:
         probe may run in the idle time."""
         if self.index_at_close:
             await _call("ledger index_later", self.ledger_handle.index_later.remote(self.session))
-        if self.probe is not None and self.probe_target is not None:
-            await _call("probe turn_finished", self.probe.turn_finished.remote(self.probe_target))
+        if self.probe is not None and self.probe_request is not None:
+            await _call("probe turn_finished", self.probe.turn_finished.remote(self.probe_request))
 
 
-def ray_services(root: str | os.PathLike[str], session: str, endpoint: ModelEndpoint, key: ProfileKey, *,
+def ray_services(root: str | os.PathLike[str], session: str, endpoint: EndpointSpec, key: ProfileKey, *,
                  probe: bool = True, local: bool | None = None, settings: ProbeSettings | None = None,
                  probe_session: str = "capacity", config: Any = None,
-                 index_at_close: bool = True) -> tuple[RayServices, ProbeTarget | None]:
+                 index_at_close: bool = True) -> tuple[RayServices, ProbeRequest | None]:
     """The turn services for a session bound to ``endpoint`` on the Ray cluster this process is connected
     to: every role its actor (the folder's Ledger, Planner, Assembler, Evidence and, with ``probe``, Probe
     actors, got or created by name), and the probe target built from the bound model. Pass ``endpoint`` as
@@ -161,6 +161,6 @@ def ray_services(root: str | os.PathLike[str], session: str, endpoint: ModelEndp
     need the key in their environment."""
     if not probe:
         return RayServices(root, session, index_at_close=index_at_close), None
-    target = probe_target_for(endpoint, key, local=local, settings=settings)
+    target = probe_request_for(endpoint, key, local=local, settings=settings)
     actor = probe_actor(root, session=probe_session, config=config)
-    return RayServices(root, session, probe=actor, probe_target=target, index_at_close=index_at_close), target
+    return RayServices(root, session, probe=actor, probe_request=target, index_at_close=index_at_close), target

@@ -39,7 +39,9 @@ ANSWERED_INSIDE = "answered by the context engine: its result is in the next req
 
 
 @dataclass(frozen=True)
-class ToolCall:
+class FrameworkCall:
+    """A call in the framework's reply, as its adapter hands it over (docs/TURNS.md "Tool calls")."""
+
     id: str
     name: str
     arguments: Mapping[str, Any] | str  # an object, or the JSON text the model wrote
@@ -53,7 +55,7 @@ class Said:
 @dataclass(frozen=True)
 class Replied:
     text: str = ""
-    calls: tuple[ToolCall, ...] = ()
+    calls: tuple[FrameworkCall, ...] = ()
     prompt_tokens: int = 0
     completion_tokens: int = 0
 

@@ -50,11 +50,11 @@ from vak_context.adapters.bridge import (  # noqa: E402
     ANSWERED_INSIDE,
     Bridge,
     Event,
+    FrameworkCall,
     Projection,
     Replied,
     Returned,
     Said,
-    ToolCall,
     declarations,
     text_of,
     tool_names,
@@ -184,7 +184,7 @@ def _signature(message: BaseMessage) -> str:
 
 def _replied(message: AIMessage) -> Replied:
     usage: Mapping[str, Any] = message.usage_metadata or {}
-    calls = tuple(ToolCall(str(c.get("id")), c["name"], dict(c["args"])) for c in message.tool_calls)
+    calls = tuple(FrameworkCall(str(c.get("id")), c["name"], dict(c["args"])) for c in message.tool_calls)
     return Replied(text_of(message.content), calls, int(usage.get("input_tokens", 0)),
                    int(usage.get("output_tokens", 0)))
 

@@ -40,11 +40,11 @@ from vak_context.adapters.bridge import (  # noqa: E402
     ANSWERED_INSIDE,
     Bridge,
     Event,
+    FrameworkCall,
     Projection,
     Replied,
     Returned,
     Said,
-    ToolCall,
     declarations,
     text_of,
 )
@@ -158,7 +158,7 @@ def _signature(item: Any) -> str:
 
 def _events_of(items: Sequence[Mapping[str, Any]]) -> list[Event]:
     events: list[Event] = []
-    text, calls = "", list[ToolCall]()  # the step being gathered: an assistant message and the calls after it
+    text, calls = "", list[FrameworkCall]()  # the step being gathered: an assistant message and the calls after it
 
     def flush() -> None:
         nonlocal text, calls
@@ -173,7 +173,7 @@ def _events_of(items: Sequence[Mapping[str, Any]]) -> list[Event]:
                 flush()
             text += text_of(item.get("content"))
         elif kind == "function_call":
-            calls.append(ToolCall(str(item.get("call_id")), str(item.get("name")), str(item.get("arguments") or "{}")))
+            calls.append(FrameworkCall(str(item.get("call_id")), str(item.get("name")), str(item.get("arguments") or "{}")))
         else:
             flush()
             if kind == "message" and role == "user":

@@ -52,11 +52,11 @@ from vak_context.adapters.bridge import (  # noqa: E402
     ANSWERED_INSIDE,
     Bridge,
     Event,
+    FrameworkCall,
     Projection,
     Replied,
     Returned,
     Said,
-    ToolCall,
     declarations,
     text_of,
     tool_names,
@@ -155,7 +155,7 @@ def _events_of(messages: Sequence[ModelMessage]) -> list[Event]:
     for message in messages:
         if isinstance(message, ModelResponse):
             text = "".join(p.content for p in message.parts if isinstance(p, TextPart))
-            calls = tuple(ToolCall(p.tool_call_id, p.tool_name, p.args_as_dict())
+            calls = tuple(FrameworkCall(p.tool_call_id, p.tool_name, p.args_as_dict())
                           for p in message.parts if isinstance(p, ToolCallPart))
             usage = message.usage
             events.append(Replied(text, calls, usage.input_tokens or 0, usage.output_tokens or 0))

@@ -4,7 +4,7 @@ The AssemblerActor needs an exact token counter on the bound model and the Plann
 summariser. ``model_tools`` builds both over one provider adapter, for every path. In-process the turn's
 caller builds them over its own ``httpx.AsyncClient`` and hands them to the actors. A client cannot travel
 to a Ray actor (it holds sockets and an event loop), so on Ray each step request carries a
-``ModelEndpoint``, this small, picklable description of any provider spec (``provider:model``, as
+``EndpointSpec``, this small, picklable description of any provider spec (``provider:model``, as
 ``vak_context.providers.registry.make_provider`` reads it, with its base URL and window, and optionally
 a cheaper model for summaries), and each actor builds the same tools from it (``build_tools``) inside its
 own event loop, once per endpoint.
@@ -34,7 +34,7 @@ OPENAI_COMPAT = "openai-compat"  # the provider an endpoint names by default (ll
 
 
 @dataclass(frozen=True)
-class ModelEndpoint:
+class EndpointSpec:
     """A model the actors may call for the bound session: any provider ``make_provider`` knows.
 
     ``provider`` and ``model`` make the spec (``spec``); ``base_url`` None is the provider's default.
@@ -52,14 +52,14 @@ class ModelEndpoint:
     max_summary_tokens: int | None = 256
     timeout_s: float = 900.0
     provider: str = OPENAI_COMPAT
-    summary: ModelEndpoint | None = None
+    summary: EndpointSpec | None = None
     summaries: bool = True
     stated_pass: bool = False
 
     @classmethod
     def of(cls, spec: str, *, window_tokens: int, base_url: str | None = None,
-           summary: ModelEndpoint | None = None, max_summary_tokens: int | None = 256,
-           timeout_s: float = 900.0, summaries: bool = True, stated_pass: bool = False) -> ModelEndpoint:
+           summary: EndpointSpec | None = None, max_summary_tokens: int | None = 256,
+           timeout_s: float = 900.0, summaries: bool = True, stated_pass: bool = False) -> EndpointSpec:
         """The endpoint for a ``provider:model`` spec (the provider canonical, an alias resolved)."""
         from vak_context.providers.registry import parse_spec
 
@@ -111,7 +111,7 @@ def model_tools(provider: Provider, model: str, *, window_tokens: int, tokens_pe
     return ModelTools(count=token_counter(provider, tokens_per_char).count, summariser=summariser)
 
 
-def endpoint_provider(endpoint: ModelEndpoint, client: httpx.AsyncClient) -> Provider:
+def endpoint_provider(endpoint: EndpointSpec, client: httpx.AsyncClient) -> Provider:
     """The adapter for ``endpoint`` over ``client``; the key from the environment unless the endpoint
     carries a loopback server's own."""
     from vak_context.providers.registry import make_provider
@@ -120,7 +120,7 @@ def endpoint_provider(endpoint: ModelEndpoint, client: httpx.AsyncClient) -> Pro
                          timeout_s=endpoint.timeout_s).provider
 
 
-def build_tools(endpoint: ModelEndpoint, tokens_per_char: Callable[[], float]) -> EndpointTools:
+def build_tools(endpoint: EndpointSpec, tokens_per_char: Callable[[], float]) -> EndpointTools:
     """``model_tools`` for an endpoint, over one new client (the Ray path)."""
     client = httpx.AsyncClient(trust_env=False, timeout=endpoint.timeout_s)
     provider = endpoint_provider(endpoint, client)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vak_context.agent.endpoint import ModelEndpoint
+from vak_context.agent.endpoint import EndpointSpec
 from vak_context.context.request.messages import ChatRequest, ToolSpec
 
 
@@ -25,7 +25,7 @@ class StepRequest:
     session_key: str | None = None
     # The bound model's server, for an assembler that has no counter or summariser of its own (on Ray):
     # it builds them from this, once per endpoint (vak_context.agent.endpoint).
-    endpoint: ModelEndpoint | None = None
+    endpoint: EndpointSpec | None = None
     deferred: tuple[ToolSpec, ...] = ()  # the admitted deferred tools (ChatRequest.deferred_tools)
 
 

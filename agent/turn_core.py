@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from vak_context.agent.endpoint import ModelEndpoint
+from vak_context.agent.endpoint import EndpointSpec
 from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.agent.tools import EngineCall, EngineTools, ToolRegistry, engine_tools, workspace_tools
 from vak_context.agent.turnrules import TurnRules
@@ -92,7 +92,7 @@ class TurnConfig:
     temperature: float | None = 0.0
     timezone: str = "UTC"
     session_key: str | None = None
-    endpoint: ModelEndpoint | None = None  # for an assembler that calls the server itself (on Ray)
+    endpoint: EndpointSpec | None = None  # for an assembler that calls the server itself (on Ray)
     stance: str = DEFAULT_STANCE  # the tail's <stance>: the embedder's per-turn guidance
     # The repeated-call rule's second strike: "close" ends the turn quoting the results; "redo" first asks
     # for the answer in one more step with calls masked (docs/DRIFT.md).

@@ -1,6 +1,6 @@
 """BFCL v4 multi-turn, a third-party benchmark: the first N entries of multi_turn_base and
 multi_turn_long_context (fixed order, so runs compare), direct and through the engine, scored by BFCL's own
-checker (farm/bfcl.py, farm/bfcl_modes.py, farm/bfcl_report.py; docs/BENCHMARKS.md).
+checker (farm/bfcl/multiturn.py, farm/bfcl/modes.py, farm/bfcl/report.py; docs/BENCHMARKS.md).
 
     .venv/bin/python bench/bfcl.py --entries 3                       # the bundled local:qwen, n_ctx 16384
     .venv/bin/python bench/bfcl.py --entries 3 --model openai-compat:NAME --base-url http://127.0.0.1:8080/v1
@@ -31,9 +31,9 @@ from pathlib import Path
 import httpx
 
 from vak_context.errors import InvalidInput, VakError
-from vak_context.farm.bfcl import CATEGORIES
-from vak_context.farm.bfcl_modes import EntryRun, Sent, Target
-from vak_context.farm.bfcl_report import ALL_MODES, figures, run_categories, table
+from vak_context.farm.bfcl.modes import EntryRun, Sent, Target
+from vak_context.farm.bfcl.multiturn import CATEGORIES
+from vak_context.farm.bfcl.report import ALL_MODES, figures, run_categories, table
 
 
 def target_for(model: str, base_url: str | None, n_ctx: int, stack: ExitStack) -> Target:

@@ -1,8 +1,8 @@
 """What the engine buys: BFCL v4 multi-turn (multi_turn_base, multi_turn_long_context; BFCL's own checker)
 against a scripted model that plays the ground truth while a request is at most T tokens and degrades above
-it (farm/bfcl_scripted.py: no call and malformed calls, alternately), at each T direct, through the engine
+it (farm/bfcl/scripted.py: no call and malformed calls, alternately), at each T direct, through the engine
 (the caller's loop) and through ``vak serve``, the engine knowing T only from its own probe of the model
-(farm/bfcl_degrade.py; docs/BENCHMARKS.md, "What the engine buys").
+(farm/bfcl/degrade.py; docs/BENCHMARKS.md, "What the engine buys").
 
     .venv/bin/python bench/bfcl_degrade.py                                  # all 200 entries, T = 4k, 8k, 16k
     .venv/bin/python bench/bfcl_degrade.py --entries 3 --threshold 4096     # a quick look
@@ -26,8 +26,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from vak_context.errors import VakError
-from vak_context.farm.bfcl import CATEGORIES, Verdict, load_entries
-from vak_context.farm.bfcl_degrade import (
+from vak_context.farm.bfcl.degrade import (
     MODES,
     THRESHOLDS,
     ProbeFigure,
@@ -36,7 +35,8 @@ from vak_context.farm.bfcl_degrade import (
     run_threshold,
     table,
 )
-from vak_context.farm.bfcl_modes import EntryRun, Sent, Target
+from vak_context.farm.bfcl.modes import EntryRun, Sent, Target
+from vak_context.farm.bfcl.multiturn import CATEGORIES, Verdict, load_entries
 
 
 def progress(threshold: int | None, out: Path | None) -> Callable[[EntryRun], None]:

@@ -1,6 +1,6 @@
 """What the engine buys on a real model: BFCL single-turn questions (simple_python, multiple, parallel; BFCL's
 own AST checker) asked after K tokens of real recorded agent history, direct and through the engine, at a
-given n_ctx; the model probed first (farm/bfcl_history.py; docs/BENCHMARKS.md, "What the engine buys").
+given n_ctx; the model probed first (farm/bfcl/history.py; docs/BENCHMARKS.md, "What the engine buys").
 
     .venv/bin/python bench/bfcl_history.py --model local:qwen1.5b --entries 20      # the bundled 1.5B, n_ctx 8192
     .venv/bin/python bench/bfcl_history.py --model scripted --threshold 4096 --entries 2   # the scripted model
@@ -11,7 +11,7 @@ given n_ctx; the model probed first (farm/bfcl_history.py; docs/BENCHMARKS.md, "
 category); ``--sizes`` the history sizes K in tokens (default 0 2000 4000 6000 7500). The model is probed
 first by the engine's own probe (the ladder with its negative control, at the window ``--n-ctx``) unless
 ``--horizon`` gives a horizon (then the engine plans against it, and the table's "over the horizon" uses
-it). ``scripted`` is :class:`~farm.bfcl_single_model.SingleTurnModel` on 127.0.0.1: BFCL's answers while a
+it). ``scripted`` is :class:`~farm.bfcl.single_model.SingleTurnModel` on 127.0.0.1: BFCL's answers while a
 request is at most ``--threshold`` tokens, degraded above. ``--out`` keeps every entry (``runs.jsonl``), the
 probe and the table; ``--plot`` draws accuracy against request size with the horizon marked (PNG).
 """
@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 
 from vak_context.errors import VakError
-from vak_context.farm.bfcl_history import (
+from vak_context.farm.bfcl.history import (
     MODES,
     SIZES,
     Asked,
@@ -42,9 +42,9 @@ from vak_context.farm.bfcl_history import (
     table,
     writes_calls_as_text,
 )
-from vak_context.farm.bfcl_modes import Target
-from vak_context.farm.bfcl_single import CATEGORIES, load_single
-from vak_context.farm.bfcl_tasks import probe_target
+from vak_context.farm.bfcl.modes import Target
+from vak_context.farm.bfcl.single import CATEGORIES, load_single
+from vak_context.farm.bfcl.tasks import probe_target
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -60,7 +60,7 @@ async def main(args: argparse.Namespace) -> int:
         text = table(runs, meta["horizon"], meta["window"], probe_line=meta.get("probe", ""))
         print(text)
         if args.plot:
-            from vak_context.farm.bfcl_plot import plot
+            from vak_context.farm.bfcl.plot import plot
 
             plot(runs, meta["horizon"], Path(args.plot), title=meta.get("title", ""))
         return 0
@@ -75,8 +75,8 @@ async def main(args: argparse.Namespace) -> int:
     started = time.monotonic()
     with ExitStack() as stack:
         if args.model == "scripted":
-            from vak_context.farm.bfcl_scripted import loopback
-            from vak_context.farm.bfcl_single_model import SingleTurnModel
+            from vak_context.farm.bfcl.scripted import loopback
+            from vak_context.farm.bfcl.single_model import SingleTurnModel
 
             upstream = stack.enter_context(loopback(SingleTurnModel(entries, args.threshold, name="scripted")))
             target = Target(upstream.base_url, "scripted", {"Authorization": f"Bearer {SCRIPTED_KEY}"}, SCRIPTED_KEY)
@@ -113,7 +113,7 @@ async def main(args: argparse.Namespace) -> int:
         (out / "meta.json").write_text(json.dumps({"horizon": horizon, "window": args.n_ctx, "probe": line,
                                                    "title": title}) + "\n", encoding="utf-8")
     if args.plot:
-        from vak_context.farm.bfcl_plot import plot
+        from vak_context.farm.bfcl.plot import plot
 
         plot(runs, horizon, Path(args.plot), title=title)
         print(f"plot: {args.plot}")

@@ -169,7 +169,7 @@ def in_process(spec: Any, work: Path) -> Measure:
 
 
 def _in_process(spec: Any, work: Path) -> list[dict[str, Any]]:
-    from vak_context.actors.ledger_client import LedgerClient
+    from vak_context.actors.ledger.client import LedgerClient
     from vak_context.errors import ModelServerError
     from vak_context.farm.replay import replay_session
     from vak_context.farm.rows import UnitKey

@@ -6,7 +6,7 @@ append only once it is durable: the ledger after its group commit is synced to t
 ``synchronous=FULL`` after ``COMMIT``. Batch sizes 1, 16 and 256; 1 and 16 concurrent writers.
 The threads column runs one OS thread per writer; the asyncio column runs the writers as tasks on
 one event loop, as the async LedgerActor did; the actor column runs one thread per writer through one
-``LedgerClient``, which coalesces concurrent appends into one actor call (actors/ledger_client.py).
+``LedgerClient``, which coalesces concurrent appends into one actor call (actors/ledger/client.py).
 ``actor_async`` is the same client against the LedgerActor as it was before it became a threaded
 actor (an async actor, ``bench/ledger_actor_async.py``): the path before, measured beside it.
 Two SQLite columns: ``sqlite`` inserts payload bytes encoded before
@@ -196,7 +196,7 @@ def bench_actor(root: Path, writers: int, batch: int, seconds: float, *, coalesc
 
     from bench.ledger_actor_async import async_ledger_actor
     from vak_context.actors.factory import ledger_actor
-    from vak_context.actors.ledger_client import LedgerClient
+    from vak_context.actors.ledger.client import LedgerClient
 
     actor = async_ledger_actor(root) if async_actor else ledger_actor(root)
     ray.get(actor.sessions.remote())  # started and ready before the clock runs

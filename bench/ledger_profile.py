@@ -66,7 +66,7 @@ def install(timer: StageTimer) -> None:
     import vak_context.events.canonical as canonical
     import vak_context.events.envelope as envelope
     import vak_context.storage.group_commit as ledger  # the write path: ids, the commit message, indexing
-    import vak_context.storage.segment_writer as segments
+    import vak_context.storage.segment.writer as segments
     import vak_context.storage.session_state as session_state
 
     timer.wrap(envelope.Mapper, "validate", "validation")

@@ -117,7 +117,7 @@ def run_main_job(ledger: Path = DEFAULT_LEDGER, *, turns: int = 12, seed: int = 
     out("vak: starting a local Ray on 127.0.0.1 ...")
     start_local_ray()
     from vak_context.actors.factory import ledger_actor
-    from vak_context.actors.ledger_client import LedgerClient
+    from vak_context.actors.ledger.client import LedgerClient
     from vak_context.sessions.generator import generate_session
 
     ledger.mkdir(parents=True, exist_ok=True)

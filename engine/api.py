@@ -43,7 +43,7 @@ from vak_context.errors import InvalidInput, LedgerClosed
 if TYPE_CHECKING:
     import httpx
 
-    from vak_context.actors.ledger_client import LedgerClient
+    from vak_context.actors.ledger.client import LedgerClient
     from vak_context.agent.tools.registry import Tool, ToolRegistry
     from vak_context.storage.ledger import LedgerStore
 
@@ -123,7 +123,7 @@ class Engine:
         folder's LedgerActor on Ray. For tools built on the engine (``vak serve`` notes what each client
         request added and forks diverged sessions through it); the entries' format is internal
         (docs/LEDGER_FORMAT.md). Never append to a session while one of its turns is open."""
-        from vak_context.actors.ledger_client import LedgerClient
+        from vak_context.actors.ledger.client import LedgerClient
 
         store = self._live_store()
         if store is not None:

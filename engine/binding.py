@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from vak_context.actors.assembler import AssemblerActor
-from vak_context.agent.endpoint import ModelEndpoint
+from vak_context.agent.endpoint import EndpointSpec
 from vak_context.agent.summarise import Summariser
 from vak_context.agent.tools import engine_tools
 from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
@@ -89,18 +89,18 @@ class BoundModel:
     protocol: Protocol | None = None  # how a bundled model makes its calls (the local catalogue's); None: not declared
     api_key: str | None = field(default=None, repr=False)  # that server's key; never in a repr or the ledger
 
-    def endpoint(self, window_tokens: int, summary: ModelEndpoint | None = None, *,
-                 summaries: bool = True, stated_pass: bool = False) -> ModelEndpoint:
+    def endpoint(self, window_tokens: int, summary: EndpointSpec | None = None, *,
+                 summaries: bool = True, stated_pass: bool = False) -> EndpointSpec:
         """The bound model as the Ray actors reach it (agent/endpoint.py): the AssemblerActor and the
         PlannerActor build its counter and summariser from this (``summary``: another model's endpoint for
         the packet summaries), the ProbeActor its probe. Only a bundled model's server carries its own
         per-run key here; a provider's key is read from the environment inside the actors and never
         travels through Ray."""
         if self.provider_name == LOCAL:
-            return ModelEndpoint(base_url=self.base_url, model=self.model, window_tokens=window_tokens,
+            return EndpointSpec(base_url=self.base_url, model=self.model, window_tokens=window_tokens,
                                  api_key=self.api_key, max_summary_tokens=SUMMARY_TOKENS, summary=summary,
                                  summaries=summaries, stated_pass=stated_pass)
-        return ModelEndpoint.of(f"{self.provider_name}:{self.model}", window_tokens=window_tokens,
+        return EndpointSpec.of(f"{self.provider_name}:{self.model}", window_tokens=window_tokens,
                                 base_url=self.base_url, max_summary_tokens=SUMMARY_TOKENS, summary=summary,
                                 summaries=summaries, stated_pass=stated_pass)
 

@@ -24,7 +24,7 @@ from vak_context.errors import InvalidInput
 if TYPE_CHECKING:
     import httpx
 
-    from vak_context.actors.ledger_client import LedgerClient
+    from vak_context.actors.ledger.client import LedgerClient
     from vak_context.agent.loop import StepReport, TurnLoop, TurnReport
     from vak_context.storage.ledger import LedgerStore
 

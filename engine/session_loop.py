@@ -21,7 +21,7 @@ from vak_context.errors import InvalidInput
 if TYPE_CHECKING:
     import httpx
 
-    from vak_context.agent.endpoint import ModelEndpoint
+    from vak_context.agent.endpoint import EndpointSpec
     from vak_context.agent.loop import StepReport, TurnLoop, TurnServices
     from vak_context.agent.tools.registry import ToolRegistry
     from vak_context.context.capacity.profile import CapacityProfile
@@ -97,10 +97,10 @@ async def bind_loop(name: str, o: SessionOptions, client: httpx.AsyncClient, sta
 
 async def _on_ray(name: str, o: SessionOptions, client: httpx.AsyncClient, stack: ExitStack, folder: Path,
                   bound: BoundModel, *, index_at_close: bool,
-                  ) -> tuple[CapacityProfile, TurnServices, ModelEndpoint | None]:
+                  ) -> tuple[CapacityProfile, TurnServices, EndpointSpec | None]:
     """On Ray: the folder's actors; the profile is read through the LedgerActor."""
     from vak_context.actors.factory import ledger_actor
-    from vak_context.actors.ledger_client import LedgerClient
+    from vak_context.actors.ledger.client import LedgerClient
     from vak_context.engine.binding import ray_services, session_profile, summary_model
 
     reader = LedgerClient(str(folder), ledger_actor(folder), coalesce=False)

@@ -28,7 +28,7 @@ from vak_context.errors import InvalidPayload, OversizeEntry, UnknownKind
 from vak_context.events.payloads import KINDS, PAYLOAD_ADAPTER, PAYLOAD_TYPES
 
 # A payload validated and canonically encoded by ``Mapper.encode_payload`` in the caller's process
-# (vak_context.actors.ledger_client), sent to the LedgerActor as a plain (kind, bytes) tuple: it pickles about
+# (vak_context.actors.ledger.client), sent to the LedgerActor as a plain (kind, bytes) tuple: it pickles about
 # ten times faster than a pydantic model, and the actor need not encode it again. The bytes are
 # the same the actor would have written, so the ids are too; the actor checks the kind and size.
 EncodedPayload = tuple[str, bytes]

@@ -6,7 +6,7 @@
   that showed the expected outcome against the task's ``require``. BFCL: per model and category, the
   modes side by side (accuracy, tokens, requests over the horizon, cached share) and the bench's goals.
   bfcl_history and bfcl_degrade: the tables ``bench/bfcl_history.py`` and ``bench/bfcl_degrade.py`` print
-  (vak_context.farm.bfcl_tasks).
+  (vak_context.farm.bfcl.tasks).
   Then every unit that could not run.
 * ``horizon_curves.png``: for each model, the share of probe samples that followed the instruction
   against prompt tokens, with the measured horizon marked ("curves for any model, one command").
@@ -14,7 +14,7 @@
   each model's budget), and the fidelity mix per model: how its requests carried the session's tool
   results (verbatim, windowed, digested, packeted, behind a reset, missing).
 * ``bfcl_history_<task>_<model>.png``, ``bfcl_degrade_<task>_T<T>.png``: accuracy against request size, one
-  line per mode, the measured horizon marked (vak_context.farm.bfcl_plot).
+  line per mode, the measured horizon marked (vak_context.farm.bfcl.plot).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def write_report(run_dir: Path) -> list[Path]:
     lines += _live_section([r for r in ok if r["kind"] == "live"], tasks)
     lines += _bfcl_section([r for r in ok if r["kind"] == "bfcl"])
     if any(r["kind"] in ("bfcl_history", "bfcl_degrade") for r in ok):
-        from vak_context.farm.bfcl_tasks import report_sections
+        from vak_context.farm.bfcl.tasks import report_sections
 
         lines += report_sections(ok)
     failed = [r for r in rows if r["request"] == UNIT_FAILED]
@@ -154,12 +154,12 @@ def _live_section(rows: list[dict[str, Any]], tasks: dict[str, dict[str, Any]]) 
 
 
 def _bfcl_section(rows: list[dict[str, Any]]) -> list[str]:
-    """The figures ``bench/bfcl.py`` prints, from the rows (vak_context.farm.bfcl_unit), one line per model and
+    """The figures ``bench/bfcl.py`` prints, from the rows (vak_context.farm.bfcl.unit), one line per model and
     category with the modes side by side (direct / engine), then each model's goals."""
     if not rows:
         return []
-    from vak_context.farm.bfcl_report import figures, goals
-    from vak_context.farm.bfcl_unit import runs_of
+    from vak_context.farm.bfcl.report import figures, goals
+    from vak_context.farm.bfcl.unit import runs_of
 
     out = ["## BFCL v4 multi-turn: each model's calls made direct and through the engine", "",
            "Each cell is direct / engine. Accuracy is BFCL's own checker; tokens are the server's prompt tokens.", "",
@@ -200,7 +200,7 @@ def _plots(run_dir: Path, rows: list[dict[str, Any]]) -> list[Path]:
     for session in sorted({r["session"] for r in replays}):
         paths.append(_session_plot(plt, run_dir, session, [r for r in replays if r["session"] == session]))
     if any(r["kind"] in ("bfcl_history", "bfcl_degrade") for r in rows):
-        from vak_context.farm.bfcl_tasks import plots
+        from vak_context.farm.bfcl.tasks import plots
 
         paths += plots(run_dir, rows)
     return paths

@@ -115,7 +115,7 @@ def plan_units(spec: FarmSpec, *, hosted_probe: bool = False) -> tuple[list[Unit
     notes: list[str] = []
     for task in spec.tasks:
         if isinstance(task, BfclDegradeTask):  # its model is the scripted one, a unit per (T, category)
-            from vak_context.farm.bfcl_tasks import scripted_model
+            from vak_context.farm.bfcl.tasks import scripted_model
 
             for name, threshold in task.unit_models():
                 units += [UnitPlan(UnitKey(task.name, name, c), task, scripted_model(name, threshold))

@@ -159,7 +159,7 @@ async def _run(job: UnitJob, node: str) -> list[dict[str, Any]]:
     if isinstance(task, ReplayTask):
         return await _replay(job, node)
     if isinstance(task, BfclDegradeTask):  # the scripted model, served by the unit itself
-        from vak_context.farm.bfcl_tasks import degrade_unit
+        from vak_context.farm.bfcl.tasks import degrade_unit
 
         assert job.work is not None
         return await degrade_unit(job.key, job.run_id, node, task, job.model, work=job.work)
@@ -167,12 +167,12 @@ async def _run(job: UnitJob, node: str) -> list[dict[str, Any]]:
     if isinstance(task, ProbeTask):
         return await probe_unit(job.key, job.run_id, node, job.model, task, endpoint)
     if isinstance(task, BfclTask):
-        from vak_context.farm.bfcl_unit import bfcl_unit
+        from vak_context.farm.bfcl.unit import bfcl_unit
 
         assert job.work is not None
         return await bfcl_unit(job.key, job.run_id, node, job.model, task, endpoint, work=job.work)
     if isinstance(task, BfclHistoryTask):
-        from vak_context.farm.bfcl_tasks import history_unit
+        from vak_context.farm.bfcl.tasks import history_unit
 
         assert job.work is not None
         return await history_unit(job.key, job.run_id, node, job.model, task, endpoint, work=job.work)
@@ -184,7 +184,7 @@ async def _run(job: UnitJob, node: str) -> list[dict[str, Any]]:
 async def _replay(job: UnitJob, node: str) -> list[dict[str, Any]]:
     import httpx
 
-    from vak_context.actors.ledger_client import LedgerClient
+    from vak_context.actors.ledger.client import LedgerClient
     from vak_context.agent.summarise import Summariser, write_packet
     from vak_context.context.planner.plan import Plan
     from vak_context.context.planner.view import SessionView

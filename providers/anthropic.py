@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Unpack
 import httpx
 
 from vak_context.coerce import int_or_none
-from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext, ToolCall
+from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext, NativeCall
 from vak_context.errors import ContextOverflow, InvalidInput
 from vak_context.events.blocks import ImageBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import Usage
@@ -179,7 +179,7 @@ class AnthropicProvider(Provider):
     def parse(self, body: dict[str, Any], *, latency_ms: float) -> ChatResult:
         texts: list[str] = []
         thinking: list[str] = []
-        calls: list[ToolCall] = []
+        calls: list[NativeCall] = []
         for block in body.get("content") or []:
             kind = block.get("type")
             if kind == "text":
@@ -189,7 +189,7 @@ class AnthropicProvider(Provider):
             elif kind == "tool_use":
                 arguments = block.get("input") if isinstance(block.get("input"), dict) else {}
                 calls.append(
-                    ToolCall(
+                    NativeCall(
                         id=str(block.get("id", "")), name=str(block.get("name", "")), arguments=arguments
                     )
                 )

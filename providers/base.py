@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Protocol, TypedDict, TypeVar
 
 import httpx
 
-from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext, ToolCall
+from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext, NativeCall
 from vak_context.errors import (
     ContextOverflow,
     InvalidInput,
@@ -137,15 +137,15 @@ def parse_json_arguments(raw: Any) -> tuple[dict[str, Any], str]:
     return (value if isinstance(value, dict) else {}), raw
 
 
-def openai_tool_calls(message: Mapping[str, Any]) -> tuple[ToolCall, ...]:
+def openai_tool_calls(message: Mapping[str, Any]) -> tuple[NativeCall, ...]:
     """The ``tool_calls`` of an OpenAI-shaped chat message (OpenAI-compatible servers, Ollama) as
-    ``ToolCall``s. A call with no id (Ollama's; newer versions may send one) is named by its position,
+    ``NativeCall``s. A call with no id (Ollama's; newer versions may send one) is named by its position,
     which keeps the ids unique within the reply."""
     calls = []
     for i, call in enumerate(message.get("tool_calls") or []):
         fn = call.get("function") or {}
         arguments, raw = parse_json_arguments(fn.get("arguments"))
-        calls.append(ToolCall(id=str(call.get("id") or f"call_{i}"), name=str(fn.get("name", "")),
+        calls.append(NativeCall(id=str(call.get("id") or f"call_{i}"), name=str(fn.get("name", "")),
                               arguments=arguments, raw_arguments=raw))
     return tuple(calls)
 

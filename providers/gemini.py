@@ -18,7 +18,7 @@ import uuid
 from typing import Any, ClassVar
 
 from vak_context.coerce import int_or_none
-from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext, ToolCall
+from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext, NativeCall
 from vak_context.errors import ContextOverflow, ProviderError
 from vak_context.events.blocks import ImageBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import Usage
@@ -132,7 +132,7 @@ class GeminiProvider(Provider):
         candidate = candidates[0] if isinstance(candidates[0], dict) else {}
         texts: list[str] = []
         thoughts: list[str] = []
-        calls: list[ToolCall] = []
+        calls: list[NativeCall] = []
         stem = re.sub(r"[^A-Za-z0-9_-]", "", str(body.get("responseId") or ""))[:32] or uuid.uuid4().hex[:12]
         for part in (candidate.get("content") or {}).get("parts") or []:
             if "functionCall" in part:
@@ -142,7 +142,7 @@ class GeminiProvider(Provider):
                 # and the request's functionResponse names are looked up by id: the reply's responseId (or a
                 # random stem without one) keeps ids unique across the turn's steps.
                 call_id = str(call.get("id") or f"call_{stem}_{len(calls)}")
-                calls.append(ToolCall(id=call_id, name=str(call.get("name", "")), arguments=args))
+                calls.append(NativeCall(id=call_id, name=str(call.get("name", "")), arguments=args))
             elif part.get("thought"):
                 thoughts.append(str(part.get("text", "")))
             elif "text" in part:

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Unpack
 import httpx
 
 from vak_context.coerce import int_or_none
-from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext, ToolCall
+from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext, NativeCall
 from vak_context.errors import ContextOverflow
 from vak_context.events.blocks import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import Usage
@@ -121,7 +121,7 @@ class OpenAIResponsesProvider(Provider):
     def parse(self, body: dict[str, Any], *, latency_ms: float) -> ChatResult:
         texts: list[str] = []
         summaries: list[str] = []
-        calls: list[ToolCall] = []
+        calls: list[NativeCall] = []
         for item in body.get("output") or []:
             kind = item.get("type")
             if kind == "message":
@@ -135,7 +135,7 @@ class OpenAIResponsesProvider(Provider):
             elif kind == "function_call":
                 arguments, raw = parse_json_arguments(item.get("arguments"))
                 calls.append(
-                    ToolCall(
+                    NativeCall(
                         id=str(item.get("call_id") or item.get("id") or ""),
                         name=str(item.get("name", "")),
                         arguments=arguments,

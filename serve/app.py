@@ -76,7 +76,7 @@ from vak_context.serve.scope import ledger_scope
 from vak_context.serve.shapes import CHECKS
 from vak_context.serve.streaming import ClientGone, Stream
 from vak_context.serve.textform import with_text_exchanges
-from vak_context.serve.upstream import Upstream
+from vak_context.serve.upstream import UpstreamClient
 
 log = logging.getLogger("vak.serve")
 
@@ -131,7 +131,7 @@ class Server:
         self.locks = locks or SessionLocks()
         self._own_client = client is None
         self.client = client or httpx.AsyncClient(trust_env=False, timeout=900.0)
-        self.upstream = Upstream(self.client, config.upstream_key)
+        self.upstream = UpstreamClient(self.client, config.upstream_key)
         self.ledger = engine.ledger()
         self.scope = ledger_scope(engine.folder)  # names headerless conversations alike across restarts
         self.conversations: dict[str, Conversation] = {}

@@ -38,7 +38,7 @@ from vak_context.serve.continuity import Asked, Held, Marker
 from vak_context.serve.protocol import ClientCall, ClientRequest, Item, Reply, Usage
 from vak_context.serve.resume import Earlier, pending_exchanges, stored_before
 from vak_context.serve.streaming import PARAGRAPH, ClientGone, StepText, Stream
-from vak_context.serve.upstream import Upstream
+from vak_context.serve.upstream import UpstreamClient
 from vak_context.storage.ledger_copy import copy_entries
 
 # What binding a session imports (``Session._bind``, with the event loop held): imported with the server,
@@ -197,7 +197,7 @@ class Conversation:
         self.turn: Turn | None = None  # open while the client runs the calls it was given
         self.closed: Turn | None = None  # the turn the last reply closed, its packet summary not yet written
 
-    async def answer(self, request: ClientRequest, routed: Routed, upstream: Upstream, ledger: Any,
+    async def answer(self, request: ClientRequest, routed: Routed, upstream: UpstreamClient, ledger: Any,
                      stream: Stream | None = None) -> Reply:
         """Withdraw what the client left out, ingest what is new (the items after what the session holds),
         run the turn to an answer or to calls of the client's tools, note what the session now holds. With
@@ -361,7 +361,7 @@ class Conversation:
             steps.append(await turn.earlier_step(calls, exchange.results, stored=stored))
         return steps
 
-    async def _drive(self, turn: Turn, request: ClientRequest, upstream: Upstream, usage: Usage,
+    async def _drive(self, turn: Turn, request: ClientRequest, upstream: UpstreamClient, usage: Usage,
                      stream: Stream | None) -> Reply:
         last_status, shown = 200, list[str]()  # shown: the text the client was sent, every step's
         while (sent := await turn.request()) is not None:

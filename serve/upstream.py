@@ -35,7 +35,7 @@ class UpstreamReply:
     usage: Usage
 
 
-class Upstream:
+class UpstreamClient:
     """Posts rendered requests with this server's own client and the upstream's auth headers."""
 
     def __init__(self, client: httpx.AsyncClient, api_key: str | None) -> None:

@@ -53,7 +53,16 @@ from vak_context.events.payloads import (
     Usage,
     WorkContract,
 )
-from vak_context.sessions.text import Call, Corpus, Topic, quote, said, session_corpus, thought, topics
+from vak_context.sessions.text import (
+    Corpus,
+    Topic,
+    WorkspaceCall,
+    quote,
+    said,
+    session_corpus,
+    thought,
+    topics,
+)
 
 AppendFn = Callable[[BaseModel, bytes | None], str]
 
@@ -167,7 +176,7 @@ class _Step:
     """One tool call of a turn, what it returned and where that is stored."""
 
     kind: str
-    call: Call
+    call: WorkspaceCall
     body: str
     is_error: bool
     evidence_id: str

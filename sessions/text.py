@@ -46,8 +46,9 @@ class Command:
 
 
 @dataclass(frozen=True)
-class Call:
-    """A workspace tool call (``read_file``, ``list_dir``, ``grep``), or a shell command through ``bash``."""
+class WorkspaceCall:
+    """A workspace tool call (``read_file``, ``list_dir``, ``grep``), or a shell command through ``bash``, that a
+    generated session's step makes (docs/TURNS.md "Tool calls")."""
 
     name: str
     args: dict[str, Any]
@@ -62,15 +63,15 @@ class Topic:
     domain: str
     question: str
     term: str
-    read: Call
+    read: WorkspaceCall
     search: str
-    command: Call
-    json: Call
-    error: Call
+    command: WorkspaceCall
+    json: WorkspaceCall
+    error: WorkspaceCall
 
-    def call(self, kind: str, results: int = 8) -> Call:
+    def call(self, kind: str, results: int = 8) -> WorkspaceCall:
         if kind == "search":
-            return Call("search_docs", {"query": self.search, "max_results": results})
+            return WorkspaceCall("search_docs", {"query": self.search, "max_results": results})
         return {"read": self.read, "command": self.command, "json": self.json, "error": self.error}[kind]
 
 
@@ -83,8 +84,8 @@ def _lines(text: str) -> list[str]:
     return re.findall(r"[^\n]*\n|[^\n]+\Z", text)
 
 
-def bash(command: Command) -> Call:
-    return Call("bash", {"command": command.line}, command)
+def bash(command: Command) -> WorkspaceCall:
+    return WorkspaceCall("bash", {"command": command.line}, command)
 
 
 def cat(*paths: str) -> Command:
@@ -143,46 +144,46 @@ def topics() -> tuple[Topic, ...]:
     """The directives a generated session asks, in the order turns take them."""
     return (
         Topic("README.md", "overview", "Read README.md and tell me in two sentences what this project is.",
-              "ledger", Call("read_file", {"path": "README.md"}), "what is vak-context: a context engine for LLM agents",
+              "ledger", WorkspaceCall("read_file", {"path": "README.md"}), "what is vak-context: a context engine for LLM agents",
               bash(head(12, "README.md")), bash(toml_json("project")),
-              Call("read_file", {"path": "docs/OVERVIEW.md"})),
+              WorkspaceCall("read_file", {"path": "docs/OVERVIEW.md"})),
         Topic("docs/LEDGER_FORMAT.md", "storage",
               "How does the ledger make an append durable? docs/LEDGER_FORMAT.md should say; quote it.",
-              "fsync", Call("read_file", {"path": "docs/LEDGER_FORMAT.md"}), "append durable fsync group commit",
+              "fsync", WorkspaceCall("read_file", {"path": "docs/LEDGER_FORMAT.md"}), "append durable fsync group commit",
               bash(grep_n("fsync", "docs/LEDGER_FORMAT.md", "docs/ARCHITECTURE.md")),
-              bash(toml_json("project", "dependencies")), Call("list_dir", {"path": "docs/LEDGER_FORMAT.md"})),
+              bash(toml_json("project", "dependencies")), WorkspaceCall("list_dir", {"path": "docs/LEDGER_FORMAT.md"})),
         Topic("docs/PLANNER.md", "planner",
               "What does the planner do when the current turn is larger than its room? Look in docs/PLANNER.md.",
-              "current turn", Call("read_file", {"path": "docs/PLANNER.md"}), "current turn larger than its room",
+              "current turn", WorkspaceCall("read_file", {"path": "docs/PLANNER.md"}), "current turn larger than its room",
               bash(grep_n("current turn", "docs/PLANNER.md")), bash(cat("context/history/card_defs/table.json")),
-              Call("grep", {"pattern": "current turn (", "path": "docs"})),
+              WorkspaceCall("grep", {"pattern": "current turn (", "path": "docs"})),
         Topic("docs/CAPACITY.md", "capacity",
               "How is a model's instruction horizon measured? Read docs/CAPACITY.md and say what the ladder does.",
-              "horizon", Call("read_file", {"path": "docs/CAPACITY.md"}), "instruction horizon probe ladder rungs",
+              "horizon", WorkspaceCall("read_file", {"path": "docs/CAPACITY.md"}), "instruction horizon probe ladder rungs",
               bash(grep_n("horizon", "docs/CAPACITY.md")), bash(toml_json("project", "optional-dependencies")),
-              Call("read_file", {"path": "vak-probe/local-qwen/profile.json"})),
+              WorkspaceCall("read_file", {"path": "vak-probe/local-qwen/profile.json"})),
         Topic("Makefile", "build", "Which command runs the tests, and what does it run before them? Check the Makefile.",
-              "test", Call("read_file", {"path": "Makefile"}), "make test lint ruff mypy",
+              "test", WorkspaceCall("read_file", {"path": "Makefile"}), "make test lint ruff mypy",
               bash(recorded("pytest-events.txt")), bash(toml_json("tool", "pytest", "ini_options")),
               bash(recorded("pytest-sessiongen.txt"))),
         Topic("docs/EVIDENCE.md", "evidence",
               "What happens to a tool result over 30,000 characters? Compare docs/EVIDENCE.md and docs/PLANNER.md.",
-              "30,000", Call("read_file", {"path": "docs/EVIDENCE.md"}), "tool result window 30,000 characters recall",
+              "30,000", WorkspaceCall("read_file", {"path": "docs/EVIDENCE.md"}), "tool result window 30,000 characters recall",
               bash(cat("docs/EVIDENCE.md", "docs/PLANNER.md")), bash(cat("context/history/card_defs/metric.json")),
-              Call("read_file", {"path": "docs/WINDOWS.md"})),
+              WorkspaceCall("read_file", {"path": "docs/WINDOWS.md"})),
         Topic("docs/ARCHITECTURE.md", "architecture",
               "Which Ray actors are there and what does each one own? See docs/ARCHITECTURE.md.",
-              "Actor", Call("read_file", {"path": "docs/ARCHITECTURE.md"}), "ray actors ledger probe evidence assembler",
+              "Actor", WorkspaceCall("read_file", {"path": "docs/ARCHITECTURE.md"}), "ray actors ledger probe evidence assembler",
               bash(grep_n("Actor", "docs/ARCHITECTURE.md")), bash(toml_json("tool", "setuptools", "package-dir")),
-              Call("grep", {"pattern": "Actor", "path": "src"})),
+              WorkspaceCall("grep", {"pattern": "Actor", "path": "src"})),
         Topic("pyproject.toml", "packaging", "Which Python version and which dependencies does pyproject.toml require?",
-              "requires", Call("read_file", {"path": "pyproject.toml"}), "install python version dependencies",
+              "requires", WorkspaceCall("read_file", {"path": "pyproject.toml"}), "install python version dependencies",
               bash(grep_n(">=", "pyproject.toml")), bash(toml_json("project", "dependencies")),
-              Call("read_file", {"path": "requirements.txt"})),
+              WorkspaceCall("read_file", {"path": "requirements.txt"})),
         Topic("docs/", "overview", "List what is in docs/ and say in a line what each document covers.",
-              "#", Call("list_dir", {"path": "docs"}), "one page overview of each part",
+              "#", WorkspaceCall("list_dir", {"path": "docs"}), "one page overview of each part",
               bash(head(3, *DOCS[1:])), bash(toml_json("project", "scripts")),
-              Call("list_dir", {"path": "documentation"})),
+              WorkspaceCall("list_dir", {"path": "documentation"})),
     )
 
 
@@ -237,7 +238,7 @@ class Corpus:
         self.workspace = Workspace(root)
         self._index: tuple[list[Section], Bm25Index[int]] | None = None
 
-    def run(self, call: Call) -> tuple[str, bool]:
+    def run(self, call: WorkspaceCall) -> tuple[str, bool]:
         """The call's result as the model would read it, and whether it is an error."""
         if call.command is not None:
             output, code = call.command.run(self.root)
@@ -301,7 +302,7 @@ def _quotable(text: str, words: int) -> bool:
             and not text.startswith(("|", "```")) and "“" not in text and "”" not in text)
 
 
-def quote(call: Call, body: str, term: str, *, is_error: bool) -> str:
+def quote(call: WorkspaceCall, body: str, term: str, *, is_error: bool) -> str:
     """One line of ``body``, verbatim, for an answer to quote: a failure's last line (where it says what
     failed), a test run's summary, a listing's first names, else the first line naming ``term``, else the
     first line of prose."""
@@ -321,7 +322,7 @@ def quote(call: Call, body: str, term: str, *, is_error: bool) -> str:
             or next((t for t in texts if _quotable(t, 2)), texts[0]))
 
 
-def said(call: Call, quoted: str, *, is_error: bool) -> str:
+def said(call: WorkspaceCall, quoted: str, *, is_error: bool) -> str:
     """The answer's sentence for one result."""
     if is_error:
         return f"The {call.name} call failed: “{quoted}”."
@@ -335,7 +336,7 @@ def said(call: Call, quoted: str, *, is_error: bool) -> str:
     return f"{call.args['path']} says “{quoted}”."
 
 
-def thought(call: Call, topic: Topic) -> str:
+def thought(call: WorkspaceCall, topic: Topic) -> str:
     """The model's reason for a call, before it makes it."""
     if call.name == "search_docs":
         return f"The docs should cover this; I will search them for {call.args['query']!r}."

@@ -1,4 +1,4 @@
-"""On-disk storage: the Arrow IPC ledger (``ledger``, ``segments``) and its verifier (``verify``); and the
+"""On-disk storage: the Arrow IPC ledger (``ledger``, the ``segment`` files) and its verifier (``verify``); and the
 in-memory ledger (``memory``) that holds to the same contract, for tests."""
 
 from vak_context.storage.ledger import LedgerStore

@@ -1,8 +1,8 @@
 """The one ledger contract: what every way of reaching a ledger offers, with one result type per call.
 
 Three things implement it: ``vak_context.storage.ledger.LedgerStore`` (this process holds the folder),
-``vak_context.actors.ledger.LedgerActor`` (the same calls, the folder's one writer on Ray: a threaded actor) and
-``vak_context.actors.ledger_client.LedgerClient`` (either of those behind one object; what callers hold).
+``vak_context.actors.ledger.actor.LedgerActor`` (the same calls, the folder's one writer on Ray: a threaded actor) and
+``vak_context.actors.ledger.client.LedgerClient`` (either of those behind one object; what callers hold).
 ``tests/test_ledger_contract.py`` runs one test class against all of them.
 
 Failure cases every implementation reports with the same typed error (``vak/errors.py``): a bad

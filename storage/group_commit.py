@@ -22,7 +22,7 @@ from vak_context.storage.contract import Payload
 from vak_context.storage.ipc_message import encode_message
 from vak_context.storage.ledger_index import PROFILE_KIND, REWRITE_BYTES, write_index
 from vak_context.storage.manifest import manifest_of, write_manifest
-from vak_context.storage.segment_writer import SegmentWriter
+from vak_context.storage.segment.writer import SegmentWriter
 from vak_context.storage.session_state import Group, SessionState, index_group, relocate
 from vak_context.storage.write_behind import WriteBehind
 

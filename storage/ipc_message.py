@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from vak_context.events.envelope import StoredEntry
-from vak_context.storage.segment_schema import _TIME, SCHEMA, to_batch
+from vak_context.storage.segment.schema import _TIME, SCHEMA, to_batch
 
 
 @dataclass(frozen=True)

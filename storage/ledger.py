@@ -46,8 +46,8 @@ from vak_context.storage.ledger_paths import (
     take_writer_lock,
 )
 from vak_context.storage.recovery import load_session
-from vak_context.storage.segment_schema import from_batch
-from vak_context.storage.segments import batch_offsets, open_name, read_batch_at, sealed_name
+from vak_context.storage.segment.files import batch_offsets, open_name, read_batch_at, sealed_name
+from vak_context.storage.segment.schema import from_batch
 from vak_context.storage.session_state import Group, SessionState, relocate
 from vak_context.storage.verify import VerifyReport, verify_session
 

@@ -33,9 +33,9 @@ import pyarrow.ipc as ipc
 from vak_context.events import canonical
 from vak_context.events.envelope import StoredEntry, upcast
 from vak_context.storage.ledger_format import LEDGER_FORMAT, readable
-from vak_context.storage.segment_schema import MAGIC, SCHEMA
-from vak_context.storage.segment_writer import fsync_dir
-from vak_context.storage.segments import ARROW_ERRORS, list_segments
+from vak_context.storage.segment.files import ARROW_ERRORS, list_segments
+from vak_context.storage.segment.schema import MAGIC, SCHEMA
+from vak_context.storage.segment.writer import fsync_dir
 
 INDEX_NAME = "_index.json"  # "_": pyarrow.dataset discovery skips it, as it skips tails and the manifest
 PROFILE_KIND = "capacity_profile"

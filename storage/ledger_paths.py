@@ -8,7 +8,7 @@ from pathlib import Path
 
 from vak_context.errors import LedgerPathError, SessionLocked
 from vak_context.names import check_name
-from vak_context.storage.segment_writer import mkdir_durable
+from vak_context.storage.segment.writer import mkdir_durable
 
 SEARCH_DIR = "_search"  # a session's search index (storage/search.py); the underscore keeps it out of the segments
 

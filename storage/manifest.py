@@ -23,8 +23,8 @@ import blake3
 
 from vak_context.errors import InvalidUtf8, LedgerCorrupt, NonCanonicalValue
 from vak_context.events import canonical
-from vak_context.storage.segment_writer import fsync_dir
-from vak_context.storage.segments import sealed_name
+from vak_context.storage.segment.files import sealed_name
+from vak_context.storage.segment.writer import fsync_dir
 from vak_context.storage.session_state import SessionState
 
 MANIFEST_NAME = "_manifest.json"  # "_": pyarrow.dataset discovery skips it, as it skips tails

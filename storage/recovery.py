@@ -17,9 +17,15 @@ import pyarrow as pa
 
 from vak_context.storage.ledger_index import SessionIndex, encode_index, read_index, write_index
 from vak_context.storage.manifest import check_at_open, manifest_of, read_manifest, write_manifest
-from vak_context.storage.segment_schema import from_batch
-from vak_context.storage.segment_writer import rewrite_sealed, unlink_durable
-from vak_context.storage.segments import ScannedSegment, list_segments, scan_segment, sealed_name, stale_tails
+from vak_context.storage.segment.files import (
+    ScannedSegment,
+    list_segments,
+    scan_segment,
+    sealed_name,
+    stale_tails,
+)
+from vak_context.storage.segment.schema import from_batch
+from vak_context.storage.segment.writer import rewrite_sealed, unlink_durable
 from vak_context.storage.session_state import SessionState, index_batch
 
 

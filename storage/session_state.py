@@ -15,8 +15,8 @@ import pyarrow as pa
 
 from vak_context.errors import LedgerCorrupt
 from vak_context.storage.ledger_index import PROFILE_KIND, SessionIndex
-from vak_context.storage.segment_writer import SegmentWriter
-from vak_context.storage.segments import sealed_name
+from vak_context.storage.segment.files import sealed_name
+from vak_context.storage.segment.writer import SegmentWriter
 
 
 @dataclass(slots=True)

@@ -16,8 +16,7 @@ from vak_context.errors import LedgerCorrupt
 from vak_context.events import canonical
 from vak_context.events.payloads import PAYLOAD_TYPES
 from vak_context.storage.manifest import MANIFEST_NAME, Manifest, SegmentRecord, read_manifest
-from vak_context.storage.segment_footer import StreamBatch, check_footer
-from vak_context.storage.segments import (
+from vak_context.storage.segment.files import (
     ARROW_ERRORS,
     SCHEMA,
     ScannedSegment,
@@ -26,6 +25,7 @@ from vak_context.storage.segments import (
     scan_segment,
     sealed_name,
 )
+from vak_context.storage.segment.footer import StreamBatch, check_footer
 
 
 @dataclass

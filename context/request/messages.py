@@ -70,11 +70,11 @@ class ChatRequest(Frozen):
     extra: dict[str, Any] = Field(default_factory=dict)  # provider-specific options, passed through
 
 
-class ToolCall(Frozen):
+class NativeCall(Frozen):
     """A tool call as a provider's reply carried it natively (``ChatResult.tool_calls``): the provider's
     id, the decoded arguments, and the argument string as sent (for receipts and redaction).
 
-    One of three call types with distinct roles (docs/TURNS.md "Tool calls"): the turn loop and the probe
+    One of the call types, each with its own role (docs/TURNS.md "Tool calls"): the turn loop and the probe
     read these through ``toolcalls.native_calls`` as ``ParsedCall``s, the same type the text parser
     yields, and the loop stores each call it runs as a ``ToolUseBlock``.
     """
@@ -90,7 +90,7 @@ class ChatResult(Frozen):
     model: str
     text: str = ""
     thinking: str = ""
-    tool_calls: tuple[ToolCall, ...] = ()
+    tool_calls: tuple[NativeCall, ...] = ()
     usage: Usage = Usage()
     stop_reason: str | None = None
     latency_ms: float = 0.0

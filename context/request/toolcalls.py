@@ -53,13 +53,13 @@ _FENCE_WRAPPING: dict[str, Wrapping] = {"tool_call": "tool_call_fence", "json": 
 
 @dataclass(frozen=True)
 class ParsedCall:
-    """What a completion called, as the one parser read it: from the provider's native ``ToolCall``s
+    """What a completion called, as the one parser read it: from the provider's native ``NativeCall``s
     (``native_calls``) or from the text (``parse_tool_calls``), so the loop and the probe judge both alike.
 
-    Unlike a ``ToolCall`` it can be malformed or cut short and has no id (the loop gives it one when it
+    Unlike a ``NativeCall`` it can be malformed or cut short and has no id (the loop gives it one when it
     stores it as a ``ToolUseBlock``): ``name`` is None when none was read, ``arguments`` is None when they
     were missing or not a JSON object (or the call was cut short); ``complete`` is False when the
-    completion ended inside this call. docs/TURNS.md "Tool calls" has the three types' roles.
+    completion ended inside this call. docs/TURNS.md "Tool calls" has each call type's role.
     """
 
     name: str | None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.fakes.bfcl_model import PerfectModel
 from tests.fakes.httpserver import serve
-from vak_context.farm.bfcl import CATEGORIES, load_entries
+from vak_context.farm.bfcl.multiturn import CATEGORIES, load_entries
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,5 +1,5 @@
 """bench/bfcl_degrade.py end to end, as a user runs it: BFCL v4 multi-turn, 3 entries per category, against
-the scripted model that degrades above T = 4,096 tokens (farm/bfcl_scripted.py). The engine learns T only
+the scripted model that degrades above T = 4,096 tokens (farm/bfcl/scripted.py). The engine learns T only
 from its probe; through the engine (the caller's loop and vak serve) every entry passes BFCL's own checker,
 direct none (its requests carry the entry's tool schemas, mostly over T on their own). No timing asserts."""
 
@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vak_context.farm.bfcl import CATEGORIES
+from vak_context.farm.bfcl.multiturn import CATEGORIES
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,5 +1,5 @@
 """bench/bfcl_history.py end to end, as a user runs it, on 2 entries (simple_python_0, multiple_0) with the
-scripted model (farm/bfcl_single_model.py: BFCL's answers while a request is at most T = 4,096 tokens,
+scripted model (farm/bfcl/single_model.py: BFCL's answers while a request is at most T = 4,096 tokens,
 degraded above), probed first: at K = 0 both modes pass; after 6k tokens of recorded tau-bench history direct's
 requests are over T and fail BFCL's checker, while the engine, knowing T only from its probe, keeps its
 requests under it and passes. No timing asserts."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from vak_context.farm.bfcl import Entry, ground_truth_call
+from vak_context.farm.bfcl.multiturn import Entry, ground_truth_call
 
 INJECTED = "__import__('os').getpid"
 

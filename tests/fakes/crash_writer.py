@@ -26,7 +26,7 @@ from multiprocessing.connection import Connection
 
 from vak_context.events.payloads import EvidenceBody, Nudge
 from vak_context.storage.ledger import LedgerStore
-from vak_context.storage.segments import MAGIC
+from vak_context.storage.segment.files import MAGIC
 
 MODES = ("random", "header", "midbody", "marker")
 _MARKER = b"\xff\xff\xff\xff"

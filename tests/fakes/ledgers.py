@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from vak_context.actors.ledger import LedgerActor
+from vak_context.actors.ledger.actor import LedgerActor
 from vak_context.events.envelope import StoredEntry
 from vak_context.storage.contract import LedgerStats, Payload, VerifyReport
 

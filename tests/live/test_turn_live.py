@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from vak_context.actors.local_services import InProcessServices
-from vak_context.actors.probe import ProbeActor, ProbeTarget
+from vak_context.actors.probe import ProbeActor, ProbeRequest
 from vak_context.agent.loop import TurnConfig, TurnLoop
 from vak_context.agent.probe import ProbeSettings
 from vak_context.agent.workspace import Workspace
@@ -79,13 +79,13 @@ async def test_three_live_turns_checked_from_the_ledger(qwen: LocalModelServer, 
     config = TurnConfig(model="qwen", provider="local", system=system_prompt(surface.catalogue()), surface=surface,
                         max_steps=2, max_tokens=128)
     settings = ProbeSettings(samples=3, controls=1, first_rung=2048, max_sizes=3, protocol="inline_fence")
-    target = ProbeTarget(spec="openai-compat:qwen", base_url=qwen.base_url, quantisation="", local=True,
+    target = ProbeRequest(spec="openai-compat:qwen", base_url=qwen.base_url, quantisation="", local=True,
                          settings=settings, options={"api_key": qwen.api_key})
     with LedgerStore(tmp_path / "ledger") as store:
         probe = ProbeActor(store, session="capacity", config=VakConfig())
         async with httpx.AsyncClient(trust_env=False, timeout=900.0) as client:
             provider = OpenAICompatProvider(client, base_url=qwen.base_url, api_key=qwen.api_key, timeout_s=900.0)
-            services = InProcessServices(store, "live", probe=probe, probe_target=target)
+            services = InProcessServices(store, "live", probe=probe, probe_request=target)
             loop = TurnLoop(services, provider, profile, config, workspace=_workspace(tmp_path))
             reports = []
             for directive in DIRECTIVES:
@@ -118,7 +118,7 @@ async def test_three_live_turns_checked_from_the_ledger(qwen: LocalModelServer, 
     assert all(r.outcome in ("completed", "degraded") for r in reports)
 
 
-async def _until_probing(probe: ProbeActor, target: ProbeTarget) -> None:
+async def _until_probing(probe: ProbeActor, target: ProbeRequest) -> None:
     """Wait until the background probe turn_finished started has reached the model (its first progress
     report), so the next turn start cancels a probe that is running, and the cancel is in the ledger."""
     state = await probe.state(target.key)

@@ -20,7 +20,7 @@ from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutErro
 
 from tests.fakes.ledgers import ActorInProcess
 from vak_context.actors.factory import get_ledger_actor, ledger_actor
-from vak_context.actors.ledger_client import LedgerClient
+from vak_context.actors.ledger.client import LedgerClient
 from vak_context.actors.ray_errors import map_ray_errors
 from vak_context.errors import (
     ActorError,
@@ -39,7 +39,7 @@ from vak_context.events import canonical
 from vak_context.events.payloads import Directive, Nudge
 from vak_context.storage.contract import Ledger
 from vak_context.storage.ledger import LedgerStore
-from vak_context.storage.segments import list_segments, scan_segment
+from vak_context.storage.segment.files import list_segments, scan_segment
 
 KINDS = ["store", "actor", "client-store", pytest.param("client-ray", marks=pytest.mark.ray)]
 

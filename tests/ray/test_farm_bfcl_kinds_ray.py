@@ -12,9 +12,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from vak_context.farm.bfcl_scripted import loopback
-from vak_context.farm.bfcl_single import load_single
-from vak_context.farm.bfcl_single_model import SingleTurnModel
+from vak_context.farm.bfcl.scripted import loopback
+from vak_context.farm.bfcl.single import load_single
+from vak_context.farm.bfcl.single_model import SingleTurnModel
 from vak_context.farm.report import write_report
 from vak_context.farm.run import run_farm
 from vak_context.farm.spec import parse_farm_spec

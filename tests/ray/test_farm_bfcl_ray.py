@@ -14,7 +14,7 @@ import pytest
 
 from tests.fakes.bfcl_model import PerfectModel
 from tests.fakes.httpserver import serve
-from vak_context.farm.bfcl import CATEGORIES, load_entries
+from vak_context.farm.bfcl.multiturn import CATEGORIES, load_entries
 from vak_context.farm.report import write_report
 from vak_context.farm.rows import RESULTS_SCHEMA
 from vak_context.farm.run import run_farm

@@ -16,7 +16,7 @@ import pytest
 import ray
 
 from vak_context.actors.factory import NAMESPACE, get_ledger_actor, ledger_actor, ledger_actor_name
-from vak_context.actors.ledger import LedgerActor
+from vak_context.actors.ledger.actor import LedgerActor
 from vak_context.events.payloads import Directive, Nudge
 from vak_context.storage.ledger import LedgerStore
 

@@ -11,7 +11,7 @@ import ray
 
 from tests.fakes.ledger_contract import DiskLedgerContract
 from vak_context.actors.factory import ledger_actor
-from vak_context.actors.ledger_client import LedgerClient
+from vak_context.actors.ledger.client import LedgerClient
 from vak_context.storage.contract import Ledger
 
 

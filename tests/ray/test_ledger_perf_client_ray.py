@@ -11,7 +11,7 @@ import pytest
 import ray
 
 from vak_context.actors.factory import ledger_actor
-from vak_context.actors.ledger_client import LedgerClient
+from vak_context.actors.ledger.client import LedgerClient
 from vak_context.errors import UnknownKind
 from vak_context.events.payloads import Nudge
 

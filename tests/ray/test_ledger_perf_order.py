@@ -16,7 +16,7 @@ import pytest
 import ray
 
 from vak_context.actors.factory import ledger_actor
-from vak_context.actors.ledger_client import LedgerClient
+from vak_context.actors.ledger.client import LedgerClient
 from vak_context.events.payloads import Nudge
 from vak_context.storage.ledger import LedgerStore
 

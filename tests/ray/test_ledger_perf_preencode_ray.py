@@ -10,7 +10,7 @@ import pytest
 import ray
 
 from vak_context.actors.factory import ledger_actor
-from vak_context.actors.ledger_client import LedgerClient
+from vak_context.actors.ledger.client import LedgerClient
 from vak_context.errors import InvalidPayload
 from vak_context.events.payloads import Directive, Nudge, ToolResult
 

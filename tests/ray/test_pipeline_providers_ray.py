@@ -23,7 +23,7 @@ from tests.fakes.httpserver import serve
 from tests.fakes.provider_bodies.wire import body
 from tests.fakes.scripted import tool_surface
 from tests.fakes.sessions import ledger_session
-from vak_context.agent.endpoint import ModelEndpoint
+from vak_context.agent.endpoint import EndpointSpec
 from vak_context.agent.loop import TurnConfig, TurnLoop
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.history.packets import SUMMARISER_SYSTEM
@@ -99,7 +99,7 @@ async def test_a_hosted_session_packets_on_ray_and_every_plan_names_the_planner(
     fake = Hosted(provider)
     surface = tool_surface()
     with serve(fake.handle) as server:
-        endpoint = ModelEndpoint.of(f"{provider}:{model}", base_url=server.url + path, window_tokens=8192)
+        endpoint = EndpointSpec.of(f"{provider}:{model}", base_url=server.url + path, window_tokens=8192)
         assert endpoint.api_key is None  # nothing secret rides on the step request
         key = ProfileKey(provider, model)
         services, target = ray_services(root, "s", endpoint, key, probe=False)

@@ -16,7 +16,7 @@ import ray
 
 from tests.fakes.threshold import ThresholdModel, loopback
 from vak_context.actors.factory import get_ledger_actor, ledger_actor, probe_actor
-from vak_context.actors.probe import ProbeActor, ProbeTarget
+from vak_context.actors.probe import ProbeActor, ProbeRequest
 from vak_context.agent.probe import ProbeSettings
 from vak_context.config import ProbeConfig, VakConfig
 from vak_context.context.capacity.profile import LOCAL_TTL_S, ProfileKey
@@ -37,8 +37,8 @@ class Clock:
         return self.now
 
 
-def target(url: str, **kw: Any) -> ProbeTarget:
-    return ProbeTarget(spec="openai-compat:scripted", base_url=url, settings=QUICK, **kw)
+def target(url: str, **kw: Any) -> ProbeRequest:
+    return ProbeRequest(spec="openai-compat:scripted", base_url=url, settings=QUICK, **kw)
 
 
 def probe_entries(store: LedgerStore) -> list[Any]:
@@ -140,7 +140,7 @@ async def test_a_new_actor_reads_the_last_profile_from_the_ledger(ledger_dir: Pa
 async def test_an_unreachable_model_fails_the_probe_with_a_ledger_note(ledger_dir: Path) -> None:
     with LedgerStore(ledger_dir) as store:
         actor = ProbeActor(store, config=OFF, clock=Clock())
-        t = ProbeTarget(spec="openai-compat:gone", base_url="http://127.0.0.1:9/v1", settings=QUICK)
+        t = ProbeRequest(spec="openai-compat:gone", base_url="http://127.0.0.1:9/v1", settings=QUICK)
         assert await actor.turn_finished(t) == "started"
         assert await actor.wait(t.key, timeout=60) == "failed"
         state = await actor.state(t.key)
@@ -212,7 +212,7 @@ def test_probe_actor_on_ray_single_flight_cancel_and_eligibility(ray_cluster: An
 
 
 def test_probe_key_and_locality_come_from_the_target() -> None:
-    t = ProbeTarget(spec="ollama:gemma4:e2b-mlx", base_url="http://localhost:11434", quantisation="Q4_K_M")
+    t = ProbeRequest(spec="ollama:gemma4:e2b-mlx", base_url="http://localhost:11434", quantisation="Q4_K_M")
     assert t.key == ProfileKey("ollama", "gemma4:e2b-mlx", "Q4_K_M") and t.is_local
-    assert not ProbeTarget(spec="anthropic:claude-x").is_local
-    assert not ProbeTarget(spec="openai-compat:x", base_url="https://gateway.example/v1").is_local
+    assert not ProbeRequest(spec="anthropic:claude-x").is_local
+    assert not ProbeRequest(spec="openai-compat:x", base_url="https://gateway.example/v1").is_local

@@ -51,7 +51,7 @@ def _counting_actors(root: str) -> tuple[Any, Any, Any]:
         planner_actor_name,
         remote_class,
     )
-    from vak_context.actors.ledger import LedgerActor
+    from vak_context.actors.ledger.actor import LedgerActor
     from vak_context.actors.planner import PlannerActor
     from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 

@@ -22,7 +22,7 @@ import pytest
 from tests.fakes.httpserver import serve
 from tests.fakes.scripted import completion, tool_surface
 from tests.fakes.sessions import ledger_session
-from vak_context.agent.endpoint import ModelEndpoint
+from vak_context.agent.endpoint import EndpointSpec
 from vak_context.agent.loop import TurnConfig, TurnLoop
 from vak_context.agent.workspace import Workspace
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
@@ -85,7 +85,7 @@ async def _turn(root: Path, base_url: str, profile: CapacityProfile, workspace: 
     from vak_context.actors.turn_services import RayServices
 
     surface = tool_surface()
-    endpoint = ModelEndpoint(base_url=base_url, model="scripted", window_tokens=8192, api_key="sk-endpoint-canary")
+    endpoint = EndpointSpec(base_url=base_url, model="scripted", window_tokens=8192, api_key="sk-endpoint-canary")
     async with httpx.AsyncClient(trust_env=False) as client:
         provider = OpenAICompatProvider(client, base_url=base_url, retry=RetryPolicy(attempts=1))
         config = TurnConfig(model="scripted", provider="openai-compat", system=system_prompt(surface.catalogue()),
@@ -105,7 +105,7 @@ async def test_on_ray_requests_are_sized_by_the_servers_tokenizer(ray_cluster: A
     for step, chat in zip(report.steps, model.chats, strict=True):
         assert step.estimated_tokens in model.counts
         assert step.estimated_tokens != round(len(json.dumps(chat)) * 0.25)
-    assert "sk-endpoint-canary" not in repr(ModelEndpoint(base_url, "m", 1, api_key="sk-endpoint-canary"))
+    assert "sk-endpoint-canary" not in repr(EndpointSpec(base_url, "m", 1, api_key="sk-endpoint-canary"))
 
 
 async def test_on_ray_a_plan_that_needs_a_packet_is_summarised_by_the_endpoints_model(

@@ -12,9 +12,9 @@ import httpx
 from tests.fakes.bfcl_model import PerfectModel
 from tests.fakes.httpserver import serve
 from tests.fakes.vak_server import CLIENT_KEY, running
-from vak_context.farm.bfcl import CATEGORIES, load_entries
-from vak_context.farm.bfcl_modes import Target
-from vak_context.farm.bfcl_report import figures, run_categories, table
+from vak_context.farm.bfcl.modes import Target
+from vak_context.farm.bfcl.multiturn import CATEGORIES, load_entries
+from vak_context.farm.bfcl.report import figures, run_categories, table
 
 
 async def test_both_categories_pass_through_vak_serve_with_smaller_requests(tmp_path: Path) -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from vak_context.farm.bfcl_scripted import loopback
-from vak_context.farm.bfcl_single import load_single
-from vak_context.farm.bfcl_single_model import SingleTurnModel
+from vak_context.farm.bfcl.scripted import loopback
+from vak_context.farm.bfcl.single import load_single
+from vak_context.farm.bfcl.single_model import SingleTurnModel
 from vak_context.farm.report import write_report
 from vak_context.farm.rows import RESULTS_SCHEMA
 from vak_context.farm.run import plan_units

@@ -16,7 +16,7 @@ import pytest
 
 from tests.fakes.cli import REPO, nudge_ledger, one_line_error, run_vak
 from vak_context.storage.ledger import LedgerStore
-from vak_context.storage.segments import list_segments, scan_segment
+from vak_context.storage.segment.files import list_segments, scan_segment
 
 NOBODY = 65534
 

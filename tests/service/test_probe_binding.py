@@ -1,6 +1,6 @@
 """The profile the ProbeActor writes is what the next turn binds (in one process; the two-``vak turn`` test on
 Ray is the CLI's): turn 1 ends, ``turn_finished`` starts a probe of the bound model (built from its
-endpoint: ``probe_target_for``), the probe writes its profile, and turn 2's start adopts it
+endpoint: ``probe_request_for``), the probe writes its profile, and turn 2's start adopts it
 (``InProcessServices.turn_started`` hands the loop the newer profile), so every receipt of turn 2 is
 fed back into the probe's profile.
 
@@ -20,8 +20,8 @@ from tests.fakes.httpserver import Handler, serve
 from tests.fakes.scripted import completion, tool_surface
 from tests.fakes.threshold import ThresholdModel
 from vak_context.actors.local_services import InProcessServices
-from vak_context.actors.probe import ProbeActor, probe_target_for
-from vak_context.agent.endpoint import ModelEndpoint
+from vak_context.actors.probe import ProbeActor, probe_request_for
+from vak_context.agent.endpoint import EndpointSpec
 from vak_context.agent.loop import TurnConfig, TurnLoop
 from vak_context.agent.probe import ProbeSettings
 from vak_context.config import VakConfig
@@ -57,11 +57,11 @@ async def test_the_profile_the_probe_writes_is_what_the_next_turn_binds(tmp_path
                                                source="the test"), now=0.0)
     with serve(_model(model)) as server, LedgerStore(tmp_path / "ledger") as store:
         url = server.base_url
-        target = probe_target_for(ModelEndpoint.of("openai-compat:scripted", base_url=url, window_tokens=8192),
+        target = probe_request_for(EndpointSpec.of("openai-compat:scripted", base_url=url, window_tokens=8192),
                                   key, settings=QUICK)
         assert target.key == key and target.is_local
         probe = ProbeActor(store, config=VakConfig())
-        services = InProcessServices(store, "s", probe=probe, probe_target=target)
+        services = InProcessServices(store, "s", probe=probe, probe_request=target)
         async with httpx.AsyncClient(trust_env=False) as client:
             loop = TurnLoop(services, OpenAICompatProvider(client, base_url=url), bound, config)
             await loop.run("What does the audit log say?")

@@ -380,7 +380,7 @@ def _writers(rel: str) -> list[str]:
 
 
 def test_the_actors_reach_the_ledger_through_the_client_and_commands_own_theirs() -> None:
-    """"The actors reach the ledger through actors/ledger_client.py (...), as do the loop's services on Ray
+    """"The actors reach the ledger through actors/ledger/client.py (...), as do the loop's services on Ray
     (actors/turn_services.py); in-process the loop's services append to the LedgerStore the process holds
     (actors/local_services.py); commands that own a folder outright (...) open a LedgerStore directly": a
     writing store is made only by the LedgerActor, an in-process Engine, the commands and the farm."""

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from tests.fakes.bfcl_model import INJECTED, PerfectModel
-from vak_context.farm.bfcl import CATEGORIES, Backend, Entry, ModelCall, load_entries, screen
-from vak_context.farm.bfcl_modes import EntryRun, Target, run_direct, run_engine
+from vak_context.farm.bfcl.modes import EntryRun, Target, run_direct, run_engine
+from vak_context.farm.bfcl.multiturn import CATEGORIES, Backend, BfclCall, Entry, load_entries, screen
 
 TARGET = Target("http://127.0.0.1:9/v1", "scripted")  # never dialled: the MockTransport answers
 ENTRIES = 3
@@ -69,9 +69,9 @@ def test_a_tool_name_that_is_code_is_refused_never_executed() -> None:
     backend = Backend(entry)
     try:
         backend.begin_turn()
-        results = backend.execute([ModelCall("c1", INJECTED, "{}"), ModelCall("c2", "cd", {"folder": "document"}),
-                                   ModelCall("c3", "cd", {"folder=__import__('os').getpid(),x": 1}),
-                                   ModelCall("c4", "not_offered", "{}"), ModelCall("c5", "cd", "{not json")])
+        results = backend.execute([BfclCall("c1", INJECTED, "{}"), BfclCall("c2", "cd", {"folder": "document"}),
+                                   BfclCall("c3", "cd", {"folder=__import__('os').getpid(),x": 1}),
+                                   BfclCall("c4", "not_offered", "{}"), BfclCall("c5", "cd", "{not json")])
         assert str(os.getpid()) not in "".join(results)  # the injected name would have returned this pid
         assert [r.startswith("refused:") for r in results] == [True, False, True, True, True]
         assert "current_working_directory" in results[1]
@@ -79,7 +79,7 @@ def test_a_tool_name_that_is_code_is_refused_never_executed() -> None:
         assert backend.refused == 4
     finally:
         backend.close()
-    assert screen(ModelCall("x", "cd", {"folder": "a"}), entry.names) == ("cd(folder='a')", "")
+    assert screen(BfclCall("x", "cd", {"folder": "a"}), entry.names) == ("cd(folder='a')", "")
 
 
 async def test_an_injected_call_in_both_modes_is_refused_and_the_entry_goes_on(tmp_path: Path) -> None:
@@ -93,7 +93,7 @@ async def test_an_injected_call_in_both_modes_is_refused_and_the_entry_goes_on(t
 
 
 async def test_the_report_prints_both_categories_in_both_modes_with_the_goals(tmp_path: Path) -> None:
-    from vak_context.farm.bfcl_report import figures, run_categories, table
+    from vak_context.farm.bfcl.report import figures, run_categories, table
 
     model = PerfectModel([e for c in CATEGORIES for e in load_entries(c, 2)])
     async with httpx.AsyncClient(transport=httpx.MockTransport(model.handle)) as client:

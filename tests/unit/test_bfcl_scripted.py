@@ -1,4 +1,4 @@
-"""The scripted BFCL upstream that degrades past T (farm/bfcl_scripted.py): it plays the ground truth one call
+"""The scripted BFCL upstream that degrades past T (farm/bfcl/scripted.py): it plays the ground truth one call
 per step while a request is at most T tokens, sends an argument only when its value is in the request (where
 the whole history shows it), alternates no call and a malformed call above T, and the engine's own probe
 measures T on it with a clean negative control."""
@@ -12,8 +12,8 @@ import httpx
 
 from vak_context.agent.probe import ProbeRunner
 from vak_context.context.capacity.profile import ProfileKey
-from vak_context.farm.bfcl import load_entries
-from vak_context.farm.bfcl_scripted import DECLARED_WINDOW, DegradingModel, packet_calls, request_tokens
+from vak_context.farm.bfcl.multiturn import load_entries
+from vak_context.farm.bfcl.scripted import DECLARED_WINDOW, DegradingModel, packet_calls, request_tokens
 from vak_context.providers.base import RetryPolicy
 from vak_context.providers.openai_compat import OpenAICompatProvider
 

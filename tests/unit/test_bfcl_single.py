@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 import sys
 
-from vak_context.farm.bfcl_history import cut, read_history, reply_calls, to_messages, wilson
-from vak_context.farm.bfcl_scripted import request_tokens
-from vak_context.farm.bfcl_single import (
+from vak_context.farm.bfcl.history import cut, read_history, reply_calls, to_messages, wilson
+from vak_context.farm.bfcl.scripted import request_tokens
+from vak_context.farm.bfcl.single import (
     CATEGORIES,
     CHECKER_MODEL,
     DECODER_FAILED,

@@ -96,7 +96,7 @@ def test_the_exposure_check_catches_an_exposed_config(raw: dict[str, Any], mutat
 
 
 def test_model_nodes_advertise_the_farms_model_resource(raw: dict[str, Any]) -> None:
-    """A worker node type advertises the custom resource a local model's server asks for (farm/spec.py's
+    """A worker node type advertises the custom resource a local model's server asks for (farm/spec/__init__.py's
     default), and the head and CPU-only workers do not, so model servers land only on model nodes."""
     types = prepared(raw)["available_node_types"]
     with_model = {name for name, t in types.items() if t.get("resources", {}).get(MODEL_RESOURCE, 0) >= 1}

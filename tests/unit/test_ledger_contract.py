@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.fakes.ledger_contract import DiskLedgerContract, LedgerContract
 from tests.fakes.ledgers import ActorInProcess
-from vak_context.actors.ledger_client import LedgerClient
+from vak_context.actors.ledger.client import LedgerClient
 from vak_context.storage.contract import Ledger
 from vak_context.storage.ledger import LedgerStore
 from vak_context.storage.memory import InMemoryLedger

@@ -19,7 +19,7 @@ import pytest
 
 from vak_context.events.payloads import Nudge
 from vak_context.storage.ledger import LedgerStore
-from vak_context.storage.segments import list_segments
+from vak_context.storage.segment.files import list_segments
 
 Event = tuple[str, str]  # (what, path): "mkdir" / "rename" / "unlink" / "fsync" / "call"
 

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from vak_context.cli.main import main
 from vak_context.events.payloads import Nudge
 from vak_context.storage.ledger import LedgerStore
-from vak_context.storage.segment_footer import read_footer
-from vak_context.storage.segments import SCHEMA, scan_segment
+from vak_context.storage.segment.files import SCHEMA, scan_segment
+from vak_context.storage.segment.footer import read_footer
 
 BLOCK = struct.Struct("<qi4xq")
 

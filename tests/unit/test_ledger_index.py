@@ -21,7 +21,7 @@ from vak_context.storage import ledger_index, recovery
 from vak_context.storage.ledger import LedgerStore
 from vak_context.storage.ledger_format import LEDGER_FORMAT
 from vak_context.storage.ledger_index import INDEX_NAME, SessionIndex, read_index, read_rest
-from vak_context.storage.segments import list_segments
+from vak_context.storage.segment.files import list_segments
 
 FORMAT_1 = Path(__file__).parent / "data" / "ledger-format-1"
 KEYS = [("openai", "gpt-4o-mini", ""), ("local", "qwen", ""), ("openai", "gpt-4o", "")]

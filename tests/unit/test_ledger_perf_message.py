@@ -20,7 +20,7 @@ from vak_context.events.envelope import StoredEntry, blob_meta, chain_ids, compu
 from vak_context.events.payloads import Directive, EvidenceBody, Nudge
 from vak_context.storage.ipc_message import _TEMPLATE, encode_message
 from vak_context.storage.ledger import LedgerStore
-from vak_context.storage.segment_schema import to_batch
+from vak_context.storage.segment.schema import to_batch
 
 names = st.text(min_size=1, max_size=12)
 row = st.tuples(

@@ -13,7 +13,7 @@ import pytest
 from vak_context.events.payloads import Activity, Directive, EvidenceBody, Nudge
 from vak_context.storage import ledger as ledger_module
 from vak_context.storage.ledger import LedgerStore
-from vak_context.storage.segments import read_batch_at
+from vak_context.storage.segment.files import read_batch_at
 
 
 def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, int]]:

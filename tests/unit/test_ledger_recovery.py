@@ -10,7 +10,7 @@ import pytest
 from vak_context.errors import LedgerCorrupt
 from vak_context.events.payloads import Activity, Nudge
 from vak_context.storage.ledger import LedgerStore
-from vak_context.storage.segments import list_segments, scan_segment
+from vak_context.storage.segment.files import list_segments, scan_segment
 
 
 def _crashed_copy(src_root: Path, dst_root: Path) -> Path:

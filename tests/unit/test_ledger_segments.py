@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from vak_context.events.envelope import StoredEntry
 from vak_context.events.payloads import Nudge
 from vak_context.storage.ledger import LedgerStore
-from vak_context.storage.segment_schema import MAGIC, _to_batch_checked, to_batch
+from vak_context.storage.segment.schema import MAGIC, _to_batch_checked, to_batch
 
 ZSTD_FRAME = b"\x28\xb5\x2f\xfd"  # the magic number every zstd frame starts with
 

@@ -12,8 +12,8 @@ from tests.fakes.sessions import ledger_session
 from vak_context.actors.assembler import AssemblerActor
 from vak_context.actors.local_services import InProcessServices
 from vak_context.actors.planner import PRODUCER, PlannerActor
-from vak_context.actors.probe import probe_target_for
-from vak_context.agent.endpoint import ModelEndpoint, build_tools
+from vak_context.actors.probe import probe_request_for
+from vak_context.agent.endpoint import EndpointSpec, build_tools
 from vak_context.agent.steps import StepRequest
 from vak_context.agent.summarise import Summariser, write_packet
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
@@ -88,15 +88,15 @@ def test_an_endpoint_names_any_provider_and_builds_the_summariser_on_its_summary
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GEMINI_API_KEY", "gm-unit-canary")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-unit-canary")
-    cheap = ModelEndpoint.of("anthropic:claude-haiku", window_tokens=4096, base_url="http://127.0.0.1:9/v1")
-    endpoint = ModelEndpoint.of("google:gemini-pro", window_tokens=32_000, summary=cheap)
+    cheap = EndpointSpec.of("anthropic:claude-haiku", window_tokens=4096, base_url="http://127.0.0.1:9/v1")
+    endpoint = EndpointSpec.of("google:gemini-pro", window_tokens=32_000, summary=cheap)
     assert (endpoint.provider, endpoint.spec) == ("gemini", "gemini:gemini-pro")  # the alias resolved
-    assert endpoint.ident != ModelEndpoint.of("gemini:gemini-pro", window_tokens=32_000).ident
+    assert endpoint.ident != EndpointSpec.of("gemini:gemini-pro", window_tokens=32_000).ident
     assert "canary" not in repr(endpoint) and endpoint.api_key is None
     tools = build_tools(endpoint, lambda: 0.25)
     assert (tools.summariser.model, tools.summariser.window_tokens) == ("claude-haiku", 4096)
     assert type(tools.summariser.provider).__name__ == "AnthropicProvider"
-    plain = build_tools(ModelEndpoint.of("gemini:gemini-pro", window_tokens=32_000), lambda: 0.25)
+    plain = build_tools(EndpointSpec.of("gemini:gemini-pro", window_tokens=32_000), lambda: 0.25)
     assert (plain.summariser.model, type(plain.summariser.provider).__name__) == ("gemini-pro", "GeminiProvider")
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):  # read where the tools are built, never sent
@@ -104,10 +104,10 @@ def test_an_endpoint_names_any_provider_and_builds_the_summariser_on_its_summary
 
 
 def test_the_probe_target_is_the_bound_models_under_the_sessions_key() -> None:
-    local = ModelEndpoint(base_url="http://127.0.0.1:8080/v1", model="qwen", window_tokens=8192, api_key="loop-key")
-    target = probe_target_for(local, ProfileKey("local", "qwen2.5-coder-0.5b", "Q4_K_M"))
+    local = EndpointSpec(base_url="http://127.0.0.1:8080/v1", model="qwen", window_tokens=8192, api_key="loop-key")
+    target = probe_request_for(local, ProfileKey("local", "qwen2.5-coder-0.5b", "Q4_K_M"))
     assert target.spec == "openai-compat:qwen" and target.is_local
     assert target.key == ProfileKey("local", "qwen2.5-coder-0.5b", "Q4_K_M")  # what the session binds
     assert target.options == {"api_key": "loop-key"}  # a loopback server's own key, no provider's
-    hosted = probe_target_for(ModelEndpoint.of("anthropic:claude-test", window_tokens=200_000), KEY)
+    hosted = probe_request_for(EndpointSpec.of("anthropic:claude-test", window_tokens=200_000), KEY)
     assert not hosted.is_local and hosted.options == {} and hosted.key == KEY

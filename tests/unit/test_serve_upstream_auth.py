@@ -10,7 +10,7 @@ import pytest
 
 from vak_context.engine.api import ModelRequest
 from vak_context.providers.registry import PROVIDERS, key_from_environment
-from vak_context.serve.upstream import Upstream
+from vak_context.serve.upstream import UpstreamClient
 
 KEY = "sk-upstream-auth-test"
 CASES = [
@@ -32,7 +32,7 @@ def _sent(wire: str, base: str, path: str, key: str | None, extra: dict[str, str
         async with httpx.AsyncClient(transport=httpx.MockTransport(handle)) as client:
             request = ModelRequest(body={"model": "m"}, url=base + path, path=path, model="m", wire=wire,
                                    headers=extra or {})
-            reply = await Upstream(client, key).send(request)
+            reply = await UpstreamClient(client, key).send(request)
             assert reply.status == 200 and reply.usage.prompt == 3
 
     asyncio.run(go())

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.fakes.sessions import ledger_session
-from vak_context.actors.ledger_client import LedgerClient
+from vak_context.actors.ledger.client import LedgerClient
 from vak_context.actors.session_fold import FoldedSessions, fold_unseen
 from vak_context.context.planner.view import SessionView
 from vak_context.events.envelope import StoredEntry

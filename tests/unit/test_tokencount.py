@@ -22,7 +22,7 @@ import vak_context
 from tests.fakes.chat_requests import REQUEST
 from vak_context.actors.assembler import AssemblerActor
 from vak_context.actors.local_services import InProcessServices
-from vak_context.agent.endpoint import ModelEndpoint, build_tools, model_tools
+from vak_context.agent.endpoint import EndpointSpec, build_tools, model_tools
 from vak_context.agent.loop import TurnConfig, TurnLoop
 from vak_context.agent.steps import StepRequest
 from vak_context.agent.workspace import TOOLS as WORKSPACE_TOOLS
@@ -343,7 +343,7 @@ async def test_one_function_builds_the_bound_models_counter_and_summariser(tmp_p
             assembler = in_process_assembler(store, "s1", bound, 4096, lambda: 0.25)
             assert assembler.count is not None and await assembler.count(REQUEST) == exact
             assert assembler.summarise is not None
-    endpoint = build_tools(ModelEndpoint(base_url=f"{ROOT}/v1", model="m", window_tokens=4096, api_key=KEY),
+    endpoint = build_tools(EndpointSpec(base_url=f"{ROOT}/v1", model="m", window_tokens=4096, api_key=KEY),
                            lambda: 0.25)
     try:
         assert (endpoint.summariser.model, endpoint.summariser.window_tokens,

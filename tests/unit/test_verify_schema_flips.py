@@ -17,7 +17,7 @@ import pytest
 from vak_context.cli.main import main
 from vak_context.events.payloads import Nudge
 from vak_context.storage.ledger import LedgerStore
-from vak_context.storage.segments import MAGIC, scan_segment
+from vak_context.storage.segment.files import MAGIC, scan_segment
 
 MASKS = (0x01, 0x80, 0xFF)  # the low bit, the high bit, every bit
 

@@ -1,7 +1,7 @@
 """A scripted OpenAI-compatible upstream that plays BFCL's ground truth while a request is small and degrades
 past a threshold ``T``, as the seed's model did past its horizon (:class:`DegradingModel`); served on
 127.0.0.1 by :func:`loopback`. It is what ``bench/bfcl_degrade.py`` and its test run BFCL against, direct
-and through the engine (:mod:`.bfcl_degrade`).
+and through the engine (:mod:`.degrade`).
 
 **Size.** A request's size, in tokens, is ``ceil(chars / 4)``, where ``chars`` is the length of the JSON
 (``json.dumps``, default separators, ASCII escapes) of its ``messages`` plus that of its ``tools``. The
@@ -52,7 +52,7 @@ from typing import Any
 
 import httpx
 
-from vak_context.farm.bfcl import Backend, Entry, ModelCall, ground_truth_call
+from vak_context.farm.bfcl.multiturn import Backend, BfclCall, Entry, ground_truth_call
 
 DECLARED_WINDOW = 131_072
 PROBE_TOOL = "probe_ack"  # the probe's ladder offers it (vak_context.agent.probe.history)
@@ -72,8 +72,6 @@ TURNS_PACKET = re.compile(r'<context_summary turns="(\d+)-(\d+)">')  # a packet 
 PACKET_RECALL = re.compile(r"^- step \d+ recall\b.*?: ([0-9a-f]{6,})", re.M)
 SUMMARY = "Earlier turns ran file and API calls."
 LOST = "I could not work out which tool to call."
-
-Call = tuple[str, dict[str, Any]]
 
 
 def request_tokens(body: Mapping[str, Any]) -> int:
@@ -143,7 +141,7 @@ def _needed(args: Mapping[str, Any], shown: str) -> frozenset[str]:
     return frozenset(k for k, v in args.items() if visible(v, shown) and any(_forms(x) for x in _leaves(v)))
 
 
-def _group_messages(index: int, group: list[tuple[ModelCall, str]]) -> list[dict[str, Any]]:
+def _group_messages(index: int, group: list[tuple[BfclCall, str]]) -> list[dict[str, Any]]:
     calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
              for c, _ in group]
     return [{"role": "assistant", "content": None, "tool_calls": calls},
@@ -162,13 +160,13 @@ def _play(entry: Entry) -> list[list[Step]]:
             messages.extend(dict(m) for m in entry.turns[index])
             backend.begin_turn()
             steps: list[Step] = []
-            group: list[tuple[ModelCall, str]] = []
+            group: list[tuple[BfclCall, str]] = []
             for n, (name, args) in enumerate(ground_truth_call(c, entry) for c in truth):
                 needed = _needed(args, haystack([*messages, *_group_messages(index, group)]))
                 if group and needed != _needed({k: args[k] for k in needed}, haystack(messages)):
                     messages.extend(_group_messages(index, group))
                     group = []
-                call = ModelCall(f"gt_{index}_{n}", name, args)
+                call = BfclCall(f"gt_{index}_{n}", name, args)
                 group.append((call, backend.execute([call])[0]))
                 steps.append(Step(name, args, needed, (steps[-1].group + (len(group) == 1)) if steps else 0))
             messages.extend(_group_messages(index, group))

@@ -1,5 +1,5 @@
 """BFCL v4 multi-turn (the ``bfcl-eval`` package) as a third-party benchmark: its entries, its executable
-backends and its own checker, with the model's calls made two ways (:mod:`vak_context.farm.bfcl_modes`).
+backends and its own checker, with the model's calls made two ways (:mod:`vak_context.farm.bfcl.modes`).
 
 The package is installed ``--no-deps`` (``make install``; its declared dependencies pin numpy and pull in
 every vendor SDK) with the ``[bfcl]`` extra beside it. Only the multi-turn path is imported: the data
@@ -98,7 +98,7 @@ def _entry(raw: dict[str, Any], category: str, truth: list[list[str]]) -> Entry:
 
 
 @dataclass(frozen=True)
-class ModelCall:
+class BfclCall:
     """A call as the model made it: its id, name and the argument text (JSON) or decoded object."""
 
     id: str
@@ -106,7 +106,7 @@ class ModelCall:
     arguments: str | Mapping[str, Any]
 
 
-def screen(call: ModelCall, offered: frozenset[str]) -> tuple[str | None, str]:
+def screen(call: BfclCall, offered: frozenset[str]) -> tuple[str | None, str]:
     """(the call string BFCL executes, "") for a call that may run; (None, why) for one refused."""
     if not SAFE_NAME.match(call.name) or call.name not in offered:
         return None, REFUSED.format(why=f"{call.name[:80]!r} is not a tool this conversation offers")
@@ -160,7 +160,7 @@ class Backend:
     def begin_turn(self) -> None:
         self.decoded.append([])
 
-    def execute(self, calls: Sequence[ModelCall]) -> list[str]:
+    def execute(self, calls: Sequence[BfclCall]) -> list[str]:
         """Each call's result (in order): BFCL's for the calls that may run, the refusal for the rest."""
         screened = [screen(c, self.entry.names) for c in calls]
         runnable = [s for s, _ in screened if s is not None]

@@ -5,7 +5,7 @@ The writer is a LedgerStore this process holds, or the folder's LedgerActor.
 ``LedgerClient`` implements ``vak_context.storage.contract.Ledger`` over either, so the Evidence, Planner,
 Assembler and Probe actors, the turn loop's Ray wiring and the main job read and append the same
 way whether the folder's single writer is a store they hold or the LedgerActor that owns it.
-Through the actor, each call is one actor call with Ray's errors translated (``vak_context.actors.ledger_remote``)
+Through the actor, each call is one actor call with Ray's errors translated (``vak_context.actors.ledger.remote``)
 and concurrent appends are coalesced (``vak_context.actors.append_coalescer``).
 
 There is no default: a client never opens a folder by itself, since that would make a second writer
@@ -26,7 +26,7 @@ from vak_context.storage.ledger import LedgerStore
 from vak_context.storage.sessionsearch import SEARCH_LIMIT, Found, search_sessions
 
 if TYPE_CHECKING:
-    from vak_context.actors.ledger_remote import RemoteLedger
+    from vak_context.actors.ledger.remote import RemoteLedger
 
 
 class LedgerClient:
@@ -51,7 +51,7 @@ class LedgerClient:
         else:
             # Imported here, not at the top: only a client over an actor handle needs Ray, and an
             # in-process session (`vak chat` without Ray) should not pay for importing it.
-            from vak_context.actors.ledger_remote import RemoteLedger
+            from vak_context.actors.ledger.remote import RemoteLedger
 
             self._remote = RemoteLedger(ledger, coalesce=coalesce, max_in_flight=max_in_flight)
             self._ledger = self._remote

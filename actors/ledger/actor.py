@@ -2,7 +2,7 @@
 
 A plain class, wrapped by ``vak_context.actors.factory``. It offers the calls of
 ``vak_context.storage.contract.Ledger`` with the same result types (``VerifyReport``, ``LedgerStats``);
-callers reach it through ``vak_context.actors.ledger_client.LedgerClient``."""
+callers reach it through ``vak_context.actors.ledger.client.LedgerClient``."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ class LedgerActor:
     def append_batch(
         self, session: str, requests: list[tuple[list[Payload], list[bytes | None] | None]],
     ) -> list[list[str] | BaseException]:
-        """Appends a caller-side client coalesced (vak_context.actors.ledger_client): one call, one commit,
+        """Appends a caller-side client coalesced (vak_context.actors.ledger.client): one call, one commit,
         written by this call's thread unless another commit is being written; each request's ids,
         or its own error, in order."""
         return self.store.append_many(session, requests)

@@ -1,12 +1,12 @@
-"""BFCL v4 multi-turn against a model that degrades past its horizon (:class:`~.bfcl_scripted.DegradingModel`),
+"""BFCL v4 multi-turn against a model that degrades past its horizon (:class:`~.scripted.DegradingModel`),
 at several thresholds T, direct and through the engine, scored by BFCL's own checker: what the engine buys.
 
 Per T: the scripted upstream on 127.0.0.1, probed first by the engine's own probe (the ladder with its
 negative control, ``ProbeRunner``), the probe recorded in every ledger the engine opens (as ``vak probe
 --ledger`` records it), so the engine learns T only from what the probe measured. Then per entry:
 
-* **direct**: BFCL's FC handler's requests (:func:`~.bfcl_modes.run_direct`);
-* **engine**: the caller's loop through the public API, a fresh ledger per entry (:func:`~.bfcl_modes.run_engine`);
+* **direct**: BFCL's FC handler's requests (:func:`~.modes.run_direct`);
+* **engine**: the caller's loop through the public API, a fresh ledger per entry (:func:`~.modes.run_engine`);
 * **serve**: the direct client pointed at ``vak serve`` in front of the same upstream (started by the
   caller's ``start_serve``: ``bench/bfcl_degrade.py`` starts a child), its ledger holding the probe, each
   entry its own session; its sizes are the upstream calls' (the receipts).
@@ -28,9 +28,9 @@ from typing import Any
 import httpx
 
 from vak_context.errors import InvalidInput
-from vak_context.farm.bfcl import Entry
-from vak_context.farm.bfcl_modes import EntryRun, Sent, Target, run_direct, run_engine
-from vak_context.farm.bfcl_scripted import DECLARED_WINDOW, DegradingModel, loopback
+from vak_context.farm.bfcl.modes import EntryRun, Sent, Target, run_direct, run_engine
+from vak_context.farm.bfcl.multiturn import Entry
+from vak_context.farm.bfcl.scripted import DECLARED_WINDOW, DegradingModel, loopback
 
 MODES = ("direct", "engine", "serve")
 # Starts vak serve in front of the upstream (``Target``), on the given ledger, for the ExitStack's life, and

@@ -17,8 +17,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from vak_context.storage.segment_schema import MAGIC, SCHEMA
-from vak_context.storage.segments import open_name, scan_segment, sealed_name
+from vak_context.storage.segment.files import open_name, scan_segment, sealed_name
+from vak_context.storage.segment.schema import MAGIC, SCHEMA
 
 # Sealed segments: zstd. use_threads=False: a thread-pool hop per buffer costs more than it saves.
 WRITE_OPTIONS = ipc.IpcWriteOptions(compression="zstd", use_threads=False)

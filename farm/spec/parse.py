@@ -1,4 +1,4 @@
-"""The farm spec's checks: parsed TOML into ``vak_context.farm.spec_entries`` objects, or a ``FarmSpecError``
+"""The farm spec's checks: parsed TOML into ``vak_context.farm.spec.entries`` objects, or a ``FarmSpecError``
 that names the file, the line, the key and the fix. Every name becomes a path component of the run
 folder, so each is checked with ``vak_context.names.check_name``.
 """
@@ -12,7 +12,7 @@ from typing import Any, TypeVar, cast
 
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.errors import FarmSpecError, InvalidName
-from vak_context.farm.spec_entries import (
+from vak_context.farm.spec.entries import (
     BFCL_HISTORY_SIZES,
     BFCL_MODES,
     BFCL_THRESHOLDS,
@@ -336,7 +336,7 @@ class SpecParser:
                         max_tokens=self.get(t, tn, i, "max_tokens", int, 96, low=8, high=4096))
 
     def bfcl_task(self, t: dict[str, Any], i: int, name: str, ms: tuple[str, ...]) -> BfclTask:
-        from vak_context.farm.bfcl import CATEGORIES
+        from vak_context.farm.bfcl.multiturn import CATEGORIES
 
         tn = "tasks"
         self.check_keys(t, tn, i, {"name", "kind", "models", "categories", "entries", "modes", "window",
@@ -349,7 +349,7 @@ class SpecParser:
                         max_tokens=self.get(t, tn, i, "max_tokens", int, 1024, low=16, high=32_768))
 
     def bfcl_history_task(self, t: dict[str, Any], i: int, name: str, ms: tuple[str, ...]) -> BfclHistoryTask:
-        from vak_context.farm.bfcl_single import CATEGORIES
+        from vak_context.farm.bfcl.single import CATEGORIES
 
         tn = "tasks"
         self.check_keys(t, tn, i, {"name", "kind", "models", "categories", "entries", "sizes", "modes", "history",
@@ -367,7 +367,7 @@ class SpecParser:
                                max_tokens=self.get(t, tn, i, "max_tokens", int, 512, low=16, high=32_768))
 
     def bfcl_degrade_task(self, t: dict[str, Any], i: int, name: str) -> BfclDegradeTask:
-        from vak_context.farm.bfcl import CATEGORIES
+        from vak_context.farm.bfcl.multiturn import CATEGORIES
 
         tn = "tasks"
         self.check_keys(t, tn, i, {"name", "kind", "categories", "entries", "thresholds", "modes", "perfect"})

@@ -2,7 +2,7 @@
 
 Each session folder holds sealed segments ``seg-NNNNNN.arrow`` (zstd Arrow IPC files with a footer)
 and at most one open tail ``_seg-NNNNNN.arrow`` (how a writer appends and seals one:
-``storage/segment_writer.py``). Batches are located by the byte offset of their IPC message, so an
+``storage/segment/writer.py``). Batches are located by the byte offset of their IPC message, so an
 unsealed segment (a live one, or one left by a crash) reads the same way as a sealed one;
 ``scan_segment`` reads every message of a segment and notes where the complete ones end.
 """
@@ -18,7 +18,7 @@ import blake3
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from vak_context.storage.segment_schema import (
+from vak_context.storage.segment.schema import (
     FORMAT_1_SCHEMA_MESSAGES,
     FORMAT_VERSION,
     MAGIC,
@@ -28,8 +28,8 @@ from vak_context.storage.segment_schema import (
     to_batch,
 )
 
-# The schema and batch conversions live in vak_context.storage.segment_schema, the commit message in
-# vak_context.storage.ipc_message, the writer in vak_context.storage.segment_writer; these names are read from here too.
+# The schema and batch conversions live in vak_context.storage.segment.schema, the commit message in
+# vak_context.storage.ipc_message, the writer in vak_context.storage.segment.writer; these names are read from here too.
 __all__ = ["ARROW_ERRORS", "FORMAT_VERSION", "MAGIC", "SCHEMA", "ScannedBatch", "ScannedSegment", "batch_offsets", "from_batch",
            "list_segments", "open_name", "read_batch_at", "scan_segment", "sealed_name", "stale_tails", "to_batch"]
 

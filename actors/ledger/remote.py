@@ -1,6 +1,6 @@
 """The ledger contract as LedgerActor calls; apart from LedgerClient so an in-process one never imports Ray.
 
-Each call is one actor call. Used through ``vak_context.actors.ledger_client.LedgerClient``, which picks it
+Each call is one actor call. Used through ``vak_context.actors.ledger.client.LedgerClient``, which picks it
 (importing it only then) when it is given an actor handle.
 Every ``ray.get`` (and every await) on the LedgerActor runs inside ``map_ray_errors``, so a caller sees
 the actor's own typed errors as if in-process, and ``ActorError`` for anything Ray itself reports.

@@ -1,9 +1,9 @@
-"""The two ways a BFCL entry's model calls are made, each scored by BFCL's own checker (:mod:`.bfcl`).
+"""The two ways a BFCL entry's model calls are made, each scored by BFCL's own checker (:mod:`.multiturn`).
 
 * **direct** (:func:`run_direct`): what BFCL's OpenAI FC handler does. The whole history and every tool
   of the entry go as they are to an OpenAI-compatible ``/chat/completions`` (``messages``, ``model``,
   ``temperature``, ``tools``; no system prompt); a reply without tool calls ends the turn; more than
-  :data:`~.bfcl.MAX_STEPS` steps in a turn force-terminates the entry. Pointed at ``vak serve``'s base URL
+  :data:`~.multiturn.MAX_STEPS` steps in a turn force-terminates the entry. Pointed at ``vak serve``'s base URL
   (``--via URL`` in ``bench/bfcl.py``), the same client is the third mode, "through vak serve": each entry
   names its session with the :data:`SESSION_HEADER` header.
 * **engine** (:func:`run_engine`): each entry its own session in a fresh ledger, through the public API's
@@ -12,7 +12,7 @@
   The engine plans and projects every request; this code posts it and runs the calls on BFCL's backends.
 
 Both record every request the same way (:class:`Sent`, from the server's own ``usage``), so the figures
-of :mod:`.bfcl_report` compare.
+of :mod:`.report` compare.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from vak_context.farm.bfcl import MAX_STEPS, Backend, Entry, ModelCall, Verdict
+from vak_context.farm.bfcl.multiturn import MAX_STEPS, Backend, BfclCall, Entry, Verdict
 
 SESSION_HEADER = "x-vak-session"  # names the session when the direct client is pointed at vak serve
 TEMPERATURE = 0.001  # BFCL's handler default
@@ -102,11 +102,11 @@ async def post(client: httpx.AsyncClient, url: str, body: dict[str, Any],
     return reply.status_code, data, sent_of(reply.status_code, data, reply.text)
 
 
-def _calls_of(message: Mapping[str, Any]) -> list[ModelCall]:
+def _calls_of(message: Mapping[str, Any]) -> list[BfclCall]:
     out = []
     for c in message.get("tool_calls") or []:
         fn = c.get("function") or {}
-        out.append(ModelCall(str(c.get("id", "")), str(fn.get("name", "")), fn.get("arguments") or "{}"))
+        out.append(BfclCall(str(c.get("id", "")), str(fn.get("name", "")), fn.get("arguments") or "{}"))
     return out
 
 
@@ -201,7 +201,7 @@ async def _engine_turn(session: Any, directive: str, target: Target, client: htt
                                                  {**target.headers, **request.headers})
                 run.sent.append(sent)
                 action = await turn.reply(data, status=status)
-                calls = [ModelCall(c.id, c.name, dict(c.arguments)) for c in action.calls]
+                calls = [BfclCall(c.id, c.name, dict(c.arguments)) for c in action.calls]
                 for call, result in zip(calls, backend.execute(calls), strict=True) if calls else ():
                     await turn.tool_result(call.id, result)
         return True  # a turn the engine closed (by its rules too) goes on to the next, as BFCL's handler does

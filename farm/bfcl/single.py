@@ -1,5 +1,5 @@
 """BFCL v4 single-turn categories (``simple_python``, ``multiple``, ``parallel``; their answers ship with the
-``bfcl-eval`` package) and BFCL's own AST checker, for :mod:`.bfcl_history`.
+``bfcl-eval`` package) and BFCL's own AST checker, for :mod:`.history`.
 
 **The checker's import.** ``bfcl_eval.eval_checker.ast_eval.ast_checker`` imports
 ``bfcl_eval.constants.model_config``, which imports every vendor SDK (and fails without them). The checker
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vak_context.errors import InvalidInput
-from vak_context.farm.bfcl import Verdict, bfcl
+from vak_context.farm.bfcl.multiturn import Verdict, bfcl
 
 CATEGORIES = ("simple_python", "multiple", "parallel")
 CHECKER_MODEL = "vak-openai-fc"  # the model name the checker is told (no "_": BFCL reads "_" in it as "/")

@@ -1,12 +1,12 @@
 """The farm's ``bfcl_history`` and ``bfcl_degrade`` units (issue 36 items 2 and 1 as farm tasks), and what
 ``vak farm report`` makes of their rows: the bench's tables and accuracy against request size, one line per
-mode, the measured horizon marked (:mod:`.bfcl_plot`).
+mode, the measured horizon marked (:mod:`.plot`).
 
 * ``bfcl_history`` (:func:`history_unit`): one (model, category): the model probed first at the task's window
   (unless the spec gives its horizon), then the category's first entries after each history size K, in
-  each mode (:func:`~.bfcl_history.run_sizes`); one row per (entry, K, mode).
+  each mode (:func:`~.history.run_sizes`); one row per (entry, K, mode).
 * ``bfcl_degrade`` (:func:`degrade_unit`): one (T, category) against the scripted model that degrades past T,
-  served on 127.0.0.1 by the unit itself (:func:`~.bfcl_degrade.run_threshold`, probe included); the unit
+  served on 127.0.0.1 by the unit itself (:func:`~.degrade.run_threshold`, probe included); the unit
   named ``perfect`` is the same model with no T, direct. One row per (entry, mode).
 
 A row keeps the verdict (``passed``, BFCL's error type as ``reason``), the checked request's size
@@ -31,7 +31,7 @@ from vak_context.farm.spec import BfclDegradeTask, BfclHistoryTask, ModelEntry
 
 def scripted_model(name: str, threshold: int | None) -> ModelEntry:
     """The spec-side entry of a bfcl_degrade unit's model (it is served by the unit, never looked up)."""
-    from vak_context.farm.bfcl_scripted import DECLARED_WINDOW
+    from vak_context.farm.bfcl.scripted import DECLARED_WINDOW
 
     return ModelEntry(name=name, kind="endpoint", model="degrading", window=DECLARED_WINDOW,
                       horizon=threshold)
@@ -42,9 +42,9 @@ def scripted_model(name: str, threshold: int | None) -> ModelEntry:
 
 async def history_unit(unit: UnitKey, run_id: str, node: str, model: ModelEntry, task: BfclHistoryTask,
                        endpoint: Endpoint, *, work: Path) -> list[dict[str, Any]]:
-    from vak_context.farm.bfcl_history import cut, read_history, run_sizes, writes_calls_as_text
-    from vak_context.farm.bfcl_single import load_single
-    from vak_context.farm.bfcl_unit import target_of
+    from vak_context.farm.bfcl.history import cut, read_history, run_sizes, writes_calls_as_text
+    from vak_context.farm.bfcl.single import load_single
+    from vak_context.farm.bfcl.unit import target_of
 
     target = target_of(endpoint)
     window = task.window or endpoint.n_ctx or model.declared_window
@@ -69,7 +69,7 @@ async def history_unit(unit: UnitKey, run_id: str, node: str, model: ModelEntry,
 
 
 async def probe_target(target: Any, client: httpx.AsyncClient, window: int, local: str = "") -> tuple[int, str, list[Any]]:
-    """The engine's probe of ``target`` (a :class:`~.bfcl_modes.Target`) at ``window``: its horizon, a line
+    """The engine's probe of ``target`` (a :class:`~.modes.Target`) at ``window``: its horizon, a line
     saying what it measured, and the ledger payloads (activity, profile) each engine ledger records."""
     from vak_context.agent.probe import ProbeRunner, ProbeSettings
     from vak_context.context.capacity.profile import ProfileKey
@@ -89,9 +89,9 @@ async def probe_target(target: Any, client: httpx.AsyncClient, window: int, loca
 
 
 def history_runs(rows: list[dict[str, Any]]) -> list[Any]:
-    from vak_context.farm.bfcl import Verdict
-    from vak_context.farm.bfcl_history import Asked
-    from vak_context.farm.bfcl_modes import Sent
+    from vak_context.farm.bfcl.history import Asked
+    from vak_context.farm.bfcl.modes import Sent
+    from vak_context.farm.bfcl.multiturn import Verdict
 
     out = []
     for r in rows:
@@ -107,8 +107,8 @@ def history_runs(rows: list[dict[str, Any]]) -> list[Any]:
 
 async def degrade_unit(unit: UnitKey, run_id: str, node: str, task: BfclDegradeTask, model: ModelEntry, *,
                        work: Path) -> list[dict[str, Any]]:
-    from vak_context.farm.bfcl import load_entries
-    from vak_context.farm.bfcl_degrade import DECLARED_WINDOW, run_threshold
+    from vak_context.farm.bfcl.degrade import DECLARED_WINDOW, run_threshold
+    from vak_context.farm.bfcl.multiturn import load_entries
 
     work.mkdir(parents=True, exist_ok=True)
     threshold = model.horizon
@@ -128,9 +128,9 @@ async def degrade_unit(unit: UnitKey, run_id: str, node: str, task: BfclDegradeT
 
 def degrade_runs(rows: list[dict[str, Any]]) -> list[Any]:
     """The rows as the bench's ThresholdRuns (one per T; the perfect model's with T None)."""
-    from vak_context.farm.bfcl import Verdict
-    from vak_context.farm.bfcl_degrade import ProbeFigure, ThresholdRun
-    from vak_context.farm.bfcl_modes import EntryRun, Sent
+    from vak_context.farm.bfcl.degrade import ProbeFigure, ThresholdRun
+    from vak_context.farm.bfcl.modes import EntryRun, Sent
+    from vak_context.farm.bfcl.multiturn import Verdict
 
     by: dict[int | None, ThresholdRun] = {}
     for r in rows:
@@ -150,8 +150,8 @@ def degrade_runs(rows: list[dict[str, Any]]) -> list[Any]:
 
 def report_sections(rows: list[dict[str, Any]]) -> list[str]:
     """report.md's sections for both kinds: the bench's tables, per task (and model)."""
-    from vak_context.farm.bfcl_degrade import table as degrade_table
-    from vak_context.farm.bfcl_history import table as history_table
+    from vak_context.farm.bfcl.degrade import table as degrade_table
+    from vak_context.farm.bfcl.history import table as history_table
 
     out: list[str] = []
     history = [r for r in rows if r["kind"] == "bfcl_history"]
@@ -174,7 +174,7 @@ def report_sections(rows: list[dict[str, Any]]) -> list[str]:
 def plots(run_dir: Path, rows: list[dict[str, Any]]) -> list[Path]:
     """Accuracy against request size, one line per mode, the measured horizon marked: one PNG per
     bfcl_history (task, model) and per bfcl_degrade (task, T)."""
-    from vak_context.farm.bfcl_plot import plot_points
+    from vak_context.farm.bfcl.plot import plot_points
 
     paths = []
     history = [r for r in rows if r["kind"] == "bfcl_history"]

@@ -1,6 +1,6 @@
 """The farm spec's typed objects: models, sessions, tasks and the ``FarmSpec`` that holds them.
 
-All frozen; ``vak_context.farm.spec_parse`` builds them from TOML and ``vak_context.farm.spec`` is the entry point
+All frozen; ``vak_context.farm.spec.parse`` builds them from TOML and ``vak_context.farm.spec`` is the entry point
 (its docstring is the file format's reference).
 """
 
@@ -18,12 +18,12 @@ from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 ModelKind = Literal["local", "endpoint", "hosted"]
 SessionKind = Literal["recording", "ledger", "generated"]
 Expect = Literal["card", "answer", "tool_call"]
-BFCL_MODES: tuple[str, ...] = ("direct", "engine")  # vak_context.farm.bfcl_report.MODES
+BFCL_MODES: tuple[str, ...] = ("direct", "engine")  # vak_context.farm.bfcl.report.MODES
 MODEL_KINDS: tuple[str, ...] = ("local", "endpoint", "hosted")
 SESSION_KINDS: tuple[str, ...] = ("recording", "ledger", "generated")
 TASK_KINDS: tuple[str, ...] = ("probe", "replay", "live", "bfcl", "bfcl_history", "bfcl_degrade")
-BFCL_HISTORY_SIZES: tuple[int, ...] = (0, 2_000, 4_000, 6_000, 7_500)  # vak_context.farm.bfcl_history.SIZES
-BFCL_THRESHOLDS: tuple[int, ...] = (4_096, 8_192, 16_384)  # vak_context.farm.bfcl_degrade.THRESHOLDS
+BFCL_HISTORY_SIZES: tuple[int, ...] = (0, 2_000, 4_000, 6_000, 7_500)  # vak_context.farm.bfcl.history.SIZES
+BFCL_THRESHOLDS: tuple[int, ...] = (4_096, 8_192, 16_384)  # vak_context.farm.bfcl.degrade.THRESHOLDS
 EXPECTS: tuple[str, ...] = ("card", "answer", "tool_call")
 REPO = Path(__file__).resolve().parent.parent
 SHARED_PREFIX = "shared:"
@@ -129,11 +129,11 @@ class LiveTask:
 
 @dataclass(frozen=True)
 class BfclTask:
-    """BFCL v4 multi-turn (vak_context.farm.bfcl): one unit per (model, category), each entry in every mode."""
+    """BFCL v4 multi-turn (vak_context.farm.bfcl.multiturn): one unit per (model, category), each entry in every mode."""
 
     name: str
     models: tuple[str, ...]
-    categories: tuple[str, ...]  # default: every multi-turn category (vak_context.farm.bfcl.CATEGORIES)
+    categories: tuple[str, ...]  # default: every multi-turn category (vak_context.farm.bfcl.multiturn.CATEGORIES)
     entries: int = 200  # the first N entry ids of each category (fixed, so runs compare); 200 is a whole one
     modes: tuple[str, ...] = BFCL_MODES
     window: int | None = None  # the engine's window (default: the model's declared window)
@@ -147,12 +147,12 @@ class BfclTask:
 
 @dataclass(frozen=True)
 class BfclHistoryTask:
-    """BFCL single-turn questions after K tokens of recorded history (vak_context.farm.bfcl_history): one unit
+    """BFCL single-turn questions after K tokens of recorded history (vak_context.farm.bfcl.history): one unit
     per (model, category), every size and mode in it, the model probed first unless the spec gives its horizon."""
 
     name: str
     models: tuple[str, ...]
-    categories: tuple[str, ...]  # default: simple_python, multiple, parallel (vak_context.farm.bfcl_single)
+    categories: tuple[str, ...]  # default: simple_python, multiple, parallel (vak_context.farm.bfcl.single)
     entries: int = 20  # the first N entries of each category, the same at every size
     sizes: tuple[int, ...] = BFCL_HISTORY_SIZES  # K: history tokens (stated count) before each question
     modes: tuple[str, ...] = BFCL_MODES
@@ -169,7 +169,7 @@ class BfclHistoryTask:
 
 @dataclass(frozen=True)
 class BfclDegradeTask:
-    """BFCL v4 multi-turn against the scripted model that degrades past T (vak_context.farm.bfcl_degrade): one
+    """BFCL v4 multi-turn against the scripted model that degrades past T (vak_context.farm.bfcl.degrade): one
     unit per (T, category), plus the perfect model's (no T) where ``perfect``; the spec's models play no part."""
 
     name: str

@@ -1,5 +1,5 @@
 """Running BFCL categories in both modes and the figures per category and mode, with the goals beside them:
-what ``bench/bfcl.py`` prints and the farm's ``bfcl`` task reports (:mod:`.bfcl`, :mod:`.bfcl_modes`)."""
+what ``bench/bfcl.py`` prints and the farm's ``bfcl`` task reports (:mod:`.multiturn`, :mod:`.modes`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 
 from vak_context.errors import InvalidInput
-from vak_context.farm.bfcl import load_entries
-from vak_context.farm.bfcl_modes import EntryRun, Target, run_direct, run_engine
+from vak_context.farm.bfcl.modes import EntryRun, Target, run_direct, run_engine
+from vak_context.farm.bfcl.multiturn import load_entries
 
 MODES = ("direct", "engine")
 ALL_MODES = (*MODES, "serve")  # "serve": the direct client pointed at vak serve (bench/bfcl.py starts one)

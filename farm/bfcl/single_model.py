@@ -1,7 +1,7 @@
-"""The scripted upstream of :mod:`.bfcl_scripted`, playing BFCL's single-turn answers (:mod:`.bfcl_single`):
+"""The scripted upstream of :mod:`.scripted`, playing BFCL's single-turn answers (:mod:`.single`):
 while a request is at most T tokens (the same stated count) it calls the answer's functions with the first
-allowed value of each argument (:func:`~.bfcl_single.truth_calls`); above T it degrades exactly as
-:class:`~.bfcl_scripted.DegradingModel` does (no call and a malformed call, alternately by the parity of the
+allowed value of each argument (:func:`~.single.truth_calls`); above T it degrades exactly as
+:class:`~.scripted.DegradingModel` does (no call and a malformed call, alternately by the parity of the
 request's assistant messages), and it answers the probe's ladder and the packet summaries the same way.
 
 The question it answers is the entry whose question text occurs in the request's newest user message that
@@ -14,8 +14,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from vak_context.farm.bfcl_scripted import DegradingModel, Step, _text
-from vak_context.farm.bfcl_single import SingleEntry, truth_calls
+from vak_context.farm.bfcl.scripted import DegradingModel, Step, _text
+from vak_context.farm.bfcl.single import SingleEntry, truth_calls
 
 
 class SingleTurnModel(DegradingModel):

@@ -44,7 +44,7 @@ def plot(runs: Sequence[Any], horizon: int | None, path: Path, *, title: str = "
 
 def plot_points(points: Sequence[Point], horizon: int | None, path: Path, *, title: str = "",
                 xlabel: str = "request size (prompt tokens of the checked request)") -> Path:
-    from vak_context.farm.bfcl_history import wilson
+    from vak_context.farm.bfcl.history import wilson
 
     plt = pyplot("the accuracy-by-request-size PNG")
     fig, ax = plt.subplots(figsize=(8, 4.5))

@@ -93,7 +93,7 @@ task) becomes a path component of the run folder, so each is checked with ``vak_
 Relative paths resolve against the spec file's folder; ``shared:REST`` resolves against the shared data
 folder (``$VAK_SHARED``, else ``../shared`` next to the checkout).
 
-The typed objects are in ``vak_context.farm.spec_entries`` and the checks in ``vak_context.farm.spec_parse``; this
+The typed objects are in ``vak_context.farm.spec.entries`` and the checks in ``vak_context.farm.spec.parse``; this
 module re-exports the objects.
 """
 
@@ -105,7 +105,7 @@ import tomllib
 from pathlib import Path
 
 from vak_context.errors import FarmSpecError
-from vak_context.farm.spec_entries import (
+from vak_context.farm.spec.entries import (
     BFCL_HISTORY_SIZES,
     BFCL_MODES,
     BFCL_THRESHOLDS,
@@ -130,7 +130,7 @@ from vak_context.farm.spec_entries import (
     Task,
     shared_root,
 )
-from vak_context.farm.spec_parse import SpecParser
+from vak_context.farm.spec.parse import SpecParser
 
 __all__ = [
     "BFCL_HISTORY_SIZES", "BFCL_MODES", "BFCL_THRESHOLDS", "EXPECTS", "MODEL_KINDS", "QUICK_PROBE", "SESSION_KINDS", "SHARED_PREFIX", "TASK_KINDS", "BfclDegradeTask", "BfclHistoryTask", "BfclTask",

@@ -1,5 +1,5 @@
 """BFCL single-turn questions asked after K tokens of real recorded agent history, direct and through the
-engine, scored by BFCL's own AST checker (:mod:`.bfcl_single`): does a model answer as well at the end of a
+engine, scored by BFCL's own AST checker (:mod:`.single`): does a model answer as well at the end of a
 long session as at its start, and does the engine keep it so? (issue 36 item 2; ``bench/bfcl_history.py``.)
 
 **The history** is real recorded agent history from ``shared/data/trajectories``, read by the engine's
@@ -9,7 +9,7 @@ one long session of many turns (:func:`read_history`; a coding session's large t
 cut points below 8k tokens). For K tokens, the history is the longest prefix of its events that ends at a
 closed point (every call answered, or a step without calls) and whose messages, with the recorded system
 prompt, count at most K tokens by the stated count (``ceil(chars of their JSON / 4)``,
-:func:`~.bfcl_scripted.request_tokens`). K = 0 is no history at all. Every entry is asked after the same
+:func:`~.scripted.request_tokens`). K = 0 is no history at all. Every entry is asked after the same
 prefix at a given K, and the same entries at every K.
 
 **direct**: the history as a plain agent sends it (the recorded system prompt, every user message, step and
@@ -46,10 +46,10 @@ import httpx
 
 from vak_context.errors import InvalidInput, VakError
 from vak_context.events.blocks import TextBlock, ToolUseBlock
-from vak_context.farm.bfcl import Verdict
-from vak_context.farm.bfcl_modes import Sent, Target, post
-from vak_context.farm.bfcl_scripted import request_tokens
-from vak_context.farm.bfcl_single import SingleEntry, check
+from vak_context.farm.bfcl.modes import Sent, Target, post
+from vak_context.farm.bfcl.multiturn import Verdict
+from vak_context.farm.bfcl.scripted import request_tokens
+from vak_context.farm.bfcl.single import SingleEntry, check
 
 SIZES = (0, 2_000, 4_000, 6_000, 7_500)
 MODES = ("direct", "engine")
@@ -61,7 +61,7 @@ NO_REPLY = "no reply with a call"
 
 def trajectories() -> Path:
     """The recorded sessions: ``data/trajectories`` of the shared folder (``$VAK_SHARED``, else ``../shared``)."""
-    from vak_context.farm.spec_entries import shared_root
+    from vak_context.farm.spec.entries import shared_root
 
     return shared_root() / "data" / "trajectories"
 

@@ -1,5 +1,5 @@
 """The farm's ``bfcl`` unit: one (model, BFCL category), every entry in each of the task's modes, one row per
-(entry, mode); and the rows read back as the runs :mod:`vak_context.farm.bfcl_report` figures.
+(entry, mode); and the rows read back as the runs :mod:`vak_context.farm.bfcl.report` figures.
 
 A row keeps what the report needs to compute the same figures ``bench/bfcl.py`` prints: the verdict
 (``passed``, BFCL's error type as ``reason``), the largest request (``request_tokens``), the horizon the
@@ -17,9 +17,9 @@ from typing import Any
 
 import httpx
 
-from vak_context.farm.bfcl import Verdict, load_entries
-from vak_context.farm.bfcl_modes import EntryRun, Sent, Target, run_direct, run_engine
-from vak_context.farm.bfcl_report import Run
+from vak_context.farm.bfcl.modes import EntryRun, Sent, Target, run_direct, run_engine
+from vak_context.farm.bfcl.multiturn import Verdict, load_entries
+from vak_context.farm.bfcl.report import Run
 from vak_context.farm.model_units import Endpoint
 from vak_context.farm.rows import UnitKey, make_row
 from vak_context.farm.spec import BfclTask, ModelEntry
