@@ -25,7 +25,7 @@ TASK_KINDS: tuple[str, ...] = ("probe", "replay", "live", "bfcl", "bfcl_history"
 BFCL_HISTORY_SIZES: tuple[int, ...] = (0, 2_000, 4_000, 6_000, 7_500)  # vak_context.farm.bfcl.history.SIZES
 BFCL_THRESHOLDS: tuple[int, ...] = (4_096, 8_192, 16_384)  # vak_context.farm.bfcl.degrade.THRESHOLDS
 EXPECTS: tuple[str, ...] = ("card", "answer", "tool_call")
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]  # farm/spec/entries.py: the repository root
 SHARED_PREFIX = "shared:"
 # The quick ladder: small enough for a few minutes on 2 cores with a 135M model.
 QUICK_PROBE = {"window": 2048, "first_rung": 1024, "max_sizes": 2, "samples": 1, "controls": 0}
