@@ -17,7 +17,11 @@ when the agent submitted and the repository's tests pass.
 what each request holds). ``--upstream local:MODEL``: the bundled model (llama.cpp's server, started once
 for both modes; ``--n-ctx``), each agent given ``--max-tokens`` per reply (a direct client without a cap lets
 the model run on: docs/INTEGRATIONS.md). On 2 cores a step of the 1.5B takes about a minute: pick agents and
-tasks (``--agents``, ``--tasks``).
+tasks (``--agents``, ``--tasks``). The bundled Qwen writes its calls as fenced JSON in its reply, never as
+native tool calls (with its own template or the tools template): a framework that reads only native calls
+(pydantic-ai, the Agents SDK, LangChain, mini-swe-agent) gets none from it directly, nor through its adapter
+(the framework reads the reply itself); ``vak serve --calls text`` (``--serve-calls``, the default for a local
+model) parses them and hands the agent tool calls.
 
     .venv/bin/python bench/agents.py --upstream scripted                # every agent, 5 tasks (about 2 min)
     .venv/bin/python bench/agents.py --quick --upstream scripted        # the smoke test's size
@@ -111,6 +115,11 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--n-ctx", type=int, default=8192, help="the local model's context (and the engine's window)")
     parser.add_argument("--max-tokens", type=int, default=256, help="per reply, for a local model")
     parser.add_argument("--scratch", type=Path, default=None, help="where ledgers and repositories go (a temp folder)")
+    parser.add_argument("--serve-calls", choices=("text", "native", "auto"), default=None,
+                        help="vak serve's --calls, as its operator sets it: text (the model writes its calls in its "
+                        "reply: parsed from it and handed to the agent as tool calls), native, or auto (unset: what a "
+                        "probe measured, else native). Default: text for a local model (the bundled Qwen writes "
+                        "fenced JSON calls, never native ones), auto for the scripted upstream")
     args = parser.parse_args(argv)
     agents = [a for a in args.agents.split(",") if a]
     unknown = [a for a in agents if a not in AGENTS]
@@ -134,14 +143,16 @@ def main(argv: list[str] | None = None) -> list[Row]:
             root, key, window, max_tokens = server.root_url, server.api_key, args.n_ctx, args.max_tokens
         else:
             parser.error(f"--upstream {args.upstream!r}: use scripted or local:MODEL")
-        print(f"upstream: {args.upstream} at {root}; {count} task(s) per agent", flush=True)
+        calls = args.serve_calls or ("text" if args.upstream.startswith("local:") else "auto")
+        serve_args = () if calls == "auto" else ("--calls", calls)
+        print(f"upstream: {args.upstream} at {root}; {count} task(s) per agent; vak serve --calls {calls}", flush=True)
         for agent in agents:
             modes = [m for m in (args.modes.split(",") if args.modes else modes_of(agent)) if m in modes_of(agent)]
             if "direct" not in modes:
                 modes.insert(0, "direct")
             runs = run_agent(agent, tasks_for(agent, count), upstream=root, upstream_key=key,
                              scratch=scratch / agent, model=model, window=window, max_tokens=max_tokens,
-                             modes=modes, on_run=progress)
+                             modes=modes, serve_args=serve_args, on_run=progress)
             rows += rows_of(agent, runs)
     print()
     print(table(rows))

@@ -109,21 +109,23 @@ def _ledger_sessions(folder: Path) -> set[str]:
 
 
 @contextmanager
-def _served(up_root: str, model: str, upstream_key: str, ledger: Path, window: int) -> Iterator[tuple[Any, Any, str]]:
+def _served(up_root: str, model: str, upstream_key: str, ledger: Path, window: int,
+            extra: Sequence[str] = ()) -> Iterator[tuple[Any, Any, str]]:
     from vak_context.serve.child import serve_child
 
-    with serve_child(f"openai-compat:{model}", ledger=ledger, base_url=f"{up_root}/v1", window=window,
+    with serve_child(f"openai-compat:{model}", ledger=ledger, base_url=f"{up_root}/v1", window=window, extra=extra,
                      env={"OPENAI_COMPAT_API_KEY": upstream_key}) as child, tapped(child.root) as (tap, root):
         yield child, tap, root
 
 
 def run_agent(agent: str, tasks: Sequence[QuestionTask | BugTask], *, upstream: str, upstream_key: str,
               scratch: Path, model: str = "scripted", window: int = 32_768, max_tokens: int | None = None,
-              modes: Sequence[str] | None = None,
+              modes: Sequence[str] | None = None, serve_args: Sequence[str] = (),
               on_run: Callable[[TaskRun], None] | None = None) -> list[TaskRun]:
     """Every task of ``tasks`` in every mode of ``agent`` (``modes``, by default all it has), against the
     upstream at ``upstream`` (a root URL); the runs in task order, direct first. ``on_run``: called with
-    each run as it ends (a bench's progress: a real model's task takes minutes)."""
+    each run as it ends (a bench's progress: a real model's task takes minutes). ``serve_args``: more of
+    ``vak serve``'s options (the operator's, e.g. ``--calls text`` for a model that writes its calls as text)."""
     import vak_context
 
     modes = tuple(modes or modes_of(agent))
@@ -135,7 +137,7 @@ def run_agent(agent: str, tasks: Sequence[QuestionTask | BugTask], *, upstream: 
         serve_ledger = scratch / "serve-ledger"
         if "serve" in modes:
             child, serve_tap, serve_root = stack.enter_context(
-                _served(up_root, model, upstream_key, serve_ledger, window))
+                _served(up_root, model, upstream_key, serve_ledger, window, serve_args))
             serve_key = child.key
         engine = None
         if "adapter" in modes:
