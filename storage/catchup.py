@@ -20,10 +20,11 @@ its GIL). ``vak serve`` marks the part of a request that is the engine's work, n
 binding its session, reading a resumed session, assembling the projection: ``Engine.foreground``), and a
 catch-up about to start waits while any such part runs, at most ``YIELD_S`` (so that one is never starved
 by a steady load): after a restart every session a kill left behind is queued at once, and without this
-their catch-ups took about a quarter of the time the resumed sessions' first requests spent
-(bench/serve_bind.py). Waiting on the model is not marked: that is the time a catch-up is for.
+their catch-ups took about a quarter of the CPU of the restarted server while the resumed sessions' first
+requests ran (sampled with py-spy on bench/serve_bind.py's sessions). Waiting on the model is not marked:
+that is the time a catch-up is for.
 
-On open (``catch_up_behind``, called by ``Engine.open``): a writer killed mid-catch-up can leave whoosh's
+On open (``catch_up_behind``, called by ``Engine.open`` and, on Ray, by the folder's LedgerActor): a writer killed mid-catch-up can leave whoosh's
 files ahead of the state file (``vak verify``: "it holds N documents where its state says M"), and one
 killed before a close's catch-up ran leaves the index behind. Each session whose state names an entry other
 than its head (read from the ledger's index, storage/ledger_index.py, not its entries) is queued here, so the
