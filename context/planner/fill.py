@@ -68,7 +68,7 @@ def fill(index: TurnIndex, w: HistoryColumns, budget: int, tpc: float, cache: Pl
         last_pos, room, reserved = span
         packet = _packet(index, w, last_pos, room, reserved, tpc, cache)
         keep_from = w.keep_from = last_pos + 1
-    w.fid[keep_from:] = map(_KEPT_CODE.__getitem__, map(le, w.full[keep_from:], w.card[keep_from:]))
+    w.fid[keep_from:] = map(_KEPT_CODE.__getitem__, map(le, w.full[keep_from:n], w.card[keep_from:n]))
     left = budget - (packet.tokens if packet else 0) - w.total(CHEAP, keep_from, n)
     if left > 0:
         promote(w, keep_from, left)
