@@ -102,6 +102,7 @@ class PositionBm25(Bm25Index[int]):
         # kept in step: a short session never pays for them.
         self._columns: dict[str, _Postings] | None = None
         self._lengths: Floats = np.zeros(0, dtype=np.float64)  # by position; a removed one is never read
+        self._total: Floats = np.zeros(0, dtype=np.float64)  # the scores' accumulator, kept zeroed
 
     def add(self, doc_id: int, text: str) -> None:
         super().add(doc_id, text)
@@ -146,18 +147,30 @@ class PositionBm25(Bm25Index[int]):
             for doc_id in self.lengths:
                 self._add_columns(doc_id)
         avg, k1, b = self.average_length(), self.K1, self.B
-        total: Floats | None = None
-        for t, idf in self.weighted_terms(wanted):  # as ``Bm25Index.scores``: common terms skipped
-            at, tf = self._columns[t].flush()
-            damping = k1 * (1 - b + b * self._lengths[at] / avg)
-            gain = idf * tf * (k1 + 1) / (tf + damping)
-            if total is None:
-                total = np.zeros(len(self._lengths), dtype=np.float64)
-            total[at] += gain  # positions are distinct within a term: one add each, in term order
-        if total is None:
-            return [], []
-        scored = np.flatnonzero(total)  # every gain is above 0, so a scored document's sum is too
-        return scored.astype(np.int64, copy=False), total[scored]
+        if len(self._total) != len(self._lengths):
+            self._total = np.zeros(len(self._lengths), dtype=np.float64)
+        total = self._total  # zero everywhere between queries: only the query's postings are touched
+        touched: list[Positions] = []
+        try:
+            for t, idf in self.weighted_terms(wanted):  # as ``Bm25Index.scores``: common terms skipped
+                at, tf = self._columns[t].flush()
+                damping = k1 * (1 - b + b * self._lengths[at] / avg)
+                gain = idf * tf * (k1 + 1) / (tf + damping)
+                total[at] += gain  # positions are distinct within a term: one add each, in term order
+                touched.append(at)
+            if not touched:
+                return [], []
+            # the scored positions are the union of the terms' postings, ascending: a sort of those (mostly in
+            # order already), not a pass over every position of the session
+            at = np.sort(np.concatenate(touched) if len(touched) > 1 else touched[0], kind="stable")
+            scored = at[np.concatenate(([True], at[1:] != at[:-1]))] if len(touched) > 1 else at
+            raw = total[scored]
+            if not raw.all():  # as the nonzero positions were: a sum of gains above 0 is above 0
+                scored, raw = scored[raw != 0], raw[raw != 0]
+            return scored.astype(np.int64, copy=False), raw
+        finally:
+            for at in touched:
+                total[at] = 0.0
 
 
 @dataclass(frozen=True)
