@@ -47,8 +47,11 @@ T = TypeVar("T")
 _OPENER = re.compile(r"```|<tool_call>|\{|\[\s*\{")
 # A tool name right before an arguments object (``name {`` or ``name({``), as the parser's _NAMED reads it.
 _NAMED = re.compile(r"(?<![\w.-])[A-Za-z_][\w.-]{0,63}[ \t]*\(?[ \t]*\Z")
-# A tail that may still become an opener or a named call once the next delta arrives.
-_PARTIAL = re.compile(r"(?:`{1,2}|<[A-Za-z_]{0,9}|\[\s*|(?<![\w.-])[A-Za-z_][\w.-]{0,63}[ \t]*\(?[ \t]*)\Z")
+# A tag right before an object, as the bundled Qwen wraps a call (``<tools>\n{...}\n</tools>``): part of the
+# call, never shown before it.
+_TAG = re.compile(r"<[A-Za-z_][\w-]{0,30}>\s*\Z")
+# A tail that may still become an opener or a named call once the next delta arrives (a tag, closed or not).
+_PARTIAL = re.compile(r"(?:`{1,2}|<[A-Za-z_][\w-]{0,30}>?\s*|<|\[\s*|(?<![\w.-])[A-Za-z_][\w.-]{0,63}[ \t]*\(?[ \t]*)\Z")
 PARAGRAPH = "\n\n"  # between the texts of two steps shown in one reply
 
 
@@ -77,7 +80,7 @@ class StepText:
         if opener is not None:
             self.held = True
             before = self.safe[:opener.start()]
-            named = _NAMED.search(before) if self.safe[opener.start()] in "{[" else None
+            named = (_NAMED.search(before) or _TAG.search(before)) if self.safe[opener.start()] in "{[" else None
             end = named.start() if named else len(before)
         else:
             partial = _PARTIAL.search(self.safe, self.shown)

@@ -16,6 +16,10 @@ session's upstream): it is answered with a summary built from its own text and c
 ``usage.prompt_tokens`` is :func:`prompt_tokens` of the body, the one count used for both modes.
 
 Streaming is answered as events (tests/fakes/sse_upstream.py) when a body asks for it.
+
+``text_calls`` (task name to a form) plays a model that writes its calls as text, as the bundled Qwen does:
+the task's calls come as the reply's text, never as native tool calls, in one of the forms it writes
+(:data:`TEXT_CALL_FORMS`: a ```json fence, an object in doubled braces, a ``<tools>`` tag).
 """
 
 from __future__ import annotations
@@ -139,6 +143,7 @@ class AgentUpstream:
     requests: list[dict[str, Any]] = field(default_factory=list)  # every chat body, summaries included
     replies: list[Reply] = field(default_factory=list)  # what each agent request was answered
     summaries: int = 0
+    text_calls: Mapping[str, str] = field(default_factory=dict)  # task name -> a TEXT_CALL_FORMS key
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def handle(self, request: httpx.Request) -> httpx.Response:
@@ -167,7 +172,19 @@ class AgentUpstream:
         if isinstance(task, BugTask):
             return _bug_step(task, text, "bash" in tools)
         assert turn is not None
-        return _question_step(turn, text, "final_answer" in tools)
+        reply = _question_step(turn, text, "final_answer" in tools)
+        form = self.text_calls.get(task.name)
+        if form is None or not reply.calls:
+            return reply
+        return Reply("\n".join(TEXT_CALL_FORMS[form](name, args) for name, args in reply.calls), [])
+
+
+# How the bundled Qwen writes a call in its text (seen through llama.cpp, which parses none of them).
+TEXT_CALL_FORMS = {
+    "fence": lambda name, args: "```json\n" + json.dumps({"name": name, "arguments": args}, indent=2) + "\n```",
+    "braces": lambda name, args: "{" + json.dumps({"name": name, "arguments": args}) + "}",
+    "tag": lambda name, args: "<tools>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tools>",
+}
 
 
 def is_summary(body: Mapping[str, Any]) -> bool:

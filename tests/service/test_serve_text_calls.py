@@ -15,6 +15,7 @@ from typing import Any
 import openai
 import pytest
 
+from tests.fakes.agent_upstream import TEXT_CALL_FORMS
 from tests.fakes.httpserver import serve
 from tests.fakes.scripted import completion
 from tests.fakes.sse_upstream import ScriptedStream
@@ -70,3 +71,27 @@ def test_a_model_declared_to_write_its_calls_as_text_has_them_parsed(tmp_path: P
         text, calls, finish = _ask(server.base_url, stream=stream)
     assert calls == [("lookup", {"key": "k1"})] and finish == "tool_calls"
     assert "lookup(" not in text and TEXT.startswith(text)
+
+
+# The forms the bundled Qwen writes a call in (tests/fakes/agent_upstream.py), calling the client's lookup.
+QWEN_FORMS = {form: write("lookup", {"key": "k1"}) for form, write in TEXT_CALL_FORMS.items()}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+@pytest.mark.parametrize("form", list(QWEN_FORMS))
+def test_each_form_the_bundled_model_writes_is_a_call_under_calls_text(tmp_path: Path, form: str, stream: bool) -> None:
+    upstream_model = ScriptedStream([completion(QWEN_FORMS[form])])
+    with serve(upstream_model.handle) as upstream, \
+            running(tmp_path / "ledger", SPEC, upstream.base_url, calls="text") as server:
+        text, calls, finish = _ask(server.base_url, stream=stream)
+    assert (text, calls, finish) == ("", [("lookup", {"key": "k1"})], "tool_calls")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+@pytest.mark.parametrize("form", list(QWEN_FORMS))
+def test_each_form_reaches_the_client_whole_from_a_model_that_calls_natively(tmp_path: Path, form: str,
+                                                                              stream: bool) -> None:
+    upstream_model = ScriptedStream([completion(QWEN_FORMS[form])])
+    with serve(upstream_model.handle) as upstream, running(tmp_path / "ledger", SPEC, upstream.base_url) as server:
+        text, calls, finish = _ask(server.base_url, stream=stream)
+    assert (text, calls, finish) == (QWEN_FORMS[form], [], "stop")

@@ -39,6 +39,17 @@ def test_inline_calls_are_never_shown() -> None:
         assert "recall" not in shown and "{" not in shown and "`" not in shown, (text, shown)
 
 
+def test_a_tag_the_bundled_model_wraps_its_call_in_is_never_shown() -> None:
+    """Qwen writes ``<tools>\\n{...}\\n</tools>``: the tag is part of the call, whole in one delta or split."""
+    text = 'Checking.\n<tools>\n{"name": "recall", "arguments": {"id": "ab12"}}\n</tools>'
+    for size in (1, 3, 9, len(text)):
+        step = StepText(Redactor(None))
+        shown = "".join(step.add(text[i:i + size], False) for i in range(0, len(text), size))
+        assert "Checking.\n".startswith(shown) and "<" not in shown, (size, shown)
+    step = StepText(Redactor(None))
+    assert _feed(step, "Use <b> bold ", "text.") == "Use <b> bold "  # a tag before prose goes out
+
+
 def test_held_text_goes_out_when_the_step_answers() -> None:
     step = StepText(Redactor(None))
     shown = _feed(step, "The config is ", '{"a": 1}', " as written.")
