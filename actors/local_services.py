@@ -69,7 +69,8 @@ class InProcessServices:
         self.store.release(self.session, sync=False)
 
     async def assemble(self, profile: CapacityProfile, step: StepRequest) -> Assembled:
-        return await self.assembler.assemble(self.session, profile, step)
+        with self.store.foreground.hold():  # the store's background catch-ups give way (storage/catchup.py)
+            return await self.assembler.assemble(self.session, profile, step)
 
     async def store_result(self, tool_use_id: str, tool_name: str, body: str, is_error: bool) -> dict[str, Any]:
         return await asyncio.to_thread(self.evidence.store_result, self.session, tool_use_id, tool_name, body,

@@ -42,7 +42,7 @@ from vak_context.context.capacity.profile import (
     probe_reason,
     to_record,
 )
-from vak_context.errors import UnknownSession, VakError
+from vak_context.errors import VakError
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import Activity, CapacityProfileRecord
 from vak_context.storage.ledger import LedgerStore
@@ -122,27 +122,13 @@ class ProbeActor:
         return await self.ledger.append_async(self.session, payloads)
 
     async def _recorded(self, key: ProfileKey) -> CapacityProfile | None:
-        """The newest measured capacity_profile for ``key`` in any session of the ledger (read once per key):
+        """The newest capacity_profile recorded for ``key`` in any session of the ledger (read once per key):
         a probe recorded elsewhere (``vak run`` records its quick probe in its own session, ``vak probe``
-        in the one it is given) counts as fresh as one of this actor's own."""
-        sessions = await asyncio.to_thread(self.ledger.sessions)
-        best: CapacityProfile | None = None
-        mapper = Mapper()
-        for session in sessions:
-            try:
-                entries = await self.ledger.entries_async(session)
-            except UnknownSession:
-                continue
-            for entry in entries:
-                if entry.kind != "capacity_profile":
-                    continue
-                payload = mapper.payload_of(entry)
-                if isinstance(payload, CapacityProfileRecord):
-                    profile = from_record(payload)
-                    if profile.key == key and (best is None or (profile.provenance.probed_at or 0)
-                                               >= (best.provenance.probed_at or 0)):
-                        best = profile
-        return best
+        in the one it is given) counts as fresh as one of this actor's own. Read from the ledger's index
+        (storage/ledger_index.py), the entry binding reads too, not from every entry of every session."""
+        entry = await self.ledger.profile_entry_async(key.provider, key.model, key.quantisation)
+        payload = Mapper().payload_of(entry) if entry is not None else None
+        return from_record(payload) if isinstance(payload, CapacityProfileRecord) else None
 
     # ------------------------------------------------------------------ the turn loop's calls
 

@@ -21,7 +21,8 @@ tasks (``--agents``, ``--tasks``). The bundled Qwen writes its calls as fenced J
 native tool calls (with its own template or the tools template): a framework that reads only native calls
 (pydantic-ai, the Agents SDK, LangChain, mini-swe-agent) gets none from it directly, nor through its adapter
 (the framework reads the reply itself); ``vak serve --calls text`` (``--serve-calls``, the default for a local
-model) parses them and hands the agent tool calls.
+model) parses them and hands the agent tool calls. mini-swe-agent has a documented text-based configuration
+(``mini_textbased.yaml``, its commands in fenced blocks): in front of a local model it runs that, in every mode.
 
     .venv/bin/python bench/agents.py --upstream scripted                # every agent, 5 tasks (about 2 min)
     .venv/bin/python bench/agents.py --quick --upstream scripted        # the smoke test's size
@@ -152,7 +153,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
                 modes.insert(0, "direct")
             runs = run_agent(agent, tasks_for(agent, count), upstream=root, upstream_key=key,
                              scratch=scratch / agent, model=model, window=window, max_tokens=max_tokens,
-                             modes=modes, serve_args=serve_args, on_run=progress)
+                             modes=modes, serve_args=serve_args,
+                             text_actions=args.upstream.startswith("local:"), on_run=progress)
             rows += rows_of(agent, runs)
     print()
     print(table(rows))

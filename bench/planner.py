@@ -17,13 +17,21 @@ collections it owes run after): the planner's own work, apart from the collector
 the number of objects a long session keeps in the process. Each row's step exponents end with the last
 step (1,000 to 10,000 turns) against the goal of 0.1 (issue 26 item 4) and the ratio.
 
+Then the goals of issue 37 item 6, measured so that load on the machine weighs on both sizes alike: a
+session of 1,000 turns and the one of 10,000, each with a warm view, make their next requests in turn
+(alternating sizes and profiles, medians), timed as CPU time (``time.process_time``) with wall time beside
+it. The last step's exponent (local 8k and mid 32k: at most 0.1) and, for frontier 200k, which shows
+thousands of turns, the next request at 10,000 turns as a ratio to its floor, the request it plans
+serialized as wire JSON (at most 3x), each printed against its goal (``--interleaved`` runs this part alone).
+
 A third mode, ``--long-turn``, plans every request of one 140-step coding turn (``vak_context.sessions.longturn``,
 about 120–150k tokens as carried) under each profile, after its directive and after each step, and
 prints the largest request against the budget (horizon − output reserve), how many were over it (the
 planner refuses those: none may be), how often the plan's shape moved (a compaction: the prefix
 cache breaks there) and the plan's median time.
 
-Run: ``.venv/bin/python bench/planner.py`` (``--quick`` stops at 1,000 turns; ``--long-turn``).
+Run: ``.venv/bin/python bench/planner.py`` (``--quick`` stops at 1,000 turns; ``--long-turn``;
+``--interleaved [ROUNDS]``).
 """
 
 from __future__ import annotations
@@ -66,6 +74,9 @@ from vak_context.sessions.longturn import LongTurn
 
 SIZES = (10, 100, 1_000, 10_000)
 STEP_GOAL = 0.1  # issue 26 item 4: the next request's step exponent from 1,000 to 10,000 turns, at most
+FLOOR_GOAL = 3.0  # issue 37 item 6: frontier 200k's next request at 10,000 turns over its floor, at most
+STEP_PROFILES = ("local 8k", "mid 32k")  # held to STEP_GOAL; frontier 200k, which shows every turn it can, to FLOOR_GOAL
+DIRECTIVE = "What changed about copper prices again?"
 # turns folded in per profile to time the next request: few next to the session, enough for a median
 NEXT_TURNS = {10: 2, 100: 5, 1_000: 7, 10_000: 5}
 SYSTEM = "You are a careful agent. Follow the policy; use the tools; cite what you found. " * 60
@@ -151,9 +162,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="stop at 1,000 turns")
     parser.add_argument("--long-turn", action="store_true", help="every request of one 140-step turn, per profile")
+    parser.add_argument("--interleaved", type=int, nargs="?", const=30, metavar="ROUNDS",
+                        help="only the goals: 1,000 and 10,000 turns interleaved, ROUNDS next requests each (30)")
     args = parser.parse_args()
     if args.long_turn:
         long_turn()
+        return
+    if args.interleaved:
+        interleaved({n: _warm(_grown(Session(), n)) for n in (1_000, 10_000)}, args.interleaved)
         return
     sizes = SIZES[:-1] if args.quick else SIZES
     client = httpx.AsyncClient()
@@ -223,6 +239,9 @@ def main() -> None:
                        {name: statistics.median(ts) for name, ts in next_t.items()},
                        {name: statistics.median(ts) for name, ts in paused_t.items()}))
     client_close(client)
+    if not args.quick:
+        late = _warm(session)
+        interleaved({1_000: _warm(_grown(Session(), 1_000)), 10_000: late}, 30)
     print()
     for name in PROFILES:
         xs = [float(r[0]) for r in rows if r[1] == name]
@@ -253,6 +272,98 @@ def main() -> None:
                   f"(steps {', '.join(f'{x:.2f}' for x in steps)}){goal}")
     ys = [g[2] for g in growth]
     print(f"growth exponent rebuild (baseline)    {_slope(xs, ys):.2f} overall")
+
+
+Warm = tuple["Session", SessionView, dict[str, PlannerState]]
+
+
+def _grown(session: Session, n: int) -> Session:
+    while len(session.view.index.turns) < n:
+        session.turn(len(session.view.index.turns))
+    return session
+
+
+def _warm(session: Session) -> Warm:
+    """The session with each profile's stored packet summary (as a summariser leaves one), and a warm view
+    of it (the one a PlannerActor keeps: built and planned once, outside any timing) with each profile's state."""
+    states: dict[str, PlannerState] = {}
+    for name, prof in PROFILES.items():
+        p = session.view.plan(prof, DIRECTIVE, prefix_tokens=prefix_tokens(prof, SYSTEM), tail_tokens=40)
+        states[name] = p.state
+        if p.packet is not None and p.packet.needs_summary:
+            words = max(1, int(p.packet.summary_tokens / prof.tokens_per_char.value) // 6)
+            session.add(compaction_payload(session.view.index, p.packet.first_ordinal, p.packet.last_ordinal,
+                                           "summary " * words, model=p.model))
+    warm = SessionView(0.27)
+    warm.add_all(session.entries)
+    for name, prof in PROFILES.items():
+        warm.plan(prof, DIRECTIVE, prefix_tokens=prefix_tokens(prof, SYSTEM), tail_tokens=40, state=states[name])
+    return session, warm, states
+
+
+def interleaved(sessions: dict[int, Warm], rounds: int) -> None:
+    """The goals, sizes and profiles alternating (see the module's docstring): CPU and wall time per next request."""
+    client = httpx.AsyncClient()
+    provider = OpenAICompatProvider(client, base_url="http://127.0.0.1:9/v1")  # render only: nothing is sent
+    cpu: dict[tuple[int, str], list[float]] = {(n, m): [] for n in sessions for m in PROFILES}
+    wall: dict[tuple[int, str], list[float]] = {(n, m): [] for n in sessions for m in PROFILES}
+    for _ in range(rounds):
+        for n, (session, warm, states) in sessions.items():
+            for name, prof in PROFILES.items():
+                pre = prefix_tokens(prof, SYSTEM)
+                start = len(session.entries)
+                session.turn(len(session.view.index.turns))
+                c0, w0 = time.process_time(), time.perf_counter()
+                _fold(warm, session.entries[start:])
+                warm.plan(prof, DIRECTIVE, prefix_tokens=pre, tail_tokens=40, state=states[name])
+                cpu[n, name].append(time.process_time() - c0)
+                wall[n, name].append(time.perf_counter() - w0)
+    lo, hi = min(sessions), max(sessions)
+    print(f"\nnext request, {lo:,} and {hi:,} turns interleaved ({rounds} rounds; CPU time, wall beside it; "
+          f"load average {' '.join(f'{x:.1f}' for x in _load())}):")
+    for name, prof in PROFILES.items():
+        c = {n: statistics.median(cpu[n, name]) for n in sessions}
+        w = {n: statistics.median(wall[n, name]) for n in sessions}
+        sizes = "  ".join(f"{n:>6,}: {c[n] * 1e3:6.3f} ms cpu ({w[n] * 1e3:6.3f} wall)" for n in sessions)
+        step = _slope([lo, hi], [c[lo], c[hi]])
+        if name in STEP_PROFILES:
+            goal = (f"last step {step:.2f} (wall {_slope([lo, hi], [w[lo], w[hi]]):.2f}) against the goal "
+                    f"{STEP_GOAL}: {step / STEP_GOAL:.1f}x, {'met' if step <= STEP_GOAL else 'NOT met'}")
+        else:
+            session, warm, states = sessions[hi]
+            p = warm.plan(prof, DIRECTIVE, prefix_tokens=prefix_tokens(prof, SYSTEM), tail_tokens=40, state=states[name])
+            if p.packet is not None and p.packet.needs_summary:  # the range moved: its summary, as one is left
+                start = len(session.entries)
+                words = max(1, int(p.packet.summary_tokens / prof.tokens_per_char.value) // 6)
+                session.add(compaction_payload(session.view.index, p.packet.first_ordinal, p.packet.last_ordinal,
+                                               "summary " * words, model=p.model))
+                _fold(warm, session.entries[start:])
+                p = warm.plan(prof, DIRECTIVE, prefix_tokens=prefix_tokens(prof, SYSTEM), tail_tokens=40,
+                              state=states[name])
+            request = project(warm.index, p, model=prof.key.model, infos=warm.infos, system=SYSTEM)
+            floor = statistics.median(_cpu_time(7, _wire, provider, request))
+            ratio = c[hi] / floor
+            goal = (f"last step {step:.2f}; at {hi:,} turns {ratio:.2f}x its floor ({floor * 1e3:.2f} ms cpu, "
+                    f"{len(p.shown())} turns shown) against the goal {FLOOR_GOAL:g}x: "
+                    f"{'met' if ratio <= FLOOR_GOAL else 'NOT met'}")
+        print(f"  {name:<14} {sizes}  {goal}")
+    client_close(client)
+
+
+def _cpu_time(repeat: int, fn: Callable[..., object], *args: Any) -> list[float]:
+    out = []
+    for _ in range(repeat):
+        t = time.process_time()
+        fn(*args)
+        out.append(time.process_time() - t)
+    return out
+
+
+def _load() -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return ()
 
 
 def long_turn(steps: int = 140) -> None:

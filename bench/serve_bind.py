@@ -206,7 +206,7 @@ def measure(root: Path, sessions: int, turns: int, mb: float, new: int, crash: b
                 idle(server)
                 # Not the search indexes: a cache of the entries (rebuilt from them), whose temporary files a
                 # live catch-up makes and removes while the copy runs.
-                shutil.copytree(big, root / "crashed", ignore=shutil.ignore_patterns("_search"))
+                copy_live(big, root / "crashed")
         if crash:
             big = root / "crashed"
         out["filler_entries"] = fill(big, mb)
@@ -223,6 +223,20 @@ def measure(root: Path, sessions: int, turns: int, mb: float, new: int, crash: b
             out["new_ms"] = new_sessions({"big": restarted.base_url, "empty": fresh.base_url}, http, new)
         out["lookup_ms"] = {name: lookup_ms(folder) for name, folder in (("big", big), ("empty", empty))}
     return out
+
+
+def copy_live(source: Path, target: Path) -> None:
+    """``source`` copied while its server runs, as a SIGKILL would leave it: copied again when a file went
+    away under the copy (the card index's timed commit replaces its files: a cache, like the search indexes,
+    which are left out)."""
+    for attempt in range(5):
+        try:
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("_search"))
+            return
+        except shutil.Error:
+            shutil.rmtree(target, ignore_errors=True)
+            if attempt == 4:
+                raise
 
 
 def idle(server: Any) -> None:

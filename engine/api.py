@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -218,6 +219,13 @@ class Engine:
 
         with map_ray_errors("ledger index_idle"):
             ray.get(ledger_actor(self._folder).index_idle.remote())
+
+    def foreground(self) -> AbstractContextManager[None]:
+        """Mark a request's own work (not its wait on the model): this process's background catch-ups of
+        search indexes give way to it (storage/catchup.py, ``Foreground``); on Ray they run in the
+        LedgerActor's process, and nothing is marked."""
+        store = self._store if self._open else None
+        return store.foreground.hold() if store is not None else nullcontext()
 
     def _forget(self, name: str) -> None:
         self._sessions.pop(name, None)

@@ -162,7 +162,8 @@ class Server:
         await self._acquire(key)
         conversation: Conversation | None = None
         try:
-            routed = await self._route(request, key, resend)
+            with self.engine.foreground():  # reading and binding a resumed session: the catch-ups wait
+                routed = await self._route(request, key, resend)
             if isinstance(routed, Reply):
                 return routed
             conversation, exchange = routed

@@ -15,7 +15,16 @@ indexed so far is committed, and its state names the last entry taken), and join
 logged and the session's index deleted, so the next search rebuilds it from the ledger; nothing escapes the
 thread.
 
-On open (``catch_up_behind``, called by ``Engine.open``): a writer killed mid-catch-up can leave whoosh's
+Giving way (``Foreground``): the store's catch-ups and a request's own work share this process's cores (and
+its GIL). ``vak serve`` marks the part of a request that is the engine's work, not the model's (routing it,
+binding its session, reading a resumed session, assembling the projection: ``Engine.foreground``), and a
+catch-up about to start waits while any such part runs, at most ``YIELD_S`` (so that one is never starved
+by a steady load): after a restart every session a kill left behind is queued at once, and without this
+their catch-ups took about a quarter of the CPU of the restarted server while the resumed sessions' first
+requests ran (sampled with py-spy on bench/serve_bind.py's sessions). Waiting on the model is not marked:
+that is the time a catch-up is for.
+
+On open (``catch_up_behind``, called by ``Engine.open`` and, on Ray, by the folder's LedgerActor): a writer killed mid-catch-up can leave whoosh's
 files ahead of the state file (``vak verify``: "it holds N documents where its state says M"), and one
 killed before a close's catch-up ran leaves the index behind. Each session whose state names an entry other
 than its head (read from the ledger's index, storage/ledger_index.py, not its entries) is queued here, so the
@@ -28,6 +37,8 @@ import logging
 import shutil
 import threading
 from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +46,8 @@ from vak_context.errors import LedgerClosed
 from vak_context.storage.ledger_paths import SEARCH_DIR
 
 log = logging.getLogger("vak.search")
+
+YIELD_S = 2.0  # the longest a catch-up waits for the requests being worked on to be done
 
 _locks: dict[tuple[str, str], threading.Lock] = {}
 _locks_guard = threading.Lock()
@@ -48,11 +61,57 @@ def index_lock(root: Path, session: str) -> threading.Lock:
         return _locks.setdefault(key, threading.Lock())
 
 
+class Foreground:
+    """The requests this process is working on now (not waiting on their model): background catch-ups
+    give way to them (``quiet``)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._working = 0
+        self.waits = 0  # catch-ups that found work in progress and waited (for tests and benches)
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Mark a request's own work (sync, or across its awaits: a counter, never a lock)."""
+        with self._cond:
+            self._working += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._working -= 1
+                if not self._working:
+                    self._cond.notify_all()
+
+    @property
+    def working(self) -> int:
+        return self._working
+
+    def quiet(self, limit: float, stop: Callable[[], bool]) -> bool:
+        """Return once nothing is held (True), ``stop()`` is true, or after ``limit`` seconds (False)."""
+        with self._cond:
+            if self._working and not stop():
+                self.waits += 1
+                self._cond.notify_all()  # tests wait for a catch-up to be waiting (``wait_waiting``)
+            return self._cond.wait_for(lambda: not self._working or stop(), timeout=limit)
+
+    def wait_waiting(self, count: int) -> None:
+        """Return once ``count`` catch-ups have waited for held work (tests synchronise on it, never on time)."""
+        with self._cond:
+            self._cond.wait_for(lambda: self.waits >= count)
+
+    def wake(self) -> None:
+        """Wake a waiting catch-up (the store closes: ``stop()`` is true now)."""
+        with self._cond:
+            self._cond.notify_all()
+
+
 class CatchUp:
     """The background catch-ups of one writer store's session indexes: one thread, sessions queued once."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, foreground: Foreground | None = None) -> None:
         self.store = store
+        self.foreground = foreground  # the requests a catch-up gives way to (None: none)
         self._cond = threading.Condition()
         self._pending: deque[str] = deque()  # each session at most once
         self._thread: threading.Thread | None = None
@@ -99,11 +158,15 @@ class CatchUp:
             self._stopping.set()
             self._pending.clear()
             thread = self._thread
+        if self.foreground is not None:
+            self.foreground.wake()
         if thread is not None:
             thread.join()
 
     def _run(self) -> None:
         while True:
+            if self.foreground is not None:  # after a restart, the resumed sessions' requests go first
+                self.foreground.quiet(YIELD_S, self._stopping.is_set)
             with self._cond:
                 self.running = None
                 if not self._pending or self._stopping.is_set():

@@ -29,6 +29,7 @@ import pyarrow as pa
 from vak_context.errors import LedgerCorrupt, UnknownEntry, UnknownSession
 from vak_context.events.envelope import LedgerLimits, Mapper, StoredEntry
 from vak_context.events.payloads import Activity
+from vak_context.storage.catchup import Foreground
 from vak_context.storage.contract import LedgerStats, Payload
 from vak_context.storage.group_commit import GroupCommit
 from vak_context.storage.ledger_index import (
@@ -105,6 +106,7 @@ class LedgerStore(GroupCommit):
 
             self.search_index = SearchIndexer(self)
         self._catch_up: CatchUp | None = None  # background catch-ups at turn close (storage/catchup.py)
+        self.foreground = Foreground()  # the requests being worked on, which those catch-ups give way to
         # The index of each session this store does not hold, as last read (storage/ledger_index.py), with the
         # index file's stat when it was read: the next read starts where it stopped, and decodes the file
         # again only when it was rewritten.
@@ -411,7 +413,7 @@ class LedgerStore(GroupCommit):
             if self._catch_up is None:
                 from vak_context.storage.catchup import CatchUp
 
-                self._catch_up = CatchUp(self)
+                self._catch_up = CatchUp(self, self.foreground)
             catch_up = self._catch_up
         return catch_up.schedule(session)
 

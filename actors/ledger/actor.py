@@ -37,6 +37,13 @@ class LedgerActor:
         # session_search (``session_search`` below); `vak reindex` builds it.
         self.store = LedgerStore(root)
         self.store.catch_up_index()  # a format-1 ledger's sessions get their index files (storage/ledger_index.py)
+        # What a killed writer left behind, caught up as Engine.open does in one process (issue 35 item 5): the
+        # card indexes whose documents never committed, now, and the search indexes, in the background.
+        from vak_context.agent.carddocs import catch_up_cards
+        from vak_context.storage.catchup import catch_up_behind
+
+        catch_up_cards(self.store)
+        catch_up_behind(self.store)
 
     def append(
         self, session: str, payloads: Sequence[Payload], parent: str | None = None,

@@ -158,7 +158,10 @@ class PlanRows:
 
 def _common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
     n = min(len(a), len(b))
-    if a[:n] == b[:n]:  # the usual case: one comparison in C
+    x, y = a[:n], b[:n]  # a plan's lent rows slice to a list, decoded rows to a tuple
+    if type(x) is not type(y):
+        x, y = tuple(x), tuple(y)
+    if x == y:  # the usual case: one comparison in C
         return n
     i = 0
     while i < n and a[i] == b[i]:

@@ -68,7 +68,7 @@ def fill(index: TurnIndex, w: HistoryColumns, budget: int, tpc: float, cache: Pl
         last_pos, room, reserved = span
         packet = _packet(index, w, last_pos, room, reserved, tpc, cache)
         keep_from = w.keep_from = last_pos + 1
-    w.fid[keep_from:] = map(_KEPT_CODE.__getitem__, map(le, w.full[keep_from:], w.card[keep_from:]))
+    w.fid[keep_from:] = map(_KEPT_CODE.__getitem__, map(le, w.full[keep_from:n], w.card[keep_from:n]))
     left = budget - (packet.tokens if packet else 0) - w.total(CHEAP, keep_from, n)
     if left > 0:
         promote(w, keep_from, left)
@@ -130,8 +130,8 @@ def promote(w: HistoryColumns, keep_from: int, left: int) -> None:
     One greedy pass over the candidates in the order of ``(-value, i != anaphora, -i)``. The
     referred-to turn comes first (its value is 1.0, the most there is). The kept cards (as many as the
     budget holds) are sorted; the packeted relevant turns (up to a share of the session) are ranked as
-    numpy columns and taken only while one of them could still fit: each costs its whole record, so
-    once ``left`` is below the cheapest none can, and the rest of the order is the cards'."""
+    numpy columns and read from the head only while one of them could still fit (``Ranked``): each costs
+    its whole record, so one that does not fit what is left never will."""
     n, an, fid, full, card = len(w.turns), w.anaphora, w.fid, w.full, w.card
     if an is not None and fid[an] in (CARD, PACKET):
         extra = full[an] - (card[an] if fid[an] == CARD else 0)
@@ -144,17 +144,19 @@ def promote(w: HistoryColumns, keep_from: int, left: int) -> None:
     if isinstance(scored, np.ndarray) and isinstance(scores, np.ndarray):
         cut = int(np.searchsorted(scored, keep_from))
         rel = dict(zip(scored[cut:].tolist(), scores[cut:].tolist(), strict=True))
-        ranked, cheapest = ranked_columns(full, scored[:cut], scores[:cut], n, an, left)
+        column = w.full_array if w.full_array is not None else full  # gathered in C from the table's own
+        ranked = ranked_columns(column, scored[:cut], scores[:cut], n, an, left)
     else:  # few scores, as Python lists: numpy's per-call overhead would outweigh them
         cut = bisect_left(scored, keep_from)
         rel = dict(zip(scored[cut:], scores[cut:], strict=True))
-        ranked, cheapest = ranked_lists(full, list(scored[:cut]), list(scores[:cut]), n, an, left)
+        ranked = ranked_lists(full, list(scored[:cut]), list(scores[:cut]), n, an, left)
     kept = sorted((-max(1.0 / (n - i), rel.get(i, 0.0)), -i) for i in range(keep_from, n) if fid[i] == CARD and i != an)
-    k = h = 0
+    k = 0
     while left > 0:
-        if h < len(ranked) and left >= cheapest and (k == len(kept) or ranked[h] < kept[k]):
-            i = -ranked[h][1]
-            h += 1
+        head = ranked.head(left)  # the best packeted turn that could still fit (its record is the extra cost)
+        if head is not None and (k == len(kept) or head < kept[k]):
+            i = -head[1]
+            ranked.pop()
         elif k < len(kept):
             i = -kept[k][1]
             k += 1

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import add, gt, truediv
+from typing import overload
 
 import blake3
 import numpy as np
+import numpy.typing as npt
 
 from vak_context.bm25 import Bm25Index
 from vak_context.context.capacity.tokens import estimate_tokens
@@ -43,11 +45,44 @@ from vak_context.errors import InvalidInput
 CHEAP, CARD, EVIDENCE_CHARS, EVIDENCE_ITEMS = range(4)  # the columns of ``HistoryColumns.totals``
 
 
+class TurnRange(Sequence[Turn]):
+    """Turns ``start..end`` of the index's list, read in place: a plan copies none of the session's turns."""
+
+    __slots__ = ("_start", "_stop", "_turns")
+
+    def __init__(self, turns: list[Turn], start: int, end: int) -> None:
+        self._turns, self._start, self._stop = turns, start, max(start, min(end, len(turns)))
+
+    def __len__(self) -> int:
+        return self._stop - self._start
+
+    @overload
+    def __getitem__(self, i: int) -> Turn: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Turn]: ...
+
+    def __getitem__(self, i: int | slice) -> Turn | list[Turn]:
+        n = self._stop - self._start
+        if isinstance(i, slice):
+            a, b, step = i.indices(n)
+            return self._turns[self._start + a : self._start + b : step] if step > 0 else list(self)[i]
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"turn {i} of {n}")
+        return self._turns[self._start + i]
+
+    def __iter__(self) -> Iterator[Turn]:
+        return map(self._turns.__getitem__, range(self._start, self._stop))
+
+
 @dataclass
 class HistoryColumns:
-    """The history being planned, as columns (position i = the i-th planned turn, oldest first)."""
+    """The history being planned, as columns (position i = the i-th planned turn, oldest first). The token
+    columns may run past the planned turns (a table's whole columns, read in place): ``len(turns)`` bounds them."""
 
-    turns: list[Turn]
+    turns: Sequence[Turn]
     full: Sequence[int]
     card: Sequence[int]
     cheap: Sequence[int]
@@ -67,6 +102,9 @@ class HistoryColumns:
     # the sum over positions a..b is ``totals[base + b] - totals[base + a]``.
     totals: tuple[list[int], list[int], list[int], list[int]] = ([0], [0], [0], [0])
     base: int = 0
+    # ``full`` as an int64 numpy column from the caller's table (None without one): the Full promotion
+    # gathers many packeted turns' records from it in C
+    full_array: npt.NDArray[np.int64] | None = None
 
     def total(self, column: int, a: int, b: int) -> int:
         totals = self.totals[column]
@@ -87,13 +125,19 @@ class HistoryColumns:
 
 def history_columns(index: TurnIndex, start: int, end: int, sizes: TurnTable | None, tpc: float) -> HistoryColumns:
     """Turns ``start..end`` (positions) at ``tpc`` tokens per character, every one still to be placed."""
-    turns = index.turns[start:end]
+    turns = TurnRange(index.turns, start, end)
     table = in_step(sizes, index, start, end)
     fid = [PACKET] * len(turns)  # every turn starts in the packet until the fill places it
     if table is not None:  # token columns and running totals kept by the caller's table between plans
-        full, card, cheap = table.tokens(tpc, start, end)
+        if start == 0:  # the table's own columns, read in place (rows past ``end`` are never read)
+            columns = table.whole_tokens(tpc)
+            full, card, cheap = columns.full, columns.card, columns.cheap
+            full_array: npt.NDArray[np.int64] | None = columns.full_array()
+        else:
+            full, card, cheap = table.tokens(tpc, start, end)
+            full_array = None
         w = HistoryColumns(turns, full, card, cheap, [], [], {}, None, fid, set(), table)
-        w.totals, w.base = table.sums(tpc), start
+        w.totals, w.base, w.full_array = table.sums(tpc), start, full_array
         return w
     full_c, card_c, ev_chars, ev_items = estimated_rows(index, turns)
     full_t = [estimate_tokens(c, tpc) for c in full_c]
@@ -114,7 +158,7 @@ def in_step(sizes: TurnTable | None, index: TurnIndex, start: int, stop: int) ->
     return None
 
 
-def estimated_rows(index: TurnIndex, turns: list[Turn]) -> tuple[list[int], list[int], list[int], list[int]]:
+def estimated_rows(index: TurnIndex, turns: Sequence[Turn]) -> tuple[list[int], list[int], list[int], list[int]]:
     """Characters of ``turns`` estimated from their cards: full, card, evidence lines, evidence count."""
     rows = [size_values(estimate_size(index, t)) for t in turns]
     return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows]
@@ -138,14 +182,14 @@ def behind_tokens(index: TurnIndex, start: int, sizes: TurnTable | None, tpc: fl
     return [estimate_tokens(f, tpc) for f in full_c], [estimate_tokens(c, tpc) for c in card_c]
 
 
-def sizes_digest_of(index: TurnIndex, sizes: TurnTable | None, ids: list[str], end: int) -> str:
+def sizes_digest_of(index: TurnIndex, sizes: TurnTable | None, ids: Sequence[str], end: int) -> str:
     """Every turn's sizes in characters up to the last planned one, behind a reset or not
     (``vak_context.context.planner.sizes.sizes_digest``): kept chunk by chunk by the caller's table, so a new turn
     adds its own row to hash, not the session's."""
     table = in_step(sizes, index, 0, end)
     if table is not None:
         return table.digest(end)
-    return sizes_digest(ids[:end], *estimated_rows(index, index.turns[:end]))
+    return sizes_digest(list(ids[:end]), *estimated_rows(index, index.turns[:end]))
 
 
 def relevance_digest(scored: Positions | list[int], scores: Floats | list[float], start: int) -> str:
@@ -170,7 +214,7 @@ def scores_by_id(index: TurnIndex, relevance: Mapping[str, float]) -> TurnScores
     return TurnScores.of(by_position)
 
 
-def card_scores(index: TurnIndex, turns: list[Turn], query: str) -> TurnScores:
+def card_scores(index: TurnIndex, turns: Sequence[Turn], query: str) -> TurnScores:
     """BM25 scores of ``turns``' cards (or directives) for ``query``, by position: when the caller
     keeps no index of its own."""
     bm: Bm25Index[str] = Bm25Index()

@@ -62,6 +62,7 @@ from vak_context.context.planner.history import (
     behind_tokens,
     card_scores,
     history_columns,
+    in_step,
     relevance_digest,
     scores_by_id,
     shifted_relevance,
@@ -70,7 +71,9 @@ from vak_context.context.planner.history import (
 )
 from vak_context.context.planner.records import (
     BEHIND,
+    CARD,
     CURRENT,
+    FULL,
     PACKET,
     SHOWN,
     Budget,
@@ -232,15 +235,14 @@ def _apply_contract(index: TurnIndex, w: HistoryColumns, req: Request, room: Roo
 def _whole(w: HistoryColumns) -> set[int]:
     """The ordinals of the turns the placement carries whole (Full, retrieved ones included)."""
     shown = (*w.retrieved, *range(w.keep_from, len(w.turns)))
-    return {w.turns[i].ordinal for i in shown if w.fid[i] == Fidelity.FULL.code}
+    return {w.turns[i].ordinal for i in shown if w.fid[i] == FULL}
 
 
 def _spent(w: HistoryColumns) -> tuple[int, int]:
     """Tokens of the history the request shows: (Full, cards)."""
-    shown = [i for i in (*w.retrieved, *range(w.keep_from, len(w.turns))) if w.fid[i] in SHOWN]
-    full = sum(w.full[i] for i in shown if w.fid[i] == Fidelity.FULL.code)
-    cards = sum(w.card[i] for i in shown if w.fid[i] == Fidelity.CARD.code)
-    return full, cards
+    fid, full, card = w.fid, w.full, w.card
+    shown = [i for i in (*w.retrieved, *range(w.keep_from, len(w.turns))) if fid[i] in SHOWN]
+    return sum(full[i] for i in shown if fid[i] == FULL), sum(card[i] for i in shown if fid[i] == CARD)
 
 
 def _history_tokens(w: HistoryColumns, packet: PacketPlan | None) -> int:
@@ -254,8 +256,7 @@ def _apply_record(index: TurnIndex, profile: CapacityProfile, req: Request, room
     """The plan as a frozen record: its rows, its budget, the inputs it was made from and its digests."""
     current_tokens = turn_plan.tokens if turn_plan is not None else req.directive_tokens
     full_spent, card_spent = _spent(w)
-    ids = turn_ids(index, req.end + (1 if req.current is not None else 0), sizes)
-    rows = _rows(index, req, room, w, sizes, ids, bool(rescue), current_tokens)
+    rows = _rows(index, req, room, w, sizes, bool(rescue), current_tokens)
     spent = Budget(
         room.horizon, req.prefix, req.tail + room.contract, room.out, room.reserve, room.budget, current_tokens,
         packet=packet.tokens if packet else 0, cards=card_spent, full=full_spent, contract=room.contract,
@@ -271,7 +272,7 @@ def _apply_record(index: TurnIndex, profile: CapacityProfile, req: Request, room
         "state": flat_record(states[0]),
         "head": index.head,
         "turns": len(index.turns),
-        "sizes": sizes_digest_of(index, sizes, ids, req.end),
+        "sizes": sizes_digest_of(index, sizes, rows.ids, req.end),
         "relevance": relevance_digest(w.scored, w.scores, room.start),
     }
     if grown is not None:  # only a plan made ahead at a turn's close says so (a request's plan never is)
@@ -285,13 +286,24 @@ def _apply_record(index: TurnIndex, profile: CapacityProfile, req: Request, room
 
 
 def _rows(index: TurnIndex, req: Request, room: Room, w: HistoryColumns, sizes: TurnTable | None,
-          ids: list[str], rescue: bool, current_tokens: int) -> Rows:
-    """The plan's own columns (copies: the caller's table may change after the plan is made)."""
-    start = room.start
-    behind_full, behind_card = behind_tokens(index, start, sizes, req.tpc)
+          rescue: bool, current_tokens: int) -> Rows:
+    """The plan's own columns: lent by the caller's table when it is in step (it copies a column before
+    changing one of their rows, ``TurnTable.lend``), else copies: a plan copies none of a session's columns."""
+    start, end = room.start, req.end
     codes = BEHIND * start + history_codes(w, rescue) + (CURRENT if req.current is not None else "")
+    # the table lends what it is in step for (as ``turn_ids``, ``behind_tokens`` and ``w`` read it), else copies
+    table = in_step(sizes, index, 0, len(codes)) if w.table is not None and in_step(sizes, index, 0, start) else None
+    ids: Sequence[str]
+    full: Sequence[int]
+    card: Sequence[int]
+    if table is not None:
+        ids, full, card = table.lent_rows(req.tpc, len(codes), end)
+    else:
+        behind_full, behind_card = behind_tokens(index, start, sizes, req.tpc)
+        ids = tuple(turn_ids(index, len(codes), sizes))
+        full, card = (*behind_full, *w.full[: len(w.turns)]), (*behind_card, *w.card[: len(w.turns)])
     return Rows(
-        tuple(ids), codes, (*behind_full, *w.full), (*behind_card, *w.card), start, req.end,
+        ids, codes, full, card, start, end,
         shifted_relevance(w, start),
         start + w.anaphora if w.anaphora is not None else None,
         frozenset(start + i for i in w.retrieved), current_tokens,

@@ -102,6 +102,7 @@ class PositionBm25(Bm25Index[int]):
         # kept in step: a short session never pays for them.
         self._columns: dict[str, _Postings] | None = None
         self._lengths: Floats = np.zeros(0, dtype=np.float64)  # by position; a removed one is never read
+        self._total: Floats = np.zeros(0, dtype=np.float64)  # the scores' accumulator, kept zeroed
 
     def add(self, doc_id: int, text: str) -> None:
         super().add(doc_id, text)
@@ -146,18 +147,30 @@ class PositionBm25(Bm25Index[int]):
             for doc_id in self.lengths:
                 self._add_columns(doc_id)
         avg, k1, b = self.average_length(), self.K1, self.B
-        total: Floats | None = None
-        for t, idf in self.weighted_terms(wanted):  # as ``Bm25Index.scores``: common terms skipped
-            at, tf = self._columns[t].flush()
-            damping = k1 * (1 - b + b * self._lengths[at] / avg)
-            gain = idf * tf * (k1 + 1) / (tf + damping)
-            if total is None:
-                total = np.zeros(len(self._lengths), dtype=np.float64)
-            total[at] += gain  # positions are distinct within a term: one add each, in term order
-        if total is None:
-            return [], []
-        scored = np.flatnonzero(total)  # every gain is above 0, so a scored document's sum is too
-        return scored.astype(np.int64, copy=False), total[scored]
+        if len(self._total) != len(self._lengths):
+            self._total = np.zeros(len(self._lengths), dtype=np.float64)
+        total = self._total  # zero everywhere between queries: only the query's postings are touched
+        touched: list[Positions] = []
+        try:
+            for t, idf in self.weighted_terms(wanted):  # as ``Bm25Index.scores``: common terms skipped
+                at, tf = self._columns[t].flush()
+                damping = k1 * (1 - b + b * self._lengths[at] / avg)
+                gain = idf * tf * (k1 + 1) / (tf + damping)
+                total[at] += gain  # positions are distinct within a term: one add each, in term order
+                touched.append(at)
+            if not touched:
+                return [], []
+            # the scored positions are the union of the terms' postings, ascending: a sort of those (mostly in
+            # order already), not a pass over every position of the session
+            at = np.sort(np.concatenate(touched) if len(touched) > 1 else touched[0], kind="stable")
+            scored = at[np.concatenate(([True], at[1:] != at[:-1]))] if len(touched) > 1 else at
+            raw = total[scored]
+            if not raw.all():  # as the nonzero positions were: a sum of gains above 0 is above 0
+                scored, raw = scored[raw != 0], raw[raw != 0]
+            return scored.astype(np.int64, copy=False), raw
+        finally:
+            for at in touched:
+                total[at] = 0.0
 
 
 @dataclass(frozen=True)
@@ -226,11 +239,67 @@ def normalised_columns(at: Positions, raw: Floats, lo: int, n: int) -> tuple[Pos
 Key = tuple[float, int]  # a Full candidate's rank: (-value, -position), ascending
 
 
-def ranked_columns(full: Sequence[int], packeted: Positions, scores: Floats, n: int, anaphora: int | None,
-                   left: int) -> tuple[list[Key], int]:
+class Ranked:
+    """The packeted relevant turns as Full candidates, ascending by key ``(-value, -i)``, each with its full
+    record's tokens. The promotion reads only the head: ``head(left)`` is the first candidate whose record
+    fits ``left``; one that does not is passed over for good (``left`` only falls as turns are raised, so it
+    never would fit, and the promotion passed it over the same way when it came to it). Numpy columns are
+    turned into Python keys a chunk at a time (doubling), the rest filtered by what still fits first: a
+    packet may hold thousands of relevant turns, of which a few are read."""
+
+    __slots__ = ("_at", "_chunk", "_fulls", "_k", "_positions", "_size", "_values")
+
+    FIRST_CHUNK = 16
+
+    def __init__(self, values: Floats, positions: Positions, fulls: Positions) -> None:
+        self._values, self._positions, self._fulls = values, positions, fulls  # in key order: -value, -i
+        self._at = 0  # the next candidate of the columns not yet in a chunk
+        self._chunk: list[tuple[Key, int]] = []
+        self._k = 0  # the head's place in the chunk
+        self._size = self.FIRST_CHUNK
+
+    @classmethod
+    def of(cls, keyed: list[tuple[Key, int]]) -> Ranked:
+        """Candidates already ranked as Python keys (few scores), each with its record's tokens."""
+        ranked = cls(np.empty(0, dtype=np.float64), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+        ranked._chunk = keyed
+        return ranked
+
+    def head(self, left: int) -> Key | None:
+        while True:
+            chunk, k = self._chunk, self._k
+            while k < len(chunk):
+                if chunk[k][1] <= left:
+                    self._k = k
+                    return chunk[k][0]
+                k += 1
+            self._k = k
+            if not self._refill(left):
+                return None
+
+    def pop(self) -> None:
+        self._k += 1
+
+    def _refill(self, left: int) -> bool:
+        if self._at >= len(self._fulls):
+            return False
+        fits = np.flatnonzero(self._fulls[self._at:] <= left)[: self._size] + self._at
+        self._size *= 2
+        if not len(fits):
+            self._at = len(self._fulls)
+            return False
+        self._at = int(fits[-1]) + 1
+        keys = zip((-self._values[fits]).tolist(), (-self._positions[fits]).tolist(), strict=True)
+        self._chunk, self._k = list(zip(keys, self._fulls[fits].tolist(), strict=True)), 0
+        return True
+
+
+def ranked_columns(full: Sequence[int] | Positions, packeted: Positions, scores: Floats, n: int,
+                   anaphora: int | None, left: int) -> Ranked:
     """The packeted relevant turns whose full record fits ``left`` (but the referred-to one, placed
-    first), as keys ``(-value, -i)`` in ascending order, value = ``max(1.0 / (n - i), score)``, and the
-    cheapest record among them: numpy columns, as a packet can hold thousands of relevant turns."""
+    first), ranked by ``(-value, -i)``, value = ``max(1.0 / (n - i), score)``: numpy columns, as a packet
+    can hold thousands of relevant turns. ``full``: the records' tokens by position (a numpy column is
+    gathered in C)."""
     fulls = _gather(full, packeted)
     fits = fulls <= left
     if anaphora is not None:
@@ -238,22 +307,20 @@ def ranked_columns(full: Sequence[int], packeted: Positions, scores: Floats, n: 
     packeted, fulls = packeted[fits], fulls[fits]
     values = np.maximum(1.0 / (n - packeted), scores[fits])  # max(1.0 / (n - i), r), per turn
     order = np.lexsort((-packeted, -values))  # the last key sorts first: -value, then -i
-    ranked = list(zip((-values[order]).tolist(), (-packeted[order]).tolist(), strict=True))
-    return ranked, int(fulls.min()) if len(fulls) else left + 1
+    return Ranked(values[order], packeted[order], fulls[order])
 
 
 def ranked_lists(full: Sequence[int], packeted: list[int], scores: list[float], n: int, anaphora: int | None,
-                 left: int) -> tuple[list[Key], int]:
-    """``ranked_columns`` over Python lists (few scores): the same keys in the same order, and the
-    same cheapest."""
+                 left: int) -> Ranked:
+    """``ranked_columns`` over Python lists (few scores): the same keys in the same order."""
     fulls = list(map(full.__getitem__, packeted))
     fits = [f <= left and i != anaphora for i, f in zip(packeted, fulls, strict=True)]
     values = map(max, map(truediv, repeat(1.0), map(sub, repeat(n), packeted)), scores)
-    ranked = sorted(compress(zip(map(neg, values), map(neg, packeted), strict=True), fits))
-    return ranked, min(compress(fulls, fits), default=left + 1)
+    keys = zip(map(neg, values), map(neg, packeted), strict=True)
+    return Ranked.of(sorted(compress(zip(keys, fulls, strict=True), fits)))
 
 
-def _gather(column: Sequence[int], at: Positions) -> Positions:
+def _gather(column: Sequence[int] | Positions, at: Positions) -> Positions:
     """``column[i]`` for each position in ``at``, as int64."""
     if isinstance(column, np.ndarray):
         return column[at]

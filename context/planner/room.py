@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from vak_context.context.capacity.profile import CapacityProfile, request_budget
@@ -211,7 +211,7 @@ def _too_large(req: Request, horizon: int, out: int, reset: ResetPlan | None) ->
     )
 
 
-def midturn_reuse(index: TurnIndex, turns: list[Turn], cur: Turn, costs: TurnCosts, tpc: float, available: int
+def midturn_reuse(index: TurnIndex, turns: Sequence[Turn], cur: Turn, costs: TurnCosts, tpc: float, available: int
                   ) -> tuple[PacketPlan, CurrentTurnPlan] | None:
     """The recorded mid-turn compaction over every planned turn and the current turn's first steps, and
     the rest of the turn beside it, when both fit ``available`` (like a stored packet: reused when the

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
-from typing import Any
+from itertools import accumulate, islice
+from typing import Any, TypeVar, overload
 
 import blake3
+import numpy as np
+import numpy.typing as npt
 
 from vak_context.context.capacity.profile import request_chars
 from vak_context.context.capacity.tokens import estimate_tokens
@@ -117,9 +119,10 @@ class TurnTable:
     # ``chunk_digest`` of each whole chunk of rows, in order: a new row extends the table, so the
     # sizes digest of a plan hashes only the rows since the last whole chunk (``sizes_digest``).
     _chunk_digests: list[bytes] = field(default_factory=list, repr=False, compare=False)
-    # Whether a plan holds the ids or token columns (``lend``): a row changed in place then replaces
-    # them with copies first (copy on write), so a plan never sees a later row.
-    _lent: bool = field(default=False, repr=False, compare=False)
+    # How many leading ids and token rows a plan holds (``lend``): a row among them changed in place
+    # replaces the columns with copies first (copy on write), so a plan never sees a later row.
+    _lent_ids: int = field(default=0, repr=False, compare=False)
+    _lent_tokens: int = field(default=0, repr=False, compare=False)
 
     # The token columns of this many tokens-per-char values are kept (a session plans for a few models).
     KEPT_RATIOS = 8
@@ -151,16 +154,29 @@ class TurnTable:
             columns = self._tokens[tpc] = TokenColumns.of(tpc, self.full_chars, self.card_chars)
         return columns
 
-    def lend(self) -> None:
-        """A plan keeps ``ids`` and the token columns as they are now (``vak_context.context.planner.plan.Rows``):
-        appending rows is safe for it (it reads only its own), changing one in place copies first."""
-        self._lent = True
+    def lend(self, ids: int | None = None, tokens: int | None = None) -> None:
+        """A plan keeps the first ``ids`` ids and ``tokens`` token rows as they are now (default: every
+        row; ``vak_context.context.planner.plan.Rows``): appending rows is safe for it (it reads only its
+        own), changing one of its rows in place copies first."""
+        self._lent_ids = max(self._lent_ids, len(self.ids) if ids is None else ids)
+        self._lent_tokens = max(self._lent_tokens, len(self.ids) if tokens is None else tokens)
+
+    def lent_rows(self, tpc: float, ids: int, tokens: int) -> tuple[Prefix[str], Prefix[int], Prefix[int]]:
+        """The first ``ids`` ids and the first ``tokens`` full and card tokens at ``tpc``, lent (``lend``):
+        a plan's rows without a copy of the session's columns."""
+        columns = self._columns_at(tpc)
+        self.lend(ids, tokens)
+        return Prefix(self.ids, ids), Prefix(columns.full, tokens), Prefix(columns.card, tokens)
+
+    def whole_tokens(self, tpc: float) -> TokenColumns:
+        """Every row's tokens at ``tpc`` (read only): a plan over the first rows reads them in place."""
+        return self._columns_at(tpc)
 
     def _unlend(self) -> None:
         self.ids = list(self.ids)
         for tokens in self._tokens.values():
             tokens.full, tokens.card = list(tokens.full), list(tokens.card)
-        self._lent = False
+        self._lent_ids = self._lent_tokens = 0
 
     def memo(self, key: tuple[Any, ...], make: Any) -> Any:
         """A value derived from the table, computed once until the table changes."""
@@ -186,7 +202,8 @@ class TurnTable:
         elif position < len(self.ids):
             if all(column[position] == value for column, value in zip(columns, row, strict=True)):
                 return  # the open turn measured again, unchanged: every derived value still holds
-            if self._lent:
+            # the open turn measured again past what a plan holds (its id unchanged): no copy
+            if position < self._lent_tokens or (position < self._lent_ids and self.ids[position] != turn_id):
                 self._unlend()
                 columns = self._columns()
             for column, value in zip(columns, row, strict=True):
@@ -252,11 +269,23 @@ class TokenColumns:
     cheap: list[int]
     cheap_sums: list[int]
     card_sums: list[int]
+    # ``full`` as an int64 numpy column with room to grow (doubling), built on first use and then kept in
+    # step: the planner gathers the records of many packeted relevant turns from it in C.
+    _full_array: npt.NDArray[np.int64] | None = field(default=None, repr=False, compare=False)
+
+    def full_array(self) -> npt.NDArray[np.int64]:
+        """``full`` as int64 (read only; a view that later rows do not reach)."""
+        if self._full_array is None:
+            self._full_array = np.array(self.full, dtype=np.int64)
+        return self._full_array[: len(self.full)]
 
     @classmethod
     def of(cls, tpc: float, full_chars: list[int], card_chars: list[int]) -> TokenColumns:
-        full = [estimate_tokens(c, tpc) for c in full_chars]
-        card = [estimate_tokens(c, tpc) for c in card_chars]
+        # ``estimate_tokens`` inlined (math.ceil of chars x tpc, the same ints): a new measured rate re-derives
+        # every row, so at 1,000 turns this is two thousand calls a step saved.
+        ceil = math.ceil
+        full = [ceil(c * tpc) for c in full_chars]
+        card = [ceil(c * tpc) for c in card_chars]
         cheap = list(map(min, full, card))
         return cls(tpc, full, card, cheap, running_totals(cheap), running_totals(card))
 
@@ -268,8 +297,58 @@ class TokenColumns:
             self.cheap.append(min(full, card))
         else:
             self.full[position], self.card[position], self.cheap[position] = full, card, min(full, card)
+        if self._full_array is not None:
+            if position >= len(self._full_array):
+                grown = np.empty(max(2 * len(self._full_array), position + 1, 16), dtype=np.int64)
+                grown[: len(self._full_array)] = self._full_array
+                self._full_array = grown
+            self._full_array[position] = full
         resum(self.cheap_sums, self.cheap, position)
         resum(self.card_sums, self.card, position)
+
+
+T = TypeVar("T")
+
+
+class Prefix(Sequence[T]):
+    """The first ``stop`` items of a list, read in place: a plan's rows lent by its ``TurnTable`` (which
+    copies the list before changing any of these items, and otherwise only appends). Slices are lists;
+    pickled, it is a tuple of its items."""
+
+    __slots__ = ("_items", "_stop")
+
+    def __init__(self, items: list[T], stop: int) -> None:
+        if not 0 <= stop <= len(items):
+            raise InvalidInput(f"a prefix of {stop} items of a list of {len(items)}")
+        self._items, self._stop = items, stop
+
+    def __len__(self) -> int:
+        return self._stop
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[T]: ...
+
+    def __getitem__(self, i: int | slice) -> T | list[T]:
+        if isinstance(i, slice):
+            a, b, step = i.indices(self._stop)
+            return self._items[a:b:step]
+        if i < 0:
+            i += self._stop
+        if not 0 <= i < self._stop:
+            raise IndexError(f"row {i} of {self._stop}")
+        return self._items[i]
+
+    def __iter__(self) -> Iterator[T]:
+        return islice(self._items, self._stop)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return tuple, (tuple(self),)
+
+    def __repr__(self) -> str:
+        return f"Prefix({self._items[: self._stop]!r})"
 
 
 def running_totals(column: list[int]) -> list[int]:

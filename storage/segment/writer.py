@@ -5,8 +5,9 @@ the footer). While a writer has it open it is named ``_seg-NNNNNN.arrow`` (the l
 it out of ``pyarrow.dataset`` discovery, which cannot read a file without its footer) and works as
 the write-ahead tail: each commit appends its batch *uncompressed*, because zstd costs about 14 µs
 per column buffer whatever its size, which is more than half of a small commit. Sealing compacts
-the tail into ``seg-NNNNNN.arrow``: the same batches, one per commit, zstd-compressed, with the
-footer (written to a temporary file, fsynced, renamed over, then the tail is removed).
+the tail into ``seg-NNNNNN.arrow``: the same batches, one per commit, zstd-compressed where that pays
+for its reads (storage/seal_options.py), with the footer (written to a temporary file, fsynced, renamed
+over, then the tail is removed).
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from vak_context.storage.seal_options import sealed_options
 from vak_context.storage.segment.files import open_name, scan_segment, sealed_name
 from vak_context.storage.segment.schema import MAGIC, SCHEMA
 
-# Sealed segments: zstd. use_threads=False: a thread-pool hop per buffer costs more than it saves.
-WRITE_OPTIONS = ipc.IpcWriteOptions(compression="zstd", use_threads=False)
 
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
@@ -127,7 +127,7 @@ class SegmentWriter:
         os.fsync(self._fd)
 
     def seal(self) -> list[int]:
-        """Compact the tail into the sealed, zstd-compressed segment; returns its batch offsets.
+        """Compact the tail into the sealed segment (storage/seal_options.py); returns its batch offsets.
 
         The tail stays until ``remove_tail``, so a reader holding a tail offset can still read it.
         """
@@ -153,7 +153,8 @@ class SegmentWriter:
 
 
 def rewrite_sealed(session_dir: Path, number: int, batches: list[pa.RecordBatch]) -> list[int]:
-    """Write complete batches into a sealed, zstd-compressed segment atomically.
+    """Write complete batches into a sealed segment atomically (zstd, or plain where its batches are small:
+    storage/seal_options.py).
 
     Used to seal a tail and to seal a segment a crash left open. Returns each batch's offset.
     """
@@ -161,7 +162,7 @@ def rewrite_sealed(session_dir: Path, number: int, batches: list[pa.RecordBatch]
     tmp = session_dir / f"_tmp-{number:06d}.arrow"
     offsets: list[int] = []
     with open(tmp, "wb") as f:
-        with ipc.new_file(f, SCHEMA, options=WRITE_OPTIONS) as w:
+        with ipc.new_file(f, SCHEMA, options=sealed_options(batches)) as w:
             for b in batches:
                 offsets.append(f.tell())
                 w.write_batch(b)

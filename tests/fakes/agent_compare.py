@@ -120,12 +120,13 @@ def _served(up_root: str, model: str, upstream_key: str, ledger: Path, window: i
 
 def run_agent(agent: str, tasks: Sequence[QuestionTask | BugTask], *, upstream: str, upstream_key: str,
               scratch: Path, model: str = "scripted", window: int = 32_768, max_tokens: int | None = None,
-              modes: Sequence[str] | None = None, serve_args: Sequence[str] = (),
+              modes: Sequence[str] | None = None, serve_args: Sequence[str] = (), text_actions: bool = False,
               on_run: Callable[[TaskRun], None] | None = None) -> list[TaskRun]:
     """Every task of ``tasks`` in every mode of ``agent`` (``modes``, by default all it has), against the
     upstream at ``upstream`` (a root URL); the runs in task order, direct first. ``on_run``: called with
     each run as it ends (a bench's progress: a real model's task takes minutes). ``serve_args``: more of
-    ``vak serve``'s options (the operator's, e.g. ``--calls text`` for a model that writes its calls as text)."""
+    ``vak serve``'s options (the operator's, e.g. ``--calls text`` for a model that writes its calls as text); ``text_actions``: an
+    agent with a documented text-based configuration runs that (:class:`tests.fakes.agent_runs.Endpoint`)."""
     import vak_context
 
     modes = tuple(modes or modes_of(agent))
@@ -152,9 +153,9 @@ def run_agent(agent: str, tasks: Sequence[QuestionTask | BugTask], *, upstream: 
                 adapter = None
                 if mode == "serve":
                     assert serve_root is not None and serve_key is not None
-                    endpoint = Endpoint(f"{serve_root}/v1", serve_key, model, max_tokens)
+                    endpoint = Endpoint(f"{serve_root}/v1", serve_key, model, max_tokens, text_actions)
                 else:
-                    endpoint = Endpoint(f"{up_root}/v1", upstream_key, model, max_tokens)
+                    endpoint = Endpoint(f"{up_root}/v1", upstream_key, model, max_tokens, text_actions)
                     if mode == "adapter":
                         adapter = Adapter(engine, f"{agent}-{task.name}", f"{up_root}/v1", upstream_key, window)
                 ran = run(agent, task, endpoint, scratch=scratch / mode, adapter=adapter)

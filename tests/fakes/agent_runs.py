@@ -124,6 +124,9 @@ class Endpoint:
     api_key: str
     model: str = "scripted"
     max_tokens: int | None = None
+    # The model writes its calls as text (the bundled Qwen): an agent that has a documented text-based
+    # configuration runs it (mini-swe-agent's mini_textbased.yaml, its bash commands in fenced blocks).
+    text_actions: bool = False
 
 
 @dataclass(frozen=True)
@@ -195,15 +198,18 @@ def _mini(task: BugTask, endpoint: Endpoint, scratch: Path) -> Ran:
     from minisweagent.agents.default import DefaultAgent
     from minisweagent.environments.local import LocalEnvironment
     from minisweagent.models.litellm_model import LitellmModel
+    from minisweagent.models.litellm_textbased_model import LitellmTextbasedModel
 
     litellm.suppress_debug_info = True  # no "Provider List" banner for a model its cost map does not know
-    config = yaml.safe_load((Path(minisweagent.__file__).parent / "config" / "mini.yaml").read_text())
+    name = "mini_textbased.yaml" if endpoint.text_actions else "mini.yaml"
+    config = yaml.safe_load((Path(minisweagent.__file__).parent / "config" / name).read_text())
     model_config = dict(config.get("model") or {})
     kwargs = {**model_config.pop("model_kwargs", {}), "api_base": endpoint.base_url, "api_key": endpoint.api_key}
     if endpoint.max_tokens:
         kwargs["max_tokens"] = endpoint.max_tokens
-    model = LitellmModel(model_name=f"openai/{endpoint.model}", model_kwargs=kwargs, cost_tracking="ignore_errors",
-                         **model_config)
+    model_class = LitellmTextbasedModel if endpoint.text_actions else LitellmModel
+    model = model_class(model_name=f"openai/{endpoint.model}", model_kwargs=kwargs, cost_tracking="ignore_errors",
+                        **model_config)
     folder = scratch_repo(task, scratch)
     env_vars = {**(config.get("environment") or {}).get("env", {}),
                 "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}

@@ -1,4 +1,5 @@
-"""Segment life cycle: an uncompressed tail while open, zstd once sealed, and readers that follow a seal."""
+"""Segment life cycle: an uncompressed tail while open, zstd once sealed (plain where its batches are small),
+and readers that follow a seal."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.ipc as ipc
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from vak_context.events.envelope import StoredEntry
 from vak_context.events.payloads import Nudge
+from vak_context.storage import seal_options
 from vak_context.storage.ledger import LedgerStore
+from vak_context.storage.seal_options import PLAIN_BELOW, ZSTD, sealed_options
 from vak_context.storage.segment.schema import MAGIC, _to_batch_checked, to_batch
 
 ZSTD_FRAME = b"\x28\xb5\x2f\xfd"  # the magic number every zstd frame starts with
@@ -150,3 +154,28 @@ def test_verify_names_a_tampered_entry_in_a_live_tail(ledger_dir: Path) -> None:
     assert report.first_bad.id == target[1] and report.first_bad.seq == 3
     assert report.first_bad.segment == tail.name and report.first_bad.batch == 1
     writer.close()
+
+
+def test_small_commits_are_sealed_plain_and_a_zstd_sealed_ledger_still_reads(
+        ledger_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A segment of small batches (one entry a commit, as vak serve writes) is sealed plain: zstd's fixed cost
+    per buffer made it ~20x slower to read (storage/seal_options.py). Segments sealed with zstd by the earlier
+    code (forced here) read as before, beside the plain ones, and the session goes on."""
+    with monkeypatch.context() as m:
+        m.setattr(seal_options, "PLAIN_BELOW", 0)  # the earlier code: every sealed segment zstd
+        with LedgerStore(ledger_dir) as store:
+            old = [store.append_one("s", Nudge(tag="t", text=f"old {i}")) for i in range(8)]
+    with LedgerStore(ledger_dir) as store:
+        assert [e.id for e in store.entries("s")] == old
+        new = [store.append_one("s", Nudge(tag="t", text=f"new {i}")) for i in range(8)]
+    first, second = sorted((ledger_dir / "sessions" / "s").glob("seg-*.arrow"))
+    assert all(ZSTD_FRAME in b for b in _bodies(first))
+    assert len(_bodies(second)) == 8 and not any(ZSTD_FRAME in b for b in _bodies(second))
+    with LedgerStore(ledger_dir, readonly=True) as reader:
+        assert [e.id for e in reader.entries("s")] == old + new
+        assert reader.payload(new[-1]).text == "new 7"
+        assert reader.verify().ok
+    assert sealed_options([]) is ZSTD
+    big = to_batch([StoredEntry(id="a" * 64, parent=None, session="s", seq=0, time_us=0, kind="nudge", v=1,
+                                payload=b"{}", blob=b"x" * (2 * PLAIN_BELOW))])
+    assert sealed_options([big]) is ZSTD

@@ -172,6 +172,38 @@ def test_catch_ups_of_one_session_coalesce_and_one_closing_meanwhile_runs_once_m
         assert state is not None and (state["seq"], state["id"]) == _last(store, "s")
 
 
+def test_a_catch_up_gives_way_to_a_request_being_worked_on(tmp_path: Path) -> None:
+    """While a request's own work is marked (``Engine.foreground``: vak serve's routing and binding, the
+    assembly), a catch-up waits to start; it runs once the work is done."""
+    root = tmp_path / "ledger"
+    with LedgerStore(root) as store:
+        _write(store, "s", 2)
+        with store.foreground.hold():
+            assert store.index_later("s")
+            catch_up = store.catch_up
+            assert catch_up is not None
+            store.foreground.wait_waiting(1)
+            assert catch_up.runs == 0 and catch_up.running is None and catch_up.pending == ("s",)
+        store.index_idle()
+        assert catch_up.runs == 1
+        state = _state(root, "s")
+        assert state is not None and (state["seq"], state["id"]) == _last(store, "s")
+        assert store.foreground.quiet(0.0, lambda: False)  # nothing held: quiet at once
+
+
+def test_closing_the_store_stops_a_catch_up_that_waits_for_a_request(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    store = LedgerStore(root)
+    _write(store, "s", 2)
+    with store.foreground.hold():
+        assert store.index_later("s")
+        store.foreground.wait_waiting(1)
+        store.close()  # wakes the waiting catch-up, which then sees the store stopping
+    catch_up = store.catch_up
+    assert catch_up is not None and catch_up.runs == 0 and catch_up.running is None
+    assert _state(root, "s") is None
+
+
 def test_a_stopped_catch_up_commits_what_it_took_and_the_next_open_goes_on(tmp_path: Path) -> None:
     root = tmp_path / "ledger"
     with LedgerStore(root) as store:
