@@ -459,7 +459,8 @@ class OpenTurn:
             return
         self._index += 1
         self._state = StepState()
-        if self._index >= self.core.config.max_steps:
+        if self._index >= self.core.config.max_steps:  # out of steps: the model's last words, never an empty answer
+            self._answer = self._result.text
             await self._close()
 
     async def _close(self) -> None:

@@ -240,3 +240,18 @@ async def test_a_text_call_of_a_tool_nobody_offered_is_the_answer_in_the_callers
         noted = [a for a in payloads_of(store, "activity", "s") if a.activity == "turn.unoffered_call"]
     assert [a.detail["tools"] for a in noted] == [["lookup_value"]]
 
+
+async def test_the_engines_loop_answers_a_tool_nobody_offered_and_ends_on_the_models_last_words(
+        tmp_path: Path) -> None:
+    """The engine is the agent in ``session.run``: it answers each call "no tool named" so the model may
+    correct itself; a model that never does spends the turn's steps, and the turn ends ``degraded`` with
+    the model's last text as its answer, never an empty one."""
+    async def drive(session: vak_context.Session) -> None:
+        result = await session.run("read the value of k1")
+        assert (result.outcome, result.answer) == ("degraded", UNOFFERED)
+
+    calls, ledger = await _unoffered(tmp_path / "ledger", drive)
+    with ledger as store:
+        results = payloads_of(store, "tool_result", "s")
+    assert calls == 3  # max_steps
+    assert len(results) == 3 and all(r.is_error and "no tool named 'lookup_value'" in r.content for r in results)
