@@ -81,9 +81,9 @@ class TurnLoop(TurnCore):
         self.provider, self.on_step = provider, on_step
         self.on_text = on_text  # streams each step's text as it arrives (the CLI), when the adapter can
 
-    def open_turn(self, directive: str) -> OpenTurn:
-        """The next turn (nothing is written until its ``begin``)."""
-        return OpenTurn(self, directive)
+    def open_turn(self, directive: str, *, caller: bool = False) -> OpenTurn:
+        """The next turn (nothing is written until its ``begin``); ``caller``: the caller's loop drives it."""
+        return OpenTurn(self, directive, caller=caller)
 
     async def run(self, directive: str) -> TurnReport:
         turn = self.open_turn(directive)

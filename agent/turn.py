@@ -86,8 +86,9 @@ class OpenTurn:
     """One turn's steps, in the order a driver takes them (the module's docstring). ``done`` once the card
     is written; ``report`` then says how the turn ended."""
 
-    def __init__(self, core: TurnCore, directive: str) -> None:
+    def __init__(self, core: TurnCore, directive: str, *, caller: bool = False) -> None:
         self.core, self.directive = core, directive
+        self.caller = caller  # the caller's loop drives it: the engine is not the agent (issue 33)
         self.open = False  # the directive is written and the card is not
         self.done = False
         self.directive_id = ""
@@ -313,9 +314,18 @@ class OpenTurn:
         assert assembled is not None
         await core.note_prefix(assembled.prefix_digest)
         calls = core.calls_of(result)
+        # Where the engine is not the agent, a call read from the text of a tool nobody offered is not a call:
+        # the model's text is its answer (the engine would otherwise answer "no tool named" for it, step after step).
+        unoffered = [] if not self.caller or result.tool_calls else [c for c in calls if not core.offered(c.name)]
+        calls = [c for c in calls if c not in unoffered]
         ids = [_call_id(self.directive_id, self._index, i, result) for i in range(len(calls))]
         self._step_id = core.step_id = await core.record_step(result, calls, ids, assembled)
         self._result, self._calls, self._ids = result, calls, ids
+        if unoffered:
+            await core.services.append([Activity(activity="turn.unoffered_call", detail={
+                "step_id": self._step_id, "tools": sorted({c.name or "" for c in unoffered}),
+                "why": "a call in the reply's text of a tool neither the caller nor the engine offers: the text "
+                       "is the model's answer, not a call"})])
         report = StepReport(
             index=self._index, fidelity=assembled.fidelity, replanned=assembled.replanned,
             estimated_tokens=assembled.estimated_tokens, budget_tokens=assembled.budget_tokens,
@@ -449,7 +459,8 @@ class OpenTurn:
             return
         self._index += 1
         self._state = StepState()
-        if self._index >= self.core.config.max_steps:
+        if self._index >= self.core.config.max_steps:  # out of steps: the model's last words, never an empty answer
+            self._answer = self._result.text
             await self._close()
 
     async def _close(self) -> None:

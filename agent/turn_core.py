@@ -28,6 +28,7 @@ from vak_context.context.capacity.profile import (
     request_chars,
     to_record,
 )
+from vak_context.context.history.cards import default_library
 from vak_context.context.request.assemble import DEFAULT_STANCE, prefix_change
 from vak_context.context.request.messages import ChatResult, ToolSpec
 from vak_context.context.request.surface import Surface, ToolDecl
@@ -195,6 +196,11 @@ class TurnCore:
         else:
             calls = []
         return distinct_calls([bounded(c) for c in calls])
+
+    def offered(self, name: str | None) -> bool:
+        """Whether a call of ``name`` names a tool the model was offered or the engine answers (a card tool
+        among them); a call with no name read is malformed, not unoffered."""
+        return name is None or self.decl(name) is not None or default_library().is_card_tool(name)
 
     def decl(self, name: str) -> ToolDecl | None:
         """A tool's declaration: its registration's (what runs it knows its flags), else the engine's, else

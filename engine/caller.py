@@ -139,7 +139,7 @@ class Turn:
             if not isinstance(provider, Provider):
                 raise InvalidInput("the caller's loop renders requests with a provider adapter; bind the session "
                                    "to a provider:model spec")
-            self._provider, self._turn = provider, loop.open_turn(self.directive)
+            self._provider, self._turn = provider, loop.open_turn(self.directive, caller=True)
             await self._turn.started()
         except BaseException:
             self.session._release_turn(self)
@@ -159,7 +159,7 @@ class Turn:
             if not isinstance(provider, Provider):
                 raise InvalidInput("the caller's loop renders requests with a provider adapter; bind the session "
                                    "to a provider:model spec")
-            self._provider, self._turn = provider, loop.open_turn(self.directive)
+            self._provider, self._turn = provider, loop.open_turn(self.directive, caller=True)
             await self._turn.started()
             world = await self._turn.reopen(found.directive_id, found.tail, found.step_id, found.index, found.text,
                                             found.calls, answered=bool(found.stored))

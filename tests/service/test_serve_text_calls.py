@@ -95,3 +95,20 @@ def test_each_form_reaches_the_client_whole_from_a_model_that_calls_natively(tmp
     with serve(upstream_model.handle) as upstream, running(tmp_path / "ledger", SPEC, upstream.base_url) as server:
         text, calls, finish = _ask(server.base_url, stream=stream)
     assert (text, calls, finish) == (QWEN_FORMS[form], [], "stop")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_a_model_that_keeps_calling_an_unknown_tool_in_text_never_gets_the_client_an_empty_reply(
+        tmp_path: Path, stream: bool) -> None:
+    """The bundled Qwen through ``--calls text`` writing a fenced call of a tool nobody offered: before, the
+    engine answered each "no tool named ..." itself until the turn's steps were spent (8 upstream calls) and
+    the client got ``content: null`` with no call (pydantic-ai then ends ``Exceeded maximum output retries``,
+    as seen in bench/agents.py against the bundled model). The engine is not the agent here: a call of a tool
+    neither the client nor the engine offers is the model's text, and the client gets it whole, as direct."""
+    unknown = '```json\n{"name": "lookup_value", "arguments": {"key": "k1"}}\n```'
+    upstream_model = ScriptedStream([completion(unknown)] * 12)
+    with serve(upstream_model.handle) as upstream, \
+            running(tmp_path / "ledger", SPEC, upstream.base_url, calls="text") as server:
+        text, calls, finish = _ask(server.base_url, stream=stream)
+    assert (text, calls, finish) == (unknown, [], "stop")
+    assert len(upstream_model.bodies) == 1  # the engine answered nothing for the model

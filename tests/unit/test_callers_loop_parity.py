@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 import vak_context
 from tests.fakes.embedder import make_tools
 from tests.fakes.provider_bodies.wire import body as documented
+from tests.fakes.scripted import payloads_of
 from tests.fakes.wire_models import FORMATS, WireModel
 from vak_context.storage.ledger import LedgerStore
 
@@ -194,3 +196,62 @@ async def test_a_text_answer_naming_a_call_is_the_answer_in_the_callers_loop(ses
                                "usage": {"prompt_tokens": 90, "completion_tokens": 20, "total_tokens": 110}})
     assert action.done and not action.calls and action.answer == text
     assert (turn.result.outcome, turn.result.answer) == ("completed", text)
+
+
+
+UNOFFERED = '```json\n{"name": "lookup_value", "arguments": {"key": "k1"}}\n```'  # a tool nobody offered
+REPLY = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
+         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": UNOFFERED}}],
+         "usage": {"prompt_tokens": 90, "completion_tokens": 20, "total_tokens": 110}}
+
+
+async def _unoffered(folder: Path, drive: Callable[[vak_context.Session], Awaitable[None]]) -> tuple[int, Any]:
+    """A model declared to write its calls as text answers every request with a fenced call of a tool
+    neither the embedder nor the engine offers; ``drive(session)`` runs one turn. (Model calls, the ledger.)"""
+    sent: list[bytes] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request.content)
+        return httpx.Response(200, json=REPLY)
+
+    functions, _ = make_tools()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handle)) as client:
+        with vak_context.Engine.open(folder) as engine:
+            async with engine.session("s", model="openai:gpt-4o-mini", api_key=KEY, http_client=client,
+                                      tools=functions, window=8_000, calls="text", max_steps=3) as session:
+                await drive(session)
+    return len(sent), LedgerStore(folder, readonly=True)
+
+
+async def test_a_text_call_of_a_tool_nobody_offered_is_the_answer_in_the_callers_loop(tmp_path: Path) -> None:
+    """Where the engine is not the agent (issue 33): the reply's text reaches the caller whole as the answer,
+    with no step the engine answered itself (no "no tool named" result), and a ``turn.unoffered_call``
+    activity names the tool for the operator."""
+    async def drive(session: vak_context.Session) -> None:
+        async with session.begin("read the value of k1") as turn:
+            assert await turn.request() is not None
+            action = await turn.reply(REPLY)
+            assert action.done and not action.calls and action.answer == UNOFFERED
+        assert (turn.result.outcome, turn.result.answer) == ("completed", UNOFFERED)
+
+    _, ledger = await _unoffered(tmp_path / "ledger", drive)
+    with ledger as store:
+        assert payloads_of(store, "tool_result", "s") == [] and len(payloads_of(store, "assistant_step", "s")) == 1
+        noted = [a for a in payloads_of(store, "activity", "s") if a.activity == "turn.unoffered_call"]
+    assert [a.detail["tools"] for a in noted] == [["lookup_value"]]
+
+
+async def test_the_engines_loop_answers_a_tool_nobody_offered_and_ends_on_the_models_last_words(
+        tmp_path: Path) -> None:
+    """The engine is the agent in ``session.run``: it answers each call "no tool named" so the model may
+    correct itself; a model that never does spends the turn's steps, and the turn ends ``degraded`` with
+    the model's last text as its answer, never an empty one."""
+    async def drive(session: vak_context.Session) -> None:
+        result = await session.run("read the value of k1")
+        assert (result.outcome, result.answer) == ("degraded", UNOFFERED)
+
+    calls, ledger = await _unoffered(tmp_path / "ledger", drive)
+    with ledger as store:
+        results = payloads_of(store, "tool_result", "s")
+    assert calls == 3  # max_steps
+    assert len(results) == 3 and all(r.is_error and "no tool named 'lookup_value'" in r.content for r in results)
