@@ -292,6 +292,11 @@ class Server:
         decisions = {n: decide(held[n].items(), digests) for n in names}
         # Continuing needs something new to answer; a history that only leaves out (a rewind) forks.
         going = [n for n in names if decisions[n].kind == "continue" and decisions[n].kept < len(digests)]
+        # Nothing new, only the last reply left out (one not answered from the ledger above): asked again.
+        reasked = {n: r for n in names if not going and (r := held[n].reask(decisions[n])) is not None}
+        if reasked:
+            decisions.update(reasked)
+            going = [max(reasked, key=names.index)]
         if going:
             name = max(going, key=lambda n: (decisions[n].kept, -len(decisions[n].withdrawn), names.index(n)))
         else:
@@ -313,7 +318,8 @@ class Server:
         decision = decisions[name]
         self._keys[name] = key
         conversation = await self._conversation(name, request, held[name])
-        return conversation, Routed(request.items[decision.kept:], decision.withdrawn, history, resend.key)
+        return conversation, Routed(request.items[decision.kept:], decision.withdrawn, history, resend.key,
+                                    again=name in reasked)
 
     def _lineage(self, key: str) -> list[str]:
         """``key`` and its forks (``key.f1``, ``key.f2``, ...), oldest first."""

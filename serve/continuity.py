@@ -14,7 +14,11 @@ order, is what the client kept; what follows is new. Then:
   kept, with something new sent in its place.
 
 A history that is the session's with nothing removed and nothing new is a resend, which the server answers
-from the ledger before it asks this rule (``serve/app.py``).
+from the ledger before it asks this rule (``serve/app.py``), unless the reply held for it is empty (no text,
+no call: a reply no client can use, so it asks again). A history that is the session's with only the last
+reply removed and nothing new is the client asking again for that reply (pydantic-ai after an empty reply,
+a request on other tools): it continues, the reply and the messages of its request withdrawn and those
+messages sent again as new (``Held.reask``), so the model is asked again, in the same session.
 """
 
 from __future__ import annotations
@@ -146,7 +150,8 @@ class Held:
     def replay(self, history: str, key: str | None, *, any_exchange: bool) -> Marker | None:
         """The exchange a resend repeats: the one holding the client's ``key`` (which must be of the same
         history), else the last one when its request had this ``history`` (``any_exchange``: any one that
-        had; a client's retry may come after later requests). Withdrawn replies are never replayed."""
+        had; a client's retry may come after later requests). Withdrawn replies are never replayed, nor,
+        without a key, an empty one (no text, no call): the client asks again because it could not use it."""
         live = [m for m in self.markers if not m.withdrawn and m.reply is not None]
         if key is not None:
             same = next((m for m in reversed(live) if m.key == key), None)
@@ -154,6 +159,23 @@ class Held:
                 raise InvalidInput(f"{IDEMPOTENCY_HEADER}: {key!r} was sent before with another history; send a "
                                    "new key for a new request, the same key only to resend the same one")
             return same
+        live = [m for m in live if m.reply and (m.reply.get("text") or m.reply.get("calls"))]
         if any_exchange:
             return next((m for m in reversed(live) if m.history == history), None)
         return live[-1] if live and live[-1].history == history else None
+
+    def reask(self, decision: Decision) -> Decision | None:
+        """A history that continues the session with nothing new, having left out only the last reply (every
+        message of the request it answered kept): the client asks again for that reply. The decision that
+        withdraws the reply and that request's messages and takes those messages as new (so they are asked
+        again, and noted again in order); None for any other history (a rewind: it forks)."""
+        last = self.markers[-1] if self.markers else None
+        if decision.kind != "continue" or last is None or last.withdrawn or (last.upto - 1) not in decision.withdrawn:
+            return None
+        start = self.markers[-2].upto if len(self.markers) > 1 else 0
+        if start >= last.upto - 1 or any(start <= p < last.upto - 1 for p in decision.withdrawn):
+            return None
+        kept = start - sum(1 for p in decision.withdrawn if p < start)
+        if decision.kept != kept + last.upto - 1 - start:  # the client's history ends with that request's
+            return None
+        return replace(decision, kept=kept, withdrawn=tuple(sorted({*decision.withdrawn, *range(start, last.upto - 1)})))

@@ -186,6 +186,7 @@ class Routed:
     withdrawn: tuple[int, ...] = ()
     history: str = ""
     key: str | None = None
+    again: bool = False  # the client asks again for the last reply (``Held.reask``): its request is resent
 
 
 class Conversation:
@@ -210,7 +211,7 @@ class Conversation:
             raise InvalidInput("the history holds nothing new since the last reply: append the user's next "
                                "message, or the results of the calls the last reply made")
         if routed.withdrawn:
-            await self._withdraw(routed.withdrawn, ledger)
+            await self._withdraw(routed.withdrawn, ledger, again=routed.again)
         # Noted before the turn begins: a server killed once the answer is in the ledger and before this
         # request's note leaves the resend something to answer it from (``recovered``), not a turn to redo.
         asked = {"history": routed.history, "digests": [i.digest() for i in new], "roles": [i.role for i in new],
@@ -310,7 +311,7 @@ class Conversation:
             turn.summarise_at_close = False  # as for any turn this server drives: summarise_ahead()
         return turn
 
-    async def _withdraw(self, positions: Sequence[int], ledger: Any) -> None:
+    async def _withdraw(self, positions: Sequence[int], ledger: Any, *, again: bool = False) -> None:
         """Append what the client withdrew: the items (positions in what the session holds, and digests) and
         the steps of withdrawn replies. A turn left open for calls of a withdrawn reply is closed first
         (``cancelled``): the client will send no results for them."""
@@ -321,7 +322,8 @@ class Conversation:
         steps = self.held.steps_at(positions)
         await self._note(ledger, WITHDRAWN, {
             "at": list(positions), "digests": [self.held.digests[p] for p in positions], "steps": steps,
-            "why": "the client's history leaves these out"})
+            "why": "the client asks again for the last reply: it is left out, its request sent again" if again
+            else "the client's history leaves these out"})
         self.held.withdraw(positions)
 
     async def _ingest(self, request: ClientRequest, new: Sequence[Item]) -> tuple[str, list[Earlier]]:

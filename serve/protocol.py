@@ -156,12 +156,18 @@ def _messages(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def read_openai(body: Mapping[str, Any]) -> ClientRequest:
-    """A chat-completions request: system/developer messages are the system prompt; the rest the history."""
+    """A chat-completions request: the system/developer messages before the history are the system prompt;
+    the rest the history. One that comes later is a message of the client's in the history, read as the
+    user's: pydantic-ai asks again after a reply it cannot use with "Please return text or call a tool." as
+    a system message at the end; read into the system prompt it changed the conversation's key (its session)
+    and the prompt of every later request."""
     system: list[str] = []
     items: list[Item] = []
     for m in _messages(body):
         role = m.get("role")
-        if role in ("system", "developer"):
+        if role in ("system", "developer") and items:
+            items.append(Item("user", _text_of(m.get("content"))))
+        elif role in ("system", "developer"):
             system.append(_text_of(m.get("content")))
         elif role == "user":
             items.append(Item("user", _text_of(m.get("content"))))

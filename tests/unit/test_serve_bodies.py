@@ -1,6 +1,7 @@
 """serve/bodies.py and serve/shapes.py on their own (pure): the size limit holds while a body streams (the
 parts after the limit are never asked for), a pause is a 408, depth is bounded without recursion, and the
-shape checks name the field; every request the protocols' own examples send passes."""
+shape checks name the field; every request the protocols' own examples send passes, and a system message after
+the history began is read as a message of it (pydantic-ai asks again with one)."""
 
 from __future__ import annotations
 
@@ -101,3 +102,12 @@ def test_each_shape_refusal_names_its_field(case: BadInput) -> None:
         (read_openai if case.path == OPENAI else read_anthropic)(body)
     assert case.names in str(refused.value)
     assert getattr(refused.value, "status", 400) == 400
+
+
+def test_a_system_message_after_the_history_began_is_a_message_of_it() -> None:
+    # pydantic-ai asks again after an empty reply with a system message at the end of the same history.
+    request = read_openai({"model": "m", "messages": [
+        {"role": "system", "content": "s"}, {"role": "developer", "content": "d"}, {"role": "user", "content": "q"},
+        {"role": "system", "content": "Please return text or call a tool."}]})
+    assert request.system == "s\n\nd"
+    assert [(i.role, i.text) for i in request.items] == [("user", "q"), ("user", "Please return text or call a tool.")]

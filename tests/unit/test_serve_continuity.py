@@ -118,3 +118,39 @@ def test_what_a_session_holds_after_a_withdrawal_and_which_exchange_a_resend_rep
     assert held.markers[1].withdrawn and held.replay("h2", None, any_exchange=False) is None
     held.withdraw([0])  # a trim: the later exchange's count moves with it
     assert held.items() == [("assistant", "c1"), ("tool", "r1")] and [m.upto for m in held.markers] == [1, 2]
+
+
+def _asked_twice() -> Held:
+    """Two requests answered: a question and a call; the call's result and the reply to it."""
+    held = Held()
+    calls = {"text": "", "calls": [["c1", "search", {}]], "usage": [1, 1, 0]}
+    held.noted(["u1", "c1"], ["user", "assistant"], Marker(2, "e1", False, "h1", calls, None, ("s1",)))
+    held.noted(["r1", "a1"], ["tool", "assistant"], Marker(4, "e2", True, "h2", {"text": "", "calls": []}, None, ("s2",)))
+    return held
+
+
+def test_an_empty_reply_is_never_replayed_without_a_key() -> None:
+    held = _asked_twice()
+    assert held.replay("h2", None, any_exchange=False) is None  # the client could not use it: it asks again
+    assert held.replay("h2", None, any_exchange=True) is None
+    assert held.replay("h1", None, any_exchange=True) is held.markers[0]
+
+
+def test_the_last_reply_left_out_with_nothing_new_is_asked_again() -> None:
+    held = _asked_twice()
+    decision = decide(held.items(), ["u1", "c1", "r1"])
+    assert continues(decision, 3, (3,))
+    # The reply and its request's messages withdrawn; those messages sent again as new.
+    assert held.reask(decision) == Decision("continue", 2, (2, 3), decision.common)
+    # Trimmed before: the positions still name what the session holds, the kept count what the client sent.
+    trimmed = decide(held.items(), ["u1", "r1"])
+    assert held.reask(trimmed) == Decision("continue", 1, (1, 2, 3), trimmed.common)
+
+
+def test_any_other_history_with_nothing_new_is_no_reask() -> None:
+    held = _asked_twice()
+    assert held.reask(decide(held.items(), ["u1", "c1"])) is None  # the result left out too: a rewind
+    assert held.reask(decide(held.items(), ["u1"])) is None
+    assert held.reask(decide(held.items(), ["u1", "c1", "r1", "a1"])) is None  # nothing left out: a resend
+    held.withdraw([3])
+    assert held.reask(decide(held.items(), ["u1", "c1", "r1"])) is None  # withdrawn before: nothing to ask for
