@@ -187,7 +187,7 @@ class CatchUp:
 
                 if session not in store.sessions():
                     return  # a turn that ended before it wrote anything
-                WriterIndex(store, session, stop=self._stopping.is_set).close()
+                WriterIndex(store, session, stop=self._stopping.is_set, commit=False).close()  # one commit
                 self.runs += 1
             except LedgerClosed:
                 return  # closed under it by a caller that did not close the store (nothing was half-written)

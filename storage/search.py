@@ -257,10 +257,12 @@ def docs_from_store(store: Any, session: str, start: int, docs: SessionDocs,
 class WriterIndex:
     """One session's index held by the session's writer: a BufferedWriter (searchable before it commits)."""
 
-    def __init__(self, store: Any, session: str, *, stop: Callable[[], bool] | None = None) -> None:
+    def __init__(self, store: Any, session: str, *, stop: Callable[[], bool] | None = None,
+                 commit: bool = True) -> None:
         """Opened, caught up from the ledger (or rebuilt) and committed. ``stop``, asked between entries, ends
         the catch-up early (a closing store): what was indexed so far is committed and the state names the
-        last entry taken, so the next open goes on from there."""
+        last entry taken, so the next open goes on from there. ``commit=False``: left buffered, for a caller
+        that closes it next (``close`` commits it)."""
         self.store = store
         self.session = session
         self.folder = search_path(Path(store.root), session)
@@ -295,7 +297,8 @@ class WriterIndex:
                 entry = doc.seq
             self.writer.add_document(**_fields(doc))
         self.last_id = ids[self.next_seq - 1][0] if self.next_seq else None
-        self.commit()
+        if commit:
+            self.commit()
 
     @property
     def buffered(self) -> int:
@@ -338,8 +341,15 @@ class WriterIndex:
             return run_query(searcher, self.session, query, limit, in_memory=self.buffered > 0)
 
     def close(self) -> None:
-        self.commit()
+        """Commit what is buffered, then the state, and close: one whoosh commit (``BufferedWriter.close``
+        commits its buffer and its writer together; a commit before it wrote a second generation, most of
+        what a turn's background catch-up cost at 1,000 turns)."""
+        pending, moved = self.buffered, self.saved != (self.next_seq - 1, self.last_id)
         self.writer.close()
+        self.committed_docs += pending
+        if pending or moved:
+            write_state(self.folder, self.session, self.next_seq - 1, self.last_id, self.committed_docs)
+            self.saved = (self.next_seq - 1, self.last_id)
         self.ix.close()
 
     def abandon(self) -> None:

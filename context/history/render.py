@@ -194,6 +194,43 @@ def render_turn(
     return messages
 
 
+def closed_record(turn: Turn, evidence: Mapping[str, EvidenceInfo]) -> tuple[Message, ...]:
+    """``render_turn(turn, evidence)`` of a turn a request shows whole, rendered once per turn as it stands.
+
+    A long session's request shows dozens of turns whole, the same ones step after step: rendering them
+    again each step (a pydantic block per part) was the largest part of a step's CPU at 1,000 turns and
+    grew with the turns the window holds. The record is kept by turn and reused while everything it is
+    made of is the same object (``_record_parts``: the tail, the directive, each step, each result and the
+    evidence info it is shown with), so a late result, a withdrawn step or a new digest renders again."""
+    parts, counts = _record_parts(turn, evidence)
+    hit = _RECORDS.get(id(turn))
+    if (hit is not None and hit[0] is turn and hit[2] == counts and len(hit[1]) == len(parts)
+            and all(a is b for a, b in zip(hit[1], parts, strict=True))):
+        return hit[3]
+    record = tuple(render_turn(turn, evidence))
+    if len(_RECORDS) >= 4096:  # the turns of a few sessions' windows
+        _RECORDS.clear()
+    _RECORDS[id(turn)] = (turn, parts, counts, record)
+    return record
+
+
+def _record_parts(turn: Turn, evidence: Mapping[str, EvidenceInfo]) -> tuple[list[object], tuple[int, ...]]:
+    """What a closed record is made of, as objects compared by identity (held, so an id is never reused
+    while it is compared), and the counts of what is only ever added to."""
+    parts: list[object] = [turn.tail, turn.directive]
+    for step in turn.steps:
+        parts.append(step)
+        parts.append(step.payload)
+        for ex in step.exchanges:
+            parts.append(ex.result)
+            eid = ex.evidence_id
+            parts.append(evidence.get(eid) if eid else None)
+    return parts, (len(turn.nudges), len(turn.presentation_payloads))
+
+
+_RECORDS: dict[int, tuple[Turn, list[object], tuple[int, ...], tuple[Message, ...]]] = {}
+
+
 def step_chars(turn: Turn, evidence: Mapping[str, EvidenceInfo]) -> list[tuple[int, int]]:
     """Characters of each step of ``turn`` as sent (``record_chars`` counting, as a request counts them):
     with results as the request carried them, and with evidence results as their digests."""

@@ -9,18 +9,27 @@ writes for a session, and every ``KEYFRAME_EVERY``-th, so a reader after a resta
 plan entries back). The plan decodes exactly: ``vak_context.context.planner.policy.plan_of_entry`` checks its
 digest. Entries written before format 2 hold the rows as JSON turns (``plan["turns"]``) and read as before.
 
+The sizes: a row's full and card tokens are its characters at the plan's rate (``ceil(chars x rate)``), and
+each reply's receipt measures the rate anew, which moves the tokens of a share of every turn: as token edits
+the entry still grew with the session (~10 bytes a turn at 1,000 turns). So a rows record of form 2 holds the
+rate and the edits of the characters, which a closed turn never changes, and the tokens are derived again on
+reading; form 1 (the token edits) is written where the rows carry no characters (a plan not lent by a table)
+or do not derive from them, and is read as before.
+
 Pure: the entries are read by whoever holds the ledger (``PlanRows.rows_of`` is given the read).
 """
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from vak_context.context.planner.records import Rows
 
-ROWS_FORM = 1  # the rows record's own version ("form"), in the record: a reader refuses one it does not know
+ROWS_FORM = 2  # the rows record's own version ("form"), in the record: a reader refuses one it does not know
+TOKENS_FORM = 1  # the form whose sizes are token edits (written where the rows carry no characters)
 KEYFRAME_EVERY = 256  # at most this many plan entries in a row are deltas (a restart reads as many back)
 
 Edits = list[list[Any]]  # [[position, [values...]], ...]: runs of positions whose values changed
@@ -36,14 +45,22 @@ def rows_record(rows: Rows, base: Rows | None) -> dict[str, Any]:
     keep = _common_prefix(b_ids, rows.ids)
     b_rel: Mapping[int, float] = base.relevance if base is not None else {}
     b_ret: frozenset[int] = base.retrieved if base is not None else frozenset()
+    chars = _chars(rows, check=True)
+    b_chars = _chars(base) if base is not None else ((), (), None)  # checked as it was written, or derived
+    sizes: dict[str, Any]
+    if chars is not None and b_chars is not None:  # the characters and the rate: bounded by what changed
+        sizes = {"form": ROWS_FORM, "rate": chars[2], "full_chars": _edits(b_chars[0], chars[0]),
+                 "card_chars": _edits(b_chars[1], chars[1])}
+    else:
+        sizes = {"form": TOKENS_FORM,
+                 "full": _edits(base.full[:b_end] if base is not None else (), rows.full[:end]),
+                 "card": _edits(base.card[:b_end] if base is not None else (), rows.card[:end])}
     return {
-        "form": ROWS_FORM,
+        **sizes,
         "keep": keep,  # ids kept from the base; the rest follow
         "ids": list(rows.ids[keep:]),
         "codes": _str_edits(b_codes, rows.codes),
         "n": len(rows.codes),
-        "full": _edits(base.full[:b_end] if base is not None else (), rows.full[:end]),
-        "card": _edits(base.card[:b_end] if base is not None else (), rows.card[:end]),
         "history_start": rows.history_start,
         "history_end": end,
         "relevance": [[i, v] for i, v in sorted(rows.relevance.items()) if b_rel.get(i) != v],
@@ -58,8 +75,9 @@ def rows_record(rows: Rows, base: Rows | None) -> dict[str, Any]:
 def rows_of_record(raw: Mapping[str, Any], base: Rows | None) -> Rows:
     """The rows a plan entry's ``rows`` record and the rows of its base make (``base`` None: the record holds
     them whole). ValueError for a form this code does not know, or a record that does not fit its base."""
-    if raw.get("form") != ROWS_FORM:
-        raise ValueError(f"plan rows of form {raw.get('form')!r}; this code reads form {ROWS_FORM}")
+    form = raw.get("form")
+    if form not in (TOKENS_FORM, ROWS_FORM):
+        raise ValueError(f"plan rows of form {form!r}; this code reads forms {TOKENS_FORM} and {ROWS_FORM}")
     keep = int(raw["keep"])
     b_ids: Sequence[str] = base.ids if base is not None else ()
     if keep > len(b_ids):
@@ -68,8 +86,22 @@ def rows_of_record(raw: Mapping[str, Any], base: Rows | None) -> Rows:
     ids = (*b_ids[:keep], *(str(i) for i in raw["ids"]))
     codes = _apply_str(base.codes if base is not None else "", n, raw["codes"])
     b_end = base.history_end if base is not None else 0
-    full = _apply(base.full[:b_end] if base is not None else (), end, raw["full"])
-    card = _apply(base.card[:b_end] if base is not None else (), end, raw["card"])
+    full_chars: tuple[int, ...] | None = None
+    card_chars: tuple[int, ...] | None = None
+    rate: float | None = None
+    if form == ROWS_FORM:
+        b_chars = _chars(base) if base is not None else ((), (), None)
+        if b_chars is None:
+            raise ValueError("plan rows of characters written against a base without them")
+        rate = float(raw["rate"])
+        full_chars = tuple(int(v) for v in _apply(b_chars[0], end, raw["full_chars"]))
+        card_chars = tuple(int(v) for v in _apply(b_chars[1], end, raw["card_chars"]))
+        ceil = math.ceil  # as ``TokenColumns`` derives them
+        full: Sequence[Any] = [ceil(c * rate) for c in full_chars]
+        card: Sequence[Any] = [ceil(c * rate) for c in card_chars]
+    else:
+        full = _apply(base.full[:b_end] if base is not None else (), end, raw["full"])
+        card = _apply(base.card[:b_end] if base is not None else (), end, raw["card"])
     relevance = dict(base.relevance) if base is not None else {}
     for i in raw["relevance_dropped"]:
         relevance.pop(int(i), None)
@@ -85,7 +117,22 @@ def rows_of_record(raw: Mapping[str, Any], base: Rows | None) -> Rows:
                 history_start=int(raw["history_start"]), history_end=end,
                 relevance={i: relevance[i] for i in sorted(relevance)},
                 anaphora=None if anaphora is None else int(anaphora), retrieved=frozenset(retrieved),
-                current_tokens=int(raw["current_tokens"]))
+                current_tokens=int(raw["current_tokens"]), full_chars=full_chars, card_chars=card_chars, rate=rate)
+
+
+def _chars(rows: Rows, check: bool = False) -> tuple[Sequence[int], Sequence[int], float] | None:
+    """The history rows' characters and the rate whose ``ceil(chars x rate)`` are their tokens, or None where
+    the rows carry no characters (or, ``check``: their tokens are not exactly derived from them)."""
+    if rows.full_chars is None or rows.card_chars is None or rows.rate is None:
+        return None
+    end, rate, ceil = rows.history_end, rows.rate, math.ceil
+    full_chars, card_chars = rows.full_chars[:end], rows.card_chars[:end]
+    if len(full_chars) != end or len(card_chars) != end:
+        return None
+    if check and (list(rows.full[:end]) != [ceil(c * rate) for c in full_chars]
+                  or list(rows.card[:end]) != [ceil(c * rate) for c in card_chars]):
+        return None
+    return full_chars, card_chars, rate
 
 
 class PlanRows:

@@ -296,8 +296,10 @@ def _rows(index: TurnIndex, req: Request, room: Room, w: HistoryColumns, sizes: 
     ids: Sequence[str]
     full: Sequence[int]
     card: Sequence[int]
+    chars: tuple[Sequence[int], Sequence[int]] | tuple[None, None] = (None, None)
     if table is not None:
-        ids, full, card = table.lent_rows(req.tpc, len(codes), end)
+        ids, full, card, *lent = table.lent_rows(req.tpc, len(codes), end)
+        chars = (lent[0], lent[1])
     else:
         behind_full, behind_card = behind_tokens(index, start, sizes, req.tpc)
         ids = tuple(turn_ids(index, len(codes), sizes))
@@ -307,4 +309,5 @@ def _rows(index: TurnIndex, req: Request, room: Room, w: HistoryColumns, sizes: 
         shifted_relevance(w, start),
         start + w.anaphora if w.anaphora is not None else None,
         frozenset(start + i for i in w.retrieved), current_tokens,
+        full_chars=chars[0], card_chars=chars[1], rate=req.tpc if table is not None else None,
     )

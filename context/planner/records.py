@@ -183,6 +183,13 @@ class Rows:
     anaphora: int | None  # position of the referred-to turn
     retrieved: frozenset[int]
     current_tokens: int
+    # The characters ``full`` and ``card`` were derived from at ``rate`` (``ceil(chars x rate)``, as the
+    # plan's ``TurnTable`` derives them), when the table lent them: a plan entry records these, which a closed
+    # turn never changes, rather than the tokens, which each newly measured rate moves for a share of every
+    # turn (``vak_context.context.planner.delta``). None: the tokens are all there is. Not part of equality.
+    full_chars: Sequence[int] | None = None
+    card_chars: Sequence[int] | None = None
+    rate: float | None = None
 
     def _key(self) -> tuple[Any, ...]:
         m, end = len(self.codes), self.history_end

@@ -161,12 +161,14 @@ class TurnTable:
         self._lent_ids = max(self._lent_ids, len(self.ids) if ids is None else ids)
         self._lent_tokens = max(self._lent_tokens, len(self.ids) if tokens is None else tokens)
 
-    def lent_rows(self, tpc: float, ids: int, tokens: int) -> tuple[Prefix[str], Prefix[int], Prefix[int]]:
-        """The first ``ids`` ids and the first ``tokens`` full and card tokens at ``tpc``, lent (``lend``):
-        a plan's rows without a copy of the session's columns."""
+    def lent_rows(self, tpc: float, ids: int, tokens: int) -> tuple[Prefix[str], Prefix[int], Prefix[int],
+                                                                   Prefix[int], Prefix[int]]:
+        """The first ``ids`` ids, the first ``tokens`` full and card tokens at ``tpc`` and the characters they
+        were derived from, lent (``lend``): a plan's rows without a copy of the session's columns."""
         columns = self._columns_at(tpc)
         self.lend(ids, tokens)
-        return Prefix(self.ids, ids), Prefix(columns.full, tokens), Prefix(columns.card, tokens)
+        return (Prefix(self.ids, ids), Prefix(columns.full, tokens), Prefix(columns.card, tokens),
+                Prefix(self.full_chars, tokens), Prefix(self.card_chars, tokens))
 
     def whole_tokens(self, tpc: float) -> TokenColumns:
         """Every row's tokens at ``tpc`` (read only): a plan over the first rows reads them in place."""
@@ -174,6 +176,7 @@ class TurnTable:
 
     def _unlend(self) -> None:
         self.ids = list(self.ids)
+        self.full_chars, self.card_chars = list(self.full_chars), list(self.card_chars)
         for tokens in self._tokens.values():
             tokens.full, tokens.card = list(tokens.full), list(tokens.card)
         self._lent_ids = self._lent_tokens = 0

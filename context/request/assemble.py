@@ -37,7 +37,7 @@ from vak_context.context.history.packets import (
     render_stored,
     step_items,
 )
-from vak_context.context.history.render import EvidenceInfo, render_turn
+from vak_context.context.history.render import EvidenceInfo, closed_record, render_turn
 from vak_context.context.history.turns import Summary, TurnIndex
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.records import Fidelity, plan_rate
@@ -244,7 +244,7 @@ def project(
     turns = [(index.turn(t.ordinal), t) for t in p.shown()]
     for turn, pt in turns:  # retrieved older turns come first, whole
         if pt.retrieved:
-            messages.extend(render_turn(turn, infos))
+            messages.extend(closed_record(turn, infos))
     text = packet_text(index, p)
     if text is not None:
         messages.user((TextBlock(text=text),))
@@ -252,7 +252,7 @@ def project(
         if pt.retrieved:
             continue
         if pt.fidelity == Fidelity.FULL:
-            messages.extend(render_turn(turn, infos))
+            messages.extend(closed_record(turn, infos))
         else:
             messages.user((_text_block(card_text(index, turn, infos)),))
     tail += work_contract(index, p)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 from pathlib import Path
 
 import httpx
@@ -16,7 +17,14 @@ from tests.fakes.embedder import ScriptedModel, make_tools
 from tests.fakes.sessions import SessionBuilder
 from vak_context.actors.assembler import AssemblerActor
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
-from vak_context.context.planner.delta import KEYFRAME_EVERY, PlanRows, rows_of_record, rows_record
+from vak_context.context.planner.delta import (
+    KEYFRAME_EVERY,
+    ROWS_FORM,
+    TOKENS_FORM,
+    PlanRows,
+    rows_of_record,
+    rows_record,
+)
 from vak_context.context.planner.policy import plan_entry, plan_of_entry, rows_reader
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import AssistantStep, Directive, PlanRecord, TextBlock
@@ -86,8 +94,9 @@ async def test_each_plan_entry_is_a_delta_against_the_one_before_and_decodes_aft
 PROFILE = CapacityProfile(ProfileKey("local", "m"), 8_192, Horizon(6_000, 0.9, 0.0), Ewma(0.25, 3), 512)
 
 
-def _view_plans(turns: int) -> list[tuple[str, PlanRecord]]:
-    """One plan a turn of a growing session, each written against the one before."""
+def _view_plans(turns: int, moving_rate: bool = False) -> list[tuple[str, PlanRecord]]:
+    """One plan a turn of a growing session, each written against the one before (``moving_rate``: at a
+    tokens-per-char rate each turn's receipts moved, as a live session's does)."""
     b = SessionBuilder("s")
     out: list[tuple[str, PlanRecord]] = []
     rows = PlanRows()
@@ -96,7 +105,8 @@ def _view_plans(turns: int) -> list[tuple[str, PlanRecord]]:
         b.turn(f"Read module {i} and say what it does.", [("read_file", {"path": f"m{i}.py"}, f"code of m{i}", False)])
         b.add(Directive(text=f"Now compare module {i} with the others."))
         b.add(AssistantStep(blocks=(TextBlock(text="thinking it over"),)))
-        p = b.view.plan(PROFILE, "", prefix_tokens=100, tail_tokens=10, current=len(b.view.index.turns))
+        profile = PROFILE if not moving_rate else dataclasses.replace(PROFILE, tokens_per_char=Ewma(0.25 + (i % 5) / 50, 3))
+        p = b.view.plan(profile, "", prefix_tokens=100, tail_tokens=10, current=len(b.view.index.turns))
         record = plan_entry(p, b.view.index.head, rows.base_for(last))
         last = f"{i:064x}"
         rows.wrote(last, p.rows, record.base)
@@ -150,3 +160,57 @@ def test_a_format_1_plan_entry_reads_with_its_rows_as_json_turns() -> None:
     assert plan_of_entry(record) == p
     assert PlanRows().rows_of(entry.id, rows_reader(lambda _: record)) == p.rows
     assert "plan" in FORMATS[2]  # the delta is part of format 2, documented with it
+
+
+def test_the_sizes_are_recorded_as_characters_so_a_moving_rate_does_not_grow_the_entry() -> None:
+    """Each receipt measures the tokens-per-char rate anew, which moves the tokens of a share of every turn:
+    as token edits the entry grew with the session. As characters (a closed turn's never change) and the
+    rate, its sizes at 240 turns are the size of those at 40, and every plan still decodes exactly. (The
+    scored turns' relevance is recorded as set or changed, and each new turn moves every score: it grows
+    with the turns that share a term with the directive, which here is every other one.)"""
+    plans = _view_plans(240, moving_rate=True)
+    records = dict(plans)
+    assert all(r.rows is not None and r.rows["form"] == ROWS_FORM for r in records.values())
+
+    def read(entry_id: str) -> tuple[str | None, dict[str, object]] | None:
+        r = records[entry_id]
+        return (r.base, dict(r.rows or {}))
+
+    held, decoded = PlanRows(), []  # a reader after a restart, decoding the chain from the whole entry on
+    for entry_id, record in plans:
+        rows = held.rows_of(entry_id, read)
+        p = plan_of_entry(record, rows)
+        assert p is not None and p.digest == record.digest
+        assert rows is not None and rows.rate == record.inputs["profile"]["tokens_per_char"]["value"]
+        decoded.append(rows)
+
+    def size(rows: dict[str, object], keys: tuple[str, ...] = ()) -> int:
+        kept = {k: v for k, v in rows.items() if k != "relevance" and (not keys or k in keys)}
+        return len(json.dumps(kept, separators=(",", ":")))
+
+    sizes = ("rate", "full_chars", "card_chars")
+    early, late = [r.rows or {} for _, r in plans[30:40]], [r.rows or {} for _, r in plans[230:240]]
+    assert max(size(r, sizes) for r in late) <= max(size(r, sizes) for r in early) + 16
+    # the rest is what changed since the turn before (the new turn, fidelities that moved), not the session
+    assert max(map(size, late)) <= 2 * max(map(size, early))
+    bare = [dataclasses.replace(r, full_chars=None) for r in decoded[-2:]]
+    as_tokens = rows_record(bare[1], bare[0])  # the same delta as token edits (form 1)
+    assert as_tokens["form"] == TOKENS_FORM and size(as_tokens, ("full", "card")) > 10 * size(late[-1], sizes)
+
+
+def test_rows_without_characters_are_written_and_read_as_token_edits() -> None:
+    """Rows a table did not lend carry no characters (and entries of form 1 were written so): their sizes
+    are token edits, read as before, and a delta against such a base falls back to them too."""
+    plans = _view_plans(3, moving_rate=True)
+    first, second = (rows_of_record(plans[0][1].rows or {}, None),
+                     rows_of_record(plans[1][1].rows or {}, rows_of_record(plans[0][1].rows or {}, None)))
+    bare = [dataclasses.replace(r, full_chars=None, card_chars=None, rate=None) for r in (first, second)]
+    whole = rows_record(bare[0], None)
+    assert whole["form"] == TOKENS_FORM and "full" in whole and "rate" not in whole
+    assert rows_of_record(whole, None) == first
+    delta = rows_record(second, bare[0])  # a base without characters: token edits
+    assert delta["form"] == TOKENS_FORM and rows_of_record(delta, bare[0]) == second
+    assert rows_record(second, first)["form"] == ROWS_FORM
+    # tokens that are not the characters at the rate are never recorded as characters
+    off = dataclasses.replace(second, full=(*second.full[:-1], second.full[-1] + 1))
+    assert rows_record(off, first)["form"] == TOKENS_FORM

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -13,6 +14,7 @@ from vak_context.context.history.render import (
     SHORT_ID,
     VERBATIM_CHARS,
     api_problems,
+    closed_record,
     evidence_info,
     record_text,
     render_turn,
@@ -153,6 +155,27 @@ def test_record_drops_thinking_digests_evidence_acks_cards_and_drops_duplicate_f
     assert '"Tin"' in final  # a fence for a card nobody presented is the model's prose: kept
     text = record_text(messages)
     assert "tool_use emit_metric_card" in text and card_ack(pid) in text
+
+
+def test_a_closed_record_is_rendered_once_and_again_when_what_it_is_made_of_changes() -> None:
+    index, ev, _ = _turn_with_cards()
+    turn = index.turn(1)
+    meta = EvidenceBody(tool_use_id="s", tool_name="web_search", chars=19, bytes=19, is_error=True)
+    infos = {ev: evidence_info(ev, meta, b"Error: rate limited", {"query": "copper"})}
+    first = closed_record(turn, infos)
+    assert list(first) == render_turn(turn, infos)
+    assert closed_record(turn, dict(infos)) is first  # the same turn, the same parts: the record kept
+    # a new digest for its evidence (another info object) renders it again
+    again = closed_record(turn, {ev: dataclasses.replace(infos[ev])})
+    assert again is not first and list(again) == list(first)
+    # a step withdrawn from the turn (``history.withdrawn``) renders it again, without that step
+    withdrawn = turn.steps.pop(0)
+    try:
+        changed = closed_record(turn, infos)
+        assert list(changed) == render_turn(turn, infos) and list(changed) != list(first)
+    finally:
+        turn.steps.insert(0, withdrawn)
+    assert list(closed_record(turn, infos)) == list(first)
 
 
 def test_api_problems_finds_broken_records() -> None:
