@@ -198,11 +198,7 @@ class AssemblerActor:
         """The request for the open turn's next step (see the module docstring for when it plans).
         ``entries``: the session's entries from where this actor's view ends (``Assembled.seen`` of the step
         before) to the head, as the caller's last append handed them back (``LedgerClient.append_since_async``):
-        folded in without reading the ledger; where they do not continue the view (another writer appended
-        past what the caller was handed back), the view reads. None: the view reads what is new.
-        ``behind``: the EvidenceActor's ``store_result`` calls the step's results were stored with, in call
-        order (on Ray, their object refs: the driver did not wait on them); awaited first, the last one's
-        ``entries`` (from the view's end, so past the caller's) standing for ``entries``."""
+        folded in without reading (across a gap, or None, the view reads). ``behind``: ``_after_behind``."""
         entries = await _after_behind(behind, entries)
         view = self._views.feed(session, entries) if entries is not None else self.view(session)
         self._rate = profile.tokens_per_char.value
@@ -310,9 +306,10 @@ class AssemblerActor:
 
 
 async def _after_behind(behind: Sequence[Any], entries: Sequence[StoredEntry] | None) -> Sequence[StoredEntry] | None:
-    """The results stored behind the step, awaited in call order (the EvidenceActor's errors translated as
-    the driver's are); what the last one's appends handed back, else ``entries`` when none was behind (None:
-    one was stored with no ``since``, the view reads)."""
+    """The results stored behind the step (on Ray, the refs of the EvidenceActor's ``store_result`` calls, which
+    the driver did not wait on), awaited in call order, its errors translated as the driver's are; what the
+    last one's appends handed back (from the view's end, past the caller's ``entries``), else ``entries``
+    when none was behind (None: one was stored with no ``since``, the view reads)."""
     if not behind:
         return entries
     from vak_context.actors.ray_errors import map_ray_errors  # refs only on Ray

@@ -7,6 +7,13 @@ when given, probes the bound model between turns. ``ray_services`` wires all of 
 
 Wiring only: the loop's code is the same either way. Ray's errors are translated at this edge into
 ``ActorError``, which says which actor failed and what to do.
+
+A step is one pass (issue 37): the driver's ``assemble`` is its one call to the AssemblerActor, which asks the
+PlannerActor only when the step policy plans and appends the plan entry itself; the step's results are
+stored behind it (the driver does not wait on the EvidenceActor: the next pass does), and what the driver
+writes without needing the ids (a step's receipt and profile: ``record``) rides with the step's next write.
+The driver waits on two calls a step: the pass and the assistant step's append, whose id the step's other
+entries name (``tests/ray/test_step_crossings_ray.py`` counts them).
 """
 
 from __future__ import annotations
