@@ -79,6 +79,7 @@ class RayServices:
         # answers are awaited by the AssemblerActor with the next ``assemble``, or here before any other call.
         self._pending: list[Any] = []
         self._behind: list[Any] = []  # store_result calls in flight, in call order
+        self._held = False  # only while the engine's loop runs a turn (``hold``): else each call is made in line
 
     async def append(self, payloads: Sequence[Any]) -> list[str]:
         await self._settle_behind()
@@ -92,12 +93,30 @@ class RayServices:
             self._hand(handed)
         return ids[len(written) - len(payloads):]
 
+    # The engine's loop (``TurnLoop.run``) holds the services for a turn, as in-process (``InProcessServices.hold``):
+    # nothing the turn writes is acknowledged before its card, and whatever it wrote is durable before its next
+    # model call (``commit``) and before the card. The caller's loop does not hold them: its caller is handed
+    # each reply and takes each result, so every call is made in line.
+
+    async def hold(self) -> None:
+        """Until ``release``: record and store results behind the step."""
+        self._held = True
+
+    async def commit(self) -> None:
+        """Everything written so far is durable (the pass has usually awaited it already: then no call)."""
+        await self._settle()
+
+    async def release(self) -> None:
+        self._held = False
+        await self._settle()
+
     async def record(self, payloads: Sequence[Any]) -> None:
-        """Entries whose ids the turn does not need (a step's receipt and profile): written, in order, with
-        the next call that writes (an append, a result stored, or ``_settle`` before any other call), so the
-        step makes no call of its own for them. Durable before the turn's next request is sent and before
-        its card is written (nothing is acknowledged before that)."""
+        """Entries whose ids the turn does not need (a step's receipt and profile): while held, written, in
+        order, with the next call that writes (an append, a result stored, or ``_settle`` before any other
+        call), so the step makes no call of its own for them; else appended now."""
         self._pending.extend(payloads)
+        if not self._held:
+            await self.append([])
 
     async def _settle_behind(self) -> None:
         """The results stored behind, awaited in call order (a failure is raised here, once)."""
@@ -132,12 +151,16 @@ class RayServices:
         return assembled
 
     async def store_result(self, tool_use_id: str, tool_name: str, body: str, is_error: bool) -> dict[str, Any]:
-        """Stored behind the step: the EvidenceActor writes what was recorded before it, the body and the
-        tool result, while the driver goes on; the next ``assemble`` (or any other call) awaits it. The
-        answer names the call only (the entry ids are the EvidenceActor's, read from the ledger)."""
+        """While held, stored behind the step: the EvidenceActor writes what was recorded before it, the body
+        and the tool result, while the driver goes on; the next ``assemble`` (or any other call) awaits it, and
+        the answer names the call only (the entry ids are in the ledger). Else stored in line (its ids)."""
         before, self._pending = self._pending, []
         self._behind.append(self.evidence.store_result.remote(
             self.session, tool_use_id, tool_name, body, is_error=is_error, since=self._seen, before=before))
+        if not self._held:  # the caller's loop: stored before the call returns
+            stored: dict[str, Any] = await _call("store_result", self._behind.pop())
+            self._hand(stored.pop("entries", None))
+            return stored
         return {"tool_use_id": tool_use_id, "is_error": is_error, "behind": True}
 
     async def recall(self, args: dict[str, Any], tool_use_id: str) -> dict[str, Any]:
