@@ -194,12 +194,12 @@ class AssemblerActor:
             return state
 
     async def assemble(self, session: str, profile: CapacityProfile, step: StepRequest,
-                       entries: Sequence[StoredEntry] | None = None) -> Assembled:
+                       entries: Sequence[StoredEntry] | None = None, behind: Sequence[Any] = ()) -> Assembled:
         """The request for the open turn's next step (see the module docstring for when it plans).
         ``entries``: the session's entries from where this actor's view ends (``Assembled.seen`` of the step
         before) to the head, as the caller's last append handed them back (``LedgerClient.append_since_async``):
-        folded in without reading the ledger; where they do not continue the view (another writer appended
-        past what the caller was handed back), the view reads. None: the view reads what is new."""
+        folded in without reading (across a gap, or None, the view reads). ``behind``: ``_after_behind``."""
+        entries = await _after_behind(behind, entries)
         view = self._views.feed(session, entries) if entries is not None else self.view(session)
         self._rate = profile.tokens_per_char.value
         count = self._counter(step)
@@ -303,6 +303,21 @@ class AssemblerActor:
         hints = cache_breakpoints(len(request.messages), directive_index, step.session_key)
         return request.model_copy(update={"cache": hints, "temperature": step.temperature,
                                           "deferred_tools": step.deferred})
+
+
+async def _after_behind(behind: Sequence[Any], entries: Sequence[StoredEntry] | None) -> Sequence[StoredEntry] | None:
+    """The results stored behind the step (on Ray, the refs of the EvidenceActor's ``store_result`` calls, which
+    the driver did not wait on), awaited in call order, its errors translated as the driver's are; what the
+    last one's appends handed back (from the view's end, past the caller's ``entries``), else ``entries``
+    when none was behind (None: one was stored with no ``since``, the view reads)."""
+    if not behind:
+        return entries
+    from vak_context.actors.ray_errors import map_ray_errors  # refs only on Ray
+
+    for call in behind:
+        with map_ray_errors("evidence store_result"):
+            answer: dict[str, Any] = await call
+    return answer.get("entries")
 
 
 def _directive_index(request: ChatRequest, view: SessionView, p: Plan) -> int | None:

@@ -117,10 +117,12 @@ class EvidenceActor:
         is_error: bool = False,
         media_type: str = "text/plain",
         since: int | None = None,
+        before: Sequence[Any] = (),
     ) -> dict[str, Any]:
         """Append the whole result as an evidence body, then the tool_result the request carries. ``since``:
-        the answer's ``entries`` are the session's entries from there on, these included (the turn loop's
-        driver hands them to the AssemblerActor with its next step: ``RayServices``)."""
+        the answer's ``entries`` are the session's entries from there on, these included (the AssemblerActor
+        folds them at the next step: ``RayServices`` stores results behind the step). ``before``: entries
+        the turn recorded before this result (a step's receipt and profile), appended first with the body."""
         try:
             blob = body.encode("utf-8") if isinstance(body, str) else bytes(body)
         except UnicodeEncodeError as exc:  # a lone surrogate (an OS name that was not UTF-8, passed on as str)
@@ -131,17 +133,11 @@ class EvidenceActor:
             encoding, chars = "utf-8", len(text)
         except UnicodeDecodeError:
             encoding, chars = "binary", len(blob)
-        meta = EvidenceBody(
-            tool_use_id=tool_use_id,
-            tool_name=tool_name,
-            media_type=media_type,
-            encoding=encoding,
-            chars=chars,
-            bytes=len(blob),
-            is_error=is_error,
-        )
+        meta = EvidenceBody(tool_use_id=tool_use_id, tool_name=tool_name, media_type=media_type, encoding=encoding,
+                            chars=chars, bytes=len(blob), is_error=is_error)
         with self._lock:
-            evidence_id = self.ledger.append(session, [meta], blobs=[blob])[0]
+            n = len(before)
+            evidence_id = self.ledger.append(session, [*before, meta], blobs=[*[None] * n, blob])[n]
             carried = window(text, evidence_id)
             result = ToolResult(
                 tool_use_id=tool_use_id,

@@ -7,6 +7,13 @@ when given, probes the bound model between turns. ``ray_services`` wires all of 
 
 Wiring only: the loop's code is the same either way. Ray's errors are translated at this edge into
 ``ActorError``, which says which actor failed and what to do.
+
+A step is one pass (issue 37): the driver's ``assemble`` is its one call to the AssemblerActor, which asks the
+PlannerActor only when the step policy plans and appends the plan entry itself; the step's results are
+stored behind it (the driver does not wait on the EvidenceActor: the next pass does), and what the driver
+writes without needing the ids (a step's receipt and profile: ``record``) rides with the step's next write.
+The driver waits on two calls a step: the pass and the assistant step's append, whose id the step's other
+entries name (``tests/ray/test_step_crossings_ray.py`` counts them).
 """
 
 from __future__ import annotations
@@ -67,13 +74,62 @@ class RayServices:
         # actor may have appended after that append (the assembler then reads).
         self._seen: int | None = None
         self._handed: list[StoredEntry] | None = None
+        # A step is one pass: what the driver writes whose ids it does not need rides with its next call that
+        # writes (``record``), and each result is stored behind the step (``store_result``): the EvidenceActor's
+        # answers are awaited by the AssemblerActor with the next ``assemble``, or here before any other call.
+        self._pending: list[Any] = []
+        self._behind: list[Any] = []  # store_result calls in flight, in call order
+        self._held = False  # only while the engine's loop runs a turn (``hold``): else each call is made in line
 
     async def append(self, payloads: Sequence[Any]) -> list[str]:
+        await self._settle_behind()
+        written, self._pending = [*self._pending, *payloads], []
+        if not written:
+            return []
         if self._seen is None:
-            return await self.ledger.append_async(self.session, payloads)
-        ids, handed = await self.ledger.append_since_async(self.session, payloads, self._seen)
-        self._hand(handed)
-        return ids
+            ids = await self.ledger.append_async(self.session, written)
+        else:
+            ids, handed = await self.ledger.append_since_async(self.session, written, self._seen)
+            self._hand(handed)
+        return ids[len(written) - len(payloads):]
+
+    # The engine's loop (``TurnLoop.run``) holds the services for a turn, as in-process (``InProcessServices.hold``):
+    # nothing the turn writes is acknowledged before its card, and whatever it wrote is durable before its next
+    # model call (``commit``) and before the card. The caller's loop does not hold them: its caller is handed
+    # each reply and takes each result, so every call is made in line.
+
+    async def hold(self) -> None:
+        """Until ``release``: record and store results behind the step."""
+        self._held = True
+
+    async def commit(self) -> None:
+        """Everything written so far is durable (the pass has usually awaited it already: then no call)."""
+        await self._settle()
+
+    async def release(self) -> None:
+        self._held = False
+        await self._settle()
+
+    async def record(self, payloads: Sequence[Any]) -> None:
+        """Entries whose ids the turn does not need (a step's receipt and profile): while held, written, in
+        order, with the next call that writes (an append, a result stored, or ``_settle`` before any other
+        call), so the step makes no call of its own for them; else appended now."""
+        self._pending.extend(payloads)
+        if not self._held:
+            await self.append([])
+
+    async def _settle_behind(self) -> None:
+        """The results stored behind, awaited in call order (a failure is raised here, once)."""
+        while self._behind:
+            stored: dict[str, Any] = await _call("store_result", self._behind.pop(0))
+            self._hand(stored.pop("entries", None))
+
+    async def _settle(self) -> None:
+        """Before a call outside the step's pass (it reads what the step wrote, or writes after it): the
+        results stored behind are in, and what was recorded is written."""
+        await self._settle_behind()
+        if self._pending:
+            await self.append([])
 
     def _hand(self, handed: list[StoredEntry] | None) -> None:
         """Keep what an append handed back, unless one kept already reaches further (two appends in flight
@@ -82,33 +138,50 @@ class RayServices:
             self._handed = handed
 
     async def assemble(self, profile: CapacityProfile, step: StepRequest) -> Assembled:
+        """The step's one call: the AssemblerActor awaits the results stored behind (their answers hand it
+        what the ledger appended since its view ends), plans through the PlannerActor when the step policy
+        asks, appends the plan entry, and projects."""
+        if self._pending:  # recorded after the last result stored (rare): written first, in order
+            await self._settle()
+        behind, self._behind = self._behind, []
         handed, self._handed = self._handed, None
         assembled: Assembled = await _call("assemble", self.assembler.assemble.remote(
-            self.session, profile, step, handed))
+            self.session, profile, step, handed, behind=behind))
         self._seen = assembled.seen
         return assembled
 
     async def store_result(self, tool_use_id: str, tool_name: str, body: str, is_error: bool) -> dict[str, Any]:
-        stored: dict[str, Any] = await _call("store_result", self.evidence.store_result.remote(
-            self.session, tool_use_id, tool_name, body, is_error=is_error, since=self._seen))
-        self._hand(stored.pop("entries", None))  # what its appends (the last ones) handed back
-        return stored
+        """While held, stored behind the step: the EvidenceActor writes what was recorded before it, the body
+        and the tool result, while the driver goes on; the next ``assemble`` (or any other call) awaits it, and
+        the answer names the call only (the entry ids are in the ledger). Else stored in line (its ids)."""
+        before, self._pending = self._pending, []
+        self._behind.append(self.evidence.store_result.remote(
+            self.session, tool_use_id, tool_name, body, is_error=is_error, since=self._seen, before=before))
+        if not self._held:  # the caller's loop: stored before the call returns
+            stored: dict[str, Any] = await _call("store_result", self._behind.pop())
+            self._hand(stored.pop("entries", None))
+            return stored
+        return {"tool_use_id": tool_use_id, "is_error": is_error, "behind": True}
 
     async def recall(self, args: dict[str, Any], tool_use_id: str) -> dict[str, Any]:
+        await self._settle()
         self._handed = None  # the actor may append after what the last append handed back
         return await _call("recall", self.evidence.recall.remote(self.session, args, tool_use_id))
 
     async def session_search(self, query: str, scope: str | None = None) -> Found:
         """``session_search`` run by the LedgerActor, where the session's writer lock is."""
+        await self._settle()
         return await self.ledger.session_search_async(self.session, query, scope)
 
     async def present(self, step_id: str) -> list[dict[str, Any]]:
+        await self._settle()
         self._handed = None  # the actor may append after what the last append handed back
         return await _call("present", self.evidence.present.remote(self.session, step_id))
 
     async def prior_turns(self) -> list[PriorTurn]:
         """The session's earlier turns as the turn rules compare against them, read through the LedgerActor
         (none for a session not written yet: the first turn reads them before its directive is appended)."""
+        await self._settle()
         try:
             entries = await self.ledger.entries_async(self.session)
         except UnknownSession:
@@ -117,9 +190,11 @@ class RayServices:
 
     async def stated(self) -> tuple[StatedItem, ...]:
         """The stated items in force now (docs/STATE.md), from the EvidenceActor's index of the session."""
+        await self._settle()
         return tuple(await _call("stated", self.evidence.stated.remote(self.session)))
 
     async def close_turn(self, outcome: str) -> str:
+        await self._settle()  # everything the turn wrote is durable before its card
         self._handed = None  # the actor may append after what the last append handed back
         return await _call("close_turn", self.evidence.close_turn.remote(self.session, None, outcome))
 
@@ -134,6 +209,7 @@ class RayServices:
     async def plan_ahead(self, profile: CapacityProfile, step: StepRequest, after: str, directive: str) -> list[str]:
         """At turn ``after``'s close: the AssemblerActor measures the prefix and the PlannerActor, which holds
         the summariser, writes the packet summary the next request will need."""
+        await self._settle()
         self._handed = None  # the actor may append after what the last append handed back
         return await _call("plan_ahead", self.assembler.plan_ahead.remote(
             self.session, profile, step, after=after, directive=directive))
@@ -142,6 +218,7 @@ class RayServices:
         """The turn closed: the LedgerActor queues a catch-up of the session's search index on its store's
         background thread (the call returns at once, leaving the actor's threads to appends), and the
         probe may run in the idle time."""
+        await self._settle()
         if self.index_at_close:
             await _call("ledger index_later", self.ledger_handle.index_later.remote(self.session))
         if self.probe is not None and self.probe_request is not None:

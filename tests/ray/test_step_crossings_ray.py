@@ -1,23 +1,26 @@
-"""How many process crossings a step's request costs on Ray (issue 37 item 1), counted, not timed.
+"""How many process crossings a step costs on Ray (issue 37 item 1), counted, not timed.
 
-The folder's Ledger, Planner and Assembler actors are the real classes with each received call noted
-(``tests/fakes/counting_actors.py``), created under the names the engine's wiring gets them by; the turn
-loop runs two turns of a tool call and an answer against the scripted model on loopback. A step's critical
-path is the driver's one call to the AssemblerActor and every actor call made while it is answered (the
-calls the Ledger and Planner actors received between its arrival and its return: the machine's monotonic
+The folder's Ledger, Planner, Assembler and Evidence actors are the real classes with each received call
+noted (``tests/fakes/counting_actors.py``), created under the names the engine's wiring gets them by; the
+turn loop runs two turns of two tool calls and an answer against the scripted model on loopback. Every
+actor call of each step is counted, the driver's and those they lead to (``_steps``: the machine's monotonic
 clock is one clock for every process). The second turn is counted (the first warms the actors' views).
 
-* A step that keeps the turn's frozen plan: the driver's call, nothing else (the driver hands the AssemblerActor
-  what the ledger appended since its view ends, as the driver's own last append got them back): 1, at most 2.
-* A step that plans (a turn's first step): the driver's call, the one call to the PlannerActor (handed the
-  entries the assembler was handed, so it reads none itself) and the plan entry's append: 3, the issue's
-  target (driver → Assembler, Assembler → Planner, Assembler → Ledger commit).
+* The pass (the driver's one call to the AssemblerActor): 1 on a step that keeps the turn's frozen plan (the
+  assembler folds what the results stored behind handed back, and reads nothing), 3 on a step that plans
+  (the PlannerActor, handed the entries, so it reads none; the plan entry's append): the issue's target.
+* The assistant step's append: 1, the driver waiting on its id (its receipt and profile are recorded, and
+  written with the step's first result: ``RayServices.record``).
+* Each result, stored behind the step (the driver does not wait; the next pass does): the EvidenceActor's
+  call and its two appends (the body with what was recorded before it, then the tool result): 3.
+
+So a step of one tool call is 5 calls (7 when it plans), of which the driver waits on 2; before this it
+waited on 4 (a separate append for the receipt, and the result stored in line): 6 and 8.
 """
 
 from __future__ import annotations
 
 import os
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -35,18 +38,22 @@ from vak_context.providers.openai_compat import OpenAICompatProvider
 
 pytestmark = pytest.mark.ray
 
-KEPT_STEP = 2  # at most: the driver's call (the assembler reads the ledger only across a gap)
-PLANNED_STEP = 3  # at most: the driver's call, the planner's call, the plan's append
+KEPT_PASS = 1  # the driver's call (the assembler reads the ledger only across a gap)
+PLANNED_PASS = 3  # the driver's call, the planner's call, the plan's append
+STEP_APPEND = 1  # the assistant step, whose id the driver needs
+STORED = 3  # a result stored behind: the EvidenceActor's call, the body's append, the tool result's append
 
 
-def _counting_actors(root: str) -> tuple[Any, Any, Any]:
-    """The folder's Ledger, Planner and Assembler actors as ``vak_context.actors.factory`` makes them (same
-    names, namespace and options), each class wrapped to note the calls it receives."""
+def _counting_actors(root: str) -> dict[str, Any]:
+    """The folder's Ledger, Planner, Assembler and Evidence actors as ``vak_context.actors.factory`` makes
+    them (same names, namespace and options), each class wrapped to note the calls it receives."""
     from vak_context.actors.assembler import AssemblerActor
+    from vak_context.actors.evidence import EvidenceActor
     from vak_context.actors.factory import (
         LEDGER_THREADS,
         NAMESPACE,
         assembler_actor_name,
+        evidence_actor_name,
         ledger_actor_name,
         planner_actor_name,
         remote_class,
@@ -63,32 +70,62 @@ def _counting_actors(root: str) -> tuple[Any, Any, Any]:
         root, ledger, PRIOR_TOKENS_PER_CHAR)
     assembler = remote_class(counting(AssemblerActor)).options(name=assembler_actor_name(root), **options).remote(
         root, ledger, None, PRIOR_TOKENS_PER_CHAR, planner=planner)
-    return ledger, planner, assembler
+    evidence = remote_class(counting(EvidenceActor)).options(name=evidence_actor_name(root), **options).remote(
+        root, ledger, PRIOR_TOKENS_PER_CHAR)
+    return {"ledger": ledger, "planner": planner, "assembler": assembler, "evidence": evidence}
 
 
-def _steps(assembler: list[Note], nested: list[Note]) -> list[Counter[str]]:
-    """Per ``assemble`` call the driver made, the calls on its critical path: itself and each call another
-    counted actor received while it was being answered."""
-    steps = []
-    for name, arrived, returned in assembler:
-        if name != "assemble":
-            continue
-        inside = Counter(n for n, a, r in nested if arrived <= a and r <= returned)
-        inside["assemble"] += 1
-        steps.append(inside)
+Call = tuple[int, int, str]  # arrived, returned, "actor.method"
+
+
+def _steps(notes: dict[str, list[Note]]) -> list[list[tuple[str, list[str]]]]:
+    """Per step, the calls the driver made (in the order they arrived), each with the calls it led to.
+
+    A call another counted call encloses (between its arrival and its return) was made by the actor answering
+    that one: the Evidence and Ledger actors call on synchronously, so a call enclosed by a ``store_result`` is
+    its own; the AssemblerActor also waits there on the results stored behind, so only what no other call
+    encloses is the assembler's (its planner's call and its plan's append). A step starts with the driver's
+    ``assemble``; any other call of the driver's belongs to the last step whose ``assemble`` had returned
+    when it arrived (the driver waits on that answer before making the step's other calls); those before the
+    first (the turn's directive, its stated items) are the turn's start, not counted."""
+    calls = sorted((a, r, f"{actor}.{name}") for actor, ns in notes.items() for name, a, r in ns)
+
+    def parent(c: Call) -> Call | None:
+        around = [o for o in calls if o is not c and o[0] <= c[0] and c[1] <= o[1]]
+        behind = [o for o in around if o[2] != "assembler.assemble"]
+        return max(behind or around, default=None)  # the latest to arrive: the innermost
+
+    parents = {c: parent(c) for c in calls}
+    top = [c for c in calls if parents[c] is None]
+    asked = [c for c in top if c[2] == "assembler.assemble"]
+    steps: list[list[tuple[str, list[str]]]] = [[] for _ in asked]
+    for c in top:
+        step = asked.index(c) if c in asked else sum(a[1] <= c[0] for a in asked) - 1
+        if step < 0:
+            continue  # the turn's start (its directive, the stated items): before its first step
+        nested = [n for n in calls if _under(n, c, parents)]
+        steps[step].append((c[2], [n[2] for n in nested]))
     return steps
 
 
-async def test_a_step_crosses_processes_at_most_twice_or_three_times_when_it_plans(ray_cluster: Any, tmp_path: Path) -> None:
+def _under(n: Call, c: Call, parents: dict[Call, Call | None]) -> bool:
+    up = parents[n]
+    while up is not None and up != c:
+        up = parents[up]
+    return up == c
+
+
+async def test_a_step_is_one_pass_on_ray(ray_cluster: Any, tmp_path: Path) -> None:
+    """Every actor call a step makes on Ray, the driver's own and those they lead to: the driver waits on
+    two (the AssemblerActor's pass, the assistant step's append) and stores the results behind."""
     import ray
 
     from vak_context.actors.turn_services import RayServices
 
     root = os.path.realpath(tmp_path / "ledger")
-    ledger, planner, assembler = _counting_actors(root)
-    workspace = notes_workspace(tmp_path)
-    grep = completion(calls=[("grep", {"pattern": "beta"})])
-    script = Scripted([fixed(grep), fixed(completion("beta is on line 2"))] * 2)
+    actors = _counting_actors(root)
+    greps = [completion(calls=[("grep", {"pattern": p})]) for p in ("beta", "gamma")]
+    script = Scripted([*map(fixed, greps), fixed(completion("beta is on line 2"))] * 2)
     surface = tool_surface()
     try:
         with serve(script.handle) as server:
@@ -97,22 +134,27 @@ async def test_a_step_crosses_processes_at_most_twice_or_three_times_when_it_pla
                 config = TurnConfig(model="scripted", provider="openai-compat",
                                     system=system_prompt(surface.catalogue()), surface=surface, max_steps=4,
                                     max_tokens=64)
-                loop = TurnLoop(RayServices(root, "s1"), provider, PROFILE, config, workspace=workspace)
+                loop = TurnLoop(RayServices(root, "s1"), provider, PROFILE, config,
+                                workspace=notes_workspace(tmp_path))
                 first = await loop.run("where is beta?")
-                for actor in (ledger, planner, assembler):  # the first turn built the views: not counted
+                for actor in actors.values():  # the first turn built the views: not counted
                     await actor.received.remote()
                 second = await loop.run("where is beta again?")
-        assert first.outcome == second.outcome == "completed" and len(second.steps) == 2
-        nested = [*ray.get(ledger.received.remote()), *ray.get(planner.received.remote())]
-        steps = _steps(ray.get(assembler.received.remote()), nested)
-        assert len(steps) == 2
-        planned, kept = steps
-        # The turn's first step plans: one call to the PlannerActor, which reads nothing (handed the entries),
-        # and the plan's append; the ledger is not read (the driver handed over what its append got back).
-        assert planned == Counter({"assemble": 1, "plan_step": 1, "append": 1}), planned
-        assert sum(planned.values()) <= PLANNED_STEP
-        # The second step keeps the frozen plan: no planner, no append, no read.
-        assert kept == Counter({"assemble": 1}), kept
-        assert sum(kept.values()) <= KEPT_STEP
+        assert first.outcome == second.outcome == "completed" and len(second.steps) == 3
+        planned, kept, answered = _steps({k: ray.get(a.received.remote()) for k, a in actors.items()})
+        stored = ("evidence.store_result", ["ledger.append_batch", "ledger.append_since"])
+        # The turn's first step plans: the AssemblerActor asks the PlannerActor (which reads nothing: it is
+        # handed the entries) and appends the plan; the step's append gives the driver the step's id; its
+        # result is stored behind, with the step's receipt and profile, and nothing reads the ledger.
+        assert planned == [("assembler.assemble", ["planner.plan_step", "ledger.append"]),
+                           ("ledger.append_since", []), stored], planned
+        assert 1 + len(planned[0][1]) == PLANNED_PASS
+        assert sum(1 + len(n) for _, n in planned) == PLANNED_PASS + STEP_APPEND + STORED
+        # A step that keeps the frozen plan: the pass, the step's append, the result stored behind.
+        assert kept == [("assembler.assemble", []), ("ledger.append_since", []), stored], kept
+        assert 1 + len(kept[0][1]) == KEPT_PASS
+        assert sum(1 + len(n) for _, n in kept) == KEPT_PASS + STEP_APPEND + STORED
+        # The answer: the pass and the step's append; the turn's close follows (stated items, the card).
+        assert answered[:2] == [("assembler.assemble", []), ("ledger.append_since", [])], answered
     finally:
         kill_folder_actors(root)
