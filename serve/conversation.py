@@ -44,9 +44,10 @@ from vak_context.storage.ledger_copy import copy_entries
 # What binding a session imports (``Session._bind``, with the event loop held): imported with the server,
 # before it answers /health, so the first request after a start does not wait for them (1.4 s on 2 cores)
 # while every other session's request waits behind it.
+# So is what the first upstream call imports: httpcore's anyio backend (about 25 ms, on the event loop).
 BINDING_MODULES = ("vak_context.engine.binding", "vak_context.actors.local_services", "vak_context.actors.planner",
                    "vak_context.actors.assembler", "vak_context.actors.evidence", "vak_context.agent.loop",
-                   "vak_context.context.request.assemble", "vak_context.providers.registry")
+                   "vak_context.context.request.assemble", "vak_context.providers.registry", "anyio._backends._asyncio")
 for _module in BINDING_MODULES:
     importlib.import_module(_module)
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from vak_context.errors import LedgerCorrupt, UnknownEntry, UnknownSession
+from vak_context.errors import LedgerClosed, LedgerCorrupt, UnknownEntry, UnknownSession
 from vak_context.events.envelope import LedgerLimits, Mapper, StoredEntry
 from vak_context.events.payloads import Activity
 from vak_context.storage.catchup import Foreground
@@ -91,6 +91,7 @@ class LedgerStore(GroupCommit):
         self.clock = clock
         self.max_segment_bytes = max_segment_bytes
         self._sessions: dict[str, SessionState] = {}
+        self._opening: dict[str, threading.RLock] = {}  # a session's own lock while it is opened (_session)
         self._where: dict[str, str] = {}  # entry id -> session
         self._lock = threading.RLock()
         self._closed = False
@@ -123,9 +124,15 @@ class LedgerStore(GroupCommit):
         if s is not None:
             return s
         with self._lock:
+            opening = self._opening.setdefault(name, threading.RLock())
+        # Opened under the session's own lock, not the store's: opening reads its segments and, after a crash,
+        # seals the tail it left open (a rewrite and several fsyncs). Under the store's lock, every other
+        # session's reads and opens waited for it: after a restart the resumed sessions opened one at a time.
+        with opening:
             s = self._sessions.get(name)
             if s is not None:
                 return s
+            self._check_open()
             d = session_dir(self.root, name, create=create and not self.readonly)
             if d is None:
                 raise UnknownSession(name)
@@ -137,10 +144,14 @@ class LedgerStore(GroupCommit):
             except BaseException:
                 self._release_lock(s)
                 raise
-            self._sessions[name] = s
-            for r in s.rows:
-                if r is not None:
-                    self._where[r.id] = name
+            with self._lock:
+                if self._closed:  # closed while this session was read: it is not this store's any more
+                    self._release_lock(s)
+                    raise LedgerClosed()
+                for r in s.rows:
+                    if r is not None:
+                        self._where[r.id] = name
+                self._sessions[name] = s
         return s
 
     @staticmethod

@@ -98,7 +98,7 @@ class SessionIndex:
         seqs = batch.column("seq").to_pylist()
         ids = batch.column("id").to_pylist()
         parents = batch.column("parent").to_pylist()
-        times = batch.column("time").cast(pa.int64()).to_pylist()
+        times = batch.column("time").view(pa.int64()).to_pylist()
         vs = batch.column("v").to_pylist()
         for i, kind in enumerate(kinds):
             payload = payloads[i].as_py() if kind == PROFILE_KIND else None

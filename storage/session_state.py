@@ -151,7 +151,7 @@ def index_batch(s: SessionState, number: int, offset: int, batch: pa.RecordBatch
     ids = batch.column("id").to_pylist()
     parents = batch.column("parent").to_pylist()
     kinds = batch.column("kind").to_pylist()
-    times = batch.column("time").cast(pa.int64()).to_pylist()
+    times = batch.column("time").view(pa.int64()).to_pylist()  # zero-copy: cast costs 16 us a batch
     bi = len(s.batches)
     s.batches.append(BatchLoc(number, offset, seqs[0] if seqs else len(s.rows), len(seqs)))
     index = s.index if s.index is not None else SessionIndex(s.name)

@@ -109,8 +109,10 @@ class CardLibrary:
         ).hexdigest()[:16]
 
     @classmethod
-    def from_schemas(cls, schemas: Iterable[Mapping[str, Any]]) -> CardLibrary:
-        return cls(_card_def(schema) for schema in schemas)
+    def from_schemas(cls, schemas: Iterable[Mapping[str, Any]], *, check: bool = True) -> CardLibrary:
+        """``check`` False: the schemas are not checked against JSON Schema's own metaschema (the shipped
+        library's are checked by its tests)."""
+        return cls(_card_def(schema, check=check) for schema in schemas)
 
     def get(self, name: str) -> CardDef:
         """A card type by semantic type or by tool name."""
@@ -127,7 +129,7 @@ class CardLibrary:
         return tuple(self.by_tool[name].tool_spec() for name in sorted(self.by_tool))
 
 
-def _card_def(schema: Mapping[str, Any]) -> CardDef:
+def _card_def(schema: Mapping[str, Any], *, check: bool = True) -> CardDef:
     meta = schema.get(CARD_KEYWORD)
     where = schema.get("$id", "a card definition")
     if not isinstance(meta, dict):
@@ -150,7 +152,8 @@ def _card_def(schema: Mapping[str, Any]) -> CardDef:
                 f"{where}: identity path {path!r} is not understood; see context/history/cards.py for the path forms"
             )
     try:
-        jsonschema.Draft202012Validator.check_schema(dict(schema))
+        if check:
+            jsonschema.Draft202012Validator.check_schema(dict(schema))
     except jsonschema.SchemaError as exc:
         raise InvalidCardDefinition(f"{where}: not a valid JSON Schema: {exc.message}") from exc
     return CardDef(
@@ -163,8 +166,9 @@ def _card_def(schema: Mapping[str, Any]) -> CardDef:
     )
 
 
-def load_library() -> CardLibrary:
-    """Read every ``context/history/card_defs/*.json`` (package data) into a library."""
+def load_library(*, check: bool = True) -> CardLibrary:
+    """Read every ``context/history/card_defs/*.json`` (package data) into a library; ``check``: each
+    schema checked against JSON Schema's metaschema too."""
     folder = resources.files("vak_context.context.history.card_defs")
     schemas = []
     for item in sorted(folder.iterdir(), key=lambda p: p.name):
@@ -173,13 +177,16 @@ def load_library() -> CardLibrary:
                 schemas.append(json.loads(item.read_text(encoding="utf-8")))
             except ValueError as exc:
                 raise InvalidCardDefinition(f"card definition {item.name} is not JSON: {exc}") from exc
-    return CardLibrary.from_schemas(schemas)
+    return CardLibrary.from_schemas(schemas, check=check)
 
 
 @lru_cache(maxsize=1)
 def default_library() -> CardLibrary:
-    """The shipped library, loaded once."""
-    return load_library()
+    """The shipped library, loaded once. Its schemas are not checked against the metaschema here: that
+    check took about 0.11 s (jsonschema's 2020-12 metaschema, of $refs and $dynamicRefs), held the event
+    loop of a restarted ``vak serve`` at its first reply, and the shipped files change only with the code
+    (tests/unit/test_cards.py checks each, and ``load_library()`` still does)."""
+    return load_library(check=False)
 
 
 def card_tools(library: CardLibrary | None = None) -> tuple[ToolSpec, ...]:

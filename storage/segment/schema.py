@@ -115,7 +115,7 @@ def from_batch(batch: pa.RecordBatch) -> list[StoredEntry]:
     parents = batch.column("parent").to_pylist()
     sessions = batch.column("session").to_pylist()
     seqs = batch.column("seq").to_pylist()
-    times = batch.column("time").cast(pa.int64()).to_pylist()
+    times = batch.column("time").view(pa.int64()).to_pylist()  # the same int64s, no compute cast (16 us a batch)
     kinds = batch.column("kind").to_pylist()
     vs = batch.column("v").to_pylist()
     payloads = batch.column("payload").view(pa.large_binary()).to_pylist()

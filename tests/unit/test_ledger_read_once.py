@@ -87,3 +87,49 @@ def test_a_resumed_conversation_reads_only_the_notes_of_its_session(
         held = read_held(store, "s")
         assert len(reads) == 10  # the ten notes; none of the twenty other entries
         assert held.digests == [d for t in range(10) for d in (f"u{t}", f"a{t}")]
+
+
+def test_opening_a_session_holds_up_no_other_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session is opened under its own lock, not the store's: while one session's open is held (its files
+    read, after a crash its tail sealed: fsyncs), another session opens and reads, and a second reader of the
+    held session waits for that one open rather than reading the files again."""
+    import threading
+
+    from vak_context.storage import recovery
+
+    for name in ("a", "b"):
+        with LedgerStore(tmp_path) as store:
+            store.append(name, [Directive(text=f"hello {name}")])
+    entered, release = threading.Event(), threading.Event()
+    opened: list[str] = []
+
+    def held(s: object, **kwargs: object) -> object:
+        opened.append(s.name)  # type: ignore[attr-defined]
+        if s.name == "a":  # type: ignore[attr-defined]
+            entered.set()
+            release.wait()
+        return recovery.load_session(s, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ledger_module, "load_session", held)
+    with LedgerStore(tmp_path) as store:
+        readers = [threading.Thread(target=store.entries, args=("a",)) for _ in range(2)]
+        readers[0].start()
+        entered.wait()
+        readers[1].start()
+        b_read = threading.Event()
+
+        def read_b() -> None:
+            store.entries("b")
+            b_read.set()
+
+        other = threading.Thread(target=read_b)
+        other.start()
+        try:  # b opened and read while a's open is held (a bound on a failure, not a sleep)
+            assert b_read.wait(60), "reading session b waited for session a's open"
+        finally:
+            release.set()
+        other.join()
+        for t in readers:
+            t.join()
+        assert store.count("a") == 1
+    assert sorted(opened) == ["a", "b"]  # a was opened once, by the first reader
