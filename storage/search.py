@@ -38,6 +38,7 @@ from vak_context.bm25 import K1, B, terms
 from vak_context.context.history.searchdocs import SearchDoc, SessionDocs
 from vak_context.errors import LedgerCorrupt, UnknownSession
 from vak_context.events.envelope import StoredEntry
+from vak_context.storage.catchup import Resume, docs_after, open_resumed
 from vak_context.storage.ledger_paths import SEARCH_DIR
 
 STATE_FILE = "vak-state.json"
@@ -251,51 +252,6 @@ def docs_from_store(store: Any, session: str, start: int, docs: SessionDocs,
         seq = min(seq + READ_CHUNK, len(ids))
 
 
-@dataclass
-class Resume:
-    """Where a catch-up in this process left a session's index (``WriterIndex.resume_point``): the last entry
-    indexed and the documents' turn count there, so the next catch-up reads only the entries after it."""
-
-    seq: int
-    entry_id: str | None
-    docs: SessionDocs
-
-
-def _resumed(store: Any, session: str, folder: Path,
-             resume: Resume) -> tuple[Any, dict[str, Any], list[StoredEntry], int] | None:
-    """The open index, its state, the entries after ``resume.seq`` and that entry's seq + 1,
-    when the index is where ``resume`` says (its state names that entry, the ledger holds it there and whoosh
-    holds the documents the state counts); None where anything else wrote it since (open it whole)."""
-    state = read_state(folder)
-    if (state is None or state.get("session") != session or state.get("seq") != resume.seq
-            or state.get("id") != resume.entry_id):
-        return None
-    base = resume.seq + 1
-    tail = store.entries(session, resume.seq if resume.seq >= 0 else 0)
-    if resume.seq >= 0 and (not tail or tail[0].id != resume.entry_id):
-        return None
-    tail = [e for e in tail if e.seq >= base]
-    try:
-        ix = open_dir(folder)
-        # The count from the table of contents: this process's last catch-up wrote these files, so opening
-        # a reader of every segment to prove they open (``check_index``, ~5 ms at 1,000 turns) is left to a
-        # whole open: a file torn since is found by the next one (a search, ``vak verify``), which rebuilds.
-        count = sum(segment.doc_count() for segment in ix._segments())
-    except Exception:  # torn files: the whole open says why and rebuilds
-        return None
-    if count != state.get("docs"):
-        ix.close()
-        return None
-    return ix, state, tail, base
-
-
-def _docs_after(store: Any, tail: Sequence[StoredEntry], docs: SessionDocs) -> Iterator[SearchDoc]:
-    """The documents of ``tail`` (``docs`` already counts the turns before it)."""
-    for entry in tail:
-        if entry.kind in INDEXED_KINDS:
-            yield from docs.add(entry.seq, entry.id, _payload(store, entry), entry.blob)
-
-
 # ---------------------------------------------------------------------------------------------- writer side
 
 
@@ -307,17 +263,15 @@ class WriterIndex:
         """Opened, caught up from the ledger (or rebuilt) and committed. ``stop``, asked between entries, ends
         the catch-up early (a closing store): what was indexed so far is committed and the state names the
         last entry taken, so the next open goes on from there. ``commit=False``: left buffered, for a caller
-        that closes it next (``close`` commits it). ``resume``: where this process's last catch-up of the
-        session left it (``resume_point``); when the state still names that entry, only the entries after it
-        are read (not every entry's id and kind, which grew with the session: ~4 ms at 1,000 turns)."""
-        self.store = store
-        self.session = session
+        that closes it next (``close`` commits it). ``resume``: where this process's last catch-up left the
+        session (``resume_point``); while the state names that entry only the entries after it are read."""
+        self.store, self.session = store, session
         self.folder = search_path(Path(store.root), session)
         self.docs = SessionDocs(session)
         self.rebuilt: str | None = None  # why it was rebuilt on open, for callers and tests
         self.stopped = False  # ``stop`` ended the catch-up before the ledger's last entry
         self.resumed = False  # opened from ``resume``: only the entries after it were read
-        resumed = _resumed(store, session, self.folder, resume) if resume is not None else None
+        resumed = open_resumed(store, session, self.folder, resume) if resume is not None else None
         if resumed is not None and resume is not None:
             self.ix, state, tail, base = resumed
             self.resumed = True
@@ -327,7 +281,7 @@ class WriterIndex:
             start = base
             end = base + len(ids)
             last_id: str | None = resume.entry_id
-            found: Iterator[SearchDoc] = _docs_after(store, tail, self.docs)
+            found: Iterator[SearchDoc] = docs_after(store, tail, self.docs)
         else:
             ids = ledger_ids(store, session)
             base = 0
