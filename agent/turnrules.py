@@ -214,6 +214,9 @@ class TurnRules:
                 "rule": verdict.tag, "outcome": verdict.outcome, "statement": verdict.text})])
 
 
+PRIOR_KINDS = ("directive", "presentation", "turn_card")  # the entries ``prior_turns_of`` reads
+
+
 def prior_turns_of(entries: Iterable[StoredEntry]) -> list[PriorTurn]:
     """The earlier turns of a session as the rules see them, read back from its ledger entries (in chain
     order): each closed turn's directive, its TurnCard narration and the figure it recorded, at the card's
@@ -221,7 +224,7 @@ def prior_turns_of(entries: Iterable[StoredEntry]) -> list[PriorTurn]:
     mapper, out = Mapper(), []  # type: Mapper, list[PriorTurn]
     directive, cards, ordinal = "", [], 0  # type: str, list[dict[str, Any]], int
     for entry in entries:
-        if entry.kind not in ("directive", "presentation", "turn_card"):
+        if entry.kind not in PRIOR_KINDS:
             continue
         payload = mapper.payload_of(entry)
         if isinstance(payload, Directive):

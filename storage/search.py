@@ -38,6 +38,7 @@ from vak_context.bm25 import K1, B, terms
 from vak_context.context.history.searchdocs import SearchDoc, SessionDocs
 from vak_context.errors import LedgerCorrupt, UnknownSession
 from vak_context.events.envelope import StoredEntry
+from vak_context.storage.catchup import Resume, docs_after, open_resumed
 from vak_context.storage.ledger_paths import SEARCH_DIR
 
 STATE_FILE = "vak-state.json"
@@ -258,47 +259,68 @@ class WriterIndex:
     """One session's index held by the session's writer: a BufferedWriter (searchable before it commits)."""
 
     def __init__(self, store: Any, session: str, *, stop: Callable[[], bool] | None = None,
-                 commit: bool = True) -> None:
+                 commit: bool = True, resume: Resume | None = None) -> None:
         """Opened, caught up from the ledger (or rebuilt) and committed. ``stop``, asked between entries, ends
         the catch-up early (a closing store): what was indexed so far is committed and the state names the
         last entry taken, so the next open goes on from there. ``commit=False``: left buffered, for a caller
-        that closes it next (``close`` commits it)."""
-        self.store = store
-        self.session = session
+        that closes it next (``close`` commits it). ``resume``: where this process's last catch-up left the
+        session (``resume_point``); while the state names that entry only the entries after it are read."""
+        self.store, self.session = store, session
         self.folder = search_path(Path(store.root), session)
         self.docs = SessionDocs(session)
         self.rebuilt: str | None = None  # why it was rebuilt on open, for callers and tests
-        ids = ledger_ids(store, session)
-        checked = check_index(self.folder, session, ids)
-        if isinstance(checked, str):
-            self.rebuilt = checked
-            shutil.rmtree(self.folder, ignore_errors=True)
-            self.folder.mkdir(parents=True)
-            self.ix = FileStorage(str(self.folder), supports_mmap=False).create_index(schema())
-            self.committed_docs = 0
-            start = 0
-        else:
-            self.ix, state = checked
+        self.stopped = False  # ``stop`` ended the catch-up before the ledger's last entry
+        self.resumed = False  # opened from ``resume``: only the entries after it were read
+        resumed = open_resumed(store, session, self.folder, resume) if resume is not None else None
+        if resumed is not None and resume is not None:
+            self.ix, state, tail, base = resumed
+            self.resumed = True
+            ids = [(e.id, e.kind) for e in tail]
+            self.docs = resume.docs
             self.committed_docs = int(state["docs"])
-            start = int(state["seq"]) + 1
+            start = base
+            end = base + len(ids)
+            last_id: str | None = resume.entry_id
+            found: Iterator[SearchDoc] = docs_after(store, tail, self.docs)
+        else:
+            ids = ledger_ids(store, session)
+            base = 0
+            checked = check_index(self.folder, session, ids)
+            if isinstance(checked, str):
+                self.rebuilt = checked
+                shutil.rmtree(self.folder, ignore_errors=True)
+                self.folder.mkdir(parents=True)
+                self.ix = FileStorage(str(self.folder), supports_mmap=False).create_index(schema())
+                self.committed_docs = 0
+                start = 0
+            else:
+                self.ix, state = checked
+                self.committed_docs = int(state["docs"])
+                start = int(state["seq"]) + 1
+            end = len(ids)
+            last_id = ids[start - 1][0] if start else None
+            found = docs_from_store(store, session, start, self.docs, ids)
         self.writer = BufferedWriter(self.ix, period=None, limit=1 << 30, writerargs={"limitmb": 64})
-        self.next_seq = start
-        self.last_id: str | None = ids[start - 1][0] if start else None
         # what the state file says now (None: none written for this index yet), so a commit with nothing new
         # writes nothing at all
-        self.saved: tuple[int, str | None] | None = None if self.rebuilt else (start - 1, self.last_id)
-        self.next_seq = len(ids)
+        self.saved: tuple[int, str | None] | None = None if self.rebuilt else (start - 1, last_id)
+        self.next_seq = end
         entry = -1  # the seq of the entry whose documents are being added
-        for doc in docs_from_store(store, session, start, self.docs, ids):
+        for doc in found:
             if doc.seq != entry:
                 if stop is not None and stop():
                     self.next_seq = doc.seq  # this entry and the rest are left to the next open
+                    self.stopped = True
                     break
                 entry = doc.seq
             self.writer.add_document(**_fields(doc))
-        self.last_id = ids[self.next_seq - 1][0] if self.next_seq else None
+        self.last_id = last_id if self.next_seq == start else ids[self.next_seq - 1 - base][0]
         if commit:
             self.commit()
+
+    def resume_point(self) -> Resume | None:
+        """Where the next catch-up of this session may go on from (None: stopped early, start over)."""
+        return None if self.stopped else Resume(self.next_seq - 1, self.last_id, self.docs)
 
     @property
     def buffered(self) -> int:

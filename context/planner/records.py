@@ -266,7 +266,12 @@ class Plan:
 
     def shown(self) -> list[PlannedTurn]:
         """The turns the request carries from history (Full or card), oldest first."""
-        return [self._turn(i) for i, c in enumerate(self.rows.codes) if c in SHOWN]
+        return list(self._shown)
+
+    @cached_property
+    def _shown(self) -> tuple[PlannedTurn, ...]:
+        # built once per plan: a plan a step reuses is projected again (each of ~200 shown turns at 1,000)
+        return tuple(self._turn(i) for i, c in enumerate(self.rows.codes) if c in SHOWN)
 
     def to_json(self, *, turns: bool = True) -> dict[str, Any]:
         out = {

@@ -8,6 +8,7 @@ On Ray: tests/ray/test_session_search_ray.py."""
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from vak_context.storage.search import (
     SEARCH_DIR,
     WriterIndex,
     index_findings,
+    open_dir,
     read_state,
     search_path,
     write_state,
@@ -170,6 +172,46 @@ def test_catch_ups_of_one_session_coalesce_and_one_closing_meanwhile_runs_once_m
         assert catch_up.runs == 2 and catch_up.pending == () and catch_up.running is None
         state = _state(root, "s")
         assert state is not None and (state["seq"], state["id"]) == _last(store, "s")
+
+
+def _documents(root: Path, session: str) -> list[tuple[str, int, str, int]]:
+    ix = open_dir(search_path(root, session))
+    try:
+        with ix.searcher() as searcher:
+            return sorted((f["key"], f["turn"], f["kind"], f["seq"]) for f in searcher.all_stored_fields())
+    finally:
+        ix.close()
+
+
+def test_a_catch_up_goes_on_from_the_last_ones_entry_and_indexes_what_a_whole_open_does(tmp_path: Path) -> None:
+    """Each turn's catch-up after the first reads only the entries after the last one's (its resume point);
+    the documents, turn numbers included, are those a rebuild from every entry makes. A search in between
+    (which writes the index itself) sends the next catch-up back to the whole open."""
+    root = tmp_path / "ledger"
+    with LedgerStore(root) as store:
+        for turns in (2, 1, 1):
+            _write(store, "s", turns)
+            assert store.index_later("s")
+            store.index_idle()
+        catch_up = store.catch_up
+        assert catch_up is not None and (catch_up.runs, catch_up.resumed) == (3, 2)
+        assert _state(root, "s")["seq"] == _last(store, "s")[0]  # type: ignore[index]
+        search_sessions(store, "s", "quokka", limit=1)  # its own WriterIndex, whole (nothing new to add)
+        _write(store, "s", 1)
+        store.append("s", [Directive(text="look 5")])
+        search_sessions(store, "s", "quokka", limit=1)  # moves the state past the resume point
+        _write(store, "s", 1)
+        assert store.index_later("s")
+        store.index_idle()
+        assert (catch_up.runs, catch_up.resumed) == (4, 2)
+        assert store.index_later("s")  # nothing new: resumed, nothing written
+        store.index_idle()
+        assert (catch_up.runs, catch_up.resumed) == (5, 3)
+        caught_up = _documents(root, "s")
+        assert {turn for _key, turn, _kind, _seq in caught_up} == set(range(1, 8))
+        shutil.rmtree(search_path(root, "s"))
+        WriterIndex(store, "s").close()  # rebuilt from every entry
+        assert _documents(root, "s") == caught_up
 
 
 def test_a_catch_up_gives_way_to_a_request_being_worked_on(tmp_path: Path) -> None:
