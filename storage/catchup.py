@@ -43,9 +43,8 @@ import logging
 import shutil
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,8 +52,7 @@ from vak_context.errors import LedgerClosed
 from vak_context.storage.ledger_paths import SEARCH_DIR
 
 if TYPE_CHECKING:
-    from vak_context.context.history.searchdocs import SearchDoc, SessionDocs
-    from vak_context.events.envelope import StoredEntry
+    from vak_context.storage.search_state import Resume
 
 log = logging.getLogger("vak.search")
 
@@ -71,55 +69,6 @@ def index_lock(root: Path, session: str) -> threading.Lock:
     key = (str(root.resolve()), session)
     with _locks_guard:
         return _locks.setdefault(key, threading.Lock())
-
-
-@dataclass
-class Resume:
-    """Where a catch-up in this process left a session's index (``WriterIndex.resume_point``): the last entry
-    indexed and the documents' turn count there, so the next catch-up reads only the entries after it."""
-
-    seq: int
-    entry_id: str | None
-    docs: SessionDocs
-
-
-def open_resumed(store: Any, session: str, folder: Path,
-                 resume: Resume) -> tuple[Any, dict[str, Any], list[StoredEntry], int] | None:
-    """The open index, its state, the entries after ``resume.seq`` and that entry's seq + 1,
-    when the index is where ``resume`` says (its state names that entry, the ledger holds it there and whoosh
-    holds the documents the state counts); None where anything else wrote it since (open it whole)."""
-    from vak_context.storage.search import open_dir, read_state
-
-    state = read_state(folder)
-    if (state is None or state.get("session") != session or state.get("seq") != resume.seq
-            or state.get("id") != resume.entry_id):
-        return None
-    base = resume.seq + 1
-    tail = store.entries(session, resume.seq if resume.seq >= 0 else 0)
-    if resume.seq >= 0 and (not tail or tail[0].id != resume.entry_id):
-        return None
-    tail = [e for e in tail if e.seq >= base]
-    try:
-        ix = open_dir(folder)
-        # The count from the table of contents: this process's last catch-up wrote these files, so opening
-        # a reader of every segment to prove they open (``check_index``, ~5 ms at 1,000 turns) is left to a
-        # whole open: a file torn since is found by the next one (a search, ``vak verify``), which rebuilds.
-        count = sum(segment.doc_count() for segment in ix._segments())
-    except Exception:  # torn files: the whole open says why and rebuilds
-        return None
-    if count != state.get("docs"):
-        ix.close()
-        return None
-    return ix, state, tail, base
-
-
-def docs_after(store: Any, tail: Sequence[StoredEntry], docs: SessionDocs) -> Iterator[SearchDoc]:
-    """The documents of ``tail`` (``docs`` already counts the turns before it)."""
-    from vak_context.storage.search import INDEXED_KINDS
-
-    for entry in tail:
-        if entry.kind in INDEXED_KINDS:
-            yield from docs.add(entry.seq, entry.id, store.mapper.payload_of(entry), entry.blob)
 
 
 class Foreground:
@@ -287,7 +236,7 @@ def catch_up_behind(store: Any) -> list[str]:
     file per indexed session and the ledger's index, never a session's entries or whoosh's files."""
     import json
 
-    from vak_context.storage.search import STATE_FILE
+    from vak_context.storage.search_state import STATE_FILE
 
     behind: list[str] = []
     for session in store.sessions():

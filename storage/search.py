@@ -19,8 +19,6 @@ writes: a stale or broken index is searched with the missing documents indexed i
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -38,14 +36,20 @@ from vak_context.bm25 import K1, B, terms
 from vak_context.context.history.searchdocs import SearchDoc, SessionDocs
 from vak_context.errors import LedgerCorrupt, UnknownSession
 from vak_context.events.envelope import StoredEntry
-from vak_context.storage.catchup import Resume, docs_after, open_resumed
 from vak_context.storage.ledger_paths import SEARCH_DIR
 
-STATE_FILE = "vak-state.json"
-# 2: recall and session_search results are not indexed; 3: one-character terms are indexed (vak_context.bm25).
-# An index of an older format is rebuilt on open.
-SEARCH_FORMAT = "vak-search/3"
-INDEXED_KINDS = frozenset({"directive", "evidence_body", "turn_card", "presentation"})
+# The index's files, shared with the catch-up worker (storage/search_state.py); re-exported, as they were here.
+from vak_context.storage.search_state import INDEXED_KINDS as INDEXED_KINDS
+from vak_context.storage.search_state import SEARCH_FORMAT as SEARCH_FORMAT
+from vak_context.storage.search_state import STATE_FILE as STATE_FILE
+from vak_context.storage.search_state import Resume as Resume
+from vak_context.storage.search_state import docs_after as docs_after
+from vak_context.storage.search_state import open_dir as open_dir
+from vak_context.storage.search_state import open_resumed as open_resumed
+from vak_context.storage.search_state import read_state as read_state
+from vak_context.storage.search_state import stale_format as stale_format
+from vak_context.storage.search_state import write_state as write_state
+
 SNIPPET_CHARS = 160
 READ_CHUNK = 256  # entries read from the store at a time when catching up
 
@@ -160,53 +164,9 @@ def search_path(root: Path, session: str) -> Path:
     return root / "sessions" / session / SEARCH_DIR
 
 
-def _raw_state(folder: Path) -> Any:
-    try:
-        return json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def stale_format(folder: Path) -> str | None:
-    """The format an index of another version states (it is rebuilt), or None."""
-    state = _raw_state(folder)
-    stated = state.get("format") if isinstance(state, dict) else None
-    return stated if isinstance(stated, str) and stated != SEARCH_FORMAT else None
-
-
-def read_state(folder: Path) -> dict[str, Any] | None:
-    state = _raw_state(folder)
-    if not isinstance(state, dict) or state.get("format") != SEARCH_FORMAT:
-        return None
-    return state
-
-
-def write_state(folder: Path, session: str, seq: int, entry_id: str | None, docs: int) -> None:
-    """Replace the state atomically: a crash leaves the old one or the new one."""
-    tmp = folder / f"_tmp-{STATE_FILE}"
-    data = json.dumps({"format": SEARCH_FORMAT, "session": session, "seq": seq, "id": entry_id, "docs": docs})
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, folder / STATE_FILE)
-
-
 def ledger_ids(store: Any, session: str) -> list[tuple[str, str]]:
     """(id, kind) of every entry of the session, by seq, without reading payloads."""
     return [(eid, kind) for _seq, eid, _parent, kind, _t in store.iter_metadata(session)]
-
-
-def open_dir(folder: Path) -> Any:
-    """The index in ``folder``, its segment files read, not mapped.
-
-    whoosh maps a segment file and, each time a reader opens, copies every part of it into a ``BytesIO``
-    (``BufferFile``), the stored text included: every searcher paid for copying the whole session's index
-    (bench/search.py, a fresh searcher per query: 28 ms at 10k documents, 219 ms at 100k, against 7 and 39 ms
-    with one searcher kept open). Unmapped, a part is a window on the open file, read where a query needs it.
-    (Separate segment files, ``compound=False``, would avoid the copy too, but whoosh-ng's own check on open
-    rejects the empty postings file a small segment has: ``Segment file ... is empty``.)"""
-    return FileStorage(str(folder), supports_mmap=False).open_index()
 
 
 def check_index(folder: Path, session: str, ids: Sequence[tuple[str, str]]) -> tuple[Any, dict[str, Any]] | str:

@@ -214,12 +214,12 @@ def test_an_index_of_the_previous_format_is_rebuilt_and_finds_one_character_term
     import re
 
     from vak_context import bm25
-    from vak_context.storage import search
+    from vak_context.storage import search_state
 
     root = tmp_path / "l"
     with monkeypatch.context() as old:  # format 2: terms of two characters or more
         old.setattr(bm25, "_TERM", re.compile(r"[a-z0-9][a-z0-9_]+"))
-        old.setattr(search, "SEARCH_FORMAT", "vak-search/2")
+        old.setattr(search_state, "SEARCH_FORMAT", "vak-search/2")
         with _store(root) as store:
             for n in range(1, 27):
                 _write(store, "s", f"topic {n}\nvector databases compared for topic {n}\n")
@@ -236,4 +236,4 @@ def test_an_index_of_the_previous_format_is_rebuilt_and_finds_one_character_term
         hits = store.search("s", "topic 1 vector databases", 5)
         assert store.search_index.index("s").rebuilt == "it is of the older format vak-search/2"
         assert hits[0].turn == 1 and hits[0].score > hits[1].score
-    assert json.loads((folder / STATE_FILE).read_text())["format"] == search.SEARCH_FORMAT == "vak-search/3"
+    assert json.loads((folder / STATE_FILE).read_text())["format"] == search_state.SEARCH_FORMAT == "vak-search/3"
