@@ -429,10 +429,11 @@ class LedgerStore(GroupCommit):
         self._session(session)
         return read_index(self, session, query, limit)[0]
 
-    def index_later(self, session: str) -> bool:
+    def index_later(self, session: str, *, settle: bool = False) -> bool:
         """Catch the session's search index up in this store's background thread (``storage/catchup.py``),
         called when a turn closes; returns at once. False where this store does not: read-only, closed, or
-        one opened with ``search=True`` (its indexer keeps the index current)."""
+        one opened with ``search=True`` (its indexer keeps the index current). ``settle``: queued as the store
+        opens (``catch_up_behind``), it waits for the requests to settle (``CatchUp.schedule``)."""
         if self.readonly or self.search_index is not None:
             return False
         with self._lock:
@@ -443,7 +444,7 @@ class LedgerStore(GroupCommit):
 
                 self._catch_up = CatchUp(self, self.foreground)
             catch_up = self._catch_up
-        return catch_up.schedule(session)
+        return catch_up.schedule(session, settle=settle)
 
     def index_idle(self) -> None:
         """Return once no background catch-up is queued or running (tests, benches, the LedgerActor)."""
