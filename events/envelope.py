@@ -14,7 +14,9 @@ breaks every child's parent link.
 from __future__ import annotations
 
 import re
+import threading
 import types
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -290,7 +292,16 @@ class Mapper:
         return _with_id(draft)
 
     def payload_of(self, entry: StoredEntry) -> Any:
-        """The entry's payload as its current model (upcast from older versions)."""
+        """The entry's payload as its current model (upcast from older versions). Shared with every other
+        reader in this process that decoded the same entry lately (``DECODED``): a payload is a frozen model."""
+        hit = DECODED.get(entry)
+        if hit is not None:
+            return hit
+        model = self._decode(entry)
+        DECODED.put(entry, model)
+        return model
+
+    def _decode(self, entry: StoredEntry) -> Any:
         if entry.kind not in PAYLOAD_TYPES:
             raise UnknownKind(entry.kind, list(KINDS))
         raw = canonical.decode(entry.payload)
@@ -302,6 +313,55 @@ class Mapper:
         except ValidationError as exc:
             raise InvalidPayload(f"entry {entry.id} ({entry.kind}) does not validate: {_first_error(exc)}") from exc
 
+
+class DecodedPayloads:
+    """The payload models decoded last in this process, by entry id, whoever decoded them (issue 35: a
+    resumed session's chain was decoded once by the planner's view and again by the evidence TurnIndex, ~2.5
+    decodes an entry). A hit is the same kind, version and payload bytes (checked: an id is a content hash,
+    the bytes comparison keeps a hand-made entry with a reused id from getting another's payload). Bounded by
+    entries and by the payloads' bytes; a payload over ``MEMO_MAX_PAYLOAD`` (a plan entry late in a long
+    session) is decoded each time, as its writer folds it from the model it wrote (actors/session_fold.py)."""
+
+    def __init__(self, entries: int = 16_384, payload_bytes: int = 32 << 20, largest: int = 64 << 10) -> None:
+        self.limit, self.limit_bytes, self.largest = entries, payload_bytes, largest
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[str, tuple[str, int, bytes, Any]] = OrderedDict()
+        self._bytes = 0
+        self.hits = 0  # for tests and benches
+
+    def get(self, entry: StoredEntry) -> Any:
+        with self._lock:
+            kept = self._kept.get(entry.id)
+            if kept is None:
+                return None
+            kind, v, data, model = kept
+            if kind != entry.kind or v != entry.v or (data is not entry.payload and data != entry.payload):
+                return None
+            self._kept.move_to_end(entry.id)
+            self.hits += 1
+            return model
+
+    def put(self, entry: StoredEntry, model: Any) -> None:
+        size = len(entry.payload)
+        if size > self.largest or not entry.id:
+            return
+        with self._lock:
+            old = self._kept.pop(entry.id, None)
+            if old is not None:
+                self._bytes -= len(old[2])
+            self._kept[entry.id] = (entry.kind, entry.v, entry.payload, model)
+            self._bytes += size
+            while len(self._kept) > self.limit or self._bytes > self.limit_bytes:
+                _, dropped = self._kept.popitem(last=False)
+                self._bytes -= len(dropped[2])
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+            self._bytes = 0
+
+
+DECODED = DecodedPayloads()
 
 _FLAT_KEYS: dict[type, tuple[str, ...] | None] = {}
 

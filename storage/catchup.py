@@ -28,7 +28,9 @@ catch-up about to start waits while any such part runs, at most ``YIELD_S`` (so 
 by a steady load): after a restart every session a kill left behind is queued at once, and without this
 their catch-ups took about a quarter of the CPU of the restarted server while the resumed sessions' first
 requests ran (sampled with py-spy on bench/serve_bind.py's sessions). Waiting on the model is not marked:
-that is the time a catch-up is for.
+that is the time a catch-up is for. Those queued at open wait for the requests to settle (``SETTLE_S`` with
+nothing held, at most ``SETTLE_LIMIT_S``): the resumed sessions' first requests come in a burst, and a
+catch-up started in one of its gaps (all of them waiting on their models) ran into the requests after it.
 
 On open (``catch_up_behind``, called by ``Engine.open`` and, on Ray, by the folder's LedgerActor): a writer killed mid-catch-up can leave whoosh's
 files ahead of the state file (``vak verify``: "it holds N documents where its state says M"), and one
@@ -42,6 +44,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
+import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -57,6 +60,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("vak.search")
 
 YIELD_S = 2.0  # the longest a catch-up waits for the requests being worked on to be done
+SETTLE_S = 0.5  # a catch-up queued at open waits until no request work has run for this long
+SETTLE_LIMIT_S = 30.0  # and at most this long (a steady load never starves it)
 RESUMED = 64  # sessions whose resume point a store's catch-ups keep (each holds its directives' ids)
 
 _locks: dict[tuple[str, str], threading.Lock] = {}
@@ -78,6 +83,7 @@ class Foreground:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._working = 0
+        self._ended = time.monotonic()  # when the last held work ended (or this was made)
         self.waits = 0  # catch-ups that found work in progress and waited (for tests and benches)
 
     @contextmanager
@@ -91,19 +97,30 @@ class Foreground:
             with self._cond:
                 self._working -= 1
                 if not self._working:
+                    self._ended = time.monotonic()
                     self._cond.notify_all()
 
     @property
     def working(self) -> int:
         return self._working
 
-    def quiet(self, limit: float, stop: Callable[[], bool]) -> bool:
-        """Return once nothing is held (True), ``stop()`` is true, or after ``limit`` seconds (False)."""
+    def quiet(self, limit: float, stop: Callable[[], bool], settle: float = 0.0) -> bool:
+        """Return once nothing has been held for ``settle`` seconds (True), ``stop()`` is true, or after
+        ``limit`` seconds (False)."""
+        deadline = time.monotonic() + limit
         with self._cond:
             if self._working and not stop():
                 self.waits += 1
                 self._cond.notify_all()  # tests wait for a catch-up to be waiting (``wait_waiting``)
-            return self._cond.wait_for(lambda: not self._working or stop(), timeout=limit)
+            while not stop():
+                now = time.monotonic()
+                if not self._working and now - self._ended >= settle:
+                    return True
+                if now >= deadline:
+                    return False
+                wait = deadline - now if self._working else min(deadline - now, settle - (now - self._ended))
+                self._cond.wait(wait)
+            return True
 
     def wait_waiting(self, count: int) -> None:
         """Return once ``count`` catch-ups have waited for held work (tests synchronise on it, never on time)."""
@@ -124,6 +141,7 @@ class CatchUp:
         self.foreground = foreground  # the requests a catch-up gives way to (None: none)
         self._cond = threading.Condition()
         self._pending: deque[str] = deque()  # each session at most once
+        self._settling: set[str] = set()  # of them, those queued as the store opened (``schedule(settle=True)``)
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self.running: str | None = None  # the session being caught up now
@@ -132,13 +150,19 @@ class CatchUp:
         self.errors: list[str] = []  # what failed (logged too); the index is a cache, the ledger is untouched
         self._resume: OrderedDict[str, Resume] = OrderedDict()  # session -> where it left it (worker thread only)
 
-    def schedule(self, session: str) -> bool:
-        """Queue a catch-up of ``session`` (unless one is already queued); False once closing."""
+    def schedule(self, session: str, *, settle: bool = False) -> bool:
+        """Queue a catch-up of ``session`` (unless one is already queued); False once closing. ``settle``
+        (the sessions a kill left behind, queued as the store opens): it waits until no request work has run
+        for ``SETTLE_S`` (at most ``SETTLE_LIMIT_S``), not only for the work in progress, and stays so when a
+        turn of it closes meanwhile: after a restart the resumed sessions' first requests come in a burst,
+        with gaps (each waits on its model) that a catch-up started in would run into the next ones."""
         with self._cond:
             if self._stopping.is_set():
                 return False
             if session not in self._pending:
                 self._pending.append(session)
+                if settle:
+                    self._settling.add(session)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="vak-search-catch-up", daemon=True)
                 self._thread.start()
@@ -169,6 +193,7 @@ class CatchUp:
         with self._cond:
             self._stopping.set()
             self._pending.clear()
+            self._settling.clear()
             thread = self._thread
         if self.foreground is not None:
             self.foreground.wake()
@@ -177,14 +202,23 @@ class CatchUp:
 
     def _run(self) -> None:
         while True:
+            with self._cond:
+                settle = all(s in self._settling for s in self._pending)
             if self.foreground is not None:  # after a restart, the resumed sessions' requests go first
-                self.foreground.quiet(YIELD_S, self._stopping.is_set)
+                if settle:
+                    self.foreground.quiet(SETTLE_LIMIT_S, self._stopping.is_set, settle=SETTLE_S)
+                else:
+                    self.foreground.quiet(YIELD_S, self._stopping.is_set)
             with self._cond:
                 self.running = None
                 if not self._pending or self._stopping.is_set():
                     self._thread = None
                     return
-                session = self.running = self._pending.popleft()
+                # a turn's close first: those queued at open wait for the requests to settle
+                session = next((s for s in self._pending if s not in self._settling), self._pending[0])
+                self._pending.remove(session)
+                self._settling.discard(session)
+                self.running = session
                 self._cond.notify_all()
             self._catch_up(session)
 
@@ -247,6 +281,6 @@ def catch_up_behind(store: Any) -> list[str]:
             named = json.loads(state_file.read_text(encoding="utf-8")).get("id")
         except (OSError, ValueError, AttributeError):
             named = None
-        if named != store.session_index(session).head and store.index_later(session):
+        if named != store.session_index(session).head and store.index_later(session, settle=True):
             behind.append(session)
     return behind

@@ -133,3 +133,18 @@ def test_opening_a_session_holds_up_no_other_session(tmp_path: Path, monkeypatch
             t.join()
         assert store.count("a") == 1
     assert sorted(opened) == ["a", "b"]  # a was opened once, by the first reader
+
+
+def test_a_session_of_more_batches_than_the_cache_keeps_keeps_its_newest_half_and_reads_the_rest_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = write_session(tmp_path / "ledger", 10)  # 40 batches of one entry
+    monkeypatch.setattr(ledger_module, "CACHE_BATCHES", 16)
+    reads = count_reads(monkeypatch)
+    with LedgerStore(tmp_path / "ledger") as store:
+        head = store.head("s")
+        assert head is not None
+        assert len(store._cache) == 8  # the newest half of the cache's batches, decoded together, cut per batch
+        assert [e.id for e in store.entries("s", len(ids) - 8)] == ids[-8:]
+        assert reads == []
+        assert [e.id for e in store.chain_to_root(head)] == ids  # the older ones from their files
+        assert len(reads) == len(ids) - 8

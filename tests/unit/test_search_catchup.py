@@ -233,6 +233,31 @@ def test_a_catch_up_gives_way_to_a_request_being_worked_on(tmp_path: Path) -> No
         assert store.foreground.quiet(0.0, lambda: False)  # nothing held: quiet at once
 
 
+def test_a_catch_up_queued_at_open_waits_for_the_requests_to_settle_and_a_turns_close_goes_first(
+        tmp_path: Path) -> None:
+    """The sessions a kill left behind (queued as the store opens, ``settle``) wait until no request work has
+    run for a while, not only for the work in progress: the resumed sessions' first requests come in a burst
+    with gaps. A turn's close queued meanwhile is caught up first."""
+    root = tmp_path / "ledger"
+    with LedgerStore(root) as store:
+        _write(store, "old", 2)
+        _write(store, "new", 2)
+        with store.foreground.hold():
+            assert store.index_later("old", settle=True)
+            catch_up = store.catch_up
+            assert catch_up is not None
+            store.foreground.wait_waiting(1)
+            assert store.index_later("new") and store.index_later("old")  # a turn of it closes: still settling
+            assert catch_up.pending == ("old", "new") and catch_up.runs == 0
+        assert not store.foreground.quiet(0.0, lambda: False, settle=60.0)  # the work ended just now
+        catch_up.wait_running("new")
+        store.index_idle()
+        assert catch_up.runs == 2
+        for session in ("old", "new"):
+            state = _state(root, session)
+            assert state is not None and (state["seq"], state["id"]) == _last(store, session)
+
+
 def test_closing_the_store_stops_a_catch_up_that_waits_for_a_request(tmp_path: Path) -> None:
     root = tmp_path / "ledger"
     store = LedgerStore(root)
