@@ -245,15 +245,8 @@ class AssemblerActor:
                     size = await self._size(profile, request, count)
                     decision, state = decide(Projected(profile, size, request_chars(request), count is not None), state)
                 elif isinstance(decision, Replan):
-                    handed = self._views.take_new(session)
-                    if pending and handed is None:  # the planner reads for itself: what it reads must be written
-                        await self.ledger.append_chain_async(session, pending)
-                        pending = []
-                    planned: StepPlan = await self._ask_planner(
-                        "plan_step", session, decision.profile, step, current=turn.ordinal,
-                        prefix_tokens=await self._prefix_tokens(step, count), entries=handed, unwritten=len(pending))
-                    if planned.committed:  # it wrote a packet or reset, after the turn's entries
-                        pending = []
+                    planned, pending = await self._plan(session, decision.profile, step, turn.ordinal, count,
+                                                        pending)
                     written_ids += planned.written  # a packet or reset the plan wrote stays written
                     if planned.written:  # nothing else is appended while the turn waits on this step's request
                         view = self._with_written(session, view, planned)
@@ -281,19 +274,23 @@ class AssemblerActor:
             self._plan_rows.wrote(plan_id, decision.plan.rows, record.base)
         with self._lock:
             self._states[(session, model)] = (last, state)
-        return Assembled(
-            request=request,
-            plan_digest=decision.plan.digest,
-            plan_id=plan_id,
-            replanned=decision.record,
-            fidelity=fidelity_counts(decision.plan),
-            prefix_digest=prefix_digest(step.system, step.tools),
-            estimated_tokens=decision.tokens,
-            budget_tokens=decision.budget,
-            written=written_ids,
-            seen=self._views.seen(session),
-            tip=tip,
-        )
+        return Assembled(request=request, plan_digest=decision.plan.digest, plan_id=plan_id,
+                         replanned=decision.record, fidelity=fidelity_counts(decision.plan),
+                         prefix_digest=prefix_digest(step.system, step.tools), estimated_tokens=decision.tokens,
+                         budget_tokens=decision.budget, written=written_ids, seen=self._views.seen(session), tip=tip)
+
+    async def _plan(self, session: str, profile: CapacityProfile, step: StepRequest, current: int,
+                    count: Count | None, pending: list[StoredEntry]) -> tuple[StepPlan, list[StoredEntry]]:
+        """The PlannerActor's plan, handed what this actor read since it last asked (the turn's ``pending``
+        entries last, which it writes first if it writes a packet or reset); what is still not written."""
+        handed = self._views.take_new(session)
+        if pending and handed is None:  # the planner reads for itself: what it reads must be written
+            await self.ledger.append_chain_async(session, pending)
+            pending = []
+        planned: StepPlan = await self._ask_planner(
+            "plan_step", session, profile, step, current=current,
+            prefix_tokens=await self._prefix_tokens(step, count), entries=handed, unwritten=len(pending))
+        return planned, [] if planned.committed else pending
 
     async def _commit(self, session: str, view: SessionView, pending: Sequence[StoredEntry],
                       record: PlanRecord | None) -> tuple[str | None, tuple[str | None, int] | None]:
