@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -64,8 +65,8 @@ from vak_context.context.request.assemble import (
     request_tokens,
 )
 from vak_context.context.request.messages import ChatRequest, Message
-from vak_context.errors import InvalidInput
-from vak_context.events.envelope import Mapper, StoredEntry
+from vak_context.errors import ChainMoved, InvalidInput
+from vak_context.events.envelope import At, Mapper, StoredEntry, chained
 from vak_context.events.payloads import PlanRecord
 from vak_context.storage.ledger import LedgerStore
 
@@ -194,64 +195,129 @@ class AssemblerActor:
             return state
 
     async def assemble(self, session: str, profile: CapacityProfile, step: StepRequest,
-                       entries: Sequence[StoredEntry] | None = None, behind: Sequence[Any] = ()) -> Assembled:
+                       entries: Sequence[StoredEntry] | None = None,
+                       written: Sequence[StoredEntry] = ()) -> Assembled:
         """The request for the open turn's next step (see the module docstring for when it plans).
         ``entries``: the session's entries from where this actor's view ends (``Assembled.seen`` of the step
         before) to the head, as the caller's last append handed them back (``LedgerClient.append_since_async``):
-        folded in without reading (across a gap, or None, the view reads). ``behind``: ``_after_behind``."""
-        entries = await _after_behind(behind, entries)
+        folded in without reading (across a gap, or None, the view reads).
+        ``written``: what the turn wrote since the last pass, chained by the caller on ``Assembled.tip``
+        (``vak_context.events.envelope.chained``): folded in, and committed with the plan entry when the step
+        plans, else alone, before this returns (the step's one commit)."""
+        if entries is None and written:  # what the turn wrote continues the view: nothing to read (``_take``)
+            entries = ()
         view = self._views.feed(session, entries) if entries is not None else self.view(session)
+        try:
+            return await self._assemble(session, profile, step, view, written)
+        except BaseException:
+            if written and self._views.seen(session) not in (None, written[0].seq):  # folded, maybe not written
+                self._views.forget(session)  # read again next time: the ledger says what was written
+            raise
+
+    async def _take(self, session: str, view: SessionView, written: Sequence[StoredEntry]) -> list[StoredEntry]:
+        """``written`` folded into ``view`` (uncommitted: returned, for the step's commit), or, where the view
+        does not end where they were chained, committed now and read (nothing returned)."""
+        if not written:
+            return []
+        if self._views.seen(session) != written[0].seq:
+            await self.ledger.append_chain_async(session, written)
+            self.view(session)
+            return []
+        self._views.feed(session, written)
+        return list(written)
+
+    async def _assemble(self, session: str, profile: CapacityProfile, step: StepRequest, view: SessionView,
+                        written: Sequence[StoredEntry]) -> Assembled:
+        pending = await self._take(session, view, written)  # the turn's entries, folded, not yet committed
         self._rate = profile.tokens_per_char.value
         count = self._counter(step)
         turn = view.index.current
         if turn is None:
+            await self._commit(session, view, pending, None)
             raise InvalidInput(f"session {session!r} has no open turn; append the directive first")
         model = str(profile.key)
         decision, state = decide(Asked(turn.id, profile), self.state(session, model, view))
-        written: list[str] = []
-        while not isinstance(decision, Send):  # Asked is never answered with Send; at most two plans
-            if isinstance(decision, Project):
-                request = self._project(view, decision.plan, step)
-                size = await self._size(profile, request, count)
-                decision, state = decide(Projected(profile, size, request_chars(request), count is not None), state)
-            elif isinstance(decision, Replan):
-                planned: StepPlan = await self._ask_planner(
-                    "plan_step", session, decision.profile, step, current=turn.ordinal,
-                    prefix_tokens=await self._prefix_tokens(step, count), entries=self._views.take_new(session))
-                written += planned.written  # a packet or reset the plan wrote stays written
-                if planned.written:  # nothing else is appended while the turn waits on this step's request
-                    view = self._with_written(session, view, planned)
-                request = self._project(view, planned.plan, step)
-                size = await self._size(profile, request, count)
-                decision, state = decide(Planned(planned.plan, profile, size, request_chars(request),
-                                                 count is not None), state)
-            else:
-                raise InvalidInput(f"the step policy asked the assembler to {type(decision).__name__}; "
-                                   "only the turn loop retries a send")
-        plan_id = None
+        written_ids: list[str] = []
+        try:
+            while not isinstance(decision, Send):  # Asked is never answered with Send; at most two plans
+                if isinstance(decision, Project):
+                    request = self._project(view, decision.plan, step)
+                    size = await self._size(profile, request, count)
+                    decision, state = decide(Projected(profile, size, request_chars(request), count is not None), state)
+                elif isinstance(decision, Replan):
+                    planned, pending = await self._plan(session, decision.profile, step, turn.ordinal, count,
+                                                        pending)
+                    written_ids += planned.written  # a packet or reset the plan wrote stays written
+                    if planned.written:  # nothing else is appended while the turn waits on this step's request
+                        view = self._with_written(session, view, planned)
+                    request = self._project(view, planned.plan, step)
+                    size = await self._size(profile, request, count)
+                    decision, state = decide(Planned(planned.plan, profile, size, request_chars(request),
+                                                     count is not None), state)
+                else:
+                    raise InvalidInput(f"the step policy asked the assembler to {type(decision).__name__}; "
+                                       "only the turn loop retries a send")
+        except BaseException:  # no request (too large, the planner failed): what the turn wrote is written still
+            if pending:
+                await self.ledger.append_chain_async(session, pending)
+            raise
         last = view.plans.get(model)
+        record = None
         if decision.record:
-            # The new plan entry is the model's last in the chain, standing for ``state``: the next step's
-            # view folds it in, from the record made here, with whatever else was appended by then.
+            # The new plan entry is the model's last in the chain, standing for ``state``: folded in from the
+            # record made here, and committed with what the turn wrote since the last pass.
             base = self._plan_rows.base_for(last)  # its rows: what changed since the model's plan before it
             record = plan_record(decision.plan, view.index.head, PRODUCER, base)
-            plan_id = last = (await self.ledger.append_async(session, [record]))[0]
+        plan_id, tip = await self._commit(session, view, pending, record)
+        if record is not None and plan_id is not None:
+            last = plan_id
             self._plan_rows.wrote(plan_id, decision.plan.rows, record.base)
-            self._views.wrote(plan_id, record)
         with self._lock:
             self._states[(session, model)] = (last, state)
-        return Assembled(
-            request=request,
-            plan_digest=decision.plan.digest,
-            plan_id=plan_id,
-            replanned=decision.record,
-            fidelity=fidelity_counts(decision.plan),
-            prefix_digest=prefix_digest(step.system, step.tools),
-            estimated_tokens=decision.tokens,
-            budget_tokens=decision.budget,
-            written=written,
-            seen=self._views.seen(session),
-        )
+        return Assembled(request=request, plan_digest=decision.plan.digest, plan_id=plan_id,
+                         replanned=decision.record, fidelity=fidelity_counts(decision.plan),
+                         prefix_digest=prefix_digest(step.system, step.tools), estimated_tokens=decision.tokens,
+                         budget_tokens=decision.budget, written=written_ids, seen=self._views.seen(session), tip=tip)
+
+    async def _plan(self, session: str, profile: CapacityProfile, step: StepRequest, current: int,
+                    count: Count | None, pending: list[StoredEntry]) -> tuple[StepPlan, list[StoredEntry]]:
+        """The PlannerActor's plan, handed what this actor read since it last asked (the turn's ``pending``
+        entries last, which it writes first if it writes a packet or reset); what is still not written."""
+        handed = self._views.take_new(session)
+        if pending and handed is None:  # the planner reads for itself: what it reads must be written
+            await self.ledger.append_chain_async(session, pending)
+            pending = []
+        planned: StepPlan = await self._ask_planner(
+            "plan_step", session, profile, step, current=current,
+            prefix_tokens=await self._prefix_tokens(step, count), entries=handed, unwritten=len(pending))
+        return planned, [] if planned.committed else pending
+
+    async def _commit(self, session: str, view: SessionView, pending: Sequence[StoredEntry],
+                      record: PlanRecord | None) -> tuple[str | None, tuple[str | None, int] | None]:
+        """The step's one commit: what the turn wrote (``pending``, folded) and the plan entry (``record``),
+        chained on the view's head, which is the session's (the writer checks: ``ChainMoved``). The plan
+        entry's id and the session's tip after the commit (None where nothing was committed so)."""
+        if record is None and not pending:
+            return None, None
+        entries = list(pending)
+        plan = None
+        if record is not None:
+            at = At(view.index.head, self._views.seen(session) or 0, time.time_ns() // 1000)
+            plan = chained(at, session, [self.mapper.encode_payload(record)])[0]
+            entries.append(plan)
+        try:
+            await self.ledger.append_chain_async(session, entries)
+        except ChainMoved:
+            if pending or record is None:
+                raise
+            # Another append reached the head since the view's last read (not a held turn's driver): at the head.
+            plan_id = (await self.ledger.append_async(session, [record]))[0]
+            self._views.wrote(plan_id, record)
+            return plan_id, None
+        if plan is not None:
+            self._views.wrote(plan.id, record)
+            self._views.feed(session, [plan])
+        return (plan.id if plan is not None else None), (entries[-1].id, entries[-1].seq + 1)
 
     def _with_written(self, session: str, view: SessionView, planned: StepPlan) -> SessionView:
         """The view with what the planner wrote for this step: folded from the entries it handed back, else
@@ -303,21 +369,6 @@ class AssemblerActor:
         hints = cache_breakpoints(len(request.messages), directive_index, step.session_key)
         return request.model_copy(update={"cache": hints, "temperature": step.temperature,
                                           "deferred_tools": step.deferred})
-
-
-async def _after_behind(behind: Sequence[Any], entries: Sequence[StoredEntry] | None) -> Sequence[StoredEntry] | None:
-    """The results stored behind the step (on Ray, the refs of the EvidenceActor's ``store_result`` calls, which
-    the driver did not wait on), awaited in call order, its errors translated as the driver's are; what the
-    last one's appends handed back (from the view's end, past the caller's ``entries``), else ``entries``
-    when none was behind (None: one was stored with no ``since``, the view reads)."""
-    if not behind:
-        return entries
-    from vak_context.actors.ray_errors import map_ray_errors  # refs only on Ray
-
-    for call in behind:
-        with map_ray_errors("evidence store_result"):
-            answer: dict[str, Any] = await call
-    return answer.get("entries")
 
 
 def _directive_index(request: ChatRequest, view: SessionView, p: Plan) -> int | None:

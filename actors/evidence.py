@@ -41,6 +41,37 @@ def _add_entries(index: TurnIndex, entries: Sequence[StoredEntry]) -> None:
         index.add(entry)
 
 
+def evidence_body(tool_use_id: str, tool_name: str, body: bytes | str, *, is_error: bool = False,
+                  media_type: str = "text/plain") -> tuple[EvidenceBody, bytes, str]:
+    """A tool's whole result as its evidence body entry, the blob it carries, and the body's text."""
+    try:
+        blob = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+    except UnicodeEncodeError as exc:  # a lone surrogate (an OS name that was not UTF-8, passed on as str)
+        raise InvalidUtf8(f"the result of {tool_name} ({tool_use_id})", f"lone surrogate at index {exc.start}") from exc
+    text = body_text(blob, "utf-8")
+    try:
+        blob.decode("utf-8")
+        encoding, chars = "utf-8", len(text)
+    except UnicodeDecodeError:
+        encoding, chars = "binary", len(blob)
+    meta = EvidenceBody(tool_use_id=tool_use_id, tool_name=tool_name, media_type=media_type, encoding=encoding,
+                        chars=chars, bytes=len(blob), is_error=is_error)
+    return meta, blob, text
+
+
+def tool_result(meta: EvidenceBody, text: str, evidence_id: str) -> ToolResult:
+    """The tool_result the request carries for a body stored as ``evidence_id``: windowed under that id."""
+    carried = window(text, evidence_id)
+    return ToolResult(tool_use_id=meta.tool_use_id, tool_name=meta.tool_name, content=carried.text,
+                      is_error=meta.is_error, evidence_id=evidence_id, windowed=carried.windowed)
+
+
+def stored_answer(result: ToolResult, result_id: str) -> dict[str, Any]:
+    """What storing a result answers: its body's and its own ids, and what the request carries."""
+    return {"evidence_id": result.evidence_id, "result_id": result_id, "content": result.content,
+            "windowed": result.windowed, "is_error": result.is_error}
+
+
 class EvidenceActor:
     """``ledger``: the folder's LedgerActor handle, or a LedgerStore this process holds as the folder's
     writer (``vak_context.actors.ledger.client``: there is no default, so no second writer is opened by accident). ``tokens_per_char`` is the bound model's, for turn and card sizes.
@@ -117,48 +148,20 @@ class EvidenceActor:
         is_error: bool = False,
         media_type: str = "text/plain",
         since: int | None = None,
-        before: Sequence[Any] = (),
     ) -> dict[str, Any]:
         """Append the whole result as an evidence body, then the tool_result the request carries. ``since``:
         the answer's ``entries`` are the session's entries from there on, these included (the AssemblerActor
-        folds them at the next step: ``RayServices`` stores results behind the step). ``before``: entries
-        the turn recorded before this result (a step's receipt and profile), appended first with the body."""
-        try:
-            blob = body.encode("utf-8") if isinstance(body, str) else bytes(body)
-        except UnicodeEncodeError as exc:  # a lone surrogate (an OS name that was not UTF-8, passed on as str)
-            raise InvalidUtf8(f"the result of {tool_name} ({tool_use_id})", f"lone surrogate at index {exc.start}") from exc
-        text = body_text(blob, "utf-8")
-        try:
-            blob.decode("utf-8")
-            encoding, chars = "utf-8", len(text)
-        except UnicodeDecodeError:
-            encoding, chars = "binary", len(blob)
-        meta = EvidenceBody(tool_use_id=tool_use_id, tool_name=tool_name, media_type=media_type, encoding=encoding,
-                            chars=chars, bytes=len(blob), is_error=is_error)
+        folds them at the next step)."""
+        meta, blob, text = evidence_body(tool_use_id, tool_name, body, is_error=is_error, media_type=media_type)
         with self._lock:
-            n = len(before)
-            evidence_id = self.ledger.append(session, [*before, meta], blobs=[*[None] * n, blob])[n]
-            carried = window(text, evidence_id)
-            result = ToolResult(
-                tool_use_id=tool_use_id,
-                tool_name=tool_name,
-                content=carried.text,
-                is_error=is_error,
-                evidence_id=evidence_id,
-                windowed=carried.windowed,
-            )
+            evidence_id = self.ledger.append(session, [meta], blobs=[blob])[0]
+            result = tool_result(meta, text, evidence_id)
             if since is None:
                 result_id, entries = self.ledger.append(session, [result])[0], None
             else:
                 ids, entries = self.ledger.append_since(session, [result], since)
                 result_id = ids[0]
-        answer = {
-            "evidence_id": evidence_id,
-            "result_id": result_id,
-            "content": carried.text,
-            "windowed": carried.windowed,
-            "is_error": is_error,
-        }
+        answer = stored_answer(result, result_id)
         if entries is not None:
             answer["entries"] = entries
         return answer

@@ -85,6 +85,7 @@ class StepPlan:
     plan: Plan
     written: list[str] = field(default_factory=list)
     entries: list[StoredEntry] = field(default_factory=list)
+    committed: bool = False  # the ``unwritten`` entries it was handed were committed (before what it wrote)
 
 
 def as_profile(profile: CapacityProfile | CapacityProfileRecord | Mapping[str, Any]) -> CapacityProfile:
@@ -266,21 +267,26 @@ class PlannerActor:
         return {"plan": p.to_json(), "digest": p.digest, "inputs_digest": p.inputs_digest, "entry_id": entry_id}
 
     async def plan_step(self, session: str, profile: CapacityProfile, step: StepRequest, *, current: int,
-                        prefix_tokens: int | None = None, entries: Sequence[StoredEntry] | None = None) -> StepPlan:
+                        prefix_tokens: int | None = None, entries: Sequence[StoredEntry] | None = None,
+                        unwritten: int = 0) -> StepPlan:
         """The settled plan for the open turn's step (its ordinal ``current``), with the packet summary or
         the reset it needed written first. ``prefix_tokens``: the stable prefix as the assembler's counter
         measured it (None: estimated); ``entries``: the session's entries the assembler read since it last
-        asked (None: read them here). Not recorded: the assembler records the plan it sends."""
+        asked (None: read them here), of which the last ``unwritten`` are the turn's, chained but not yet
+        committed (the assembler commits them with the plan entry): written first where the plan writes a
+        packet or reset. Not recorded: the assembler records the plan it sends."""
         lock = self._sessions.setdefault(session, asyncio.Lock())
         async with lock:
             view = self.view(session, entries)
-            kept = cast(Ledger, _Kept(self.ledger))  # what is written is read back once, here, and handed on
+            before = list(entries[len(entries) - unwritten:]) if entries is not None and unwritten else []
+            kept = cast(Ledger, _Kept(self.ledger, before))  # what is written is read back once, here, and handed on
             p, written = await settle_plan(
                 view, profile, "", ledger=kept, session=session, summarise=self._packet_writer(session, step, kept),
                 system=step.system, tools=step.tools, tail=step.tail, current=current, prefix=prefix_tokens,
             )
         got = cast(_Kept, kept).got
-        return StepPlan(p, written, [got[i] for i in written if i in got])
+        return StepPlan(p, written, [got[i] for i in written if i in got],
+                        committed=bool(before) and not cast(_Kept, kept).before)
 
     async def plan_ahead(self, session: str, profile: CapacityProfile, step: StepRequest, *, after: str,
                          directive: str, prefix_tokens: int | None = None,
@@ -363,11 +369,15 @@ class PlannerActor:
 class _Kept:
     """A ledger that keeps each entry read back through it (what ``settle_plan`` wrote, read once to fold)."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, before: Sequence[StoredEntry] = ()) -> None:
         self.ledger = ledger
         self.got: dict[str, StoredEntry] = {}
+        self.before = list(before)  # the turn's entries, chained, not committed: they go first
 
     def append(self, session: str, payloads: Sequence[Any], **kw: Any) -> list[str]:
+        if self.before:
+            before, self.before = self.before, []
+            cast(Any, self.ledger).append_chain(session, before)
         return self.ledger.append(session, payloads, **kw)
 
     def get(self, entry_id: str) -> StoredEntry:

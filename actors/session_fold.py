@@ -100,6 +100,13 @@ class FoldedSessions(Generic[S]):
             self._note_new(session, fresh)
             return state
 
+    def forget(self, session: str) -> None:
+        """Drop the session's state (it may hold entries that were never written): the next look reads."""
+        with self._lock:
+            self._states.pop(session, None)
+            if self._new is not None:
+                self._new[session] = None
+
     def wrote(self, entry_id: str, payload: Any) -> None:
         """``payload`` was appended as ``entry_id`` by this actor: the fold that meets it takes it from here."""
         with self._lock:

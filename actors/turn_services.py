@@ -9,19 +9,25 @@ Wiring only: the loop's code is the same either way. Ray's errors are translated
 ``ActorError``, which says which actor failed and what to do.
 
 A step is one pass (issue 37): the driver's ``assemble`` is its one call to the AssemblerActor, which asks the
-PlannerActor only when the step policy plans and appends the plan entry itself; the step's results are
-stored behind it (the driver does not wait on the EvidenceActor: the next pass does), and what the driver
-writes without needing the ids (a step's receipt and profile: ``record``) rides with the step's next write.
-The driver waits on two calls a step: the pass and the assistant step's append, whose id the step's other
-entries name (``tests/ray/test_step_crossings_ray.py`` counts them).
+PlannerActor only when the step policy plans, and commits in one append what the turn wrote since the last
+pass with the plan entry. An entry's id is a hash of its bytes, its parent, seq and time
+(``vak_context.events.envelope``), and while the engine's loop holds a turn nothing else appends to the session
+between the driver's calls, so the driver chains what the step writes (the assistant step, its receipt and
+profile, each result's evidence body and the tool result naming it) on the head the last pass handed back
+(``Assembled.tip``): it knows their ids without a call, and the next pass commits them (the writer appends
+them only there, ``ChainMoved`` otherwise). The step's calls on Ray: the pass, the AssemblerActor's commit,
+and the PlannerActor's when it plans (``tests/ray/test_step_crossings_ray.py`` counts them).
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import time
 from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
+from vak_context.actors.evidence import evidence_body, stored_answer, tool_result
 from vak_context.actors.factory import (
     assembler_actor,
     evidence_actor,
@@ -40,7 +46,7 @@ from vak_context.context.capacity.profile import CapacityProfile, ProfileKey, fr
 from vak_context.context.rules.drift import PriorTurn
 from vak_context.context.stated.items import StatedItem
 from vak_context.errors import UnknownSession
-from vak_context.events.envelope import StoredEntry
+from vak_context.events.envelope import At, LedgerLimits, Mapper, StoredEntry, chained
 from vak_context.storage.sessionsearch import Found
 
 T = TypeVar("T")
@@ -74,98 +80,115 @@ class RayServices:
         # actor may have appended after that append (the assembler then reads).
         self._seen: int | None = None
         self._handed: list[StoredEntry] | None = None
-        # A step is one pass: what the driver writes whose ids it does not need rides with its next call that
-        # writes (``record``), and each result is stored behind the step (``store_result``): the EvidenceActor's
-        # answers are awaited by the AssemblerActor with the next ``assemble``, or here before any other call.
-        self._pending: list[Any] = []
-        self._behind: list[Any] = []  # store_result calls in flight, in call order
+        # A step is one pass: while the engine's loop holds a turn, the session's head after the last pass
+        # (``Assembled.tip``) is known here, and nothing else appends to the session until this object calls
+        # another actor; so what the turn writes is chained here (ids known without a call, ``At``) and kept
+        # in ``_written`` for the next pass, which commits it (or for ``_settle``, before any other call).
+        self._tip: tuple[str | None, int] | None = None
+        self._written: list[StoredEntry] = []
+        self._encoder = Mapper(LedgerLimits(max_payload_bytes=sys.maxsize))  # the LedgerActor checks sizes
         self._held = False  # only while the engine's loop runs a turn (``hold``): else each call is made in line
 
+    def _chain(self, payloads: Sequence[Any], blobs: Sequence[bytes | None] | None = None) -> list[StoredEntry] | None:
+        """While held with the head known: ``payloads`` as the entries they become, chained on it (their ids
+        are the ids the ledger writes) and kept for the next pass to commit; None where not so."""
+        if not self._held or self._tip is None:
+            return None
+        at = At(self._tip[0], self._tip[1], time.time_ns() // 1000)
+        entries = chained(at, self.session, [self._encoder.encode_payload(p) for p in payloads], blobs)
+        if entries:
+            self._written += entries
+            self._tip = (entries[-1].id, entries[-1].seq + 1)
+        return entries
+
     async def append(self, payloads: Sequence[Any]) -> list[str]:
-        await self._settle_behind()
-        written, self._pending = [*self._pending, *payloads], []
-        if not written:
+        kept = self._chain(payloads)
+        if kept is not None:
+            return [e.id for e in kept]
+        await self._settle()
+        if not payloads:
             return []
         if self._seen is None:
-            ids = await self.ledger.append_async(self.session, written)
-        else:
-            ids, handed = await self.ledger.append_since_async(self.session, written, self._seen)
-            self._hand(handed)
-        return ids[len(written) - len(payloads):]
+            return await self.ledger.append_async(self.session, payloads)
+        ids, handed = await self.ledger.append_since_async(self.session, payloads, self._seen)
+        self._hand(handed)
+        return ids
 
     # The engine's loop (``TurnLoop.run``) holds the services for a turn, as in-process (``InProcessServices.hold``):
     # nothing the turn writes is acknowledged before its card, and whatever it wrote is durable before its next
-    # model call (``commit``) and before the card. The caller's loop does not hold them: its caller is handed
-    # each reply and takes each result, so every call is made in line.
+    # model call (the pass commits it) and before the card. The caller's loop does not hold them: its caller is
+    # handed each reply and takes each result, so every call is made in line.
 
     async def hold(self) -> None:
-        """Until ``release``: record and store results behind the step."""
+        """Until ``release``: what the turn writes is chained here and committed by the next pass."""
         self._held = True
 
     async def commit(self) -> None:
-        """Everything written so far is durable (the pass has usually awaited it already: then no call)."""
+        """Everything written so far is durable (the pass has committed it already: then no call)."""
         await self._settle()
 
     async def release(self) -> None:
         self._held = False
         await self._settle()
-
-    async def record(self, payloads: Sequence[Any]) -> None:
-        """Entries whose ids the turn does not need (a step's receipt and profile): while held, written, in
-        order, with the next call that writes (an append, a result stored, or ``_settle`` before any other
-        call), so the step makes no call of its own for them; else appended now."""
-        self._pending.extend(payloads)
-        if not self._held:
-            await self.append([])
-
-    async def _settle_behind(self) -> None:
-        """The results stored behind, awaited in call order (a failure is raised here, once)."""
-        while self._behind:
-            stored: dict[str, Any] = await _call("store_result", self._behind.pop(0))
-            self._hand(stored.pop("entries", None))
+        self._tip = None
 
     async def _settle(self) -> None:
-        """Before a call outside the step's pass (it reads what the step wrote, or writes after it): the
-        results stored behind are in, and what was recorded is written."""
-        await self._settle_behind()
-        if self._pending:
-            await self.append([])
+        """Before a call outside the step's pass (it reads what the step wrote, or writes after it): what was
+        chained here is committed (one call), and handed to the assembler with its next pass."""
+        if not self._written:
+            return
+        written, self._written = self._written, []
+        await self.ledger.append_chain_async(self.session, written)
+        if self._handed is not None and self._handed and self._handed[-1].seq + 1 == written[0].seq:
+            self._handed = [*self._handed, *written]
+        elif self._seen == written[0].seq:
+            self._handed = written
 
     def _hand(self, handed: list[StoredEntry] | None) -> None:
-        """Keep what an append handed back, unless one kept already reaches further (two appends in flight
-        at once: each ends at the head it made)."""
-        if handed is None or not self._handed or not handed or handed[-1].seq >= self._handed[-1].seq:
-            self._handed = handed
+        """Keep what an append handed back (the head's entries from the assembler's view on)."""
+        self._handed = handed
+        if handed and self._held:
+            self._tip = (handed[-1].id, handed[-1].seq + 1)
+
+    def _elsewhere(self) -> None:
+        """Another actor may append now: the head is not known here until the next pass says it."""
+        self._handed = None
+        self._tip = None
 
     async def assemble(self, profile: CapacityProfile, step: StepRequest) -> Assembled:
-        """The step's one call: the AssemblerActor awaits the results stored behind (their answers hand it
-        what the ledger appended since its view ends), plans through the PlannerActor when the step policy
-        asks, appends the plan entry, and projects."""
-        if self._pending:  # recorded after the last result stored (rare): written first, in order
-            await self._settle()
-        behind, self._behind = self._behind, []
+        """The step's one call: the AssemblerActor folds in what the turn wrote since the last pass (chained
+        here) or what the ledger handed back, plans through the PlannerActor when the step policy asks, and
+        commits the turn's entries with the plan entry in one append (``Assembled.tip``: the head after it)."""
+        written, self._written = self._written, []
         handed, self._handed = self._handed, None
-        assembled: Assembled = await _call("assemble", self.assembler.assemble.remote(
-            self.session, profile, step, handed, behind=behind))
+        try:
+            assembled: Assembled = await _call("assemble", self.assembler.assemble.remote(
+                self.session, profile, step, handed, written=written))
+        except BaseException:
+            self._tip = None  # the assembler committed what it was handed (a crashed one: the turn fails)
+            raise
         self._seen = assembled.seen
+        self._tip = assembled.tip if self._held else None
         return assembled
 
     async def store_result(self, tool_use_id: str, tool_name: str, body: str, is_error: bool) -> dict[str, Any]:
-        """While held, stored behind the step: the EvidenceActor writes what was recorded before it, the body
-        and the tool result, while the driver goes on; the next ``assemble`` (or any other call) awaits it, and
-        the answer names the call only (the entry ids are in the ledger). Else stored in line (its ids)."""
-        before, self._pending = self._pending, []
-        self._behind.append(self.evidence.store_result.remote(
-            self.session, tool_use_id, tool_name, body, is_error=is_error, since=self._seen, before=before))
-        if not self._held:  # the caller's loop: stored before the call returns
-            stored: dict[str, Any] = await _call("store_result", self._behind.pop())
-            self._hand(stored.pop("entries", None))
-            return stored
-        return {"tool_use_id": tool_use_id, "is_error": is_error, "behind": True}
+        """While held with the head known: the evidence body and the tool result naming it chained here (the
+        EvidenceActor's entries, made as it makes them), committed by the next pass; else stored in line by
+        the EvidenceActor."""
+        meta, blob, text = evidence_body(tool_use_id, tool_name, body, is_error=is_error)
+        stored = self._chain([meta], [blob])
+        if stored is not None:
+            result = tool_result(meta, text, stored[0].id)
+            return stored_answer(result, self._chain([result])[0].id)  # type: ignore[index]  # held: chained
+        await self._settle()
+        answer: dict[str, Any] = await _call("store_result", self.evidence.store_result.remote(
+            self.session, tool_use_id, tool_name, body, is_error=is_error, since=self._seen))
+        self._hand(answer.pop("entries", None))
+        return answer
 
     async def recall(self, args: dict[str, Any], tool_use_id: str) -> dict[str, Any]:
         await self._settle()
-        self._handed = None  # the actor may append after what the last append handed back
+        self._elsewhere()
         return await _call("recall", self.evidence.recall.remote(self.session, args, tool_use_id))
 
     async def session_search(self, query: str, scope: str | None = None) -> Found:
@@ -175,7 +198,7 @@ class RayServices:
 
     async def present(self, step_id: str) -> list[dict[str, Any]]:
         await self._settle()
-        self._handed = None  # the actor may append after what the last append handed back
+        self._elsewhere()
         return await _call("present", self.evidence.present.remote(self.session, step_id))
 
     async def prior_turns(self) -> list[PriorTurn]:
@@ -195,7 +218,7 @@ class RayServices:
 
     async def close_turn(self, outcome: str) -> str:
         await self._settle()  # everything the turn wrote is durable before its card
-        self._handed = None  # the actor may append after what the last append handed back
+        self._elsewhere()
         return await _call("close_turn", self.evidence.close_turn.remote(self.session, None, outcome))
 
     async def turn_started(self) -> CapacityProfile | None:
@@ -210,7 +233,7 @@ class RayServices:
         """At turn ``after``'s close: the AssemblerActor measures the prefix and the PlannerActor, which holds
         the summariser, writes the packet summary the next request will need."""
         await self._settle()
-        self._handed = None  # the actor may append after what the last append handed back
+        self._elsewhere()
         return await _call("plan_ahead", self.assembler.plan_ahead.remote(
             self.session, profile, step, after=after, directive=directive))
 

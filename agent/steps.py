@@ -45,3 +45,7 @@ class Assembled:
     # How many of the session's entries the assembler's view holds after this step (None: not known): where
     # the driver's next append asks the ledger to hand entries back from (RayServices).
     seen: int | None = None
+    # The session's head after this step's pass, as (entry id, next seq), where the assembler wrote it and so
+    # knows it is the head (None: not known): the driver chains the step's own entries on it
+    # (``vak_context.events.envelope.At``), knowing their ids without a call (RayServices).
+    tip: tuple[str | None, int] | None = None

@@ -240,10 +240,7 @@ class TurnCore:
         if inline:  # the ledger keeps the completion as the model wrote it
             extra.append(Activity(activity="step.inline_calls", detail={
                 "step_id": step_id, "text": result.text, "wrappings": [c.wrapping for c in calls]}))
-        # Their ids are not needed: services that can write them with their next call that writes (on Ray,
-        # ``RayServices.record``: the step makes no call for them); others append them now.
-        record = getattr(self.services, "record", None) or self.services.append
-        await record([receipt, to_record(self.profile), *extra])
+        await self.services.append([receipt, to_record(self.profile), *extra])
         return step_id
 
     async def lower_horizon(self, result: ChatResult, assembled: Assembled) -> None:

@@ -2,8 +2,8 @@
 
 The same session, the same turn loop (``TurnLoop.run`` over ``RayServices``) and a scripted model on loopback
 (``tests/fakes/scripted.py``: two ``grep`` calls, then the answer); turns alternate between the services held
-for the turn (a step is one pass: the receipt and profile ride with the step's next write, results are stored
-behind the step and awaited by the AssemblerActor's next pass) and not held (every call made in line, the call
+for the turn (a step is one pass: what the step writes, its results included, is chained by the driver and
+committed by the AssemblerActor's next pass with the plan entry) and not held (every call made in line, the call
 pattern before the change: a separate append for the receipt, each result stored before the loop goes on).
 Wall ms per step of each turn (the model's loopback answer and the tool included, the same for both); the
 load average is printed beside it: compare the two columns of one run only.

@@ -17,7 +17,7 @@ import re
 import threading
 import types
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -136,6 +136,45 @@ def chain_ids(
         par = f'"{eid}"'
         seq += 1
     return ids
+
+
+@dataclass(frozen=True, slots=True)
+class At:
+    """Where a caller chains entries it encoded itself: after ``parent`` (the session's head as the caller
+    knows it, None for an empty session), from ``seq``, all stamped ``time_us``. An id depends only on the
+    entry's bytes, its parent, seq and time, so the caller knows the ids before the append (``chained``); the
+    writer appends such entries only there (``ChainMoved`` otherwise), and so writes exactly those ids.
+    Sound while the caller is the session's only appender (the turn loop's driver while it holds a turn)."""
+
+    parent: str | None
+    seq: int
+    time_us: int
+
+
+def chained(at: At, session: str, payloads: Sequence[EncodedPayload],
+            blobs: Sequence[bytes | None] | None = None) -> list[StoredEntry]:
+    """The entries ``payloads`` (encoded: ``Mapper.encode_payload``) become when appended at ``at``, with
+    the ids the writer gives them (``chain_ids``)."""
+    blob_list = list(blobs) if blobs is not None else [None] * len(payloads)
+    kinds = [kind for kind, _ in payloads]
+    datas = [data for _, data in payloads]
+    vs = [CURRENT_VERSION.get(kind, 1) for kind in kinds]
+    ids = chain_ids(at.parent, session, at.seq, at.time_us, kinds, vs, datas, [blob_meta(b) for b in blob_list])
+    parents = [at.parent, *ids[:-1]]
+    return [StoredEntry(eid, parent, session, at.seq + i, at.time_us, kind, v, data, blob)
+            for i, (eid, parent, kind, v, data, blob) in enumerate(zip(ids, parents, kinds, vs, datas, blob_list,
+                                                                      strict=True))]
+
+
+def runs(entries: Sequence[StoredEntry]) -> list[tuple[At, list[StoredEntry]]]:
+    """``chained`` entries split where their time changes: each run is one append at its ``At``."""
+    out: list[tuple[At, list[StoredEntry]]] = []
+    for e in entries:
+        if out and out[-1][1][-1].time_us == e.time_us:
+            out[-1][1].append(e)
+        else:
+            out.append((At(e.parent, e.seq, e.time_us), [e]))
+    return out
 
 
 _PLAIN_KINDS: set[str] = set()  # kinds already found plain, so the hot path skips the check

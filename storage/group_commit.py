@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vak_context.errors import InvalidInput, LedgerClosed, LedgerError, UnknownParent
-from vak_context.events.envelope import CURRENT_VERSION, Mapper, blob_meta, chain_ids
+from vak_context.errors import ChainMoved, InvalidInput, LedgerClosed, LedgerError, UnknownParent
+from vak_context.events.envelope import CURRENT_VERSION, At, Mapper, blob_meta, chain_ids
 from vak_context.storage.contract import Payload
 from vak_context.storage.ipc_message import encode_message
 from vak_context.storage.ledger_index import PROFILE_KIND, REWRITE_BYTES, write_index
@@ -125,15 +125,18 @@ class GroupCommit(WriteBehind):
         *,
         parent: str | None = None,
         blobs: Sequence[bytes | None] | None = None,
+        at: At | None = None,
     ) -> list[str]:
         """Append entries as one chain (each the parent of the next); return their ids once durable.
 
-        ``parent`` defaults to the session head. ``blobs[i]`` is the raw body of entry ``i``.
+        ``parent`` defaults to the session head. ``blobs[i]`` is the raw body of entry ``i``. ``at``: entries
+        the caller chained itself (``vak_context.events.envelope.chained``): appended only where ``at`` says
+        the head is, stamped with its time, so their ids are the caller's (``ChainMoved`` otherwise).
         """
         self._check_writable()
         _check_blobs(payloads, blobs)
         s = self._session(session, create=True)
-        return self._append_locked_session(s, payloads, parent, blobs)
+        return self._append_locked_session(s, payloads, parent, blobs, at)
 
     async def append_async(
         self,
@@ -194,7 +197,9 @@ class GroupCommit(WriteBehind):
         return results
 
     def append_many(
-        self, session: str, requests: Sequence[tuple[Sequence[Payload], Sequence[bytes | None] | None]],
+        self, session: str,
+        requests: Sequence[tuple[Sequence[Payload], Sequence[bytes | None] | None]
+                           | tuple[Sequence[Payload], Sequence[bytes | None] | None, At | None]],
     ) -> list[list[str] | BaseException]:
         """``append_many_async`` for a thread caller (the LedgerActor's ``append_batch``).
 
@@ -208,10 +213,12 @@ class GroupCommit(WriteBehind):
         s = self._session(session, create=True)
         queued: list[tuple[Group, list[str]] | BaseException] = []
         with s.cond:  # reentrant: the requests join one group in order
-            for payloads, blobs in requests:
+            for request in requests:  # (payloads, blobs) at the head, or (payloads, blobs, at): see ``append``
+                payloads, blobs = request[0], request[1]
                 try:
                     _check_blobs(payloads, blobs)
-                    queued.append(self._queue_locked(s, self._encode(payloads, blobs), None))
+                    queued.append(self._queue_locked(s, self._encode(payloads, blobs), None,
+                                                     request[2] if len(request) > 2 else None))
                 except Exception as exc:  # handed back to that request's caller
                     queued.append(exc)
             group = self._lead_or_follow(s, [q[0] for q in queued if not isinstance(q, BaseException) and q[1]])
@@ -240,9 +247,10 @@ class GroupCommit(WriteBehind):
         return self.append(session, [payload], parent=parent, blobs=[blob])[0]
 
     def _append_locked_session(
-        self, s: SessionState, payloads: Sequence[Payload], parent: str | None, blobs: Sequence[bytes | None] | None
+        self, s: SessionState, payloads: Sequence[Payload], parent: str | None, blobs: Sequence[bytes | None] | None,
+        at: At | None = None,
     ) -> list[str]:
-        group, new, lock = self._enqueue(s, payloads, parent, blobs, None)
+        group, new, lock = self._enqueue(s, payloads, parent, blobs, None, at)
         if not new:
             return []
         if lock is _INLINE:
@@ -277,7 +285,7 @@ class GroupCommit(WriteBehind):
 
     def _enqueue(
         self, s: SessionState, payloads: Sequence[Payload], parent: str | None,
-        blobs: Sequence[bytes | None] | None, fut: asyncio.Future[None] | None,
+        blobs: Sequence[bytes | None] | None, fut: asyncio.Future[None] | None, at: At | None = None,
     ) -> tuple[Group, list[str], Any]:
         """Give the entries their seq, parent and id, and queue them for the next commit.
 
@@ -288,22 +296,26 @@ class GroupCommit(WriteBehind):
         # id are serial.
         enc = self._encode(payloads, blobs)
         with s.cond:
-            group, new = self._queue_locked(s, enc, parent)
+            group, new = self._queue_locked(s, enc, parent, at)
             if not new:
                 return group, [], None
             return group, new, self._hand_off(s, group, fut)
 
-    def _queue_locked(self, s: SessionState, enc: _Encoded, parent: str | None) -> tuple[Group, list[str]]:
-        """Give one append's entries seq, parent and id and add them to the open group (s.cond held)."""
+    def _queue_locked(self, s: SessionState, enc: _Encoded, parent: str | None,
+                      at: At | None = None) -> tuple[Group, list[str]]:
+        """Give one append's entries seq, parent and id and add them to the open group (s.cond held); with
+        ``at``, only where it says the head is (the ids are then the ones its caller computed)."""
         self._check_open()
         if s.broken is not None:
             raise LedgerError(f"session {s.name!r} writer failed earlier ({s.broken}); reopen the ledger")
         prev = parent if parent is not None else s.head
         if parent is not None and parent not in s.ids and parent not in s.pending_ids:
             raise UnknownParent(parent, s.name)
+        if at is not None and (parent is not None or at.parent != s.head or at.seq != s.next_seq):
+            raise ChainMoved(s.name, at.parent, at.seq, s.head, s.next_seq)
         if not enc.kinds:
             return Group(s.next_seq), []
-        now = self.clock()
+        now = self.clock() if at is None else at.time_us
         new = chain_ids(prev, s.name, s.next_seq, now, enc.kinds, enc.vs, enc.payloads, enc.metas)
         group = s.open_group
         if group is None:

@@ -191,6 +191,18 @@ class UnknownParent(LedgerError):
         )
 
 
+class ChainMoved(LedgerError):
+    """Entries a caller chained itself (``vak_context.events.envelope.At``) no longer continue the session: another
+    append reached its head first. Nothing of that append was written."""
+
+    def __init__(self, session: str, parent: str | None, seq: int, head: str | None, next_seq: int) -> None:
+        self.session, self.parent, self.seq = session, parent, seq
+        super().__init__(
+            f"session {session!r} moved on: entries chained after {parent!r} at seq {seq}, but its head is {head!r} "
+            f"at seq {next_seq}. Read the session again (or append at its head, without at=) and retry."
+        )
+
+
 class UnknownEntry(LedgerError):
     def __init__(self, what: str) -> None:
         super().__init__(f"no such entry: {what}. Ids are 64 hex characters returned by append().")

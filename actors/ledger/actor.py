@@ -10,7 +10,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from vak_context.events.envelope import StoredEntry
+from vak_context.events.envelope import At, StoredEntry
 from vak_context.storage.contract import LedgerStats, Payload, VerifyReport
 from vak_context.storage.group_commit import COMMITS
 from vak_context.storage.ledger import LedgerStore
@@ -64,6 +64,13 @@ class LedgerActor:
         """Appends a caller-side client coalesced (vak_context.actors.ledger.client): one call, one commit,
         written by this call's thread unless another commit is being written; each request's ids,
         or its own error, in order."""
+        return self.store.append_many(session, requests)
+
+    def append_chain(
+        self, session: str, requests: list[tuple[list[Payload], list[bytes | None], At]],
+    ) -> list[list[str] | BaseException]:
+        """Entries a caller chained itself (``LedgerClient.append_chain``), each request where its ``At``
+        says the head is: one call, one commit, each request's ids or its error (``ChainMoved``), in order."""
         return self.store.append_many(session, requests)
 
     def head(self, session: str) -> str | None:

@@ -20,7 +20,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from vak_context.errors import InvalidInput
-from vak_context.events.envelope import LedgerLimits, Mapper, StoredEntry
+from vak_context.events.envelope import At, LedgerLimits, Mapper, StoredEntry, runs
 from vak_context.storage.contract import Ledger, LedgerStats, Payload, VerifyReport
 from vak_context.storage.ledger import LedgerStore
 from vak_context.storage.sessionsearch import SEARCH_LIMIT, Found, search_sessions
@@ -137,6 +137,32 @@ class LedgerClient:
         assert self._remote is not None
         return await self._remote.append_since_async(session, self._outgoing(payloads), since)
 
+    def append_chain(self, session: str, entries: Sequence[StoredEntry]) -> None:
+        """``append_chain_async`` for a thread caller."""
+        requests = _chain_requests(entries)
+        if not requests:
+            return
+        if self.store is not None:
+            answers = self.store.append_many(session, requests)
+        else:
+            assert self._remote is not None
+            answers = self._remote.append_chain(session, requests)
+        _check_chained(entries, answers)
+
+    async def append_chain_async(self, session: str, entries: Sequence[StoredEntry]) -> None:
+        """Append ``entries`` a caller chained itself (``vak_context.events.envelope.chained``, one run per
+        time stamp) in one call and one commit, where they say the session's head is: durable once this
+        returns, with the ids they carry (``ChainMoved`` when another append reached the head first)."""
+        requests = _chain_requests(entries)
+        if not requests:
+            return
+        if self.store is not None:
+            answers = await asyncio.to_thread(self.store.append_many, session, requests)
+        else:
+            assert self._remote is not None
+            answers = await self._remote.append_chain_async(session, requests)
+        _check_chained(entries, answers)
+
     async def session_search_async(self, session: str, query: str, scope: str | None = None,
                                    limit: int = SEARCH_LIMIT) -> Found:
         """``session_search`` where the session's writer is: this process's store (in a worker thread), or
@@ -159,3 +185,18 @@ class LedgerClient:
             return await asyncio.to_thread(self.store.profile_entry, provider, model, quantisation)
         assert self._remote is not None
         return await self._remote.profile_entry_async(provider, model, quantisation)
+
+
+def _chain_requests(entries: Sequence[StoredEntry]) -> list[tuple[list[Any], list[bytes | None], At]]:
+    """Chained entries as the writer's requests: one per run of one time stamp, each at its ``At``."""
+    return [([(e.kind, e.payload) for e in run], [e.blob for e in run], at) for at, run in runs(entries)]
+
+
+def _check_chained(entries: Sequence[StoredEntry], answers: Sequence[list[str] | BaseException]) -> None:
+    """Each run's error raised; the ids written are the ones chained (the same bytes, parent, seq and time)."""
+    for (_, run), answer in zip(runs(entries), answers, strict=True):
+        if isinstance(answer, BaseException):
+            raise answer
+        if answer != [e.id for e in run]:
+            raise InvalidInput(f"the ledger wrote ids {answer} for entries chained as {[e.id for e in run]}; "
+                               "the caller's and the writer's encodings differ (run one vak-context version)")

@@ -97,6 +97,15 @@ class RemoteLedger:
             ids, entries = await self.handle.append_since.remote(session, list(payloads), since)
             return list(ids), list(entries)
 
+    def append_chain(self, session: str, requests: list[tuple[list[Any], list[bytes | None], Any]],
+                     ) -> list[list[str] | BaseException]:
+        return list(_get("ledger append", self.handle.append_chain.remote(session, requests)))
+
+    async def append_chain_async(self, session: str, requests: list[tuple[list[Any], list[bytes | None], Any]],
+                                 ) -> list[list[str] | BaseException]:
+        with map_ray_errors("ledger append"):
+            return list(await self.handle.append_chain.remote(session, requests))
+
     async def session_search_async(self, session: str, query: str, scope: str | None, limit: int) -> Any:
         with map_ray_errors("ledger session_search"):
             return await self.handle.session_search.remote(session, query, scope, limit)

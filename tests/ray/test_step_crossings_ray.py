@@ -6,16 +6,15 @@ turn loop runs two turns of two tool calls and an answer against the scripted mo
 actor call of each step is counted, the driver's and those they lead to (``_steps``: the machine's monotonic
 clock is one clock for every process). The second turn is counted (the first warms the actors' views).
 
-* The pass (the driver's one call to the AssemblerActor): 1 on a step that keeps the turn's frozen plan (the
-  assembler folds what the results stored behind handed back, and reads nothing), 3 on a step that plans
-  (the PlannerActor, handed the entries, so it reads none; the plan entry's append): the issue's target.
-* The assistant step's append: 1, the driver waiting on its id (its receipt and profile are recorded, and
-  written with the step's first result: ``RayServices.record``).
-* Each result, stored behind the step (the driver does not wait; the next pass does): the EvidenceActor's
-  call and its two appends (the body with what was recorded before it, then the tool result): 3.
+* The pass (the driver's one call to the AssemblerActor) and the AssemblerActor's one commit: what the turn
+  wrote since the last pass (the assistant step, its receipt and profile, each result's evidence body and the
+  tool result naming it, all chained by the driver on the head the last pass handed back, so their ids are
+  known without a call) with the plan entry when the step plans: 2 on a step that keeps the turn's frozen
+  plan, 3 on a step that plans (the PlannerActor, handed the entries, so it reads none): the issue's target.
+* Nothing else: the driver makes no call of its own for the step's entries or its results.
 
-So a step of one tool call is 5 calls (7 when it plans), of which the driver waits on 2; before this it
-waited on 4 (a separate append for the receipt, and the result stored in line): 6 and 8.
+Before this the driver waited on 2 calls of a tool step (the pass, the assistant step's append) and a tool
+step made 5 in all (7 when it planned), each result 3 of them (the EvidenceActor's call and its two appends).
 """
 
 from __future__ import annotations
@@ -38,10 +37,10 @@ from vak_context.providers.openai_compat import OpenAICompatProvider
 
 pytestmark = pytest.mark.ray
 
-KEPT_PASS = 1  # the driver's call (the assembler reads the ledger only across a gap)
-PLANNED_PASS = 3  # the driver's call, the planner's call, the plan's append
-STEP_APPEND = 1  # the assistant step, whose id the driver needs
-STORED = 3  # a result stored behind: the EvidenceActor's call, the body's append, the tool result's append
+PASS = 1  # the driver's call (the assembler reads the ledger only across a gap)
+COMMIT = 1  # the AssemblerActor's append: the turn's entries since the last pass, and the plan entry
+PLANNER = 1  # the PlannerActor's call, on a step that plans
+MOST = 3  # issue 37's target: a step's calls on its critical path
 
 
 def _counting_actors(root: str) -> dict[str, Any]:
@@ -116,8 +115,8 @@ def _under(n: Call, c: Call, parents: dict[Call, Call | None]) -> bool:
 
 
 async def test_a_step_is_one_pass_on_ray(ray_cluster: Any, tmp_path: Path) -> None:
-    """Every actor call a step makes on Ray, the driver's own and those they lead to: the driver waits on
-    two (the AssemblerActor's pass, the assistant step's append) and stores the results behind."""
+    """Every actor call a step makes on Ray, the driver's own and those they lead to: the pass, the assembler's
+    one commit, and the planner's call when the step plans; the driver makes no other."""
     import ray
 
     from vak_context.actors.turn_services import RayServices
@@ -134,27 +133,31 @@ async def test_a_step_is_one_pass_on_ray(ray_cluster: Any, tmp_path: Path) -> No
                 config = TurnConfig(model="scripted", provider="openai-compat",
                                     system=system_prompt(surface.catalogue()), surface=surface, max_steps=4,
                                     max_tokens=64)
-                loop = TurnLoop(RayServices(root, "s1"), provider, PROFILE, config,
-                                workspace=notes_workspace(tmp_path))
+                services = RayServices(root, "s1")
+                loop = TurnLoop(services, provider, PROFILE, config, workspace=notes_workspace(tmp_path))
                 first = await loop.run("where is beta?")
                 for actor in actors.values():  # the first turn built the views: not counted
                     await actor.received.remote()
                 second = await loop.run("where is beta again?")
         assert first.outcome == second.outcome == "completed" and len(second.steps) == 3
         planned, kept, answered = _steps({k: ray.get(a.received.remote()) for k, a in actors.items()})
-        stored = ("evidence.store_result", ["ledger.append_batch", "ledger.append_since"])
         # The turn's first step plans: the AssemblerActor asks the PlannerActor (which reads nothing: it is
-        # handed the entries) and appends the plan; the step's append gives the driver the step's id; its
-        # result is stored behind, with the step's receipt and profile, and nothing reads the ledger.
-        assert planned == [("assembler.assemble", ["planner.plan_step", "ledger.append"]),
-                           ("ledger.append_since", []), stored], planned
-        assert 1 + len(planned[0][1]) == PLANNED_PASS
-        assert sum(1 + len(n) for _, n in planned) == PLANNED_PASS + STEP_APPEND + STORED
-        # A step that keeps the frozen plan: the pass, the step's append, the result stored behind.
-        assert kept == [("assembler.assemble", []), ("ledger.append_since", []), stored], kept
-        assert 1 + len(kept[0][1]) == KEPT_PASS
-        assert sum(1 + len(n) for _, n in kept) == KEPT_PASS + STEP_APPEND + STORED
-        # The answer: the pass and the step's append; the turn's close follows (stated items, the card).
-        assert answered[:2] == [("assembler.assemble", []), ("ledger.append_since", [])], answered
+        # handed the entries) and commits the plan entry; the step's own entries (the assistant step, whose id
+        # the receipt and the rules name, its receipt and profile, the result's body and the tool result) are
+        # chained by the driver and committed by the next pass: the driver makes no other call.
+        assert planned == [("assembler.assemble", ["planner.plan_step", "ledger.append_chain"])], planned
+        assert sum(1 + len(n) for _, n in planned) == PASS + PLANNER + COMMIT <= MOST
+        # A step that keeps the frozen plan: the pass and its commit of what the step before wrote.
+        assert kept == [("assembler.assemble", ["ledger.append_chain"])], kept
+        assert sum(1 + len(n) for _, n in kept) == PASS + COMMIT
+        # The answer: the pass; the turn's close follows (its entries committed before the card, stated items,
+        # the card), outside the step's path.
+        assert answered[0] == ("assembler.assemble", ["ledger.append_chain"]), answered
+        assert [c for c, _ in answered[1:]][:1] == ["ledger.append_chain"], answered
+        # What the driver chained is what the ledger holds: the chain verifies, every result names its body.
+        report = await services.ledger.entries_async("s1")
+        kinds = [e.kind for e in report]
+        assert kinds.count("tool_result") == kinds.count("evidence_body") == 4
+        assert ray.get(services.ledger_handle.verify.remote("s1")).ok
     finally:
         kill_folder_actors(root)

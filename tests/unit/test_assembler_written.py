@@ -1,0 +1,67 @@
+"""The AssemblerActor commits what a turn's driver chained on the head its last pass handed back (``written``,
+``Assembled.tip``): folded into the step's request, written in the step's one commit, and never written where
+the session moved on (issue 37 item 1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vak_context.actors.assembler import AssemblerActor
+from vak_context.actors.evidence import evidence_body, tool_result
+from vak_context.agent.steps import StepRequest
+from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
+from vak_context.context.request.messages import ToolSpec
+from vak_context.errors import ChainMoved
+from vak_context.events.envelope import At, Mapper, StoredEntry, chained
+from vak_context.events.payloads import AssistantStep, Directive, Nudge, ToolUseBlock
+from vak_context.storage.ledger import LedgerStore
+
+PROFILE = CapacityProfile(ProfileKey("local", "m"), 32_768, Horizon(16_000, 0.9, 0.0), Ewma(0.25, 3), 256)
+STEP = StepRequest(model="m", system="You are careful.", tools=(ToolSpec(name="grep", description="Search."),),
+                   tail="<turn_context>now</turn_context>\n", max_tokens=64)
+ENCODE = Mapper().encode_payload
+
+
+def _a_tool_step(tip: tuple[str | None, int], session: str) -> list[StoredEntry]:
+    """An assistant step calling grep and its result (body, then the tool_result naming it), as the Ray driver
+    chains them on ``tip``."""
+    at = At(tip[0], tip[1], 1_700_000_000_000_000)
+    step = chained(at, session, [ENCODE(AssistantStep(blocks=(ToolUseBlock(id="c1", name="grep",
+                                                                              input={"pattern": "beta"}),)))])
+    meta, blob, text = evidence_body("c1", "grep", "notes.md:2: beta lives here")
+    body = chained(At(step[-1].id, step[-1].seq + 1, at.time_us), session, [ENCODE(meta)], [blob])
+    result = chained(At(body[-1].id, body[-1].seq + 1, at.time_us), session,
+                     [ENCODE(tool_result(meta, text, body[0].id))])
+    return [*step, *body, *result]
+
+
+async def test_what_the_driver_chained_is_folded_and_committed_in_the_pass(tmp_path: Path) -> None:
+    with LedgerStore(tmp_path / "ledger") as store:
+        store.append("s", [Directive(text="where is beta?")])
+        assembler = AssemblerActor(str(store.root), store)
+        first = await assembler.assemble("s", PROFILE, STEP)
+        assert first.tip == (store.head("s"), store.count("s")) and first.plan_id == store.head("s")
+        written = _a_tool_step(first.tip, "s")
+        commits = store.commits("s")
+        second = await assembler.assemble("s", PROFILE, STEP, written=written)
+        assert store.entries("s", written[0].seq) == written and store.commits("s") == commits + 1
+        assert second.tip == (written[-1].id, written[-1].seq + 1) and not second.replanned
+        assert "beta lives here" in str(second.request.messages[-1])  # the view folded them: the request carries it
+        assert store.verify().ok
+
+
+async def test_a_chain_on_a_session_that_moved_on_is_not_written(tmp_path: Path) -> None:
+    with LedgerStore(tmp_path / "ledger") as store:
+        store.append("s", [Directive(text="where is beta?")])
+        assembler = AssemblerActor(str(store.root), store)
+        first = await assembler.assemble("s", PROFILE, STEP)
+        assert first.tip is not None
+        store.append("s", [Nudge(tag="t", text="another writer")])  # the head moves after the pass
+        count = store.count("s")
+        with pytest.raises(ChainMoved):
+            await assembler.assemble("s", PROFILE, STEP, written=_a_tool_step(first.tip, "s"))
+        assert store.count("s") == count
+        third = await assembler.assemble("s", PROFILE, STEP)  # the view forgot them: read again
+        assert "beta lives here" not in str(third.request.messages) and store.verify().ok
