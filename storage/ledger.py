@@ -49,7 +49,7 @@ from vak_context.storage.ledger_paths import (
 from vak_context.storage.recovery import load_session
 from vak_context.storage.segment.files import batch_offsets, open_name, read_batch_at, sealed_name
 from vak_context.storage.segment.schema import from_batch
-from vak_context.storage.session_state import Group, SessionState, relocate
+from vak_context.storage.session_state import Group, SessionState, decoded_newest, relocate
 from vak_context.storage.verify import VerifyReport, verify_session
 
 if TYPE_CHECKING:  # whoosh is imported only by a store that indexes or searches
@@ -174,25 +174,8 @@ class LedgerStore(GroupCommit):
         """Cache the newest of the batches opening a session decoded (up to half the cache): what reads the
         session next (a resumed session's folds, its client history) finds them decoded, rather than reading
         each batch from the file again (the first request after a restart read every batch three times)."""
-        kept: list[tuple[int, pa.RecordBatch]] = []
-        size = 0
-        for bi, batch in reversed(read):
-            size += batch.nbytes
-            # Within half the cache's batches too: past it the oldest kept were evicted as they were put (and a
-            # whole read of the session then missed on every batch, each read from its file again).
-            if size > CACHE_BYTES // 2 or len(kept) >= CACHE_BATCHES // 2:
-                break
-            kept.append((bi, batch))
-        if not kept or not any(b.num_rows for _, b in kept):
-            return
-        kept.reverse()
-        # Decoded as one batch, then cut: a batch is a commit, often of one entry, and decoding each alone
-        # paid the per-column conversion for every one (~65 us a batch, 1.7 s of a 14,000-commit session's open).
-        rows = from_batch(pa.Table.from_batches([b for _, b in kept]).combine_chunks().to_batches()[0])
-        at = 0
-        for bi, batch in kept:
-            self._cache_put((name, bi), rows[at:at + batch.num_rows])
-            at += batch.num_rows
+        for key, rows in decoded_newest(name, read, CACHE_BYTES // 2, CACHE_BATCHES // 2):
+            self._cache_put(key, rows)
 
     def _cache_put(self, key: tuple[str, int], entries: list[StoredEntry]) -> None:
         size = sum(len(e.payload) + len(e.blob or b"") for e in entries)
