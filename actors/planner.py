@@ -53,7 +53,7 @@ from vak_context.agent.steps import StepRequest
 from vak_context.agent.summarise import Summariser, write_packet
 from vak_context.context.capacity.profile import CapacityProfile, from_record
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
-from vak_context.context.planner.plan import Plan, PlannerState
+from vak_context.context.planner.plan import PacketPlan, Plan, PlannerState
 from vak_context.context.planner.policy import (
     SETTLE_ROUNDS,
     needs,
@@ -178,7 +178,7 @@ async def summarise_ahead(
     tools: Sequence[ToolSpec] = (),
     tail: str = "",
     prefix: int | None = None,
-) -> tuple[Plan, list[str]]:
+) -> list[str]:
     """At a turn's close: plan the session's next turn as its requests will be planned and write the
     summaries their packets need, so those requests find them stored. Two plans: its first step's (a new
     directive after every closed turn; ``directive`` stands in for the words not yet written, the closed
@@ -189,18 +189,30 @@ async def summarise_ahead(
     (prefix, tail, the current turn's reserve), not on the directive's words, and ranges grow in whole
     batches of turns, so these are the ranges the turn's requests carry; a step that grows further than
     the recent turns did may still find its range missing and write it (``settle_plan``). Nothing else is
-    written: a rescue's reset is the request's own to write. Returns the first step's plan and the entries
-    written (none when every packet is stored, a list or a pointer)."""
+    written: a rescue's reset is the request's own to write. Returns the entries written (none when every
+    packet is stored, a list or a pointer)."""
     pre = prefix if prefix is not None else prefix_tokens(profile, system, tools)
     tail_n = text_tokens(profile, tail)
-    first = view.plan(profile, directive, prefix_tokens=pre, tail_tokens=tail_n)
-    written = await summarise(view, first) if needs_summary_ahead(first) else []
+    # Each plan is placed first, without its record (rows, inputs, digests: nothing here records or sends
+    # it), and planned whole only where its packet's summary is due, which the summariser reads from.
+    written: list[str] = []
+    packet, rescue, current = view.placement(profile, directive, prefix_tokens=pre, tail_tokens=tail_n)
+    if _summary_due(packet, rescue):
+        first = view.plan(profile, directive, prefix_tokens=pre, tail_tokens=tail_n)
+        written += await summarise(view, first) if needs_summary_ahead(first) else []
     grown = max(view.grown.get(str(profile.key), ()), default=0)
-    if grown > first.budget.current:
-        later = view.plan(profile, directive, prefix_tokens=pre, tail_tokens=tail_n, grown=grown)
-        if needs_summary_ahead(later):  # the view holds the first's: never twice
-            written += await summarise(view, later)
-    return first, written
+    if grown > current:
+        packet, rescue, _ = view.placement(profile, directive, prefix_tokens=pre, tail_tokens=tail_n, grown=grown)
+        if _summary_due(packet, rescue):  # the view holds the first's: never twice
+            later = view.plan(profile, directive, prefix_tokens=pre, tail_tokens=tail_n, grown=grown)
+            if needs_summary_ahead(later):
+                written += await summarise(view, later)
+    return written
+
+
+def _summary_due(packet: PacketPlan | None, rescue: bool) -> bool:
+    """``needs_summary_ahead`` of the plan so placed (``SessionView.placement``)."""
+    return not rescue and packet is not None and packet.needs_summary
 
 
 # ------------------------------------------------------------------ the actor
@@ -308,7 +320,7 @@ class PlannerActor:
             summariser = self._summariser(step)
             stated = [] if summariser is None else await extract_with_model(
                 self.ledger, session, view, profile, directive_id=after, directive=directive, summariser=summariser)
-            _, written = await summarise_ahead(
+            written = await summarise_ahead(
                 view, profile, directive, summarise=self._packet_writer(session, step), system=step.system,
                 tools=step.tools, tail=step.tail, prefix=prefix_tokens,
             )

@@ -14,7 +14,6 @@ Usage: ``prompt_tokens`` counts cached tokens too, so ``input_tokens = prompt_to
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from typing import Any, ClassVar, Unpack
@@ -22,7 +21,7 @@ from typing import Any, ClassVar, Unpack
 import httpx
 
 from vak_context.coerce import int_or_none
-from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext
+from vak_context.context.request.messages import ChatRequest, ChatResult, Message, ModelContext, input_json
 from vak_context.errors import ContextOverflow
 from vak_context.events.blocks import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.payloads import Usage
@@ -174,7 +173,7 @@ class OpenAICompatProvider(Provider):
             {
                 "id": p.id,
                 "type": "function",
-                "function": {"name": p.name, "arguments": json.dumps(p.input, ensure_ascii=False)},
+                "function": {"name": p.name, "arguments": input_json(p)},
             }
             for p in message.content
             if isinstance(p, ToolUseBlock)

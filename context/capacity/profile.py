@@ -31,7 +31,7 @@ import blake3
 from vak_context.context.capacity.tokens import (
     PRIOR_TOKENS_PER_CHAR,
 )
-from vak_context.context.request.messages import ChatRequest, ModelContext
+from vak_context.context.request.messages import ChatRequest, Message, ModelContext, input_json
 from vak_context.errors import InvalidInput
 from vak_context.events.blocks import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.canonical import encode
@@ -440,17 +440,7 @@ def request_chars(request: ChatRequest) -> int:
     hit = _CHARS.get(id(request))
     if hit is not None and hit[0] is request:
         return hit[1]
-    total = len(request.system)
-    for message in request.messages:
-        for part in message.content:
-            if isinstance(part, TextBlock):
-                total += len(part.text)
-            elif isinstance(part, ThinkingBlock):
-                total += len(part.thinking)
-            elif isinstance(part, ToolUseBlock):
-                total += len(part.name) + len(json.dumps(part.input, ensure_ascii=False))
-            elif isinstance(part, ToolResultBlock):
-                total += len(part.content)
+    total = len(request.system) + sum(map(message_chars, request.messages))
     for tool in request.tools:
         total += (
             len(tool.name) + len(tool.description) + len(json.dumps(tool.input_schema, ensure_ascii=False))
@@ -460,6 +450,30 @@ def request_chars(request: ChatRequest) -> int:
     _CHARS[id(request)] = (request, total)
     return total
 
+
+def message_chars(message: Message) -> int:
+    """The characters of one message's parts as ``request_chars`` counts them, counted once per message
+    (by identity: a closed turn's messages are the same objects step after step, ``closed_record``)."""
+    hit = _MESSAGE_CHARS.get(id(message))
+    if hit is not None and hit[0] is message:
+        return hit[1]
+    total = 0
+    for part in message.content:
+        if isinstance(part, TextBlock):
+            total += len(part.text)
+        elif isinstance(part, ThinkingBlock):
+            total += len(part.thinking)
+        elif isinstance(part, ToolUseBlock):
+            total += len(part.name) + len(input_json(part))
+        elif isinstance(part, ToolResultBlock):
+            total += len(part.content)
+    if len(_MESSAGE_CHARS) >= 16_384:  # the messages of a few sessions' windows
+        _MESSAGE_CHARS.clear()
+    _MESSAGE_CHARS[id(message)] = (message, total)
+    return total
+
+
+_MESSAGE_CHARS: dict[int, tuple[Message, int]] = {}
 
 # The last requests measured, by identity (a frozen ChatRequest never changes): a step measures its request
 # several times (the step policy, the receipt, the profile's feedback), each a walk of every part.

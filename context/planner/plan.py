@@ -139,6 +139,43 @@ def plan(
 
     Raises ``RequestTooLarge`` when even the current turn's most compact form does not fit."""
     state_in = state or PlannerState()
+    req, room, w, placed, new_state = _place(index, profile, directive, prefix_tokens, tail_tokens, state_in, sizes,
+                                             relevance, reading_terms, current, infos, current_costs, cache, grown)
+    packet, rescue, turn_plan = placed
+    return _apply_record(index, profile, req, room, w, sizes, packet, rescue, turn_plan,
+                         (state_in, new_state), reading_terms, grown)
+
+
+def placement(
+    index: TurnIndex,
+    profile: CapacityProfile,
+    directive: str,
+    *,
+    prefix_tokens: int,
+    tail_tokens: int,
+    state: PlannerState | None = None,
+    sizes: TurnTable | None = None,
+    relevance: TurnScores | None = None,
+    grown: int | None = None,
+    cache: PlanCache | None = None,
+) -> tuple[PacketPlan | None, bool, int]:
+    """(the packet, whether it is a rescue, the current turn's tokens: ``Plan.budget.current``) of ``plan``
+    with the same arguments, without the plan's record (its rows, inputs and digests): what a turn's close
+    reads of the plans it makes ahead (``vak_context.context.planner.policy.needs_summary_ahead``), which are
+    never recorded or sent."""
+    req, _, _, (packet, rescue, turn_plan), _ = _place(
+        index, profile, directive, prefix_tokens, tail_tokens, state or PlannerState(), sizes, relevance, (), None,
+        None, None, cache, grown)
+    return packet, bool(rescue), turn_plan.tokens if turn_plan is not None else req.directive_tokens
+
+
+def _place(index: TurnIndex, profile: CapacityProfile, directive: str, prefix_tokens: int, tail_tokens: int,
+           state_in: PlannerState, sizes: TurnTable | None, relevance: TurnScores | None,
+           reading_terms: Sequence[str], current: int | None, infos: Mapping[str, EvidenceInfo] | None,
+           current_costs: TurnCosts | None, cache: PlanCache | None, grown: int | None,
+           ) -> tuple[Request, Room, HistoryColumns, _Placed, PlannerState]:
+    """Every step of ``plan`` before its record: the request, the room, the history columns, the placement
+    (packet, rescue reason, current turn) and the state after the closed turns' observations."""
     req = request_of(index, profile, directive, prefix_tokens, tail_tokens, current, infos, current_costs)
     new_state = _apply_observations(index, state_in, req)
     room = room_of(index, profile, req, new_state, grown)
@@ -147,8 +184,7 @@ def plan(
     packet, rescue = _apply_fill(index, w, req, room, cache)
     packet, turn_plan = _apply_current_turn(index, w, req, room, packet, rescue)
     room, packet, rescue, turn_plan = _apply_contract(index, w, req, room, cache, (packet, rescue, turn_plan))
-    return _apply_record(index, profile, req, room, w, sizes, packet, rescue, turn_plan,
-                         (state_in, new_state), reading_terms, grown)
+    return req, room, w, (packet, rescue, turn_plan), new_state
 
 
 def _apply_observations(index: TurnIndex, state: PlannerState, req: Request) -> PlannerState:

@@ -18,7 +18,7 @@ from vak_context.context.history.packets import render_handoff
 from vak_context.context.history.render import EvidenceInfo, evidence_info
 from vak_context.context.history.turns import WITHDRAWN, Turn, TurnIndex
 from vak_context.context.planner.currentturn import TurnCosts, turn_costs
-from vak_context.context.planner.plan import Plan, PlanCache, PlannerState, plan
+from vak_context.context.planner.plan import PacketPlan, Plan, PlanCache, PlannerState, placement, plan
 from vak_context.context.planner.records import Fidelity, plan_rate
 from vak_context.context.planner.relevance import PositionBm25, TurnScores
 from vak_context.context.planner.sizes import (
@@ -158,6 +158,17 @@ class SessionView:
             current_costs=self.current_costs(current) if current is not None else None,
             cache=self.plan_cache,
             grown=grown,
+        )
+
+    def placement(self, profile: CapacityProfile, directive: str, *, prefix_tokens: int, tail_tokens: int,
+                  grown: int | None = None) -> tuple[PacketPlan | None, bool, int]:
+        """(the packet, whether a rescue, the current turn's tokens) of ``plan`` for a new directive, without the plan's record
+        (``vak_context.context.planner.plan.placement``): a turn's close plans ahead twice a turn and reads
+        only this, unless a summary is due."""
+        return placement(
+            self.index, profile, directive, prefix_tokens=prefix_tokens, tail_tokens=tail_tokens,
+            state=self.states.get(str(profile.key)), sizes=self.sizes(), relevance=self.scores(directive),
+            grown=grown, cache=self.plan_cache,
         )
 
     def current_costs(self, ordinal: int) -> TurnCosts:

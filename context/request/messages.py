@@ -7,11 +7,12 @@ each adapter in ``providers/`` renders it to its wire format and parses the repl
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import Field
 
-from vak_context.events.blocks import Frozen, MessageBlock, TextBlock, text_of
+from vak_context.events.blocks import Frozen, MessageBlock, TextBlock, ToolUseBlock, text_of
 from vak_context.events.payloads import Usage
 
 
@@ -108,3 +109,22 @@ class ModelContext(Frozen):
     output_limit: int | None = None
     source: str = ""  # which endpoint and field said so, or why nothing did
     detail: dict[str, Any] = Field(default_factory=dict)
+
+
+def input_json(block: ToolUseBlock) -> str:
+    """``json.dumps(block.input, ensure_ascii=False)``: a call's arguments as the chat wire carries them and
+    as ``request_chars`` counts them, encoded once per block. A long session's request shows the same
+    closed turns step after step (``closed_record`` keeps their blocks), each call's input encoded twice a
+    step (rendered, measured): a hundred encodes a step at 1,000 turns."""
+    hit = _INPUTS.get(id(block))
+    if hit is not None and hit[0] is block:
+        return hit[1]
+    text = json.dumps(block.input, ensure_ascii=False)
+    if len(_INPUTS) >= 16_384:  # the calls of a few sessions' windows
+        _INPUTS.clear()
+    _INPUTS[id(block)] = (block, text)
+    return text
+
+
+# By identity, holding the block (so its id is not reused while it is a key); a frozen block never changes.
+_INPUTS: dict[int, tuple[ToolUseBlock, str]] = {}
