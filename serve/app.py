@@ -212,7 +212,7 @@ class Server:
 
         async def summarise() -> None:
             try:
-                await conversation.summarise_ahead()
+                await conversation.summarise_ahead(self.ledger)
             except Exception:
                 log.exception("session %s: the packet summary ahead of the next request failed", conversation.name)
             finally:
@@ -248,7 +248,7 @@ class Server:
                         await conversation.answer(request, exchange, self.upstream, self.ledger, stream)
                     stream.done()  # the request is noted: the response writes its last event
                     if conversation is not None:  # then, still holding the lock, the next request's summary
-                        await conversation.summarise_ahead()
+                        await conversation.summarise_ahead(self.ledger)
                 finally:
                     self._release(key)
             except ClientGone as exc:

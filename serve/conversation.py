@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import importlib
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,6 +190,28 @@ class Routed:
     again: bool = False  # the client asks again for the last reply (``Held.reask``): its request is resent
 
 
+@contextlib.asynccontextmanager
+async def committed(ledger: Any, session: str) -> AsyncIterator[None]:
+    """One durable commit for what a request writes to ``session``: its appends (the server's notes and its
+    turn's steps) are written behind (``LedgerStore.hold``: on disk and readable at once, not yet synced)
+    and synced once on the way out, before the reply goes to the client; an error answered instead of a
+    reply is synced as well. Each append was its own fsync before: 6-7 commits a request (bench/serve.py).
+    A turn's card still syncs where it closes (``close_turn``). On Ray the LedgerActor commits each append
+    as before (the client holds no store)."""
+    store = getattr(ledger, "store", None)
+    if store is None:
+        yield
+        return
+    await asyncio.to_thread(store.hold, session)
+    try:
+        yield
+    finally:
+        try:
+            await asyncio.to_thread(store.sync, session)
+        finally:
+            store.release(session, sync=False)
+
+
 class Conversation:
     """One ledger session serving a client conversation. The app holds the conversation's lock around
     each call, so at most one request drives it at a time."""
@@ -201,6 +223,12 @@ class Conversation:
 
     async def answer(self, request: ClientRequest, routed: Routed, upstream: UpstreamClient, ledger: Any,
                      stream: Stream | None = None) -> Reply:
+        """``_answer``, its appends written behind and made durable together before it returns (``committed``)."""
+        async with committed(ledger, self.name):
+            return await self._answer(request, routed, upstream, ledger, stream)
+
+    async def _answer(self, request: ClientRequest, routed: Routed, upstream: UpstreamClient, ledger: Any,
+                      stream: Stream | None = None) -> Reply:
         """Withdraw what the client left out, ingest what is new (the items after what the session holds),
         run the turn to an answer or to calls of the client's tools, note what the session now holds. With
         ``stream`` the text goes out as it arrives and the reply is noted only once the response has written
@@ -291,13 +319,14 @@ class Conversation:
             return await self.turn.note(activity, detail)
         return (await asyncio.to_thread(ledger.append, self.name, [Activity(activity=activity, detail=detail)]))[0]
 
-    async def summarise_ahead(self) -> None:
+    async def summarise_ahead(self, ledger: Any = None) -> None:
         """Once the reply that closed a turn is out (the app holds the session's lock meanwhile, so the
         client's next request waits for it): write the packet summary the session's next request will
         need (``Turn.summarise_ahead``), so that request's path never waits on the upstream for it."""
         turn, self.closed = self.closed, None
         if turn is not None:
-            await turn.summarise_ahead()
+            async with committed(ledger, self.name):
+                await turn.summarise_ahead()
 
     async def _reopen(self, new: Sequence[Item]) -> Turn | None:
         """The turn a killed server left open in the ledger, taken up (``Session.reopen``) when what is new
