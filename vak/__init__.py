@@ -22,7 +22,7 @@ _PUBLIC: dict[str, str] = {
     "DEFAULT_IDENTITY": _ASSEMBLE, "DEFAULT_STANCE": _ASSEMBLE,
     "Tool": _TOOLS, "ToolRegistry": _TOOLS, "tool": _TOOLS,
     **{name: _ERRORS for name in (
-        "ActorError", "AppendOnlyHistory", "ConfigError", "ContextOverflow", "FarmSpecError", "InvalidBody", "InvalidCardDefinition", "InvalidInput",
+        "ActorError", "AppendOnlyHistory", "ChainMoved", "ConfigError", "ContextOverflow", "FarmSpecError", "InvalidBody", "InvalidCardDefinition", "InvalidInput",
         "InvalidName", "InvalidPayload", "InvalidRecording", "InvalidRules", "InvalidUtf8", "LedgerClosed", "LedgerCorrupt",
         "LedgerError", "LedgerPathError", "McpError", "MissingExtra", "ModelServerError", "NonCanonicalValue",
         "OversizeEntry", "ProviderError", "ProviderRequestError", "RequestTooLarge", "RetryableProviderError",

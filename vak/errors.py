@@ -22,6 +22,7 @@ says what went wrong and what to do next.
     │   └── FarmSpecError             a farm spec (TOML) that is wrong: names the file, line and key
     ├── LedgerError                   the ledger store
     │   ├── UnknownParent             a parent id that is not in the session
+    │   ├── ChainMoved                entries a caller chained itself (at=) no longer continue the session
     │   ├── UnknownEntry              an entry id (or seq range) that is not in the ledger
     │   ├── UnknownSession            a session the ledger has never seen
     │   ├── SessionLocked             another writer holds the session (one writer per session)
