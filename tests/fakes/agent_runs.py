@@ -90,7 +90,7 @@ class Tap:
 def _reply_of(text: str, kind: str) -> Reply:
     if not kind.startswith("text/event-stream"):
         message = json.loads(text)["choices"][0]["message"]
-        calls = [(c["function"]["name"], json.loads(c["function"]["arguments"] or "{}"))
+        calls = [(c["function"]["name"], _arguments(c["function"]["arguments"]))
                  for c in message.get("tool_calls") or ()]
         return Reply(message.get("content") or "", calls)
     said, parts = "", {}  # type: str, dict[int, list[str]]
@@ -104,7 +104,17 @@ def _reply_of(text: str, kind: str) -> Reply:
                 part = parts.setdefault(d["index"], ["", ""])
                 part[0] += (d.get("function") or {}).get("name") or ""
                 part[1] += (d.get("function") or {}).get("arguments") or ""
-    return Reply(said, [(n, json.loads(a or "{}")) for n, a in parts.values()])
+    return Reply(said, [(n, _arguments(a)) for n, a in parts.values()])
+
+
+def _arguments(raw: str | None) -> dict[str, Any]:
+    """A call's arguments as the agent got them: a small model cut off by its token cap sends JSON that does
+    not parse (SmolLM2 did), which the agent has to handle, not the tap: kept as text under ``(unparsed)``."""
+    try:
+        parsed = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return {"(unparsed)": raw}
+    return parsed if isinstance(parsed, dict) else {"(unparsed)": raw}
 
 
 @contextmanager

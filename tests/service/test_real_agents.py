@@ -18,13 +18,14 @@ from what the request it receives holds) and through the engine, and for every t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from tests.fakes.agent_compare import TaskRun, fixed_cost_chars, fixed_cost_tokens, modes_of, run_agent
-from tests.fakes.agent_runs import AGENTS
+from tests.fakes.agent_runs import AGENTS, _reply_of
 from tests.fakes.agent_tasks import BUGS, QUESTIONS
 from tests.fakes.agent_upstream import AgentUpstream, BugTask, QuestionTask
 from tests.fakes.httpserver import serve
@@ -127,3 +128,15 @@ def test_the_20kb_task_costs_fewer_prompt_tokens_than_direct(runs: Runs, agent: 
     result = next(m["content"] for b in direct.requests for m in b["messages"] if "O-1234 | carrier=" in str(m.get("content")))
     assert len(str(result)) >= 20_000  # the tool's result, as the direct agent sent it upstream
     assert engine.prompt_tokens < direct.prompt_tokens
+
+
+def test_the_tap_keeps_a_call_whose_arguments_do_not_parse() -> None:
+    # A small model cut off by its token cap sends arguments that are not JSON (SmolLM2 did, in bench/agents.py
+    # against the local model): the agent gets them as they are and the tap records them, plain and streamed.
+    cut = '{"city": "Os'
+    plain = {"choices": [{"message": {"content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": cut}}]}}]}
+    assert _reply_of(json.dumps(plain), "application/json").calls == [("get_weather", {"(unparsed)": cut})]
+    chunk = {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": "get_weather", "arguments": cut}}]}}]}
+    streamed = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n"
+    assert _reply_of(streamed, "text/event-stream").calls == [("get_weather", {"(unparsed)": cut})]
