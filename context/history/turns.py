@@ -123,6 +123,10 @@ class TurnIndex:
         self.problems: list[str] = []  # odd but readable things in the chain, named for the caller
         self.head: str | None = None
         self.count = 0
+        # Bumped whenever what a request renders of the turns before the last one may change (a card, a
+        # presentation, a withdrawn step, a summary, a reset, a new turn): entries that only add to the last
+        # turn leave it, so a projection of the closed turns is reused while it stands (``request.assemble``).
+        self.revision = 0
         self._turn_by_id: dict[str, Turn] = {}
         self._turn_of_entry: dict[str, int] = {}
         self._pending_cards: dict[str, tuple[str, TurnCard]] = {}
@@ -214,6 +218,7 @@ class TurnIndex:
         )
 
     def _start_turn(self, entry_id: str, directive: Directive) -> None:
+        self.revision += 1
         if self.turns:
             self.turns[-1].closed = True
         turn = Turn(ordinal=len(self.turns) + 1, id=entry_id, directive=directive, entry_ids=[entry_id])
@@ -258,6 +263,7 @@ class TurnIndex:
         return [self.turns[o - 1] for o in sorted(o for o in ordinals if o is not None)]
 
     def _withdraw(self, entry_id: str, activity: Activity) -> None:
+        self.revision += 1
         for turn in self.withdrawn_turns(activity):
             ids = _withdrawn_steps(activity)
             for k in reversed([k for k, s in enumerate(turn.steps) if s.id in ids]):
@@ -315,6 +321,7 @@ class TurnIndex:
         self._retokenize(turn)
 
     def _add_presentation(self, entry_id: str, pres: Presentation) -> None:
+        self.revision += 1
         turn = self._turn_by_id.get(pres.turn_id)
         if turn is None:
             self.problems.append(
@@ -325,6 +332,7 @@ class TurnIndex:
         turn.presentation_payloads[entry_id] = pres
 
     def _add_card(self, entry_id: str, card: TurnCard) -> None:
+        self.revision += 1
         turn = self._turn_by_id.get(card.turn_id)
         if turn is None:
             self._pending_cards[card.turn_id] = (entry_id, card)
@@ -341,6 +349,7 @@ class TurnIndex:
         turn.closed = True
 
     def _add_summary(self, entry_id: str, packet: Compaction) -> None:
+        self.revision += 1
         first = self._turn_by_id.get(packet.first_turn_id)
         last = self._turn_by_id.get(packet.last_turn_id)
         if first is None or last is None:
@@ -362,6 +371,7 @@ class TurnIndex:
         )
 
     def _add_reset(self, entry_id: str, reset: ResetWithHandoff) -> None:
+        self.revision += 1
         self.resets.append(entry_id)
         last = self._turn_by_id.get(reset.last_turn_id) if reset.last_turn_id else None
         if reset.model is not None:  # one model's rescue: only that model's plans start after it (the planner)
