@@ -5,13 +5,20 @@ withdrawn step of a closed turn, a new turn) makes it build again."""
 
 from __future__ import annotations
 
+from tests.fakes.sessions import SessionBuilder, body_for, build_session, profile
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.records import Fidelity
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import project
 from vak_context.context.request.messages import ChatRequest
-from vak_context.events.payloads import Activity, AssistantStep, Directive, EvidenceBody, ToolResult, ToolUseBlock
-from tests.fakes.sessions import SessionBuilder, body_for, build_session, profile
+from vak_context.events.payloads import (
+    Activity,
+    AssistantStep,
+    Directive,
+    EvidenceBody,
+    ToolResult,
+    ToolUseBlock,
+)
 
 PROFILE = profile(4_000)  # some turns whole, some as cards, no packet
 
