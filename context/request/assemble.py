@@ -38,7 +38,7 @@ from vak_context.context.history.packets import (
     step_items,
 )
 from vak_context.context.history.render import EvidenceInfo, closed_record, render_turn
-from vak_context.context.history.turns import Summary, TurnIndex
+from vak_context.context.history.turns import Summary, Turn, TurnIndex
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.records import SHOWN, Fidelity, plan_rate
 from vak_context.context.planner.sizes import card_text
@@ -47,6 +47,7 @@ from vak_context.context.stated.render import contract_block, render_contract
 from vak_context.errors import InvalidInput
 from vak_context.events.blocks import MessageBlock, TextBlock, ToolResultBlock
 from vak_context.events.canonical import encode
+from vak_context.events.payloads import TurnCard
 
 DEFAULT_IDENTITY = (
     "You are a careful software agent working in the user's workspace through tools. "
@@ -296,7 +297,7 @@ def _history(index: TurnIndex, p: Plan, infos: Mapping[str, EvidenceInfo], text:
                 cards.clear()
             messages.extend(closed_record(index.turns[i], infos))
         else:
-            cards.append(_text_block(card_text(index, index.turns[i], infos)))
+            cards.append(_card_block(index, index.turns[i], infos))
     if cards:
         messages.user(tuple(cards))
     if keep:
@@ -431,6 +432,25 @@ def _text_block(text: str) -> TextBlock:
 
 
 _BLOCKS: dict[str, TextBlock] = {}
+
+
+def _card_block(index: TurnIndex, turn: Turn, infos: Mapping[str, EvidenceInfo]) -> TextBlock:
+    """The text block of ``turn``'s card: a stored card (a frozen model, never rewritten) is rendered once per
+    (card, ordinal), since every plan of a long session shows hundreds of the same cards."""
+    card = turn.card
+    if card is None:
+        return _text_block(card_text(index, turn, infos))
+    hit = _CARDS.get(id(card))
+    if hit is not None and hit[0] is card and hit[1] == turn.ordinal:
+        return hit[2]
+    block = _text_block(card_text(index, turn, infos))
+    if len(_CARDS) >= 16_384:
+        _CARDS.clear()
+    _CARDS[id(card)] = (card, turn.ordinal, block)
+    return block
+
+
+_CARDS: dict[int, tuple[TurnCard, int, TextBlock]] = {}  # holding the card, so its id is not reused while kept
 
 
 def request_tokens(profile: CapacityProfile, request: ChatRequest) -> int:
