@@ -123,9 +123,9 @@ class TurnIndex:
         self.problems: list[str] = []  # odd but readable things in the chain, named for the caller
         self.head: str | None = None
         self.count = 0
-        # Bumped whenever what a request renders of the turns before the last one may change (a card, a
-        # presentation, a withdrawn step, a summary, a reset, a new turn): entries that only add to the last
-        # turn leave it, so a projection of the closed turns is reused while it stands (``request.assemble``).
+        # Bumped whenever what a request renders of a turn before the last one, or around them, may change (a
+        # card, a presentation, a withdrawn step, a summary, a reset): every other entry adds to the last turn
+        # only, so what is rendered of the turns before it is reused while this stands (``request.assemble``).
         self.revision = 0
         self._turn_by_id: dict[str, Turn] = {}
         self._turn_of_entry: dict[str, int] = {}
@@ -218,7 +218,6 @@ class TurnIndex:
         )
 
     def _start_turn(self, entry_id: str, directive: Directive) -> None:
-        self.revision += 1
         if self.turns:
             self.turns[-1].closed = True
         turn = Turn(ordinal=len(self.turns) + 1, id=entry_id, directive=directive, entry_ids=[entry_id])

@@ -284,7 +284,7 @@ def _history(index: TurnIndex, p: Plan, infos: Mapping[str, EvidenceInfo], text:
         index.turn(shown[-1][0] + 1)  # raises: the plan is not this index's
     for i, _, retrieved in shown:  # retrieved older turns come first, whole
         if retrieved:
-            messages.extend(closed_record(index.turns[i], infos))
+            messages.extend(_record(index, index.turns[i], infos))
     if text is not None:
         messages.user((TextBlock(text=text),))
     cards: list[MessageBlock] = []  # a run of cards, one user message: added at once
@@ -295,7 +295,7 @@ def _history(index: TurnIndex, p: Plan, infos: Mapping[str, EvidenceInfo], text:
             if cards:
                 messages.user(tuple(cards))
                 cards.clear()
-            messages.extend(closed_record(index.turns[i], infos))
+            messages.extend(_record(index, index.turns[i], infos))
         else:
             cards.append(_card_block(index, index.turns[i], infos))
     if cards:
@@ -451,6 +451,26 @@ def _card_block(index: TurnIndex, turn: Turn, infos: Mapping[str, EvidenceInfo])
 
 
 _CARDS: dict[int, tuple[TurnCard, int, TextBlock]] = {}  # holding the card, so its id is not reused while kept
+
+
+def _record(index: TurnIndex, turn: Turn, infos: Mapping[str, EvidenceInfo]) -> tuple[Message, ...]:
+    """``closed_record(turn, infos)`` of a turn before the index's last, kept while ``TurnIndex.revision``
+    stands (only an entry that moves it changes such a turn), without comparing what it is made of each time."""
+    if turn.ordinal >= len(index.turns):  # the last turn still grows: closed_record compares its parts
+        return closed_record(turn, infos)
+    hit = _TURN_RECORDS.get(id(turn))
+    if hit is not None and hit[0] is turn and hit[1] is index and hit[2] is infos and hit[3] == index.revision:
+        return hit[4]
+    record = closed_record(turn, infos)
+    if len(_TURN_RECORDS) >= 4096:
+        _TURN_RECORDS.clear()
+    _TURN_RECORDS[id(turn)] = (turn, index, infos, index.revision, record)
+    return record
+
+
+# Records of turns before their index's last, with the turn, index and infos they were made from (held: no id is
+# reused while kept) and the index's revision then.
+_TURN_RECORDS: dict[int, tuple[Turn, TurnIndex, Mapping[str, EvidenceInfo], int, tuple[Message, ...]]] = {}
 
 
 def request_tokens(profile: CapacityProfile, request: ChatRequest) -> int:

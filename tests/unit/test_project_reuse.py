@@ -79,3 +79,22 @@ def test_an_entry_that_changes_a_closed_turn_builds_the_history_again() -> None:
     after = _project(b.view, p).model_dump_json()
     assert after == _fresh(b, p)
     assert after != before and step not in after
+
+
+def test_the_last_turn_shown_whole_is_rendered_as_it_grows_and_kept_once_another_follows_it() -> None:
+    """A plan for a directive not appended yet shows the index's last turn, which may still grow: what is kept of
+    a turn is kept only once another turn follows it."""
+    b = build_session(12)
+    call = _open_turn(b)
+    ahead = b.view.plan(PROFILE, "What next?", prefix_tokens=50, tail_tokens=20)  # the last turn, open, shown
+    assert ahead.current_ordinal is None
+    _project(b.view, ahead)
+    body = body_for("read_file", 7)
+    ev = b.add(EvidenceBody(tool_use_id=call, tool_name="read_file", chars=len(body), bytes=len(body)), body.encode())
+    b.add(ToolResult(tool_use_id=call, tool_name="read_file", content=body, evidence_id=ev))
+    again = b.view.plan(PROFILE, "What next?", prefix_tokens=50, tail_tokens=20)
+    assert _project(b.view, again).model_dump_json() == _fresh(b, again)
+    b.add(Directive(text="And now?"))  # the open turn is closed by the next one
+    p = _plan(b)
+    assert _project(b.view, p).model_dump_json() == _fresh(b, p)
+    assert _project(b.view, p).model_dump_json() == _fresh(b, p)
