@@ -320,26 +320,32 @@ class TurnIndex:
         self._retokenize(turn)
 
     def _add_presentation(self, entry_id: str, pres: Presentation) -> None:
-        self.revision += 1
         turn = self._turn_by_id.get(pres.turn_id)
         if turn is None:
             self.problems.append(
                 f"presentation {entry_id} names turn {pres.turn_id}, which is not in this chain"
             )
             return
+        self._touched(turn)
         turn.presentations.append(entry_id)
         turn.presentation_payloads[entry_id] = pres
 
     def _add_card(self, entry_id: str, card: TurnCard) -> None:
-        self.revision += 1
         turn = self._turn_by_id.get(card.turn_id)
-        if turn is None:
+        if turn is None:  # attached when its turn starts, the last one then
             self._pending_cards[card.turn_id] = (entry_id, card)
             self.problems.append(
                 f"turn card {entry_id} names turn {card.turn_id}, which is not in this chain"
             )
             return
+        self._touched(turn)
         self._attach_card(turn, entry_id, card)
+
+    def _touched(self, turn: Turn) -> None:
+        """``turn`` changes: ``revision`` moves unless it is the last turn (a turn's card and presentations
+        come at its close, while it is still the last)."""
+        if turn is not self.turns[-1]:
+            self.revision += 1
 
     @staticmethod
     def _attach_card(turn: Turn, entry_id: str, card: TurnCard) -> None:
