@@ -6,11 +6,14 @@ withdrawn step of a closed turn, a new turn) makes it build again."""
 from __future__ import annotations
 
 from tests.fakes.sessions import SessionBuilder, body_for, build_session, profile
+from vak_context.context.history import render
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.records import Fidelity
 from vak_context.context.planner.view import SessionView
+from vak_context.context.request import assemble
 from vak_context.context.request.assemble import project
 from vak_context.context.request.messages import ChatRequest
+from vak_context.events.envelope import DECODED
 from vak_context.events.payloads import (
     Activity,
     AssistantStep,
@@ -33,7 +36,10 @@ def _project(view: SessionView, p: Plan) -> ChatRequest:
 
 
 def _fresh(b: SessionBuilder, p: Plan) -> str:
-    """The request over a view built afresh from the same entries (nothing kept for it)."""
+    """The request over a view built afresh from the same entries, with nothing kept by any projection before."""
+    for kept in (assemble._HISTORIES, assemble._TURN_RECORDS, assemble._CARDS, assemble._BLOCKS, assemble._PACKETS,
+                 render._RECORDS, DECODED):
+        kept.clear()
     return _project(SessionView.build(b.entries), p).model_dump_json()
 
 
