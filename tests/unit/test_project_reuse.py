@@ -104,3 +104,19 @@ def test_the_last_turn_shown_whole_is_rendered_as_it_grows_and_kept_once_another
     p = _plan(b)
     assert _project(b.view, p).model_dump_json() == _fresh(b, p)
     assert _project(b.view, p).model_dump_json() == _fresh(b, p)
+
+
+def test_the_shown_turns_read_from_the_rows_are_the_plans_own() -> None:
+    """``project`` reads the turns a plan shows from its rows (no ``PlannedTurn`` each): the same turns, at the
+    same fidelity, retrieved alike, as ``Plan.shown``, under budgets that show all, some or few turns whole."""
+    b = build_session(30)
+    b.add(Directive(text="Find my reservation ABC123 again and list its flights (turn 1)."))
+    current = len(b.view.index.turns)
+    retrieved = 0
+    for horizon in (1_500, 2_000, 2_500, 3_000, 4_000, 20_000):
+        p = b.view.plan(profile(horizon), "", prefix_tokens=50, tail_tokens=20, current=current,
+                        reading_terms=("reservation", "ABC123", "flights"))
+        mine = [(t.ordinal - 1, t.fidelity == Fidelity.FULL, t.retrieved) for t in p.shown()]
+        assert assemble._shown(p) == mine
+        retrieved += sum(t.retrieved for t in p.shown())
+    assert retrieved  # packeted turns retrieved whole among them
