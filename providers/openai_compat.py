@@ -38,6 +38,7 @@ from vak_context.providers.base import (
 from vak_context.providers.streaming import ShownText, StreamAssembler
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"  # OpenAI's own API root (chat completions and Responses)
+_USER_PARTS = (TextBlock, ImageBlock)  # what a user message carries beside tool results
 OPENAI_PUBLISHES_NO_WINDOW = (
     "none: OpenAI publishes no context length in its API (its /models entries carry only id, created and "
     "owned_by); the probe ladder and turn feedback measure the window"
@@ -145,19 +146,21 @@ class OpenAICompatProvider(Provider):
             return [self._render_assistant(message)]
         # Tool results are their own "tool" messages and must directly follow the assistant's tool_calls,
         # so they go first; any other user content follows as one user message.
-        out: list[dict[str, Any]] = [
-            {"role": "tool", "tool_call_id": p.tool_use_id, "content": p.content}
-            for p in message.content
-            if isinstance(p, ToolResultBlock)
-        ]
-        rest = [p for p in message.content if isinstance(p, TextBlock | ImageBlock)]
+        # One pass over the parts (a long session's request has ~200 messages, a run of cards hundreds of parts).
+        out: list[dict[str, Any]] = []
+        rest: list[TextBlock | ImageBlock] = []
+        for p in message.content:
+            if isinstance(p, ToolResultBlock):
+                out.append({"role": "tool", "tool_call_id": p.tool_use_id, "content": p.content})
+            elif isinstance(p, _USER_PARTS):
+                rest.append(p)
         if rest:
             out.append({"role": "user", "content": self._render_content(rest)})
         return out
 
     def _render_content(self, parts: list[TextBlock | ImageBlock]) -> str | list[dict[str, Any]]:
-        if all(isinstance(p, TextBlock) for p in parts) and len(parts) == 1:
-            return parts[0].text  # type: ignore[union-attr]
+        if len(parts) == 1 and isinstance(parts[0], TextBlock):
+            return parts[0].text
         content: list[dict[str, Any]] = []
         for part in parts:
             if isinstance(part, TextBlock):
@@ -168,16 +171,14 @@ class OpenAICompatProvider(Provider):
         return content
 
     def _render_assistant(self, message: Message) -> dict[str, Any]:
-        text = "".join(p.text for p in message.content if isinstance(p, TextBlock))
-        calls = [
-            {
-                "id": p.id,
-                "type": "function",
-                "function": {"name": p.name, "arguments": input_json(p)},
-            }
-            for p in message.content
-            if isinstance(p, ToolUseBlock)
-        ]
+        texts: list[str] = []
+        calls: list[dict[str, Any]] = []
+        for p in message.content:  # one pass
+            if isinstance(p, TextBlock):
+                texts.append(p.text)
+            elif isinstance(p, ToolUseBlock):
+                calls.append({"id": p.id, "type": "function", "function": {"name": p.name, "arguments": input_json(p)}})
+        text = "".join(texts)
         out: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
         if calls:
             out["tool_calls"] = calls

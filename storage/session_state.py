@@ -197,6 +197,14 @@ def index_group(s: SessionState, group: Group, loc: tuple[int, int]) -> None:
         s.commits += 1
 
 
+def group_entries(session: str, group: Group) -> list[StoredEntry]:
+    """A group's entries as ``from_batch`` decodes the batch it was written as (field for field)."""
+    return [StoredEntry(entry_id, parent, session, group.first_seq + i, time_us, kind, v, payload, blob)
+            for i, (entry_id, parent, time_us, kind, v, payload, blob) in enumerate(zip(
+                group.ids, group.parents, group.times, group.kinds, group.vs, group.payloads, group.blobs,
+                strict=True))]
+
+
 def relocate(s: SessionState, number: int, offsets: list[int]) -> None:
     """Point the session's batches in segment ``number`` at their offsets in its sealed copy."""
     locs = [b for b in s.batches if b.number == number]

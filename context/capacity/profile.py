@@ -31,7 +31,7 @@ import blake3
 from vak_context.context.capacity.tokens import (
     PRIOR_TOKENS_PER_CHAR,
 )
-from vak_context.context.request.messages import ChatRequest, Message, ModelContext, input_json
+from vak_context.context.request.messages import ChatRequest, Message, ModelContext, ToolSpec, input_json
 from vak_context.errors import InvalidInput
 from vak_context.events.blocks import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from vak_context.events.canonical import encode
@@ -440,11 +440,7 @@ def request_chars(request: ChatRequest) -> int:
     hit = _CHARS.get(id(request))
     if hit is not None and hit[0] is request:
         return hit[1]
-    total = len(request.system) + sum(map(message_chars, request.messages))
-    for tool in request.tools:
-        total += (
-            len(tool.name) + len(tool.description) + len(json.dumps(tool.input_schema, ensure_ascii=False))
-        )
+    total = len(request.system) + sum(map(message_chars, request.messages)) + sum(map(_tool_chars, request.tools))
     if len(_CHARS) >= 64:
         _CHARS.clear()
     _CHARS[id(request)] = (request, total)
@@ -474,6 +470,22 @@ def message_chars(message: Message) -> int:
 
 
 _MESSAGE_CHARS: dict[int, tuple[Message, int]] = {}
+
+
+def _tool_chars(tool: ToolSpec) -> int:
+    """A tool's name, description and schema (as JSON), counted once per (frozen) spec: a session's steps send
+    the same specs, and each request's count dumped every schema again."""
+    hit = _TOOL_CHARS.get(id(tool))
+    if hit is not None and hit[0] is tool:
+        return hit[1]
+    total = len(tool.name) + len(tool.description) + len(json.dumps(tool.input_schema, ensure_ascii=False))
+    if len(_TOOL_CHARS) >= 1024:
+        _TOOL_CHARS.clear()
+    _TOOL_CHARS[id(tool)] = (tool, total)
+    return total
+
+
+_TOOL_CHARS: dict[int, tuple[ToolSpec, int]] = {}
 
 # The last requests measured, by identity (a frozen ChatRequest never changes): a step measures its request
 # several times (the step policy, the receipt, the profile's feedback), each a walk of every part.

@@ -123,6 +123,10 @@ class TurnIndex:
         self.problems: list[str] = []  # odd but readable things in the chain, named for the caller
         self.head: str | None = None
         self.count = 0
+        # Bumped whenever what a request renders of a turn before the last one, or around them, may change (a
+        # card, a presentation, a withdrawn step, a summary, a reset): every other entry adds to the last turn
+        # only, so what is rendered of the turns before it is reused while this stands (``request.assemble``).
+        self.revision = 0
         self._turn_by_id: dict[str, Turn] = {}
         self._turn_of_entry: dict[str, int] = {}
         self._pending_cards: dict[str, tuple[str, TurnCard]] = {}
@@ -258,6 +262,7 @@ class TurnIndex:
         return [self.turns[o - 1] for o in sorted(o for o in ordinals if o is not None)]
 
     def _withdraw(self, entry_id: str, activity: Activity) -> None:
+        self.revision += 1
         for turn in self.withdrawn_turns(activity):
             ids = _withdrawn_steps(activity)
             for k in reversed([k for k, s in enumerate(turn.steps) if s.id in ids]):
@@ -321,18 +326,26 @@ class TurnIndex:
                 f"presentation {entry_id} names turn {pres.turn_id}, which is not in this chain"
             )
             return
+        self._touched(turn)
         turn.presentations.append(entry_id)
         turn.presentation_payloads[entry_id] = pres
 
     def _add_card(self, entry_id: str, card: TurnCard) -> None:
         turn = self._turn_by_id.get(card.turn_id)
-        if turn is None:
+        if turn is None:  # attached when its turn starts, the last one then
             self._pending_cards[card.turn_id] = (entry_id, card)
             self.problems.append(
                 f"turn card {entry_id} names turn {card.turn_id}, which is not in this chain"
             )
             return
+        self._touched(turn)
         self._attach_card(turn, entry_id, card)
+
+    def _touched(self, turn: Turn) -> None:
+        """``turn`` changes: ``revision`` moves unless it is the last turn (a turn's card and presentations
+        come at its close, while it is still the last)."""
+        if turn is not self.turns[-1]:
+            self.revision += 1
 
     @staticmethod
     def _attach_card(turn: Turn, entry_id: str, card: TurnCard) -> None:
@@ -341,6 +354,7 @@ class TurnIndex:
         turn.closed = True
 
     def _add_summary(self, entry_id: str, packet: Compaction) -> None:
+        self.revision += 1
         first = self._turn_by_id.get(packet.first_turn_id)
         last = self._turn_by_id.get(packet.last_turn_id)
         if first is None or last is None:
@@ -362,6 +376,7 @@ class TurnIndex:
         )
 
     def _add_reset(self, entry_id: str, reset: ResetWithHandoff) -> None:
+        self.revision += 1
         self.resets.append(entry_id)
         last = self._turn_by_id.get(reset.last_turn_id) if reset.last_turn_id else None
         if reset.model is not None:  # one model's rescue: only that model's plans start after it (the planner)

@@ -38,15 +38,16 @@ from vak_context.context.history.packets import (
     step_items,
 )
 from vak_context.context.history.render import EvidenceInfo, closed_record, render_turn
-from vak_context.context.history.turns import Summary, TurnIndex
+from vak_context.context.history.turns import Summary, Turn, TurnIndex
 from vak_context.context.planner.plan import Plan
-from vak_context.context.planner.records import Fidelity, plan_rate
+from vak_context.context.planner.records import SHOWN, Fidelity, plan_rate
 from vak_context.context.planner.sizes import card_text
 from vak_context.context.request.messages import CacheHints, ChatRequest, Message, ToolSpec
 from vak_context.context.stated.render import contract_block, render_contract
 from vak_context.errors import InvalidInput
 from vak_context.events.blocks import MessageBlock, TextBlock, ToolResultBlock
 from vak_context.events.canonical import encode
+from vak_context.events.payloads import TurnCard
 
 DEFAULT_IDENTITY = (
     "You are a careful software agent working in the user's workspace through tools. "
@@ -235,26 +236,8 @@ def project(
 ) -> ChatRequest:
     """The ChatRequest ``p`` asks for. ``infos`` digests the evidence of the turns shown at Full and of
     the current turn's steps the plan digests."""
-    messages = _Merged()
-    if p.reset is not None:  # the reset this model's plan starts after: its handoff comes first
-        mark = next((r for r in index.reset_marks if r.id == p.reset.entry_id), None)
-        if mark is None:
-            raise InvalidInput(f"reset {p.reset.entry_id} is not in this index; plan against the same index")
-        messages.user((TextBlock(text=render_handoff(mark.turns, mark.handoff)),))
-    turns = [(index.turn(t.ordinal), t) for t in p.shown()]
-    for turn, pt in turns:  # retrieved older turns come first, whole
-        if pt.retrieved:
-            messages.extend(closed_record(turn, infos))
     text = packet_text(index, p)
-    if text is not None:
-        messages.user((TextBlock(text=text),))
-    for turn, pt in turns:
-        if pt.retrieved:
-            continue
-        if pt.fidelity == Fidelity.FULL:
-            messages.extend(closed_record(turn, infos))
-        else:
-            messages.user((_text_block(card_text(index, turn, infos)),))
+    messages = _history(index, p, infos, text)
     tail += work_contract(index, p)
     if p.current_ordinal is not None:
         current = current_turn_messages(index, p, infos)
@@ -274,6 +257,71 @@ def project(
         temperature=temperature,
         cache=cache or CacheHints(),
     )
+
+
+def _history(index: TurnIndex, p: Plan, infos: Mapping[str, EvidenceInfo], text: str | None) -> _Merged:
+    """The request's messages before the current turn (the reset's handoff, retrieved turns, the packet
+    ``text``, the turns shown), merged, ready for the current turn to follow.
+
+    Every step of a turn projects its frozen plan again, and what it shows of the turns before the current
+    one changes only where ``TurnIndex.revision`` moves (the current turn being the index's last): so it is
+    built once per (plan, index, revision) and resumed, the same message objects (their char counts, kept by
+    identity, are reused too). Not kept for a plan whose current turn is not the index's last."""
+    key = (len(index.turns), index.revision, index.tokens_per_char)
+    keep = p.current_ordinal is not None and p.current_ordinal == len(index.turns)
+    hit = _HISTORIES.get(id(p)) if keep else None
+    if (hit is not None and hit[0] is p and hit[1] is index and hit[2] is infos and hit[3] == key
+            and hit[4] == text):
+        return _Merged.resume(hit[5])
+    messages = _Merged()
+    if p.reset is not None:  # the reset this model's plan starts after: its handoff comes first
+        mark = next((r for r in index.reset_marks if r.id == p.reset.entry_id), None)
+        if mark is None:
+            raise InvalidInput(f"reset {p.reset.entry_id} is not in this index; plan against the same index")
+        messages.user((TextBlock(text=render_handoff(mark.turns, mark.handoff)),))
+    shown = _shown(p)
+    if shown and shown[-1][0] >= len(index.turns):
+        index.turn(shown[-1][0] + 1)  # raises: the plan is not this index's
+    for i, _, retrieved in shown:  # retrieved older turns come first, whole
+        if retrieved:
+            messages.extend(_record(index, index.turns[i], infos))
+    if text is not None:
+        messages.user((TextBlock(text=text),))
+    cards: list[MessageBlock] = []  # a run of cards, one user message: added at once
+    for i, full, retrieved in shown:
+        if retrieved:
+            continue
+        if full:
+            if cards:
+                messages.user(tuple(cards))
+                cards.clear()
+            messages.extend(_record(index, index.turns[i], infos))
+        else:
+            cards.append(_card_block(index, index.turns[i], infos))
+    if cards:
+        messages.user(tuple(cards))
+    if keep:
+        if len(_HISTORIES) >= 64:
+            _HISTORIES.clear()
+        snapshot = messages.snapshot()
+        _HISTORIES[id(p)] = (p, index, infos, key, text, snapshot)
+        return _Merged.resume(snapshot)
+    return messages
+
+
+def _shown(p: Plan) -> list[tuple[int, bool, bool]]:
+    """``p.shown()`` as (turn position, at Full, retrieved), read from the plan's rows without building a
+    ``PlannedTurn`` each (a turn before the plan's history start shows as a card, never retrieved)."""
+    rows, full = p.rows, Fidelity.FULL.code
+    start, retrieved = rows.history_start, rows.retrieved
+    return [(i, code == full and i >= start, i >= start and i in retrieved)
+            for i, code in enumerate(rows.codes) if code in SHOWN]
+
+
+# Each plan's history as ``_Merged.snapshot`` made it, holding the plan, index and infos it was made from (so
+# no id is reused while it is kept) and what it stands for: (turns, revision, tokens per char), the packet text.
+_HISTORIES: dict[int, tuple[Plan, TurnIndex, Mapping[str, EvidenceInfo], tuple[int, int, float], str | None,
+                            _Snapshot]] = {}
 
 
 def work_contract(index: TurnIndex, p: Plan) -> str:
@@ -312,9 +360,30 @@ class _Merged:
     merging as they come rebuilt the growing message at every card (quadratic in the cards shown)."""
 
     def __init__(self) -> None:
+        self._done: tuple[Message, ...] = ()  # messages built already, before the ones below (``resume``)
         self._roles: list[Literal["user", "assistant"]] = []
         self._parts: list[list[MessageBlock]] = []
         self._whole: list[Message | None] = []  # the message as added, while nothing merged into it
+
+    def snapshot(self) -> _Snapshot:
+        """The messages so far, built: all but the last, and the last with what it is made of (a message
+        added later may merge into it)."""
+        built = self.build()
+        if not built:
+            return (), None
+        return built[:-1], (self._roles[-1], tuple(self._parts[-1]), built[-1])
+
+    @classmethod
+    def resume(cls, snapshot: _Snapshot) -> _Merged:
+        """A ``_Merged`` holding ``snapshot``'s messages (the same objects, while nothing merges into the last)."""
+        merged = cls()
+        merged._done, last = snapshot
+        if last is not None:
+            role, parts, whole = last
+            merged._roles.append(role)
+            merged._parts.append(list(parts))
+            merged._whole.append(whole)
+        return merged
 
     def extend(self, more: Iterable[Message]) -> None:
         for m in more:
@@ -344,8 +413,12 @@ class _Merged:
             parts.extend(content)
 
     def build(self) -> tuple[Message, ...]:
-        return tuple(whole if whole is not None else Message(role=role, content=tuple(parts))
-                     for role, parts, whole in zip(self._roles, self._parts, self._whole, strict=True))
+        return self._done + tuple(whole if whole is not None else Message(role=role, content=tuple(parts))
+                                  for role, parts, whole in zip(self._roles, self._parts, self._whole, strict=True))
+
+
+# ``_Merged.snapshot``: the built messages but the last, and the last as (role, parts, the built message).
+_Snapshot = tuple[tuple[Message, ...], tuple[Literal["user", "assistant"], tuple[MessageBlock, ...], Message] | None]
 
 
 def _text_block(text: str) -> TextBlock:
@@ -359,6 +432,45 @@ def _text_block(text: str) -> TextBlock:
 
 
 _BLOCKS: dict[str, TextBlock] = {}
+
+
+def _card_block(index: TurnIndex, turn: Turn, infos: Mapping[str, EvidenceInfo]) -> TextBlock:
+    """The text block of ``turn``'s card: a stored card (a frozen model, never rewritten) is rendered once per
+    (card, ordinal), since every plan of a long session shows hundreds of the same cards."""
+    card = turn.card
+    if card is None:
+        return _text_block(card_text(index, turn, infos))
+    hit = _CARDS.get(id(card))
+    if hit is not None and hit[0] is card and hit[1] == turn.ordinal:
+        return hit[2]
+    block = _text_block(card_text(index, turn, infos))
+    if len(_CARDS) >= 16_384:
+        _CARDS.clear()
+    _CARDS[id(card)] = (card, turn.ordinal, block)
+    return block
+
+
+_CARDS: dict[int, tuple[TurnCard, int, TextBlock]] = {}  # holding the card, so its id is not reused while kept
+
+
+def _record(index: TurnIndex, turn: Turn, infos: Mapping[str, EvidenceInfo]) -> tuple[Message, ...]:
+    """``closed_record(turn, infos)`` of a turn before the index's last, kept while ``TurnIndex.revision``
+    stands (only an entry that moves it changes such a turn), without comparing what it is made of each time."""
+    if turn.ordinal >= len(index.turns):  # the last turn still grows: closed_record compares its parts
+        return closed_record(turn, infos)
+    hit = _TURN_RECORDS.get(id(turn))
+    if hit is not None and hit[0] is turn and hit[1] is index and hit[2] is infos and hit[3] == index.revision:
+        return hit[4]
+    record = closed_record(turn, infos)
+    if len(_TURN_RECORDS) >= 4096:
+        _TURN_RECORDS.clear()
+    _TURN_RECORDS[id(turn)] = (turn, index, infos, index.revision, record)
+    return record
+
+
+# Records of turns before their index's last, with the turn, index and infos they were made from (held: no id is
+# reused while kept) and the index's revision then.
+_TURN_RECORDS: dict[int, tuple[Turn, TurnIndex, Mapping[str, EvidenceInfo], int, tuple[Message, ...]]] = {}
 
 
 def request_tokens(profile: CapacityProfile, request: ChatRequest) -> int:

@@ -148,3 +148,21 @@ def test_a_session_of_more_batches_than_the_cache_keeps_keeps_its_newest_half_an
         assert reads == []
         assert [e.id for e in store.chain_to_root(head)] == ids  # the older ones from their files
         assert len(reads) == len(ids) - 8
+
+
+def test_what_a_store_writes_is_read_back_without_reading_its_file_and_as_a_fresh_store_decodes_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The step's next fold reads what the step just wrote: the batch is kept as written (issue 37), each entry
+    equal, field for field and byte for byte, to what another store decodes from the file."""
+    reads = count_reads(monkeypatch)
+    with LedgerStore(tmp_path / "ledger") as store:
+        ids = store.append("s", [Directive(text="look")])
+        ids += store.append("s", [EvidenceBody(tool_use_id="c1", tool_name="read", chars=5, bytes=5),
+                                  Nudge(tag="t", text="again")], blobs=[b"hello", None])
+        written = store.entries("s")
+        assert [e.id for e in written] == ids
+        assert reads == []  # every entry from the batches as they were written
+    with LedgerStore(tmp_path / "ledger") as fresh:
+        monkeypatch.setattr(ledger_module, "CACHE_BYTES", 0)  # read from the files
+        assert fresh.entries("s") == written
+        assert [e.blob for e in written] == [None, b"hello", None]
