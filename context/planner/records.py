@@ -179,7 +179,9 @@ class Rows:
     card: Sequence[int]
     history_start: int  # position of the first planned turn (the ones before it are behind a reset)
     history_end: int  # one past the last history turn
-    relevance: Mapping[int, float]  # position -> relevance (sparse)
+    # position -> relevance (sparse); None where it was not recorded: rows read back from a plan entry whose
+    # rows record leaves it out (``vak_context.context.planner.delta``, form 3; ``explain()`` recomputes it)
+    relevance: Mapping[int, float] | None
     anaphora: int | None  # position of the referred-to turn
     retrieved: frozenset[int]
     current_tokens: int
@@ -191,13 +193,19 @@ class Rows:
     card_chars: Sequence[int] | None = None
     rate: float | None = None
 
-    def _key(self) -> tuple[Any, ...]:
+    def _key(self, relevance: bool = True) -> tuple[Any, ...]:
         m, end = len(self.codes), self.history_end
         return (tuple(self.ids[:m]), self.codes, tuple(self.full[:end]), tuple(self.card[:end]), self.history_start,
-                end, dict(self.relevance), self.anaphora, self.retrieved, self.current_tokens)
+                end, dict(self.relevance) if relevance and self.relevance is not None else None, self.anaphora,
+                self.retrieved, self.current_tokens)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Rows) and self._key() == other._key()
+        """Equal in every column both hold: rows read back without their relevance (None, not recorded) equal
+        the rows they were recorded from."""
+        if not isinstance(other, Rows):
+            return False
+        both = self.relevance is not None and other.relevance is not None
+        return self._key(both) == other._key(both)
 
     __hash__ = None  # type: ignore[assignment]  # equal by value, like the dict it carries
 
@@ -250,7 +258,7 @@ class Plan:
         if i < r.history_start or code == BEHIND:
             return PlannedTurn(i + 1, r.ids[i], Fidelity.BEHIND_RESET, 0, f, c)
         recency = 1.0 / (r.history_end - i)
-        rel = r.relevance.get(i, 0.0)
+        rel = r.relevance.get(i, 0.0) if r.relevance is not None else 0.0
         a = 1.0 if i == r.anaphora else 0.0
         return PlannedTurn(i + 1, r.ids[i], Fidelity.of_code(code), cost, f, c, max(recency, rel, a), recency, rel, a,
                            i in r.retrieved)

@@ -167,7 +167,7 @@ class TurnTable:
         were derived from, lent (``lend``): a plan's rows without a copy of the session's columns."""
         columns = self._columns_at(tpc)
         self.lend(ids, tokens)
-        return (Prefix(self.ids, ids), Prefix(columns.full, tokens), Prefix(columns.card, tokens),
+        return (Prefix(self.ids, ids), Prefix(columns.full, tokens, tpc), Prefix(columns.card, tokens, tpc),
                 Prefix(self.full_chars, tokens), Prefix(self.card_chars, tokens))
 
     def whole_tokens(self, tpc: float) -> TokenColumns:
@@ -327,12 +327,15 @@ class Prefix(Sequence[T]):
     copies the list before changing any of these items, and otherwise only appends). Slices are lists;
     pickled, it is a tuple of its items."""
 
-    __slots__ = ("_items", "_stop")
+    __slots__ = ("_items", "_stop", "rate")
 
-    def __init__(self, items: list[T], stop: int) -> None:
+    def __init__(self, items: list[T], stop: int, rate: float | None = None) -> None:
         if not 0 <= stop <= len(items):
             raise InvalidInput(f"a prefix of {stop} items of a list of {len(items)}")
         self._items, self._stop = items, stop
+        # token rows lent at this tokens-per-char: each is ``ceil(chars x rate)`` of its row's characters, lent
+        # beside them (``TurnTable.lent_rows``), so a plan entry need not check them (``delta``). None: other rows
+        self.rate = rate
 
     def __len__(self) -> int:
         return self._stop
