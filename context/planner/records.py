@@ -10,6 +10,7 @@ covers everything a request is built from, so a request can be explained after t
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
@@ -213,6 +214,14 @@ class Rows:
 # The codes as the rows hold them (``Fidelity.code``).
 FULL, CARD, PACKET, BEHIND, CURRENT = (f.code for f in Fidelity)
 SHOWN = FULL + CARD  # the history the request carries
+_SHOWN_CODES = re.compile(f"[{SHOWN}]")
+
+
+def _indexable(seq: Sequence[Any]) -> Sequence[Any]:
+    """A lent prefix's own list (``vak_context.context.planner.sizes.Prefix.items``, read only at the prefix's
+    positions), else the sequence itself: a list indexes in C, a ``Prefix`` in Python."""
+    items = getattr(seq, "items", None)
+    return items if isinstance(items, list) else seq
 
 
 @dataclass(frozen=True)
@@ -278,8 +287,28 @@ class Plan:
 
     @cached_property
     def _shown(self) -> tuple[PlannedTurn, ...]:
-        # built once per plan: a plan a step reuses is projected again (each of ~200 shown turns at 1,000)
-        return tuple(self._turn(i) for i, c in enumerate(self.rows.codes) if c in SHOWN)
+        # Built once per plan (a plan a step reuses is projected again), ~200 shown turns at 1,000: ``_turn`` for
+        # each, inlined. Shown turns are planned ones (F or c; the turns behind a reset are x), the positions
+        # found by a scan in C, the columns read as lists (a lent ``Prefix`` indexes in Python).
+        r = self.rows
+        codes, end, an, retrieved = r.codes, r.history_end, r.anaphora, r.retrieved
+        ids, full, card = _indexable(r.ids), _indexable(r.full), _indexable(r.card)
+        rel = r.relevance.get if r.relevance is not None else {}.get
+        full_code, full_fid, card_fid, make = FULL, Fidelity.FULL, Fidelity.CARD, tuple.__new__
+        out = []
+        for m in _SHOWN_CODES.finditer(codes):
+            i = m.start()
+            f, c = full[i], card[i]
+            recency, score = 1.0 / (end - i), rel(i, 0.0)
+            value = score if score > recency else recency  # max(recency, relevance, anaphora): the same float
+            a = 0.0
+            if i == an:
+                a, value = 1.0, value if value > 1.0 else 1.0
+            # ``PlannedTurn(...)`` without its Python-level ``__new__``: the same tuple
+            out.append(make(PlannedTurn, (i + 1, ids[i], full_fid, f, f, c, value, recency, score, a, i in retrieved))
+                       if codes[i] == full_code else
+                       make(PlannedTurn, (i + 1, ids[i], card_fid, c, f, c, value, recency, score, a, i in retrieved)))
+        return tuple(out)
 
     def to_json(self, *, turns: bool = True) -> dict[str, Any]:
         out = {

@@ -214,6 +214,10 @@ class SparseRelevance(Mapping[int, float]):
     def __getitem__(self, position: int) -> float:
         return self._mapping()[position]
 
+    def get(self, position: int, default: float | None = None) -> float | None:  # type: ignore[override]
+        # the dictionary's own: ``Mapping.get`` would raise and catch a KeyError for every unscored turn
+        return self._mapping().get(position, default)
+
     def __iter__(self) -> Iterator[int]:
         return iter(self._mapping())
 

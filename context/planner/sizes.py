@@ -340,6 +340,11 @@ class Prefix(Sequence[T]):
     def __len__(self) -> int:
         return self._stop
 
+    @property
+    def items(self) -> list[T]:
+        """The list it is a prefix of, to index in C: read only, and only below ``len(self)``."""
+        return self._items
+
     @overload
     def __getitem__(self, i: int) -> T: ...
 

@@ -16,7 +16,7 @@ import random
 from tests.fakes.sessions import WORDS, SessionBuilder, profile
 from vak_context.context.history.packets import compaction_payload
 from vak_context.context.history.turncard import build_card
-from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.plan import Fidelity, Plan
 from vak_context.context.planner.view import SessionView
 
 PROFILES = [profile(1_500), profile(4_000), profile(12_000, out=1_024), profile(60_000, out=2_048)]
@@ -61,6 +61,7 @@ def test_a_kept_view_plans_every_step_as_a_view_built_from_scratch() -> None:
         ahead = [b.view.plan(prof, query, prefix_tokens=PREFIX, tail_tokens=TAIL) for prof in PROFILES]
         for prof, p in zip(PROFILES, ahead, strict=True):  # a turn's close places the next plan without its record
             assert b.view.placement(prof, query, prefix_tokens=PREFIX, tail_tokens=TAIL) == _placed(p)
+            assert p.shown() == [t for t in p.turns if t.fidelity in (Fidelity.FULL, Fidelity.CARD)]
         if i % 7 == 0:  # and as a later step, grown as far as recent turns grew, places it
             grown = [b.view.plan(prof, query, prefix_tokens=PREFIX, tail_tokens=TAIL, grown=400 + 40 * (i % 5))
                      for prof in PROFILES]
