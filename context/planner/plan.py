@@ -49,6 +49,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from itertools import compress, repeat
+from operator import eq
 
 from vak_context.context.capacity.profile import CapacityProfile, to_record
 from vak_context.context.capacity.tokens import estimate_tokens
@@ -75,7 +77,6 @@ from vak_context.context.planner.records import (
     CURRENT,
     FULL,
     PACKET,
-    SHOWN,
     Budget,
     CurrentTurnPlan,
     Fidelity,
@@ -286,10 +287,13 @@ def _whole(w: HistoryColumns) -> set[int]:
 
 
 def _spent(w: HistoryColumns) -> tuple[int, int]:
-    """Tokens of the history the request shows: (Full, cards)."""
-    fid, full, card = w.fid, w.full, w.card
-    shown = [i for i in (*w.retrieved, *range(w.keep_from, len(w.turns))) if fid[i] in SHOWN]
-    return sum(full[i] for i in shown if fid[i] == FULL), sum(card[i] for i in shown if fid[i] == CARD)
+    """Tokens of the history the request shows: (Full, cards): the retrieved turns and the kept ones after the
+    packet, the kept ones summed by their codes in C (``compress``), not a Python step per turn."""
+    fid, full, card, k, n = w.fid, w.full, w.card, w.keep_from, len(w.turns)
+    kept = fid[k:n]
+    retrieved = sum(full[i] for i in w.retrieved if fid[i] == FULL)
+    return (retrieved + sum(compress(full[k:n], map(eq, kept, repeat(FULL)))),
+            sum(compress(card[k:n], map(eq, kept, repeat(CARD)))))
 
 
 def _history_tokens(w: HistoryColumns, packet: PacketPlan | None) -> int:
