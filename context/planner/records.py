@@ -293,7 +293,8 @@ class Plan:
         r = self.rows
         codes, end, an, retrieved = r.codes, r.history_end, r.anaphora, r.retrieved
         ids, full, card = _indexable(r.ids), _indexable(r.full), _indexable(r.card)
-        rel = r.relevance.get if r.relevance is not None else {}.get
+        scores: Mapping[int, float] = r.relevance if r.relevance is not None else {}
+        rel = scores.get
         full_code, full_fid, card_fid, make = FULL, Fidelity.FULL, Fidelity.CARD, tuple.__new__
         out = []
         for m in _SHOWN_CODES.finditer(codes):

@@ -378,7 +378,8 @@ def _totals(column: npt.NDArray[np.int64]) -> list[int]:
     """``running_totals`` of an int64 column."""
     totals = np.zeros(len(column) + 1, dtype=np.int64)
     np.cumsum(column, out=totals[1:])
-    return totals.tolist()  # type: ignore[no-any-return]
+    out: list[int] = totals.tolist()
+    return out
 
 
 def running_totals(column: list[int]) -> list[int]:
