@@ -44,6 +44,7 @@ from vak_context.context.planner.sizes import Prefix
 ROWS_FORM = 3  # the rows record's own version ("form"), in the record: a reader refuses one it does not know
 CHARS_FORM = 2  # characters and the rate, and the relevance's edits: read, no longer written
 TOKENS_FORM = 1  # the form whose sizes are token edits (written where the rows carry no characters)
+VECTOR_CODES = 256  # from this many codes their edits are found as a vector comparison (``_str_edits``)
 KEYFRAME_EVERY = 256  # at most this many plan entries in a row are deltas (a restart reads as many back)
 
 Edits = list[list[Any]]  # [[position, [values...]], ...]: runs of positions whose values changed
@@ -267,7 +268,7 @@ def _str_edits(base: str, new: str) -> Edits:
     m = min(len(base), len(new))
     if base[:m] == new[:m]:
         return [[m, new[m:]]] if len(new) > m else []
-    if not (base.isascii() and new.isascii()):
+    if len(new) < VECTOR_CODES or not (base.isascii() and new.isascii()):  # few: numpy's overhead outweighs them
         return [[i, "".join(vs)] for i, vs in _edits(base, new)]
     moved = np.ones(len(new), dtype=bool)  # past the base's end every code is new
     moved[:m] = np.frombuffer(base[:m].encode(), dtype=np.uint8) != np.frombuffer(new[:m].encode(), dtype=np.uint8)

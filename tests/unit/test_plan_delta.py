@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import random
 from pathlib import Path
 
 import httpx
@@ -22,7 +23,10 @@ from vak_context.context.planner.delta import (
     KEYFRAME_EVERY,
     ROWS_FORM,
     TOKENS_FORM,
+    VECTOR_CODES,
     PlanRows,
+    _edits,
+    _str_edits,
     rows_of_record,
     rows_record,
 )
@@ -295,3 +299,19 @@ def test_plan_entries_of_form_2_written_before_still_read_with_their_relevance()
     records[f"{7:064x}"] = record
     back = plan_of_entry(record, PlanRows().rows_of(f"{7:064x}", read))
     assert back is not None and back.digest == p7.digest and back.rows == p7.rows
+
+
+def test_the_codes_edits_found_as_a_vector_comparison_are_the_runs_found_code_by_code() -> None:
+    """``_str_edits`` compares long code strings as bytes in numpy: the same runs as the step-by-step ``_edits``,
+    for changed codes anywhere, a shorter or longer plan, and none changed."""
+    rng = random.Random(37)
+    for _ in range(200):
+        n = rng.randint(VECTOR_CODES, 3 * VECTOR_CODES)
+        base = "".join(rng.choice("pcFx") for _ in range(n))
+        new = list(base[: n + rng.randint(-20, 20)])
+        for _ in range(rng.choice((0, 1, 3, 30))):
+            if new:
+                new[rng.randrange(len(new))] = rng.choice("pcF*")
+        new += ["c"] * max(0, n + rng.randint(-5, 5) - len(new))
+        code = "".join(new)
+        assert _str_edits(base, code) == [[i, "".join(vs)] for i, vs in _edits(base, code)]
