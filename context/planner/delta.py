@@ -16,6 +16,16 @@ rate and the edits of the characters, which a closed turn never changes, and the
 reading; form 1 (the token edits) is written where the rows carry no characters (a plan not lent by a table)
 or do not derive from them, and is read as before.
 
+The relevance: each scored turn's normalised BM25 score, which each new turn moves a little for every turn
+that shares a term with the directive (the document count, the mean length and the best score all move), so
+recorded where set or changed (forms 1 and 2) it grew with those turns (~3 KB an entry at 1,000 turns of the
+embedding bench, half the entry). It is an input the plan was made from, like the BM25 index and the sizes,
+not a decision (the plan's digest never covered it; ``explain()`` replans from the chain and checks its digest,
+``inputs["relevance"]``), and no request reads it. So form 3, written wherever form 2 was, is form 2 without
+it: a plan read back from one has the same digest, fidelities, packet, budget and projection, and its rows'
+``relevance`` is None (not recorded; ``Plan.turns`` then reads 0 for it). Form 1 still records it (against a
+base without it, whole; rows without it, as None). Forms 1 and 2 are read as before.
+
 Pure: the entries are read by whoever holds the ledger (``PlanRows.rows_of`` is given the read).
 """
 
@@ -26,10 +36,15 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from vak_context.context.planner.records import Rows
+import numpy as np
 
-ROWS_FORM = 2  # the rows record's own version ("form"), in the record: a reader refuses one it does not know
+from vak_context.context.planner.records import Rows
+from vak_context.context.planner.sizes import Prefix
+
+ROWS_FORM = 3  # the rows record's own version ("form"), in the record: a reader refuses one it does not know
+CHARS_FORM = 2  # characters and the rate, and the relevance's edits: read, no longer written
 TOKENS_FORM = 1  # the form whose sizes are token edits (written where the rows carry no characters)
+VECTOR_CODES = 256  # from this many codes their edits are found as a vector comparison (``_str_edits``)
 KEYFRAME_EVERY = 256  # at most this many plan entries in a row are deltas (a restart reads as many back)
 
 Edits = list[list[Any]]  # [[position, [values...]], ...]: runs of positions whose values changed
@@ -41,9 +56,7 @@ def rows_record(rows: Rows, base: Rows | None) -> dict[str, Any]:
     end = rows.history_end
     b_ids: Sequence[str] = base.ids if base is not None else ()
     b_codes = base.codes if base is not None else ""
-    b_end = base.history_end if base is not None else 0
     keep = _common_prefix(b_ids, rows.ids)
-    b_rel: Mapping[int, float] = base.relevance if base is not None else {}
     b_ret: frozenset[int] = base.retrieved if base is not None else frozenset()
     chars = _chars(rows, check=True)
     b_chars = _chars(base) if base is not None else ((), (), None)  # checked as it was written, or derived
@@ -52,9 +65,16 @@ def rows_record(rows: Rows, base: Rows | None) -> dict[str, Any]:
         sizes = {"form": ROWS_FORM, "rate": chars[2], "full_chars": _edits(b_chars[0], chars[0]),
                  "card_chars": _edits(b_chars[1], chars[1])}
     else:
+        b_end = base.history_end if base is not None else 0
+        b_rel: Mapping[int, float] = base.relevance or {} if base is not None else {}
+        relevance = rows.relevance
         sizes = {"form": TOKENS_FORM,
                  "full": _edits(base.full[:b_end] if base is not None else (), rows.full[:end]),
-                 "card": _edits(base.card[:b_end] if base is not None else (), rows.card[:end])}
+                 "card": _edits(base.card[:b_end] if base is not None else (), rows.card[:end]),
+                 # rows that hold none (read back from form 3) record None: they read back without it
+                 "relevance": None if relevance is None else
+                 [[i, v] for i, v in sorted(relevance.items()) if b_rel.get(i) != v],
+                 "relevance_dropped": [] if relevance is None else sorted(i for i in b_rel if i not in relevance)}
     return {
         **sizes,
         "keep": keep,  # ids kept from the base; the rest follow
@@ -63,8 +83,6 @@ def rows_record(rows: Rows, base: Rows | None) -> dict[str, Any]:
         "n": len(rows.codes),
         "history_start": rows.history_start,
         "history_end": end,
-        "relevance": [[i, v] for i, v in sorted(rows.relevance.items()) if b_rel.get(i) != v],
-        "relevance_dropped": sorted(i for i in b_rel if i not in rows.relevance),
         "anaphora": rows.anaphora,
         "retrieved": sorted(rows.retrieved - b_ret),
         "retrieved_dropped": sorted(b_ret - rows.retrieved),
@@ -76,8 +94,8 @@ def rows_of_record(raw: Mapping[str, Any], base: Rows | None) -> Rows:
     """The rows a plan entry's ``rows`` record and the rows of its base make (``base`` None: the record holds
     them whole). ValueError for a form this code does not know, or a record that does not fit its base."""
     form = raw.get("form")
-    if form not in (TOKENS_FORM, ROWS_FORM):
-        raise ValueError(f"plan rows of form {form!r}; this code reads forms {TOKENS_FORM} and {ROWS_FORM}")
+    if form not in (TOKENS_FORM, CHARS_FORM, ROWS_FORM):
+        raise ValueError(f"plan rows of form {form!r}; this code reads forms {TOKENS_FORM} to {ROWS_FORM}")
     keep = int(raw["keep"])
     b_ids: Sequence[str] = base.ids if base is not None else ()
     if keep > len(b_ids):
@@ -89,7 +107,7 @@ def rows_of_record(raw: Mapping[str, Any], base: Rows | None) -> Rows:
     full_chars: tuple[int, ...] | None = None
     card_chars: tuple[int, ...] | None = None
     rate: float | None = None
-    if form == ROWS_FORM:
+    if form != TOKENS_FORM:
         b_chars = _chars(base) if base is not None else ((), (), None)
         if b_chars is None:
             raise ValueError("plan rows of characters written against a base without them")
@@ -102,11 +120,13 @@ def rows_of_record(raw: Mapping[str, Any], base: Rows | None) -> Rows:
     else:
         full = _apply(base.full[:b_end] if base is not None else (), end, raw["full"])
         card = _apply(base.card[:b_end] if base is not None else (), end, raw["card"])
-    relevance = dict(base.relevance) if base is not None else {}
-    for i in raw["relevance_dropped"]:
-        relevance.pop(int(i), None)
-    for i, v in raw["relevance"]:
-        relevance[int(i)] = float(v)
+    relevance: dict[int, float] | None = None  # form 3 records none
+    if form != ROWS_FORM and raw["relevance"] is not None:  # the base's (if any), then what set or dropped
+        relevance = dict(base.relevance or {}) if base is not None else {}
+        for i in raw["relevance_dropped"]:
+            relevance.pop(int(i), None)
+        for i, v in raw["relevance"]:
+            relevance[int(i)] = float(v)
     retrieved = set(base.retrieved) if base is not None else set()
     retrieved.difference_update(int(i) for i in raw["retrieved_dropped"])
     retrieved.update(int(i) for i in raw["retrieved"])
@@ -115,7 +135,7 @@ def rows_of_record(raw: Mapping[str, Any], base: Rows | None) -> Rows:
     anaphora = raw["anaphora"]
     return Rows(ids=ids, codes=codes, full=tuple(int(v) for v in full), card=tuple(int(v) for v in card),
                 history_start=int(raw["history_start"]), history_end=end,
-                relevance={i: relevance[i] for i in sorted(relevance)},
+                relevance=None if relevance is None else {i: relevance[i] for i in sorted(relevance)},
                 anaphora=None if anaphora is None else int(anaphora), retrieved=frozenset(retrieved),
                 current_tokens=int(raw["current_tokens"]), full_chars=full_chars, card_chars=card_chars, rate=rate)
 
@@ -129,10 +149,18 @@ def _chars(rows: Rows, check: bool = False) -> tuple[Sequence[int], Sequence[int
     full_chars, card_chars = rows.full_chars[:end], rows.card_chars[:end]
     if len(full_chars) != end or len(card_chars) != end:
         return None
-    if check and (list(rows.full[:end]) != [ceil(c * rate) for c in full_chars]
-                  or list(rows.card[:end]) != [ceil(c * rate) for c in card_chars]):
+    if check and not _lent(rows) and (list(rows.full[:end]) != [ceil(c * rate) for c in full_chars]
+                                      or list(rows.card[:end]) != [ceil(c * rate) for c in card_chars]):
         return None
     return full_chars, card_chars, rate
+
+
+def _lent(rows: Rows) -> bool:
+    """Whether the rows' tokens are ones a ``TurnTable`` lent beside their characters at their rate
+    (``TurnTable.lent_rows``): derived, ``ceil(chars x rate)`` row by row, so there is nothing to check."""
+    full, card = rows.full, rows.card
+    return (isinstance(full, Prefix) and isinstance(card, Prefix) and isinstance(rows.full_chars, Prefix)
+            and isinstance(rows.card_chars, Prefix) and full.rate is not None and full.rate == card.rate == rows.rate)
 
 
 class PlanRows:
@@ -235,7 +263,17 @@ def _edits(base: Sequence[Any], new: Sequence[Any]) -> Edits:
 
 
 def _str_edits(base: str, new: str) -> Edits:
-    return [[i, "".join(vs)] for i, vs in _edits(base, new)]
+    """``_edits`` of two code strings, each run's values joined. The runs are found as a vector comparison
+    of the codes' bytes (one letter each): a plan's codes are a session long, and a few move a turn."""
+    m = min(len(base), len(new))
+    if base[:m] == new[:m]:
+        return [[m, new[m:]]] if len(new) > m else []
+    if len(new) < VECTOR_CODES or not (base.isascii() and new.isascii()):  # few: numpy's overhead outweighs them
+        return [[i, "".join(vs)] for i, vs in _edits(base, new)]
+    moved = np.ones(len(new), dtype=bool)  # past the base's end every code is new
+    moved[:m] = np.frombuffer(base[:m].encode(), dtype=np.uint8) != np.frombuffer(new[:m].encode(), dtype=np.uint8)
+    edges = np.flatnonzero(np.diff(moved.astype(np.int8), prepend=0, append=0))  # run starts, then run ends
+    return [[a, new[a:b]] for a, b in zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True)]
 
 
 def _apply(base: Sequence[Any], n: int, edits: Edits) -> list[Any]:

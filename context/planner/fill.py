@@ -55,9 +55,10 @@ class PlanCache:
         return chars
 
 
-def fill(index: TurnIndex, w: HistoryColumns, budget: int, tpc: float, cache: PlanCache
+def fill(index: TurnIndex, w: HistoryColumns, budget: int, tpc: float, cache: PlanCache, full: bool = True
          ) -> tuple[PacketPlan | None, str]:
-    """Place every turn of ``w`` within ``budget``: (the packet, if any; a rescue reason, or "")."""
+    """Place every turn of ``w`` within ``budget``: (the packet, if any; a rescue reason, or ""). ``full``
+    False: coverage only (the packet, the kept turns at their cheaper forms), no promotion to Full."""
     n = len(w.turns)
     packet: PacketPlan | None = None
     keep_from = 0
@@ -70,7 +71,7 @@ def fill(index: TurnIndex, w: HistoryColumns, budget: int, tpc: float, cache: Pl
         keep_from = w.keep_from = last_pos + 1
     w.fid[keep_from:] = map(_KEPT_CODE.__getitem__, map(le, w.full[keep_from:n], w.card[keep_from:n]))
     left = budget - (packet.tokens if packet else 0) - w.total(CHEAP, keep_from, n)
-    if left > 0:
+    if left > 0 and full:
         promote(w, keep_from, left)
     return packet, ""
 
@@ -150,22 +151,30 @@ def promote(w: HistoryColumns, keep_from: int, left: int) -> None:
         cut = bisect_left(scored, keep_from)
         rel = dict(zip(scored[cut:], scores[cut:], strict=True))
         ranked = ranked_lists(full, list(scored[:cut]), list(scores[:cut]), n, an, left)
-    kept = sorted((-max(1.0 / (n - i), rel.get(i, 0.0)), -i) for i in range(keep_from, n) if fid[i] == CARD and i != an)
-    k = 0
+    # The kept cards as flat keys ``(-value, -i, extra)`` (the extra a raise costs beside them; flat tuples
+    # compare several times faster than nested ones, and the positions are distinct, so the extra is never
+    # compared), newest first: their recency keys ascend so, and the sort merges the runs.
+    kept = [(-max(1.0 / (n - i), rel[i]) if i in rel else -1.0 / (n - i), -i, full[i] - card[i])
+            for i in range(n - 1, keep_from - 1, -1) if fid[i] == CARD and i != an]
+    kept.sort()
+    k, m = 0, len(kept)
+    head = ranked.head(left)  # the best packeted turn that could still fit (its record is the extra cost)
     while left > 0:
-        head = ranked.head(left)  # the best packeted turn that could still fit (its record is the extra cost)
-        if head is not None and (k == len(kept) or head < kept[k]):
+        if head is not None and (k == m or head < kept[k]):  # (-value, -i) against (-value, -i, extra)
             i = -head[1]
             ranked.pop()
-        elif k < len(kept):
-            i = -kept[k][1]
+            extra = full[i]  # packeted: its whole record (``head`` gave one that fits)
+        elif k < m:
+            _, i, extra = kept[k]
+            i = -i
             k += 1
+            if extra > left:
+                continue  # ``left`` is as it was: so is the head
         else:
             break  # no kept card is left and no packeted turn can fit any more
-        extra = full[i] - (card[i] if fid[i] == CARD else 0)
-        if extra <= left:
-            _raise(w, i)
-            left -= extra
+        _raise(w, i)
+        left -= extra
+        head = ranked.head(left) if head is not None else None  # once none fits, none will (left only falls)
 
 
 def _raise(w: HistoryColumns, i: int) -> None:

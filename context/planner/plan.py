@@ -47,8 +47,10 @@ caller's: the table's own memoised columns, and a ``PlanCache``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from itertools import compress, repeat
+from operator import eq
 
 from vak_context.context.capacity.profile import CapacityProfile, to_record
 from vak_context.context.capacity.tokens import estimate_tokens
@@ -75,7 +77,6 @@ from vak_context.context.planner.records import (
     CURRENT,
     FULL,
     PACKET,
-    SHOWN,
     Budget,
     CurrentTurnPlan,
     Fidelity,
@@ -155,33 +156,40 @@ def placement(
     tail_tokens: int,
     state: PlannerState | None = None,
     sizes: TurnTable | None = None,
-    relevance: TurnScores | None = None,
+    relevance: TurnScores | Callable[[], TurnScores] | None = None,
     grown: int | None = None,
     cache: PlanCache | None = None,
 ) -> tuple[PacketPlan | None, bool, int]:
     """(the packet, whether it is a rescue, the current turn's tokens: ``Plan.budget.current``) of ``plan``
     with the same arguments, without the plan's record (its rows, inputs and digests): what a turn's close
     reads of the plans it makes ahead (``vak_context.context.planner.policy.needs_summary_ahead``), which are
-    never recorded or sent."""
+    never recorded or sent. The packet is placed before the Full promotion, which moves no turn in or out of
+    it, so the promotion (and the relevance it ranks by: ``relevance`` may be a callable, called only then)
+    runs only where the stated items' contract reads which turns it carries whole."""
     req, _, _, (packet, rescue, turn_plan), _ = _place(
         index, profile, directive, prefix_tokens, tail_tokens, state or PlannerState(), sizes, relevance, (), None,
-        None, None, cache, grown)
+        None, None, cache, grown, placing=True)
     return packet, bool(rescue), turn_plan.tokens if turn_plan is not None else req.directive_tokens
 
 
 def _place(index: TurnIndex, profile: CapacityProfile, directive: str, prefix_tokens: int, tail_tokens: int,
-           state_in: PlannerState, sizes: TurnTable | None, relevance: TurnScores | None,
+           state_in: PlannerState, sizes: TurnTable | None, relevance: TurnScores | Callable[[], TurnScores] | None,
            reading_terms: Sequence[str], current: int | None, infos: Mapping[str, EvidenceInfo] | None,
-           current_costs: TurnCosts | None, cache: PlanCache | None, grown: int | None,
+           current_costs: TurnCosts | None, cache: PlanCache | None, grown: int | None, placing: bool = False,
            ) -> tuple[Request, Room, HistoryColumns, _Placed, PlannerState]:
     """Every step of ``plan`` before its record: the request, the room, the history columns, the placement
-    (packet, rescue reason, current turn) and the state after the closed turns' observations."""
+    (packet, rescue reason, current turn) and the state after the closed turns' observations. ``placing``:
+    only the packet, the rescue and the current turn are read (``placement``), so the Full promotion is left
+    out where nothing reads it (no contract; a new directive has no current turn to fit beside it)."""
     req = request_of(index, profile, directive, prefix_tokens, tail_tokens, current, infos, current_costs)
     new_state = _apply_observations(index, state_in, req)
     room = room_of(index, profile, req, new_state, grown)
-    w = _apply_history(index, req, room, sizes, relevance, reading_terms)
+    promote = not placing or room.contract > 0 or req.costs is not None
+    if callable(relevance):
+        relevance = relevance() if promote else None
+    w = _apply_history(index, req, room, sizes, relevance, reading_terms, promote)
     cache = cache or PlanCache()
-    packet, rescue = _apply_fill(index, w, req, room, cache)
+    packet, rescue = _apply_fill(index, w, req, room, cache, promote)
     packet, turn_plan = _apply_current_turn(index, w, req, room, packet, rescue)
     room, packet, rescue, turn_plan = _apply_contract(index, w, req, room, cache, (packet, rescue, turn_plan))
     return req, room, w, (packet, rescue, turn_plan), new_state
@@ -196,9 +204,12 @@ def _apply_observations(index: TurnIndex, state: PlannerState, req: Request) -> 
 
 
 def _apply_history(index: TurnIndex, req: Request, room: Room, sizes: TurnTable | None,
-                   relevance: TurnScores | None, reading_terms: Sequence[str]) -> HistoryColumns:
-    """The planned turns as columns, with their relevance and the referred-to turn."""
+                   relevance: TurnScores | None, reading_terms: Sequence[str], scored: bool = True) -> HistoryColumns:
+    """The planned turns as columns, with their relevance and the referred-to turn (``scored`` False: without
+    them, for a placement that does not promote)."""
     w = history_columns(index, room.start, req.end, sizes, req.tpc)
+    if not scored:
+        return w
     if relevance is None:
         relevance = card_scores(index, w.turns, " ".join([req.directive, *reading_terms]))
     apply_relevance(w, relevance)
@@ -207,13 +218,14 @@ def _apply_history(index: TurnIndex, req: Request, room: Room, sizes: TurnTable 
     return w
 
 
-def _apply_fill(index: TurnIndex, w: HistoryColumns, req: Request, room: Room, cache: PlanCache
-                ) -> tuple[PacketPlan | None, str]:
-    """Place the history in the budget: (the packet, the rescue reason). A rescue carries no history."""
+def _apply_fill(index: TurnIndex, w: HistoryColumns, req: Request, room: Room, cache: PlanCache,
+                promote: bool = True) -> tuple[PacketPlan | None, str]:
+    """Place the history in the budget: (the packet, the rescue reason). A rescue carries no history.
+    ``promote`` False: the packet and the kept cards only, no turn raised to Full."""
     packet: PacketPlan | None = None
     rescue = room.rescue
     if not rescue and w.turns:
-        packet, rescue = fill(index, w, max(room.budget, 0), req.tpc, cache)
+        packet, rescue = fill(index, w, max(room.budget, 0), req.tpc, cache, promote)
     if rescue:
         packet = None
         _carry_none(w, BEHIND)
@@ -275,10 +287,13 @@ def _whole(w: HistoryColumns) -> set[int]:
 
 
 def _spent(w: HistoryColumns) -> tuple[int, int]:
-    """Tokens of the history the request shows: (Full, cards)."""
-    fid, full, card = w.fid, w.full, w.card
-    shown = [i for i in (*w.retrieved, *range(w.keep_from, len(w.turns))) if fid[i] in SHOWN]
-    return sum(full[i] for i in shown if fid[i] == FULL), sum(card[i] for i in shown if fid[i] == CARD)
+    """Tokens of the history the request shows: (Full, cards): the retrieved turns and the kept ones after the
+    packet, the kept ones summed by their codes in C (``compress``), not a Python step per turn."""
+    fid, full, card, k, n = w.fid, w.full, w.card, w.keep_from, len(w.turns)
+    kept = fid[k:n]
+    retrieved = sum(full[i] for i in w.retrieved if fid[i] == FULL)
+    return (retrieved + sum(compress(full[k:n], map(eq, kept, repeat(FULL)))),
+            sum(compress(card[k:n], map(eq, kept, repeat(CARD)))))
 
 
 def _history_tokens(w: HistoryColumns, packet: PacketPlan | None) -> int:

@@ -10,6 +10,7 @@ covers everything a request is built from, so a request can be explained after t
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
@@ -179,7 +180,9 @@ class Rows:
     card: Sequence[int]
     history_start: int  # position of the first planned turn (the ones before it are behind a reset)
     history_end: int  # one past the last history turn
-    relevance: Mapping[int, float]  # position -> relevance (sparse)
+    # position -> relevance (sparse); None where it was not recorded: rows read back from a plan entry whose
+    # rows record leaves it out (``vak_context.context.planner.delta``, form 3; ``explain()`` recomputes it)
+    relevance: Mapping[int, float] | None
     anaphora: int | None  # position of the referred-to turn
     retrieved: frozenset[int]
     current_tokens: int
@@ -191,13 +194,19 @@ class Rows:
     card_chars: Sequence[int] | None = None
     rate: float | None = None
 
-    def _key(self) -> tuple[Any, ...]:
+    def _key(self, relevance: bool = True) -> tuple[Any, ...]:
         m, end = len(self.codes), self.history_end
         return (tuple(self.ids[:m]), self.codes, tuple(self.full[:end]), tuple(self.card[:end]), self.history_start,
-                end, dict(self.relevance), self.anaphora, self.retrieved, self.current_tokens)
+                end, dict(self.relevance) if relevance and self.relevance is not None else None, self.anaphora,
+                self.retrieved, self.current_tokens)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Rows) and self._key() == other._key()
+        """Equal in every column both hold: rows read back without their relevance (None, not recorded) equal
+        the rows they were recorded from."""
+        if not isinstance(other, Rows):
+            return False
+        both = self.relevance is not None and other.relevance is not None
+        return self._key(both) == other._key(both)
 
     __hash__ = None  # type: ignore[assignment]  # equal by value, like the dict it carries
 
@@ -205,6 +214,14 @@ class Rows:
 # The codes as the rows hold them (``Fidelity.code``).
 FULL, CARD, PACKET, BEHIND, CURRENT = (f.code for f in Fidelity)
 SHOWN = FULL + CARD  # the history the request carries
+_SHOWN_CODES = re.compile(f"[{SHOWN}]")
+
+
+def _indexable(seq: Sequence[Any]) -> Sequence[Any]:
+    """A lent prefix's own list (``vak_context.context.planner.sizes.Prefix.items``, read only at the prefix's
+    positions), else the sequence itself: a list indexes in C, a ``Prefix`` in Python."""
+    items = getattr(seq, "items", None)
+    return items if isinstance(items, list) else seq
 
 
 @dataclass(frozen=True)
@@ -250,7 +267,7 @@ class Plan:
         if i < r.history_start or code == BEHIND:
             return PlannedTurn(i + 1, r.ids[i], Fidelity.BEHIND_RESET, 0, f, c)
         recency = 1.0 / (r.history_end - i)
-        rel = r.relevance.get(i, 0.0)
+        rel = r.relevance.get(i, 0.0) if r.relevance is not None else 0.0
         a = 1.0 if i == r.anaphora else 0.0
         return PlannedTurn(i + 1, r.ids[i], Fidelity.of_code(code), cost, f, c, max(recency, rel, a), recency, rel, a,
                            i in r.retrieved)
@@ -270,8 +287,29 @@ class Plan:
 
     @cached_property
     def _shown(self) -> tuple[PlannedTurn, ...]:
-        # built once per plan: a plan a step reuses is projected again (each of ~200 shown turns at 1,000)
-        return tuple(self._turn(i) for i, c in enumerate(self.rows.codes) if c in SHOWN)
+        # Built once per plan (a plan a step reuses is projected again), ~200 shown turns at 1,000: ``_turn`` for
+        # each, inlined. Shown turns are planned ones (F or c; the turns behind a reset are x), the positions
+        # found by a scan in C, the columns read as lists (a lent ``Prefix`` indexes in Python).
+        r = self.rows
+        codes, end, an, retrieved = r.codes, r.history_end, r.anaphora, r.retrieved
+        ids, full, card = _indexable(r.ids), _indexable(r.full), _indexable(r.card)
+        scores: Mapping[int, float] = r.relevance if r.relevance is not None else {}
+        rel = scores.get
+        full_code, full_fid, card_fid, make = FULL, Fidelity.FULL, Fidelity.CARD, tuple.__new__
+        out = []
+        for m in _SHOWN_CODES.finditer(codes):
+            i = m.start()
+            f, c = full[i], card[i]
+            recency, score = 1.0 / (end - i), rel(i, 0.0)
+            value = score if score > recency else recency  # max(recency, relevance, anaphora): the same float
+            a = 0.0
+            if i == an:
+                a, value = 1.0, value if value > 1.0 else 1.0
+            # ``PlannedTurn(...)`` without its Python-level ``__new__``: the same tuple
+            out.append(make(PlannedTurn, (i + 1, ids[i], full_fid, f, f, c, value, recency, score, a, i in retrieved))
+                       if codes[i] == full_code else
+                       make(PlannedTurn, (i + 1, ids[i], card_fid, c, f, c, value, recency, score, a, i in retrieved)))
+        return tuple(out)
 
     def to_json(self, *, turns: bool = True) -> dict[str, Any]:
         out = {

@@ -214,6 +214,10 @@ class SparseRelevance(Mapping[int, float]):
     def __getitem__(self, position: int) -> float:
         return self._mapping()[position]
 
+    def get(self, position: int, default: float | None = None) -> float | None:  # type: ignore[override]
+        # the dictionary's own: ``Mapping.get`` would raise and catch a KeyError for every unscored turn
+        return self._mapping().get(position, default)
+
     def __iter__(self) -> Iterator[int]:
         return iter(self._mapping())
 
@@ -316,8 +320,10 @@ def ranked_lists(full: Sequence[int], packeted: list[int], scores: list[float], 
     fulls = list(map(full.__getitem__, packeted))
     fits = [f <= left and i != anaphora for i, f in zip(packeted, fulls, strict=True)]
     values = map(max, map(truediv, repeat(1.0), map(sub, repeat(n), packeted)), scores)
-    keys = zip(map(neg, values), map(neg, packeted), strict=True)
-    return Ranked.of(sorted(compress(zip(keys, fulls, strict=True), fits)))
+    # sorted as flat tuples (several times faster to compare than nested ones; the positions are distinct, so
+    # the record's tokens after them are never compared), then keyed as ``Ranked`` reads them
+    flat = sorted(compress(zip(map(neg, values), map(neg, packeted), fulls, strict=True), fits))
+    return Ranked.of([((v, j), f) for v, j, f in flat])
 
 
 def _gather(column: Sequence[int] | Positions, at: Positions) -> Positions:

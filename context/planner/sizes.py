@@ -167,7 +167,7 @@ class TurnTable:
         were derived from, lent (``lend``): a plan's rows without a copy of the session's columns."""
         columns = self._columns_at(tpc)
         self.lend(ids, tokens)
-        return (Prefix(self.ids, ids), Prefix(columns.full, tokens), Prefix(columns.card, tokens),
+        return (Prefix(self.ids, ids), Prefix(columns.full, tokens, tpc), Prefix(columns.card, tokens, tpc),
                 Prefix(self.full_chars, tokens), Prefix(self.card_chars, tokens))
 
     def whole_tokens(self, tpc: float) -> TokenColumns:
@@ -284,13 +284,22 @@ class TokenColumns:
 
     @classmethod
     def of(cls, tpc: float, full_chars: list[int], card_chars: list[int]) -> TokenColumns:
-        # ``estimate_tokens`` inlined (math.ceil of chars x tpc, the same ints): a new measured rate re-derives
-        # every row, so at 1,000 turns this is two thousand calls a step saved.
-        ceil = math.ceil
-        full = [ceil(c * tpc) for c in full_chars]
-        card = [ceil(c * tpc) for c in card_chars]
-        cheap = list(map(min, full, card))
-        return cls(tpc, full, card, cheap, running_totals(cheap), running_totals(card))
+        # ``estimate_tokens`` (math.ceil of chars x tpc) as vector operations: each reply's receipt measures a new
+        # rate, which re-derives every row, so this runs once a turn over the whole session. The same ints: a
+        # float64 product is the one Python's ``c * tpc`` makes (chars are exact below 2**53), and its ceiling
+        # is exact in float64 as an int64. Below ``VECTOR_ROWS`` rows numpy's per-call overhead outweighs it.
+        if len(full_chars) < VECTOR_ROWS:
+            ceil = math.ceil
+            full = [ceil(c * tpc) for c in full_chars]
+            card = [ceil(c * tpc) for c in card_chars]
+            cheap = list(map(min, full, card))
+            return cls(tpc, full, card, cheap, running_totals(cheap), running_totals(card))
+        full_a = np.ceil(np.array(full_chars, dtype=np.float64) * tpc).astype(np.int64)
+        card_a = np.ceil(np.array(card_chars, dtype=np.float64) * tpc).astype(np.int64)
+        cheap_a = np.minimum(full_a, card_a)
+        columns = cls(tpc, full_a.tolist(), card_a.tolist(), cheap_a.tolist(), _totals(cheap_a), _totals(card_a))
+        columns._full_array = full_a
+        return columns
 
     def set(self, position: int, full_chars: int, card_chars: int) -> None:
         full, card = estimate_tokens(full_chars, self.tpc), estimate_tokens(card_chars, self.tpc)
@@ -318,15 +327,23 @@ class Prefix(Sequence[T]):
     copies the list before changing any of these items, and otherwise only appends). Slices are lists;
     pickled, it is a tuple of its items."""
 
-    __slots__ = ("_items", "_stop")
+    __slots__ = ("_items", "_stop", "rate")
 
-    def __init__(self, items: list[T], stop: int) -> None:
+    def __init__(self, items: list[T], stop: int, rate: float | None = None) -> None:
         if not 0 <= stop <= len(items):
             raise InvalidInput(f"a prefix of {stop} items of a list of {len(items)}")
         self._items, self._stop = items, stop
+        # token rows lent at this tokens-per-char: each is ``ceil(chars x rate)`` of its row's characters, lent
+        # beside them (``TurnTable.lent_rows``), so a plan entry need not check them (``delta``). None: other rows
+        self.rate = rate
 
     def __len__(self) -> int:
         return self._stop
+
+    @property
+    def items(self) -> list[T]:
+        """The list it is a prefix of, to index in C: read only, and only below ``len(self)``."""
+        return self._items
 
     @overload
     def __getitem__(self, i: int) -> T: ...
@@ -352,6 +369,17 @@ class Prefix(Sequence[T]):
 
     def __repr__(self) -> str:
         return f"Prefix({self._items[: self._stop]!r})"
+
+
+VECTOR_ROWS = 64  # from this many rows a token column is derived as numpy vectors (``TokenColumns.of``)
+
+
+def _totals(column: npt.NDArray[np.int64]) -> list[int]:
+    """``running_totals`` of an int64 column."""
+    totals = np.zeros(len(column) + 1, dtype=np.int64)
+    np.cumsum(column, out=totals[1:])
+    out: list[int] = totals.tolist()
+    return out
 
 
 def running_totals(column: list[int]) -> list[int]:

@@ -167,7 +167,7 @@ class SessionView:
         only this, unless a summary is due."""
         return placement(
             self.index, profile, directive, prefix_tokens=prefix_tokens, tail_tokens=tail_tokens,
-            state=self.states.get(str(profile.key)), sizes=self.sizes(), relevance=self.scores(directive),
+            state=self.states.get(str(profile.key)), sizes=self.sizes(), relevance=lambda: self.scores(directive),
             grown=grown, cache=self.plan_cache,
         )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import random
 from pathlib import Path
 
 import httpx
@@ -18,10 +19,14 @@ from tests.fakes.sessions import SessionBuilder
 from vak_context.actors.assembler import AssemblerActor
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.planner.delta import (
+    CHARS_FORM,
     KEYFRAME_EVERY,
     ROWS_FORM,
     TOKENS_FORM,
+    VECTOR_CODES,
     PlanRows,
+    _edits,
+    _str_edits,
     rows_of_record,
     rows_record,
 )
@@ -166,8 +171,8 @@ def test_the_sizes_are_recorded_as_characters_so_a_moving_rate_does_not_grow_the
     """Each receipt measures the tokens-per-char rate anew, which moves the tokens of a share of every turn:
     as token edits the entry grew with the session. As characters (a closed turn's never change) and the
     rate, its sizes at 240 turns are the size of those at 40, and every plan still decodes exactly. (The
-    scored turns' relevance is recorded as set or changed, and each new turn moves every score: it grows
-    with the turns that share a term with the directive, which here is every other one.)"""
+    scored turns' relevance, which each new turn moves for every turn sharing a term with the directive, is
+    no longer recorded: ``test_the_relevance_is_not_recorded_so_the_entry_does_not_grow_with_the_scored_turns``.)"""
     plans = _view_plans(240, moving_rate=True)
     records = dict(plans)
     assert all(r.rows is not None and r.rows["form"] == ROWS_FORM for r in records.values())
@@ -214,3 +219,99 @@ def test_rows_without_characters_are_written_and_read_as_token_edits() -> None:
     # tokens that are not the characters at the rate are never recorded as characters
     off = dataclasses.replace(second, full=(*second.full[:-1], second.full[-1] + 1))
     assert rows_record(off, first)["form"] == TOKENS_FORM
+
+
+def test_the_relevance_is_not_recorded_so_the_entry_does_not_grow_with_the_scored_turns() -> None:
+    """Each new turn moves the normalised BM25 score of every turn that shares a term with the directive (here
+    every other one), so recorded where changed the relevance grew with the session. It is an input, like the
+    sizes, recorded as its digest (``inputs["relevance"]``, which ``explain()`` checks by planning again): the
+    rows record (form 3) leaves it out, and the whole rows record at 240 turns is the size of one at 40. A plan
+    read back has the same digest, rows and request; its rows' relevance is None (not recorded)."""
+    plans = _view_plans(240)
+    records = dict(plans)
+    assert all(r.rows is not None and r.rows["form"] == ROWS_FORM and "relevance" not in r.rows for _, r in plans)
+    assert all(isinstance(r.inputs["relevance"], str) for _, r in plans)
+
+    def size(rows: dict[str, object] | None) -> int:
+        return len(json.dumps(rows, separators=(",", ":")))
+
+    early, late = [size(r.rows) for _, r in plans[30:40]], [size(r.rows) for _, r in plans[230:240]]
+    # what changed since the turn before (the new turn, the fidelities and retrieved turns that moved), not the
+    # session: at 1,000 turns of the embedding bench the relevance alone was ~3 KB an entry
+    assert max(late) <= 2 * max(early) < 1_000
+
+    def read(entry_id: str) -> tuple[str | None, dict[str, object]] | None:
+        r = records[entry_id]
+        return (r.base, dict(r.rows or {}))
+
+    entry_id, record = plans[-1]
+    rows = PlanRows().rows_of(entry_id, read)
+    p = plan_of_entry(record, rows)
+    assert p is not None and p.digest == record.digest and rows is not None and rows.relevance is None
+    assert all(t.relevance == 0.0 for t in p.turns)  # not recorded: the turns read none
+    b = SessionBuilder("s")  # the same session planned now: equal rows (the relevance aside: None is unknown)
+    for i in range(240):
+        b.turn(f"Read module {i} and say what it does.", [("read_file", {"path": f"m{i}.py"}, f"code of m{i}", False)])
+        b.add(Directive(text=f"Now compare module {i} with the others."))
+        b.add(AssistantStep(blocks=(TextBlock(text="thinking it over"),)))
+    fresh = b.view.plan(PROFILE, "", prefix_tokens=100, tail_tokens=10, current=len(b.view.index.turns))
+    assert fresh.digest == record.digest and fresh.rows == rows and fresh.rows.relevance
+
+
+FORM_2 = Path(__file__).parent / "data" / "plan-rows-form-2.json"
+
+
+def test_plan_entries_of_form_2_written_before_still_read_with_their_relevance() -> None:
+    """``data/plan-rows-form-2.json``: the plan entries ``_view_plans(6, moving_rate=True)`` made at commit
+    14123b5, the code before form 3 (rows of characters and the relevance's edits), as
+    ``PlanRecord.model_dump(mode="json")`` with their ids. This code reads each back, by a reader holding none of
+    them, to the plan it recorded (its digest, which the same session planned by this code has too), relevance
+    and all; and a form-3 entry written against the last of them reads back too."""
+    raw = json.loads(FORM_2.read_text())
+    old = [(x["id"], PlanRecord.model_validate(x["record"])) for x in raw]
+    assert all(r.rows is not None and r.rows["form"] == CHARS_FORM for _, r in old)
+    records = dict(old)
+
+    def read(entry_id: str) -> tuple[str | None, dict[str, object]] | None:
+        r = records[entry_id]
+        return (r.base, dict(r.rows or {}))
+
+    now = _view_plans(6, moving_rate=True)  # the same plans, made by this code
+    held = PlanRows()
+    for (entry_id, record), (_, made) in zip(old, now, strict=True):
+        rows = PlanRows().rows_of(entry_id, read)
+        assert rows is not None and rows.relevance is not None and held.rows_of(entry_id, read) == rows
+        p = plan_of_entry(record, rows)
+        assert p is not None and p.digest == record.digest == made.digest
+        recorded = {i: v for i, v in (record.rows or {})["relevance"]}  # type: ignore[union-attr]
+        assert recorded and all(rows.relevance[i] == v for i, v in recorded.items())  # read back as recorded
+    last_id = old[-1][0]
+    b = SessionBuilder("s")
+    for i in range(7):
+        b.turn(f"Read module {i} and say what it does.", [("read_file", {"path": f"m{i}.py"}, f"code of m{i}", False)])
+        b.add(Directive(text=f"Now compare module {i} with the others."))
+        b.add(AssistantStep(blocks=(TextBlock(text="thinking it over"),)))
+    p7 = b.view.plan(PROFILE, "", prefix_tokens=100, tail_tokens=10, current=len(b.view.index.turns))
+    base = held.base_for(last_id)
+    assert base is not None
+    record = plan_entry(p7, b.view.index.head, base)
+    assert record.base == last_id and record.rows is not None and record.rows["form"] == ROWS_FORM
+    records[f"{7:064x}"] = record
+    back = plan_of_entry(record, PlanRows().rows_of(f"{7:064x}", read))
+    assert back is not None and back.digest == p7.digest and back.rows == p7.rows
+
+
+def test_the_codes_edits_found_as_a_vector_comparison_are_the_runs_found_code_by_code() -> None:
+    """``_str_edits`` compares long code strings as bytes in numpy: the same runs as the step-by-step ``_edits``,
+    for changed codes anywhere, a shorter or longer plan, and none changed."""
+    rng = random.Random(37)
+    for _ in range(200):
+        n = rng.randint(VECTOR_CODES, 3 * VECTOR_CODES)
+        base = "".join(rng.choice("pcFx") for _ in range(n))
+        new = list(base[: n + rng.randint(-20, 20)])
+        for _ in range(rng.choice((0, 1, 3, 30))):
+            if new:
+                new[rng.randrange(len(new))] = rng.choice("pcF*")
+        new += ["c"] * max(0, n + rng.randint(-5, 5) - len(new))
+        code = "".join(new)
+        assert _str_edits(base, code) == [[i, "".join(vs)] for i, vs in _edits(base, code)]

@@ -23,7 +23,14 @@ from vak_context.context.planner.fill import promote as _promote
 from vak_context.context.planner.history import HistoryColumns as _Work
 from vak_context.context.planner.plan import plan, scores_by_id
 from vak_context.context.planner.relevance import PositionBm25, TurnScores
-from vak_context.context.planner.sizes import TurnSize, TurnTable, running_totals, sizes_digest
+from vak_context.context.planner.sizes import (
+    VECTOR_ROWS,
+    TokenColumns,
+    TurnSize,
+    TurnTable,
+    running_totals,
+    sizes_digest,
+)
 
 texts = st.lists(st.sampled_from([*WORDS, "alpha", "beta", "x1"]), max_size=30).map(" ".join)
 
@@ -226,3 +233,19 @@ def test_a_lent_table_copies_its_columns_before_changing_a_row_in_place() -> Non
     table.set(1, "other", TurnSize(999, 99, 0, 0))  # changed in place: the lent lists stay as they were
     assert ids[:3] == ["t0", "t1", "t2"] and full[:3] == [50, 51, 51] and card[:3] == [5, 5, 5]
     assert table.ids[1] == "other" and table.tokens(0.5, 0, 4)[0][1] == 500
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 2_000_000), min_size=VECTOR_ROWS, max_size=3 * VECTOR_ROWS),
+       st.floats(0.01, 2.0, allow_nan=False))
+def test_token_columns_derived_as_vectors_are_the_ints_math_ceil_gives(chars: list[int], tpc: float) -> None:
+    """A new rate re-derives every row's tokens; from ``VECTOR_ROWS`` rows as numpy vectors: the same ints
+    ``estimate_tokens`` (``math.ceil(chars * tpc)``) gives, and the same running totals."""
+    card = [c // 3 for c in chars]
+    columns = TokenColumns.of(tpc, chars, card)
+    full_t, card_t = [math.ceil(c * tpc) for c in chars], [math.ceil(c * tpc) for c in card]
+    cheap = list(map(min, full_t, card_t))
+    assert (columns.full, columns.card, columns.cheap) == (full_t, card_t, cheap)
+    assert all(type(v) is int for v in (*columns.full, *columns.cheap_sums))
+    assert (columns.cheap_sums, columns.card_sums) == (running_totals(cheap), running_totals(card_t))
+    assert columns.full_array().tolist() == full_t

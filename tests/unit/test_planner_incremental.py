@@ -5,7 +5,8 @@ scores in place, its caches carry from one plan to the next (``docs/PLANNER.md``
 random session of a few hundred turns, planned at several budgets after each turn's steps (the open turn
 current, its row measured again) and for the next directive, every few steps the same plans are made by
 a view built from the entries alone: equal digests, rows, packets and budgets. Plans made earlier keep
-their rows while the table grows and changes under them (copy on write).
+their rows while the table grows and changes under them (copy on write). A placement (a turn's close plans
+the next request without its record, nor the Full promotion) gives the plan's packet, rescue and current turn.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import random
 from tests.fakes.sessions import WORDS, SessionBuilder, profile
 from vak_context.context.history.packets import compaction_payload
 from vak_context.context.history.turncard import build_card
-from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.plan import Fidelity, Plan
 from vak_context.context.planner.view import SessionView
 
 PROFILES = [profile(1_500), profile(4_000), profile(12_000, out=1_024), profile(60_000, out=2_048)]
@@ -28,6 +29,11 @@ def _same(a: Plan, b: Plan) -> None:
     assert (a.digest, a.inputs_digest) == (b.digest, b.inputs_digest)
     assert a.rows == b.rows and a.fidelities == b.fidelities
     assert (a.packet, a.budget, a.current_turn, a.state) == (b.packet, b.budget, b.current_turn, b.state)
+
+
+def _placed(p: Plan) -> tuple[object, ...]:
+    """What ``SessionView.placement`` reads of a plan: its packet, whether a rescue, the current turn's tokens."""
+    return p.packet, p.rescue, p.budget.current
 
 
 def _snapshot(p: Plan) -> tuple[object, ...]:
@@ -53,6 +59,14 @@ def test_a_kept_view_plans_every_step_as_a_view_built_from_scratch() -> None:
         open_until = len(b.entries)  # the entries the mid-turn plans were made over
         b.add(build_card(b.view.index, turn, b.view.turn_infos(turn)))
         ahead = [b.view.plan(prof, query, prefix_tokens=PREFIX, tail_tokens=TAIL) for prof in PROFILES]
+        for prof, p in zip(PROFILES, ahead, strict=True):  # a turn's close places the next plan without its record
+            assert b.view.placement(prof, query, prefix_tokens=PREFIX, tail_tokens=TAIL) == _placed(p)
+            assert p.shown() == [t for t in p.turns if t.fidelity in (Fidelity.FULL, Fidelity.CARD)]
+        if i % 7 == 0:  # and as a later step, grown as far as recent turns grew, places it
+            grown = [b.view.plan(prof, query, prefix_tokens=PREFIX, tail_tokens=TAIL, grown=400 + 40 * (i % 5))
+                     for prof in PROFILES]
+            assert [b.view.placement(prof, query, prefix_tokens=PREFIX, tail_tokens=TAIL, grown=400 + 40 * (i % 5))
+                    for prof in PROFILES] == [_placed(p) for p in grown]
         if i % 25 == 0:
             kept += [(p, _snapshot(p)) for p in (*mid, *ahead)]
         summary = next((p for p in ahead if p.packet is not None and p.packet.needs_summary), None)
