@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from whoosh.analysis import Token, Tokenizer
-from whoosh.fields import ID, NUMERIC, STORED, TEXT, Schema
+from whoosh.fields import STORED, TEXT, Schema
 from whoosh.filedb.filestore import FileStorage  # type: ignore[attr-defined]  # whoosh-ng's stubs miss it
 from whoosh.query import Or, Term
 from whoosh.scoring import BM25F
@@ -37,7 +37,6 @@ from vak_context.context.history.searchdocs import SearchDoc, SessionDocs
 from vak_context.errors import LedgerCorrupt, UnknownSession
 from vak_context.events.envelope import StoredEntry
 from vak_context.storage.ledger_paths import SEARCH_DIR
-from vak_context.storage.search_writer import SegmentBuffer, tiered_merge
 
 # The index's files, shared with the catch-up worker (storage/search_state.py); re-exported, as they were here.
 from vak_context.storage.search_state import INDEXED_KINDS as INDEXED_KINDS
@@ -50,6 +49,7 @@ from vak_context.storage.search_state import open_resumed as open_resumed
 from vak_context.storage.search_state import read_state as read_state
 from vak_context.storage.search_state import stale_format as stale_format
 from vak_context.storage.search_state import write_state as write_state
+from vak_context.storage.search_writer import SegmentBuffer, tiered_merge
 
 SNIPPET_CHARS = 160
 READ_CHUNK = 256  # entries read from the store at a time when catching up
@@ -82,9 +82,10 @@ class TermsTokenizer(Tokenizer):
 
 
 def schema() -> Schema:
-    return Schema(key=ID(stored=True, unique=True), kind=ID(stored=True), ref=ID(stored=True),
-                  turn=NUMERIC(stored=True), seq=NUMERIC(stored=True), start=STORED, end=STORED, tool=STORED,
-                  text=TEXT(analyzer=TermsTokenizer(), stored=True))
+    """Only ``text`` is indexed, by term frequency (a query is an OR of terms: no phrase, no field but text);
+    the rest is stored. (Format 3 indexed every field and each term's positions: most of whoosh's writing.)"""
+    return Schema(key=STORED, kind=STORED, ref=STORED, turn=STORED, seq=STORED, start=STORED, end=STORED,
+                  tool=STORED, text=TEXT(analyzer=TermsTokenizer(), stored=True, phrase=False))
 
 
 def _fields(doc: SearchDoc) -> dict[str, Any]:

@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-TIER = 6  # segments of one size tier merged together once there are this many
-TIER_BASE = 64  # documents: segments up to this size are the first tier
+TIER = 10  # segments of one size tier merged together once there are this many
+TIER_BASE = 16  # documents: segments up to this size are the first tier
 
 
 def _tier(docs: int) -> int:
