@@ -30,7 +30,6 @@ from whoosh.fields import STORED, TEXT, Schema
 from whoosh.filedb.filestore import FileStorage  # type: ignore[attr-defined]  # whoosh-ng's stubs miss it
 from whoosh.query import Or, Term
 from whoosh.scoring import BM25F
-from whoosh.writing import BufferedWriter
 
 from vak_context.bm25 import K1, B, terms
 from vak_context.context.history.searchdocs import SearchDoc, SessionDocs
@@ -49,7 +48,7 @@ from vak_context.storage.search_state import open_resumed as open_resumed
 from vak_context.storage.search_state import read_state as read_state
 from vak_context.storage.search_state import stale_format as stale_format
 from vak_context.storage.search_state import write_state as write_state
-from vak_context.storage.search_writer import SegmentBuffer, tiered_merge
+from vak_context.storage.search_writer import SegmentBuffer, open_writer
 
 SNIPPET_CHARS = 160
 READ_CHUNK = 256  # entries read from the store at a time when catching up
@@ -265,9 +264,7 @@ class WriterIndex:
             end = len(ids)
             last_id = ids[start - 1][0] if start else None
             found = docs_from_store(store, session, start, self.docs, ids)
-        self.writer: Any = (BufferedWriter(self.ix, period=None, limit=1 << 30, writerargs={"limitmb": 64},
-                                           commitargs={"mergetype": tiered_merge})
-                            if buffered else SegmentBuffer(self.ix))
+        self.writer: Any = open_writer(self.ix, buffered=buffered)
         # what the state file says now (None: none written for this index yet), so a commit with nothing new
         # writes nothing at all
         self.saved: tuple[int, str | None] | None = None if self.rebuilt else (start - 1, last_id)

@@ -81,3 +81,14 @@ class SegmentBuffer:
         if writer is not None:
             writer.cancel()
         self.bufferedcount = 0
+
+
+def open_writer(ix: Any, *, buffered: bool) -> Any:
+    """A ``SegmentBuffer`` on ``ix``, or with ``buffered`` whoosh's ``BufferedWriter`` (searchable before its
+    commit), merging by tiers too."""
+    if not buffered:
+        return SegmentBuffer(ix)
+    from whoosh.writing import BufferedWriter
+
+    return BufferedWriter(ix, period=None, limit=1 << 30, writerargs={"limitmb": 64},
+                          commitargs={"mergetype": tiered_merge})
