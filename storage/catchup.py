@@ -26,10 +26,12 @@ Giving way (``Foreground``): the store's catch-ups and a request's own work shar
 its GIL). ``vak serve`` marks the part of a request that is the engine's work, not the model's (routing it,
 binding its session, reading a resumed session, assembling the projection: ``Engine.foreground``), and a
 catch-up about to start waits until no such part has run for ``CLOSE_SETTLE_S`` (the engine is waiting on a
-model or on its caller), at most ``YIELD_S`` (so that one is never starved by a steady load): steps that
-follow each other with no wait between them (a model that answers at once) are not slowed by a catch-up
-beside them, and the turns that close meanwhile are caught up by one run after them. After a restart
-every session a kill left behind is queued at once, and without this their catch-ups took about a quarter of the CPU of the restarted server while the resumed sessions' first
+model or on its caller), at most ``YIELD_S`` (so that one is never starved by a steady load; a search meanwhile
+catches up what it lacks itself): steps that follow each other with no wait between them (a model that
+answers at once, a steady load of requests) are not slowed by a catch-up beside them, and the turns that
+close meanwhile are caught up by one run after them. After a restart every session a kill left behind is
+queued at once, and without this their catch-ups took about a quarter of the CPU of the restarted server
+while the resumed sessions' first
 requests ran (sampled with py-spy on bench/serve_bind.py's sessions). Waiting on the model is not marked:
 that is the time a catch-up is for. Those queued at open wait for the requests to settle (``SETTLE_S`` with
 nothing held, at most ``SETTLE_LIMIT_S``): the resumed sessions' first requests come in a burst, and a
@@ -62,7 +64,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("vak.search")
 
-YIELD_S = 2.0  # the longest a catch-up waits for the requests being worked on to be done
+YIELD_S = 10.0  # the longest a turn's close waits for the requests being worked on to pause
 CLOSE_SETTLE_S = 0.1  # a turn's close: no request work for this long (its model is being waited on)
 SETTLE_S = 0.5  # a catch-up queued at open waits until no request work has run for this long
 SETTLE_LIMIT_S = 30.0  # and at most this long (a steady load never starves it)
