@@ -25,17 +25,15 @@ thread.
 Giving way (``Foreground``): the store's catch-ups and a request's own work share this process's cores (and
 its GIL). ``vak serve`` marks the part of a request that is the engine's work, not the model's (routing it,
 binding its session, reading a resumed session, assembling the projection: ``Engine.foreground``), and a
-catch-up about to start waits until no such part has run for ``CLOSE_SETTLE_S`` (the engine is waiting on a
-model or on its caller), at most ``YIELD_S`` (so that one is never starved by a steady load; a search meanwhile
-catches up what it lacks itself): steps that follow each other with no wait between them (a model that
-answers at once, a steady load of requests) are not slowed by a catch-up beside them, and the turns that
-close meanwhile are caught up by one run after them. After a restart every session a kill left behind is
-queued at once, and without this their catch-ups took about a quarter of the CPU of the restarted server
-while the resumed sessions' first
-requests ran (sampled with py-spy on bench/serve_bind.py's sessions). Waiting on the model is not marked:
-that is the time a catch-up is for. Those queued at open wait for the requests to settle (``SETTLE_S`` with
-nothing held, at most ``SETTLE_LIMIT_S``): the resumed sessions' first requests come in a burst, and a
-catch-up started in one of its gaps (all of them waiting on their models) ran into the requests after it.
+catch-up about to start waits until no such part has run for ``SETTLE_S`` (the engine is waiting on a model
+or on its caller), at most ``SETTLE_LIMIT_S`` (so that one is never starved by a steady load; a search
+meanwhile catches up what it lacks itself). Waiting on the model is not marked: that is the time a catch-up
+is for. Steps or requests that follow each other closely (a model that answers at once, a steady load) are
+not slowed by a catch-up beside them, and the turns that close meanwhile are caught up by one run after them:
+a catch-up started in one of their short gaps ran into the work after it (after a restart every session a
+kill left behind is queued at once, and their catch-ups took about a quarter of the CPU of the restarted
+server while the resumed sessions' first requests ran, sampled with py-spy on bench/serve_bind.py's
+sessions; a turn's close that waited 0.1 s, at most 10 s, ran beside bench/serve.py's timed requests). Those queued at open (``settle``) go after the turns' closes.
 
 On open (``catch_up_behind``, called by ``Engine.open`` and, on Ray, by the folder's LedgerActor): a writer killed mid-catch-up can leave whoosh's
 files ahead of the state file (``vak verify``: "it holds N documents where its state says M"), and one
@@ -64,9 +62,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("vak.search")
 
-YIELD_S = 10.0  # the longest a turn's close waits for the requests being worked on to pause
-CLOSE_SETTLE_S = 0.1  # a turn's close: no request work for this long (its model is being waited on)
-SETTLE_S = 0.5  # a catch-up queued at open waits until no request work has run for this long
+SETTLE_S = 0.5  # a catch-up waits until no request work has run for this long
 SETTLE_LIMIT_S = 30.0  # and at most this long (a steady load never starves it)
 RESUMED = 64  # sessions whose resume point a store's catch-ups keep (each holds its directives' ids)
 
@@ -157,11 +153,10 @@ class CatchUp:
         self._resume: OrderedDict[str, Resume] = OrderedDict()  # session -> where it left it (worker thread only)
 
     def schedule(self, session: str, *, settle: bool = False) -> bool:
-        """Queue a catch-up of ``session`` (unless one is already queued); False once closing. ``settle``
-        (the sessions a kill left behind, queued as the store opens): it waits until no request work has run
-        for ``SETTLE_S`` (at most ``SETTLE_LIMIT_S``), not only for the work in progress, and stays so when a
-        turn of it closes meanwhile: after a restart the resumed sessions' first requests come in a burst,
-        with gaps (each waits on its model) that a catch-up started in would run into the next ones."""
+        """Queue a catch-up of ``session`` (unless one is already queued); False once closing. Every catch-up
+        waits until no request work has run for ``SETTLE_S`` (at most ``SETTLE_LIMIT_S``); ``settle`` (the
+        sessions a kill left behind, queued as the store opens) puts it after the turns' closes, and it stays
+        so when a turn of it closes meanwhile."""
         with self._cond:
             if self._stopping.is_set():
                 return False
@@ -213,18 +208,14 @@ class CatchUp:
                     self.running = None
                     self._thread = None
                     return
-                settle = all(s in self._settling for s in self._pending)
-            if self.foreground is not None:  # after a restart, the resumed sessions' requests go first
-                if settle:
-                    self.foreground.quiet(SETTLE_LIMIT_S, self._stopping.is_set, settle=SETTLE_S)
-                else:
-                    self.foreground.quiet(YIELD_S, self._stopping.is_set, settle=CLOSE_SETTLE_S)
+            if self.foreground is not None:  # the requests being worked on go first
+                self.foreground.quiet(SETTLE_LIMIT_S, self._stopping.is_set, settle=SETTLE_S)
             with self._cond:
                 self.running = None
                 if not self._pending or self._stopping.is_set():
                     self._thread = None
                     return
-                # a turn's close first: those queued at open wait for the requests to settle
+                # a turn's close first: those queued at open after them
                 session = next((s for s in self._pending if s not in self._settling), self._pending[0])
                 self._pending.remove(session)
                 self._settling.discard(session)

@@ -258,9 +258,9 @@ def test_the_worker_ends_when_nothing_is_pending_without_waiting_for_the_request
 
 def test_a_turns_close_waits_until_no_request_work_ran_for_a_moment(tmp_path: Path) -> None:
     """Steps that follow each other at once (a model that answers at once) are not slowed by a catch-up
-    beside them: a turn's close is caught up once no request work has run for ``CLOSE_SETTLE_S``, and the
+    beside them: a turn's close is caught up once no request work has run for ``SETTLE_S``, and the
     turns that closed meanwhile coalesce into that one run."""
-    from vak_context.storage.catchup import CLOSE_SETTLE_S
+    from vak_context.storage.catchup import SETTLE_S
 
     root = tmp_path / "ledger"
     with LedgerStore(root) as store:
@@ -272,7 +272,7 @@ def test_a_turns_close_waits_until_no_request_work_ran_for_a_moment(tmp_path: Pa
             store.foreground.wait_waiting(1)
             _write(store, "s", 1)
             assert store.index_later("s") and catch_up.pending == ("s",) and catch_up.runs == 0
-        assert not store.foreground.quiet(0.0, lambda: False, settle=CLOSE_SETTLE_S * 100)  # it just ended
+        assert not store.foreground.quiet(0.0, lambda: False, settle=SETTLE_S * 100)  # it just ended
         store.index_idle()
         assert catch_up.runs == 1
         state = _state(root, "s")
