@@ -21,7 +21,8 @@ model call makes: a turn's appends are written behind and synced before its next
 folding, the tool). ``cpu ms`` is the process's CPU time per step (every thread), which a loaded machine
 stretches far less than the wall time; ``main cpu`` the part of it on the thread that runs the turns (the
 request path; the rest is worker threads: appends, evidence, and the search index's catch-up at a turn's
-close, ``storage/catchup.py``, which runs beside the next turn); ``gc ms`` the CPU the garbage collector took
+close, ``storage/catchup.py``, which waits until no step has assembled a request for 0.5 s, at most 30 s: with
+this instant model the timed turns' closes are mostly caught up by one run after them); ``gc ms`` the CPU the garbage collector took
 inside the timed turns, and ``full`` how many of its collections were full ones (a full collection visits
 every object the engine holds, so it grows with the session; one comes every few dozen steps, so a run of 10
 steps holds none or one: more ``--turns`` give its share a step). ``plan B`` the mean size of the timed turns' ``plan`` entries (a delta

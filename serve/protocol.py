@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from vak_context.errors import InvalidInput
+from vak_context.serve.bodies import loads_json
 
 Protocol = Literal["openai", "anthropic"]
 
@@ -140,7 +141,7 @@ def _arguments(raw: Any) -> Mapping[str, Any]:
     if isinstance(raw, Mapping):
         return raw
     try:
-        value = json.loads(raw or "{}")
+        value = loads_json(raw or "{}")
     except (TypeError, ValueError):
         value = None
     if not isinstance(value, Mapping):
@@ -150,7 +151,8 @@ def _arguments(raw: Any) -> Mapping[str, Any]:
 
 def _messages(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     messages = body.get("messages")
-    if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
+    if (not isinstance(messages, list) or not messages
+            or not all(type(m) is dict or isinstance(m, Mapping) for m in messages)):  # a dict: no ABC check
         raise InvalidInput("'messages' must be a non-empty list of message objects")
     return messages
 

@@ -4,7 +4,7 @@ A writer store that does not index on append (``Engine.open``'s, the LedgerActor
 close (the services' ``turn_finished``, which both drivers and ``vak serve`` pass) to catch that session's
 index up: ``LedgerStore.index_later`` hands the session to the store's ``CatchUp``, one worker thread per
 store, which opens the session's ``WriterIndex`` (caught up from the seq its state names, or rebuilt), commits
-and closes it, under the session folder's lock (``index_lock``), the lock ``session_search`` takes, so the
+the new documents as one segment (``storage/search_writer.py``) and closes it, under the session folder's lock (``index_lock``), the lock ``session_search`` takes, so the
 two never race. It runs while the engine waits on the model for the next turn: the next search pays only for
 what was appended since the turn closed. The append path is unchanged (no queue put, nothing per entry).
 
@@ -15,7 +15,8 @@ grew with the session: ~4 ms of a turn's close at 1,000 turns). Anything else th
 ``session_search``, a rebuild) moves its state, and that catch-up opens the index whole as before.
 
 Coalescing: at most one pending catch-up per session; a turn that closes while its session's catch-up runs
-queues exactly one more run after it. The thread ends when nothing is pending (the next close starts one).
+(or waits to) queues exactly one more run after it. The thread ends as soon as nothing is pending (the next
+close starts one).
 Closing the store drops what is pending, asks the running catch-up to stop at its next entry (what it
 indexed so far is committed, and its state names the last entry taken), and joins the thread. A failure is
 logged and the session's index deleted, so the next search rebuilds it from the ledger; nothing escapes the
@@ -24,13 +25,15 @@ thread.
 Giving way (``Foreground``): the store's catch-ups and a request's own work share this process's cores (and
 its GIL). ``vak serve`` marks the part of a request that is the engine's work, not the model's (routing it,
 binding its session, reading a resumed session, assembling the projection: ``Engine.foreground``), and a
-catch-up about to start waits while any such part runs, at most ``YIELD_S`` (so that one is never starved
-by a steady load): after a restart every session a kill left behind is queued at once, and without this
-their catch-ups took about a quarter of the CPU of the restarted server while the resumed sessions' first
-requests ran (sampled with py-spy on bench/serve_bind.py's sessions). Waiting on the model is not marked:
-that is the time a catch-up is for. Those queued at open wait for the requests to settle (``SETTLE_S`` with
-nothing held, at most ``SETTLE_LIMIT_S``): the resumed sessions' first requests come in a burst, and a
-catch-up started in one of its gaps (all of them waiting on their models) ran into the requests after it.
+catch-up about to start waits until no such part has run for ``SETTLE_S`` (the engine is waiting on a model
+or on its caller), at most ``SETTLE_LIMIT_S`` (so that one is never starved by a steady load; a search
+meanwhile catches up what it lacks itself). Waiting on the model is not marked: that is the time a catch-up
+is for. Steps or requests that follow each other closely (a model that answers at once, a steady load) are
+not slowed by a catch-up beside them, and the turns that close meanwhile are caught up by one run after them:
+a catch-up started in one of their short gaps ran into the work after it (after a restart every session a
+kill left behind is queued at once, and their catch-ups took about a quarter of the CPU of the restarted
+server while the resumed sessions' first requests ran, sampled with py-spy on bench/serve_bind.py's
+sessions; a turn's close that waited 0.1 s, at most 10 s, ran beside bench/serve.py's timed requests). Those queued at open (``settle``) go after the turns' closes.
 
 On open (``catch_up_behind``, called by ``Engine.open`` and, on Ray, by the folder's LedgerActor): a writer killed mid-catch-up can leave whoosh's
 files ahead of the state file (``vak verify``: "it holds N documents where its state says M"), and one
@@ -59,8 +62,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("vak.search")
 
-YIELD_S = 2.0  # the longest a catch-up waits for the requests being worked on to be done
-SETTLE_S = 0.5  # a catch-up queued at open waits until no request work has run for this long
+SETTLE_S = 0.5  # a catch-up waits until no request work has run for this long
 SETTLE_LIMIT_S = 30.0  # and at most this long (a steady load never starves it)
 RESUMED = 64  # sessions whose resume point a store's catch-ups keep (each holds its directives' ids)
 
@@ -151,11 +153,10 @@ class CatchUp:
         self._resume: OrderedDict[str, Resume] = OrderedDict()  # session -> where it left it (worker thread only)
 
     def schedule(self, session: str, *, settle: bool = False) -> bool:
-        """Queue a catch-up of ``session`` (unless one is already queued); False once closing. ``settle``
-        (the sessions a kill left behind, queued as the store opens): it waits until no request work has run
-        for ``SETTLE_S`` (at most ``SETTLE_LIMIT_S``), not only for the work in progress, and stays so when a
-        turn of it closes meanwhile: after a restart the resumed sessions' first requests come in a burst,
-        with gaps (each waits on its model) that a catch-up started in would run into the next ones."""
+        """Queue a catch-up of ``session`` (unless one is already queued); False once closing. Every catch-up
+        waits until no request work has run for ``SETTLE_S`` (at most ``SETTLE_LIMIT_S``); ``settle`` (the
+        sessions a kill left behind, queued as the store opens) puts it after the turns' closes, and it stays
+        so when a turn of it closes meanwhile."""
         with self._cond:
             if self._stopping.is_set():
                 return False
@@ -203,18 +204,18 @@ class CatchUp:
     def _run(self) -> None:
         while True:
             with self._cond:
-                settle = all(s in self._settling for s in self._pending)
-            if self.foreground is not None:  # after a restart, the resumed sessions' requests go first
-                if settle:
-                    self.foreground.quiet(SETTLE_LIMIT_S, self._stopping.is_set, settle=SETTLE_S)
-                else:
-                    self.foreground.quiet(YIELD_S, self._stopping.is_set)
+                if not self._pending or self._stopping.is_set():  # nothing left: the thread ends, no wait
+                    self.running = None
+                    self._thread = None
+                    return
+            if self.foreground is not None:  # the requests being worked on go first
+                self.foreground.quiet(SETTLE_LIMIT_S, self._stopping.is_set, settle=SETTLE_S)
             with self._cond:
                 self.running = None
                 if not self._pending or self._stopping.is_set():
                     self._thread = None
                     return
-                # a turn's close first: those queued at open wait for the requests to settle
+                # a turn's close first: those queued at open after them
                 session = next((s for s in self._pending if s not in self._settling), self._pending[0])
                 self._pending.remove(session)
                 self._settling.discard(session)

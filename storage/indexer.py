@@ -144,7 +144,7 @@ class SearchIndexer:
     def _open(self, session: str) -> WriterIndex:
         idx = self._indexes.get(session)
         if idx is None:
-            idx = self._indexes[session] = WriterIndex(self.store, session)
+            idx = self._indexes[session] = WriterIndex(self.store, session, buffered=True)
             if idx.rebuilt and idx.rebuilt != "no index":
                 log.info("search index of %s rebuilt from the ledger: %s", session, idx.rebuilt)
         return idx

@@ -26,11 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from whoosh.analysis import Token, Tokenizer
-from whoosh.fields import ID, NUMERIC, STORED, TEXT, Schema
+from whoosh.fields import STORED, TEXT, Schema
 from whoosh.filedb.filestore import FileStorage  # type: ignore[attr-defined]  # whoosh-ng's stubs miss it
 from whoosh.query import Or, Term
 from whoosh.scoring import BM25F
-from whoosh.writing import BufferedWriter
 
 from vak_context.bm25 import K1, B, terms
 from vak_context.context.history.searchdocs import SearchDoc, SessionDocs
@@ -49,6 +48,7 @@ from vak_context.storage.search_state import open_resumed as open_resumed
 from vak_context.storage.search_state import read_state as read_state
 from vak_context.storage.search_state import stale_format as stale_format
 from vak_context.storage.search_state import write_state as write_state
+from vak_context.storage.search_writer import SegmentBuffer, open_writer
 
 SNIPPET_CHARS = 160
 READ_CHUNK = 256  # entries read from the store at a time when catching up
@@ -81,9 +81,10 @@ class TermsTokenizer(Tokenizer):
 
 
 def schema() -> Schema:
-    return Schema(key=ID(stored=True, unique=True), kind=ID(stored=True), ref=ID(stored=True),
-                  turn=NUMERIC(stored=True), seq=NUMERIC(stored=True), start=STORED, end=STORED, tool=STORED,
-                  text=TEXT(analyzer=TermsTokenizer(), stored=True))
+    """Only ``text`` is indexed, by term frequency (a query is an OR of terms: no phrase, no field but text);
+    the rest is stored. (Format 3 indexed every field and each term's positions: most of whoosh's writing.)"""
+    return Schema(key=STORED, kind=STORED, ref=STORED, turn=STORED, seq=STORED, start=STORED, end=STORED,
+                  tool=STORED, text=TEXT(analyzer=TermsTokenizer(), stored=True, phrase=False))
 
 
 def _fields(doc: SearchDoc) -> dict[str, Any]:
@@ -216,10 +217,13 @@ def docs_from_store(store: Any, session: str, start: int, docs: SessionDocs,
 
 
 class WriterIndex:
-    """One session's index held by the session's writer: a BufferedWriter (searchable before it commits)."""
+    """One session's index held by the session's writer. Its documents go straight to a whoosh segment
+    writer, written as one segment at each commit (``SegmentBuffer``, storage/search_writer.py); with
+    ``buffered`` (the ``SearchIndexer`` of a ``search=True`` store) to a ``BufferedWriter``, searchable before
+    it commits."""
 
     def __init__(self, store: Any, session: str, *, stop: Callable[[], bool] | None = None,
-                 commit: bool = True, resume: Resume | None = None) -> None:
+                 commit: bool = True, resume: Resume | None = None, buffered: bool = False) -> None:
         """Opened, caught up from the ledger (or rebuilt) and committed. ``stop``, asked between entries, ends
         the catch-up early (a closing store): what was indexed so far is committed and the state names the
         last entry taken, so the next open goes on from there. ``commit=False``: left buffered, for a caller
@@ -260,7 +264,7 @@ class WriterIndex:
             end = len(ids)
             last_id = ids[start - 1][0] if start else None
             found = docs_from_store(store, session, start, self.docs, ids)
-        self.writer = BufferedWriter(self.ix, period=None, limit=1 << 30, writerargs={"limitmb": 64})
+        self.writer: Any = open_writer(self.ix, buffered=buffered)
         # what the state file says now (None: none written for this index yet), so a commit with nothing new
         # writes nothing at all
         self.saved: tuple[int, str | None] | None = None if self.rebuilt else (start - 1, last_id)
@@ -303,8 +307,9 @@ class WriterIndex:
     def commit(self) -> None:
         """Commit the buffer and write the state; with nothing buffered, only a state that moved (entries
         that make no document) is written: an empty whoosh commit still writes a new generation, and the
-        state's fsync costs as much as the search. (``close`` still commits whoosh's writer once: whoosh
-        removes an unfinished writer's files only in a commit, a cancelled writer leaves them.)"""
+        state's fsync costs as much as the search. (With a ``BufferedWriter``, ``close`` still commits whoosh's
+        writer once: whoosh removes an unfinished writer's files only in a commit, a cancelled writer leaves
+        them. A ``SegmentBuffer`` opens a writer only for a document.)"""
         pending = self.buffered
         if pending:
             self.writer.commit()
@@ -315,17 +320,17 @@ class WriterIndex:
         self.saved = (self.next_seq - 1, self.last_id)
 
     def search(self, query: str, limit: int) -> list[Hit]:
-        if self.committed_docs == 0 and self.buffered:
-            # whoosh cannot search a buffer over an index with no segment yet (a MultiReader of an empty
-            # reader has no field lengths): the session's first search commits its first documents.
+        if self.buffered and (self.committed_docs == 0 or isinstance(self.writer, SegmentBuffer)):
+            # what was added is committed first (a BufferedWriter searches its buffer, but not over an index
+            # with no segment yet: a MultiReader of an empty reader has no field lengths)
             self.commit()
-        with self.writer.searcher(weighting=BM25F(B=B, K1=K1)) as searcher:
+        source = self.ix if isinstance(self.writer, SegmentBuffer) else self.writer
+        with source.searcher(weighting=BM25F(B=B, K1=K1)) as searcher:
             return run_query(searcher, self.session, query, limit, in_memory=self.buffered > 0)
 
     def close(self) -> None:
-        """Commit what is buffered, then the state, and close: one whoosh commit (``BufferedWriter.close``
-        commits its buffer and its writer together; a commit before it wrote a second generation, most of
-        what a turn's background catch-up cost at 1,000 turns)."""
+        """Commit what is buffered, then the state, and close: at most one whoosh commit (none where nothing
+        was added since the last; a ``BufferedWriter`` commits its buffer and its writer together)."""
         pending, moved = self.buffered, self.saved != (self.next_seq - 1, self.last_id)
         self.writer.close()
         self.committed_docs += pending
@@ -337,7 +342,7 @@ class WriterIndex:
     def abandon(self) -> None:
         """Drop it without committing (its files are about to be deleted)."""
         try:
-            self.writer.writer.cancel()
+            self.writer.cancel() if isinstance(self.writer, SegmentBuffer) else self.writer.writer.cancel()
         finally:
             self.ix.close()
 

@@ -22,9 +22,10 @@ if TYPE_CHECKING:
     from vak_context.events.envelope import StoredEntry
 
 STATE_FILE = "vak-state.json"
-# 2: recall and session_search results are not indexed; 3: one-character terms are indexed (vak_context.bm25).
-# An index of an older format is rebuilt on open.
-SEARCH_FORMAT = "vak-search/3"
+# 2: recall and session_search results are not indexed; 3: one-character terms are indexed (vak_context.bm25);
+# 4: only the text is indexed, without positions (storage/search.py ``schema``). An index of an older format is
+# rebuilt on open.
+SEARCH_FORMAT = "vak-search/4"
 INDEXED_KINDS = frozenset({"directive", "evidence_body", "turn_card", "presentation"})
 
 

@@ -233,6 +233,52 @@ def test_a_catch_up_gives_way_to_a_request_being_worked_on(tmp_path: Path) -> No
         assert store.foreground.quiet(0.0, lambda: False)  # nothing held: quiet at once
 
 
+def test_the_worker_ends_when_nothing_is_pending_without_waiting_for_the_requests(tmp_path: Path) -> None:
+    """A catch-up that finishes while a request is being worked on leaves nothing pending: the thread ends
+    there, it does not wait for the request (it once waited in the mode of those queued at open, up to
+    ``SETTLE_LIMIT_S``, and held back the turns that closed meanwhile)."""
+    root = tmp_path / "ledger"
+    with LedgerStore(root) as store:
+        _write(store, "s", 2)
+        with index_lock(root, "s"):  # the catch-up starts and waits here
+            assert store.index_later("s")
+            catch_up = store.catch_up
+            assert catch_up is not None
+            catch_up.wait_running("s")
+            hold = store.foreground.hold()
+            hold.__enter__()  # a request's work starts while the catch-up runs
+        try:
+            store.index_idle()  # returns with the request still held
+            assert catch_up.runs == 1 and catch_up.pending == () and store.foreground.waits == 0
+        finally:
+            hold.__exit__(None, None, None)
+        state = _state(root, "s")
+        assert state is not None and (state["seq"], state["id"]) == _last(store, "s")
+
+
+def test_a_turns_close_waits_until_no_request_work_ran_for_a_moment(tmp_path: Path) -> None:
+    """Steps that follow each other at once (a model that answers at once) are not slowed by a catch-up
+    beside them: a turn's close is caught up once no request work has run for ``SETTLE_S``, and the
+    turns that closed meanwhile coalesce into that one run."""
+    from vak_context.storage.catchup import SETTLE_S
+
+    root = tmp_path / "ledger"
+    with LedgerStore(root) as store:
+        _write(store, "s", 1)
+        with store.foreground.hold():
+            assert store.index_later("s")
+            catch_up = store.catch_up
+            assert catch_up is not None
+            store.foreground.wait_waiting(1)
+            _write(store, "s", 1)
+            assert store.index_later("s") and catch_up.pending == ("s",) and catch_up.runs == 0
+        assert not store.foreground.quiet(0.0, lambda: False, settle=SETTLE_S * 100)  # it just ended
+        store.index_idle()
+        assert catch_up.runs == 1
+        state = _state(root, "s")
+        assert state is not None and (state["seq"], state["id"]) == _last(store, "s")
+
+
 def test_a_catch_up_queued_at_open_waits_for_the_requests_to_settle_and_a_turns_close_goes_first(
         tmp_path: Path) -> None:
     """The sessions a kill left behind (queued as the store opens, ``settle``) wait until no request work has
