@@ -161,8 +161,10 @@ class OpenAICompatProvider(Provider):
         if list(head)[:2] != ["model", "messages"]:
             return None
         parts = [_dumps(m) for m in head["messages"]]
-        for message in request.messages:
-            parts.extend(self._encoded(message))
+        known = _ENCODED.get
+        for message in request.messages:  # _encoded's own lookup, inline: a call per message cost more than it
+            hit = known(id(message))
+            parts.extend(hit[2] if hit is not None and hit[0] is message and hit[1] is cls else self._encoded(message))
         rest = {k: v for k, v in head.items() if k != "model" and k != "messages"}
         tail = "," + _dumps(rest)[1:] if rest else "}"
         return f'{{"model":{_dumps(head["model"])},"messages":[{",".join(parts)}]{tail}'.encode()
