@@ -14,6 +14,7 @@ Usage: ``prompt_tokens`` counts cached tokens too, so ``input_tokens = prompt_to
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any, ClassVar, Unpack
@@ -43,6 +44,18 @@ OPENAI_PUBLISHES_NO_WINDOW = (
     "none: OpenAI publishes no context length in its API (its /models entries carry only id, created and "
     "owned_by); the probe ladder and turn feedback measure the window"
 )
+
+# Each message's rendered dicts as JSON, by identity, holding the message (so its id is not reused while it is a
+# key) and the adapter class that rendered it; a frozen message never changes.
+_ENCODED: dict[int, tuple[Message, type, list[str]]] = {}
+# What encoded_body stands in for: a subclass that overrides any of them renders its own way.
+_RENDERS = ("render", "render_message", "_render_assistant", "_render_content")
+
+
+def _dumps(value: Any) -> str:
+    """As httpx encodes a ``json=`` body (``httpx._content.encode_json``)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
 
 _OVERFLOW_WORDS = (
     "maximum context length",
@@ -134,6 +147,38 @@ class OpenAICompatProvider(Provider):
         body.update(self.render_cache(request))
         body.update(request.extra)
         return body
+
+    def encoded_body(self, request: ChatRequest) -> bytes | None:
+        """``render(request)`` as httpx encodes it, each message's JSON encoded once per (frozen) message: a
+        closed turn's messages are the same objects step after step, and encoding the whole body (every
+        message of a 1,000-turn session's window) was the largest part of sending a step. Byte for byte what
+        ``json=render(request)`` sends. None (render, then encode) where a subclass renders its own way."""
+        cls = type(self)
+        if any(getattr(cls, name) is not getattr(OpenAICompatProvider, name) for name in _RENDERS) or (
+                cls.body_headers is not Provider.body_headers or "messages" in request.extra):
+            return None
+        head = self.render(request.model_copy(update={"messages": ()}))  # the system prompt, tools and options
+        if list(head)[:2] != ["model", "messages"]:
+            return None
+        parts = [_dumps(m) for m in head["messages"]]
+        known = _ENCODED.get
+        for message in request.messages:  # _encoded's own lookup, inline: a call per message cost more than it
+            hit = known(id(message))
+            parts.extend(hit[2] if hit is not None and hit[0] is message and hit[1] is cls else self._encoded(message))
+        rest = {k: v for k, v in head.items() if k != "model" and k != "messages"}
+        tail = "," + _dumps(rest)[1:] if rest else "}"
+        return f'{{"model":{_dumps(head["model"])},"messages":[{",".join(parts)}]{tail}'.encode()
+
+    def _encoded(self, message: Message) -> list[str]:
+        hit = _ENCODED.get(id(message))
+        if hit is not None and hit[0] is message and hit[1] is type(self):
+            return hit[2]
+        encoded = [_dumps(d) for d in self.render_message(message)]
+        if not any(isinstance(p, ImageBlock) for p in message.content):  # an image is loaded (or refused) per request
+            if len(_ENCODED) >= 16_384:  # the messages of a few sessions' windows
+                _ENCODED.clear()
+            _ENCODED[id(message)] = (message, type(self), encoded)
+        return encoded
 
     def render_cache(self, request: ChatRequest) -> dict[str, Any]:
         """OpenAI caches by prefix on its own; the session key routes requests to the same cache."""

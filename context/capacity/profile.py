@@ -440,7 +440,11 @@ def request_chars(request: ChatRequest) -> int:
     hit = _CHARS.get(id(request))
     if hit is not None and hit[0] is request:
         return hit[1]
-    total = len(request.system) + sum(map(message_chars, request.messages)) + sum(map(_tool_chars, request.tools))
+    total = len(request.system) + sum(map(_tool_chars, request.tools))
+    known = _MESSAGE_CHARS.get
+    for message in request.messages:  # message_chars's own lookup, inline: a call per message cost more than it
+        counted = known(id(message))
+        total += counted[1] if counted is not None and counted[0] is message else message_chars(message)
     if len(_CHARS) >= 64:
         _CHARS.clear()
     _CHARS[id(request)] = (request, total)
