@@ -27,6 +27,7 @@ entry, so an assembler restarted mid-turn sends the same bytes the old one would
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import threading
 import time
@@ -309,8 +310,9 @@ class AssemblerActor:
         try:
             await self.ledger.append_chain_async(session, entries)
         except BaseException as e:
-            if pending:  # folded, not written: the next look reads what the ledger holds
+            if pending:  # folded, not written: the next look reads what the ledger holds (the planner's too)
                 self._views.forget(session)
+                await self._planner_forgets(session, e)
             if pending or record is None or not isinstance(e, ChainMoved):
                 raise
             # Another append reached the head since the view's last read (not a held turn's driver): at the head.
@@ -321,6 +323,14 @@ class AssemblerActor:
             self._views.wrote(plan.id, record)
             self._views.feed(session, [plan])
         return (plan.id if plan is not None else None), (entries[-1].id, entries[-1].seq + 1)
+
+    async def _planner_forgets(self, session: str, error: BaseException) -> None:
+        """A commit failed with what the PlannerActor chained folded in its view too: it reads again (on Ray;
+        in-process the view is this actor's own, forgotten already). Only on that failure's path."""
+        if isinstance(self.planner, PlannerActor) or not isinstance(error, Exception):
+            return
+        with contextlib.suppress(Exception):  # the commit's error is the one to raise
+            await self._ask_planner("forget", session)
 
     async def _take_chained(self, session: str, view: SessionView, pending: list[StoredEntry],
                             entries: Sequence[StoredEntry]) -> tuple[list[StoredEntry], SessionView]:

@@ -270,6 +270,11 @@ class PlannerActor:
                 return self._views.get(session)
         return self._views.get(session) if entries is None else self._views.feed(session, entries)
 
+    def forget(self, session: str) -> None:
+        """Drop the session's view (it may hold entries a failed commit never wrote): the next look reads."""
+        self._chained.pop(session, None)
+        self._views.forget(session)
+
     def plan(
         self,
         session: str,
