@@ -6,9 +6,9 @@ turn loop asks for a step's request: one call in, the request out. Thin: it keep
 the new head; at most one read of the ledger a step, none where the caller hands over what was appended), loads the step policy's state (memory, else the model's last
 ``plan`` entry), and does what the pure policy (``vak_context.context.planner.policy.decide``) says: project
 the plan frozen for the turn, or ask the **PlannerActor** for a new plan (``plan_step``, handed the entries
-this actor read since it last asked, so the planner does not read them again: it writes the packet summary
-or the reset the plan needs, and holds the summariser), size the request, and append the ``plan`` entry of
-the plan it sends (``vak_context.actors.planner.plan_record``: the entry names the PlannerActor, which made
+this actor read since it last asked, so the planner does not read them again: it makes the packet summary
+or the reset the plan needs, chained on that head, and holds the summariser), size the request, and append
+what the planner made with the ``plan`` entry of the plan it sends (``vak_context.actors.planner.plan_record``: the entry names the PlannerActor, which made
 the plan). On Ray a step is then at most: the turn loop's call here, a call to the PlannerActor when the
 step policy asks for a plan, and the plan's append (``tests/ray/test_step_crossings_ray.py`` counts them):
 the turn loop's driver hands over with its call what the ledger appended since this actor's view ends
@@ -27,6 +27,7 @@ entry, so an assembler restarted mid-turn sends the same bytes the old one would
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import threading
 import time
@@ -248,7 +249,9 @@ class AssemblerActor:
                     planned, pending = await self._plan(session, decision.profile, step, turn.ordinal, count,
                                                         pending)
                     written_ids += planned.written  # a packet or reset the plan wrote stays written
-                    if planned.written:  # nothing else is appended while the turn waits on this step's request
+                    if planned.chained:  # chained on the view's head: folded, committed with the plan entry
+                        pending, view = await self._take_chained(session, view, pending, planned.entries)
+                    elif planned.written:  # nothing else is appended while the turn waits on this step's request
                         view = self._with_written(session, view, planned)
                     request = self._project(view, planned.plan, step)
                     size = await self._size(profile, request, count)
@@ -258,8 +261,7 @@ class AssemblerActor:
                     raise InvalidInput(f"the step policy asked the assembler to {type(decision).__name__}; "
                                        "only the turn loop retries a send")
         except BaseException:  # no request (too large, the planner failed): what the turn wrote is written still
-            if pending:
-                await self.ledger.append_chain_async(session, pending)
+            await self._commit(session, view, pending, None)
             raise
         last = view.plans.get(model)
         record = None
@@ -307,8 +309,11 @@ class AssemblerActor:
             entries.append(plan)
         try:
             await self.ledger.append_chain_async(session, entries)
-        except ChainMoved:
-            if pending or record is None:
+        except BaseException as e:
+            if pending:  # folded, not written: the next look reads what the ledger holds (the planner's too)
+                self._views.forget(session)
+                await self._planner_forgets(session, e)
+            if pending or record is None or not isinstance(e, ChainMoved):
                 raise
             # Another append reached the head since the view's last read (not a held turn's driver): at the head.
             plan_id = (await self.ledger.append_async(session, [record]))[0]
@@ -318,6 +323,30 @@ class AssemblerActor:
             self._views.wrote(plan.id, record)
             self._views.feed(session, [plan])
         return (plan.id if plan is not None else None), (entries[-1].id, entries[-1].seq + 1)
+
+    async def _planner_forgets(self, session: str, error: BaseException) -> None:
+        """A commit failed with what the PlannerActor chained folded in its view too: it reads again (on Ray;
+        in-process the view is this actor's own, forgotten already). Only on that failure's path."""
+        if isinstance(self.planner, PlannerActor) or not isinstance(error, Exception):
+            return
+        with contextlib.suppress(Exception):  # the commit's error is the one to raise
+            await self._ask_planner("forget", session)
+
+    async def _take_chained(self, session: str, view: SessionView, pending: list[StoredEntry],
+                            entries: Sequence[StoredEntry]) -> tuple[list[StoredEntry], SessionView]:
+        """The planner's ``entries`` (a reset, a packet's activity and compaction), chained on the head it was
+        handed, which ends this view (``pending`` included), folded in and added to what the step commits.
+        In-process the view is the planner's own, already past them. Where it ends elsewhere (the planner's
+        view moved on its own), what is pending is committed now and the view reads."""
+        if not entries:
+            return pending, view
+        seen = self._views.seen(session)
+        if seen == entries[0].seq:
+            return [*pending, *entries], self._views.feed(session, entries)
+        if seen == entries[-1].seq + 1 and view.index.head == entries[-1].id:
+            return [*pending, *entries], view
+        await self._commit(session, view, [*pending, *entries], None)  # ChainMoved where it cannot be so
+        return [], self.view(session)
 
     def _with_written(self, session: str, view: SessionView, planned: StepPlan) -> SessionView:
         """The view with what the planner wrote for this step: folded from the entries it handed back, else

@@ -14,11 +14,16 @@ given one (the folder's one writer), else through its own LedgerStore.
 
 **A live turn's plans.** The AssemblerActor asks this actor for a plan only when the step policy says the
 step needs one (the turn's first step, a turn that outgrew its frozen plan, an undercount):
-``plan_step`` plans, writes what the plan needs first, plans again, and answers with the settled plan and
-the entries it wrote. The assembler hands it the entries it folded since it last asked (``entries``), so a
+``plan_step`` plans, makes what the plan needs first (the reset, or the packet summary's activity and
+compaction entries), plans again, and answers with the settled plan and those entries, chained on the head
+it was handed but not written (``StepPlan.chained``): the assembler commits them with the turn's entries and
+the plan entry in its one append, so a step's plan writes nothing of its own (on Ray: one call here, none
+from here to the LedgerActor). A packet writer of the caller's own (``summarise``) still appends for itself.
+The assembler hands it the entries it folded since it last asked (``entries``), so a
 step reads the ledger at most once, in the assembler (on Ray not at all: the driver hands the assembler what
 its own append got back); it projects and sizes the plan, and appends its ``plan`` entry
-(``plan_record``, naming this actor as its producer) itself.
+(``plan_record``, naming this actor as its producer) itself. Until the next hand-over shows the chained
+entries committed, this actor's view is not trusted with them: where they are not there, it reads again.
 
 **The summariser** is an object this actor holds (``vak_context.agent.summarise.Summariser``): given
 in-process (``vak_context.engine.binding``), else built from the step's endpoint (on Ray:
@@ -40,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -66,7 +72,7 @@ from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import prefix_tokens, text_tokens
 from vak_context.context.request.messages import ToolSpec
 from vak_context.errors import InvalidInput
-from vak_context.events.envelope import Mapper, StoredEntry
+from vak_context.events.envelope import At, Mapper, StoredEntry, chained
 from vak_context.events.payloads import CapacityProfileRecord, PlanRecord
 from vak_context.storage.contract import Ledger
 from vak_context.storage.ledger import LedgerStore
@@ -86,6 +92,9 @@ class StepPlan:
     written: list[str] = field(default_factory=list)
     entries: list[StoredEntry] = field(default_factory=list)
     committed: bool = False  # the ``unwritten`` entries it was handed were committed (before what it wrote)
+    # ``entries`` are chained on the head the planner was handed, not written: the caller commits them
+    # (after the turn's entries it handed over, before the plan entry) in its one append.
+    chained: bool = False
 
 
 def as_profile(profile: CapacityProfile | CapacityProfileRecord | Mapping[str, Any]) -> CapacityProfile:
@@ -238,6 +247,9 @@ class PlannerActor:
             lambda view, new: fold_unseen(view, new, self._views.written), self._lock)
         self._endpoints: dict[tuple[Any, ...], EndpointTools] = {}
         self._sessions: dict[str, asyncio.Lock] = {}  # one step plan at a time per session (an async actor)
+        # Per session, the entries (seq -> id) the last ``plan_step`` chained and handed back, until the
+        # assembler's next hand-over shows them committed.
+        self._chained: dict[str, dict[int, str]] = {}
 
     def views(self) -> tuple[threading.RLock, FoldedSessions[SessionView]]:
         """This actor's views of its sessions and their lock, for an assembler in the same process to project
@@ -246,8 +258,22 @@ class PlannerActor:
 
     def view(self, session: str, entries: Sequence[StoredEntry] | None = None) -> SessionView:
         """The session's view, brought up to date with what was appended since last time: from ``entries``
-        (what the assembler read since it last asked) where they continue what the view holds, else read."""
+        (what the assembler read since it last asked) where they continue what the view holds, else read.
+        A view holding entries it chained and handed back is rebuilt unless ``entries`` show them committed."""
+        chained = self._chained.pop(session, None)
+        if chained:
+            if entries is None:  # read from the first of them: the read ``get`` makes, begun a little earlier
+                entries = self.ledger.entries(session, min(chained))
+            got = {e.seq: e.id for e in entries}
+            if any(got.get(seq) != entry_id for seq, entry_id in chained.items()):
+                self._views.forget(session)  # not written as chained: read what was
+                return self._views.get(session)
         return self._views.get(session) if entries is None else self._views.feed(session, entries)
+
+    def forget(self, session: str) -> None:
+        """Drop the session's view (it may hold entries a failed commit never wrote): the next look reads."""
+        self._chained.pop(session, None)
+        self._views.forget(session)
 
     def plan(
         self,
@@ -285,17 +311,40 @@ class PlannerActor:
         the reset it needed written first. ``prefix_tokens``: the stable prefix as the assembler's counter
         measured it (None: estimated); ``entries``: the session's entries the assembler read since it last
         asked (None: read them here), of which the last ``unwritten`` are the turn's, chained but not yet
-        committed (the assembler commits them with the plan entry): written first where the plan writes a
-        packet or reset. Not recorded: the assembler records the plan it sends."""
+        committed (the assembler commits them with the plan entry). The packet or reset the plan needs is
+        chained after them and handed back (``StepPlan.chained``), for the assembler to commit with the rest;
+        only a packet writer of the caller's own writes them first. Not recorded: the assembler records the
+        plan it sends."""
         lock = self._sessions.setdefault(session, asyncio.Lock())
         async with lock:
             view = self.view(session, entries)
-            before = list(entries[len(entries) - unwritten:]) if entries is not None and unwritten else []
-            kept = cast(Ledger, _Kept(self.ledger, before))  # what is written is read back once, here, and handed on
+            if self.summarise is not None:  # a packet writer of the caller's own appends for itself
+                return await self._plan_writing(session, profile, step, view, current, prefix_tokens,
+                                                list(entries[len(entries) - unwritten:]) if entries and unwritten
+                                                else [])
+            # What the plan needs written is chained on the view's head (the turn's unwritten entries
+            # included) and handed back: the caller commits it with the plan entry, one append in all.
+            at = At(view.index.head, self._views.seen(session) or 0, time.time_ns() // 1000)
+            chain = _Chaining(self.ledger, at)
             p, written = await settle_plan(
-                view, profile, "", ledger=kept, session=session, summarise=self._packet_writer(session, step, kept),
-                system=step.system, tools=step.tools, tail=step.tail, current=current, prefix=prefix_tokens,
+                view, profile, "", ledger=cast(Ledger, chain), session=session,
+                summarise=self._packet_writer(session, step, cast(Ledger, chain)), system=step.system,
+                tools=step.tools, tail=step.tail, current=current, prefix=prefix_tokens,
             )
+            if chain.entries:  # folded as written (``view.add``): the view now ends past them
+                self._views.feed(session, chain.entries)
+                self._chained[session] = {e.seq: e.id for e in chain.entries}
+        return StepPlan(p, written, chain.entries, chained=True)
+
+    async def _plan_writing(self, session: str, profile: CapacityProfile, step: StepRequest, view: SessionView,
+                            current: int, prefix_tokens: int | None, before: list[StoredEntry]) -> StepPlan:
+        """``plan_step`` where the caller's own packet writer appends: the turn's unwritten entries (``before``)
+        are committed before anything the plan writes, which is written as it goes."""
+        kept = cast(Ledger, _Kept(self.ledger, before))  # what is written is read back once, here, and handed on
+        p, written = await settle_plan(
+            view, profile, "", ledger=kept, session=session, summarise=self._packet_writer(session, step, kept),
+            system=step.system, tools=step.tools, tail=step.tail, current=current, prefix=prefix_tokens,
+        )
         got = cast(_Kept, kept).got
         return StepPlan(p, written, [got[i] for i in written if i in got],
                         committed=bool(before) and not cast(_Kept, kept).before)
@@ -397,6 +446,40 @@ class _Kept:
         return entry
 
     def __getattr__(self, name: str) -> Any:  # the rest of the contract, as the ledger has it
+        return getattr(self.ledger, name)
+
+
+class _Chaining:
+    """A ledger that writes nothing: each append is chained after the last (``chained``, from ``at``: the head
+    the planner was handed) and kept in ``entries``, for the caller to commit; ``get`` answers them from here."""
+
+    def __init__(self, ledger: Ledger, at: At) -> None:
+        self.ledger = ledger
+        self.at = at
+        self.entries: list[StoredEntry] = []
+        self._by_id: dict[str, StoredEntry] = {}
+        self._mapper = Mapper()
+
+    def append(self, session: str, payloads: Sequence[Any], *, parent: str | None = None,
+               blobs: Sequence[bytes | None] | None = None) -> list[str]:
+        if parent is not None:
+            raise InvalidInput("a plan's entries are chained on the session's head, never on another parent")
+        at = At(self.at.parent, self.at.seq, max(time.time_ns() // 1000, self.at.time_us))
+        new = chained(at, session, [self._mapper.encode_payload(p) for p in payloads], blobs)
+        if new:
+            self.at = At(new[-1].id, new[-1].seq + 1, at.time_us)
+        self.entries += new
+        self._by_id.update((e.id, e) for e in new)
+        return [e.id for e in new]
+
+    def head(self, session: str) -> str | None:
+        return self.at.parent
+
+    def get(self, entry_id: str) -> StoredEntry:
+        entry = self._by_id.get(entry_id)
+        return entry if entry is not None else self.ledger.get(entry_id)
+
+    def __getattr__(self, name: str) -> Any:  # the rest of the contract (reads), as the ledger has it
         return getattr(self.ledger, name)
 
 

@@ -13,6 +13,13 @@ clock is one clock for every process). The second turn is counted (the first war
   plan, 3 on a step that plans (the PlannerActor, handed the entries, so it reads none): the issue's target.
 * Nothing else: the driver makes no call of its own for the step's entries or its results.
 
+* A step whose plan writes what it needs first (a reset-with-handoff here; a packet summary's activity and
+  compaction entries the same way): the same 3. The PlannerActor chains those entries on the head it was
+  handed and hands them back with the plan; the AssemblerActor commits them between the turn's entries and
+  the plan entry, in its one append (before, 7 calls: the planner's commit of the turn's entries, its append
+  of the reset and read of it back, the assembler's commit and, the chain having moved, its plan's append
+  at the head, then the driver's own append of the step's entries).
+
 Before this the driver waited on 2 calls of a tool step (the pass, the assistant step's append) and a tool
 step made 5 in all (7 when it planned), each result 3 of them (the EvidenceActor's call and its two appends).
 """
@@ -20,6 +27,7 @@ step made 5 in all (7 when it planned), each result 3 of them (the EvidenceActor
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -161,3 +169,61 @@ async def test_a_step_is_one_pass_on_ray(ray_cluster: Any, tmp_path: Path) -> No
         assert ray.get(services.ledger_handle.verify.remote("s1")).ok
     finally:
         kill_folder_actors(root)
+
+
+async def test_a_step_whose_plan_writes_a_reset_is_still_one_pass_on_ray(ray_cluster: Any, tmp_path: Path) -> None:
+    """A plan that writes what it needs first (here this model's reset-with-handoff: a rescue, the second
+    turn bound with a profile that follows no instruction at any size) still costs the pass, the planner's
+    call and one commit: the PlannerActor chains the reset on the head it was handed and hands it back, and
+    the AssemblerActor commits it with the turn's entries and the plan entry. The chain verifies, and the
+    folder read again after the actors are gone holds the same session, the reset in it."""
+    import ray
+
+    from vak_context.actors.turn_services import RayServices
+    from vak_context.context.capacity.profile import Horizon
+    from vak_context.events.envelope import Mapper
+    from vak_context.events.payloads import ResetWithHandoff
+    from vak_context.storage.ledger import LedgerStore
+
+    dead = replace(PROFILE, instruction_horizon=Horizon(0, 0.9, 0.0))
+    root = os.path.realpath(tmp_path / "ledger")
+    actors = _counting_actors(root)
+    greps = [completion(calls=[("grep", {"pattern": p})]) for p in ("beta", "gamma")]
+    later = completion(calls=[("grep", {"pattern": "delta"})])
+    script = Scripted([*map(fixed, greps), *[fixed(completion("beta is on line 2")), fixed(later)] * 4])
+    surface = tool_surface()
+    try:
+        with serve(script.handle) as server:
+            async with httpx.AsyncClient() as client:
+                provider = OpenAICompatProvider(client, base_url=server.base_url, retry=RetryPolicy(attempts=1))
+                config = TurnConfig(model="scripted", provider="openai-compat",
+                                    system=system_prompt(surface.catalogue()), surface=surface, max_steps=4,
+                                    max_tokens=64)
+                services = RayServices(root, "s1")
+                workspace = notes_workspace(tmp_path)
+                first = await TurnLoop(services, provider, PROFILE, config, workspace=workspace).run("where is beta?")
+                for actor in actors.values():
+                    await actor.received.remote()
+                second = await TurnLoop(services, provider, dead, config, workspace=workspace).run("and again?")
+        # The second turn plans at every step (no request fits a horizon of 0): how it ends is not the point.
+        assert first.outcome == "completed" and second.steps, (first.outcome, second.outcome)
+        steps = _steps({k: ray.get(a.received.remote()) for k, a in actors.items()})
+        report = await services.ledger.entries_async("s1")
+        mapper = Mapper()
+        resets = [e for e in report if isinstance(mapper.payload_of(e), ResetWithHandoff)]
+        assert len(resets) == 1, [e.kind for e in report]
+        # The step that planned and wrote the reset: the pass, the planner's call, one commit; nothing else.
+        assert steps[0] == [("assembler.assemble", ["planner.plan_step", "ledger.append_chain"])], steps[0]
+        assert sum(1 + len(n) for _, n in steps[0]) == PASS + PLANNER + COMMIT <= MOST
+        for step in steps:  # every later step plans again: the pass, the planner, the commit
+            assert sum(1 + len(n) for _, n in step[:1]) <= MOST, step
+        # The reset sits before the plan entry the step committed with it, chained as the ledger chains it.
+        kinds = [e.kind for e in report]
+        at = kinds.index(resets[0].kind)
+        assert "plan" in kinds[at + 1:], kinds[at:]
+        assert ray.get(services.ledger_handle.verify.remote("s1")).ok
+    finally:
+        kill_folder_actors(root)
+    with LedgerStore(root, readonly=True) as store:  # the folder read again: the same session
+        assert [e.id for e in store.entries("s1")] == [e.id for e in report]
+        assert store.verify("s1").ok

@@ -65,3 +65,46 @@ async def test_a_chain_on_a_session_that_moved_on_is_not_written(tmp_path: Path)
         assert store.count("s") == count
         third = await assembler.assemble("s", PROFILE, STEP)  # the view forgot them: read again
         assert "beta lives here" not in str(third.request.messages) and store.verify().ok
+
+
+class _ElsewherePlanner:
+    """A PlannerActor the assembler reaches as it reaches one on Ray (its own view, not shared), and, after it
+    answers, another writer's append reaching the head first (the assembler's commit then moves)."""
+
+    def __init__(self, store: LedgerStore, moves: int) -> None:
+        from vak_context.actors.planner import PlannerActor
+
+        self.inner, self.store, self.moves, self.forgot = PlannerActor(str(store.root), store), store, moves, 0
+
+    async def plan_step(self, *args: object, **kwargs: object) -> object:
+        planned = await self.inner.plan_step(*args, **kwargs)  # type: ignore[arg-type]
+        if self.moves:
+            self.moves -= 1
+            self.store.append("s", [Nudge(tag="t", text="another writer")])
+        return planned
+
+    def forget(self, session: str) -> None:
+        self.forgot += 1
+        self.inner.forget(session)
+
+
+async def test_a_reset_the_planner_chained_is_never_written_where_the_commit_moved(tmp_path: Path) -> None:
+    """The PlannerActor chains a rescue's reset on the head it was handed; the assembler commits it with the
+    plan entry. Where that commit finds the session moved on, neither is written, both views are dropped, and
+    the next pass plans on what the ledger holds: one reset, the chain whole."""
+    from tests.fakes.sessions import ledger_session
+
+    dead = CapacityProfile(ProfileKey("local", "dead"), 8_192, Horizon(0, 0.9, 0.0), Ewma(0.25, 5), 256)
+    store, _ = ledger_session(tmp_path / "ledger", 6)
+    with store:
+        store.append("s", [Directive(text="and now?")])
+        planner = _ElsewherePlanner(store, moves=1)
+        assembler = AssemblerActor(str(store.root), store, planner=planner)
+        with pytest.raises(ChainMoved):
+            await assembler.assemble("s", dead, STEP)
+        kinds = [e.kind for e in store.entries("s")]
+        assert "reset_handoff" not in kinds and planner.forgot == 1
+        done = await assembler.assemble("s", dead, STEP)
+        kinds = [e.kind for e in store.entries("s")]
+        assert kinds.count("reset_handoff") == 1 and kinds[-1] == "plan" and done.written
+        assert store.verify().ok
