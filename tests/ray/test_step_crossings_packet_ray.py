@@ -17,11 +17,11 @@ import httpx
 import pytest
 
 import vak_context
+from tests.fakes.counting_actors import MOST, counting_actors, steps_of
 from tests.fakes.embedder import make_tools
 from tests.fakes.httpserver import serve
 from tests.fakes.packet_session import PacketModel, directive, summary_timing
 from tests.fakes.ray_folders import kill_folder_actors
-from tests.ray.test_step_crossings_ray import MOST, _counting_actors, _steps
 from vak_context.storage.ledger import LedgerStore
 
 pytestmark = pytest.mark.ray
@@ -34,7 +34,7 @@ async def test_a_step_whose_plan_writes_a_packet_is_still_one_pass_on_ray(ray_cl
 
     model = PacketModel(summaries="answer")
     root = os.path.realpath(tmp_path / "ledger")
-    actors = _counting_actors(root)
+    actors = counting_actors(root)
     tools, _ = make_tools()
     run = {t.__name__: t for t in tools}
     address = str(ray.get_runtime_context().gcs_address)
@@ -55,7 +55,7 @@ async def test_a_step_whose_plan_writes_a_packet_is_still_one_pass_on_ray(ray_cl
                                     for call in action.calls:
                                         await turn.tool_result(call.id, run[call.name](**call.arguments))
                             assert turn.result.outcome == "completed", (n, turn.result.outcome)
-                            counted = _steps({k: ray.get(a.received.remote()) for k, a in actors.items()})
+                            counted = steps_of({k: ray.get(a.received.remote()) for k, a in actors.items()})
                             steps += counted if n > 1 else []  # the first turn builds the actors' views
         ahead, on_path, _ = summary_timing(Path(root), "agent-1")
         assert on_path and not ahead, (ahead, on_path)  # packets written on a request's path

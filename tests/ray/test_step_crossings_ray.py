@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fakes.counting_actors import Note, counting
+from tests.fakes.counting_actors import MOST, counting_actors, steps_of
 from tests.fakes.httpserver import serve
 from tests.fakes.ray_folders import kill_folder_actors
 from tests.fakes.scripted import PROFILE, Scripted, completion, fixed, notes_workspace, tool_surface
@@ -48,78 +48,6 @@ pytestmark = pytest.mark.ray
 PASS = 1  # the driver's call (the assembler reads the ledger only across a gap)
 COMMIT = 1  # the AssemblerActor's append: the turn's entries since the last pass, and the plan entry
 PLANNER = 1  # the PlannerActor's call, on a step that plans
-MOST = 3  # issue 37's target: a step's calls on its critical path
-
-
-def _counting_actors(root: str) -> dict[str, Any]:
-    """The folder's Ledger, Planner, Assembler and Evidence actors as ``vak_context.actors.factory`` makes
-    them (same names, namespace and options), each class wrapped to note the calls it receives."""
-    from vak_context.actors.assembler import AssemblerActor
-    from vak_context.actors.evidence import EvidenceActor
-    from vak_context.actors.factory import (
-        LEDGER_THREADS,
-        NAMESPACE,
-        assembler_actor_name,
-        evidence_actor_name,
-        ledger_actor_name,
-        planner_actor_name,
-        remote_class,
-    )
-    from vak_context.actors.ledger.actor import LedgerActor
-    from vak_context.actors.planner import PlannerActor
-    from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
-
-    options = {"namespace": NAMESPACE, "lifetime": "detached", "max_restarts": -1, "max_task_retries": 0,
-               "num_cpus": 0}
-    ledger = remote_class(counting(LedgerActor)).options(
-        name=ledger_actor_name(root), max_concurrency=LEDGER_THREADS, **options).remote(root)
-    planner = remote_class(counting(PlannerActor)).options(name=planner_actor_name(root), **options).remote(
-        root, ledger, PRIOR_TOKENS_PER_CHAR)
-    assembler = remote_class(counting(AssemblerActor)).options(name=assembler_actor_name(root), **options).remote(
-        root, ledger, None, PRIOR_TOKENS_PER_CHAR, planner=planner)
-    evidence = remote_class(counting(EvidenceActor)).options(name=evidence_actor_name(root), **options).remote(
-        root, ledger, PRIOR_TOKENS_PER_CHAR)
-    return {"ledger": ledger, "planner": planner, "assembler": assembler, "evidence": evidence}
-
-
-Call = tuple[int, int, str]  # arrived, returned, "actor.method"
-
-
-def _steps(notes: dict[str, list[Note]]) -> list[list[tuple[str, list[str]]]]:
-    """Per step, the calls the driver made (in the order they arrived), each with the calls it led to.
-
-    A call another counted call encloses (between its arrival and its return) was made by the actor answering
-    that one: the Evidence and Ledger actors call on synchronously, so a call enclosed by a ``store_result`` is
-    its own; the AssemblerActor also waits there on the results stored behind, so only what no other call
-    encloses is the assembler's (its planner's call and its plan's append). A step starts with the driver's
-    ``assemble``; any other call of the driver's belongs to the last step whose ``assemble`` had returned
-    when it arrived (the driver waits on that answer before making the step's other calls); those before the
-    first (the turn's directive, its stated items) are the turn's start, not counted."""
-    calls = sorted((a, r, f"{actor}.{name}") for actor, ns in notes.items() for name, a, r in ns)
-
-    def parent(c: Call) -> Call | None:
-        around = [o for o in calls if o is not c and o[0] <= c[0] and c[1] <= o[1]]
-        behind = [o for o in around if o[2] != "assembler.assemble"]
-        return max(behind or around, default=None)  # the latest to arrive: the innermost
-
-    parents = {c: parent(c) for c in calls}
-    top = [c for c in calls if parents[c] is None]
-    asked = [c for c in top if c[2] == "assembler.assemble"]
-    steps: list[list[tuple[str, list[str]]]] = [[] for _ in asked]
-    for c in top:
-        step = asked.index(c) if c in asked else sum(a[1] <= c[0] for a in asked) - 1
-        if step < 0:
-            continue  # the turn's start (its directive, the stated items): before its first step
-        nested = [n for n in calls if _under(n, c, parents)]
-        steps[step].append((c[2], [n[2] for n in nested]))
-    return steps
-
-
-def _under(n: Call, c: Call, parents: dict[Call, Call | None]) -> bool:
-    up = parents[n]
-    while up is not None and up != c:
-        up = parents[up]
-    return up == c
 
 
 async def test_a_step_is_one_pass_on_ray(ray_cluster: Any, tmp_path: Path) -> None:
@@ -130,7 +58,7 @@ async def test_a_step_is_one_pass_on_ray(ray_cluster: Any, tmp_path: Path) -> No
     from vak_context.actors.turn_services import RayServices
 
     root = os.path.realpath(tmp_path / "ledger")
-    actors = _counting_actors(root)
+    actors = counting_actors(root)
     greps = [completion(calls=[("grep", {"pattern": p})]) for p in ("beta", "gamma")]
     script = Scripted([*map(fixed, greps), fixed(completion("beta is on line 2"))] * 2)
     surface = tool_surface()
@@ -148,7 +76,7 @@ async def test_a_step_is_one_pass_on_ray(ray_cluster: Any, tmp_path: Path) -> No
                     await actor.received.remote()
                 second = await loop.run("where is beta again?")
         assert first.outcome == second.outcome == "completed" and len(second.steps) == 3
-        planned, kept, answered = _steps({k: ray.get(a.received.remote()) for k, a in actors.items()})
+        planned, kept, answered = steps_of({k: ray.get(a.received.remote()) for k, a in actors.items()})
         # The turn's first step plans: the AssemblerActor asks the PlannerActor (which reads nothing: it is
         # handed the entries) and commits the plan entry; the step's own entries (the assistant step, whose id
         # the receipt and the rules name, its receipt and profile, the result's body and the tool result) are
@@ -187,7 +115,7 @@ async def test_a_step_whose_plan_writes_a_reset_is_still_one_pass_on_ray(ray_clu
 
     dead = replace(PROFILE, instruction_horizon=Horizon(0, 0.9, 0.0))
     root = os.path.realpath(tmp_path / "ledger")
-    actors = _counting_actors(root)
+    actors = counting_actors(root)
     greps = [completion(calls=[("grep", {"pattern": p})]) for p in ("beta", "gamma")]
     later = completion(calls=[("grep", {"pattern": "delta"})])
     script = Scripted([*map(fixed, greps), *[fixed(completion("beta is on line 2")), fixed(later)] * 4])
@@ -207,7 +135,7 @@ async def test_a_step_whose_plan_writes_a_reset_is_still_one_pass_on_ray(ray_clu
                 second = await TurnLoop(services, provider, dead, config, workspace=workspace).run("and again?")
         # The second turn plans at every step (no request fits a horizon of 0): how it ends is not the point.
         assert first.outcome == "completed" and second.steps, (first.outcome, second.outcome)
-        steps = _steps({k: ray.get(a.received.remote()) for k, a in actors.items()})
+        steps = steps_of({k: ray.get(a.received.remote()) for k, a in actors.items()})
         report = await services.ledger.entries_async("s1")
         mapper = Mapper()
         resets = [e for e in report if isinstance(mapper.payload_of(e), ResetWithHandoff)]

@@ -9,7 +9,7 @@ import json
 
 import httpx
 
-from tests.unit.test_providers_openai import CONVERSATION, LOCAL, WEATHER
+from tests.fakes.provider_bodies.conversation import CONVERSATION, LOCAL, WEATHER
 from vak_context.context.request.messages import ChatRequest, Message
 from vak_context.events.blocks import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from vak_context.providers import openai_compat
