@@ -54,7 +54,8 @@ def test_the_fence_template_renders_a_call_as_the_fence_it_asks_for() -> None:
     asked = '```json\n{"name": <function-name>, "arguments": <args-json-object>}\n```'
     assert asked in prompt
     assert '<|im_start|>assistant\n```json\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n```<|im_end|>' in prompt
-    assert "<|im_start|>user\n<tool_response>\nSnow, -3 C\n</tool_response><|im_end|>" in prompt
+    assert ("<|im_start|>user\n<tool_response>\nSnow, -3 C\n</tool_response>\n\nIf these results answer my question, "
+            "answer it now in plain text, with their values; otherwise call the next function.<|im_end|>") in prompt
     assert "<tool_call>" not in prompt
     assert prompt.endswith("<|im_start|>assistant\n")
 
