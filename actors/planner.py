@@ -320,8 +320,7 @@ class PlannerActor:
         committed (the assembler commits them with the plan entry). The packet or reset the plan needs is
         chained after them and handed back (``StepPlan.chained``), for the assembler to commit with the rest;
         only a packet writer of the caller's own writes them first. Not recorded: the assembler records the
-        plan it sends. ``headroom``: the current turn's least reserve, as the assembler measured the
-        session's recent turns (``vak_context.context.planner.headroom``)."""
+        plan it sends. ``headroom``: as ``settle_plan`` takes it, measured by the assembler."""
         lock = self._sessions.setdefault(session, asyncio.Lock())
         async with lock:
             view = self.view(session, entries)
@@ -346,8 +345,8 @@ class PlannerActor:
     async def _plan_writing(self, session: str, profile: CapacityProfile, step: StepRequest, view: SessionView,
                             current: int, sized: tuple[int | None, int | None], before: list[StoredEntry]) -> StepPlan:
         """``plan_step`` where the caller's own packet writer appends: the turn's unwritten entries (``before``)
-        are committed before anything the plan writes, which is written as it goes. ``sized``: the prefix
-        tokens and the headroom, as ``plan_step`` took them."""
+        are committed before anything the plan writes, which is written as it goes. ``sized``: ``plan_step``'s
+        prefix tokens and headroom."""
         kept = cast(Ledger, _Kept(self.ledger, before))  # what is written is read back once, here, and handed on
         p, written = await settle_plan(
             view, profile, "", ledger=kept, session=session, summarise=self._packet_writer(session, step, kept),
