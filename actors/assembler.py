@@ -22,7 +22,9 @@ later step, so each step's request is the previous one plus what the turn append
 prefix cache's best case). The plan is made again mid-turn only when the frozen plan's request no
 longer fits the budget (the current turn outgrew it: a compaction at a step boundary), or when the
 server's count says a new plan's estimate undercounted. The frozen plan is the turn's last ``plan``
-entry, so an assembler restarted mid-turn sends the same bytes the old one would have.
+entry, so an assembler restarted mid-turn sends the same bytes the old one would have. So that a turn
+rarely outgrows it, each plan leaves the current turn at least the headroom this actor measured of the
+session's recent turns' requests (``vak_context.context.planner.headroom``, a recorded plan input).
 """
 
 from __future__ import annotations
