@@ -289,7 +289,7 @@ class PendingDocs:
 
     def reader(self, ix: Any) -> Any:
         """A reader of ``ix``'s committed segments and these documents (the caller closes it)."""
-        from whoosh.codec.memory import MemoryCodec
+        from whoosh.codec.memory import MemoryCodec  # type: ignore[attr-defined]  # whoosh-ng's stubs miss it
         from whoosh.reading import MultiReader
 
         if self._codec is None:
