@@ -88,6 +88,9 @@ class _Open:
     reader: Any = None  # a read-only reader, kept while whoosh's commit number stays the same
     generation: int = -1
     committed: int = 0  # documents in whoosh's segments (the state's count)
+    # The turns in whoosh's segments (None: not read yet): an add asks it whether a turn is re-indexed, without
+    # opening a reader of every segment after each commit (tens of ms on a large index, at each turn's close).
+    turns: set[str] | None = None
     timer: threading.Timer | None = None
     since: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -160,7 +163,7 @@ class CardIndex:
                     self._replace(session, list(self.source(session)) if self.source is not None else [],
                                   locked=True)
                     return self._open[session]
-        held = _Open(checked, committed=checked.doc_count(), generation=checked.latest_generation())
+        held = _Open(checked, committed=cw.live_docs(checked), generation=checked.latest_generation())
         self._remember(session, held)
         return held
 
@@ -185,9 +188,9 @@ class CardIndex:
             if f.name != cw.COMMIT_LOCK:
                 shutil.rmtree(f) if f.is_dir() else f.unlink()
         ix = cw.create(folder)
-        held = _Open(ix)
-        self._remember(session, held)
         unique = list({d.turn_id: d for d in docs}.values())  # a later document for a turn re-indexes it
+        held = _Open(ix, turns={d.turn_id for d in unique})
+        self._remember(session, held)
         if unique:
             w = ix.writer(limitmb=64, timeout=cw.LOCK_WAIT_S, delay=0.01)
             for d in unique:
@@ -238,11 +241,10 @@ class CardIndex:
             # nothing committed yet: whoosh cannot search a buffer over an index with no segment
             self._replace(session, batch)
         else:
-            if held.reader is None:
-                held.reader = held.ix.reader()
+            turns = self._turns(held)
             again = False
             for d in batch:
-                again = again or ("turn", d.turn_id) in held.reader
+                again = again or d.turn_id in turns
                 held.pending.add(cw.fields(d.turn_id, d.card_id, d.text))
             # a re-indexed turn that was committed needs whoosh's segment writer (files, the lock) to delete its
             # old document: committed now, so the pending documents are all new turns (rare: a card is written
@@ -254,6 +256,14 @@ class CardIndex:
         if self.embedder is not None:
             self._add_vectors(session, batch)
         return len(batch)
+
+    @staticmethod
+    def _turns(held: _Open) -> set[str]:
+        if held.turns is None:
+            if held.reader is None:
+                held.reader = held.ix.reader()
+            held.turns = set(held.reader.field_terms("turn"))
+        return held.turns
 
     def _arm(self, session: str, held: _Open) -> None:
         """Commit ``commit_s`` after the first uncommitted document: a crash loses at most that much."""
@@ -280,10 +290,11 @@ class CardIndex:
         if not held.pending:
             return
         with cw.commit_lock(self.path(session)):
-            if held.reader is None:
-                held.reader = held.ix.reader()
-            held.pending.commit(held.ix, held.reader)
-            self._committed(session, held, held.ix.doc_count())
+            turns = self._turns(held)
+            added = list(held.pending.docs)
+            held.pending.commit(held.ix, turns)
+            turns.update(added)
+            self._committed(session, held, cw.live_docs(held.ix))
 
     def flush(self) -> None:
         """Commit every session's buffer (other processes see it from then on)."""
