@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable
+from types import SimpleNamespace
 from typing import Any
 
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
@@ -206,7 +207,7 @@ class TurnIndex:
     def _unpack(self, entry: EntryLike) -> tuple[str, Any, Any]:
         if isinstance(entry, StoredEntry):
             if entry.kind in UNREAD_KINDS:  # ``add`` looks at nothing but their kind: not decoded
-                return entry.id, entry.parent, _Unread(entry.kind)
+                return entry.id, entry.parent, SimpleNamespace(kind=entry.kind)
             return entry.id, entry.parent, self._mapper.payload_of(entry)
         if isinstance(entry, tuple) and len(entry) == 2:
             first, payload = entry
@@ -483,18 +484,8 @@ class TurnIndex:
 
 _NO_PARENT: Any = object()  # an (id, payload) pair carries no parent to check
 
-# Kinds whose payload ``TurnIndex.add`` never reads (they are in a turn's span, not its content): a StoredEntry of
-# one is folded without decoding it. The EvidenceActor's fold meets every plan entry (the planner folds its own
-# from the model it wrote, so nobody else decodes them: ~3 KB a step, a whole plan of ~80 KB every 256th) and
-# a capacity profile a model call.
+# Kinds whose payload ``TurnIndex.add`` never reads (in a turn's span, not its content): a StoredEntry of one is
+# folded undecoded. The EvidenceActor's fold meets every plan entry, which nobody else decodes (~3 KB a step, a
+# whole plan of ~80 KB every 256th: the planner folds its own from the model it wrote), and a profile a call.
 UNREAD_KINDS = frozenset({"plan", "capacity_profile"})
-
-
-class _Unread:
-    """The payload of an ``UNREAD_KINDS`` entry as ``add`` sees it: its kind alone."""
-
-    __slots__ = ("kind",)
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
 
