@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,8 +30,8 @@ from vak_context.context.history.turncard import Outcome, build_card, render_car
 from vak_context.context.history.turns import Turn, TurnIndex
 from vak_context.context.stated.items import StatedItem
 from vak_context.context.stated.render import stated_text
-from vak_context.errors import InvalidInput, InvalidUtf8, UnknownSession, VakError
-from vak_context.events.envelope import Mapper, StoredEntry
+from vak_context.errors import ChainMoved, InvalidInput, InvalidUtf8, UnknownSession, VakError
+from vak_context.events.envelope import At, Mapper, StoredEntry, chained
 from vak_context.events.payloads import EvidenceBody, ReadingKey, ToolResult
 from vak_context.storage.cardindex import CardDoc, CardIndex, embedder_from_config
 from vak_context.storage.ledger import LedgerStore
@@ -149,22 +150,49 @@ class EvidenceActor:
         media_type: str = "text/plain",
         since: int | None = None,
     ) -> dict[str, Any]:
-        """Append the whole result as an evidence body, then the tool_result the request carries. ``since``:
+        """Append the whole result as an evidence body, then the tool_result the request carries (in-process one
+        append, ``_store_chained``). ``since``:
         the answer's ``entries`` are the session's entries from there on, these included (the AssemblerActor
         folds them at the next step)."""
         meta, blob, text = evidence_body(tool_use_id, tool_name, body, is_error=is_error, media_type=media_type)
         with self._lock:
-            evidence_id = self.ledger.append(session, [meta], blobs=[blob])[0]
-            result = tool_result(meta, text, evidence_id)
-            if since is None:
-                result_id, entries = self.ledger.append(session, [result])[0], None
+            pair = self._store_chained(session, meta, blob, text)
+            if pair is not None:
+                result, result_id = pair
+                entries = self.ledger.entries(session, since) if since is not None else None
             else:
-                ids, entries = self.ledger.append_since(session, [result], since)
-                result_id = ids[0]
+                evidence_id = self.ledger.append(session, [meta], blobs=[blob])[0]
+                result = tool_result(meta, text, evidence_id)
+                if since is None:
+                    result_id, entries = self.ledger.append(session, [result])[0], None
+                else:
+                    ids, entries = self.ledger.append_since(session, [result], since)
+                    result_id = ids[0]
         answer = stored_answer(result, result_id)
         if entries is not None:
             answer["entries"] = entries
         return answer
+
+    def _store_chained(self, session: str, meta: EvidenceBody, blob: bytes, text: str) -> tuple[ToolResult, str] | None:
+        """In-process, the body and the tool_result naming it in one append (one commit, not two): the body's id
+        chained here on the session's head (``At``: its id is the one the writer gives it), the tool_result
+        made with it, both appended there. None (nothing written) where the head moved meanwhile (another
+        append in flight) or the ledger is an actor: the caller appends them one after the other."""
+        store = self.ledger.store
+        if store is None:
+            return None
+        encoded = self.mapper.encode_payload(meta)
+        at = At(store.head(session), store.count(session), time.time_ns() // 1000)
+        evidence_id = chained(at, session, [encoded], [blob])[0].id
+        result = tool_result(meta, text, evidence_id)
+        try:
+            pair: list[Any] = [encoded, self.mapper.encode_payload(result)]  # encoded: the writer only checks them
+            ids = store.append(session, pair, blobs=[blob, None], at=at)
+        except ChainMoved:
+            return None
+        if ids[0] != evidence_id:  # one process, one encoding: cannot happen unless the writer's chaining changed
+            raise InvalidInput(f"the ledger wrote the evidence body as {ids[0]}, chained here as {evidence_id}")
+        return result, ids[1]
 
     # ------------------------------------------------------------------ recall, digests, windows
 

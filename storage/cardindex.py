@@ -13,10 +13,11 @@ made by ``vak_context.agent.carddocs.card_doc``: this layer does not import the 
 the same turns the same way. ``search`` returns ``(turn_id, score)``, best first, ties by turn id, and asks
 whoosh for at most ``limit`` documents (plus those tied with the last).
 
-Writes are buffered: a whoosh ``BufferedWriter`` per session written here, searchable before it commits,
-committed after ``COMMIT_DOCS`` documents, ``COMMIT_S`` after the first uncommitted one (a timer), and at
-``flush``/``close``; a session's first documents commit at once (whoosh cannot search a buffer over an index
-with no segment). A crash loses only the buffer; another process (a ``CardIndex`` that only reads) sees what
+Writes are buffered: a session's documents added here are kept as fields (``cardwhoosh.PendingDocs``),
+searchable before they commit (a search analyses them into one in-memory segment), committed as one
+segment (tiered merges, ``storage/search_writer.py``) after ``COMMIT_DOCS`` documents, ``COMMIT_S`` after the
+first uncommitted one (a timer), and at ``flush``/``close``; a session's first documents, and a re-indexed
+turn, commit at once (whoosh cannot search a buffer over an index with no segment). A crash loses only the buffer; another process (a ``CardIndex`` that only reads) sees what
 was committed. Beside whoosh's files, ``vak-cards.json`` names the format, the session, whoosh's commit number
 and the document count; an index that disagrees with it (missing, torn, tampered, the older ``cards.jsonl``
 format) is rebuilt from ``source`` (the caller's way to read the ledger: ``EvidenceActor`` passes one), or
@@ -83,10 +84,13 @@ class _Open:
     """One session's whoosh index as this object holds it: read-only until the first write opens a writer."""
 
     ix: Any
-    writer: cw.LazyBufferedWriter | None = None
+    pending: cw.PendingDocs = field(default_factory=cw.PendingDocs)  # added since the last commit
     reader: Any = None  # a read-only reader, kept while whoosh's commit number stays the same
     generation: int = -1
     committed: int = 0  # documents in whoosh's segments (the state's count)
+    # The turns in whoosh's segments (None: not read yet): an add asks it whether a turn is re-indexed, without
+    # opening a reader of every segment after each commit (tens of ms on a large index, at each turn's close).
+    turns: set[str] | None = None
     timer: threading.Timer | None = None
     since: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -159,7 +163,7 @@ class CardIndex:
                     self._replace(session, list(self.source(session)) if self.source is not None else [],
                                   locked=True)
                     return self._open[session]
-        held = _Open(checked, committed=checked.doc_count(), generation=checked.latest_generation())
+        held = _Open(checked, committed=cw.live_docs(checked), generation=checked.latest_generation())
         self._remember(session, held)
         return held
 
@@ -184,9 +188,9 @@ class CardIndex:
             if f.name != cw.COMMIT_LOCK:
                 shutil.rmtree(f) if f.is_dir() else f.unlink()
         ix = cw.create(folder)
-        held = _Open(ix)
-        self._remember(session, held)
         unique = list({d.turn_id: d for d in docs}.values())  # a later document for a turn re-indexes it
+        held = _Open(ix, turns={d.turn_id for d in unique})
+        self._remember(session, held)
         if unique:
             w = ix.writer(limitmb=64, timeout=cw.LOCK_WAIT_S, delay=0.01)
             for d in unique:
@@ -201,7 +205,7 @@ class CardIndex:
         held.committed = docs
         held.generation = held.ix.latest_generation()
         cw.write_state(self.path(session), session, held.generation, docs)
-        if held.writer is None or not held.writer.bufferedcount:  # every document committed: nothing pending
+        if not held.pending:  # every document committed: nothing pending
             (self.path(session).parent / PENDING).unlink(missing_ok=True)
 
     def _shut(self, session: str, held: _Open, *, commit: bool) -> None:
@@ -211,11 +215,8 @@ class CardIndex:
         if held.reader is not None:
             held.reader.close()
             held.reader = None
-        if held.writer is not None:
-            if commit:
-                self._commit(session, held)
-            held.writer.cancel()
-            held.writer = None
+        if commit:
+            self._commit(session, held)
         held.ix.close()
 
     # ------------------------------------------------------------------ writing
@@ -236,22 +237,19 @@ class CardIndex:
     def _add(self, session: str, batch: list[CardDoc]) -> int:
         self._none.discard(session)
         held = self._get(session)
-        if held is None or (held.committed == 0 and held.writer is None):
+        if held is None or (held.committed == 0 and not held.pending):
             # nothing committed yet: whoosh cannot search a buffer over an index with no segment
             self._replace(session, batch)
         else:
-            writer = self._writer(held)
-            if held.reader is None:
-                held.reader = held.ix.reader()
+            turns = self._turns(held)
+            again = False
             for d in batch:
-                # a new turn (the rule) is added; whoosh's update_document searches for the key on every call
-                if ("turn", d.turn_id) in held.reader or d.turn_id in writer.ids:
-                    writer.update_document(**cw.fields(d.turn_id, d.card_id, d.text))
-                else:
-                    writer.add_document(**cw.fields(d.turn_id, d.card_id, d.text))
-            # a re-indexed turn that was committed opened whoosh's segment writer (files, the lock) to delete
-            # it: commit now rather than hold them (rare: a card is written once per turn)
-            if writer.bufferedcount >= self.commit_docs or writer.writer is not None:
+                again = again or d.turn_id in turns
+                held.pending.add(cw.fields(d.turn_id, d.card_id, d.text))
+            # a re-indexed turn that was committed needs whoosh's segment writer (files, the lock) to delete its
+            # old document: committed now, so the pending documents are all new turns (rare: a card is written
+            # once per turn)
+            if len(held.pending) >= self.commit_docs or again:
                 self._commit(session, held)
             else:
                 self._arm(session, held)
@@ -259,13 +257,13 @@ class CardIndex:
             self._add_vectors(session, batch)
         return len(batch)
 
-    def _writer(self, held: _Open) -> cw.LazyBufferedWriter:
-        if held.writer is None:
-            if held.reader is not None:
-                held.reader.close()
-                held.reader = None
-            held.writer = cw.LazyBufferedWriter(held.ix)
-        return held.writer
+    @staticmethod
+    def _turns(held: _Open) -> set[str]:
+        if held.turns is None:
+            if held.reader is None:
+                held.reader = held.ix.reader()
+            held.turns = set(held.reader.field_terms("turn"))
+        return held.turns
 
     def _arm(self, session: str, held: _Open) -> None:
         """Commit ``commit_s`` after the first uncommitted document: a crash loses at most that much."""
@@ -279,7 +277,7 @@ class CardIndex:
     def _due(self, session: str, held: _Open) -> None:
         try:
             with self._lock:
-                if self._open.get(session) is held and held.writer is not None and self.path(session).exists():
+                if self._open.get(session) is held and held.pending and self.path(session).exists():
                     held.timer = None
                     self._commit(session, held)
         except Exception as exc:  # the index is a cache: the next open rebuilds what is wrong
@@ -289,12 +287,14 @@ class CardIndex:
         if held.timer is not None:
             held.timer.cancel()
             held.timer = None
-        writer = held.writer
-        if writer is None or not writer.bufferedcount:  # an update buffers its new document: counted here
+        if not held.pending:
             return
         with cw.commit_lock(self.path(session)):
-            writer.commit()
-            self._committed(session, held, held.ix.doc_count())
+            turns = self._turns(held)
+            added = list(held.pending.docs)
+            held.pending.commit(held.ix, turns)
+            turns.update(added)
+            self._committed(session, held, cw.live_docs(held.ix))
 
     def flush(self) -> None:
         """Commit every session's buffer (other processes see it from then on)."""
@@ -342,11 +342,11 @@ class CardIndex:
         held = self._get(session)
         if held is None:
             return None
-        if held.writer is not None and held.writer.bufferedcount:
+        if held.pending:
             if held.committed == 0:
                 self._commit(session, held)  # whoosh cannot search a buffer over an index with no segment
             else:
-                return held.writer.reader(), True
+                return held.pending.reader(held.ix), True
         latest = held.ix.latest_generation()
         if latest != held.generation:
             self._shut(session, self._open.pop(session), commit=True)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,10 +29,10 @@ from whoosh.collectors import TopCollector
 from whoosh.fields import ID, STORED, TEXT, Schema
 from whoosh.query import Or, Term
 from whoosh.scoring import BaseScorer, WeightingModel
-from whoosh.writing import BufferedWriter
 
 from vak_context.bm25 import gain, idf, is_common, terms
 from vak_context.storage.search import TermsTokenizer
+from vak_context.storage.search_writer import tiered_merge
 
 # 2: whoosh (1 was cards.jsonl, BM25 in memory); 3: one-character terms are indexed (vak_context.bm25).
 # An index of an older format is rebuilt on open.
@@ -263,85 +262,70 @@ def commit_lock(folder: Path) -> Iterator[None]:
         lock.release()
 
 
-class LazyBufferedWriter(BufferedWriter):
-    """whoosh's BufferedWriter (documents buffered in its memory codec, searchable with the segments through
-    ``reader()``), except that it opens its segment writer, which takes whoosh's write lock and opens files,
-    only to commit or to delete a committed document (a re-indexed turn): between commits an idle writer
-    holds nothing, so an object that is never closed leaks no file and two writers of one session (two
-    in-process sessions, another process) take turns instead of failing."""
+class PendingDocs:
+    """The documents added since the last commit, kept as their fields: whoosh analyses them only at the commit
+    (one segment writer for all of them, one segment, ``storage.search_writer.tiered_merge``) or when a search
+    needs them before it (one in-memory segment for all of them, kept until the next add). whoosh's
+    ``BufferedWriter`` (this class's predecessor) analysed each document into an in-memory segment of its own as
+    it came (a writer opened, flushed and closed per document), then read every posting back at the commit: a
+    turn's close paid for it on a worker thread (bench/embed.py's cpu ms over main cpu).
 
-    def __init__(self, ix: Any) -> None:  # BufferedWriter's own __init__ opens the segment writer at once
-        self.index, self.period, self.limit = ix, None, 1 << 30
-        self.writerargs: dict[str, Any] = {"limitmb": 64, "timeout": LOCK_WAIT_S, "delay": 0.01}
-        self.commitargs: dict[str, Any] = {}
-        self.lock = threading.RLock()
-        self.writer: Any = None
-        self._make_ram_index()
-        self.bufferedcount = 0
-        self.ids: set[str] = set()  # the turns in the buffer
+    Holds nothing of whoosh's between commits (no write lock, no file): an object never closed leaks nothing,
+    and two writers of one session (two in-process sessions, another process) take turns instead of failing.
+    A document whose turn is in the committed segments is committed at once (``CardIndex._add``): its old
+    document must be deleted, which takes whoosh's segment writer; so the pending ones are all new turns."""
 
-    @property
-    def schema(self) -> Any:
-        return self.index.schema
+    def __init__(self) -> None:
+        self.docs: dict[str, dict[str, Any]] = {}  # turn id -> fields, in the order added
+        self._codec: Any = None  # the in-memory segment of ``docs`` a search made, until the next add
 
-    def add_document(self, **fields: Any) -> None:
-        with self.lock:
-            with self.codec.writer(self.index.schema) as w:
-                w.add_document(**fields)
-            self.bufferedcount += 1
-            self.ids.add(fields["turn"])
+    def __len__(self) -> int:
+        return len(self.docs)
 
-    def _segment_writer(self) -> Any:
-        if self.writer is None:
-            self.writer = self.index.writer(**self.writerargs)
-        return self.writer
+    def add(self, fields: dict[str, Any]) -> None:
+        self.docs.pop(fields["turn"], None)  # a later document for a pending turn replaces it
+        self.docs[fields["turn"]] = fields
+        self._codec = None
 
-    def reader(self, **kwargs: Any) -> Any:
+    def reader(self, ix: Any) -> Any:
+        """A reader of ``ix``'s committed segments and these documents (the caller closes it)."""
+        from whoosh.codec.memory import MemoryCodec  # type: ignore[attr-defined]  # whoosh-ng's stubs miss it
         from whoosh.reading import MultiReader
 
-        with self.lock:
-            reader = self.writer.reader() if self.writer is not None else self.index.reader()
-            ram = self._get_ram_reader()
-            if ram.doc_count():
-                if reader.is_atomic():
-                    reader = MultiReader([reader, ram])
-                else:
-                    reader.add_reader(ram)
+        if self._codec is None:
+            codec = MemoryCodec()
+            with codec.writer(ix.schema) as w:
+                for fields in self.docs.values():
+                    w.add_document(**fields)
+            self._codec = codec
+        reader, ram = ix.reader(), self._codec.reader(ix.schema)
+        if reader.is_atomic():
+            return MultiReader([reader, ram])
+        reader.add_reader(ram)
         return reader
 
-    def commit(self, restart: bool = True) -> None:
-        with self.lock:
-            ram = self._get_ram_reader()
-            self._make_ram_index()
-            if self.bufferedcount or self.writer is not None:
-                writer = self._segment_writer()
-                if self.bufferedcount:
-                    writer.add_reader(ram)
-                writer.commit(**self.commitargs)
-            self.writer, self.bufferedcount = None, 0
-            self.ids.clear()
+    def commit(self, ix: Any, committed: set[str]) -> None:
+        """Write the documents as one segment; a turn in ``committed`` (the turns in the segments) is
+        re-indexed (its old document deleted). Kept if whoosh fails: the next commit tries again."""
+        writer = ix.writer(limitmb=64, timeout=LOCK_WAIT_S, delay=0.01)
+        try:
+            for turn, fields in self.docs.items():
+                if turn in committed:
+                    writer.update_document(**fields)
+                else:
+                    writer.add_document(**fields)
+        except BaseException:
+            writer.cancel()
+            raise
+        writer.commit(mergetype=tiered_merge)
+        self.docs.clear()
+        self._codec = None
 
-    def delete_document(self, docnum: int, delete: bool = True) -> None:
-        with self.lock:
-            base = self.index.doc_count_all()
-            if docnum < base:
-                self._segment_writer().delete_document(docnum, delete=delete)
-            else:
-                self.codec.segment.delete_document(docnum - base, delete=delete)
 
-    def is_deleted(self, docnum: int) -> bool:
-        base = self.index.doc_count_all()
-        if docnum < base:
-            return bool(self.writer.is_deleted(docnum)) if self.writer is not None else False
-        return bool(self._get_ram_reader().is_deleted(docnum - base))
-
-    def cancel(self) -> None:
-        with self.lock:
-            if self.writer is not None:
-                self.writer.cancel()
-            self.writer, self.bufferedcount = None, 0
-            self.ids.clear()
-            self._make_ram_index()
+def live_docs(ix: Any) -> int:
+    """The index's undeleted documents, from its table of contents: what ``ix.doc_count()`` answers, without
+    opening a reader of every segment (whoosh's way, tens of ms on a large index, after each commit)."""
+    return sum(segment.doc_count() for segment in ix._read_toc().segments)
 
 
 def open_as_is(folder: Path) -> Any | None:

@@ -115,8 +115,11 @@ class SessionIndex:
 
 
 def encode_index(index: SessionIndex) -> bytes:
-    body = index.body()
-    return canonical.encode({"blake3": blake3.blake3(canonical.encode(body)).hexdigest(), "index": body}) + b"\n"
+    """``canonical.encode({"blake3": <blake3 of the body's canonical bytes>, "index": body}) + b"\\n"``, the body
+    encoded once: canonical keys are sorted and unspaced, and a hex digest needs no escape, so the wrapper is
+    those bytes around the body's (a writer rewrites the file at each profile, a profile each model call)."""
+    data = canonical.encode(index.body())
+    return b'{"blake3":"' + blake3.blake3(data).hexdigest().encode() + b'","index":' + data + b"}\n"
 
 
 def write_index(session_dir: Path, index: SessionIndex, *, durable: bool) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable
+from types import SimpleNamespace
 from typing import Any
 
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
@@ -205,6 +206,8 @@ class TurnIndex:
 
     def _unpack(self, entry: EntryLike) -> tuple[str, Any, Any]:
         if isinstance(entry, StoredEntry):
+            if entry.kind in UNREAD_KINDS:  # ``add`` looks at nothing but their kind: not decoded
+                return entry.id, entry.parent, SimpleNamespace(kind=entry.kind)
             return entry.id, entry.parent, self._mapper.payload_of(entry)
         if isinstance(entry, tuple) and len(entry) == 2:
             first, payload = entry
@@ -480,4 +483,9 @@ class TurnIndex:
 
 
 _NO_PARENT: Any = object()  # an (id, payload) pair carries no parent to check
+
+# Kinds whose payload ``TurnIndex.add`` never reads (in a turn's span, not its content): a StoredEntry of one is
+# folded undecoded. The EvidenceActor's fold meets every plan entry, which nobody else decodes (~3 KB a step, a
+# whole plan of ~80 KB every 256th: the planner folds its own from the model it wrote), and a profile a call.
+UNREAD_KINDS = frozenset({"plan", "capacity_profile"})
 
