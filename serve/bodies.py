@@ -95,20 +95,34 @@ def loads_json(data: bytes | str) -> Any:
     """``orjson.loads`` where it parses the body (a third of ``json.loads``'s time on a 100-turn history of
     700 kB); anything it refuses is parsed again by ``json.loads``, so what is accepted and every refusal's
     message stay ``json``'s (orjson also refuses NaN, integers over 64 bits and nesting past 1,024)."""
+    return loads_exact(data)[0]
+
+
+def loads_exact(data: bytes | str) -> tuple[Any, bool]:
+    """``loads_json``, and whether ``orjson`` parsed it: then ``orjson.dumps`` writes the value back exactly
+    (no NaN, no integer over 64 bits), which is how ``serve/reading.py`` compares a history with the last one."""
     if orjson is not None:
         try:
-            return orjson.loads(data)
+            return orjson.loads(data), True
         except orjson.JSONDecodeError:
             pass
-    return json.loads(data)
+    return json.loads(data), False
 
 
 def parse(data: bytes, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
     """The body as a JSON object, its depth checked first."""
+    value, _ = load(data, max_depth=max_depth)
+    check_depth(depth(value), max_depth)
+    return value
+
+
+def load(data: bytes, *, max_depth: int = MAX_DEPTH) -> tuple[dict[str, Any], bool]:
+    """The body as a JSON object, its depth not checked yet (``check_depth``), and whether ``orjson`` parsed
+    it (``loads_exact``)."""
     if not data.strip():
         raise InvalidBody("the request body is empty; send a JSON object")
     try:
-        value = loads_json(data)
+        value, exact = loads_exact(data)
     except UnicodeDecodeError as exc:
         raise InvalidBody(f"the request body is not UTF-8 ({exc.reason} at byte {exc.start}); send JSON in UTF-8") from None
     except ValueError as exc:
@@ -117,10 +131,13 @@ def parse(data: bytes, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
         raise InvalidBody(_too_deep(f"over {sys.getrecursionlimit()}", max_depth)) from None
     if not isinstance(value, dict):
         raise InvalidBody(f"the request body is a JSON {type(value).__name__}; send a JSON object")
-    deepest = depth(value)
+    return value, exact
+
+
+def check_depth(deepest: int, max_depth: int = MAX_DEPTH) -> None:
+    """A body ``deepest`` levels deep (``depth``) is refused past ``max_depth``."""
     if deepest > max_depth:
         raise InvalidBody(_too_deep(str(deepest), max_depth))
-    return value
 
 
 def _too_deep(levels: str, limit: int) -> str:
