@@ -393,11 +393,13 @@ class Conversation:
         pending = set(turn.pending) if turn is not None else set()
         quoted, earlier = ((list(new), []) if any(i.role == "tool" and i.call_id in pending for i in new)
                            else pending_exchanges(request, new))
-        calls = {c.id: c for i in request.items if i.role == "assistant" for c in i.calls}
+        calls: dict[str, ClientCall] | None = None  # the history's calls by id, read once a result needs them
         for item in quoted:
             if item.role == "tool" and turn is not None and item.call_id in turn.pending:
                 await turn.tool_result(item.call_id, item.text, is_error=item.is_error)
             elif item.role == "tool":
+                if calls is None:
+                    calls = {c.id: c for i in request.items if i.role == "assistant" for c in i.calls}
                 call = calls.get(item.call_id)
                 what = f"{call.name}({json.dumps(dict(call.arguments))})" if call else f"call {item.call_id}"
                 parts.append(f"[the result of {what}{' (an error)' if item.is_error else ''}]: {item.text}")

@@ -158,12 +158,14 @@ def _arguments(raw: Any) -> Mapping[str, Any]:
     return value
 
 
-def _messages(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def _messages(body: Mapping[str, Any], start: int = 0) -> list[Mapping[str, Any]]:
+    """The body's messages from ``start`` (those before it were read from an earlier body)."""
     messages = body.get("messages")
+    rest = messages[start:] if isinstance(messages, list) else []
     if (not isinstance(messages, list) or not messages
-            or not all(type(m) is dict or isinstance(m, Mapping) for m in messages)):  # a dict: no ABC check
+            or not all(type(m) is dict or isinstance(m, Mapping) for m in rest)):  # a dict: no ABC check
         raise InvalidInput("'messages' must be a non-empty list of message objects")
-    return messages
+    return rest
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,7 @@ def read_openai(body: Mapping[str, Any]) -> ClientRequest:
 def openai_from(body: Mapping[str, Any], prior: Read, start: int) -> tuple[ClientRequest, Read]:
     """``read_openai`` of a body whose first ``start`` messages read as ``prior``: only the rest are read."""
     system, items = list(prior.system), list(prior.items)
-    for m in _messages(body)[start:]:
+    for m in _messages(body, start):
         role = m.get("role")
         if role in ("system", "developer") and items:
             items.append(Item("user", _text_of(m.get("content"))))
@@ -225,7 +227,7 @@ def anthropic_from(body: Mapping[str, Any], prior: Read, start: int) -> tuple[Cl
     """``read_anthropic`` of a body whose first ``start`` messages read as ``prior``: only the rest are read."""
     system = body.get("system")
     items = list(prior.items)
-    for m in _messages(body)[start:]:
+    for m in _messages(body, start):
         role, content = m.get("role"), m.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or ())
         if role == "user":
