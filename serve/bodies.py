@@ -95,34 +95,27 @@ def loads_json(data: bytes | str) -> Any:
     """``orjson.loads`` where it parses the body (a third of ``json.loads``'s time on a 100-turn history of
     700 kB); anything it refuses is parsed again by ``json.loads``, so what is accepted and every refusal's
     message stay ``json``'s (orjson also refuses NaN, integers over 64 bits and nesting past 1,024)."""
-    return loads_exact(data)[0]
-
-
-def loads_exact(data: bytes | str) -> tuple[Any, bool]:
-    """``loads_json``, and whether ``orjson`` parsed it: then ``orjson.dumps`` writes the value back exactly
-    (no NaN, no integer over 64 bits), which is how ``serve/reading.py`` compares a history with the last one."""
     if orjson is not None:
         try:
-            return orjson.loads(data), True
+            return orjson.loads(data)
         except orjson.JSONDecodeError:
             pass
-    return json.loads(data), False
+    return json.loads(data)
 
 
 def parse(data: bytes, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
     """The body as a JSON object, its depth checked first."""
-    value, _ = load(data, max_depth=max_depth)
+    value = load(data, max_depth=max_depth)
     check_depth(depth(value), max_depth)
     return value
 
 
-def load(data: bytes, *, max_depth: int = MAX_DEPTH) -> tuple[dict[str, Any], bool]:
-    """The body as a JSON object, its depth not checked yet (``check_depth``), and whether ``orjson`` parsed
-    it (``loads_exact``)."""
+def load(data: bytes, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
+    """The body as a JSON object, its depth not checked yet (``check_depth``)."""
     if not data.strip():
         raise InvalidBody("the request body is empty; send a JSON object")
     try:
-        value, exact = loads_exact(data)
+        value = loads_json(data)
     except UnicodeDecodeError as exc:
         raise InvalidBody(f"the request body is not UTF-8 ({exc.reason} at byte {exc.start}); send JSON in UTF-8") from None
     except ValueError as exc:
@@ -131,7 +124,7 @@ def load(data: bytes, *, max_depth: int = MAX_DEPTH) -> tuple[dict[str, Any], bo
         raise InvalidBody(_too_deep(f"over {sys.getrecursionlimit()}", max_depth)) from None
     if not isinstance(value, dict):
         raise InvalidBody(f"the request body is a JSON {type(value).__name__}; send a JSON object")
-    return value, exact
+    return value
 
 
 def check_depth(deepest: int, max_depth: int = MAX_DEPTH) -> None:

@@ -2,19 +2,23 @@
 not hold.
 
 A client resends its whole history with every request; at 100 turns that is some 400 messages (700 kB)
-whose depth walk, shape checks, reading into items and text-form exchanges cost the server about 2.5 ms a
-request (bench/serve.py). Each conversation's last body is kept here (up to ``KEYS`` of them): its messages
-as ``orjson`` writes them, what checking and reading them gave, and the depth of their list. A body whose
-messages begin with exactly those (the same JSON, compared as ``orjson`` writes it: every string, number
-type and key alike) has only its further messages walked, checked and read; the result is what reading the
-whole body gives (``serve/bodies.py``, ``serve/shapes.py``, ``serve/protocol.py``, ``serve/textform.py``), the
-same refusals too, since a message the last body held passed every check then and reads the same now.
-A history that edits, drops or reorders a message is read whole, as is a body ``orjson`` does not parse
-(``json`` parses it: NaN, integers over 64 bits), and the conversation's entry is replaced.
+whose parse, depth walk, shape checks, reading into items and text-form exchanges cost the server about
+3 ms a request (bench/serve.py). So each conversation's last body is kept here (``KEYS`` of them, at most
+``KEPT_CHARS`` of text in all): its text up to the end of its last message, where that is, the members
+before its messages, the messages parsed, the depth of their list, what reading them gave and where its
+text-form exchanges stood. A body that begins with exactly that text (the same characters: nothing in
+it can differ) is parsed on from there, message by message and member by member (``json``'s own scanner),
+and only its further messages are walked, checked and read. The result is what reading the whole body
+gives (``serve/bodies.py``, ``serve/shapes.py``, ``serve/protocol.py``, ``serve/textform.py``), refusals
+included, since a message the last body held passed every check then and reads the same now. Anything
+else (a history that edits, drops or reorders a message, a body that is not UTF-8, a parse that stops)
+is read whole, and where its messages end is found as it is parsed, for the next body.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -25,91 +29,184 @@ from vak_context.serve.protocol import ClientRequest, Protocol, Read, anthropic_
 from vak_context.serve.shapes import CHECKS
 from vak_context.serve.textform import Exchanged, exchanges_from
 
-try:
-    import orjson
-except ImportError:  # pragma: no cover - a dependency; without it every body is read whole
-    orjson = None  # type: ignore[assignment]
-
 KEYS = 64  # conversations whose last body is kept
-KEPT_BYTES = 64 * 1024 * 1024  # and at most this many bytes of their messages, all together
+KEPT_CHARS = 32 * 1024 * 1024  # and at most this much of their text, all together
 READERS: dict[Protocol, Callable[[Mapping[str, Any], Read, int], tuple[ClientRequest, Read]]] = {
     "openai": openai_from, "anthropic": anthropic_from}
+_WS = re.compile(r"[ \t\n\r]*")  # JSON's whitespace, as json.loads skips it
+_DECODER = json.JSONDecoder()
 
 
 @dataclass(frozen=True)
 class _Last:
-    """One conversation's last body: its messages as ``orjson`` writes them, how many, the depth of their
-    list, what reading them gave and where its text-form exchanges stood."""
+    """One conversation's last body: its text up to the end of its last message, the members before its
+    messages, the messages, the depth of their list, what reading them gave and where its text-form
+    exchanges stood."""
 
-    listed: bytes
-    count: int
+    text: str
+    head: dict[str, Any]
+    messages: list[Any]
     depth: int
     read: Read
     exchanged: Exchanged
 
 
+@dataclass(frozen=True)
+class _Parsed:
+    body: dict[str, Any]
+    head: dict[str, Any]  # the members before "messages"
+    end: int  # where the last message ends in the text
+    start: int  # the messages the last body held
+
+
 class Reader:
     """Reads the bodies of one server's requests; each conversation's last one is kept (``KEYS``,
-    ``KEPT_BYTES``), under its protocol, session header and first messages."""
+    ``KEPT_CHARS``), under its protocol and session header (several under one header: the text tells
+    them apart)."""
 
-    def __init__(self, keys: int = KEYS, kept_bytes: int = KEPT_BYTES) -> None:
-        self._keys, self._kept_bytes = keys, kept_bytes
+    def __init__(self, keys: int = KEYS, kept_chars: int = KEPT_CHARS) -> None:
+        self._keys, self._kept_chars = keys, kept_chars
         self._last: OrderedDict[tuple[Any, ...], _Last] = OrderedDict()
-        self._bytes = 0
+        self._chars = 0
+        self._made = 0  # names kept bodies apart under one protocol and header
 
     def read(self, protocol: Protocol, data: bytes, header: str | None = None, *,
              max_depth: int = MAX_DEPTH) -> ClientRequest:
         """``data`` read as ``protocol``'s request: what ``parse``, ``CHECKS``, the protocol's reader and
         ``with_text_exchanges`` give, and the same refusals."""
-        body, exact = load(data, max_depth=max_depth)
-        messages: Any = body.get("messages")
-        listed = _listed(messages) if exact else None
-        if listed is None:  # a body the memo cannot compare: read whole, as before
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        key, last, parsed = None, None, None
+        if text is not None:
+            key, last = self._find(protocol, header, text)
+            parsed = _parse(text, last)
+        if parsed is None:
+            body = load(data, max_depth=max_depth)  # its refusal, or a body this parse does not take
             check_depth(depth(body), max_depth)
             return self._read(protocol, body, None, None)
-        key = (protocol, header, orjson.dumps(messages[:2]))
-        last = self._last.pop(key, None)
+        messages = parsed.body["messages"]
+        deepest = depth(messages[parsed.start:])
         if last is not None:
-            self._bytes -= len(last.listed)
-            if not _extends(listed, last):
-                last = None
-        start = last.count if last is not None else 0
-        rest = {**body, "messages": []}
-        deepest = depth(messages[start:])
-        check_depth(max(depth(rest), 1 + max(deepest, last.depth if last is not None else 0)), max_depth)
-        return self._read(protocol, body, last, key, listed, deepest)
+            deepest = max(deepest, last.depth)
+        check_depth(max(depth({**parsed.body, "messages": []}), 1 + deepest), max_depth)
+        assert text is not None
+        return self._read(protocol, parsed.body, last, key or (protocol, header, self._new_name()),
+                          (text[:parsed.end], parsed.head, deepest))
 
     def _read(self, protocol: Protocol, body: dict[str, Any], last: _Last | None, key: tuple[Any, ...] | None,
-              listed: bytes = b"", deepest: int = 0) -> ClientRequest:
-        start = last.count if last is not None else 0
+              kept: tuple[str, dict[str, Any], int] | None = None) -> ClientRequest:
+        start = len(last.messages) if last is not None else 0
         CHECKS[protocol](body, start)
         request, read = READERS[protocol](body, last.read if last is not None else Read(), start)
         items, exchanged = exchanges_from(request.items, last.exchanged if last is not None else Exchanged())
-        if key is not None:
-            self._keep(key, _Last(listed, len(body["messages"]), max(deepest, last.depth if last is not None else 0), read,
-                                  exchanged))
+        if key is not None and kept is not None:
+            text, head, deepest = kept
+            self._keep(key, _Last(text, head, body["messages"], deepest, read, exchanged))
         return request if items == request.items else replace(request, items=items)
+
+    def _find(self, protocol: Protocol, header: str | None, text: str) -> tuple[tuple[Any, ...] | None, _Last | None]:
+        """The kept body under ``protocol`` and ``header`` that ``text`` begins with (taken out), and its key."""
+        for key, last in reversed(self._last.items()):
+            if key[0] == protocol and key[1] == header and text.startswith(last.text):
+                del self._last[key]
+                self._chars -= len(last.text)
+                return key, last
+        return None, None
+
+    def _new_name(self) -> int:
+        self._made += 1
+        return self._made
 
     def _keep(self, key: tuple[Any, ...], last: _Last) -> None:
         self._last[key] = last
-        self._bytes += len(last.listed)
-        while self._last and (len(self._last) > self._keys or self._bytes > self._kept_bytes):
-            self._bytes -= len(self._last.popitem(last=False)[1].listed)
+        self._chars += len(last.text)
+        while self._last and (len(self._last) > self._keys or self._chars > self._kept_chars):
+            self._chars -= len(self._last.popitem(last=False)[1].text)
 
 
-def _listed(messages: Any) -> bytes | None:
-    """The messages as ``orjson`` writes them (a list that is not empty), else None."""
-    if orjson is None or not isinstance(messages, list) or not messages:
-        return None
+def _parse(text: str, last: _Last | None) -> _Parsed | None:
+    """The body ``text`` is, as ``json.loads`` reads it, and where its last message ends; read on from the
+    end of ``last``'s messages when it begins with ``last``'s text. None for a body whose ``messages`` is not
+    a list of messages (once), or anything this parse stops at (``load`` then reads it, or refuses it)."""
     try:
-        return orjson.dumps(messages)
-    except (TypeError, orjson.JSONEncodeError):  # pragma: no cover - what orjson parsed it writes
+        if last is not None:
+            messages, head, at, start = list(last.messages), last.head, len(last.text), len(last.messages)
+            at = _ws(text, at)
+            at, end = _elements(text, at, messages, len(last.text))
+            body = {**head, "messages": messages}
+        else:
+            at, start, end = _ws(text, 0), 0, -1
+            if text[at] != "{":
+                return None
+            body, head = {}, {}
+            at, end, found = _members(text, at + 1, body, head, first=True)
+            if not found:
+                return None
+        if last is not None:
+            at, _, found = _members(text, at, body, {}, first=False)
+            if found:  # "messages" twice: json keeps the last, this reader the first
+                return None
+        if _ws(text, at) != len(text) or end < 0:
+            return None
+        return _Parsed(body, head, end, start)
+    except (ValueError, IndexError, RecursionError):  # JSONDecodeError is a ValueError
         return None
 
 
-def _extends(listed: bytes, last: _Last) -> bool:
-    """Whether messages written as ``listed`` begin with the ``last`` body's: its list's text less its closing
-    bracket, then the next message's comma or the end of the list (each message is whole JSON, so the
-    same text is the same messages)."""
-    head = len(last.listed) - 1
-    return listed.startswith(memoryview(last.listed)[:head]) and listed[head:head + 1] in (b",", b"]")
+def _ws(text: str, at: int) -> int:
+    match = _WS.match(text, at)
+    return match.end() if match else at
+
+
+def _elements(text: str, at: int, into: list[Any], end: int) -> tuple[int, int]:
+    """The rest of a list, from ``at`` (after its last element, or after its ``[`` where ``end`` < 0)
+    appended to ``into``: where the list ends (after its ``]``) and where its last element does."""
+    while True:
+        if text[at] == "]":
+            return at + 1, end
+        if end >= 0:  # after an element: a comma, then the next
+            if text[at] != ",":
+                raise ValueError("expected , or ]")
+            at = _ws(text, at + 1)
+        value, end = _DECODER.raw_decode(text, at)
+        into.append(value)
+        at = _ws(text, end)
+
+
+def _members(text: str, at: int, body: dict[str, Any], head: dict[str, Any], *, first: bool) -> tuple[int, int, bool]:
+    """An object's members from ``at`` (after its ``{`` where ``first``, else after a member) to its ``}``,
+    into ``body``; the first ``messages``
+    list's elements one by one, so where its last one ends is known, with the members before it in
+    ``head``. Where the object ends, where its messages' last element does (-1: none) and whether a
+    ``messages`` member was read."""
+    end, found = -1, False
+    at = _ws(text, at)
+    while text[at] != "}":
+        if not first:
+            if text[at] != ",":
+                raise ValueError("expected , or }")
+            at = _ws(text, at + 1)
+        first = False
+        name, at = _DECODER.raw_decode(text, at)
+        if not isinstance(name, str):
+            raise ValueError("a member's name")
+        at = _ws(text, at)
+        if text[at] != ":":
+            raise ValueError("expected :")
+        at = _ws(text, at + 1)
+        if name == "messages" and text[at] == "[" and not found:
+            messages: list[Any] = []
+            at, end = _elements(text, _ws(text, at + 1), messages, -1)
+            body[name], found = messages, True
+            if not messages:
+                end = -1
+        else:
+            if name == "messages":
+                raise ValueError("messages is not one list")
+            body[name], at = _DECODER.raw_decode(text, at)
+            if not found:
+                head[name] = body[name]
+        at = _ws(text, at)
+    return at + 1, end, found

@@ -36,8 +36,8 @@ def outcome(read: Any, *args: Any) -> Any:
         return type(exc).__name__, str(exc), getattr(exc, "status", None)
 
 
-def same(reader: Reader, protocol: Protocol, body: dict[str, Any], header: str | None = "s") -> Any:
-    data = json.dumps(body).encode()
+def same(reader: Reader, protocol: Protocol, body: dict[str, Any], header: str | None = "s", **dumps: Any) -> Any:
+    data = json.dumps(body, **dumps).encode()
     got = outcome(reader.read, protocol, data, header)
     assert got == outcome(whole, protocol, data)
     return got
@@ -148,7 +148,7 @@ def test_anthropic_histories_read_on_and_a_retyped_flag_is_refused_as_whole() ->
     assert isinstance(refused, tuple) and "is_error" in refused[1]
 
 
-def test_a_body_only_json_parses_is_read_whole() -> None:
+def test_a_body_only_json_parses_reads_as_json_reads_it() -> None:
     reader = Reader()
     same(reader, "openai", openai(*HISTORY))
     data = json.dumps(openai(*HISTORY, {"role": "assistant", "content": None, "tool_calls": [
@@ -169,10 +169,64 @@ def test_every_bad_input_is_refused_as_it_is_whole_by_a_fresh_reader_and_a_used_
 
 
 def test_it_keeps_the_most_recent_conversations_within_its_bytes() -> None:
-    reader = Reader(keys=2, kept_bytes=10 ** 9)
+    reader = Reader(keys=2, kept_chars=10 ** 9)
     for name in ("a", "b", "c"):
         same(reader, "openai", openai(*HISTORY), name)
     assert [k[1] for k in reader._last] == ["b", "c"]
-    small = Reader(kept_bytes=1000)
-    same(small, "openai", openai(*HISTORY), "a")  # over 1000 bytes of messages: not kept
+    small = Reader(kept_chars=1000)
+    same(small, "openai", openai(*HISTORY), "a")  # over 1000 characters of messages: not kept
     assert not small._last
+
+
+@pytest.mark.parametrize("dumps", [{}, {"indent": 2}, {"ensure_ascii": False}, {"separators": (",", ":")}],
+                         ids=["default", "indented", "utf-8", "compact"])
+def test_any_spelling_of_the_json_reads_on_as_it_does_whole(dumps: dict[str, Any]) -> None:
+    reader = Reader()
+    history = [*HISTORY, {"role": "user", "content": "Grüße, 東京 \u2028 \"quoted\" \\ back"}]
+    last = None
+    for n in range(1, len(history) + 1):
+        request = same(reader, "openai", openai(*history[:n]), **dumps)
+        if last is not None:
+            assert request.items[0] is last.items[0]  # read on, not whole
+        last = request
+
+
+def test_two_headerless_conversations_with_one_system_prompt_each_read_on() -> None:
+    reader = Reader()
+    one, two = [{"role": "user", "content": "Task one."}], [{"role": "user", "content": "Task two."}]
+    held = {}
+    for step in range(4):
+        for name, history in (("one", one), ("two", two)):
+            history.append({"role": "assistant" if step % 2 == 0 else "user", "content": f"{name} {step}"})
+            request = same(reader, "openai", openai(*history), None)
+            if name in held:
+                assert request.items[0] is held[name].items[0]
+            held[name] = request
+
+
+@pytest.mark.parametrize("text", [
+    '{"model": "m", "messages": [%s, {"role": "user", "content": "x"}], "model": "n"}',  # a member twice
+    '{"model": "m", "messages": [%s, {"role": "user", "content": "x"}], "messages": [{"role": "user", "content": "y"}]}',
+    '{"model": "m", "messages": [%s, {"role": "user", "content": "x"}]} trailing',
+    '{"model": "m", "messages": [%s, {"role": "user", "content": "x"}',
+    '{"model": "m", "messages": [%s, {"role": "user", "content": "x"},]}',
+    '{"model": "m", "messages": [%s {"role": "user", "content": "x"}]}',
+    '{"model": "m", "messages": [%s, {"role": "user", "content": "x"}] "tools": []}',
+    '{"model": "m", "messages": [%s, {"role": "user", "content": NaN}], "n": 123456789012345678901234567890}',
+    '{"model": "m", "messages": [%s, {"role": "user", "content": "\\ud800"}]}\n\t ',
+    '{"model": "m", "messages": [%s]}',
+])
+def test_what_follows_the_held_messages_parses_as_json_does(text: str) -> None:
+    held = json.dumps({"role": "user", "content": "Find k1."})
+    reader = Reader()
+    first = '{"model": "m", "messages": [%s]}'.replace("%s", held).encode()
+    assert outcome(reader.read, "openai", first, "s") == outcome(whole, "openai", first)
+    data = text.replace("%s", held).encode()
+    assert outcome(reader.read, "openai", data, "s") == outcome(whole, "openai", data)
+
+
+def test_a_body_that_is_not_utf_8_or_not_an_object_is_refused_as_whole() -> None:
+    reader = Reader()
+    same(reader, "openai", openai(*HISTORY))
+    for data in (json.dumps(openai(*HISTORY)).encode("utf-16"), b"[]", b"", b"  ", b'"x"', b"{}", b'{"messages": 5}'):
+        assert outcome(reader.read, "openai", data, "s") == outcome(whole, "openai", data)
