@@ -230,3 +230,23 @@ def test_a_body_that_is_not_utf_8_or_not_an_object_is_refused_as_whole() -> None
     same(reader, "openai", openai(*HISTORY))
     for data in (json.dumps(openai(*HISTORY)).encode("utf-16"), b"[]", b"", b"  ", b'"x"', b"{}", b'{"messages": 5}'):
         assert outcome(reader.read, "openai", data, "s") == outcome(whole, "openai", data)
+
+
+def test_a_client_that_moves_its_cache_marks_reads_as_whole_and_its_unchanged_messages_are_not_parsed_again() -> None:
+    """An Anthropic client marks its newest message ``cache_control`` and drops the mark from the one before:
+    each body changes a message the last one held, so it is read whole, but parsed on from the messages
+    before that one (the kept parse of them is taken as it is)."""
+    reader = Reader()
+    history: list[dict[str, Any]] = []
+    kept: list[Any] = []
+    for n in range(6):
+        for m in history:
+            for block in m["content"]:
+                block.pop("cache_control", None)
+        history.append({"role": "user" if n % 2 == 0 else "assistant",
+                        "content": [{"type": "text", "text": f"message {n} " + "x" * 300, "cache_control": {"type": "ephemeral"}}]})
+        same(reader, "anthropic", anthropic(*json.loads(json.dumps(history))))
+        (last,) = reader._last.values()  # one body kept under the session's header
+        if kept:
+            assert all(a is b for a, b in zip(last.messages[:len(kept) - 1], kept[:-1], strict=True))
+        kept = last.messages
