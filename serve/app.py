@@ -43,7 +43,7 @@ from vak_context.errors import (
     InvalidName,
 )
 from vak_context.names import check_name
-from vak_context.serve.bodies import BODY_IDLE_S, MAX_BODY_BYTES, check_content_type, parse, read_body
+from vak_context.serve.bodies import BODY_IDLE_S, MAX_BODY_BYTES, check_content_type, read_body
 from vak_context.serve.continuity import decide, fingerprint
 from vak_context.serve.conversation import Conversation, Held, Routed, fork, read_held, recovered, replayed
 from vak_context.serve.headers import (
@@ -68,14 +68,11 @@ from vak_context.serve.protocol import (
     anthropic_reply,
     error_body,
     openai_reply,
-    read_anthropic,
-    read_openai,
 )
+from vak_context.serve.reading import Reader
 from vak_context.serve.responses import error_response, streamed
 from vak_context.serve.scope import ledger_scope
-from vak_context.serve.shapes import CHECKS
 from vak_context.serve.streaming import ClientGone, Stream
-from vak_context.serve.textform import with_text_exchanges
 from vak_context.serve.upstream import UpstreamClient
 
 log = logging.getLogger("vak.serve")
@@ -140,6 +137,7 @@ class Server:
         # another worker's forks come with the lease, which forgets these): no folder listing per request.
         self._lineages: dict[str, list[str]] = {}
         self._digests = DigestMemo()  # the digests of each key's last request (its history, sent again)
+        self.reader = Reader()  # each conversation's last body: a request's history is read from where it ended
         self._streams: set[Stream] = set()  # streamed requests still driving
         self._summaries: set[asyncio.Task[None]] = set()  # packet summaries written after a reply went out
 
@@ -397,9 +395,9 @@ def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | N
             await server.close()
 
     app = Starlette(routes=[
-        Route("/v1/chat/completions", _endpoint(server, config, "openai", read_openai, openai_reply, OpenAIEvents),
+        Route("/v1/chat/completions", _endpoint(server, config, "openai", openai_reply, OpenAIEvents),
               methods=["POST"]),
-        Route("/v1/messages", _endpoint(server, config, "anthropic", read_anthropic, anthropic_reply, AnthropicEvents),
+        Route("/v1/messages", _endpoint(server, config, "anthropic", anthropic_reply, AnthropicEvents),
               methods=["POST"]),
         Route("/v1/models", _models(config), methods=["GET"]),
         Route("/health", _health, methods=["GET"]),
@@ -408,8 +406,8 @@ def build_app(engine: Engine, config: ServeConfig, client: httpx.AsyncClient | N
     return app
 
 
-def _endpoint(server: Server, config: ServeConfig, protocol: Protocol, read: Callable[[Any], ClientRequest],
-              render: Callable[[Reply], dict[str, Any]], events: Callable[[str], Events]) -> Callable[[Request], Any]:
+def _endpoint(server: Server, config: ServeConfig, protocol: Protocol, render: Callable[[Reply], dict[str, Any]],
+              events: Callable[[str], Events]) -> Callable[[Request], Any]:
     """The route of one protocol: the key checked, the body bounded and read, the request driven."""
 
     async def answer(request: Request) -> Response:
@@ -419,13 +417,14 @@ def _endpoint(server: Server, config: ServeConfig, protocol: Protocol, read: Cal
             return refused
         try:
             # Bounded before it is parsed, and its shape checked before anything reads it into a session
-            # (serve/bodies.py, serve/shapes.py): a refused body starts no session and writes nothing.
+            # (serve/bodies.py, serve/shapes.py): a refused body starts no session and writes nothing. Only
+            # what the conversation's last body did not hold is checked and read (serve/reading.py).
             check_content_type(request.headers.get("content-type"))
-            raw = parse(await read_body(request.stream(), request.headers.get("content-length"),
-                                        limit=config.max_body, idle_s=config.idle_s))
-            CHECKS[protocol](raw)
-            client_request = with_text_exchanges(read(raw))
-            session = server.key_of(client_request, request.headers.get(SESSION_HEADER))
+            data = await read_body(request.stream(), request.headers.get("content-length"), limit=config.max_body,
+                                   idle_s=config.idle_s)
+            header = request.headers.get(SESSION_HEADER)
+            client_request = server.reader.read(protocol, data, header)
+            session = server.key_of(client_request, header)
             rules = request_rules(request.headers.get(RULES_HEADER))
             pins = request_pins(request.headers.getlist(PIN_HEADER))
             resend = Resend.of(request.headers)

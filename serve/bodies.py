@@ -105,6 +105,13 @@ def loads_json(data: bytes | str) -> Any:
 
 def parse(data: bytes, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
     """The body as a JSON object, its depth checked first."""
+    value = load(data, max_depth=max_depth)
+    check_depth(depth(value), max_depth)
+    return value
+
+
+def load(data: bytes, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
+    """The body as a JSON object, its depth not checked yet (``check_depth``)."""
     if not data.strip():
         raise InvalidBody("the request body is empty; send a JSON object")
     try:
@@ -117,10 +124,13 @@ def parse(data: bytes, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
         raise InvalidBody(_too_deep(f"over {sys.getrecursionlimit()}", max_depth)) from None
     if not isinstance(value, dict):
         raise InvalidBody(f"the request body is a JSON {type(value).__name__}; send a JSON object")
-    deepest = depth(value)
+    return value
+
+
+def check_depth(deepest: int, max_depth: int = MAX_DEPTH) -> None:
+    """A body ``deepest`` levels deep (``depth``) is refused past ``max_depth``."""
     if deepest > max_depth:
         raise InvalidBody(_too_deep(str(deepest), max_depth))
-    return value
 
 
 def _too_deep(levels: str, limit: int) -> str:

@@ -52,6 +52,9 @@ class Decision:
 def decide(held: Sequence[tuple[str, str]], client: Sequence[str]) -> Decision:
     """The rule above: ``held`` is what the session holds, ``(role, digest)`` in order; ``client`` the digests
     of the client's history."""
+    if list(client[:len(held)]) == [d for _, d in held]:
+        # Every message held, in order, then what is new (the common case): what the rule below gives then.
+        return Decision("continue", len(held), (), len(held))
     where: dict[str, list[int]] = {}
     for position, (_, digest) in enumerate(held):
         where.setdefault(digest, []).append(position)
@@ -152,17 +155,19 @@ class Held:
         history), else the last one when its request had this ``history`` (``any_exchange``: any one that
         had; a client's retry may come after later requests). Withdrawn replies are never replayed, nor,
         without a key, an empty one (no text, no call): the client asks again because it could not use it."""
-        live = [m for m in self.markers if not m.withdrawn and m.reply is not None]
+        # Newest first, walked only as far as the answer needs (most requests: to the last exchange).
+        live = (m for m in reversed(self.markers) if not m.withdrawn and m.reply is not None)
         if key is not None:
-            same = next((m for m in reversed(live) if m.key == key), None)
+            same = next((m for m in live if m.key == key), None)
             if same is not None and same.history != history:
                 raise InvalidInput(f"{IDEMPOTENCY_HEADER}: {key!r} was sent before with another history; send a "
                                    "new key for a new request, the same key only to resend the same one")
             return same
-        live = [m for m in live if m.reply and (m.reply.get("text") or m.reply.get("calls"))]
+        usable = (m for m in live if m.reply and (m.reply.get("text") or m.reply.get("calls")))
         if any_exchange:
-            return next((m for m in reversed(live) if m.history == history), None)
-        return live[-1] if live and live[-1].history == history else None
+            return next((m for m in usable if m.history == history), None)
+        last = next(usable, None)
+        return last if last is not None and last.history == history else None
 
     def reask(self, decision: Decision) -> Decision | None:
         """A history that continues the session with nothing new, having left out only the last reply (every

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import importlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,25 +191,45 @@ class Routed:
 
 
 @contextlib.asynccontextmanager
-async def committed(ledger: Any, session: str) -> AsyncIterator[None]:
+async def committed(ledger: Any, session: str, *, opened: bool = False) -> AsyncIterator[None]:
     """One durable commit for what a request writes to ``session``: its appends (the server's notes and its
     turn's steps) are written behind (``LedgerStore.hold``: on disk and readable at once, not yet synced)
     and synced once on the way out, before the reply goes to the client; an error answered instead of a
     reply is synced as well. Each append was its own fsync before: 6-7 commits a request (bench/serve.py).
     A turn's card still syncs where it closes (``close_turn``). On Ray the LedgerActor commits each append
-    as before (the client holds no store)."""
+    as before (the client holds no store). ``opened``: the store has the session open (an earlier request of
+    this conversation held it), so holding it is a counter under a lock, done here rather than on a thread;
+    and nothing written behind at the end (a note that synced itself, ``_note_reply``) needs no thread either:
+    each hop to a thread and back waits for the GIL behind whatever else runs (bench/serve.py)."""
     store = getattr(ledger, "store", None)
     if store is None:
         yield
         return
-    await asyncio.to_thread(store.hold, session)
+    if opened:
+        store.hold(session)
+    else:  # opening a session reads its segments (and may seal a torn tail): not on the event loop
+        await asyncio.to_thread(store.hold, session)
     try:
         yield
     finally:
         try:
-            await asyncio.to_thread(store.sync, session)
+            if store.written_behind(session):
+                await asyncio.to_thread(store.sync, session)
         finally:
             store.release(session, sync=False)
+
+
+def _noted_after(ledger: Any, name: str, mark: str, resumed: Sequence[str],
+                 note: Callable[[list[str]], dict[str, Any]]) -> tuple[str, list[str]]:
+    """On a thread: the assistant steps written after ``mark`` (not ``resumed``), the ``serve.history`` note
+    ``note(steps)`` appended, and what the request wrote made durable (``committed`` then has nothing to
+    sync): one hop for what were three."""
+    steps = [e.id for e in _written_after(ledger, name, mark) if e.kind == "assistant_step" and e.id not in resumed]
+    entry = ledger.append(name, [Activity(activity=HISTORY, detail=note(steps))])[0]
+    store = getattr(ledger, "store", None)
+    if store is not None:
+        store.sync(name)
+    return entry, steps
 
 
 class Conversation:
@@ -220,11 +240,13 @@ class Conversation:
         self.name, self.session, self.held, self.signature = name, session, held, signature
         self.turn: Turn | None = None  # open while the client runs the calls it was given
         self.closed: Turn | None = None  # the turn the last reply closed, its packet summary not yet written
+        self.opened = False  # the store has the session open: an earlier request held it (``committed``)
 
     async def answer(self, request: ClientRequest, routed: Routed, upstream: UpstreamClient, ledger: Any,
                      stream: Stream | None = None) -> Reply:
         """``_answer``, its appends written behind and made durable together before it returns (``committed``)."""
-        async with committed(ledger, self.name):
+        async with committed(ledger, self.name, opened=self.opened):
+            self.opened = True
             return await self._answer(request, routed, upstream, ledger, stream)
 
     async def _answer(self, request: ClientRequest, routed: Routed, upstream: UpstreamClient, ledger: Any,
@@ -300,15 +322,21 @@ class Conversation:
                           resumed: Sequence[str]) -> None:
         """What the session now holds, noted (``serve.history``): the request's items and its reply, and the
         steps this request wrote (withdrawing its reply later takes them out of the projection)."""
-        steps = [e.id for e in await asyncio.to_thread(_written_after, ledger, self.name, mark)
-                 if e.kind == "assistant_step" and e.id not in resumed]
         items = [*new, reply.item()]
         digests, roles = [i.digest() for i in items], [i.role for i in items]
         closed = self.turn is None
         noted = _noted_reply(reply)
-        entry = await self._note(ledger, HISTORY, {
-            "digests": digests, "roles": roles, "closed": closed, "history": routed.history, "reply": noted,
-            "steps": steps, **({"key": routed.key} if routed.key else {})})
+
+        def note(steps: list[str]) -> dict[str, Any]:
+            return {"digests": digests, "roles": roles, "closed": closed, "history": routed.history, "reply": noted,
+                    "steps": steps, **({"key": routed.key} if routed.key else {})}
+
+        if self.turn is not None and not self.turn.done:  # through the turn left open for the client's calls
+            steps = [e.id for e in await asyncio.to_thread(_written_after, ledger, self.name, mark)
+                     if e.kind == "assistant_step" and e.id not in resumed]
+            entry = await self.turn.note(HISTORY, note(steps))
+        else:
+            entry, steps = await asyncio.to_thread(_noted_after, ledger, self.name, mark, resumed, note)
         self.held.noted(digests, roles, Marker(len(self.held.digests) + len(items), entry, closed, routed.history,
                                                noted, routed.key, tuple(steps)))
 
@@ -325,7 +353,7 @@ class Conversation:
         need (``Turn.summarise_ahead``), so that request's path never waits on the upstream for it."""
         turn, self.closed = self.closed, None
         if turn is not None:
-            async with committed(ledger, self.name):
+            async with committed(ledger, self.name, opened=self.opened):
                 await turn.summarise_ahead()
 
     async def _reopen(self, new: Sequence[Item]) -> Turn | None:
@@ -365,11 +393,13 @@ class Conversation:
         pending = set(turn.pending) if turn is not None else set()
         quoted, earlier = ((list(new), []) if any(i.role == "tool" and i.call_id in pending for i in new)
                            else pending_exchanges(request, new))
-        calls = {c.id: c for i in request.items if i.role == "assistant" for c in i.calls}
+        calls: dict[str, ClientCall] | None = None  # the history's calls by id, read once a result needs them
         for item in quoted:
             if item.role == "tool" and turn is not None and item.call_id in turn.pending:
                 await turn.tool_result(item.call_id, item.text, is_error=item.is_error)
             elif item.role == "tool":
+                if calls is None:
+                    calls = {c.id: c for i in request.items if i.role == "assistant" for c in i.calls}
                 call = calls.get(item.call_id)
                 what = f"{call.name}({json.dumps(dict(call.arguments))})" if call else f"call {item.call_id}"
                 parts.append(f"[the result of {what}{' (an error)' if item.is_error else ''}]: {item.text}")

@@ -56,27 +56,36 @@ class DigestMemo:
     """The digests of each session key's last request's items, for the most recent ``keys`` keys: a client
     resends its whole history with every request, so all but its new items are looked up (by role, text,
     call id and calls: everything ``Item.digest`` reads) instead of encoded and hashed again, which cost
-    about a tenth of the server's own CPU at 100 turns (bench/serve.py)."""
+    about a tenth of the server's own CPU at 100 turns (bench/serve.py). A history that begins with the last
+    request's items (the same objects, as ``serve/reading.py`` hands them on, or equal ones) takes their
+    digests whole: only what follows is looked up."""
 
     def __init__(self, keys: int = 64) -> None:
         self._keys = keys
         self._memo: OrderedDict[str, dict[tuple[Any, ...], str]] = OrderedDict()
+        self._last: dict[str, tuple[tuple[Item, ...], list[str]]] = {}  # the key's last items and their digests
 
     def digests(self, key: str, items: Sequence[Item]) -> list[str]:
-        known, memo = self._memo.pop(key, {}), dict[tuple[Any, ...], str]()
-        out = []
-        for item in items:
+        known, last = self._memo.pop(key, {}), self._last.pop(key, None)
+        if last is not None and len(items) >= len(last[0]) and tuple(items[:len(last[0])]) == last[0]:
+            # The same items first (compared by identity first, then by value): the same digests.
+            memo, out, rest = known, list(last[1]), items[len(last[0]):]
+        else:
+            memo, out, rest = dict[tuple[Any, ...], str](), [], items
+        for item in rest:
             k = (item.role, item.text, item.call_id, tuple((c.id, c.name) for c in item.calls))
             digest = memo.get(k) or known.get(k) or item.digest()
             memo[k] = digest
             out.append(digest)
         self._memo[key] = memo
+        self._last[key] = (tuple(items), out)
         while len(self._memo) > self._keys:
-            self._memo.popitem(last=False)
-        return out
+            self._last.pop(self._memo.popitem(last=False)[0], None)
+        return list(out)
 
     def forget(self, key: str) -> None:
         self._memo.pop(key, None)
+        self._last.pop(key, None)
 
 
 @dataclass(frozen=True)
@@ -149,12 +158,24 @@ def _arguments(raw: Any) -> Mapping[str, Any]:
     return value
 
 
-def _messages(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def _messages(body: Mapping[str, Any], start: int = 0) -> list[Mapping[str, Any]]:
+    """The body's messages from ``start`` (those before it were read from an earlier body)."""
     messages = body.get("messages")
+    rest = messages[start:] if isinstance(messages, list) else []
     if (not isinstance(messages, list) or not messages
-            or not all(type(m) is dict or isinstance(m, Mapping) for m in messages)):  # a dict: no ABC check
+            or not all(type(m) is dict or isinstance(m, Mapping) for m in rest)):  # a dict: no ABC check
         raise InvalidInput("'messages' must be a non-empty list of message objects")
-    return messages
+    return rest
+
+
+@dataclass(frozen=True)
+class Read:
+    """What reading a body's first messages gave: the system prompt's parts (OpenAI: its system and developer
+    messages before the history) and the history's items. A later request whose messages begin with the
+    same ones reads on from here (``serve/reading.py``) and gets what reading them all would give."""
+
+    system: tuple[str, ...] = ()
+    items: tuple[Item, ...] = ()
 
 
 def read_openai(body: Mapping[str, Any]) -> ClientRequest:
@@ -163,9 +184,13 @@ def read_openai(body: Mapping[str, Any]) -> ClientRequest:
     user's: pydantic-ai asks again after a reply it cannot use with "Please return text or call a tool." as
     a system message at the end; read into the system prompt it changed the conversation's key (its session)
     and the prompt of every later request."""
-    system: list[str] = []
-    items: list[Item] = []
-    for m in _messages(body):
+    return openai_from(body, Read(), 0)[0]
+
+
+def openai_from(body: Mapping[str, Any], prior: Read, start: int) -> tuple[ClientRequest, Read]:
+    """``read_openai`` of a body whose first ``start`` messages read as ``prior``: only the rest are read."""
+    system, items = list(prior.system), list(prior.items)
+    for m in _messages(body, start):
         role = m.get("role")
         if role in ("system", "developer") and items:
             items.append(Item("user", _text_of(m.get("content"))))
@@ -187,16 +212,22 @@ def read_openai(body: Mapping[str, Any]) -> ClientRequest:
         if not f.get("name"):
             raise InvalidInput("each tool needs function.name")
         tools.append(ClientTool(f["name"], f.get("description") or "", f.get("parameters") or {"type": "object", "properties": {}}))
-    return ClientRequest("openai", str(body.get("model", "")), "\n\n".join(s for s in system if s), tuple(items),
-                         tuple(tools), bool(body.get("stream")), body.get("max_completion_tokens") or body.get("max_tokens"))
+    read = Read(tuple(system), tuple(items))
+    return ClientRequest("openai", str(body.get("model", "")), "\n\n".join(s for s in system if s), read.items,
+                         tuple(tools), bool(body.get("stream")), body.get("max_completion_tokens") or body.get("max_tokens")), read
 
 
 def read_anthropic(body: Mapping[str, Any]) -> ClientRequest:
     """A Messages request: ``system`` is the system prompt; a user message's tool_result blocks are results,
     its text the user's words."""
+    return anthropic_from(body, Read(), 0)[0]
+
+
+def anthropic_from(body: Mapping[str, Any], prior: Read, start: int) -> tuple[ClientRequest, Read]:
+    """``read_anthropic`` of a body whose first ``start`` messages read as ``prior``: only the rest are read."""
     system = body.get("system")
-    items: list[Item] = []
-    for m in _messages(body):
+    items = list(prior.items)
+    for m in _messages(body, start):
         role, content = m.get("role"), m.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or ())
         if role == "user":
@@ -215,8 +246,9 @@ def read_anthropic(body: Mapping[str, Any]) -> ClientRequest:
             raise InvalidInput(f"message role {role!r} is not user or assistant (the system prompt is 'system')")
     tools = [ClientTool(t["name"], t.get("description") or "", t.get("input_schema") or {"type": "object", "properties": {}})
              for t in body.get("tools") or () if t.get("name")]
-    return ClientRequest("anthropic", str(body.get("model", "")), _text_of(system), tuple(items), tuple(tools),
-                         bool(body.get("stream")), body.get("max_tokens"))
+    read = Read((), tuple(items))
+    return ClientRequest("anthropic", str(body.get("model", "")), _text_of(system), read.items, tuple(tools),
+                         bool(body.get("stream")), body.get("max_tokens")), read
 
 
 # ---------------------------------------------------------------- writing replies

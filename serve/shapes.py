@@ -78,7 +78,8 @@ def _tokens(body: Mapping[str, Any], key: str) -> None:
         raise _fail(key, f"must be within 1..{MAX_TOKENS:,}, not {value}")
 
 
-def _messages(body: Mapping[str, Any], roles: tuple[str, ...], check: Callable[[Mapping[str, Any], str], None]) -> None:
+def _messages(body: Mapping[str, Any], roles: tuple[str, ...], check: Callable[[Mapping[str, Any], str], None],
+              start: int) -> None:
     messages = body.get("messages")
     if messages is None:
         raise _fail("messages", "required")
@@ -86,7 +87,7 @@ def _messages(body: Mapping[str, Any], roles: tuple[str, ...], check: Callable[[
         raise _fail("messages", f"must be a list of message objects, not {_kind(messages)}")
     if not messages:
         raise _fail("messages", "must hold at least one message")
-    for i, m in enumerate(messages):
+    for i, m in enumerate(messages[start:], start):
         path = f"messages[{i}]"
         if not isinstance(m, dict):
             raise _fail(path, f"must be a message object, not {_kind(m)}")
@@ -135,10 +136,11 @@ def _openai_message(m: Mapping[str, Any], path: str) -> None:
         _string(m, "tool_call_id", f"{path}.tool_call_id", required=True)
 
 
-def check_openai(body: Mapping[str, Any]) -> None:
-    """A chat-completions body's shape, as ``read_openai`` reads it."""
+def check_openai(body: Mapping[str, Any], start: int = 0) -> None:
+    """A chat-completions body's shape, as ``read_openai`` reads it; ``start``: its first messages are known
+    to pass (``serve/reading.py``), only the rest are checked."""
     _string(body, "model", "model")
-    _messages(body, OPENAI_ROLES, _openai_message)
+    _messages(body, OPENAI_ROLES, _openai_message, start)
     for i, t in enumerate(_list(body, "tools", "tools")):
         where = f"tools[{i}]"
         if not isinstance(t, dict):
@@ -198,13 +200,13 @@ def _anthropic_message(m: Mapping[str, Any], path: str) -> None:
         _blocks(content, f"{path}.content", results=m["role"] == "user")
 
 
-def check_anthropic(body: Mapping[str, Any]) -> None:
-    """A Messages body's shape, as ``read_anthropic`` reads it."""
+def check_anthropic(body: Mapping[str, Any], start: int = 0) -> None:
+    """A Messages body's shape, as ``read_anthropic`` reads it; ``start`` as for ``check_openai``."""
     _string(body, "model", "model")
     system = body.get("system")
     if system is not None and not isinstance(system, str):
         _blocks(system, "system", results=False)
-    _messages(body, ANTHROPIC_ROLES, _anthropic_message)
+    _messages(body, ANTHROPIC_ROLES, _anthropic_message, start)
     for i, t in enumerate(_list(body, "tools", "tools")):
         where = f"tools[{i}]"
         if not isinstance(t, dict):
@@ -216,4 +218,4 @@ def check_anthropic(body: Mapping[str, Any]) -> None:
     _bool(body, "stream")
 
 
-CHECKS: dict[Protocol, Callable[[Mapping[str, Any]], None]] = {"openai": check_openai, "anthropic": check_anthropic}
+CHECKS: dict[Protocol, Callable[[Mapping[str, Any], int], None]] = {"openai": check_openai, "anthropic": check_anthropic}

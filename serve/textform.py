@@ -29,7 +29,7 @@ import ast
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from vak_context.serve.protocol import ClientCall, ClientRequest, Item
@@ -52,9 +52,27 @@ def with_text_exchanges(request: ClientRequest) -> ClientRequest:
 def read_text_exchanges(items: Sequence[Item]) -> tuple[Item, ...]:
     """``items`` with each text-form exchange (the rule above) read as a reply with its call and the call's
     result, and a new task that arrived inside the result as a user message after it."""
-    out: list[Item] = []
-    at = 0
+    return exchanges_from(items, Exchanged())[0]
+
+
+@dataclass(frozen=True)
+class Exchanged:
+    """Where reading a history's text-form exchanges stood before its last item: items ``[:at]`` read as
+    ``out``. Reading never looks further than the item after the one it stands at, so a longer history that
+    begins with those items reads on from here (``serve/reading.py``) as it would from its start."""
+
+    at: int = 0
+    out: tuple[Item, ...] = ()
+
+
+def exchanges_from(items: Sequence[Item], start: Exchanged) -> tuple[tuple[Item, ...], Exchanged]:
+    """``read_text_exchanges`` of ``items``, whose first ``start.at`` read as ``start.out``; and where it
+    stood before its last item (what ``items`` extended reads on from)."""
+    out = list(start.out)
+    at, mark = start.at, None
     while at < len(items):
+        if mark is None and at + 1 >= len(items):
+            mark = Exchanged(at, tuple(out))
         item = items[at]
         reply = _reply_of(item)
         result = _result_of(reply, items[at + 1]) if reply is not None and at + 1 < len(items) else None
@@ -64,7 +82,7 @@ def read_text_exchanges(items: Sequence[Item]) -> tuple[Item, ...]:
             continue
         out += [reply, *result]
         at += 2
-    return tuple(out)
+    return tuple(out), mark or Exchanged(at, tuple(out))
 
 
 def _reply_of(item: Item) -> Item | None:
