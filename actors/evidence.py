@@ -325,13 +325,23 @@ class EvidenceActor:
         reading: dict[str, Any] | None = None,
     ) -> str:
         """Write the turn's TurnCard (once) and index it; returns the card's entry id."""
+        return self._close(session, ordinal, outcome, reading)[0]
+
+    def close_turn_card(self, session: str, ordinal: int | None = None, outcome: Outcome | None = None,
+                        reading: dict[str, Any] | None = None) -> tuple[str, dict[str, Any] | None]:
+        """``close_turn``, and the card as ``card`` gives it (None where the turn was closed before): what a
+        turn's driver reports, in the call that writes it (on Ray one crossing, not two: ``RayServices``)."""
+        return self._close(session, ordinal, outcome, reading)
+
+    def _close(self, session: str, ordinal: int | None, outcome: Outcome | None,
+               reading: dict[str, Any] | None) -> tuple[str, dict[str, Any] | None]:
         with self._lock:
             index = self.index(session)
             turn = index.turn(ordinal) if ordinal is not None else index.current
             if turn is None:
                 raise InvalidInput(f"session {session!r} has no turn to close")
             if turn.card_id is not None:
-                return turn.card_id
+                return turn.card_id, None
             card = build_card(
                 index,
                 turn,
@@ -343,7 +353,8 @@ class EvidenceActor:
             self.cards.expect(session)  # a kill before its document is committed is caught up at the next open
             card_id = self.ledger.append(session, [card])[0]
             self.cards.add(session, [card_doc(card_id, card, turn.presentation_payloads)])
-            return card_id
+            return card_id, {"id": card_id, "turn": turn.ordinal, "asked": card.asked, "outcome": card.outcome,
+                             "text": render_card(card, turn.ordinal), "reason": turn.failure}
 
     def stated(self, session: str) -> tuple[StatedItem, ...]:
         """The stated items in force now (docs/STATE.md), in budget order; none for a session not written yet."""
