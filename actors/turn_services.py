@@ -244,11 +244,13 @@ class RayServices:
         return stated
 
     async def close_turn(self, outcome: str) -> str:
-        """The EvidenceActor writes the card; it hands the card back as its ``card`` would, kept for
-        ``closed_card`` (the public API's turn result), so reporting the turn costs no second call."""
-        await self._settle()  # everything the turn wrote is durable before its card
+        """The EvidenceActor writes the card, committing what the turn wrote since its last pass with it (in
+        one append, before the card: no call of its own here); it hands the card back as its ``card`` would,
+        kept for ``closed_card`` (the public API's turn result), so reporting the turn costs no second call."""
+        written, self._written = self._written, []  # committed with the card, before it, in its one append
         self._elsewhere()
-        card_id, card = await _call("close_turn", self.evidence.close_turn_card.remote(self.session, None, outcome))
+        card_id, card = await _call("close_turn", self.evidence.close_turn_card.remote(
+            self.session, None, outcome, written=written))
         self._card = (card_id, card) if card is not None else None
         return str(card_id)
 
