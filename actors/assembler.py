@@ -276,10 +276,13 @@ class AssemblerActor:
             self._plan_rows.wrote(plan_id, decision.plan.rows, record.base)
         with self._lock:
             self._states[(session, model)] = (last, state)
+        digest = prefix_digest(step.system, step.tools)
+        sized = (count is None and self.count_prefix is None) or (step.model, digest) in self._prefix
         return Assembled(request=request, plan_digest=decision.plan.digest, plan_id=plan_id,
                          replanned=decision.record, fidelity=fidelity_counts(decision.plan),
-                         prefix_digest=prefix_digest(step.system, step.tools), estimated_tokens=decision.tokens,
-                         budget_tokens=decision.budget, written=written_ids, seen=self._views.seen(session), tip=tip)
+                         prefix_digest=digest, estimated_tokens=decision.tokens,
+                         budget_tokens=decision.budget, written=written_ids, seen=self._views.seen(session), tip=tip,
+                         prefix_tokens=self._prefix.get((step.model, digest)), prefix_sized=sized)
 
     async def _plan(self, session: str, profile: CapacityProfile, step: StepRequest, current: int,
                     count: Count | None, pending: list[StoredEntry]) -> tuple[StepPlan, list[StoredEntry]]:

@@ -44,6 +44,7 @@ from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.agent.turnrules import prior_turns_of
 from vak_context.context.capacity.profile import CapacityProfile, ProfileKey, from_record
 from vak_context.context.history.turns import WITHDRAWN
+from vak_context.context.request.assemble import prefix_digest
 from vak_context.context.rules.drift import PriorTurn
 from vak_context.context.stated.items import StatedItem
 from vak_context.errors import UnknownSession
@@ -99,6 +100,9 @@ class RayServices:
         # withdraws one was written since (only this loop writes the session then): the turn's close asks
         # again for what its directive states (``_extract``), and gets them without a call.
         self._stated: tuple[StatedItem, ...] | None = None
+        # The stable prefix's tokens per (model, prefix digest) as the AssemblerActor sized them for a pass
+        # (``Assembled.prefix_tokens``): what ``plan_ahead`` hands the PlannerActor itself.
+        self._prefix: dict[tuple[str, str], int | None] = {}
 
     def _chain(self, payloads: Sequence[Any], blobs: Sequence[bytes | None] | None = None) -> list[StoredEntry] | None:
         """While held with the head known: ``payloads`` as the entries they become, chained on it (their ids
@@ -192,6 +196,8 @@ class RayServices:
             raise
         self._seen = assembled.seen
         self._tip = assembled.tip if self._held else None
+        if assembled.prefix_sized:
+            self._prefix[(step.model, assembled.prefix_digest)] = assembled.prefix_tokens
         return assembled
 
     async def store_result(self, tool_use_id: str, tool_name: str, body: str, is_error: bool) -> dict[str, Any]:
@@ -268,10 +274,15 @@ class RayServices:
         return from_record(record) if record is not None else None
 
     async def plan_ahead(self, profile: CapacityProfile, step: StepRequest, after: str, directive: str) -> list[str]:
-        """At turn ``after``'s close: the AssemblerActor measures the prefix and the PlannerActor, which holds
-        the summariser, writes the packet summary the next request will need."""
+        """At turn ``after``'s close: the PlannerActor, which holds the summariser, writes the packet summary
+        the next request will need, handed the stable prefix's size as the AssemblerActor sized it for the
+        turn's passes (asked through the AssemblerActor, which measures it, where no pass has)."""
         await self._settle()
         self._elsewhere()
+        key = (step.model, prefix_digest(step.system, step.tools))
+        if key in self._prefix:  # sized by a pass already: the PlannerActor is asked without the assembler's hop
+            return await _call("plan_ahead", self.planner.plan_ahead.remote(
+                self.session, profile, step, after=after, directive=directive, prefix_tokens=self._prefix[key]))
         return await _call("plan_ahead", self.assembler.plan_ahead.remote(
             self.session, profile, step, after=after, directive=directive))
 

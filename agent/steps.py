@@ -49,3 +49,8 @@ class Assembled:
     # knows it is the head (None: not known): the driver chains the step's own entries on it
     # (``vak_context.events.envelope.At``), knowing their ids without a call (RayServices).
     tip: tuple[str | None, int] | None = None
+    # The stable prefix's tokens as the assembler sized it for ``prefix_digest`` (None: the chars estimate), where
+    # ``prefix_sized`` says it has (a counter not asked yet: False): what a plan made ahead at the turn's close
+    # is handed, so the driver asks the PlannerActor itself, not through the assembler (RayServices).
+    prefix_tokens: int | None = None
+    prefix_sized: bool = False
