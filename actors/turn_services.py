@@ -25,6 +25,7 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from vak_context.actors.evidence import evidence_body, stored_answer, tool_result
@@ -45,6 +46,7 @@ from vak_context.agent.turnrules import prior_turns_of
 from vak_context.context.capacity.profile import CapacityProfile, ProfileKey, from_record
 from vak_context.context.history.turns import WITHDRAWN
 from vak_context.context.request.assemble import prefix_digest
+from vak_context.context.request.messages import Message
 from vak_context.context.rules.drift import PriorTurn
 from vak_context.context.stated.items import StatedItem
 from vak_context.errors import UnknownSession
@@ -103,6 +105,9 @@ class RayServices:
         # The stable prefix's tokens per (model, prefix digest) as the AssemblerActor sized them for a pass
         # (``Assembled.prefix_tokens``): what ``plan_ahead`` hands the PlannerActor itself.
         self._prefix: dict[tuple[str, str], int | None] = {}
+        # The request the AssemblerActor handed back last (its number, its messages): the next pass hands back
+        # only the messages after those the two share (``Assembled.kept``).
+        self._sent: tuple[int | None, tuple[Message, ...]] = (None, ())
 
     def _chain(self, payloads: Sequence[Any], blobs: Sequence[bytes | None] | None = None) -> list[StoredEntry] | None:
         """While held with the head known: ``payloads`` as the entries they become, chained on it (their ids
@@ -190,10 +195,15 @@ class RayServices:
         handed, self._handed = self._handed, None
         try:
             assembled: Assembled = await _call("assemble", self.assembler.assemble.remote(
-                self.session, profile, step, handed, written=written))
+                self.session, profile, step, handed, written=written, delta=True, have=self._sent[0]))
         except BaseException:
             self._tip = None  # the assembler committed what it was handed (a crashed one: the turn fails)
             raise
+        if assembled.kept:  # the messages it shares with the last request are held here: only the rest crossed
+            messages = (*self._sent[1][:assembled.kept], *assembled.request.messages)
+            assembled = replace(assembled, request=assembled.request.model_copy(update={"messages": messages}),
+                                kept=0)
+        self._sent = (assembled.sent, assembled.request.messages)
         self._seen = assembled.seen
         self._tip = assembled.tip if self._held else None
         if assembled.prefix_sized:

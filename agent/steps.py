@@ -54,3 +54,8 @@ class Assembled:
     # is handed, so the driver asks the PlannerActor itself, not through the assembler (RayServices).
     prefix_tokens: int | None = None
     prefix_sized: bool = False
+    # On Ray, where the driver asked for a delta (RayServices): ``request`` holds only the messages after the
+    # first ``kept`` of the request the assembler handed it last (``sent`` names that one; the driver keeps
+    # it): the history a turn does not change crosses once, not at every step.
+    kept: int = 0
+    sent: int | None = None
