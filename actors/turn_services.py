@@ -16,7 +16,13 @@ between the driver's calls, so the driver chains what the step writes (the assis
 profile, each result's evidence body and the tool result naming it) on the head the last pass handed back
 (``Assembled.tip``): it knows their ids without a call, and the next pass commits them (the writer appends
 them only there, ``ChainMoved`` otherwise). The step's calls on Ray: the pass, the AssemblerActor's commit,
-and the PlannerActor's when it plans (``tests/ray/test_step_crossings_ray.py`` counts them).
+and the PlannerActor's when it plans (``tests/ray/test_step_crossings_ray.py`` counts them). The pass hands
+back only the request's messages after those it shares with the last request (``Assembled.kept``; the
+history a turn does not change crosses once). At the turn's edges (issue 37): the close is the
+EvidenceActor's one call (what the turn chained since its last pass committed with the card, the card handed
+back for the turn's result), the stated items the turn began with stand for its close while nothing stating
+one was written, ``turn_finished``'s calls are sent and not waited on, and the plan made ahead asks the
+PlannerActor directly.
 """
 
 from __future__ import annotations
