@@ -355,7 +355,9 @@ class EvidenceActor:
         self._unsent = bool(written)
         if not written:
             return []
-        self.index(session)  # what the ledger holds (the turn's passes committed what came before ``written``)
+        # what the ledger holds (the turn's passes committed what came before ``written``), its card index checked
+        # now: once ``written`` is folded in, the index is ahead of the ledger until the card's commit
+        self._check_cards(session, self.index(session))
         if self._indexes.seen(session) != written[0].seq:
             self.ledger.append_chain(session, written)  # ``ChainMoved`` where the head is not where they say
             return []
@@ -374,10 +376,11 @@ class EvidenceActor:
                 self._unsent = False
                 self.ledger.append_chain(session, pending)
                 return turn.card_id, None
+            held = {e.id: e for e in pending}  # the last step's bodies are here, not written yet
             card = build_card(
                 index,
                 turn,
-                self._infos(index, turn),
+                self._infos(index, turn, (lambda i: held[i] if i in held else self.ledger.get(i)) if held else None),
                 outcome=outcome,
                 reading=ReadingKey(**reading) if reading else None,
             )

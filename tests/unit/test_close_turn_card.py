@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from vak_context.actors.evidence import EvidenceActor
+from vak_context.actors.evidence import EvidenceActor, evidence_body, tool_result
 from vak_context.errors import ChainMoved
 from vak_context.events.envelope import At, Mapper, StoredEntry, chained
-from vak_context.events.payloads import AssistantStep, Directive, TextBlock
+from vak_context.events.payloads import AssistantStep, Directive, TextBlock, ToolUseBlock
 from vak_context.storage.ledger import LedgerStore
 
 
@@ -53,3 +53,22 @@ def test_entries_chained_where_the_head_no_longer_is_are_refused_and_nothing_is_
         card_id = actor.close_turn("s", None, "completed")  # the index reads the ledger again: no stale entries
         assert [e.id for e in store.entries("s")][-1] == card_id and store.verify("s").ok
         assert actor.card("s", card_id)["id"] == card_id
+
+
+def test_a_close_whose_last_step_stored_results_reads_their_bodies_from_what_it_was_handed(tmp_path: Path) -> None:
+    """The last step's results (each body and the tool result naming it, chained by the driver) are not in the
+    ledger until the card's commit: the card's digests read those bodies from the entries handed over."""
+    with LedgerStore(tmp_path / "ledger") as store:
+        actor = EvidenceActor(str(tmp_path / "ledger"), store)
+        store.append("s", [Directive(text="read notes.txt")])
+        store.append("s", [AssistantStep(blocks=(ToolUseBlock(id="c1", name="read_file", input={"path": "n"}),))])
+        assert actor.stated("s") == ()
+        head = store.entries("s")[-1]
+        meta, blob, text = evidence_body("c1", "read_file", "alpha\nbeta\n", is_error=False)
+        at = At(head.id, head.seq + 1, time.time_ns() // 1000)
+        [body] = chained(at, "s", [Mapper().encode_payload(meta)], [blob])
+        [result] = chained(At(body.id, body.seq + 1, at.time_us), "s",
+                           [Mapper().encode_payload(tool_result(meta, text, body.id))])
+        card_id, card = actor.close_turn_card("s", None, "completed", written=[body, result])
+        assert [e.id for e in store.entries("s")][-3:] == [body.id, result.id, card_id]
+        assert card is not None and card == actor.card("s", card_id) and body.id[:12] in card["text"]
