@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from vak_context.actors.ledger.client import LedgerClient
@@ -140,6 +142,10 @@ class AssemblerActor:
         # Per (session, model), what its recent turns took beside their plans' history, as sized here: the
         # least reserve the planner leaves the next turn (``vak_context.context.planner.headroom``).
         self._headroom = Headroom()
+        # The messages of the request last handed back per session, under a number no other assembler hands out
+        # (a restarted one starts elsewhere): a driver that holds them gets the next request's new ones only.
+        self._sent: dict[str, tuple[int, tuple[Message, ...]]] = {}
+        self._serial = int.from_bytes(os.urandom(6), "big") << 16
 
     @property
     def summarise(self) -> Summarise | Summariser | None:
@@ -203,23 +209,44 @@ class AssemblerActor:
 
     async def assemble(self, session: str, profile: CapacityProfile, step: StepRequest,
                        entries: Sequence[StoredEntry] | None = None,
-                       written: Sequence[StoredEntry] = ()) -> Assembled:
+                       written: Sequence[StoredEntry] = (), delta: bool = False, have: int | None = None) -> Assembled:
         """The request for the open turn's next step (see the module docstring for when it plans).
         ``entries``: the session's entries from where this actor's view ends (``Assembled.seen`` of the step
         before) to the head, as the caller's last append handed them back (``LedgerClient.append_since_async``):
         folded in without reading (across a gap, or None, the view reads).
         ``written``: what the turn wrote since the last pass, chained by the caller on ``Assembled.tip``
         (``vak_context.events.envelope.chained``): folded in, and committed with the plan entry when the step
-        plans, else alone, before this returns (the step's one commit)."""
+        plans, else alone, before this returns (the step's one commit).
+        ``delta`` (the driver on Ray): the request's messages after those it shares with the one this actor
+        handed back last, where ``have`` names that one (``Assembled.sent``; ``kept``: how many it shares)."""
         if entries is None and written:  # what the turn wrote continues the view: nothing to read (``_take``)
             entries = ()
         view = self._views.feed(session, entries) if entries is not None else self.view(session)
         try:
-            return await self._assemble(session, profile, step, view, written)
+            assembled = await self._assemble(session, profile, step, view, written)
+            return self._delta(session, assembled, have) if delta else assembled
         except BaseException:
             if written and self._views.seen(session) not in (None, written[0].seq):  # folded, maybe not written
                 self._views.forget(session)  # read again next time: the ledger says what was written
             raise
+
+    def _delta(self, session: str, assembled: Assembled, have: int | None) -> Assembled:
+        """``assembled`` with only the messages after those its request shares with the last one handed back
+        for ``session``, where the caller holds that one (``have``); kept here for the next step's."""
+        messages = assembled.request.messages
+        last = self._sent.get(session)
+        kept = 0
+        if last is not None and have == last[0]:
+            before = last[1]
+            most = min(len(before), len(messages))
+            while kept < most and (before[kept] is messages[kept] or before[kept] == messages[kept]):
+                kept += 1
+        self._serial += 1
+        self._sent[session] = (self._serial, messages)
+        if not kept:
+            return replace(assembled, sent=self._serial)
+        request = assembled.request.model_copy(update={"messages": messages[kept:]})
+        return replace(assembled, request=request, kept=kept, sent=self._serial)
 
     async def _take(self, session: str, view: SessionView, written: Sequence[StoredEntry]) -> list[StoredEntry]:
         """``written`` folded into ``view`` (uncommitted: returned, for the step's commit), or, where the view
@@ -283,10 +310,14 @@ class AssemblerActor:
             self._plan_rows.wrote(plan_id, decision.plan.rows, record.base)
         with self._lock:
             self._states[(session, model)] = (last, state)
+        digest = prefix_digest(step.system, step.tools)
+        sized = (count is None and self.count_prefix is None) or (step.model, digest) in self._prefix
         return Assembled(request=request, plan_digest=decision.plan.digest, plan_id=plan_id,
                          replanned=decision.record, fidelity=fidelity_counts(decision.plan),
-                         prefix_digest=prefix_digest(step.system, step.tools), estimated_tokens=decision.tokens,
-                         budget_tokens=decision.budget, written=written_ids, seen=self._views.seen(session), tip=tip)
+                         prefix_digest=digest, estimated_tokens=decision.tokens,
+                         budget_tokens=decision.budget, written=written_ids, seen=self._views.seen(session), tip=tip,
+                         prefix_tokens=self._prefix.get((step.model, digest)), prefix_sized=sized,
+                         headroom=self._headroom.of((session, model)))
 
     async def _plan(self, session: str, profile: CapacityProfile, step: StepRequest, current: int,
                     count: Count | None, pending: list[StoredEntry]) -> tuple[StepPlan, list[StoredEntry]]:

@@ -32,7 +32,7 @@ from vak_context.context.stated.items import StatedItem
 from vak_context.context.stated.render import stated_text
 from vak_context.errors import ChainMoved, InvalidInput, InvalidUtf8, UnknownSession, VakError
 from vak_context.events.envelope import At, Mapper, StoredEntry, chained
-from vak_context.events.payloads import EvidenceBody, ReadingKey, ToolResult
+from vak_context.events.payloads import EvidenceBody, ReadingKey, ToolResult, TurnCard
 from vak_context.storage.cardindex import CardDoc, CardIndex, embedder_from_config
 from vak_context.storage.ledger import LedgerStore
 
@@ -90,6 +90,7 @@ class EvidenceActor:
         # The card index is a cache: it reads the ledger through ``_card_docs`` when it finds its files unusable
         self.cards = CardIndex(root, embedder=embedder_from_config(config), source=self._card_docs)
         self._cards_checked: set[str] = set()
+        self._unsent = False  # a close handed the driver's entries that are not sent to the ledger yet
         self.tokens_per_char = tokens_per_char
         self.mapper = Mapper()
         self._lock = threading.RLock()
@@ -353,25 +354,79 @@ class EvidenceActor:
         reading: dict[str, Any] | None = None,
     ) -> str:
         """Write the turn's TurnCard (once) and index it; returns the card's entry id."""
+        return self._close(session, ordinal, outcome, reading)[0]
+
+    def close_turn_card(self, session: str, ordinal: int | None = None, outcome: Outcome | None = None,
+                        reading: dict[str, Any] | None = None, written: Sequence[StoredEntry] = (),
+                        ) -> tuple[str, dict[str, Any] | None]:
+        """``close_turn``, and the card as ``card`` gives it (None where the turn was closed before): what a
+        turn's driver reports, in the call that writes it (on Ray one crossing, not two: ``RayServices``).
+        ``written``: what the turn's driver chained since its last pass, not written yet (``RayServices``):
+        folded in, and committed with the card chained after it, in one append (durable before the card, as
+        the card's own commit), instead of a call of the driver's before this one."""
         with self._lock:
-            index = self.index(session)
+            pending = self._fold_written(session, written)
+            try:
+                return self._close(session, ordinal, outcome, reading, pending)
+            except BaseException:
+                if pending:  # folded, maybe not written: the next look reads what the ledger holds
+                    self._indexes.forget(session)
+                    if self._unsent:  # no card to commit them with (it failed first): what the turn wrote stands
+                        self._unsent = False
+                        self.ledger.append_chain(session, pending)
+                raise
+
+    def _fold_written(self, session: str, written: Sequence[StoredEntry]) -> list[StoredEntry]:
+        """``written`` folded into the session's index where it continues it (returned, to commit with the
+        card); else committed now, where the driver chained them, and read (nothing returned)."""
+        self._unsent = bool(written)
+        if not written:
+            return []
+        # what the ledger holds (the turn's passes committed what came before ``written``), its card index checked
+        # now: once ``written`` is folded in, the index is ahead of the ledger until the card's commit
+        self._check_cards(session, self.index(session))
+        if self._indexes.seen(session) != written[0].seq:
+            self.ledger.append_chain(session, written)  # ``ChainMoved`` where the head is not where they say
+            return []
+        self._indexes.feed(session, written)
+        return list(written)
+
+    def _close(self, session: str, ordinal: int | None, outcome: Outcome | None,
+               reading: dict[str, Any] | None,
+               pending: Sequence[StoredEntry] = ()) -> tuple[str, dict[str, Any] | None]:
+        with self._lock:
+            index = self.index(session) if not pending else self._indexes.feed(session, ())
             turn = index.turn(ordinal) if ordinal is not None else index.current
             if turn is None:
                 raise InvalidInput(f"session {session!r} has no turn to close")
             if turn.card_id is not None:
-                return turn.card_id
+                self._unsent = False
+                self.ledger.append_chain(session, pending)
+                return turn.card_id, None
+            held = {e.id: e for e in pending}  # the last step's bodies are here, not written yet
             card = build_card(
                 index,
                 turn,
-                self._infos(index, turn),
+                self._infos(index, turn, (lambda i: held[i] if i in held else self.ledger.get(i)) if held else None),
                 outcome=outcome,
                 reading=ReadingKey(**reading) if reading else None,
             )
             self._check_cards(session, index)
             self.cards.expect(session)  # a kill before its document is committed is caught up at the next open
-            card_id = self.ledger.append(session, [card])[0]
+            card_id = self._append_card(session, card, pending)
             self.cards.add(session, [card_doc(card_id, card, turn.presentation_payloads)])
-            return card_id
+            return card_id, {"id": card_id, "turn": turn.ordinal, "asked": card.asked, "outcome": card.outcome,
+                             "text": render_card(card, turn.ordinal), "reason": turn.failure}
+
+    def _append_card(self, session: str, card: TurnCard, pending: Sequence[StoredEntry]) -> str:
+        """The card appended: after ``pending`` (folded, not written), chained on them, in one commit."""
+        if not pending:
+            return self.ledger.append(session, [card])[0]
+        self._unsent = False  # sent with the card: a failure from here is the commit's own
+        last = pending[-1]
+        entry = chained(At(last.id, last.seq + 1, time.time_ns() // 1000), session, [self.mapper.encode_payload(card)])
+        self.ledger.append_chain(session, [*pending, *entry])
+        return entry[0].id
 
     def stated(self, session: str) -> tuple[StatedItem, ...]:
         """The stated items in force now (docs/STATE.md), in budget order; none for a session not written yet."""

@@ -16,7 +16,13 @@ between the driver's calls, so the driver chains what the step writes (the assis
 profile, each result's evidence body and the tool result naming it) on the head the last pass handed back
 (``Assembled.tip``): it knows their ids without a call, and the next pass commits them (the writer appends
 them only there, ``ChainMoved`` otherwise). The step's calls on Ray: the pass, the AssemblerActor's commit,
-and the PlannerActor's when it plans (``tests/ray/test_step_crossings_ray.py`` counts them).
+and the PlannerActor's when it plans (``tests/ray/test_step_crossings_ray.py`` counts them). The pass hands
+back only the request's messages after those it shares with the last request (``Assembled.kept``; the
+history a turn does not change crosses once). At the turn's edges (issue 37): the close is the
+EvidenceActor's one call (what the turn chained since its last pass committed with the card, the card handed
+back for the turn's result), the stated items the turn began with stand for its close while nothing stating
+one was written, ``turn_finished``'s calls are sent and not waited on, and the plan made ahead asks the
+PlannerActor directly.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from vak_context.actors.evidence import evidence_body, stored_answer, tool_result
@@ -43,10 +50,14 @@ from vak_context.agent.probe import ProbeSettings
 from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.agent.turnrules import prior_turns_of
 from vak_context.context.capacity.profile import CapacityProfile, ProfileKey, from_record
+from vak_context.context.history.turns import WITHDRAWN
+from vak_context.context.request.assemble import prefix_digest
+from vak_context.context.request.messages import Message
 from vak_context.context.rules.drift import PriorTurn
 from vak_context.context.stated.items import StatedItem
 from vak_context.errors import UnknownSession
 from vak_context.events.envelope import At, LedgerLimits, Mapper, StoredEntry, chained
+from vak_context.events.payloads import Activity, WorkContract
 from vak_context.storage.sessionsearch import Found
 
 T = TypeVar("T")
@@ -88,10 +99,29 @@ class RayServices:
         self._written: list[StoredEntry] = []
         self._encoder = Mapper(LedgerLimits(max_payload_bytes=sys.maxsize))  # the LedgerActor checks sizes
         self._held = False  # only while the engine's loop runs a turn (``hold``): else each call is made in line
+        # What ``turn_finished`` sent and nothing waits on (the index catch-up's queueing, the probe's idle
+        # start): answered while the turn's close goes on (its packet summary written ahead), collected at
+        # ``release`` or, for a driver that does not hold, at the next turn's start.
+        self._behind: list[tuple[str, Any]] = []
+        self._card: tuple[str, dict[str, Any]] | None = None  # the card the last close_turn wrote
+        # The stated items the EvidenceActor last answered, while the turn is held and no entry that states or
+        # withdraws one was written since (only this loop writes the session then): the turn's close asks
+        # again for what its directive states (``_extract``), and gets them without a call.
+        self._stated: tuple[StatedItem, ...] | None = None
+        # The stable prefix's tokens per (model, prefix digest) as the AssemblerActor sized them for a pass
+        # (``Assembled.prefix_tokens``): what ``plan_ahead`` hands the PlannerActor itself.
+        self._prefix: dict[tuple[str, str], int | None] = {}
+        # The request the AssemblerActor handed back last (its number, its messages): the next pass hands back
+        # only the messages after those the two share (``Assembled.kept``).
+        self._sent: tuple[int | None, tuple[Message, ...]] = (None, ())
+        self._headroom: int | None = None  # the last pass's ``Assembled.headroom``: handed to ``plan_ahead`` too
 
     def _chain(self, payloads: Sequence[Any], blobs: Sequence[bytes | None] | None = None) -> list[StoredEntry] | None:
         """While held with the head known: ``payloads`` as the entries they become, chained on it (their ids
         are the ids the ledger writes) and kept for the next pass to commit; None where not so."""
+        if any(isinstance(p, WorkContract) or (isinstance(p, Activity) and p.activity == WITHDRAWN)
+               for p in payloads):
+            self._stated = None  # the stated items in force may change: asked again
         if not self._held or self._tip is None:
             return None
         at = At(self._tip[0], self._tip[1], time.time_ns() // 1000)
@@ -129,8 +159,16 @@ class RayServices:
 
     async def release(self) -> None:
         self._held = False
+        self._stated = None
         await self._settle()
         self._tip = None
+        await self._collect()
+
+    async def _collect(self) -> None:
+        """The answers of the calls ``turn_finished`` sent (their errors raised here, as Ray's errors)."""
+        behind, self._behind = self._behind, []
+        for what, ref in behind:
+            await _call(what, ref)
 
     async def _settle(self) -> None:
         """Before a call outside the step's pass (it reads what the step wrote, or writes after it): what was
@@ -154,6 +192,7 @@ class RayServices:
         """Another actor may append now: the head is not known here until the next pass says it."""
         self._handed = None
         self._tip = None
+        self._stated = None
 
     async def assemble(self, profile: CapacityProfile, step: StepRequest) -> Assembled:
         """The step's one call: the AssemblerActor folds in what the turn wrote since the last pass (chained
@@ -163,12 +202,20 @@ class RayServices:
         handed, self._handed = self._handed, None
         try:
             assembled: Assembled = await _call("assemble", self.assembler.assemble.remote(
-                self.session, profile, step, handed, written=written))
+                self.session, profile, step, handed, written=written, delta=True, have=self._sent[0]))
         except BaseException:
             self._tip = None  # the assembler committed what it was handed (a crashed one: the turn fails)
             raise
+        if assembled.kept:  # the messages it shares with the last request are held here: only the rest crossed
+            messages = (*self._sent[1][:assembled.kept], *assembled.request.messages)
+            assembled = replace(assembled, request=assembled.request.model_copy(update={"messages": messages}),
+                                kept=0)
+        self._sent = (assembled.sent, assembled.request.messages)
         self._seen = assembled.seen
         self._tip = assembled.tip if self._held else None
+        if assembled.prefix_sized:
+            self._prefix[(step.model, assembled.prefix_digest)] = assembled.prefix_tokens
+        self._headroom = assembled.headroom
         return assembled
 
     async def store_result(self, tool_use_id: str, tool_name: str, body: str, is_error: bool) -> dict[str, Any]:
@@ -213,39 +260,61 @@ class RayServices:
 
     async def stated(self) -> tuple[StatedItem, ...]:
         """The stated items in force now (docs/STATE.md), from the EvidenceActor's index of the session."""
+        if self._stated is not None and self._held and self._tip is not None:
+            return self._stated  # nothing that states or withdraws an item was written since the last answer
         await self._settle()
-        return tuple(await _call("stated", self.evidence.stated.remote(self.session)))
+        stated = tuple(await _call("stated", self.evidence.stated.remote(self.session)))
+        self._stated = stated if self._held and self._tip is not None else None
+        return stated
 
     async def close_turn(self, outcome: str) -> str:
-        await self._settle()  # everything the turn wrote is durable before its card
+        """The EvidenceActor writes the card, committing what the turn wrote since its last pass with it (in
+        one append, before the card: no call of its own here); it hands the card back as its ``card`` would,
+        kept for ``closed_card`` (the public API's turn result), so reporting the turn costs no second call."""
+        written, self._written = self._written, []  # committed with the card, before it, in its one append
         self._elsewhere()
-        return await _call("close_turn", self.evidence.close_turn.remote(self.session, None, outcome))
+        card_id, card = await _call("close_turn", self.evidence.close_turn_card.remote(
+            self.session, None, outcome, written=written))
+        self._card = (card_id, card) if card is not None else None
+        return str(card_id)
+
+    def closed_card(self, card_id: str) -> dict[str, Any] | None:
+        """The card ``close_turn`` wrote, as ``EvidenceActor.card`` gives it, when ``card_id`` is that card."""
+        return self._card[1] if self._card is not None and self._card[0] == card_id else None
 
     async def turn_started(self) -> CapacityProfile | None:
         """Cancel the bound model's in-flight probe; the newest profile the ProbeActor holds for it (the
         loop binds it when it is newer than its own)."""
+        await self._collect()
         if self.probe is None or self.probe_request is None:
             return None
         record = await _call("probe turn_starting", self.probe.turn_starting.remote(self.probe_request.key))
         return from_record(record) if record is not None else None
 
     async def plan_ahead(self, profile: CapacityProfile, step: StepRequest, after: str, directive: str) -> list[str]:
-        """At turn ``after``'s close: the AssemblerActor measures the prefix and the PlannerActor, which holds
-        the summariser, writes the packet summary the next request will need."""
+        """At turn ``after``'s close: the PlannerActor, which holds the summariser, writes the packet summary
+        the next request will need, handed the stable prefix's size as the AssemblerActor sized it for the
+        turn's passes (asked through the AssemblerActor, which measures it, where no pass has)."""
         await self._settle()
         self._elsewhere()
+        key = (step.model, prefix_digest(step.system, step.tools))
+        if key in self._prefix:  # sized by a pass already: the PlannerActor is asked without the assembler's hop
+            return await _call("plan_ahead", self.planner.plan_ahead.remote(
+                self.session, profile, step, after=after, directive=directive, prefix_tokens=self._prefix[key],
+                headroom=self._headroom))
         return await _call("plan_ahead", self.assembler.plan_ahead.remote(
             self.session, profile, step, after=after, directive=directive))
 
     async def turn_finished(self) -> None:
         """The turn closed: the LedgerActor queues a catch-up of the session's search index on its store's
         background thread (the call returns at once, leaving the actor's threads to appends), and the
-        probe may run in the idle time."""
+        probe may run in the idle time. Both are sent, not waited on: nothing here needs their answers, so
+        they cross while the turn's close goes on (``release`` or the next turn's start collects them)."""
         await self._settle()
         if self.index_at_close:
-            await _call("ledger index_later", self.ledger_handle.index_later.remote(self.session))
+            self._behind.append(("ledger index_later", self.ledger_handle.index_later.remote(self.session)))
         if self.probe is not None and self.probe_request is not None:
-            await _call("probe turn_finished", self.probe.turn_finished.remote(self.probe_request))
+            self._behind.append(("probe turn_finished", self.probe.turn_finished.remote(self.probe_request)))
 
 
 def ray_services(root: str | os.PathLike[str], session: str, endpoint: EndpointSpec, key: ProfileKey, *,

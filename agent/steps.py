@@ -49,3 +49,16 @@ class Assembled:
     # knows it is the head (None: not known): the driver chains the step's own entries on it
     # (``vak_context.events.envelope.At``), knowing their ids without a call (RayServices).
     tip: tuple[str | None, int] | None = None
+    # The stable prefix's tokens as the assembler sized it for ``prefix_digest`` (None: the chars estimate), where
+    # ``prefix_sized`` says it has (a counter not asked yet: False): what a plan made ahead at the turn's close
+    # is handed, so the driver asks the PlannerActor itself, not through the assembler (RayServices).
+    prefix_tokens: int | None = None
+    prefix_sized: bool = False
+    # The headroom the assembler measured of the session's recent turns after this step (None: none sized yet),
+    # handed with ``prefix_tokens`` to a plan made ahead at the turn's close (``vak_context.context.planner.headroom``).
+    headroom: int | None = None
+    # On Ray, where the driver asked for a delta (RayServices): ``request`` holds only the messages after the
+    # first ``kept`` of the request the assembler handed it last (``sent`` names that one; the driver keeps
+    # it): the history a turn does not change crosses once, not at every step.
+    kept: int = 0
+    sent: int | None = None

@@ -6,8 +6,8 @@ instantly (an ``httpx.MockTransport`` handler; its own time is measured and take
 the engine's work. Each session is a generated one (``vak_context.sessions.generator``, about 15 entries a
 turn) continued through the public API (``vak_context.Engine``); each timed turn is two steps: the model
 calls the embedder's tool, then answers. The first turn after binding is a warm-up (the view is built, the
-packets the plan needs are written, and in-process the search index of the whole session is built in the
-background at its close) and not timed: the timed turns start once that index is built and the warm-up's
+packets the plan needs are written, and the search index of the whole session is built in the background
+at its close, in this process or on Ray in the LedgerActor) and not timed: the timed turns start once that index is built and the warm-up's
 garbage collected, so what they measure is a step of a session already running.
 
 The goals (issue 37), each printed with its ratio to the goal, side by side: in-process engine time per step
@@ -273,9 +273,8 @@ async def timed(folder: Path, timed_turns: int, model: InstantModel, base_url: s
             async with engine.session(SESSION, model=MODEL, http_client=client, tools=[lookup], window=WINDOW,
                                       max_steps=4, base_url=base_url or "http://127.0.0.1:9/v1") as session:
                 await session.run("warm-up: look up k0")
-                store = engine.ledger().store
-                if store is not None:
-                    await asyncio.to_thread(store.index_idle)  # the whole session's search index: warm-up
+                # the whole session's search index: warm-up (in this process's store, or on Ray in the LedgerActor)
+                await asyncio.to_thread(engine.index_idle)
                 gc.collect()  # the warm-up's garbage (binding, the index build) is not the timed turns'
                 model.bodies.clear()
                 model.handler_s, model.handler_cpu_s, steps, elapsed = 0.0, 0.0, 0, 0.0

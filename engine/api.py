@@ -223,7 +223,7 @@ class Engine:
     def foreground(self) -> AbstractContextManager[None]:
         """Mark a request's own work (not its wait on the model): this process's background catch-ups of
         search indexes give way to it (storage/catchup.py, ``Foreground``); on Ray they run in the
-        LedgerActor's process, and nothing is marked."""
+        LedgerActor's process, which marks its own calls on a turn's path (appends, reads of entries)."""
         store = self._store if self._open else None
         return store.foreground.hold() if store is not None else nullcontext()
 

@@ -59,6 +59,12 @@ class StoredEntry:
     def blob_meta(self) -> dict[str, Any] | None:
         return blob_meta(self.blob)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its fields in order (what crosses between actors on Ray): a frozen slotted dataclass's
+        own pickling calls ``dataclasses.fields`` and sets each field in turn, about twice the time."""
+        return (StoredEntry, (self.id, self.parent, self.session, self.seq, self.time_us, self.kind, self.v,
+                              self.payload, self.blob))
+
     def compute_id(self) -> str:
         """The id this entry's bytes hash to."""
         info = self.blob_meta()

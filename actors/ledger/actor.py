@@ -6,15 +6,31 @@ callers reach it through ``vak_context.actors.ledger.client.LedgerClient``."""
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from vak_context.events.envelope import At, StoredEntry
 from vak_context.storage.contract import LedgerStats, Payload, VerifyReport
 from vak_context.storage.group_commit import COMMITS
 from vak_context.storage.ledger import LedgerStore
 from vak_context.storage.sessionsearch import SEARCH_LIMIT, Found, search_sessions
+
+T = TypeVar("T")
+
+
+def _foreground(method: Callable[..., T]) -> Callable[..., T]:
+    """A call on a turn's path (an append, a read of the session's entries): the store's background search
+    catch-ups give way to it (``storage/catchup.py``, ``Foreground``), as in-process they give way to a step's
+    assembly. On Ray nothing else in this process marks a turn's work: without it a turn's close queued a
+    catch-up that ran at once, beside the next turn's appends (about 40% of this actor's CPU a step, sampled
+    with py-spy on bench/embed.py --ray), instead of in the model's time."""
+    @functools.wraps(method)
+    def held(self: LedgerActor, *args: Any, **kwargs: Any) -> T:
+        with self.store.foreground.hold():
+            return method(self, *args, **kwargs)
+    return held
 
 
 class LedgerActor:
@@ -45,12 +61,14 @@ class LedgerActor:
         catch_up_cards(self.store)
         catch_up_behind(self.store)
 
+    @_foreground
     def append(
         self, session: str, payloads: Sequence[Payload], parent: str | None = None,
         blobs: Sequence[bytes | None] | None = None,
     ) -> list[str]:
         return self.store.append(session, payloads, parent=parent, blobs=blobs)
 
+    @_foreground
     def append_since(self, session: str, payloads: Sequence[Payload], since: int) -> tuple[list[str], list[StoredEntry]]:
         """Append at the head, and hand back the session's entries from ``since`` on (these included): the
         turn loop's driver passes them to the AssemblerActor with its next step, which folds them in
@@ -58,6 +76,7 @@ class LedgerActor:
         ids = self.store.append(session, payloads)
         return ids, self.store.entries(session, since)
 
+    @_foreground
     def append_batch(
         self, session: str, requests: list[tuple[list[Payload], list[bytes | None] | None]],
     ) -> list[list[str] | BaseException]:
@@ -66,6 +85,7 @@ class LedgerActor:
         or its own error, in order."""
         return self.store.append_many(session, requests)
 
+    @_foreground
     def append_chain(
         self, session: str, requests: list[tuple[list[Payload], list[bytes | None], At]],
     ) -> list[list[str] | BaseException]:
@@ -76,15 +96,19 @@ class LedgerActor:
     def head(self, session: str) -> str | None:
         return self.store.head(session)
 
+    @_foreground
     def get(self, entry_id: str) -> StoredEntry:
         return self.store.get(entry_id)
 
+    @_foreground
     def payload(self, entry_id: str) -> Any:
         return self.store.payload(entry_id)
 
+    @_foreground
     def entries(self, session: str, start: int = 0, stop: int | None = None) -> list[StoredEntry]:
         return self.store.entries(session, start, stop)
 
+    @_foreground
     def chain_to_root(self, entry_id: str) -> list[StoredEntry]:
         return self.store.chain_to_root(entry_id)
 

@@ -86,10 +86,13 @@ async def test_a_step_is_one_pass_on_ray(ray_cluster: Any, tmp_path: Path) -> No
         # A step that keeps the frozen plan: the pass and its commit of what the step before wrote.
         assert kept == [("assembler.assemble", ["ledger.append_chain"])], kept
         assert sum(1 + len(n) for _, n in kept) == PASS + COMMIT
-        # The answer: the pass; the turn's close follows (its entries committed before the card, stated items,
-        # the card), outside the step's path.
+        # The answer: the pass; the turn's close follows, outside the step's path: the EvidenceActor's one call
+        # (the stated items the turn started with still hold: no call for them), which commits the turn's
+        # entries with the card chained after them in one append (before, the driver's own commit came first).
         assert answered[0] == ("assembler.assemble", ["ledger.append_chain"]), answered
-        assert [c for c, _ in answered[1:]][:1] == ["ledger.append_chain"], answered
+        close = [c for c in answered[1:] if c[0] == "evidence.close_turn_card"]
+        assert close and close[0][1][-1:] == ["ledger.append_chain"], answered
+        assert [c for c, _ in answered[1:]][:1] == ["evidence.close_turn_card"], answered
         # What the driver chained is what the ledger holds: the chain verifies, every result names its body.
         report = await services.ledger.entries_async("s1")
         kinds = [e.kind for e in report]

@@ -1,0 +1,74 @@
+"""The EvidenceActor's close_turn_card (the turn's close on Ray, one call): the card handed back as ``card``
+gives it, and what the turn's driver chained since its last pass committed with the card, before it, in one
+append. In-process over a LedgerStore: the actor class is the same one Ray runs."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from vak_context.actors.evidence import EvidenceActor, evidence_body, tool_result
+from vak_context.errors import ChainMoved
+from vak_context.events.envelope import At, Mapper, StoredEntry, chained
+from vak_context.events.payloads import AssistantStep, Directive, TextBlock, ToolUseBlock
+from vak_context.storage.ledger import LedgerStore
+
+
+def _chain_answer(store: LedgerStore, text: str) -> list[StoredEntry]:
+    """An answer step chained on the session's head as the driver chains it (``RayServices``), not written."""
+    head = store.entries("s")[-1]
+    at = At(head.id, head.seq + 1, time.time_ns() // 1000)
+    return chained(at, "s", [Mapper().encode_payload(AssistantStep(blocks=(TextBlock(text=text),)))])
+
+
+def test_the_card_comes_back_with_its_close_and_the_turns_entries_go_first(tmp_path: Path) -> None:
+    with LedgerStore(tmp_path / "ledger") as store:
+        actor = EvidenceActor(str(tmp_path / "ledger"), store)
+        store.append("s", [Directive(text="what does line 2 say?")])
+        assert actor.stated("s") == ()  # the actor's index has read the session so far
+        written = _chain_answer(store, "Line 2 says beta.")
+        card_id, card = actor.close_turn_card("s", None, "completed", written=written)
+        kinds = [(e.id, e.kind) for e in store.entries("s")]
+        # the chained answer is written where the driver chained it, and the card right after it
+        assert kinds[-2:] == [(written[0].id, "assistant_step"), (card_id, "turn_card")]
+        assert store.verify("s").ok
+        assert card == actor.card("s", card_id)  # what ``card`` gives, without a second call
+        # closed once: a second close hands back the same id and no card
+        assert actor.close_turn_card("s") == (card_id, None)
+        assert actor.close_turn("s") == card_id
+
+
+def test_entries_chained_where_the_head_no_longer_is_are_refused_and_nothing_is_closed(tmp_path: Path) -> None:
+    with LedgerStore(tmp_path / "ledger") as store:
+        actor = EvidenceActor(str(tmp_path / "ledger"), store)
+        store.append("s", [Directive(text="what does line 2 say?")])
+        written = _chain_answer(store, "Line 2 says beta.")
+        store.append("s", [AssistantStep(blocks=(TextBlock(text="another writer's step"),))])  # the head moved
+        with pytest.raises(ChainMoved):
+            actor.close_turn_card("s", None, "completed", written=written)
+        assert [e.kind for e in store.entries("s")] == ["directive", "assistant_step"]
+        assert written[0].id not in {e.id for e in store.entries("s")}
+        card_id = actor.close_turn("s", None, "completed")  # the index reads the ledger again: no stale entries
+        assert [e.id for e in store.entries("s")][-1] == card_id and store.verify("s").ok
+        assert actor.card("s", card_id)["id"] == card_id
+
+
+def test_a_close_whose_last_step_stored_results_reads_their_bodies_from_what_it_was_handed(tmp_path: Path) -> None:
+    """The last step's results (each body and the tool result naming it, chained by the driver) are not in the
+    ledger until the card's commit: the card's digests read those bodies from the entries handed over."""
+    with LedgerStore(tmp_path / "ledger") as store:
+        actor = EvidenceActor(str(tmp_path / "ledger"), store)
+        store.append("s", [Directive(text="read notes.txt")])
+        store.append("s", [AssistantStep(blocks=(ToolUseBlock(id="c1", name="read_file", input={"path": "n"}),))])
+        assert actor.stated("s") == ()
+        head = store.entries("s")[-1]
+        meta, blob, text = evidence_body("c1", "read_file", "alpha\nbeta\n", is_error=False)
+        at = At(head.id, head.seq + 1, time.time_ns() // 1000)
+        [body] = chained(at, "s", [Mapper().encode_payload(meta)], [blob])
+        [result] = chained(At(body.id, body.seq + 1, at.time_us), "s",
+                           [Mapper().encode_payload(tool_result(meta, text, body.id))])
+        card_id, card = actor.close_turn_card("s", None, "completed", written=[body, result])
+        assert [e.id for e in store.entries("s")][-3:] == [body.id, result.id, card_id]
+        assert card is not None and card == actor.card("s", card_id) and body.id[:12] in card["text"]
