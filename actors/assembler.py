@@ -22,9 +22,7 @@ later step, so each step's request is the previous one plus what the turn append
 prefix cache's best case). The plan is made again mid-turn only when the frozen plan's request no
 longer fits the budget (the current turn outgrew it: a compaction at a step boundary), or when the
 server's count says a new plan's estimate undercounted. The frozen plan is the turn's last ``plan``
-entry, so an assembler restarted mid-turn sends the same bytes the old one would have. So that a turn
-rarely outgrows it, each plan leaves the current turn at least the headroom this actor measured of the
-session's recent turns' requests (``vak_context.context.planner.headroom``, a recorded plan input).
+entry, so an assembler restarted mid-turn sends the same bytes the old one would have.
 """
 
 from __future__ import annotations
@@ -47,7 +45,6 @@ from vak_context.agent.summarise import Summariser
 from vak_context.context.capacity.profile import CapacityProfile, request_chars
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.context.planner.delta import PlanRows
-from vak_context.context.planner.headroom import Headroom
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.policy import (
     Asked,
@@ -139,9 +136,6 @@ class AssemblerActor:
         self._prefix: dict[tuple[str, str], int] = {}  # (model, prefix digest) -> tokens, as its server counts them
         self._endpoints: dict[tuple[str, str], EndpointTools] = {}
         self._rate = tokens_per_char  # the bound profile's tokens per char: an endpoint counter's fallback
-        # Per (session, model), what its recent turns took beside their plans' history, as sized here: the
-        # least reserve the planner leaves the next turn (``vak_context.context.planner.headroom``).
-        self._headroom = Headroom()
         # The messages of the request last handed back per session, under a number no other assembler hands out
         # (a restarted one starts elsewhere): a driver that holds them gets the next request's new ones only.
         self._sent: dict[str, tuple[int, tuple[Message, ...]]] = {}
@@ -296,7 +290,6 @@ class AssemblerActor:
         except BaseException:  # no request (too large, the planner failed): what the turn wrote is written still
             await self._commit(session, view, pending, None)
             raise
-        self._headroom.saw((session, model), turn.id, decision.plan, decision.tokens)  # the request sent
         last = view.plans.get(model)
         record = None
         if decision.record:
@@ -316,8 +309,7 @@ class AssemblerActor:
                          replanned=decision.record, fidelity=fidelity_counts(decision.plan),
                          prefix_digest=digest, estimated_tokens=decision.tokens,
                          budget_tokens=decision.budget, written=written_ids, seen=self._views.seen(session), tip=tip,
-                         prefix_tokens=self._prefix.get((step.model, digest)), prefix_sized=sized,
-                         headroom=self._headroom.of((session, model)))
+                         prefix_tokens=self._prefix.get((step.model, digest)), prefix_sized=sized)
 
     async def _plan(self, session: str, profile: CapacityProfile, step: StepRequest, current: int,
                     count: Count | None, pending: list[StoredEntry]) -> tuple[StepPlan, list[StoredEntry]]:
@@ -329,8 +321,7 @@ class AssemblerActor:
             pending = []
         planned: StepPlan = await self._ask_planner(
             "plan_step", session, profile, step, current=current,
-            prefix_tokens=await self._prefix_tokens(step, count), entries=handed, unwritten=len(pending),
-            headroom=self._headroom.of((session, str(profile.key))))
+            prefix_tokens=await self._prefix_tokens(step, count), entries=handed, unwritten=len(pending))
         return planned, [] if planned.committed else pending
 
     async def _commit(self, session: str, view: SessionView, pending: Sequence[StoredEntry],
@@ -400,13 +391,11 @@ class AssemblerActor:
                          directive: str) -> list[str]:
         """At the close of turn ``after``: the planner writes the packet summary the session's next request
         will need (``PlannerActor.plan_ahead``), with the stable prefix measured as that request's first step
-        measures it and with the headroom that request will plan with. The entries written (none when nothing
-        was due)."""
+        measures it. The entries written (none when nothing was due)."""
         self._rate = profile.tokens_per_char.value
         prefix = await self._prefix_tokens(step, self._counter(step))
         written: list[str] = await self._ask_planner("plan_ahead", session, profile, step, after=after,
-                                                     directive=directive, prefix_tokens=prefix,
-                                                     headroom=self._headroom.of((session, str(profile.key))))
+                                                     directive=directive, prefix_tokens=prefix)
         return written
 
     @staticmethod

@@ -152,20 +152,19 @@ async def settle_plan(
     current: int | None = None,
     reading_terms: Sequence[str] = (),
     prefix: int | None = None,
-    headroom: int | None = None,
 ) -> tuple[Plan, list[str]]:
     """Plan; write the packet summary or the reset the plan needs (the step policy's ``needs``); plan again.
     Returns the settled plan and the entries written. ``prefix``: the stable prefix as measured (the
     server's own count, when the caller has one), else estimated. A current turn that cannot fit even at
-    its most compact raises ``RequestTooLarge``: nothing is sent. ``headroom``: the least the current turn's
-    reserve is (``vak_context.context.planner.headroom``; None: the EWMA alone)."""
+    its most compact raises ``RequestTooLarge``: nothing is sent."""
     written: list[str] = []
     pre = prefix if prefix is not None else prefix_tokens(profile, system, tools)
     # The tail as recorded: the plan adds the room of the stated items' <work_contract> (docs/STATE.md).
     tail_n = text_tokens(profile, tail)
     for _ in range(SETTLE_ROUNDS):
-        p = view.plan(profile, directive, prefix_tokens=pre, tail_tokens=tail_n, reading_terms=reading_terms,
-                      current=current, headroom=headroom)
+        p = view.plan(
+            profile, directive, prefix_tokens=pre, tail_tokens=tail_n, reading_terms=reading_terms, current=current
+        )
         need = needs(p)
         if need == "reset":
             written.append(write_reset(ledger, session, view, p))
@@ -188,7 +187,6 @@ async def summarise_ahead(
     tools: Sequence[ToolSpec] = (),
     tail: str = "",
     prefix: int | None = None,
-    headroom: int | None = None,
 ) -> list[str]:
     """At a turn's close: plan the session's next turn as its requests will be planned and write the
     summaries their packets need, so those requests find them stored. Two plans: its first step's (a new
@@ -201,25 +199,21 @@ async def summarise_ahead(
     batches of turns, so these are the ranges the turn's requests carry; a step that grows further than
     the recent turns did may still find its range missing and write it (``settle_plan``). Nothing else is
     written: a rescue's reset is the request's own to write. Returns the entries written (none when every
-    packet is stored, a list or a pointer). ``headroom``: as the next turn's first step will plan with it
-    (``settle_plan``), so the range summarised here is the one that step's plan carries."""
+    packet is stored, a list or a pointer)."""
     pre = prefix if prefix is not None else prefix_tokens(profile, system, tools)
     tail_n = text_tokens(profile, tail)
     # Each plan is placed first, without its record (rows, inputs, digests: nothing here records or sends
     # it), and planned whole only where its packet's summary is due, which the summariser reads from.
     written: list[str] = []
-    packet, rescue, current = view.placement(profile, directive, prefix_tokens=pre, tail_tokens=tail_n,
-                                             headroom=headroom)
+    packet, rescue, current = view.placement(profile, directive, prefix_tokens=pre, tail_tokens=tail_n)
     if _summary_due(packet, rescue):
-        first = view.plan(profile, directive, prefix_tokens=pre, tail_tokens=tail_n, headroom=headroom)
+        first = view.plan(profile, directive, prefix_tokens=pre, tail_tokens=tail_n)
         written += await summarise(view, first) if needs_summary_ahead(first) else []
     grown = max(view.grown.get(str(profile.key), ()), default=0)
     if grown > current:
-        packet, rescue, _ = view.placement(profile, directive, prefix_tokens=pre, tail_tokens=tail_n, grown=grown,
-                                           headroom=headroom)
+        packet, rescue, _ = view.placement(profile, directive, prefix_tokens=pre, tail_tokens=tail_n, grown=grown)
         if _summary_due(packet, rescue):  # the view holds the first's: never twice
-            later = view.plan(profile, directive, prefix_tokens=pre, tail_tokens=tail_n, grown=grown,
-                              headroom=headroom)
+            later = view.plan(profile, directive, prefix_tokens=pre, tail_tokens=tail_n, grown=grown)
             if needs_summary_ahead(later):
                 written += await summarise(view, later)
     return written
@@ -312,7 +306,7 @@ class PlannerActor:
 
     async def plan_step(self, session: str, profile: CapacityProfile, step: StepRequest, *, current: int,
                         prefix_tokens: int | None = None, entries: Sequence[StoredEntry] | None = None,
-                        unwritten: int = 0, headroom: int | None = None) -> StepPlan:
+                        unwritten: int = 0) -> StepPlan:
         """The settled plan for the open turn's step (its ordinal ``current``), with the packet summary or
         the reset it needed written first. ``prefix_tokens``: the stable prefix as the assembler's counter
         measured it (None: estimated); ``entries``: the session's entries the assembler read since it last
@@ -320,12 +314,12 @@ class PlannerActor:
         committed (the assembler commits them with the plan entry). The packet or reset the plan needs is
         chained after them and handed back (``StepPlan.chained``), for the assembler to commit with the rest;
         only a packet writer of the caller's own writes them first. Not recorded: the assembler records the
-        plan it sends. ``headroom``: as ``settle_plan`` takes it, measured by the assembler."""
+        plan it sends."""
         lock = self._sessions.setdefault(session, asyncio.Lock())
         async with lock:
             view = self.view(session, entries)
             if self.summarise is not None:  # a packet writer of the caller's own appends for itself
-                return await self._plan_writing(session, profile, step, view, current, (prefix_tokens, headroom),
+                return await self._plan_writing(session, profile, step, view, current, prefix_tokens,
                                                 list(entries[len(entries) - unwritten:]) if entries and unwritten
                                                 else [])
             # What the plan needs written is chained on the view's head (the turn's unwritten entries
@@ -335,7 +329,7 @@ class PlannerActor:
             p, written = await settle_plan(
                 view, profile, "", ledger=cast(Ledger, chain), session=session,
                 summarise=self._packet_writer(session, step, cast(Ledger, chain)), system=step.system,
-                tools=step.tools, tail=step.tail, current=current, prefix=prefix_tokens, headroom=headroom,
+                tools=step.tools, tail=step.tail, current=current, prefix=prefix_tokens,
             )
             if chain.entries:  # folded as written (``view.add``): the view now ends past them
                 self._views.feed(session, chain.entries)
@@ -343,14 +337,13 @@ class PlannerActor:
         return StepPlan(p, written, chain.entries, chained=True)
 
     async def _plan_writing(self, session: str, profile: CapacityProfile, step: StepRequest, view: SessionView,
-                            current: int, sized: tuple[int | None, int | None], before: list[StoredEntry]) -> StepPlan:
+                            current: int, prefix_tokens: int | None, before: list[StoredEntry]) -> StepPlan:
         """``plan_step`` where the caller's own packet writer appends: the turn's unwritten entries (``before``)
-        are committed before anything the plan writes, which is written as it goes. ``sized``: ``plan_step``'s
-        prefix tokens and headroom."""
+        are committed before anything the plan writes, which is written as it goes."""
         kept = cast(Ledger, _Kept(self.ledger, before))  # what is written is read back once, here, and handed on
         p, written = await settle_plan(
             view, profile, "", ledger=kept, session=session, summarise=self._packet_writer(session, step, kept),
-            system=step.system, tools=step.tools, tail=step.tail, current=current, prefix=sized[0], headroom=sized[1],
+            system=step.system, tools=step.tools, tail=step.tail, current=current, prefix=prefix_tokens,
         )
         got = cast(_Kept, kept).got
         return StepPlan(p, written, [got[i] for i in written if i in got],
@@ -358,7 +351,7 @@ class PlannerActor:
 
     async def plan_ahead(self, session: str, profile: CapacityProfile, step: StepRequest, *, after: str,
                          directive: str, prefix_tokens: int | None = None,
-                         entries: Sequence[StoredEntry] | None = None, headroom: int | None = None) -> list[str]:
+                         entries: Sequence[StoredEntry] | None = None) -> list[str]:
         """At the close of turn ``after`` (its directive's entry id): plan the next request (not recorded) and
         write the packet summary it will need now, through the summariser this actor holds, so that
         request's ``plan_step`` finds it stored. ``directive`` stands in for the next one's words (the closed
@@ -378,7 +371,7 @@ class PlannerActor:
                 self.ledger, session, view, profile, directive_id=after, directive=directive, summariser=summariser)
             written = await summarise_ahead(
                 view, profile, directive, summarise=self._packet_writer(session, step), system=step.system,
-                tools=step.tools, tail=step.tail, prefix=prefix_tokens, headroom=headroom,
+                tools=step.tools, tail=step.tail, prefix=prefix_tokens,
             )
         return stated + written
 
@@ -419,7 +412,6 @@ class PlannerActor:
             state=PlannerState.from_json(inputs.get("state")),
             reading_terms=tuple(inputs.get("reading_terms", ())),
             current=inputs.get("current"),
-            headroom=inputs.get("headroom"),
         )
         return {
             "recorded": record.digest,

@@ -114,7 +114,6 @@ class RayServices:
         # The request the AssemblerActor handed back last (its number, its messages): the next pass hands back
         # only the messages after those the two share (``Assembled.kept``).
         self._sent: tuple[int | None, tuple[Message, ...]] = (None, ())
-        self._headroom: int | None = None  # the last pass's ``Assembled.headroom``: handed to ``plan_ahead`` too
 
     def _chain(self, payloads: Sequence[Any], blobs: Sequence[bytes | None] | None = None) -> list[StoredEntry] | None:
         """While held with the head known: ``payloads`` as the entries they become, chained on it (their ids
@@ -215,7 +214,6 @@ class RayServices:
         self._tip = assembled.tip if self._held else None
         if assembled.prefix_sized:
             self._prefix[(step.model, assembled.prefix_digest)] = assembled.prefix_tokens
-        self._headroom = assembled.headroom
         return assembled
 
     async def store_result(self, tool_use_id: str, tool_name: str, body: str, is_error: bool) -> dict[str, Any]:
@@ -300,8 +298,7 @@ class RayServices:
         key = (step.model, prefix_digest(step.system, step.tools))
         if key in self._prefix:  # sized by a pass already: the PlannerActor is asked without the assembler's hop
             return await _call("plan_ahead", self.planner.plan_ahead.remote(
-                self.session, profile, step, after=after, directive=directive, prefix_tokens=self._prefix[key],
-                headroom=self._headroom))
+                self.session, profile, step, after=after, directive=directive, prefix_tokens=self._prefix[key]))
         return await _call("plan_ahead", self.assembler.plan_ahead.remote(
             self.session, profile, step, after=after, directive=directive))
 

@@ -54,9 +54,6 @@ class Assembled:
     # is handed, so the driver asks the PlannerActor itself, not through the assembler (RayServices).
     prefix_tokens: int | None = None
     prefix_sized: bool = False
-    # The headroom the assembler measured of the session's recent turns after this step (None: none sized yet),
-    # handed with ``prefix_tokens`` to a plan made ahead at the turn's close (``vak_context.context.planner.headroom``).
-    headroom: int | None = None
     # On Ray, where the driver asked for a delta (RayServices): ``request`` holds only the messages after the
     # first ``kept`` of the request the assembler handed it last (``sent`` names that one; the driver keeps
     # it): the history a turn does not change crosses once, not at every step.

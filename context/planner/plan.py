@@ -123,7 +123,6 @@ def plan(
     current_costs: TurnCosts | None = None,
     cache: PlanCache | None = None,
     grown: int | None = None,
-    headroom: int | None = None,
 ) -> Plan:
     """Plan one request. ``current`` is the ordinal of the current turn when its directive is already
     in the index (turns after it are ignored: a replay as of that turn); None means ``directive`` is
@@ -142,11 +141,10 @@ def plan(
     Raises ``RequestTooLarge`` when even the current turn's most compact form does not fit."""
     state_in = state or PlannerState()
     req, room, w, placed, new_state = _place(index, profile, directive, prefix_tokens, tail_tokens, state_in, sizes,
-                                             relevance, reading_terms, current, infos, current_costs, cache, grown,
-                                             headroom=headroom)
+                                             relevance, reading_terms, current, infos, current_costs, cache, grown)
     packet, rescue, turn_plan = placed
     return _apply_record(index, profile, req, room, w, sizes, packet, rescue, turn_plan,
-                         (state_in, new_state), reading_terms, (grown, headroom))
+                         (state_in, new_state), reading_terms, grown)
 
 
 def placement(
@@ -161,7 +159,6 @@ def placement(
     relevance: TurnScores | Callable[[], TurnScores] | None = None,
     grown: int | None = None,
     cache: PlanCache | None = None,
-    headroom: int | None = None,
 ) -> tuple[PacketPlan | None, bool, int]:
     """(the packet, whether it is a rescue, the current turn's tokens: ``Plan.budget.current``) of ``plan``
     with the same arguments, without the plan's record (its rows, inputs and digests): what a turn's close
@@ -171,7 +168,7 @@ def placement(
     runs only where the stated items' contract reads which turns it carries whole."""
     req, _, _, (packet, rescue, turn_plan), _ = _place(
         index, profile, directive, prefix_tokens, tail_tokens, state or PlannerState(), sizes, relevance, (), None,
-        None, None, cache, grown, placing=True, headroom=headroom)
+        None, None, cache, grown, placing=True)
     return packet, bool(rescue), turn_plan.tokens if turn_plan is not None else req.directive_tokens
 
 
@@ -179,14 +176,14 @@ def _place(index: TurnIndex, profile: CapacityProfile, directive: str, prefix_to
            state_in: PlannerState, sizes: TurnTable | None, relevance: TurnScores | Callable[[], TurnScores] | None,
            reading_terms: Sequence[str], current: int | None, infos: Mapping[str, EvidenceInfo] | None,
            current_costs: TurnCosts | None, cache: PlanCache | None, grown: int | None, placing: bool = False,
-           headroom: int | None = None) -> tuple[Request, Room, HistoryColumns, _Placed, PlannerState]:
+           ) -> tuple[Request, Room, HistoryColumns, _Placed, PlannerState]:
     """Every step of ``plan`` before its record: the request, the room, the history columns, the placement
     (packet, rescue reason, current turn) and the state after the closed turns' observations. ``placing``:
     only the packet, the rescue and the current turn are read (``placement``), so the Full promotion is left
     out where nothing reads it (no contract; a new directive has no current turn to fit beside it)."""
     req = request_of(index, profile, directive, prefix_tokens, tail_tokens, current, infos, current_costs)
     new_state = _apply_observations(index, state_in, req)
-    room = room_of(index, profile, req, new_state, grown, headroom)
+    room = room_of(index, profile, req, new_state, grown)
     promote = not placing or room.contract > 0 or req.costs is not None
     if callable(relevance):
         relevance = relevance() if promote else None
@@ -306,10 +303,8 @@ def _history_tokens(w: HistoryColumns, packet: PacketPlan | None) -> int:
 def _apply_record(index: TurnIndex, profile: CapacityProfile, req: Request, room: Room, w: HistoryColumns,
                   sizes: TurnTable | None, packet: PacketPlan | None, rescue: str,
                   turn_plan: CurrentTurnPlan | None, states: tuple[PlannerState, PlannerState],
-                  reading_terms: Sequence[str], ahead: tuple[int | None, int | None] = (None, None)) -> Plan:
-    """The plan as a frozen record: its rows, its budget, the inputs it was made from and its digests.
-    ``ahead``: the ``grown`` and ``headroom`` it was planned with (each recorded only when given)."""
-    grown, headroom = ahead
+                  reading_terms: Sequence[str], grown: int | None = None) -> Plan:
+    """The plan as a frozen record: its rows, its budget, the inputs it was made from and its digests."""
     current_tokens = turn_plan.tokens if turn_plan is not None else req.directive_tokens
     full_spent, card_spent = _spent(w)
     rows = _rows(index, req, room, w, sizes, bool(rescue), current_tokens)
@@ -333,8 +328,6 @@ def _apply_record(index: TurnIndex, profile: CapacityProfile, req: Request, room
     }
     if grown is not None:  # only a plan made ahead at a turn's close says so (a request's plan never is)
         inputs["grown"] = grown
-    if headroom is not None:  # a live step's plan, once the session's turns have been measured (``room_of``)
-        inputs["headroom"] = headroom
     result = Plan(
         model=req.key, directive=req.directive, current_ordinal=req.current, rows=rows, packet=packet,
         budget=spent, state=states[1], refers_back=req.refers_back, rescue=bool(rescue), rescue_reason=rescue,

@@ -127,13 +127,11 @@ def _check_tokens(name: str, value: object) -> int:
 
 
 def room_of(index: TurnIndex, profile: CapacityProfile, req: Request, state: PlannerState,
-            grown: int | None = None, headroom: int | None = None) -> Room:
+            grown: int | None = None) -> Room:
     """The horizon (the window, for a rescue), the reset's handoff, and the reserve for the current
     turn; ``RequestTooLarge`` when even its most compact form does not fit. ``grown``: plan as a later
     step of the turn will, once the turn so far has grown to this many tokens (its reserve doubles as it
-    does for a turn that outgrew its first plan). ``headroom``: the least the reserve predicts (the room
-    the session's recent turns took beside their plans' history), held like the EWMA to ``PREDICTED_SHARE``
-    of what is left: the EWMA is a mean, so about half the turns would outgrow a plan reserving it."""
+    does for a turn that outgrew its first plan)."""
     out = profile.output_reserve
     rescue = ""
     if profile.instruction_horizon.tokens <= 0 or request_budget(profile) <= 0:
@@ -152,8 +150,7 @@ def room_of(index: TurnIndex, profile: CapacityProfile, req: Request, state: Pla
     contract = contract_room(index.stated.current(req.current), cap, req.tpc)
     available -= contract
     whole = req.whole if grown is None else max(req.whole, grown)
-    predicted = state.current_turn_reserve if headroom is None else max(state.current_turn_reserve, headroom)
-    reserve = current_reserve(predicted, req.directive_tokens, whole, req.minimum, available)
+    reserve = current_reserve(state.current_turn_reserve, req.directive_tokens, whole, req.minimum, available)
     return Room(horizon, out, start, reset, available, reserve, available - reserve, rescue, contract, cap)
 
 

@@ -140,7 +140,6 @@ class SessionView:
         reading_terms: Sequence[str] = (),
         current: int | None = None,
         grown: int | None = None,
-        headroom: int | None = None,
     ) -> Plan:
         """``vak_context.context.planner.plan.plan`` with exact sizes, BM25 relevance and this model's last state."""
         text = self.index.turn(current).directive.text if current is not None else directive
@@ -159,18 +158,17 @@ class SessionView:
             current_costs=self.current_costs(current) if current is not None else None,
             cache=self.plan_cache,
             grown=grown,
-            headroom=headroom,
         )
 
     def placement(self, profile: CapacityProfile, directive: str, *, prefix_tokens: int, tail_tokens: int,
-                  grown: int | None = None, headroom: int | None = None) -> tuple[PacketPlan | None, bool, int]:
+                  grown: int | None = None) -> tuple[PacketPlan | None, bool, int]:
         """(the packet, whether a rescue, the current turn's tokens) of ``plan`` for a new directive, without the plan's record
         (``vak_context.context.planner.plan.placement``): a turn's close plans ahead twice a turn and reads
         only this, unless a summary is due."""
         return placement(
             self.index, profile, directive, prefix_tokens=prefix_tokens, tail_tokens=tail_tokens,
             state=self.states.get(str(profile.key)), sizes=self.sizes(), relevance=lambda: self.scores(directive),
-            grown=grown, cache=self.plan_cache, headroom=headroom,
+            grown=grown, cache=self.plan_cache,
         )
 
     def current_costs(self, ordinal: int) -> TurnCosts:
