@@ -354,7 +354,7 @@ def _grouped(did: tuple[TraceLine, ...]) -> list[tuple[str, list[TraceLine]]]:
     return list(groups.items())
 
 
-_IDENTITY = re.compile(r"(^|_)(id|ids|key|name|path|file|url|query|q|command|cmd|pattern)$", re.IGNORECASE)
+_IDENTITY = re.compile(r"(^|_)(id|ids|key|token|name|path|file|url|query|q|command|cmd|pattern)$", re.IGNORECASE)
 _PART = re.compile(r"(?:^|, )([A-Za-z_][\w.\-]*)=")
 
 
