@@ -11,6 +11,9 @@ characters, then one line naming exactly the rest and the recall call that retur
 
     [lines 1-28 of 153 shown; recall({"id": "d99fff25964f", "range": [29, 153]}) returns the rest]
 
+A first line longer than that (a one-line JSON result) shows as much of its start as fits beside the note
+naming the characters left out and the recall call that returns them (``window.continues_note``).
+
 Following that call shows the next lines, so a recall of the same id never comes back as text the model
 already had. The lead is never longer than ``limit`` (``DIGEST_CHARS`` where it replaces a digest, so
 the current turn's planner, which prices a step at its digests, prices it the same).
@@ -21,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from vak_context.context.evidence.recall import RecallRequest, parse_recall_args
-from vak_context.context.evidence.window import clip_line, line_count, recall_call
+from vak_context.context.evidence.window import clip_line, continues_note, line_count, recall_call
 
 RECALL_NAME = "recall"
 
@@ -30,6 +33,12 @@ def rest_line(evidence_id: str, first: int, shown_last: int, last: int, total: s
     """The line after a lead: which lines were shown, of how many, and the call for the rest."""
     call = recall_call(evidence_id, (shown_last + 1, last))
     return f"[lines {first}-{shown_last} of {total} shown; {call} returns the rest]"
+
+
+def _note_chars(evidence_id: str, number: int, line: str) -> int:
+    """The longest ``continues_note`` (and terminator) a clipped ``line`` can carry: every number at its widest.
+    A first line over the room shows as much of its start as the room leaves beside that note."""
+    return len(continues_note(evidence_id, number, len(line), len(line))) + 1
 
 
 def recall_lead(tool_input: dict[str, Any], content: str, body_chars: int, limit: int) -> str | None:
@@ -56,7 +65,8 @@ def recall_lead(tool_input: dict[str, Any], content: str, body_chars: int, limit
         end = len(content) if nl < 0 else nl + 1
         line = content[start:end]
         if not shown and len(line) > room:  # a first line over the room: its start, and the call for the rest of it
-            line = clip_line(line, number, line_limit=max(room // 2, 1), evidence_id=request.id)
+            line = clip_line(line, number, line_limit=max(room - _note_chars(request.id, number, line), 1),
+                             evidence_id=request.id)
         if used + len(line) > room:
             break
         shown.append(line if line.endswith("\n") else line + "\n")

@@ -354,7 +354,7 @@ def _grouped(did: tuple[TraceLine, ...]) -> list[tuple[str, list[TraceLine]]]:
     return list(groups.items())
 
 
-_IDENTITY = re.compile(r"(^|_)(id|ids|key|name|path|file|url|query|q|command|cmd|pattern)$", re.IGNORECASE)
+_IDENTITY = re.compile(r"(^|_)(id|ids|key|token|name|path|file|url|query|q|command|cmd|pattern)$", re.IGNORECASE)
 _PART = re.compile(r"(?:^|, )([A-Za-z_][\w.\-]*)=")
 
 
@@ -380,8 +380,8 @@ def _arg_parts(digest: str) -> list[tuple[str, str]]:
 
 
 def bounded_args(digest: str, limit: int = CALL_ARGS_CHARS) -> str:
-    """A stored args digest cut to about ``limit`` characters. Identity arguments (ids, names, paths,
-    queries, commands: what tells one call from another) come first, then the rest in stored order,
+    """A stored args digest cut to about ``limit`` characters. Identity arguments (ids, keys and tokens,
+    names, paths, queries, commands: what tells one call from another, what later calls reuse) come first, then the rest in stored order,
     whole while they fit; ``…`` marks the rest. The first is cut with ``…`` when it alone is longer,
     unless it is an identity argument within ``CALL_ARGS_CHARS``: a cut id or path names nothing."""
     parts = _arg_parts(_folded(digest))

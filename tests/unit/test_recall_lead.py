@@ -101,3 +101,21 @@ def test_a_lead_is_the_whole_text_when_it_fits_and_none_where_lines_are_not_what
     assert lead is not None and len(lead) <= DIGEST_CHARS
     assert 'recall({"id": "abc", "range": [1, 1], "chars": [' in lead  # the clipped line names its own rest
     assert lead.endswith('recall({"id": "abc", "range": [2, 2]}) returns the rest]')
+
+
+def test_a_one_line_result_over_the_limit_shows_as_much_of_its_line_as_fits_beside_the_note() -> None:
+    """Issue 36 (BFCL long_context 82 at T = 4,096): a recalled one-line JSON body of 6,675 chars came back as its first
+    756 chars (half the room), the rest of the limit unused. The lead shows the line's start up to the limit less the
+    note, and the note's call returns exactly the characters after it."""
+    line = '{"car_info": "' + "; ".join(f"Field{i}: value {i}" for i in range(400)) + '"}'
+    assert len(line) > 4 * DIGEST_CHARS
+    lead = recall_lead({"id": "abc"}, line, len(line), DIGEST_CHARS)
+    assert lead is not None and DIGEST_CHARS - 200 < len(lead) <= DIGEST_CHARS
+    note = re.search(r' … \[line 1 continues for (\d+) more chars; recall\((\{.*\})\) returns them\]\n$', lead)
+    assert note is not None, lead[-200:]
+    shown = lead[:note.start()]
+    assert line.startswith(shown)
+    follow = json.loads(note.group(2))
+    assert follow == {"id": "abc", "range": [1, 1], "chars": [len(shown) + 1, len(line)]}
+    rest = select(line, "abc", (1, 1), (len(shown) + 1, len(line)))
+    assert shown + str(rest) == line and int(note.group(1)) == len(line) - len(shown)

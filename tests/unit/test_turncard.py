@@ -306,3 +306,15 @@ def test_a_failed_turns_reason_reaches_the_public_card() -> None:
     assert [card_of(t).reason for t in index.turns] == [
         "ProviderRequestError: HTTP 400: bad body", "needs 9000 tokens, 4000 available",
         "over the model's window twice", ""]
+
+
+def test_a_token_argument_is_an_identity_argument_kept_whole_when_the_digest_is_cut() -> None:
+    """Issue 36 (BFCL long_context 170, 174 at T = 4,096): the access token the user gave once, that every later
+    booking call reuses, was cut from the card (``book_flight(card_id="card_7243"…)``) while the user's words that
+    stated it were past the card's asked text; like a key, a token is an identity argument, shown whole first."""
+    digest = args_digest({"access_token": "abc123xyz", "card_id": "card_7243", "travel_class": "business",
+                          "travel_date": "2026-10-10", "travel_from": "SFO", "travel_to": "CIA"})
+    assert bounded_args(digest, limit=28) == 'access_token="abc123xyz"…'
+    assert bounded_args('access_token="access_token_abc123", booking_id="3426812"', limit=20) == (
+        'access_token="access_token_abc123"…')  # an identity argument within CALL_ARGS_CHARS is never cut
+    assert bounded_args(digest, limit=60) == 'access_token="abc123xyz", card_id="card_7243"…'
