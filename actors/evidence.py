@@ -376,6 +376,14 @@ class EvidenceActor:
                         self.ledger.append_chain(session, pending)
                 raise
 
+    def close_turn_card_stated(self, session: str, outcome: Outcome | None = None, written: Sequence[StoredEntry] = ()
+                               ) -> tuple[str, dict[str, Any] | None, tuple[StatedItem, ...], int | None]:
+        """``close_turn_card``, the stated items in force in the index it brought up to date and how many entries
+        that holds: the next turn's, where nothing from there on states one (``RayServices.stated``)."""
+        with self._lock:
+            card_id, card = self.close_turn_card(session, None, outcome, written=written)
+            return card_id, card, self._indexes.feed(session, ()).stated.current(), self._indexes.seen(session)
+
     def _fold_written(self, session: str, written: Sequence[StoredEntry]) -> list[StoredEntry]:
         """``written`` folded into the session's index where it continues it (returned, to commit with the
         card); else committed now, where the driver chained them, and read (nothing returned)."""
@@ -391,8 +399,7 @@ class EvidenceActor:
         self._indexes.feed(session, written)
         return list(written)
 
-    def _close(self, session: str, ordinal: int | None, outcome: Outcome | None,
-               reading: dict[str, Any] | None,
+    def _close(self, session: str, ordinal: int | None, outcome: Outcome | None, reading: dict[str, Any] | None,
                pending: Sequence[StoredEntry] = ()) -> tuple[str, dict[str, Any] | None]:
         with self._lock:
             index = self.index(session) if not pending else self._indexes.feed(session, ())

@@ -7,7 +7,9 @@ coroutines, so on Ray it is an async actor and a probe is a task on its event lo
   ``"in_flight"`` (single-flight per key), ``"fresh"`` (TTL 24 h local / 7 d hosted, same metadata
   digest, no re-probe asked) or ``"ineligible"`` (a hosted model without ``[probe] hosted = "full"``).
 * ``turn_started(key)`` cancels an in-flight probe for that key: a real turn never competes with a
-  probe for the model's compute.
+  probe for the model's compute. ``turn_finished_quiet(target)`` says, with its decision, until when the
+  key's profile stays fresh (no probe can start before then): the turn services skip the next turn's
+  ``turn_starting`` call within it.
 * ``wait_running(key)`` returns once the key's probe has reached the model (its first progress
   report: the model's metadata was read) or has ended: what a caller that wants to cancel a probe
   mid-flight, or to watch it, waits on instead of a clock.
@@ -41,6 +43,7 @@ from vak_context.context.capacity.profile import (
     from_record,
     probe_reason,
     to_record,
+    ttl_s,
 )
 from vak_context.errors import VakError
 from vak_context.events.envelope import Mapper
@@ -134,6 +137,21 @@ class ProbeActor:
 
     async def turn_finished(self, target: ProbeRequest) -> str:
         """Maybe start a background probe for ``target``. Returns at once with what it decided."""
+        return await self._finished(target)
+
+    async def turn_finished_quiet(self, target: ProbeRequest) -> tuple[str, CapacityProfileRecord | None, float | None]:
+        """``turn_finished``, and where it found the key's profile fresh (``"fresh"``: no probe in flight, none
+        started) the profile as ``profile`` gives it and until when (this actor's clock) it stays fresh: till
+        then no finished turn starts a probe of the key (one asking with another metadata digest aside), so
+        ``turn_starting`` would cancel nothing and hand back this record, and the turn services skip it (one
+        actor call a turn on Ray, ``RayServices.turn_started``). Else (decision, None, None)."""
+        decision = await self._finished(target)
+        cached = self.cache.get(target.key)
+        if decision != "fresh" or cached is None or cached.provenance.probed_at is None:
+            return decision, None, None
+        return decision, to_record(cached), cached.provenance.probed_at + ttl_s(target.is_local)
+
+    async def _finished(self, target: ProbeRequest) -> str:
         key = target.key
         if not target.is_local and self.config.probe.hosted != "full":
             return "ineligible"

@@ -20,8 +20,11 @@ and the PlannerActor's when it plans (``tests/ray/test_step_crossings_ray.py`` c
 back only the request's messages after those it shares with the last request (``Assembled.kept``; the
 history a turn does not change crosses once). At the turn's edges (issue 37): the close is the
 EvidenceActor's one call (what the turn chained since its last pass committed with the card, the card handed
-back for the turn's result), the stated items the turn began with stand for its close while nothing stating
-one was written, ``turn_finished``'s calls are sent and not waited on, and the plan made ahead asks the
+back for the turn's result, with the stated items in force), the stated items the turn began with stand for
+its close while nothing stating one was written, and those the last close handed back for the next turn's start
+while nothing written since states one (the directive's append hands back what was); ``turn_finished``'s calls
+are sent and not waited on, and the ProbeActor's answer says until when the bound model's profile stays fresh
+(no probe can start before then: the next turn's start skips ``turn_starting``); the plan made ahead asks the
 PlannerActor directly.
 """
 
@@ -57,10 +60,13 @@ from vak_context.context.rules.drift import PriorTurn
 from vak_context.context.stated.items import StatedItem
 from vak_context.errors import UnknownSession
 from vak_context.events.envelope import At, LedgerLimits, Mapper, StoredEntry, chained
-from vak_context.events.payloads import Activity, WorkContract
+from vak_context.events.payloads import Activity, CapacityProfileRecord, WorkContract
 from vak_context.storage.sessionsearch import Found
 
 T = TypeVar("T")
+
+
+QUIET = "probe turn_finished"  # the answer ``_collect`` keeps: ``ProbeActor.turn_finished_quiet``'s
 
 
 async def _call(what: str, ref: Awaitable[T]) -> T:
@@ -114,6 +120,12 @@ class RayServices:
         # The request the AssemblerActor handed back last (its number, its messages): the next pass hands back
         # only the messages after those the two share (``Assembled.kept``).
         self._sent: tuple[int | None, tuple[Message, ...]] = (None, ())
+        # What the last ``turn_finished`` learnt from the ProbeActor: the bound model's profile record and
+        # until when (the actor's clock, time.time) no probe of it can start: the next turn's start asks nothing.
+        self._quiet: tuple[CapacityProfileRecord, float] | None = None
+        # The stated items in force at the last close, and how many entries the index they came from held
+        # (``_after_close``).
+        self._closed: tuple[tuple[StatedItem, ...], int | None] | None = None
 
     def _chain(self, payloads: Sequence[Any], blobs: Sequence[bytes | None] | None = None) -> list[StoredEntry] | None:
         """While held with the head known: ``payloads`` as the entries they become, chained on it (their ids
@@ -167,7 +179,9 @@ class RayServices:
         """The answers of the calls ``turn_finished`` sent (their errors raised here, as Ray's errors)."""
         behind, self._behind = self._behind, []
         for what, ref in behind:
-            await _call(what, ref)
+            answer = await _call(what, ref)
+            if what == QUIET and answer[1] is not None and answer[2] is not None:
+                self._quiet = (answer[1], answer[2])
 
     async def _settle(self) -> None:
         """Before a call outside the step's pass (it reads what the step wrote, or writes after it): what was
@@ -260,10 +274,28 @@ class RayServices:
         """The stated items in force now (docs/STATE.md), from the EvidenceActor's index of the session."""
         if self._stated is not None and self._held and self._tip is not None:
             return self._stated  # nothing that states or withdraws an item was written since the last answer
+        closed = self._after_close()
+        if closed is not None and self._held and self._tip is not None:
+            self._stated = closed
+            return closed
         await self._settle()
         stated = tuple(await _call("stated", self.evidence.stated.remote(self.session)))
         self._stated = stated if self._held and self._tip is not None else None
         return stated
+
+    def _after_close(self) -> tuple[StatedItem, ...] | None:
+        """The stated items the last close handed back, where what the ledger handed back since (``_handed``, up to
+        the head) holds every entry from where the EvidenceActor's index ended then, and none of them states or
+        withdraws an item (the model pass's items, a caller's ``work_contract``); else None (asked)."""
+        closed, self._closed = self._closed, None
+        handed = self._handed or []
+        if closed is None or closed[1] is None or not handed or handed[0].seq > closed[1]:
+            return None
+        for e in handed:
+            if e.seq >= closed[1] and (e.kind == "work_contract" or (e.kind == "activity" and getattr(
+                    self._encoder.payload_of(e), "activity", None) == WITHDRAWN)):
+                return None
+        return closed[0]
 
     async def close_turn(self, outcome: str) -> str:
         """The EvidenceActor writes the card, committing what the turn wrote since its last pass with it (in
@@ -271,9 +303,10 @@ class RayServices:
         kept for ``closed_card`` (the public API's turn result), so reporting the turn costs no second call."""
         written, self._written = self._written, []  # committed with the card, before it, in its one append
         self._elsewhere()
-        card_id, card = await _call("close_turn", self.evidence.close_turn_card.remote(
-            self.session, None, outcome, written=written))
+        card_id, card, stated, seen = await _call("close_turn", self.evidence.close_turn_card_stated.remote(
+            self.session, outcome, written=written))
         self._card = (card_id, card) if card is not None else None
+        self._closed = (tuple(stated), seen)  # the next turn's stated items, if nothing states one before it
         return str(card_id)
 
     def closed_card(self, card_id: str) -> dict[str, Any] | None:
@@ -282,10 +315,16 @@ class RayServices:
 
     async def turn_started(self) -> CapacityProfile | None:
         """Cancel the bound model's in-flight probe; the newest profile the ProbeActor holds for it (the
-        loop binds it when it is newer than its own)."""
+        loop binds it when it is newer than its own). Without a call while the last turn's ``turn_finished``
+        found the profile fresh and it still is (``ProbeActor.turn_finished_quiet``): no probe can have
+        started since, so there is none to cancel, and the profile held is the one it handed back."""
         await self._collect()
         if self.probe is None or self.probe_request is None:
             return None
+        quiet, self._quiet = self._quiet, None
+        if quiet is not None and time.time() < quiet[1]:
+            record = quiet[0]
+            return from_record(record)
         record = await _call("probe turn_starting", self.probe.turn_starting.remote(self.probe_request.key))
         return from_record(record) if record is not None else None
 
@@ -311,7 +350,8 @@ class RayServices:
         if self.index_at_close:
             self._behind.append(("ledger index_later", self.ledger_handle.index_later.remote(self.session)))
         if self.probe is not None and self.probe_request is not None:
-            self._behind.append(("probe turn_finished", self.probe.turn_finished.remote(self.probe_request)))
+            self._quiet = None
+            self._behind.append((QUIET, self.probe.turn_finished_quiet.remote(self.probe_request)))
 
 
 def ray_services(root: str | os.PathLike[str], session: str, endpoint: EndpointSpec, key: ProfileKey, *,

@@ -76,7 +76,11 @@ async def test_a_step_is_one_pass_on_ray(ray_cluster: Any, tmp_path: Path) -> No
                     await actor.received.remote()
                 second = await loop.run("where is beta again?")
         assert first.outcome == second.outcome == "completed" and len(second.steps) == 3
-        planned, kept, answered = steps_of({k: ray.get(a.received.remote()) for k, a in actors.items()})
+        received = {k: ray.get(a.received.remote()) for k, a in actors.items()}
+        # The second turn's start asks no stated items: the first's close handed back those in force, and nothing
+        # written since states one (before, the EvidenceActor's call and its read of the ledger).
+        assert "stated" not in [name for name, _, _ in received["evidence"]], received["evidence"]
+        planned, kept, answered = steps_of(received)
         # The turn's first step plans: the AssemblerActor asks the PlannerActor (which reads nothing: it is
         # handed the entries) and commits the plan entry; the step's own entries (the assistant step, whose id
         # the receipt and the rules name, its receipt and profile, the result's body and the tool result) are
@@ -90,9 +94,9 @@ async def test_a_step_is_one_pass_on_ray(ray_cluster: Any, tmp_path: Path) -> No
         # (the stated items the turn started with still hold: no call for them), which commits the turn's
         # entries with the card chained after them in one append (before, the driver's own commit came first).
         assert answered[0] == ("assembler.assemble", ["ledger.append_chain"]), answered
-        close = [c for c in answered[1:] if c[0] == "evidence.close_turn_card"]
+        close = [c for c in answered[1:] if c[0] == "evidence.close_turn_card_stated"]
         assert close and close[0][1][-1:] == ["ledger.append_chain"], answered
-        assert [c for c, _ in answered[1:]][:1] == ["evidence.close_turn_card"], answered
+        assert [c for c, _ in answered[1:]][:1] == ["evidence.close_turn_card_stated"], answered
         # What the driver chained is what the ledger holds: the chain verifies, every result names its body.
         report = await services.ledger.entries_async("s1")
         kinds = [e.kind for e in report]

@@ -436,7 +436,8 @@ def test_a_turn_on_ray_cancels_the_models_probe_at_its_start_and_hands_it_over_a
             "ProbeActor.turn_finished (when wired)")
     started = ast.unparse(_function("actors/turn_services.py", "RayServices.turn_started"))
     finished = ast.unparse(_function("actors/turn_services.py", "RayServices.turn_finished"))
-    assert "self.probe.turn_starting.remote(" in started and "self.probe.turn_finished.remote(" in finished
+    # ``turn_finished_quiet``: ``turn_finished`` and, when fresh, until when no probe can start (no call before then)
+    assert "self.probe.turn_starting.remote(" in started and "self.probe.turn_finished_quiet.remote(" in finished
     assert "if self.probe is None" in started and "if self.probe is not None" in finished  # when wired
 
 

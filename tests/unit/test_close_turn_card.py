@@ -12,7 +12,7 @@ import pytest
 from vak_context.actors.evidence import EvidenceActor, evidence_body, tool_result
 from vak_context.errors import ChainMoved
 from vak_context.events.envelope import At, Mapper, StoredEntry, chained
-from vak_context.events.payloads import AssistantStep, Directive, TextBlock, ToolUseBlock
+from vak_context.events.payloads import AssistantStep, Directive, TextBlock, ToolUseBlock, WorkContract
 from vak_context.storage.ledger import LedgerStore
 
 
@@ -72,3 +72,21 @@ def test_a_close_whose_last_step_stored_results_reads_their_bodies_from_what_it_
         card_id, card = actor.close_turn_card("s", None, "completed", written=[body, result])
         assert [e.id for e in store.entries("s")][-3:] == [body.id, result.id, card_id]
         assert card is not None and card == actor.card("s", card_id) and body.id[:12] in card["text"]
+
+
+def test_the_close_hands_back_the_stated_items_in_force_and_where_its_index_ended(tmp_path: Path) -> None:
+    """``close_turn_card_stated``: the close, the stated items in force as ``stated`` gives them after it (a
+    work_contract the turn chained counts), and how many entries the index held: the next turn's start takes
+    them while nothing from there on states one (``RayServices.stated``)."""
+    with LedgerStore(tmp_path / "ledger") as store:
+        actor = EvidenceActor(str(tmp_path / "ledger"), store)
+        directive = store.append("s", [Directive(text="never touch main; what does line 2 say?")])[0]
+        assert actor.stated("s") == ()
+        head = store.entries("s")[-1]
+        rule = WorkContract(text="never touch main", category="rule", turn_id=directive, via="directive")
+        written = chained(At(head.id, head.seq + 1, time.time_ns() // 1000), "s", [Mapper().encode_payload(rule)])
+        card_id, card, stated, seen = actor.close_turn_card_stated("s", "completed", written=written)
+        entries = store.entries("s")
+        assert card is not None and entries[-1].id == card_id
+        assert [item.text for item in stated] == ["never touch main"] and stated == actor.stated("s")
+        assert seen == entries[-1].seq  # the card is the first entry the index had not folded in

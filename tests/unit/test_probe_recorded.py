@@ -52,3 +52,21 @@ async def test_a_restarted_probe_finds_the_recorded_profile_without_reading_entr
             assert await second.profile(target.key) == recorded
             assert loads == []
         assert model.chat_calls == calls
+
+
+async def test_a_fresh_profile_comes_back_with_until_when_no_probe_can_start(tmp_path: Path) -> None:
+    """``turn_finished_quiet``: "fresh" hands back the profile ``profile`` gives and the end of its TTL (the turn
+    services skip the next turn's ``turn_starting`` before then); a probe that starts hands back neither."""
+    from vak_context.context.capacity.profile import from_record, ttl_s
+
+    model = ThresholdModel(3000, n_ctx=8192)
+    with loopback(model) as url:
+        target = ProbeRequest(spec="openai-compat:scripted", base_url=url, settings=QUICK)
+        with LedgerStore(tmp_path) as store:
+            actor = ProbeActor(store, config=OFF, clock=clock)
+            assert await actor.turn_finished_quiet(target) == ("started", None, None)
+            await actor.wait(target.key, timeout=60)
+            decision, record, until = await actor.turn_finished_quiet(target)
+            assert decision == "fresh" and record == await actor.profile(target.key) and record is not None
+            probed_at = from_record(record).provenance.probed_at
+            assert probed_at is not None and until == probed_at + ttl_s(target.is_local)
