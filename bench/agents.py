@@ -23,6 +23,8 @@ calls (pydantic-ai, the Agents SDK, LangChain, mini-swe-agent) gets none from it
 parses them for the agent (mini-swe-agent then runs its documented text-based ``mini_textbased.yaml``). By
 default the server runs the template ``vak serve-local`` gives an agent (``chatml_fence_tools.jinja``): it
 renders calls as fences, so llama.cpp returns the model's fences as native tool calls, for every agent and mode.
+``--dump FILE`` appends each run (agent, mode, task) as a JSON line: the request bodies the upstream
+received, its replies and what the agent was handed, to see what a real model wrote and why an agent rejected it.
 
     .venv/bin/python bench/agents.py --upstream scripted                # every agent, 5 tasks (about 2 min)
     .venv/bin/python bench/agents.py --quick --upstream scripted        # the smoke test's size
@@ -32,12 +34,14 @@ renders calls as fences, so llama.cpp returns the model's fences as native tool 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 # This file's name is the OpenAI Agents SDK's import name (`agents`): run as a script, its folder leaves
@@ -99,11 +103,26 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def progress(r: TaskRun) -> None:
-    """One line as each task's run ends (a real model's run takes minutes a task)."""
+def progress(r: TaskRun, dump_to: Path | None = None) -> None:
+    """One line as each task's run ends (a real model's run takes minutes a task); the run appended to
+    ``dump_to`` where given (``--dump``)."""
+    if dump_to is not None:
+        dump(dump_to, r)
     verdict = "solved" if solves(r.task, r.ran) else f"not solved {r.ran.answers or r.ran.error}"[:200]
     print(f"  {r.agent} {r.mode} {r.task.name}: {verdict}; {r.prompt_tokens:,} prompt tokens, "
           f"{r.upstream_calls} upstream calls, {r.ran.wall_s:.1f} s", flush=True)
+
+
+def dump(path: Path, r: TaskRun) -> None:
+    """Append one run to ``path`` (JSON lines): each request body the upstream received and what it answered,
+    in order, and what the agent was handed (through ``vak serve``: the engine's replies), to see what a real
+    model wrote and why an agent rejected it."""
+    record = {"agent": r.agent, "mode": r.mode, "task": r.task.name, "solved": solves(r.task, r.ran),
+              "answers": r.ran.answers, "requests": r.requests, "summaries": r.summaries,
+              "answered": [{"text": a.text, "calls": a.calls} for a in r.answered],
+              "received": [{"text": a.text, "calls": a.calls} for a in r.received]}
+    with path.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(record) + "\n")
 
 
 def main(argv: list[str] | None = None) -> list[Row]:
@@ -125,6 +144,9 @@ def main(argv: list[str] | None = None) -> list[Row]:
                         "reply: parsed from it and handed to the agent as tool calls), native, or auto (unset: what a "
                         "probe measured, else native). Default: text for a local model under its own template (the bundled Qwen writes "
                         "fenced JSON calls, never native ones), auto otherwise")
+    parser.add_argument("--dump", type=Path, default=None,
+                        help="append each task's run to this file (JSON lines): the request bodies the upstream "
+                        "received, its replies, and what the agent was handed")
     args = parser.parse_args(argv)
     agents = [a for a in args.agents.split(",") if a]
     unknown = [a for a in agents if a not in AGENTS]
@@ -162,7 +184,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
             runs = run_agent(agent, tasks_for(agent, count), upstream=root, upstream_key=key,
                              scratch=scratch / agent, model=model, window=window, max_tokens=max_tokens,
                              modes=modes, serve_args=serve_args,
-                             text_actions=not native, on_run=progress)
+                             text_actions=not native, on_run=partial(progress, dump_to=args.dump))
             rows += rows_of(agent, runs)
     print()
     print(table(rows))

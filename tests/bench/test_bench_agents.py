@@ -12,6 +12,7 @@ bench's not already run."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -29,7 +30,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 def test_quick_scripted_run_prints_each_agent_side_by_side(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(BENCH), "--quick", "--upstream", "scripted", "--agents", ",".join(AGENTS),
-                           "--scratch", str(tmp_path)], capture_output=True, text=True, timeout=540, check=False)
+                           "--scratch", str(tmp_path), "--dump", str(tmp_path / "runs.jsonl")], capture_output=True, text=True, timeout=540, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = re.findall(r"^\| (\S+) \| (direct|serve|adapter) \| (\d+)/(\d+) \| ([\d,]+) \| (\d+) \((\d+)\) \| ([\d.]+) \|",
                       done.stdout, re.MULTILINE)
@@ -42,3 +43,10 @@ def test_quick_scripted_run_prints_each_agent_side_by_side(tmp_path: Path) -> No
         if mode == "direct":
             assert solved == "1"
     assert "tokens / direct" in done.stdout and "chars / 4" in done.stdout
+    # --dump: one record per task and mode, each request body the upstream received and its reply, in order
+    records = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    assert [(r["agent"], r["mode"]) for r in records] == [(a, m) for a in AGENTS for m in modes[a]]
+    for record in records:
+        assert record["requests"] and len(record["answered"]) >= len(record["requests"])
+        assert all("messages" in body for body in record["requests"])
+        assert record["solved"] or record["mode"] != "direct"
