@@ -45,20 +45,24 @@ def chunks(reply: dict[str, Any]) -> list[dict[str, Any]]:
 
 def streamed(reply: dict[str, Any], gate: threading.Event | None = None,
              reached: threading.Event | None = None) -> httpx.Response:
-    """``reply`` as an event stream. With ``gate``: after the first text delta the stream sets ``reached``
-    (when given) and waits for ``gate`` before the rest."""
+    """``reply`` as an event stream. With ``gate``: the stream sets ``reached`` (when given) as it hands over
+    the first text delta, then waits for ``gate`` before the rest."""
 
     def body() -> Iterator[bytes]:
         held = False
         for c in chunks(reply):
-            yield _event(c)
             text = any(ch.get("delta", {}).get("content") for ch in c.get("choices", ()))
-            if gate is not None and text and not held:
-                held = True
-                if reached is not None:
-                    reached.set()
-                if not gate.wait(60):  # a bound, not a timing: a test that never sets it fails, not hangs
-                    raise RuntimeError("the test never released the upstream's stream")
+            if gate is None or not text or held:
+                yield _event(c)
+                continue
+            held = True
+            # Set before the delta is handed over, so whoever receives it finds it set: set after, the
+            # server could forward the delta before this generator is resumed to set it.
+            if reached is not None:
+                reached.set()
+            yield _event(c)
+            if not gate.wait(60):  # a bound, not a timing: a test that never sets it fails, not hangs
+                raise RuntimeError("the test never released the upstream's stream")
         yield b"data: [DONE]\n\n"
 
     return httpx.Response(200, content=body(), headers={"content-type": "text/event-stream"})
