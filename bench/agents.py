@@ -147,6 +147,11 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--dump", type=Path, default=None,
                         help="append each task's run to this file (JSON lines): the request bodies the upstream "
                         "received, its replies, and what the agent was handed")
+    parser.add_argument("--temperature", type=float, default=None,
+                        help="sampling temperature for every request that reaches the upstream without one, in every "
+                        "mode alike (the engine's summaries included); default: each agent's own setting, else the "
+                        "server's (llama.cpp: 0.8). 0 makes direct and through-the-engine differ by what the model "
+                        "is sent, not by the draw")
     args = parser.parse_args(argv)
     agents = [a for a in args.agents.split(",") if a]
     unknown = [a for a in agents if a not in AGENTS]
@@ -175,8 +180,10 @@ def main(argv: list[str] | None = None) -> list[Row]:
             parser.error(f"--upstream {args.upstream!r}: use scripted or local:MODEL")
         calls = args.serve_calls or ("auto" if native else "text")
         serve_args = () if calls == "auto" else ("--calls", calls)
+        sampling = {} if args.temperature is None else {"temperature": args.temperature}
         print(f"upstream: {args.upstream} at {root}{f' (template {template})' if template else ''}; {count} task(s) "
-              f"per agent; vak serve --calls {calls}", flush=True)
+              f"per agent; vak serve --calls {calls}"
+              f"{f'; temperature {args.temperature:g} where a request sets none' if sampling else ''}", flush=True)
         for agent in agents:
             modes = [m for m in (args.modes.split(",") if args.modes else modes_of(agent)) if m in modes_of(agent)]
             if "direct" not in modes:
@@ -184,7 +191,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
             runs = run_agent(agent, tasks_for(agent, count), upstream=root, upstream_key=key,
                              scratch=scratch / agent, model=model, window=window, max_tokens=max_tokens,
                              modes=modes, serve_args=serve_args,
-                             text_actions=not native, on_run=partial(progress, dump_to=args.dump))
+                             text_actions=not native, on_run=partial(progress, dump_to=args.dump),
+                             sampling=sampling)
             rows += rows_of(agent, runs)
     print()
     print(table(rows))

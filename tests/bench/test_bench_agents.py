@@ -30,7 +30,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 def test_quick_scripted_run_prints_each_agent_side_by_side(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(BENCH), "--quick", "--upstream", "scripted", "--agents", ",".join(AGENTS),
-                           "--scratch", str(tmp_path), "--dump", str(tmp_path / "runs.jsonl")], capture_output=True, text=True, timeout=540, check=False)
+                           "--scratch", str(tmp_path), "--dump", str(tmp_path / "runs.jsonl"), "--temperature", "0"],
+                          capture_output=True, text=True, timeout=540, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = re.findall(r"^\| (\S+) \| (direct|serve|adapter) \| (\d+)/(\d+) \| ([\d,]+) \| (\d+) \((\d+)\) \| ([\d.]+) \|",
                       done.stdout, re.MULTILINE)
@@ -42,6 +43,7 @@ def test_quick_scripted_run_prints_each_agent_side_by_side(tmp_path: Path) -> No
         assert tasks == "1" and int(tokens.replace(",", "")) > 0 and int(calls) >= 2
         if mode == "direct":
             assert solved == "1"
+    assert "temperature 0 where a request sets none" in done.stdout
     assert "tokens / direct" in done.stdout and "chars / 4" in done.stdout
     # --dump: one record per task and mode, each request body the upstream received and its reply, in order
     records = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
@@ -49,4 +51,6 @@ def test_quick_scripted_run_prints_each_agent_side_by_side(tmp_path: Path) -> No
     for record in records:
         assert record["requests"] and len(record["answered"]) >= len(record["requests"])
         assert all("messages" in body for body in record["requests"])
+        # --temperature: every body that reached the upstream carries one (the tap's where the sender set none)
+        assert all("temperature" in body for body in record["requests"] + record["summaries"])
         assert record["solved"] or record["mode"] != "direct"

@@ -121,19 +121,22 @@ def _served(up_root: str, model: str, upstream_key: str, ledger: Path, window: i
 def run_agent(agent: str, tasks: Sequence[QuestionTask | BugTask], *, upstream: str, upstream_key: str,
               scratch: Path, model: str = "scripted", window: int = 32_768, max_tokens: int | None = None,
               modes: Sequence[str] | None = None, serve_args: Sequence[str] = (), text_actions: bool = False,
-              on_run: Callable[[TaskRun], None] | None = None) -> list[TaskRun]:
+              on_run: Callable[[TaskRun], None] | None = None,
+              sampling: dict[str, Any] | None = None) -> list[TaskRun]:
     """Every task of ``tasks`` in every mode of ``agent`` (``modes``, by default all it has), against the
     upstream at ``upstream`` (a root URL); the runs in task order, direct first. ``on_run``: called with
     each run as it ends (a bench's progress: a real model's task takes minutes). ``serve_args``: more of
     ``vak serve``'s options (the operator's, e.g. ``--calls text`` for a model that writes its calls as text); ``text_actions``: an
-    agent with a documented text-based configuration runs that (:class:`tests.fakes.agent_runs.Endpoint`)."""
+    agent with a documented text-based configuration runs that (:class:`tests.fakes.agent_runs.Endpoint`);
+    ``sampling``: fields every request that reaches the upstream gets where it sets none, whichever mode
+    sent it (the engine's summaries included), e.g. ``{"temperature": 0}``."""
     import vak_context
 
     modes = tuple(modes or modes_of(agent))
     warm(agent)
     runs: list[TaskRun] = []
     with ExitStack() as stack:
-        up_tap, up_root = stack.enter_context(tapped(upstream))
+        up_tap, up_root = stack.enter_context(tapped(upstream, sampling))
         serve_tap = serve_root = serve_key = None
         serve_ledger = scratch / "serve-ledger"
         if "serve" in modes:

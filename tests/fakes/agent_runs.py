@@ -59,6 +59,9 @@ class Tap:
     and every reply that came back, in order (``take`` hands them over and starts afresh)."""
 
     target: str
+    # Sampling fields put in each chat request body that has none of its own (a bench's setting, e.g.
+    # temperature 0 so direct and through-the-engine runs differ by what the model is sent, not by chance).
+    sampling: dict[str, Any] = field(default_factory=dict)
     bodies: list[dict[str, Any]] = field(default_factory=list)
     received: list[Reply] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -69,12 +72,16 @@ class Tap:
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
-        answer = self._client.request(request.method, f"{self.target}{request.url.path}", content=request.content,
+        content = request.content
+        if self.sampling and request.url.path.endswith("/chat/completions"):
+            body = json.loads(content)
+            content = json.dumps({**body, **{k: v for k, v in self.sampling.items() if k not in body}}).encode()
+        answer = self._client.request(request.method, f"{self.target}{request.url.path}", content=content,
                                       headers=headers)
         kind = answer.headers.get("content-type", "")
         if request.url.path.endswith("/chat/completions"):
             with self._lock:
-                self.bodies.append(json.loads(request.content))
+                self.bodies.append(json.loads(content))
                 if answer.status_code == 200:
                     self.received.append(_reply_of(answer.text, kind))
         return httpx.Response(answer.status_code, content=answer.content,
@@ -118,9 +125,10 @@ def _arguments(raw: str | None) -> dict[str, Any]:
 
 
 @contextmanager
-def tapped(target: str) -> Iterator[tuple[Tap, str]]:
-    """A Tap in front of ``target`` (a root URL); yields it and its root URL."""
-    tap = Tap(target.rstrip("/"))
+def tapped(target: str, sampling: dict[str, Any] | None = None) -> Iterator[tuple[Tap, str]]:
+    """A Tap in front of ``target`` (a root URL); yields it and its root URL. ``sampling``: fields each chat
+    request gets where it sets none (:attr:`Tap.sampling`)."""
+    tap = Tap(target.rstrip("/"), dict(sampling or {}))
     with tap._client, serve(tap.handle) as server:
         yield tap, server.url
 
