@@ -342,18 +342,26 @@ def table(runs: Sequence[Asked], horizon: int | None, window: int, *, probe_line
         parts = []
         for m in modes:
             mine = [r for r in at if r.mode == m]
-            mean = sum(r.size for r in mine) / len(mine) if mine else 0
+            sized = [r.size for r in mine if r.size]  # a request the server refused has no count
+            mean = sum(sized) / len(sized) if sized else 0
             parts.append(f"{cell(mine):<24} {mean:>8,.0f}")
         lines.append(f"{k:>6,} {max((r.history_tokens for r in at), default=0):>8,} " + " ".join(parts))
-    bands = sorted({_size_band(r.size) for r in runs})
+    counted = [r for r in runs if r.size]
+    bands = sorted({_size_band(r.size) for r in counted})
     lines += ["", "accuracy by request size (prompt tokens of the checked request, as the server counted)"]
     for b in bands:
-        lines.append(f"  {b[1]:<14} " + "  ".join(f"{m}: {cell([r for r in runs if r.mode == m and _size_band(r.size) == b]):<22}"
+        lines.append(f"  {b[1]:<14} " + "  ".join(f"{m}: {cell([r for r in counted if r.mode == m and _size_band(r.size) == b]):<22}"
                                                for m in modes))
+    refused = [r for r in runs if not r.size]
+    if refused:  # e.g. over the server's context: no count came back, so no size band holds them
+        lines.append(f"  {'refused':<14} " + "  ".join(f"{m}: {cell([r for r in refused if r.mode == m]):<22}"
+                                                    for m in modes)
+                     + "  (the server refused the request before counting it: " + ", ".join(
+                         sorted({r.verdict.error_type for r in refused})) + ")")
     if horizon:
         lines += ["", f"accuracy by request size over the measured horizon ({horizon:,} tokens)"]
         for lo, hi in RATIO_BANDS:
-            mine = [r for r in runs if lo <= r.size / horizon < hi]
+            mine = [r for r in counted if lo <= r.size / horizon < hi]
             if mine:
                 lines.append(f"  {band(lo):<14} " + "  ".join(f"{m}: {cell([r for r in mine if r.mode == m]):<22}"
                                                           for m in modes))
@@ -385,7 +393,7 @@ def goals(runs: Sequence[Asked], horizon: int | None) -> list[str]:
         for k in sorted({r.k for r in runs}):
             direct = [r for r in runs if r.mode == "direct" and r.k == k]
             mine = [r for r in engine if r.k == k]
-            if direct and mine and any(r.size > horizon for r in direct):
+            if direct and mine and any(r.size > horizon or not r.size for r in direct):
                 d = sum(r.verdict.valid for r in direct) / len(direct)
                 e = sum(r.verdict.valid for r in mine) / len(mine)
                 out.append(f"K={k:,}: direct's requests exceed the horizon; engine above direct: "

@@ -38,8 +38,10 @@ def binned(points: Sequence[Point], width: int) -> dict[str, list[tuple[float, i
 
 
 def plot(runs: Sequence[Any], horizon: int | None, path: Path, *, title: str = "") -> Path:
-    """``runs`` (anything with ``mode``, ``size`` and ``verdict.valid``) drawn to ``path``."""
-    return plot_points([(r.mode, r.size, bool(r.verdict.valid)) for r in runs], horizon, path, title=title)
+    """``runs`` (anything with ``mode``, ``size`` and ``verdict.valid``) drawn to ``path``; a run whose request
+    the server refused before counting it (size 0) has no place on the size axis and is left out (the
+    table counts it, on its own line)."""
+    return plot_points([(r.mode, r.size, bool(r.verdict.valid)) for r in runs if r.size], horizon, path, title=title)
 
 
 def plot_points(points: Sequence[Point], horizon: int | None, path: Path, *, title: str = "",

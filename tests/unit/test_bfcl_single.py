@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from vak_context.farm.bfcl.history import cut, read_history, reply_calls, to_messages, wilson
 from vak_context.farm.bfcl.scripted import request_tokens
@@ -87,3 +88,28 @@ def test_a_reply_s_calls_are_read_as_the_engine_reads_them() -> None:
     assert check(entry, reply_calls(native, names, text_calls=True)).valid
     cut_off = {"role": "assistant", "content": '```json\n{"name": "calculate_triangle_area", "arguments": {"base": 1'}
     assert check(entry, reply_calls(cut_off, names, text_calls=True)).error_type == DECODER_FAILED
+
+
+def test_a_request_the_server_refused_is_counted_apart_from_the_size_bands(tmp_path: Path) -> None:
+    """A direct request over the server's context comes back 400 with no count (size 0): the table counts it
+    on a line of its own (not in the 0-1,999 band, not in the mean size, not in the ratio to the horizon), the
+    goal counts its K as one where direct's requests exceed the horizon, and the plot leaves it out."""
+    from vak_context.farm.bfcl.history import Asked, table
+    from vak_context.farm.bfcl.modes import Sent
+    from vak_context.farm.bfcl.multiturn import Verdict
+    from vak_context.farm.bfcl.plot import plot
+
+    runs = [Asked("simple_python_0", "simple_python", 3500, "direct", Verdict(False, "http 400"), [Sent(400, 0, 0, True)]),
+            Asked("simple_python_1", "simple_python", 3500, "direct", Verdict(True), [Sent(200, 3000, 0, False)]),
+            Asked("simple_python_0", "simple_python", 3500, "engine", Verdict(True), [Sent(200, 2800, 0, False)]),
+            Asked("simple_python_1", "simple_python", 3500, "engine", Verdict(True), [Sent(200, 2900, 0, False)])]
+    text = table(runs, 2_950, 4_096)
+    row = next(line for line in text.splitlines() if line.startswith(" 3,500"))
+    assert "1/2 50%" in row and "3,000" in row  # direct: the mean of the one counted request
+    assert "0-1,999" not in text
+    refused = next(line for line in text.splitlines() if line.strip().startswith("refused"))
+    assert "direct: 0/1" in refused and "http 400" in refused and "engine: -" in refused
+    over = text.split("over the measured horizon")[1]
+    assert "0.00-0.50" not in over and "1.00-1.25      direct: 1/1" in over
+    assert "K=3,500: direct's requests exceed the horizon; engine above direct: met (100% vs 50%)" in text
+    assert plot(runs, 2_950, tmp_path / "acc.png").stat().st_size > 0
