@@ -6,6 +6,7 @@ cards in the user turn). Prints, per entry and variant, whether the reply calls 
 the call (docs/BENCHMARKS.md, "A real model after long real history").
 
     .venv/bin/python bench/bfcl_parts.py --entries simple_python_0,simple_python_4,multiple_4 --k 2000
+    .venv/bin/python bench/bfcl_parts.py --first 7 --k 3500 --variants "as sent,earlier turns as cards"
     .venv/bin/python bench/bfcl_parts.py --model openai-compat:NAME --base-url http://127.0.0.1:8080/v1 ...
 
 Temperature 0, ``--max-tokens`` per reply (a call fits in 160; a reply without one is cut there). The local
@@ -83,7 +84,8 @@ async def engine_request(entry: Any, k: int, recording: Any, target: Target, cli
 
 
 async def main(args: argparse.Namespace) -> int:
-    entries = [entry_of(e) for e in args.entries.split(",") if e]
+    entries = ([e for row in zip(*(load_single(c, args.first) for c in CATEGORIES), strict=True) for e in row]
+               if args.first else [entry_of(e) for e in args.entries.split(",") if e])
     recording = read_history(args.history, args.select)
     local = args.model.partition(":")[2] if args.model.startswith("local:") else ""
     text_calls = writes_calls_as_text(local)
@@ -100,12 +102,18 @@ async def main(args: argparse.Namespace) -> int:
         async with httpx.AsyncClient(trust_env=False, timeout=args.timeout) as client:
             print(f"K={args.k:,}, model {args.model}, n_ctx {args.n_ctx:,}; call = the reply calls the entry's "
                   "function (checked: BFCL's AST checker passes it)", flush=True)
-            tally = {v: [0, 0] for v in VARIANTS}
+            chosen = [v.strip() for v in args.variants.split(",")] if args.variants else list(VARIANTS)
+            unknown = [v for v in chosen if v not in VARIANTS]
+            if unknown:
+                raise SystemExit(f"--variants: {unknown} are not of {', '.join(VARIANTS)}")
+            tally = {v: [0, 0] for v in chosen}
             for n, entry in enumerate(entries):
                 body, cards = await engine_request(entry, args.k, recording, target, client, work / f"{n}-{entry.id}",
                                                    window=args.n_ctx, horizon=args.horizon, text_calls=text_calls)
                 names = [t["function"]["name"] for t in body.get("tools", [])]
                 for name, sent in variants(body, cards).items():
+                    if name not in tally:
+                        continue
                     sent.update(model=target.model, temperature=0.0, max_tokens=args.max_tokens)
                     started = time.monotonic()
                     answer = await client.post(f"{target.base_url}/chat/completions", json=sent, headers=target.headers)
@@ -131,12 +139,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--base-url", help="an OpenAI-compatible server's base URL (…/v1)")
     ap.add_argument("--entries", default="simple_python_0,simple_python_4,multiple_4",
                     help="comma-separated BFCL entry ids (simple_python_N, multiple_N, parallel_N)")
+    ap.add_argument("--first", type=int, default=0,
+                    help="instead of --entries: the first N entries of each category, interleaved (as bfcl_history.py)")
     ap.add_argument("--k", type=int, default=2_000, help="history size K in tokens (stated count)")
     ap.add_argument("--n-ctx", type=int, default=4_096, help="the local server's context, the engine's window")
     ap.add_argument("--horizon", type=int, help="plan against this horizon (default: the declared window's)")
     ap.add_argument("--threads", type=int, default=1, help="the local server's threads")
     ap.add_argument("--history", help="a recorded session file (default: the tau-bench airline file)")
     ap.add_argument("--select", default="", help="which recording of a file of several (a name suffix)")
+    ap.add_argument("--variants", default="", help="comma-separated, of: " + ", ".join(VARIANTS) + " (default: all)")
     ap.add_argument("--max-tokens", type=int, default=160, help="per reply")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per request")
     return ap.parse_args(argv)

@@ -10,7 +10,7 @@ whose last is the question. The variants (``VARIANTS``, in this order):
 
 * ``as sent``: the body unchanged;
 * ``no thread``: the tail's ``<thread>`` block taken out;
-* ``no thread, no stance``: the ``<stance>`` block too;
+* ``no thread or stance``: the ``<stance>`` block too;
 * ``no earlier turns``: only the system prompt and the current turn;
 * ``earlier turns as cards``: the earlier turns' messages replaced by their cards (the engine's own
   rendering of each closed turn, ``render_card``), as text at the head of the current user turn.
@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-VARIANTS = ("as sent", "no thread", "no thread, no stance", "no earlier turns", "earlier turns as cards")
+VARIANTS = ("as sent", "no thread", "no thread or stance", "no earlier turns", "earlier turns as cards")
 
 
 def _drop_block(body: dict[str, Any], tag: str) -> dict[str, Any]:
@@ -51,5 +51,5 @@ def variants(body: dict[str, Any], cards: Sequence[str]) -> dict[str, dict[str, 
     content = last["content"] if isinstance(last["content"], list) else [{"type": "text", "text": last["content"]}]
     last["content"] = ([{"type": "text", "text": "\n".join(cards) + "\n"}] if cards else []) + content
     return {"as sent": copy.deepcopy(body), "no thread": no_thread,
-            "no thread, no stance": _drop_block(no_thread, "stance"), "no earlier turns": bare,
+            "no thread or stance": _drop_block(no_thread, "stance"), "no earlier turns": bare,
             "earlier turns as cards": carded}

@@ -26,7 +26,7 @@ def test_each_variant_changes_one_part_and_the_body_stays() -> None:
     assert out["as sent"] == BODY
     tail = out["no thread"]["messages"][-1]["content"][0]["text"]
     assert "<thread>" not in tail and "<stance>" in tail and len(out["no thread"]["messages"]) == 4
-    tail = out["no thread, no stance"]["messages"][-1]["content"][0]["text"]
+    tail = out["no thread or stance"]["messages"][-1]["content"][0]["text"]
     assert tail == "<turn_context>UTC 2026-12-06T05:51:37Z</turn_context>\n"
     assert [m["role"] for m in out["no earlier turns"]["messages"]] == ["system", "user"]
     assert out["no earlier turns"]["messages"][-1] == BODY["messages"][-1]
@@ -40,7 +40,7 @@ def test_each_variant_changes_one_part_and_the_body_stays() -> None:
 def test_a_plain_text_user_turn_and_no_cards() -> None:
     body = {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": TAIL + "Q"}]}
     out = variants(body, [])
-    assert out["no thread, no stance"]["messages"][-1]["content"] == [
+    assert out["no thread or stance"]["messages"][-1]["content"] == [
         {"type": "text", "text": "<turn_context>UTC 2026-12-06T05:51:37Z</turn_context>\nQ"}]
     assert out["earlier turns as cards"]["messages"][-1]["content"] == [{"type": "text", "text": TAIL + "Q"}]
 
