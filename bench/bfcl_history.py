@@ -35,6 +35,7 @@ from vak_context.farm.bfcl.history import (
     MODES,
     SIZES,
     Asked,
+    cut,
     dump,
     load,
     read_history,
@@ -67,6 +68,15 @@ async def main(args: argparse.Namespace) -> int:
     categories = args.category or list(CATEGORIES)
     entries = [e for row in zip(*(load_single(c, args.entries) for c in categories), strict=True) for e in row]
     recording = read_history(args.history, args.select)
+    sizes, seen = [], dict[tuple[int, int], int]()
+    for k in args.sizes:  # a K whose cut is a smaller K's (nothing more fits) would only repeat its runs
+        history = cut(recording, k)
+        same = seen.setdefault((history.tokens, len(history.messages)), k)
+        if same != k:
+            print(f"K={k:,}: its history is K={same:,}'s ({history.tokens:,} tokens, {len(history.messages)} messages: "
+                  "the next closed point is larger), so it is left out", flush=True)
+        else:
+            sizes.append(k)
     out = Path(args.out) if args.out else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -100,7 +110,7 @@ async def main(args: argparse.Namespace) -> int:
                       f"tokens, {run.seconds:.1f} s", flush=True)
 
             text_calls = args.calls == "text" if args.calls else writes_calls_as_text(local)
-            runs = await run_sizes(entries, args.sizes, recording, target, client, work, modes=args.modes,
+            runs = await run_sizes(entries, sizes, recording, target, client, work, modes=args.modes,
                                    window=args.n_ctx, horizon=args.horizon, probe=payloads,
                                    max_tokens=args.max_tokens, text_calls=text_calls, on_asked=show)
     title = (f"BFCL {'/'.join(categories)} after {recording.name} history, model {args.model}, n_ctx {args.n_ctx:,}, "

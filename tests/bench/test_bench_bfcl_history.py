@@ -1,6 +1,6 @@
 """bench/bfcl_history.py end to end, as a user runs it, on 2 entries (simple_python_0, multiple_0) with the
 scripted model (farm/bfcl/single_model.py: BFCL's answers while a request is at most T = 4,096 tokens,
-degraded above), probed first: at K = 0 both modes pass; after 6k tokens of recorded tau-bench history direct's
+degraded above), probed first: at K = 0 both modes pass (K = 1,000, whose cut is K = 0's, left out); after 6k tokens of recorded tau-bench history direct's
 requests are over T and fail BFCL's checker, while the engine, knowing T only from its probe, keeps its
 requests under it and passes. No timing asserts."""
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_engine_keeps_its_k0_accuracy_after_long_history(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "bfcl_history.py"), "--model", "scripted",
                            "--threshold", "4096", "--entries", "1", "--category", "simple_python", "--category",
-                           "multiple", "--sizes", "0", "6000", "--out", str(tmp_path / "out"),
+                           "multiple", "--sizes", "0", "1000", "6000", "--out", str(tmp_path / "out"),
                            "--plot", str(tmp_path / "acc.png")],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -36,4 +36,6 @@ def test_the_engine_keeps_its_k0_accuracy_after_long_history(tmp_path: Path) -> 
     assert len(goals) == 2 and all(": met (" in g for g in goals), goals
     runs = (tmp_path / "out" / "runs.jsonl").read_text().splitlines()
     assert len(runs) == 8  # 2 entries x 2 sizes x 2 modes
+    # K = 1,000 holds no history (the recorded system prompt alone is over it): said, and not run again as K = 0
+    assert "K=1,000: its history is K=0's (0 tokens, 0 messages" in out and 1000 not in rows
     assert (tmp_path / "acc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
