@@ -10,7 +10,7 @@ shortened here to its first lines, and the tag says how to get the rest.
 from __future__ import annotations
 
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
-from vak_context.context.history.render import SHORT_ID, EvidenceInfo, evidence_info
+from vak_context.context.history.render import SHORT_ID, EvidenceInfo, evidence_info, turn_focus
 from vak_context.context.history.turncard import build_card, render_card
 from vak_context.context.history.turns import Turn, TurnIndex
 from vak_context.events.payloads import EvidenceBody
@@ -26,7 +26,8 @@ def evidence_infos(store: LedgerStore, turn: Turn) -> dict[str, EvidenceInfo]:
         entry = store.get(eid)
         meta = store.mapper.payload_of(entry)
         if isinstance(meta, EvidenceBody):
-            out[eid] = evidence_info(eid, meta, entry.blob or b"", calls.get(meta.tool_use_id))
+            out[eid] = evidence_info(eid, meta, entry.blob or b"", calls.get(meta.tool_use_id),
+                                     focus=turn_focus(turn))
     return out
 
 

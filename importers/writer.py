@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from vak_context.agent.carddocs import card_doc
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.context.evidence.digest import body_text, window
-from vak_context.context.history.render import EvidenceInfo, evidence_info
+from vak_context.context.history.render import EvidenceInfo, evidence_info, turn_focus
 from vak_context.context.history.turncard import args_digest, build_card
 from vak_context.context.history.turns import TurnIndex
 from vak_context.events.envelope import Mapper
@@ -233,7 +233,8 @@ class SessionWriter:
                 windowed=carried.windowed,
             )
         )
-        self.evidence[evidence_id] = evidence_info(evidence_id, meta, blob, call.input if call else None)
+        self.evidence[evidence_id] = evidence_info(evidence_id, meta, blob, call.input if call else None,
+                                                   focus=turn_focus(self.index.current))
         self.report.tool_results += 1
         self.report.error_results += int(event.is_error)
         self.report.windowed_results += int(carried.windowed)

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from vak_context.errors import InvalidInput
 from vak_context.serve.bodies import loads_json
+from vak_context.serve.params import client_params
 
 Protocol = Literal["openai", "anthropic"]
 
@@ -104,6 +105,10 @@ class ClientRequest:
     tools: tuple[ClientTool, ...]
     stream: bool = False
     max_tokens: int | None = None
+    # The client's generation settings, passed to the upstream (``vak_context.serve.params``).
+    params: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    # The client writes its tool exchanges as text (``vak_context.serve.textform``): the model is shown them so.
+    text_exchanges: bool = False
 
 
 @dataclass
@@ -214,7 +219,8 @@ def openai_from(body: Mapping[str, Any], prior: Read, start: int) -> tuple[Clien
         tools.append(ClientTool(f["name"], f.get("description") or "", f.get("parameters") or {"type": "object", "properties": {}}))
     read = Read(tuple(system), tuple(items))
     return ClientRequest("openai", str(body.get("model", "")), "\n\n".join(s for s in system if s), read.items,
-                         tuple(tools), bool(body.get("stream")), body.get("max_completion_tokens") or body.get("max_tokens")), read
+                         tuple(tools), bool(body.get("stream")), body.get("max_completion_tokens") or body.get("max_tokens"),
+                         client_params("openai", body)), read
 
 
 def read_anthropic(body: Mapping[str, Any]) -> ClientRequest:
@@ -248,7 +254,7 @@ def anthropic_from(body: Mapping[str, Any], prior: Read, start: int) -> tuple[Cl
              for t in body.get("tools") or () if t.get("name")]
     read = Read((), tuple(items))
     return ClientRequest("anthropic", str(body.get("model", "")), _text_of(system), read.items, tuple(tools),
-                         bool(body.get("stream")), body.get("max_tokens")), read
+                         bool(body.get("stream")), body.get("max_tokens"), client_params("anthropic", body)), read
 
 
 # ---------------------------------------------------------------- writing replies

@@ -105,7 +105,7 @@ class Reader:
         items, exchanged = exchanges_from(request.items, last.exchanged if last is not None else Exchanged())
         if key is not None and kept is not None:
             self._keep(key, replace(kept, read=read, exchanged=exchanged))
-        return request if items == request.items else replace(request, items=items)
+        return request if items == request.items else replace(request, items=items, text_exchanges=True)
 
     def _find(self, protocol: Protocol, header: str | None,
               text: str) -> tuple[tuple[Any, ...] | None, _Last | None, int]:

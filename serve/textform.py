@@ -46,7 +46,7 @@ _MAX_LIST = 200_000  # characters of a calls list worth parsing (a reply's calls
 def with_text_exchanges(request: ClientRequest) -> ClientRequest:
     """``request`` with its history's text-form exchanges read (:func:`read_text_exchanges`)."""
     items = read_text_exchanges(request.items)
-    return request if items == request.items else replace(request, items=items)
+    return request if items == request.items else replace(request, items=items, text_exchanges=True)
 
 
 def read_text_exchanges(items: Sequence[Item]) -> tuple[Item, ...]:
@@ -155,3 +155,51 @@ def _result_of(reply: Item, item: Item) -> list[Item] | None:
         return [Item("tool", body, call_id=call.id, is_error=is_error)]
     return [Item("tool", body[:found.start()], call_id=call.id, is_error=is_error),
             Item("user", body[found.start() + 1:])]
+
+
+# ---------------------------------------------------------------- writing them back
+
+
+def as_text_exchanges(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """An OpenAI-shaped request's ``messages`` with each native exchange written back in the text form the
+    client keeps (the rule above, the other way): an assistant message's ``tool_calls`` become its text's
+    ``Calling tools:`` line and the calls list as smolagents writes it (a Python literal, arguments as an
+    object), each ``tool`` message a user message ``Observation:`` and the result.
+
+    What the model reads then has the form of the client's own history: shown its exchanges as native calls
+    instead, the bundled model answered a smolagents run in plain text, which smolagents cannot parse, where
+    in the client's form it called ``final_answer`` (docs/INTEGRATIONS.md)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        role, calls = message.get("role"), message.get("tool_calls")
+        if role == "assistant" and isinstance(calls, list) and calls:
+            listed = [{"id": c.get("id", ""), "type": "function",
+                       "function": {"name": c["function"]["name"], "arguments": _arguments(c["function"])}}
+                      for c in calls]
+            text = _plain(message.get("content"))
+            written = {k: v for k, v in message.items() if k != "tool_calls"}
+            written["content"] = f"{text}\n{CALLS_MARKER}\n{listed!r}" if text else f"{CALLS_MARKER}\n{listed!r}"
+            out.append(written)
+        elif role == "tool":
+            out.append({"role": "user", "content": f"{OBSERVATION}\n{_plain(message.get('content'))}"})
+        else:
+            out.append(dict(message))
+    return out
+
+
+def _arguments(function: Mapping[str, Any]) -> Any:
+    raw = function.get("arguments")
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw or "{}")
+        except ValueError:
+            return raw
+    return raw
+
+
+def _plain(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping) and p.get("type") == "text")
+    return ""

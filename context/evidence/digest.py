@@ -33,6 +33,7 @@ from vak_context.context.evidence.recall import (
     unknown_target,
 )
 from vak_context.context.evidence.shapes import DIGEST_CHARS, SHAPES, Analysis, Shape
+from vak_context.context.evidence.shapes.focus import focus_lines, focus_terms
 from vak_context.context.evidence.window import (
     LINE_CHARS,
     WINDOW_CHARS,
@@ -105,11 +106,14 @@ def shaped_digest(
     tool_name: str = "",
     is_error: bool = False,
     tool_input: dict[str, Any] | None = None,
+    focus: str = "",
 ) -> tuple[Shape, str]:
     """``detect_shape`` and ``digest`` together, reading the body once: a JSON body is parsed once,
-    not once to detect its shape and again to digest it."""
+    not once to detect its shape and again to digest it. ``focus`` as for ``digest``."""
     inputs = tool_input or {}
-    shape, seen = digest_shapes.classify(body, tool_name=tool_name, is_error=is_error, tool_input=inputs)
+    shape, seen = digest_shapes.classify(
+        body, tool_name=tool_name, is_error=is_error, tool_input=inputs, focus=focus_terms(focus)
+    )
     return shape, _digest(shape, seen, evidence_id)
 
 
@@ -121,6 +125,7 @@ def digest(
     is_error: bool = False,
     tool_input: dict[str, Any] | None = None,
     shape: Shape | None = None,
+    focus: str = "",
 ) -> str:
     """A closed turn's view of a result, by shape, never by character count.
 
@@ -130,20 +135,40 @@ def digest(
     in ``DIGEST_CHARS`` and says what it leaves out (fewer keys or results, narrower quoted lines,
     fewer edge lines). Always ends with ``evidence_tag(evidence_id, len(body))``, and is never longer
     than ``DIGEST_CHARS`` (for an id shorter than a few hundred characters).
+
+    ``focus``: the text of the directive of the turn the result fell in. A json, text or command digest
+    also quotes, in at most half its room, the lines that name the directive's distinctive words and
+    that the shape's own lines do not already show (``vak_context.context.evidence.shapes.focus``).
     """
     inputs = tool_input or {}
+    terms = focus_terms(focus)
     if shape is None:
-        shape, seen = digest_shapes.classify(body, tool_name=tool_name, is_error=is_error, tool_input=inputs)
+        shape, seen = digest_shapes.classify(
+            body, tool_name=tool_name, is_error=is_error, tool_input=inputs, focus=terms
+        )
     else:
-        seen = Analysis(body, tool_name, is_error, inputs)
+        seen = Analysis(body, tool_name, is_error, inputs, focus=terms)
     return _digest(shape, seen, evidence_id)
+
+
+FOCUSED: frozenset[Shape] = frozenset({"json", "text", "command"})  # error is verbatim; search shows every title
 
 
 def _digest(shape: Shape, seen: Analysis, evidence_id: str) -> str:
     tag = evidence_tag(evidence_id, len(seen.body))
     room = max(DIGEST_CHARS - len(tag) - 1, 0)
-    content = digest_shapes.render(shape, seen, evidence_id, budget=room)
-    content = digest_shapes.capped(content, room)  # the one place every shape's digest passes through
+    focus = focus_lines(seen.body, seen.focus, room // 2) if shape in FOCUSED and seen.focus else []
+    lines = "\n".join(focus)
+    content = _content(shape, seen, evidence_id, room - (len(lines) + 1 if lines else 0))
+    if focus and all(q.split(": ", 1)[1] in content for q in focus[1:]):
+        content, lines = _content(shape, seen, evidence_id, room), ""  # the shape shows them: all its room
+    if lines:
+        content = f"{content}\n{lines}" if content else lines
     if content and not content.endswith("\n"):
         content += "\n"
     return content + tag
+
+
+def _content(shape: Shape, seen: Analysis, evidence_id: str, room: int) -> str:
+    content = digest_shapes.render(shape, seen, evidence_id, budget=room)
+    return digest_shapes.capped(content, room)  # the one place every shape's digest passes through

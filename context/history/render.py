@@ -32,6 +32,7 @@ from typing import Any
 
 from vak_context.context.evidence.digest import DIGEST_CHARS, body_text, shaped_digest
 from vak_context.context.evidence.lead import RECALL_NAME, recall_lead
+from vak_context.context.evidence.shapes.focus import focus_terms
 from vak_context.context.history.cards import card_ack, payload_digest
 from vak_context.context.history.infocache import InfoCache
 from vak_context.context.history.turns import Exchange, Step, Turn
@@ -70,20 +71,32 @@ def evidence_info(
     tool_input: Mapping[str, Any] | None = None,
     *,
     shown_id: str | None = None,
+    focus: str = "",
 ) -> EvidenceInfo:
     """Shape and digest of a stored body, computed once per result in this process (``DIGESTS``) and
     kept: every view, actor and rebuild that asks for it again reads the same value.
 
     ``shown_id`` is the id the digest's evidence tag names: by default the first ``SHORT_ID`` hex
-    digits, which recall resolves as a unique prefix within the session.
+    digits, which recall resolves as a unique prefix within the session. ``focus`` is the text of the
+    directive of the turn the result fell in (``turn_focus``): the digest quotes the lines that name its
+    distinctive words. Every holder passes the same turn's, so every holder shows the same digest.
     """
     shown = shown_id or evidence_id[:SHORT_ID]
     inputs = dict(tool_input or {})
-    check = (len(blob), body.encoding, body.tool_name, body.is_error, inputs)
-    return DIGESTS.get((evidence_id, shown), check, lambda: compute_evidence_info(body, blob, inputs, shown))
+    check = (len(blob), body.encoding, body.tool_name, body.is_error, inputs, focus_terms(focus))
+    return DIGESTS.get(
+        (evidence_id, shown), check, lambda: compute_evidence_info(body, blob, inputs, shown, focus)
+    )
 
 
-def compute_evidence_info(body: EvidenceBody, blob: bytes, tool_input: Mapping[str, Any], shown_id: str) -> EvidenceInfo:
+def turn_focus(turn: Turn | None) -> str:
+    """What a digest of a result in ``turn`` focuses on: its directive's text ("" outside a turn)."""
+    return turn.directive.text if turn is not None else ""
+
+
+def compute_evidence_info(
+    body: EvidenceBody, blob: bytes, tool_input: Mapping[str, Any], shown_id: str, focus: str = ""
+) -> EvidenceInfo:
     """``evidence_info`` without the cache: the body decoded, its shape detected and digested in one read."""
     text = body_text(blob, body.encoding)
     shape, shown = shaped_digest(  # one read of the body: a JSON body is parsed once, not twice
@@ -92,6 +105,7 @@ def compute_evidence_info(body: EvidenceBody, blob: bytes, tool_input: Mapping[s
         tool_name=body.tool_name,
         is_error=body.is_error,
         tool_input=dict(tool_input),
+        focus=focus,
     )
     return EvidenceInfo(shape, shown, len(text))
 

@@ -15,7 +15,7 @@ from typing import Any
 from vak_context.context.capacity.profile import CapacityProfile
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR, estimate_tokens
 from vak_context.context.history.packets import render_handoff
-from vak_context.context.history.render import EvidenceInfo, evidence_info
+from vak_context.context.history.render import EvidenceInfo, evidence_info, turn_focus
 from vak_context.context.history.turns import WITHDRAWN, Turn, TurnIndex
 from vak_context.context.planner.currentturn import TurnCosts, turn_costs
 from vak_context.context.planner.plan import PacketPlan, Plan, PlanCache, PlannerState, placement, plan
@@ -79,7 +79,8 @@ class SessionView:
         if isinstance(payload, EvidenceBody) and entry.blob is not None:
             turn = self.index.current
             calls = {ex.tool_use_id: ex.input for ex in turn.exchanges} if turn else {}
-            self.infos[entry.id] = evidence_info(entry.id, payload, entry.blob, calls.get(payload.tool_use_id))
+            self.infos[entry.id] = evidence_info(entry.id, payload, entry.blob, calls.get(payload.tool_use_id),
+                                                 focus=turn_focus(turn))
         elif isinstance(payload, TurnCard):
             try:
                 self._changed(self.index.by_id(payload.turn_id))

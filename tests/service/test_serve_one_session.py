@@ -92,8 +92,9 @@ def test_a_reply_the_agent_drops_and_asks_again_after_continues_the_session_with
 def test_replies_and_results_written_as_text_are_read_as_the_calls_and_results_they_are(tmp_path: Path) -> None:
     # smolagents' ToolCallingAgent: each reply with calls comes back as assistant text naming the calls, each
     # result as a user message "Observation: ..."; the second question joins the last observation. Read as
-    # the replies and results they are (serve/textform.py): one session, nothing withdrawn, and the upstream
-    # gets native calls and tool results, the second question a user message of its own.
+    # the replies and results they are (serve/textform.py): one session, nothing withdrawn, the second
+    # question a user message of its own; and the upstream is shown the exchanges in the client's own text
+    # form, as the agent would send them direct (the model answers in the form its client parses).
     upstream = ScriptUpstream([call("w1", "get_weather", city="Oslo"), call("f2", "final_answer", answer="Snow, -3 C"),
                                call("w3", "get_weather", city="Bergen"), call("f4", "final_answer", answer="Rain")])
 
@@ -120,15 +121,20 @@ def test_replies_and_results_written_as_text_are_read_as_the_calls_and_results_t
     assert list(sessions) == ["smol-1"]
     assert [a for a, _, _ in sessions["smol-1"] if a == WITHDRAWN] == []  # each reply is the one it was sent
 
-    def results(body: dict[str, Any]) -> list[tuple[str, str]]:
-        return [(m["tool_call_id"], m["content"]) for m in body["messages"] if m["role"] == "tool"]
+    def results(body: dict[str, Any]) -> list[str]:
+        return [m["content"] for m in body["messages"]
+                if m["role"] == "user" and isinstance(m["content"], str) and m["content"].startswith("Observation:")]
 
-    assert results(upstream.requests[1]) == [("w1", "Snow, -3 C")]
-    assert results(upstream.requests[3]) == [("w1", "Snow, -3 C"), ("f2", "Snow, -3 C"), ("w3", "Rain, 4 C")]
+    def calls_shown(body: dict[str, Any]) -> list[str]:
+        return [m["content"] for m in body["messages"] if m["role"] == "assistant"]
+
+    assert results(upstream.requests[1]) == ["Observation:\nSnow, -3 C"]
+    assert calls_shown(upstream.requests[1]) == [as_text("w1", "get_weather", city="Oslo")["content"][0]["text"]]
+    assert results(upstream.requests[3]) == ["Observation:\nSnow, -3 C", "Observation:\nSnow, -3 C", "Observation:\nRain, 4 C"]
     last_user = [m for m in upstream.requests[2]["messages"] if m["role"] == "user"][-1]
     assert json.dumps(last_user).endswith('"New task:\\nAnd in Bergen?"}]}')
     for body in upstream.requests:
-        assert "Calling tools" not in json.dumps(body) and "Observation:" not in json.dumps(body)
+        assert all(m["role"] != "tool" and "tool_calls" not in m for m in body["messages"])
 
 
 @pytest.mark.parametrize(("protocol", "stream"), [("openai", False), ("openai", True), ("anthropic", False),

@@ -108,7 +108,9 @@ def test_a_turn_with_a_50kb_pending_result_continues_after_a_restart(tmp_path: P
             assert ask(child.base_url, child.key, history) == {"role": "assistant", "content": ANSWER}
     assert len(upstream.requests) == 2
     assert well_formed(upstream.requests[1]) == ["c1"]
-    assert MARK not in json.dumps(upstream.requests[1])  # the result went as its digest, not whole
+    sent = json.dumps(upstream.requests[1])
+    assert "handled request 500 " not in sent  # the result went as its digest, not whole
+    assert f"641: 2026-12-04T10:10:40 {MARK}" in sent  # the digest quotes the line naming the question's "spool"
     assert stored(ledger, result) == {"evidence": 1, "directives": 0}
     verified = run_vak("verify", str(ledger))
     assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from vak_context.serve.protocol import ClientCall, Item, read_anthropic, read_openai
-from vak_context.serve.textform import read_text_exchanges, with_text_exchanges
+from vak_context.serve.textform import as_text_exchanges, read_text_exchanges, with_text_exchanges
 
 EXPORT = "\n".join(f"O-{1000 + i} | carrier=GLS | status=delivered" for i in range(300))
 
@@ -100,3 +100,25 @@ def test_a_reply_with_native_calls_and_a_text_reply_last_stay_as_written() -> No
     last = Item("assistant", smol_calls(("b", "x", {})))  # nothing after it: no result to read it with
     items = (Item("user", "q"), native, Item("tool", "r", call_id="a"), last)
     assert read_text_exchanges(items) == items
+
+
+def test_native_exchanges_are_written_back_in_the_clients_text_form_and_read_again_as_they_were() -> None:
+    """What the upstream is sent for a text-form client has the client's own form (``as_text_exchanges``),
+    and reading that form again gives the native exchange: the two directions are one rule."""
+    native = [{"role": "system", "content": "You are an agent."},
+              {"role": "user", "content": [{"type": "text", "text": "New task:\nHow many people live in Lyon?"}]},
+              {"role": "assistant", "content": "I will look.",
+               "tool_calls": [{"id": "c1", "type": "function",
+                               "function": {"name": "get_population", "arguments": '{"city": "Lyon"}'}}]},
+              {"role": "tool", "tool_call_id": "c1", "content": "Lyon: 522,250 inhabitants"}]
+    written = as_text_exchanges(native)
+    assert written[2] == {"role": "assistant", "content": "I will look.\nCalling tools:\n" + str(
+        [{"id": "c1", "type": "function", "function": {"name": "get_population", "arguments": {"city": "Lyon"}}}])}
+    assert written[3] == {"role": "user", "content": "Observation:\nLyon: 522,250 inhabitants"}
+    assert written[:2] == native[:2]
+    read = read_openai({"model": "m", "messages": written})
+    assert read_text_exchanges(read.items)[1:] == (
+        Item("assistant", "I will look.", (ClientCall("c1", "get_population", {"city": "Lyon"}),)),
+        Item("tool", "Lyon: 522,250 inhabitants", call_id="c1"))
+    assert with_text_exchanges(read).text_exchanges and not with_text_exchanges(read_openai(
+        {"model": "m", "messages": native})).text_exchanges

@@ -57,10 +57,11 @@ DETECTION: tuple[tuple[Shape, Claim], ...] = (
 
 
 def classify(
-    body: str, *, tool_name: str, is_error: bool, tool_input: dict[str, Any]
+    body: str, *, tool_name: str, is_error: bool, tool_input: dict[str, Any], focus: tuple[str, ...] = ()
 ) -> tuple[Shape, Analysis]:
-    """The shape, and what was parsed on the way (see ``vak_context.context.evidence.digest.detect_shape`` for the rules)."""
-    seen = Analysis(body, tool_name, is_error, tool_input)
+    """The shape, and what was parsed on the way (see ``vak_context.context.evidence.digest.detect_shape`` for the
+    rules). ``focus``: the turn's distinctive words, which the digest quotes the lines of (``focus``)."""
+    seen = Analysis(body, tool_name, is_error, tool_input, focus=focus)
     shape = next(name for name, claims in DETECTION if claims(seen))
     return shape, seen
 

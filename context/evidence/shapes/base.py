@@ -40,6 +40,7 @@ class Analysis:
     is_error: bool = False
     tool_input: dict[str, Any] = field(default_factory=dict)
     pairs: list[tuple[str, str]] | None = None  # search results found in text, once looked for
+    focus: tuple[str, ...] = ()  # the turn's distinctive words (``vak_context.context.evidence.shapes.focus``)
 
     @cached_property
     def words(self) -> set[str]:
