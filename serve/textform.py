@@ -162,9 +162,10 @@ def _result_of(reply: Item, item: Item) -> list[Item] | None:
 
 def as_text_exchanges(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """An OpenAI-shaped request's ``messages`` with each native exchange written back in the text form the
-    client keeps (the rule above, the other way): an assistant message's ``tool_calls`` become its text's
-    ``Calling tools:`` line and the calls list as smolagents writes it (a Python literal, arguments as an
-    object), each ``tool`` message a user message ``Observation:`` and the result.
+    client keeps (the rule above, the other way), as smolagents 1.26 writes it: an assistant message's
+    ``tool_calls`` become its text (stripped), a newline, the ``Calling tools:`` line and the calls list (a
+    Python literal, arguments as an object), each ``tool`` message a user message ``Observation:`` and the
+    result, each one text part.
 
     What the model reads then has the form of the client's own history: shown its exchanges as native calls
     instead, the bundled model answered a smolagents run in plain text, which smolagents cannot parse, where
@@ -176,12 +177,15 @@ def as_text_exchanges(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, A
             listed = [{"id": c.get("id", ""), "type": "function",
                        "function": {"name": c["function"]["name"], "arguments": _arguments(c["function"])}}
                       for c in calls]
-            text = _plain(message.get("content"))
+            # smolagents' bytes: the reply's text (stripped; "" when it had none) and its calls message, which it
+            # joins with a newline, each as one text part
+            text = f"{_plain(message.get('content')).strip()}\n{CALLS_MARKER}\n{listed!r}"
             written = {k: v for k, v in message.items() if k != "tool_calls"}
-            written["content"] = f"{text}\n{CALLS_MARKER}\n{listed!r}" if text else f"{CALLS_MARKER}\n{listed!r}"
+            written["content"] = [{"type": "text", "text": text}]
             out.append(written)
         elif role == "tool":
-            out.append({"role": "user", "content": f"{OBSERVATION}\n{_plain(message.get('content'))}"})
+            out.append({"role": "user",
+                        "content": [{"type": "text", "text": f"{OBSERVATION}\n{_plain(message.get('content'))}"}]})
         else:
             out.append(dict(message))
     return out

@@ -121,15 +121,15 @@ def test_replies_and_results_written_as_text_are_read_as_the_calls_and_results_t
     assert list(sessions) == ["smol-1"]
     assert [a for a, _, _ in sessions["smol-1"] if a == WITHDRAWN] == []  # each reply is the one it was sent
 
-    def results(body: dict[str, Any]) -> list[str]:
-        return [m["content"] for m in body["messages"]
-                if m["role"] == "user" and isinstance(m["content"], str) and m["content"].startswith("Observation:")]
+    def texts(body: dict[str, Any], role: str) -> list[str]:
+        return [m["content"][0]["text"] for m in body["messages"] if m["role"] == role and isinstance(m["content"], list)]
 
-    def calls_shown(body: dict[str, Any]) -> list[str]:
-        return [m["content"] for m in body["messages"] if m["role"] == "assistant"]
+    def results(body: dict[str, Any]) -> list[str]:
+        return [t for t in texts(body, "user") if t.startswith("Observation:")]
 
     assert results(upstream.requests[1]) == ["Observation:\nSnow, -3 C"]
-    assert calls_shown(upstream.requests[1]) == [as_text("w1", "get_weather", city="Oslo")["content"][0]["text"]]
+    # as smolagents joins its empty reply and its calls message
+    assert texts(upstream.requests[1], "assistant") == ["\n" + as_text("w1", "get_weather", city="Oslo")["content"][0]["text"]]
     assert results(upstream.requests[3]) == ["Observation:\nSnow, -3 C", "Observation:\nSnow, -3 C", "Observation:\nRain, 4 C"]
     last_user = [m for m in upstream.requests[2]["messages"] if m["role"] == "user"][-1]
     assert json.dumps(last_user).endswith('"New task:\\nAnd in Bergen?"}]}')

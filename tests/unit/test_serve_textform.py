@@ -112,9 +112,12 @@ def test_native_exchanges_are_written_back_in_the_clients_text_form_and_read_aga
                                "function": {"name": "get_population", "arguments": '{"city": "Lyon"}'}}]},
               {"role": "tool", "tool_call_id": "c1", "content": "Lyon: 522,250 inhabitants"}]
     written = as_text_exchanges(native)
-    assert written[2] == {"role": "assistant", "content": "I will look.\nCalling tools:\n" + str(
-        [{"id": "c1", "type": "function", "function": {"name": "get_population", "arguments": {"city": "Lyon"}}}])}
-    assert written[3] == {"role": "user", "content": "Observation:\nLyon: 522,250 inhabitants"}
+    listed = str([{"id": "c1", "type": "function", "function": {"name": "get_population", "arguments": {"city": "Lyon"}}}])
+    assert written[2] == {"role": "assistant", "content": [{"type": "text", "text": f"I will look.\nCalling tools:\n{listed}"}]}
+    assert written[3] == {"role": "user", "content": [{"type": "text", "text": "Observation:\nLyon: 522,250 inhabitants"}]}
+    # a reply with no text: smolagents joins its empty reply and its calls message with a newline
+    silent = as_text_exchanges([{**native[2], "content": None}])[0]["content"][0]["text"]
+    assert silent == f"\nCalling tools:\n{listed}"
     assert written[:2] == native[:2]
     read = read_openai({"model": "m", "messages": written})
     assert read_text_exchanges(read.items)[1:] == (
