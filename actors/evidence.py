@@ -25,13 +25,7 @@ from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.context.evidence.digest import RecallError, body_text, parse_recall_args, select, window
 from vak_context.context.evidence.recall import RecallRequest
 from vak_context.context.history.presentations import card_results, plan_cards
-from vak_context.context.history.render import (
-    EvidenceInfo,
-    evidence_info,
-    record_text,
-    render_turn,
-    turn_focus,
-)
+from vak_context.context.history.render import EvidenceInfo, evidence_info, record_text, render_turn
 from vak_context.context.history.turncard import Outcome, build_card, render_card
 from vak_context.context.history.turns import Turn, TurnIndex
 from vak_context.context.stated.items import StatedItem
@@ -141,7 +135,7 @@ class EvidenceActor:
         out = {}
         for eid in turn.evidence:
             meta, blob = self._body(eid, get)
-            out[eid] = evidence_info(eid, meta, blob, calls.get(meta.tool_use_id), focus=turn_focus(turn))
+            out[eid] = evidence_info(eid, meta, blob, calls.get(meta.tool_use_id), focus=turn.directive.text)
         return out
 
     # ------------------------------------------------------------------ storing results
@@ -319,9 +313,9 @@ class EvidenceActor:
             raise InvalidInput(resolved.message)
         meta, blob = self._body(resolved)
         ordinal = index.turn_of(resolved)  # the call that made it is in its own turn: no walk over the session
-        turn = index.turn(ordinal) if ordinal is not None else None
-        calls = {ex.tool_use_id: ex.input for ex in turn.exchanges} if turn is not None else {}
-        return evidence_info(resolved, meta, blob, calls.get(meta.tool_use_id), focus=turn_focus(turn)).digest
+        turn = index.turn(ordinal) if ordinal is not None else None  # its directive: the digest its turn shows
+        calls, focus = ({ex.tool_use_id: ex.input for ex in turn.exchanges}, turn.directive.text) if turn else ({}, "")
+        return evidence_info(resolved, meta, blob, calls.get(meta.tool_use_id), focus=focus).digest
 
     def window(self, session: str, evidence_id: str) -> str:
         """The current-turn view of one result: verbatim up to the limit, else a window."""

@@ -30,16 +30,15 @@ from typing import Any
 import httpx
 
 from vak_context.context.history.turns import WITHDRAWN
-from vak_context.engine.api import Call, ModelRequest, Session, Turn
+from vak_context.engine.api import Call, Session, Turn
 from vak_context.errors import ContextOverflow, InvalidInput, ProviderError, RequestTooLarge
 from vak_context.events.envelope import Mapper
 from vak_context.events.payloads import Activity
 from vak_context.serve.continuity import Asked, Held, Marker
-from vak_context.serve.params import FAMILY, with_client_params
 from vak_context.serve.protocol import ClientCall, ClientRequest, Item, Reply, Usage
 from vak_context.serve.resume import Earlier, pending_exchanges, stored_before
 from vak_context.serve.streaming import PARAGRAPH, ClientGone, StepText, Stream
-from vak_context.serve.textform import as_text_exchanges
+from vak_context.serve.textform import client_form
 from vak_context.serve.upstream import UpstreamClient
 from vak_context.storage.ledger_copy import copy_entries
 
@@ -429,7 +428,7 @@ class Conversation:
                      stream: Stream | None) -> Reply:
         last_status, shown = 200, list[str]()  # shown: the text the client was sent, every step's
         while (sent := await turn.request()) is not None:
-            sent = replace(sent, body=as_client_sends(sent, request))
+            sent = replace(sent, body=client_form(sent.body, sent.wire, request))
             if stream is None:
                 got = await upstream.send(sent)
             else:
@@ -481,15 +480,6 @@ def _refused(exc: RequestTooLarge) -> RequestTooLarge:
                            "window even at their most compact, and resending the same request fails the same way; send a "
                            "shorter message (a smaller tool result), start a new conversation, or serve the "
                            "upstream with a larger --window.", needed=exc.needed, available=exc.available)
-
-
-def as_client_sends(sent: ModelRequest, request: ClientRequest) -> dict[str, Any]:
-    """The upstream's body as the client would send it: its generation settings (``serve/params.py``), and
-    its exchanges in the text form it keeps them in, where it does (``serve/textform.py``)."""
-    body = with_client_params(sent.body, sent.wire, request.protocol, request.params)
-    if request.text_exchanges and sent.wire in FAMILY["openai"] and isinstance(body.get("messages"), list):
-        body["messages"] = as_text_exchanges(body["messages"])
-    return body
 
 
 async def _broken(turn: Turn, exc: Exception) -> None:

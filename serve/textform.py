@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from vak_context.serve.params import FAMILY, with_client_params
 from vak_context.serve.protocol import ClientCall, ClientRequest, Item
 
 CALLS_MARKER = "Calling tools:"
@@ -158,6 +159,16 @@ def _result_of(reply: Item, item: Item) -> list[Item] | None:
 
 
 # ---------------------------------------------------------------- writing them back
+
+
+def client_form(body: Mapping[str, Any], wire: str, request: ClientRequest) -> dict[str, Any]:
+    """The upstream's ``body`` (for an upstream speaking ``wire``) as the client would send it: its
+    generation settings (``serve/params.py``), and its exchanges in the text form it keeps them in, where it
+    does (``as_text_exchanges``; on an OpenAI-compatible upstream)."""
+    out = with_client_params(body, wire, request.protocol, request.params)
+    if request.text_exchanges and wire in FAMILY["openai"] and isinstance(out.get("messages"), list):
+        out["messages"] = as_text_exchanges(out["messages"])
+    return out
 
 
 def as_text_exchanges(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
