@@ -16,7 +16,9 @@ has closed. So the neutral history reads them as what they are, by one rule (doc
   ``Call id: <the call's id>`` then a line beginning ``Error:`` (an error result: what follows the id's
   line). It runs to the end of the message or to the last line that is ``New task:``; from that line on,
   the rest is a user message of its own (smolagents merges consecutive messages of one role, so its next
-  question arrives inside the last observation).
+  question arrives inside the last observation); so is, from its ``Error:`` line on, the message smolagents
+  adds after a step whose output it could not parse (``Error:``, the error, ``Now let's retry: take care
+  not to repeat previous errors!``), which arrives inside the observation before it.
 
 Anything else stays as written, a reply naming several calls too: one observation then holds every call's
 result, in no order a reader can split, so it stays the client's words (quoted into the next directive,
@@ -41,6 +43,9 @@ ERROR_LINE = "Error:"
 NEW_TASK = "New task:"
 _CALLS = re.compile(rf"(?:^|\n){re.escape(CALLS_MARKER)}[ \t]*\n")
 _NEW_TASK = re.compile(rf"\n{re.escape(NEW_TASK)}[ \t]*(?:\n|$)")
+# smolagents' message after a step that failed (its model's output did not parse), merged into the result
+# before it: from its "Error:" line on, the rest is a user message of its own
+_RETRY = re.compile(r"\nError:\n(?:(?!\nObservation:).)*?\nNow let's retry: take care not to repeat previous errors!", re.S)
 _MAX_LIST = 200_000  # characters of a calls list worth parsing (a reply's calls are short)
 
 
@@ -152,10 +157,12 @@ def _result_of(reply: Item, item: Item) -> list[Item] | None:
             return None
         body, is_error = rest, True
     found = _last(_NEW_TASK, body)
-    if found is None:
-        return [Item("tool", body, call_id=call.id, is_error=is_error)]
-    return [Item("tool", body[:found.start()], call_id=call.id, is_error=is_error),
-            Item("user", body[found.start() + 1:])]
+    body, task = (body, None) if found is None else (body[:found.start()], Item("user", body[found.start() + 1:]))
+    retry = _RETRY.search(body)  # a failed step's error after the result, merged in: the client's words
+    if retry is not None:
+        body, error = body[:retry.start()], Item("user", body[retry.start() + 1:])
+    out = [Item("tool", body, call_id=call.id, is_error=is_error)]
+    return out + ([error] if retry is not None else []) + ([task] if task is not None else [])
 
 
 # ---------------------------------------------------------------- writing them back

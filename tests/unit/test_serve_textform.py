@@ -125,3 +125,23 @@ def test_native_exchanges_are_written_back_in_the_clients_text_form_and_read_aga
         Item("tool", "Lyon: 522,250 inhabitants", call_id="c1"))
     assert with_text_exchanges(read).text_exchanges and not with_text_exchanges(read_openai(
         {"model": "m", "messages": native})).text_exchanges
+
+
+def test_a_failed_steps_error_merged_into_the_observation_is_a_user_message_of_its_own() -> None:
+    """smolagents adds "Error: ... Now let's retry ..." after a step whose output it could not parse, merged
+    into the observation before it: the result stays the one the session holds (no fork), the error is the
+    client's words after it."""
+    error = ("Error:\nError while parsing tool call from model output: Message contains no content and no tool calls\n"
+             "Now let's retry: take care not to repeat previous errors! If you have retried several times, try a "
+             "completely different approach.\n")
+    items = read_text_exchanges([
+        Item("user", "New task:\nWhich carrier ships O-1234?"),
+        Item("assistant", smol_calls(("c1", "lookup_order", {"order_id": "O-1234"}))),
+        Item("user", f"Observation:\nno order O-1234\n{error}")])
+    assert items[1:] == (Item("assistant", "", (ClientCall("c1", "lookup_order", {"order_id": "O-1234"}),)),
+                         Item("tool", "no order O-1234", call_id="c1"),
+                         Item("user", error))
+    # a result holding "Error:" lines of its own, without smolagents' retry sentence, stays whole
+    own = "Error: disk full\nError:\nsee the log"
+    assert read_text_exchanges([Item("assistant", smol_calls(("c2", "tail_log", {}))),
+                                Item("user", f"Observation:\n{own}")])[1] == Item("tool", own, call_id="c2")
