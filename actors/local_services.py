@@ -31,7 +31,7 @@ class InProcessServices:
     """The turn loop's services without Ray: the actor classes as plain objects sharing one LedgerStore.
 
     The store is the folder's writer; ``append`` runs it in a thread so the loop's event loop never waits
-    on a sync. ``planner`` is the assembler's planner when no assembler is given (None: a plain one).
+    on a sync (a held session's append, which syncs nothing, runs on the loop when no commit is in flight). ``planner`` is the assembler's planner when no assembler is given (None: a plain one).
     ``index_at_close``: catch the session's search index up in the background when a turn closes
     (False: only at a ``session_search``, docs/SEARCH.md)."""
 
@@ -48,7 +48,9 @@ class InProcessServices:
         self.index_at_close = index_at_close
 
     async def append(self, payloads: Sequence[Any]) -> list[str]:
-        return await asyncio.to_thread(self.store.append, self.session, list(payloads))
+        # Held (a turn: written behind, no sync), with no commit in flight: on the loop, no thread hand-off.
+        held = self.store.append_held(self.session, list(payloads))
+        return held if held is not None else await asyncio.to_thread(self.store.append, self.session, list(payloads))
 
     # One durable commit per model call (the engine's loop, ``TurnLoop.run``): while a turn runs, the
     # session's appends, this object's and the actors', are written behind (``LedgerStore.hold``: on disk

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 from vak_context.context.history.turncard import narration_of
 from vak_context.context.rules import drift
-from vak_context.context.rules.drift import PriorTurn, Verdict
+from vak_context.context.rules.drift import PriorTurn, PriorTurns, Verdict
 from vak_context.context.rules.freshness import RecordedFigure, accepts_no_live_data, figure_of
 from vak_context.context.rules.setting import ENGINE_LOOP, RuleSetting
 from vak_context.context.stated.conflict import contradictions
@@ -63,10 +63,19 @@ class TurnRules:
         self.setting = setting  # each rule's mode; the driver sets it per turn (it may change between steps)
         self.read_only = read_only  # the tools that declared themselves read-only (the repeated-call rule)
         self.repeat_rule = repeat_rule  # "close" or "redo": what the repeated call's second strike does
-        self.history: list[PriorTurn] = list(history)
+        self.history = history  # the property keeps it a PriorTurns
         self.state = drift.start("")
         self.cards: list[dict[str, Any]] = []  # payloads of the cards acknowledged this turn
         self.stated: tuple[StatedItem, ...] = ()  # the stated items in force this turn (the driver sets them)
+
+    @property
+    def history(self) -> PriorTurns:
+        """The session's earlier turns, oldest first (``drift.PriorTurns``: their narrations indexed)."""
+        return self._history
+
+    @history.setter
+    def history(self, turns: Sequence[PriorTurn]) -> None:
+        self._history = turns if isinstance(turns, PriorTurns) else PriorTurns(turns)
 
     def begin(self, directive: str) -> tuple[str, ...]:
         """A new turn: fresh state; the earlier directives a change of subject leaves paused."""
@@ -76,7 +85,8 @@ class TurnRules:
     async def gate(self, step_id: str, cards: Sequence[tuple[int, str, str, Mapping[str, Any]]]) -> tuple[set[int], Verdict]:
         """Card calls ``(position, tool_use_id, name, arguments)`` before they run: the positions
         intercepted (each already answered with its error result) and the verdict."""
-        figures = [p.figure for p in self.history if p.figure is not None]
+        # The earlier turns' figures only when a card is called (most steps call none; the history is long).
+        figures = [p.figure for p in self.history if p.figure is not None] if cards else []
         self.state, errors, verdict = drift.gate_cards(self.state, [(i, a) for i, _, _, a in cards], figures)
         if errors:
             tag = errors[min(errors)].split("]", 1)[0].lstrip("[")

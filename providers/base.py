@@ -171,9 +171,26 @@ def require_loaded_image(part: ImageBlock, provider: str) -> None:
         )
 
 
+# Messages seen to hold no image, by identity (holding the message, so its id is not reused while it is a
+# key): a long session's closed turns are the same frozen messages step after step, hundreds of parts each.
+_NO_IMAGE: dict[int, Message] = {}
+
+
+def _has_image(messages: tuple[Message, ...]) -> bool:
+    for m in messages:
+        if _NO_IMAGE.get(id(m)) is m:
+            continue
+        if any(isinstance(p, ImageBlock) for p in m.content):
+            return True
+        if len(_NO_IMAGE) >= 16_384:
+            _NO_IMAGE.clear()
+        _NO_IMAGE[id(m)] = m
+    return False
+
+
 def load_images(request: ChatRequest) -> ChatRequest:
     """Replace image file paths with ``data:`` URLs so render() stays pure. URLs are left as they are."""
-    if not any(isinstance(p, ImageBlock) for m in request.messages for p in m.content):
+    if not _has_image(request.messages):
         return request
     messages: list[Message] = []
     for message in request.messages:

@@ -47,7 +47,14 @@ OPENAI_PUBLISHES_NO_WINDOW = (
 
 # Each message's rendered dicts as JSON, by identity, holding the message (so its id is not reused while it is a
 # key) and the adapter class that rendered it; a frozen message never changes.
-_ENCODED: dict[int, tuple[Message, type, list[str]]] = {}
+_ENCODED: dict[int, tuple[Message, type, list[bytes]]] = {}
+# The same, by the message's role and its parts' identities (holding the parts).
+_BY_PARTS: dict[tuple[Any, ...], tuple[tuple[Any, ...], list[bytes]]] = {}
+# A text part's JSON by its text: a run of cards is a new message whenever the plan regroups the runs (each
+# turn's first step), but its cards are the same texts. Bounded by the texts' characters.
+_TEXT_PARTS: dict[str, bytes] = {}
+_TEXT_PARTS_CHARS = [0]
+TEXT_PARTS_MAX_CHARS = 32 << 20
 # What encoded_body stands in for: a subclass that overrides any of them renders its own way.
 _RENDERS = ("render", "render_message", "_render_assistant", "_render_content")
 
@@ -55,6 +62,30 @@ _RENDERS = ("render", "render_message", "_render_assistant", "_render_content")
 def _dumps(value: Any) -> str:
     """As httpx encodes a ``json=`` body (``httpx._content.encode_json``)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _encode_rendered(rendered: dict[str, Any]) -> bytes:
+    """One rendered message as UTF-8 JSON, ``_dumps``'s bytes: a content list of text parts only (a run of
+    cards) is joined from each part's JSON, kept by its text."""
+    content = rendered.get("content")
+    if (type(content) is not list or len(content) < 2 or list(rendered) != ["role", "content"]
+            or not all(type(c) is dict and len(c) == 2 and c.get("type") == "text" and type(c.get("text")) is str
+                       and next(iter(c)) == "type" for c in content)):
+        return _dumps(rendered).encode()
+    head = _dumps({"role": rendered["role"]})[:-1].encode()  # '{"role":"user"'
+    return b"".join((head, b',"content":[', b",".join(_text_part(c["text"]) for c in content), b"]}"))
+
+
+def _text_part(text: str) -> bytes:
+    hit = _TEXT_PARTS.get(text)
+    if hit is None:
+        hit = _dumps({"type": "text", "text": text}).encode()
+        if _TEXT_PARTS_CHARS[0] + len(text) > TEXT_PARTS_MAX_CHARS:
+            _TEXT_PARTS.clear()
+            _TEXT_PARTS_CHARS[0] = 0
+        _TEXT_PARTS[text] = hit
+        _TEXT_PARTS_CHARS[0] += len(text)
+    return hit
 
 
 _OVERFLOW_WORDS = (
@@ -160,24 +191,33 @@ class OpenAICompatProvider(Provider):
         head = self.render(request.model_copy(update={"messages": ()}))  # the system prompt, tools and options
         if list(head)[:2] != ["model", "messages"]:
             return None
-        parts = [_dumps(m) for m in head["messages"]]
+        # UTF-8 pieces joined as bytes: one encoding of a whole ~120 KB body cost more than the join.
+        parts = [_dumps(m).encode() for m in head["messages"]]
         known = _ENCODED.get
         for message in request.messages:  # _encoded's own lookup, inline: a call per message cost more than it
             hit = known(id(message))
             parts.extend(hit[2] if hit is not None and hit[0] is message and hit[1] is cls else self._encoded(message))
         rest = {k: v for k, v in head.items() if k != "model" and k != "messages"}
-        tail = "," + _dumps(rest)[1:] if rest else "}"
-        return f'{{"model":{_dumps(head["model"])},"messages":[{",".join(parts)}]{tail}'.encode()
+        tail = ("," + _dumps(rest)[1:] if rest else "}").encode()
+        return b"".join((b'{"model":', _dumps(head["model"]).encode(), b',"messages":[', b",".join(parts), b"]",
+                         tail))
 
-    def _encoded(self, message: Message) -> list[str]:
+    def _encoded(self, message: Message) -> list[bytes]:
         hit = _ENCODED.get(id(message))
         if hit is not None and hit[0] is message and hit[1] is type(self):
             return hit[2]
-        encoded = [_dumps(d) for d in self.render_message(message)]
-        if not any(isinstance(p, ImageBlock) for p in message.content):  # an image is loaded (or refused) per request
-            if len(_ENCODED) >= 16_384:  # the messages of a few sessions' windows
-                _ENCODED.clear()
-            _ENCODED[id(message)] = (message, type(self), encoded)
+        if any(isinstance(p, ImageBlock) for p in message.content):  # an image is loaded (or refused) per request
+            return [_encode_rendered(d) for d in self.render_message(message)]
+        # A new message of parts already encoded (a turn shown whole again: its blocks are kept, the message
+        # around them is new each plan) reads them by the parts' identities, held so no id is reused.
+        key = (type(self), message.role, *map(id, message.content))
+        kept = _BY_PARTS.get(key)
+        encoded = kept[1] if kept is not None else [_encode_rendered(d) for d in self.render_message(message)]
+        if len(_ENCODED) >= 16_384:  # the messages of a few sessions' windows
+            _ENCODED.clear()
+            _BY_PARTS.clear()
+        _ENCODED[id(message)] = (message, type(self), encoded)
+        _BY_PARTS[key] = (message.content, encoded)
         return encoded
 
     def render_cache(self, request: ChatRequest) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any
 from vak_context.errors import ChainMoved, InvalidInput, LedgerClosed, LedgerError, UnknownParent
 from vak_context.events.envelope import CURRENT_VERSION, At, Mapper, blob_meta, chain_ids
 from vak_context.storage.contract import Payload
+from vak_context.storage.index_files import IndexFiles
 from vak_context.storage.ipc_message import encode_message
 from vak_context.storage.ledger_index import PROFILE_KIND, REWRITE_BYTES, write_index
 from vak_context.storage.manifest import manifest_of, write_manifest
@@ -101,6 +102,8 @@ class GroupCommit(WriteBehind):
     max_segment_bytes: int
     _closed: bool
     _where: dict[str, str]
+    _sessions: dict[str, SessionState]
+    index_files: IndexFiles
 
     def _session(self, name: str, *, create: bool = False) -> SessionState:
         raise NotImplementedError  # LedgerStore opens sessions
@@ -138,14 +141,18 @@ class GroupCommit(WriteBehind):
         s = self._session(session, create=True)
         return self._append_locked_session(s, payloads, parent, blobs, at)
 
-    async def append_async(
-        self,
-        session: str,
-        payloads: Sequence[Payload],
-        *,
-        parent: str | None = None,
-        blobs: Sequence[bytes | None] | None = None,
-    ) -> list[str]:
+    def append_held(self, session: str, payloads: Sequence[Payload]) -> list[str] | None:
+        """``append`` at the head where it waits for nothing: the session open and held (no sync), no commit
+        written or queued; else None (append in a thread). For an event loop's writer of a held session
+        (actors/local_services.py): a thread hand-off cost about as much as such an append."""
+        s = self._sessions.get(session)
+        if (s is None or not s.hold or s.flushing or s.open_group is not None or self.readonly or self._closed
+                or s.peak_inflight >= 2 or not (s.committer is None or s.committer_idle)):
+            return None  # else ``_hand_off`` has the caller write its own group: no wait for another thread
+        return self._append_locked_session(s, payloads, None, None)
+
+    async def append_async(self, session: str, payloads: Sequence[Payload], *, parent: str | None = None,
+                           blobs: Sequence[bytes | None] | None = None) -> list[str]:
         """``append`` for asyncio callers: many coroutines share commits without a thread each."""
         self._check_writable()
         _check_blobs(payloads, blobs)
@@ -452,7 +459,10 @@ class GroupCommit(WriteBehind):
         # so a reader after a crash reads at most that much of the tail (storage/ledger_index.py). Not synced:
         # the entries are durable, and an index a power cut tears is rebuilt from them.
         if PROFILE_KIND in group.kinds or writer.size - s.index_bytes >= REWRITE_BYTES:
-            write_index(s.dir, index, durable=False)
+            if s.hold:  # written behind: the file follows in the background (storage/index_files.py)
+                self.index_files.mark(s)
+            else:
+                write_index(s.dir, index, durable=False)
             s.index_bytes = writer.size
 
     def _seal_writer(self, s: SessionState) -> None:

@@ -32,6 +32,7 @@ from vak_context.events.payloads import Activity
 from vak_context.storage.catchup import Foreground
 from vak_context.storage.contract import LedgerStats, Payload
 from vak_context.storage.group_commit import GroupCommit
+from vak_context.storage.index_files import IndexFiles
 from vak_context.storage.ledger_index import (
     SessionIndex,
     index_stamp,
@@ -107,6 +108,7 @@ class LedgerStore(GroupCommit):
 
             self.search_index = SearchIndexer(self)
         self._catch_up: CatchUp | None = None  # background catch-ups at turn close (storage/catchup.py)
+        self.index_files = IndexFiles()  # held sessions' index files, rewritten off the append (index_files.py)
         self.foreground = Foreground()  # the requests being worked on, which those catch-ups give way to
         # The index of each session this store does not hold, as last read (storage/ledger_index.py), with the
         # index file's stat when it was read: the next read starts where it stopped, and decodes the file
@@ -281,15 +283,12 @@ class LedgerStore(GroupCommit):
             raise UnknownEntry(f"seq range {start}..{stop} of session {session!r} (it has {n} entries)")
         # Newest first: the batches the cache holds (the newest, kept when the session opened) are taken before
         # the older ones, read from their files, evict them (a session of more batches than the cache holds).
-        read = [self._read(s, q) for q in range(stop - 1, start - 1, -1)]
-        read.reverse()
-        return read
+        return [self._read(s, q) for q in range(stop - 1, start - 1, -1)][::-1]
 
     def entries_of(self, session: str, kinds: Collection[str], start: int = 0) -> list[StoredEntry]:
         """The entries of ``kinds`` with ``seq >= start``, in seq order. Kinds are in the session's rows (in
         memory since it was loaded): only the batches that hold such an entry are read and decoded."""
-        s = self._session(session)
-        wanted = set(kinds)
+        s, wanted = self._session(session), set(kinds)
         return [self._read(s, q) for q in range(max(start, 0), len(s.rows))
                 if (r := s.rows[q]) is None or r.kind in wanted]  # a damaged row: _read says so
 
@@ -461,6 +460,7 @@ class LedgerStore(GroupCommit):
         if self.search_index is not None:
             self.search_index.close()  # commits what it buffered while the entries can still be read
         if not self.readonly:
+            self.index_files.stop()  # before the seal writes every index, durably
             self.checkpoint()
             for s in list(self._sessions.values()):
                 with s.cond:

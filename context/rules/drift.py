@@ -31,6 +31,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, Literal
 
 from vak_context.context.history.turncard import narration_of
@@ -41,6 +42,7 @@ from vak_context.context.rules.freshness import (
     last_figure,
     seeks_live_value,
 )
+from vak_context.context.rules.prior import PriorTurn, PriorTurns
 
 REPEAT_BATCHES = 3  # consecutive all-repeat card batches that close the turn on that card
 DRIFT_EVENTS = 3  # consecutive model-drift events that end the turn degraded
@@ -55,15 +57,6 @@ READ_ONLY_TOOLS = frozenset({"read_file", "list_dir", "grep", "recall", "find_to
 EVIDENCE_QUOTE_CHARS = 2_000  # the raw evidence a topic fail-close quotes: a bound on a message, not a cut of data
 
 Action = Literal["continue", "answer", "redo", "close"]
-
-
-@dataclass(frozen=True)
-class PriorTurn:
-    """What the rules need of an earlier turn: its directive, its TurnCard narration, its figure."""
-
-    directive: str
-    narration: str = ""
-    figure: RecordedFigure | None = None
 
 
 @dataclass(frozen=True)
@@ -346,8 +339,9 @@ def after_reply(state: RuleState, text: str, prior: Sequence[PriorTurn]) -> tupl
     # A re-asked question may rightly get the same words back: only a repeat of a turn on another subject
     # (no content word shared with its directive) is drift. A short reply ("OK.", "Done.": SHORT_REPLY_WORDS
     # words or fewer) is never drift: it is how a model acknowledges unrelated requests alike.
-    if len(_WORD.findall(repeated)) > SHORT_REPLY_WORDS and any(
-            p.narration and p.narration == repeated and not asked & words(p.directive) for p in prior):
+    same = prior.narrated(repeated) if isinstance(prior, PriorTurns) else [p for p in prior if p.narration == repeated]
+    if repeated and len(_WORD.findall(repeated)) > SHORT_REPLY_WORDS and any(
+            not asked & words(p.directive) for p in same):
         events = state.drift_events + 1
         state = replace(state, drift_events=events)
         if events >= DRIFT_EVENTS:
@@ -472,9 +466,23 @@ _STOP = frozenset(
 )
 
 
-def words(text: str) -> set[str]:
-    """Content words of ``text``, lowercased; numbers and one-letter tokens left out."""
-    return {w for w in (m.lower() for m in _WORD.findall(text)) if len(w) > 1 and not w.isdigit() and w not in _STOP}
+def words(text: str) -> frozenset[str]:
+    """Content words of ``text``, lowercased; numbers and one-letter tokens left out. A short text's are
+    kept: every step compares the turn against each earlier turn's directive, the same texts each step."""
+    return _short_words(text) if len(text) <= _KEPT_CHARS else _words(text)
+
+
+_KEPT_CHARS = 2_000  # a directive's length, not a tool result's (kept texts are the cache's keys)
+
+
+@lru_cache(maxsize=8192)
+def _short_words(text: str) -> frozenset[str]:
+    return _words(text)
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w for w in (m.lower() for m in _WORD.findall(text))
+                     if len(w) > 1 and not w.isdigit() and w not in _STOP)
 
 
 def _serialize(args: Mapping[str, Any]) -> str:

@@ -195,3 +195,52 @@ def test_a_tail_sealed_between_listing_and_reading_is_read_from_its_sealed_copy(
             assert found is not None and found.id == entry and sealed == ["a"]
         monkeypatch.undo()
         assert not list(folder.glob("_seg-*.arrow"))
+
+
+def test_a_held_session_has_its_index_file_rewritten_in_the_background(tmp_path: Path) -> None:
+    """Under a hold (the engine's turn) a commit holding a profile marks the index file behind and the store's
+    background thread rewrites it, so the append does not wait for the file; a reader meanwhile reads the
+    file and the batches after it (the same answer), and the store's close leaves it current."""
+    root = tmp_path / "ledger"
+    folder = root / "sessions" / "a"
+    with LedgerStore(root) as writer:
+        writer.append("a", [profile_record("m", 1000)])  # not held: the file is written in the append
+        first = read_index(folder, "a")
+        assert first is not None and first.seq == 1 and writer.index_files.written == 0
+        writer.hold("a")
+        ids = [writer.append("a", [Directive(text=str(i)), profile_record("m", 2000 + i)])[1] for i in range(20)]
+        with LedgerStore(root, readonly=True) as reader:  # whatever the file says, the rest is read after it
+            assert reader.profile_entry("openai", "m") == writer.get(ids[-1])
+            assert reader.session_index("a").seq == 41
+        writer.index_files.flush()
+        on_disk = read_index(folder, "a")
+        assert on_disk is not None and on_disk.seq == 41 and on_disk.head == ids[-1]
+        assert on_disk.profiles[("openai", "m", "")] == writer.get(ids[-1])
+        assert 1 <= writer.index_files.written <= 20  # marks that came while one was written coalesce
+        writer.release("a")
+        writer.append("a", [Nudge(tag="t", text="after")])
+        writer.hold("a")
+        (late,) = writer.append("a", [profile_record("m", 9000)])
+    closed = read_index(folder, "a")  # the close flushed, then sealed: current
+    assert closed is not None and closed.seq == 43 and closed.head == late
+    with LedgerStore(root, readonly=True) as reader:
+        assert reader.profile_entry("openai", "m") == reader.get(late)
+
+
+def test_marks_after_the_writer_stopped_are_ignored_and_a_vanished_folder_is_not_an_error(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    with LedgerStore(root) as writer:
+        writer.hold("a")
+        writer.append("a", [profile_record("m", 1000)])
+        writer.index_files.flush()
+        s = writer._sessions["a"]
+        shutil.rmtree(tmp_path / "elsewhere", ignore_errors=True)
+        moved = s.dir
+        s.dir = tmp_path / "elsewhere"  # a folder that is not there: the rewrite fails quietly (a cache)
+        writer.index_files.mark(s)
+        writer.index_files.flush()
+        s.dir = moved
+        writer.index_files.stop()
+        writer.index_files.mark(s)  # after stop: ignored, nothing waits
+        writer.index_files.flush()
+        writer.release("a", sync=True)

@@ -57,3 +57,33 @@ def test_entries_written_behind_are_read_back_after_a_reopen(tmp_path: Path) -> 
     with LedgerStore(tmp_path, readonly=True) as store:
         assert [e.id for e in store.entries("s")] == ids
         assert store.verify().ok
+
+
+def test_append_held_writes_only_where_it_would_wait_for_nothing(tmp_path: Path) -> None:
+    """``append_held`` (an event loop's append, no thread hand-off): None for a session not open, not held, or
+    with a commit being written or queued, or after concurrent writers; else the same entries ``append``
+    writes, behind the hold, made durable by the next sync."""
+    with LedgerStore(tmp_path) as store:
+        assert store.append_held("s", [_note(0)]) is None  # not open in this store
+        store.append("s", [_note(0)])
+        assert store.append_held("s", [_note(1)]) is None  # open, not held: an append syncs
+        store.hold("s")
+        before = _commits()
+        ids = [store.append_held("s", [_note(i)]) for i in range(1, 4)]
+        assert all(i is not None and len(i) == 1 for i in ids) and _commits() == before
+        assert [store.payload(i[0]).detail["i"] for i in ids if i] == [1, 2, 3]
+        s = store._sessions["s"]
+        with s.cond:
+            s.flushing = True  # a commit being written: it would wait for it
+        assert store.append_held("s", [_note(9)]) is None
+        with s.cond:
+            s.flushing = False
+            peak, s.peak_inflight = s.peak_inflight, 2.0  # writers were concurrent: the committer leads
+        assert store.append_held("s", [_note(9)]) is None
+        s.peak_inflight = peak
+        assert store.written_behind("s") and store.sync("s") and _commits() == before + 1
+        store.release("s")
+        assert [e.id for e in store.entries("s")][1:] == [i[0] for i in ids if i]
+    with LedgerStore(tmp_path, readonly=True) as reader:
+        assert reader.verify().ok and [reader.payload(e.id).detail["i"] for e in reader.entries("s")] == [0, 1, 2, 3]
+        assert reader.append_held("s", [_note(4)]) is None  # a reader writes nothing

@@ -99,3 +99,25 @@ def test_complete_sends_the_encoded_bytes() -> None:
                 assert sent[-1].headers["authorization"] == "Bearer k"
 
     asyncio.run(go())
+
+
+def test_a_run_of_text_parts_regrouped_reads_the_same_as_httpx_sends_it() -> None:
+    """A run of cards is a new message whenever the plan regroups the runs; its parts are kept by their text
+    (non-ASCII, escapes, a lone text and a run that shares texts with another), and the bound clears them."""
+    p = provider()
+    texts = ["card 1: Köln «12°C»", 'card 2: "quoted" \u2028 \\ back', "card 3: plain", "card 4: \t\n tabs"]
+    runs = [texts, texts[1:3], texts[::-1], [texts[0], texts[0]], texts[:1]]
+    for run in runs:
+        message = Message(role="user", content=tuple(TextBlock(text=t) for t in run))
+        request = ChatRequest(model="m", system="s", messages=(message, Message.assistant("ok")))
+        assert p.encoded_body(request) == wire(p.render(request)), run
+    assert set(openai_compat._TEXT_PARTS) >= set(texts[1:])
+    before = openai_compat.TEXT_PARTS_MAX_CHARS
+    try:
+        openai_compat.TEXT_PARTS_MAX_CHARS = 40  # every new text clears what is kept
+        message = Message(role="user", content=tuple(TextBlock(text=t * 3) for t in texts))
+        request = ChatRequest(model="m", messages=(message,))
+        assert p.encoded_body(request) == wire(p.render(request))
+        assert openai_compat._TEXT_PARTS_CHARS[0] <= 3 * max(map(len, texts))
+    finally:
+        openai_compat.TEXT_PARTS_MAX_CHARS = before
