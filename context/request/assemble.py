@@ -413,7 +413,9 @@ class _Merged:
             parts.extend(content)
 
     def build(self) -> tuple[Message, ...]:
-        return self._done + tuple(whole if whole is not None else Message(role=role, content=tuple(parts))
+        # Every part is a block of a message or a block made here (validated once): a merged message of
+        # hundreds of cards is not validated part by part again.
+        return self._done + tuple(whole if whole is not None else Message.model_construct(role=role, content=tuple(parts))
                                   for role, parts, whole in zip(self._roles, self._parts, self._whole, strict=True))
 
 
