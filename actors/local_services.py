@@ -10,7 +10,7 @@ results and closes turns, and the ProbeActor, when given, probes the bound model
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from vak_context.actors.assembler import AssemblerActor
@@ -51,6 +51,12 @@ class InProcessServices:
         # Held (a turn: written behind, no sync), with no commit in flight: on the loop, no thread hand-off.
         held = self.store.append_held(self.session, list(payloads))
         return held if held is not None else await asyncio.to_thread(self.store.append, self.session, list(payloads))
+
+    async def append_linked(self, payloads: Sequence[Any], then: Callable[[list[str]], Sequence[Any]]) -> list[str]:
+        """``payloads`` and then ``then(their ids)`` as one chain, one append (a step and its receipt)."""
+        held = self.store.append_held(self.session, list(payloads), then)
+        return held if held is not None else await asyncio.to_thread(
+            lambda: self.store.append(self.session, list(payloads), then=then))
 
     # One durable commit per model call (the engine's loop, ``TurnLoop.run``): while a turn runs, the
     # session's appends, this object's and the actors', are written behind (``LedgerStore.hold``: on disk

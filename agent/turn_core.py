@@ -228,19 +228,28 @@ class TurnCore:
             blocks.append(TextBlock(text=result.text))
         step = AssistantStep(blocks=tuple(blocks), model=self.config.model, provider=self.config.provider,
                              stop_reason=result.stop_reason)
-        step_id = (await self.services.append([step]))[0]
-        receipt = Receipt(provider=self.config.provider, model=self.config.model, usage=result.usage,
-                          latency_ms=max(0.0, result.latency_ms), first_token_ms=result.first_token_ms,
-                          prefix_digest=assembled.prefix_digest, request_chars=request_chars(assembled.request),
-                          step_id=step_id)
-        self.profile = apply_feedback(self.profile, TurnFeedback(
-            usage=result.usage, chars_sent=request_chars(assembled.request), prefill_ms=_prefill_ms(result),
-        ), now=self.clock())
-        extra: list[Any] = []
-        if inline:  # the ledger keeps the completion as the model wrote it
-            extra.append(Activity(activity="step.inline_calls", detail={
-                "step_id": step_id, "text": result.text, "wrappings": [c.wrapping for c in calls]}))
-        await self.services.append([receipt, to_record(self.profile), *extra])
+        chars = request_chars(assembled.request)
+        profile = apply_feedback(self.profile, TurnFeedback(
+            usage=result.usage, chars_sent=chars, prefill_ms=_prefill_ms(result)), now=self.clock())
+
+        def after(ids: list[str]) -> list[Any]:
+            """The step's receipt, the profile it measured and the inline calls' record, naming the step."""
+            receipt = Receipt(provider=self.config.provider, model=self.config.model, usage=result.usage,
+                              latency_ms=max(0.0, result.latency_ms), first_token_ms=result.first_token_ms,
+                              prefix_digest=assembled.prefix_digest, request_chars=chars, step_id=ids[0])
+            extra: list[Any] = []
+            if inline:  # the ledger keeps the completion as the model wrote it
+                extra.append(Activity(activity="step.inline_calls", detail={
+                    "step_id": ids[0], "text": result.text, "wrappings": [c.wrapping for c in calls]}))
+            return [receipt, to_record(profile), *extra]
+
+        linked = getattr(self.services, "append_linked", None)  # one append where the services chain it
+        if linked is not None:
+            step_id = (await linked([step], after))[0]
+        else:
+            step_id = (await self.services.append([step]))[0]
+            await self.services.append(after([step_id]))
+        self.profile = profile  # recorded: the turn's later steps plan with it
         return step_id
 
     async def lower_horizon(self, result: ChatResult, assembled: Assembled) -> None:

@@ -13,11 +13,12 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from vak_context.errors import ChainMoved, InvalidInput, LedgerClosed, LedgerError, UnknownParent
 from vak_context.events.envelope import CURRENT_VERSION, At, Mapper, blob_meta, chain_ids
+from vak_context.storage.commit_tally import COMMITS
 from vak_context.storage.contract import Payload
 from vak_context.storage.index_files import IndexFiles
 from vak_context.storage.ipc_message import encode_message
@@ -27,6 +28,8 @@ from vak_context.storage.segment.writer import SegmentWriter
 from vak_context.storage.session_state import Group, SessionState, index_group, relocate
 from vak_context.storage.write_behind import WriteBehind
 
+# What an append's later entries are, given the ids of its first ones (``append(then=)``): a receipt names its step.
+Then = Callable[[list[str]], Sequence[Payload]]
 _INLINE = object()  # _enqueue's answer to a writer that commits its own group
 INLINE_MAX_WRITE_S = 0.0002  # a sync this fast does not block long enough to cost the writer its CPU
 COMMIT_GATHER_S = 0.002  # the longest a commit waits for writers that were recently active
@@ -43,34 +46,11 @@ class _Encoded:
     blobs: list[bytes | None]
     metas: list[dict[str, Any] | None]
 
-
-@dataclass(slots=True)
-class CommitTally:
-    """The durable commits this process made (every store, every session): how many, their entries, and
-    the seconds spent writing and syncing them. What a step's time split reports as its durable appends
-    (bench/embed.py); read it with ``snapshot`` (on Ray, ``LedgerActor.commit_tally`` reads the actor's)."""
-
-    commits: int = 0  # fsyncs: a durable commit, or a sync of what was written behind (GroupCommit.hold)
-    entries: int = 0
-    seconds: float = 0.0
-    behind: int = 0  # batches written behind a hold, made durable by a later commit
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def add(self, entries: int, seconds: float, *, synced: bool = True) -> None:
-        with self._lock:
-            if synced:
-                self.commits += 1
-            else:
-                self.behind += 1
-            self.entries += entries
-            self.seconds += seconds
-
-    def snapshot(self) -> dict[str, float]:
-        with self._lock:
-            return {"commits": self.commits, "entries": self.entries, "seconds": self.seconds, "behind": self.behind}
+    def joined(self, more: _Encoded) -> _Encoded:
+        return _Encoded(self.kinds + more.kinds, self.payloads + more.payloads, self.vs + more.vs,
+                        self.blobs + more.blobs, self.metas + more.metas)
 
 
-COMMITS = CommitTally()
 
 
 def _check_blobs(payloads: Sequence[Payload], blobs: Sequence[bytes | None] | None) -> None:
@@ -129,6 +109,7 @@ class GroupCommit(WriteBehind):
         parent: str | None = None,
         blobs: Sequence[bytes | None] | None = None,
         at: At | None = None,
+        then: Then | None = None,
     ) -> list[str]:
         """Append entries as one chain (each the parent of the next); return their ids once durable.
 
@@ -139,9 +120,9 @@ class GroupCommit(WriteBehind):
         self._check_writable()
         _check_blobs(payloads, blobs)
         s = self._session(session, create=True)
-        return self._append_locked_session(s, payloads, parent, blobs, at)
+        return self._append_locked_session(s, payloads, parent, blobs, at, then)
 
-    def append_held(self, session: str, payloads: Sequence[Payload]) -> list[str] | None:
+    def append_held(self, session: str, payloads: Sequence[Payload], then: Then | None = None) -> list[str] | None:
         """``append`` at the head where it waits for nothing: the session open and held (no sync), no commit
         written or queued; else None (append in a thread). For an event loop's writer of a held session
         (actors/local_services.py): a thread hand-off cost about as much as such an append."""
@@ -149,7 +130,7 @@ class GroupCommit(WriteBehind):
         if (s is None or not s.hold or s.flushing or s.open_group is not None or self.readonly or self._closed
                 or s.peak_inflight >= 2 or not (s.committer is None or s.committer_idle)):
             return None  # else ``_hand_off`` has the caller write its own group: no wait for another thread
-        return self._append_locked_session(s, payloads, None, None)
+        return self._append_locked_session(s, payloads, None, None, None, then)
 
     async def append_async(self, session: str, payloads: Sequence[Payload], *, parent: str | None = None,
                            blobs: Sequence[bytes | None] | None = None) -> list[str]:
@@ -255,9 +236,9 @@ class GroupCommit(WriteBehind):
 
     def _append_locked_session(
         self, s: SessionState, payloads: Sequence[Payload], parent: str | None, blobs: Sequence[bytes | None] | None,
-        at: At | None = None,
+        at: At | None = None, then: Then | None = None,
     ) -> list[str]:
-        group, new, lock = self._enqueue(s, payloads, parent, blobs, None, at)
+        group, new, lock = self._enqueue(s, payloads, parent, blobs, None, at, then)
         if not new:
             return []
         if lock is _INLINE:
@@ -293,6 +274,7 @@ class GroupCommit(WriteBehind):
     def _enqueue(
         self, s: SessionState, payloads: Sequence[Payload], parent: str | None,
         blobs: Sequence[bytes | None] | None, fut: asyncio.Future[None] | None, at: At | None = None,
+        then: Then | None = None,
     ) -> tuple[Group, list[str], Any]:
         """Give the entries their seq, parent and id, and queue them for the next commit.
 
@@ -303,6 +285,10 @@ class GroupCommit(WriteBehind):
         # id are serial.
         enc = self._encode(payloads, blobs)
         with s.cond:
+            if then is not None:  # the rest names these entries' ids: chained at the head, one group with them
+                at = At(s.head, s.next_seq, self.clock()) if at is None else at
+                ids = chain_ids(at.parent, s.name, at.seq, at.time_us, enc.kinds, enc.vs, enc.payloads, enc.metas)
+                enc = enc.joined(self._encode(then(ids), None))
             group, new = self._queue_locked(s, enc, parent, at)
             if not new:
                 return group, [], None

@@ -87,3 +87,29 @@ def test_append_held_writes_only_where_it_would_wait_for_nothing(tmp_path: Path)
     with LedgerStore(tmp_path, readonly=True) as reader:
         assert reader.verify().ok and [reader.payload(e.id).detail["i"] for e in reader.entries("s")] == [0, 1, 2, 3]
         assert reader.append_held("s", [_note(4)]) is None  # a reader writes nothing
+
+
+def test_then_chains_entries_that_name_the_first_ones_in_one_append(tmp_path: Path) -> None:
+    """``append(..., then=)`` and ``append_held(..., then=)``: ``then`` gets the first entries' ids and its entries
+    follow them in the same chain and the same record batch (a step and the receipt naming it), durable as one."""
+    with LedgerStore(tmp_path) as store:
+        seen: list[list[str]] = []
+
+        def then(ids: list[str]) -> list[Activity]:
+            seen.append(ids)
+            return [Activity(activity="test.after", detail={"of": ids[0]}), _note(99)]
+
+        before = _commits()
+        ids = store.append("s", [_note(0), _note(1)], then=then)
+        assert _commits() == before + 1 and len(ids) == 4 and seen == [ids[:2]]
+        assert store.payload(ids[2]).detail == {"of": ids[0]} and store.get(ids[2]).parent == ids[1]
+        store.hold("s")
+        held = store.append_held("s", [_note(2)], then)
+        assert held is not None and seen[-1] == held[:1] and store.payload(held[1]).detail == {"of": held[0]}
+        assert _commits() == before + 1 and store.sync("s")
+        store.release("s")
+        entries = store.entries("s")
+        assert [e.id for e in entries] == ids + held
+        assert len({e.time_us for e in entries[:4]}) == 1  # one append, one time
+    with LedgerStore(tmp_path, readonly=True) as reader:
+        assert reader.verify().ok and len(reader.entries("s")) == 7
