@@ -188,6 +188,18 @@ def _has_image(messages: tuple[Message, ...]) -> bool:
     return False
 
 
+_URLS: dict[str, httpx.URL] = {}  # an endpoint's URL parsed once (httpx parses a str each request)
+
+
+def _parsed_url(url: str) -> httpx.URL:
+    hit = _URLS.get(url)
+    if hit is None:
+        if len(_URLS) >= 256:
+            _URLS.clear()
+        hit = _URLS[url] = httpx.URL(url)
+    return hit
+
+
 def load_images(request: ChatRequest) -> ChatRequest:
     """Replace image file paths with ``data:`` URLs so render() stays pure. URLs are left as they are."""
     if not _has_image(request.messages):
@@ -408,8 +420,8 @@ class Provider(ABC):
                             headers: Mapping[str, str] | None = None, content: bytes | None = None) -> Any:
         with self.transport_errors(method, url):
             response = await self.client.request(
-                method, url, json=json_body, content=content, headers={**self.headers(), **(headers or {})},
-                timeout=self.timeout_s
+                method, _parsed_url(url), json=json_body, content=content,
+                headers={**self.headers(), **(headers or {})}, timeout=self.timeout_s
             )
         if not response.is_success:
             raise self.response_error(response)

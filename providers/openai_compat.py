@@ -50,6 +50,10 @@ OPENAI_PUBLISHES_NO_WINDOW = (
 _ENCODED: dict[int, tuple[Message, type, list[bytes]]] = {}
 # The same, by the message's role and its parts' identities (holding the parts).
 _BY_PARTS: dict[tuple[Any, ...], tuple[tuple[Any, ...], list[bytes]]] = {}
+# A tools tuple's JSON, by its identity (holding it and the adapter that rendered it).
+_TOOLS: dict[int, tuple[Any, Any, str]] = {}
+# A system message's JSON by its text.
+_SYSTEM: dict[str, bytes] = {}
 # A text part's JSON by its text: a run of cards is a new message whenever the plan regroups the runs (each
 # turn's first step), but its cards are the same texts. Bounded by the texts' characters.
 _TEXT_PARTS: dict[str, bytes] = {}
@@ -74,6 +78,19 @@ def _encode_rendered(rendered: dict[str, Any]) -> bytes:
         return _dumps(rendered).encode()
     head = _dumps({"role": rendered["role"]})[:-1].encode()  # '{"role":"user"'
     return b"".join((head, b',"content":[', b",".join(_text_part(c["text"]) for c in content), b"]}"))
+
+
+def _system_part(rendered: dict[str, Any]) -> bytes:
+    """A rendered system message as ``_dumps`` encodes it, kept by its text (the same prompt every step)."""
+    text = rendered.get("content")
+    if list(rendered) != ["role", "content"] or rendered["role"] != "system" or type(text) is not str:
+        return _dumps(rendered).encode()
+    hit = _SYSTEM.get(text)
+    if hit is None:
+        if len(_SYSTEM) >= 64:
+            _SYSTEM.clear()
+        hit = _SYSTEM[text] = _dumps(rendered).encode()
+    return hit
 
 
 def _text_part(text: str) -> bytes:
@@ -192,15 +209,30 @@ class OpenAICompatProvider(Provider):
         if list(head)[:2] != ["model", "messages"]:
             return None
         # UTF-8 pieces joined as bytes: one encoding of a whole ~120 KB body cost more than the join.
-        parts = [_dumps(m).encode() for m in head["messages"]]
+        parts = [_system_part(m) for m in head["messages"]]
         known = _ENCODED.get
         for message in request.messages:  # _encoded's own lookup, inline: a call per message cost more than it
             hit = known(id(message))
             parts.extend(hit[2] if hit is not None and hit[0] is message and hit[1] is cls else self._encoded(message))
         rest = {k: v for k, v in head.items() if k != "model" and k != "messages"}
-        tail = ("," + _dumps(rest)[1:] if rest else "}").encode()
+        tools = self._tools_json(request, rest) if "tools" in rest and "tools" not in request.extra else None
+        if tools is None:
+            tail = ("," + _dumps(rest)[1:] if rest else "}").encode()
+        else:  # the tools' JSON kept from the last step (the same frozen specs), the options encoded around it
+            tail = ("," + ",".join(f"{_dumps(k)}:{tools if k == 'tools' else _dumps(v)}"
+                                   for k, v in rest.items()) + "}").encode()
         return b"".join((b'{"model":', _dumps(head["model"]).encode(), b',"messages":[', b",".join(parts), b"]",
                          tail))
+
+    def _tools_json(self, request: ChatRequest, rest: dict[str, Any]) -> str:
+        """``_dumps(rest["tools"])``, kept per (adapter, tools tuple): a session sends the same specs each step."""
+        hit = _TOOLS.get(id(request.tools))
+        if hit is not None and hit[0] is request.tools and hit[1] is self:
+            return hit[2]
+        if len(_TOOLS) >= 64:
+            _TOOLS.clear()
+        _TOOLS[id(request.tools)] = (request.tools, self, text := _dumps(rest["tools"]))
+        return text
 
     def _encoded(self, message: Message) -> list[bytes]:
         hit = _ENCODED.get(id(message))

@@ -121,3 +121,20 @@ def test_a_run_of_text_parts_regrouped_reads_the_same_as_httpx_sends_it() -> Non
         assert openai_compat._TEXT_PARTS_CHARS[0] <= 3 * max(map(len, texts))
     finally:
         openai_compat.TEXT_PARTS_MAX_CHARS = before
+
+
+def test_the_kept_tools_and_system_prompt_read_as_httpx_sends_them() -> None:
+    """The tools' JSON is kept per (adapter, tools tuple) and the system message's by its text: each step of a
+    session reads the same bytes as ``json=render(request)``, whatever options come around them, another
+    adapter's rendering of the same tuple, or an ``extra`` that replaces the tools."""
+    tools = (WEATHER,)
+    first, second = provider(), provider(OpenAIChatProvider)
+    for p in (first, second, first):
+        for request in (
+            ChatRequest(model="m", system="Be terse. «ü»", tools=tools, messages=CLOSED[:1]),
+            ChatRequest(model="m", system="Be terse. «ü»", tools=tools, tool_choice="auto", max_tokens=3,
+                        temperature=0.5, messages=CLOSED[:2], extra={"seed": 1}),
+            ChatRequest(model="m", system="Other.", tools=tools, messages=CLOSED[:1], extra={"tools": []}),
+            ChatRequest(model="m", tools=tools[:0], messages=CLOSED[:1]),
+        ):
+            assert p.encoded_body(request) == wire(p.render(request)), (type(p).__name__, request.extra)
