@@ -50,8 +50,8 @@ OPENAI_PUBLISHES_NO_WINDOW = (
 _ENCODED: dict[int, tuple[Message, type, list[bytes]]] = {}
 # The same, by the message's role and its parts' identities (holding the parts).
 _BY_PARTS: dict[tuple[Any, ...], tuple[tuple[Any, ...], list[bytes]]] = {}
-# A tools tuple's JSON, by its identity (holding it and the adapter that rendered it).
-_TOOLS: dict[int, tuple[Any, Any, str]] = {}
+# The tools' JSON, by the adapter's and the specs' identities (holding them).
+_TOOLS: dict[tuple[int, ...], tuple[Any, Any, str]] = {}
 # A system message's JSON by its text.
 _SYSTEM: dict[str, bytes] = {}
 # A text part's JSON by its text: a run of cards is a new message whenever the plan regroups the runs (each
@@ -225,13 +225,15 @@ class OpenAICompatProvider(Provider):
                          tail))
 
     def _tools_json(self, request: ChatRequest, rest: dict[str, Any]) -> str:
-        """``_dumps(rest["tools"])``, kept per (adapter, tools tuple): a session sends the same specs each step."""
-        hit = _TOOLS.get(id(request.tools))
-        if hit is not None and hit[0] is request.tools and hit[1] is self:
+        """``_dumps(rest["tools"])``, kept per adapter and tool specs (by identity: frozen, the same objects each
+        step of a session, in a new tuple each request), holding them so no id is reused while kept."""
+        key = (id(self), *map(id, request.tools))
+        hit = _TOOLS.get(key)
+        if hit is not None:
             return hit[2]
         if len(_TOOLS) >= 64:
             _TOOLS.clear()
-        _TOOLS[id(request.tools)] = (request.tools, self, text := _dumps(rest["tools"]))
+        _TOOLS[key] = (request.tools, self, text := _dumps(rest["tools"]))
         return text
 
     def _encoded(self, message: Message) -> list[bytes]:

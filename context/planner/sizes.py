@@ -123,6 +123,10 @@ class TurnTable:
     # replaces the columns with copies first (copy on write), so a plan never sees a later row.
     _lent_ids: int = field(default=0, repr=False, compare=False)
     _lent_tokens: int = field(default=0, repr=False, compare=False)
+    # ``full_chars`` and ``card_chars`` as float64, with room to grow, kept in step by ``set``: a new
+    # tokens-per-char value (a receipt's) derives its columns from them without converting the lists.
+    _chars_f: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None = field(
+        default=None, repr=False, compare=False)
 
     # The token columns of this many tokens-per-char values are kept (a session plans for a few models).
     KEPT_RATIOS = 8
@@ -151,8 +155,17 @@ class TurnTable:
         if columns is None:
             if len(self._tokens) >= self.KEPT_RATIOS:
                 del self._tokens[next(iter(self._tokens))]  # the first kept goes
-            columns = self._tokens[tpc] = TokenColumns.of(tpc, self.full_chars, self.card_chars)
+            arrays = self._char_arrays() if len(self.ids) >= VECTOR_ROWS else None
+            columns = self._tokens[tpc] = TokenColumns.of(tpc, self.full_chars, self.card_chars, arrays)
         return columns
+
+    def _char_arrays(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        n = len(self.full_chars)
+        if self._chars_f is None:
+            full, card = np.zeros(max(16, 2 * n)), np.zeros(max(16, 2 * n))
+            full[:n], card[:n] = self.full_chars, self.card_chars
+            self._chars_f = (full, card)
+        return self._chars_f[0][:n], self._chars_f[1][:n]
 
     def lend(self, ids: int | None = None, tokens: int | None = None) -> None:
         """A plan keeps the first ``ids`` ids and ``tokens`` token rows as they are now (default: every
@@ -215,6 +228,12 @@ class TurnTable:
             raise InvalidInput(f"turn table has {len(self.ids)} rows; set row {len(self.ids)} before row {position}")
         self._memo.clear()
         del self._chunk_digests[position // SIZES_CHUNK :]  # the chunks from the changed row on
+        if self._chars_f is not None:
+            full_f, card_f = self._chars_f
+            if position >= len(full_f):  # doubled
+                full_f, card_f = self._chars_f = (np.concatenate([full_f, np.zeros(len(full_f))]),
+                                                  np.concatenate([card_f, np.zeros(len(card_f))]))
+            full_f[position], card_f[position] = size.full_chars, size.card_chars
         for tokens in self._tokens.values():
             tokens.set(position, size.full_chars, size.card_chars)
         if self._evidence_sums is not None:
@@ -283,7 +302,8 @@ class TokenColumns:
         return self._full_array[: len(self.full)]
 
     @classmethod
-    def of(cls, tpc: float, full_chars: list[int], card_chars: list[int]) -> TokenColumns:
+    def of(cls, tpc: float, full_chars: list[int], card_chars: list[int],
+           arrays: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None = None) -> TokenColumns:
         # ``estimate_tokens`` (math.ceil of chars x tpc) as vector operations: each reply's receipt measures a new
         # rate, which re-derives every row, so this runs once a turn over the whole session. The same ints: a
         # float64 product is the one Python's ``c * tpc`` makes (chars are exact below 2**53), and its ceiling
@@ -294,8 +314,10 @@ class TokenColumns:
             card = [ceil(c * tpc) for c in card_chars]
             cheap = list(map(min, full, card))
             return cls(tpc, full, card, cheap, running_totals(cheap), running_totals(card))
-        full_a = np.ceil(np.array(full_chars, dtype=np.float64) * tpc).astype(np.int64)
-        card_a = np.ceil(np.array(card_chars, dtype=np.float64) * tpc).astype(np.int64)
+        # ``arrays``: the same characters as float64 already (``TurnTable`` keeps them)
+        full_f, card_f = arrays or (np.array(full_chars, dtype=np.float64), np.array(card_chars, dtype=np.float64))
+        full_a = np.ceil(full_f * tpc).astype(np.int64)
+        card_a = np.ceil(card_f * tpc).astype(np.int64)
         cheap_a = np.minimum(full_a, card_a)
         columns = cls(tpc, full_a.tolist(), card_a.tolist(), cheap_a.tolist(), _totals(cheap_a), _totals(card_a))
         columns._full_array = full_a

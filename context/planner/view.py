@@ -31,6 +31,7 @@ from vak_context.errors import InvalidInput
 from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import Activity, EvidenceBody, PlanRecord, TurnCard
 
+_UNMEASURED = TurnSize(0, 0, 0, 0)  # the open turn's row while a plan has it as its current turn (``sizes``)
 RECENT_PLANS = 8  # the recorded plans whose current turns say how far the next turn's steps may grow
 
 
@@ -103,15 +104,18 @@ class SessionView:
     def turn_infos(self, turn: Turn) -> dict[str, EvidenceInfo]:
         return {eid: self.infos[eid] for eid in turn.evidence if eid in self.infos}
 
-    def sizes(self) -> TurnTable:
+    def sizes(self, current: int | None = None) -> TurnTable:
         """Exact sizes of every turn (``vak_context.context.planner.plan.measure_turn``), as columns in turn order: a
-        closed turn is measured once (again only if its card arrives later), the open one every time."""
+        closed turn is measured once (again only if its card arrives later), the open one every time, unless it
+        is the plan's ``current`` turn: a plan reads the rows before its current turn only (the history; the
+        current turn is priced from its records, ``current_costs``), so its row holds its id and no size yet."""
         for turn in self._unsized.values():
             self.table.set(turn.ordinal - 1, turn.id, measure_turn(self.index, turn, self.turn_infos(turn)))
         self._unsized.clear()
         last = self.index.current
         if last is not None and not last.closed:
-            self.table.set(last.ordinal - 1, last.id, measure_turn(self.index, last, self.turn_infos(last)))
+            size = _UNMEASURED if last.ordinal == current else measure_turn(self.index, last, self.turn_infos(last))
+            self.table.set(last.ordinal - 1, last.id, size)
         return self.table
 
     def size(self, turn: Turn) -> TurnSize:
@@ -151,7 +155,7 @@ class SessionView:
             prefix_tokens=prefix_tokens,
             tail_tokens=tail_tokens,
             state=state if state is not None else self.states.get(str(profile.key)),
-            sizes=self.sizes(),
+            sizes=self.sizes(current),
             relevance=self.scores(" ".join([text, *reading_terms])),
             reading_terms=reading_terms,
             current=current,
