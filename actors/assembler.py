@@ -40,7 +40,7 @@ from vak_context.actors.ledger.client import LedgerClient
 from vak_context.actors.planner import PRODUCER, PlannerActor, StepPlan, Summarise, plan_record
 from vak_context.actors.session_fold import FoldedSessions, fold_unseen
 from vak_context.agent.endpoint import EndpointTools, build_tools
-from vak_context.agent.steps import Assembled, StepRequest
+from vak_context.agent.steps import FRESH, Assembled, StepRequest
 from vak_context.agent.summarise import Summariser
 from vak_context.context.capacity.profile import CapacityProfile, request_chars
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
@@ -133,7 +133,8 @@ class AssemblerActor:
         # model's last plan entry in the chain is the state, this only saves decoding it at every step.
         self._states: dict[tuple[str, str], tuple[str | None, StepState]] = {}
         self._plan_rows = PlanRows()  # the rows of the plan entries it wrote or read back: the next one's base
-        self._prefix: dict[tuple[str, str], int] = {}  # (model, prefix digest) -> tokens, as its server counts them
+        # (model, prefix digest) -> tokens, as its server counts them (None: an estimate, priced at each plan's rate)
+        self._prefix: dict[tuple[str, str], int | None] = {}
         self._endpoints: dict[tuple[str, str], EndpointTools] = {}
         self._rate = tokens_per_char  # the bound profile's tokens per char: an endpoint counter's fallback
         # The messages of the request last handed back per session, under a number no other assembler hands out
@@ -229,18 +230,16 @@ class AssemblerActor:
         for ``session``, where the caller holds that one (``have``); kept here for the next step's."""
         messages = assembled.request.messages
         last = self._sent.get(session)
-        kept = 0
+        reused: tuple[int, ...] = ()
+        kept, fresh = 0, messages
         if last is not None and have == last[0]:
-            before = last[1]
-            most = min(len(before), len(messages))
-            while kept < most and (before[kept] is messages[kept] or before[kept] == messages[kept]):
-                kept += 1
+            kept, reused, fresh = _layout(last[1], messages)
         self._serial += 1
         self._sent[session] = (self._serial, messages)
-        if not kept:
+        if not kept and not reused:
             return replace(assembled, sent=self._serial)
-        request = assembled.request.model_copy(update={"messages": messages[kept:]})
-        return replace(assembled, request=request, kept=kept, sent=self._serial)
+        request = assembled.request.model_copy(update={"messages": fresh})
+        return replace(assembled, request=request, kept=kept, reused=reused, sent=self._serial)
 
     async def _take(self, session: str, view: SessionView, written: Sequence[StoredEntry]) -> list[StoredEntry]:
         """``written`` folded into ``view`` (uncommitted: returned, for the step's commit), or, where the view
@@ -414,7 +413,11 @@ class AssemblerActor:
         if key not in self._prefix:
             probe = ChatRequest(model=step.model, system=step.system, tools=step.tools,
                                 messages=(Message.user(" "),), max_tokens=1)
-            self._prefix[key] = await counter(probe)
+            tokens = await counter(probe)
+            # A counter that fell back to chars × tokens_per_char counted at today's rate, which each receipt
+            # moves: kept, the prefix went stale (a plan 200 tokens short of its request at 32k, which then
+            # outgrew its turn at every later step). None: the planner prices it at each plan's own rate.
+            self._prefix[key] = tokens if _exact(counter) else None
         return self._prefix[key]
 
     def _project(self, view: SessionView, p: Plan, step: StepRequest) -> ChatRequest:
@@ -428,6 +431,37 @@ class AssemblerActor:
         hints = cache_breakpoints(len(request.messages), directive_index, step.session_key)
         return request.model_copy(update={"cache": hints, "temperature": step.temperature,
                                           "deferred_tools": step.deferred})
+
+
+def _exact(counter: Callable[[ChatRequest], Awaitable[int]]) -> bool:
+    """Whether ``counter`` counts as the server does (``vak_context.providers.tokencount``: its ``exact``; a
+    counter of the caller's own is taken at its word)."""
+    return getattr(getattr(counter, "__self__", None), "exact", True) is not False
+
+
+def _layout(before: Sequence[Message], messages: Sequence[Message]) -> tuple[int, tuple[int, ...], tuple[Message, ...]]:
+    """How ``messages`` are made from ``before`` (the request the driver holds): the prefix the two share, then
+    per later message its index in ``before`` (the same object, or equal to the one at its own place) or
+    ``FRESH``, and the fresh messages themselves. A plan regrouped at a turn's first step moves most messages
+    without changing them: they do not cross again (``Assembled.reused``)."""
+    most = min(len(before), len(messages))
+    kept = 0
+    while kept < most and (before[kept] is messages[kept] or before[kept] == messages[kept]):
+        kept += 1
+    where = {id(m): i for i, m in enumerate(before)}
+    reused: list[int] = []
+    fresh: list[Message] = []
+    for i in range(kept, len(messages)):
+        m = messages[i]
+        at = where.get(id(m))
+        if at is None and i < len(before) and before[i] == m:
+            at = i
+        reused.append(FRESH if at is None else at)
+        if at is None:
+            fresh.append(m)
+    if len(fresh) == len(messages) - kept:  # nothing reused after the prefix: the plain form
+        return kept, (), tuple(fresh)
+    return kept, tuple(reused), tuple(fresh)
 
 
 def _directive_index(request: ChatRequest, view: SessionView, p: Plan) -> int | None:

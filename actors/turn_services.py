@@ -34,7 +34,6 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Sequence
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from vak_context.actors.evidence import evidence_body, stored_answer, tool_result
@@ -219,10 +218,9 @@ class RayServices:
         except BaseException:
             self._tip = None  # the assembler committed what it was handed (a crashed one: the turn fails)
             raise
-        if assembled.kept:  # the messages it shares with the last request are held here: only the rest crossed
-            messages = (*self._sent[1][:assembled.kept], *assembled.request.messages)
-            assembled = replace(assembled, request=assembled.request.model_copy(update={"messages": messages}),
-                                kept=0)
+        # the messages it shares with the last request are held here (their objects: encoded and sized by
+        # identity); only the rest crossed
+        assembled = assembled.whole(self._sent[1])
         self._sent = (assembled.sent, assembled.request.messages)
         self._seen = assembled.seen
         self._tip = assembled.tip if self._held else None

@@ -6,10 +6,11 @@ builds one from the other; here, below both, so the loop never imports an actor 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 from vak_context.agent.endpoint import EndpointSpec
-from vak_context.context.request.messages import ChatRequest, ToolSpec
+from vak_context.context.request.messages import ChatRequest, Message, ToolSpec
 
 
 @dataclass(frozen=True)
@@ -59,3 +60,22 @@ class Assembled:
     # it): the history a turn does not change crosses once, not at every step.
     kept: int = 0
     sent: int | None = None
+    # After the ``kept`` prefix, where the rest of the messages come from (empty: all from ``request``, in order):
+    # each entry an index into the messages of the request ``sent`` last named (one the plan regrouped around
+    # stays the driver's object: its encoding and sizes are kept by identity there), or ``FRESH``: the next
+    # of ``request.messages``. ``whole`` puts them together.
+    reused: tuple[int, ...] = ()
+
+    def whole(self, held: Sequence[Message]) -> Assembled:
+        """This answer with its request whole again, ``held`` being the messages of the request it was made
+        against (the one ``have`` named): the ``kept`` prefix and the ``reused`` messages from ``held``."""
+        if not self.kept and not self.reused:
+            return self
+        fresh = iter(self.request.messages)
+        rest = (tuple(next(fresh) if i == FRESH else held[i] for i in self.reused) if self.reused
+                else tuple(fresh))
+        messages = (*held[:self.kept], *rest)
+        return replace(self, request=self.request.model_copy(update={"messages": messages}), kept=0, reused=())
+
+
+FRESH = -1  # in ``Assembled.reused``: the next message the answer carries itself
