@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from vak_context.actors.evidence_entries import evidence_body, stored_answer, tool_result
 from vak_context.actors.ledger.client import LedgerClient
 from vak_context.actors.session_fold import FoldedSessions
 from vak_context.agent.carddocs import card_doc, docs_from_ledger
@@ -30,47 +31,13 @@ from vak_context.context.history.turncard import Outcome, build_card, render_car
 from vak_context.context.history.turns import Turn, TurnIndex
 from vak_context.context.stated.items import StatedItem
 from vak_context.context.stated.render import stated_text
-from vak_context.errors import ChainMoved, InvalidInput, InvalidUtf8, UnknownSession, VakError
+from vak_context.errors import ChainMoved, InvalidInput, UnknownSession, VakError
 from vak_context.events.envelope import At, Mapper, StoredEntry, chained
 from vak_context.events.payloads import EvidenceBody, ReadingKey, ToolResult, TurnCard
 from vak_context.storage.cardindex import CardDoc, CardIndex, embedder_from_config
 from vak_context.storage.ledger import LedgerStore
 
-
-def _add_entries(index: TurnIndex, entries: Sequence[StoredEntry]) -> None:
-    for entry in entries:
-        index.add(entry)
-
-
-def evidence_body(tool_use_id: str, tool_name: str, body: bytes | str, *, is_error: bool = False,
-                  media_type: str = "text/plain") -> tuple[EvidenceBody, bytes, str]:
-    """A tool's whole result as its evidence body entry, the blob it carries, and the body's text."""
-    try:
-        blob = body.encode("utf-8") if isinstance(body, str) else bytes(body)
-    except UnicodeEncodeError as exc:  # a lone surrogate (an OS name that was not UTF-8, passed on as str)
-        raise InvalidUtf8(f"the result of {tool_name} ({tool_use_id})", f"lone surrogate at index {exc.start}") from exc
-    text = body_text(blob, "utf-8")
-    try:
-        blob.decode("utf-8")
-        encoding, chars = "utf-8", len(text)
-    except UnicodeDecodeError:
-        encoding, chars = "binary", len(blob)
-    meta = EvidenceBody(tool_use_id=tool_use_id, tool_name=tool_name, media_type=media_type, encoding=encoding,
-                        chars=chars, bytes=len(blob), is_error=is_error)
-    return meta, blob, text
-
-
-def tool_result(meta: EvidenceBody, text: str, evidence_id: str) -> ToolResult:
-    """The tool_result the request carries for a body stored as ``evidence_id``: windowed under that id."""
-    carried = window(text, evidence_id)
-    return ToolResult(tool_use_id=meta.tool_use_id, tool_name=meta.tool_name, content=carried.text,
-                      is_error=meta.is_error, evidence_id=evidence_id, windowed=carried.windowed)
-
-
-def stored_answer(result: ToolResult, result_id: str) -> dict[str, Any]:
-    """What storing a result answers: its body's and its own ids, and what the request carries."""
-    return {"evidence_id": result.evidence_id, "result_id": result_id, "content": result.content,
-            "windowed": result.windowed, "is_error": result.is_error}
+BODIES_KEPT = 64  # the evidence bodies folded lately, blobs and all, kept for the next close (``_body``)
 
 
 class EvidenceActor:
@@ -96,7 +63,18 @@ class EvidenceActor:
         self._lock = threading.RLock()
         self._indexes = FoldedSessions(
             self.ledger, lambda chain: TurnIndex.build(chain, self.tokens_per_char, mapper=self.mapper),
-            _add_entries, self._lock)
+            self._add_entries, self._lock)
+        # The evidence bodies the index folded lately: a close digests the turn's bodies, which the turn's passes
+        # committed and the index read, without reading each back (on Ray a ledger call apiece).
+        self._bodies: dict[str, StoredEntry] = {}
+
+    def _add_entries(self, index: TurnIndex, entries: Sequence[StoredEntry]) -> None:
+        for entry in entries:
+            index.add(entry)
+            if entry.kind == "evidence_body" and entry.blob is not None:
+                self._bodies[entry.id] = entry
+                if len(self._bodies) > BODIES_KEPT:
+                    del self._bodies[next(iter(self._bodies))]
 
     # ------------------------------------------------------------------ state
 
@@ -105,7 +83,7 @@ class EvidenceActor:
         return self._indexes.get(session)
 
     def _body(self, evidence_id: str, get: Callable[[str], StoredEntry] | None = None) -> tuple[EvidenceBody, bytes]:
-        entry = (get or self.ledger.get)(evidence_id)
+        entry = self._bodies.get(evidence_id) or (get or self.ledger.get)(evidence_id)
         meta = self.mapper.payload_of(entry)
         if not isinstance(meta, EvidenceBody):
             raise InvalidInput(f"{evidence_id} is a {entry.kind} entry, not an evidence body")

@@ -150,7 +150,9 @@ class RayServices:
             return []
         if self._seen is None:
             return await self.ledger.append_async(self.session, payloads)
-        ids, handed = await self.ledger.append_since_async(self.session, payloads, self._seen)
+        # Held (a turn's directive): written, not synced; the step's pass commits before the model call, and
+        # that fsync covers it (one durable commit a model call, as in-process).
+        ids, handed = await self.ledger.append_since_async(self.session, payloads, self._seen, behind=self._held)
         self._hand(handed)
         return ids
 

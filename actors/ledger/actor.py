@@ -33,6 +33,19 @@ def _foreground(method: Callable[..., T]) -> Callable[..., T]:
     return held
 
 
+def append_since(store: LedgerStore, session: str, payloads: Sequence[Payload], since: int,
+                 behind: bool = False) -> tuple[list[str], list[StoredEntry]]:
+    """``LedgerActor.append_since`` on a store."""
+    if not behind:
+        return store.append(session, payloads), store.entries(session, since)
+    store.hold(session)
+    try:
+        ids = store.append(session, payloads)
+    finally:
+        store.release(session, sync=False)
+    return ids, store.entries(session, since)
+
+
 class LedgerActor:
     """The folder's one writer on Ray: it owns the LedgerStore, and every method is a thin, blocking call into it.
 
@@ -69,12 +82,14 @@ class LedgerActor:
         return self.store.append(session, payloads, parent=parent, blobs=blobs)
 
     @_foreground
-    def append_since(self, session: str, payloads: Sequence[Payload], since: int) -> tuple[list[str], list[StoredEntry]]:
+    def append_since(self, session: str, payloads: Sequence[Payload], since: int,
+                     behind: bool = False) -> tuple[list[str], list[StoredEntry]]:
         """Append at the head, and hand back the session's entries from ``since`` on (these included): the
         turn loop's driver passes them to the AssemblerActor with its next step, which folds them in
-        instead of reading the ledger again (``RayServices``; ``since`` is where the assembler's view ends)."""
-        ids = self.store.append(session, payloads)
-        return ids, self.store.entries(session, since)
+        instead of reading the ledger again (``RayServices``; ``since`` is where the assembler's view ends).
+        ``behind``: written, not synced (a held turn's directive: the step's commit, before its model call,
+        syncs it with the rest; ``LedgerStore.hold``)."""
+        return append_since(self.store, session, payloads, since, behind)
 
     @_foreground
     def append_batch(

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
+from vak_context.actors.ledger.actor import append_since
 from vak_context.errors import InvalidInput
 from vak_context.events.envelope import At, LedgerLimits, Mapper, StoredEntry, runs
 from vak_context.storage.contract import Ledger, LedgerStats, Payload, VerifyReport
@@ -129,13 +130,16 @@ class LedgerClient:
         return await self._remote.append_async(session, self._outgoing(payloads))
 
     async def append_since_async(self, session: str, payloads: Sequence[Payload],
-                                 since: int) -> tuple[list[str], list[StoredEntry]]:
-        """``append_since`` without blocking the event loop."""
+                                 since: int, behind: bool = False) -> tuple[list[str], list[StoredEntry]]:
+        """``append_since`` without blocking the event loop; ``behind``: written, not synced (the session's
+        next commit syncs it, ``LedgerActor.append_since``)."""
         if self.store is not None:
+            if behind:
+                return await asyncio.to_thread(append_since, self.store, session, payloads, since, True)
             ids = await self.store.append_async(session, payloads)
             return ids, await asyncio.to_thread(self.store.entries, session, since)
         assert self._remote is not None
-        return await self._remote.append_since_async(session, self._outgoing(payloads), since)
+        return await self._remote.append_since_async(session, self._outgoing(payloads), since, behind)
 
     def append_chain(self, session: str, entries: Sequence[StoredEntry]) -> None:
         """``append_chain_async`` for a thread caller."""

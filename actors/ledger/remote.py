@@ -92,9 +92,9 @@ class RemoteLedger:
             return list(await self.handle.append.remote(session, list(payloads)))
 
     async def append_since_async(self, session: str, payloads: Sequence[Payload],
-                                 since: int) -> tuple[list[str], list[StoredEntry]]:
+                                 since: int, behind: bool = False) -> tuple[list[str], list[StoredEntry]]:
         with map_ray_errors("ledger append"):
-            ids, entries = await self.handle.append_since.remote(session, list(payloads), since)
+            ids, entries = await self.handle.append_since.remote(session, list(payloads), since, behind)
             return list(ids), list(entries)
 
     def append_chain(self, session: str, requests: list[tuple[list[Any], list[bytes | None], Any]],

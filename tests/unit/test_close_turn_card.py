@@ -90,3 +90,37 @@ def test_the_close_hands_back_the_stated_items_in_force_and_where_its_index_ende
         assert card is not None and entries[-1].id == card_id
         assert [item.text for item in stated] == ["never touch main"] and stated == actor.stated("s")
         assert seen == entries[-1].seq  # the card is the first entry the index had not folded in
+
+
+def test_a_close_digests_the_bodies_its_index_read_without_reading_each_back(tmp_path: Path) -> None:
+    """The turn's earlier results were committed by the turn's passes (another writer, as the AssemblerActor is
+    on Ray): the close's index reads them with their blobs, and its digests take the bodies from there, not
+    a ledger read apiece (on Ray a call each). The card is the one a fresh actor, reading every body, writes."""
+    from vak_context.actors.ledger.client import LedgerClient
+
+    gets: list[str] = []
+
+    class Counting(LedgerClient):
+        def get(self, entry_id: str) -> StoredEntry:
+            gets.append(entry_id)
+            return super().get(entry_id)
+
+    root = tmp_path / "ledger"
+    with LedgerStore(root) as store:
+        actor = EvidenceActor(str(root), store)
+        actor.ledger = actor._indexes.ledger = Counting(str(root), store)
+        store.append("s", [Directive(text="read notes.txt")])
+        assert actor.stated("s") == ()  # the index is built
+        bodies = []
+        for k in range(3):  # what the passes committed: steps, bodies and results, written by another writer
+            store.append("s", [AssistantStep(blocks=(ToolUseBlock(id=f"c{k}", name="read_file",
+                                                                  input={"path": f"n{k}"}),))])
+            meta, blob, text = evidence_body(f"c{k}", "read_file", f"alpha {k}\nbeta\n" * 40, is_error=False)
+            [body_id] = store.append("s", [meta], blobs=[blob])
+            store.append("s", [tool_result(meta, text, body_id)])
+            bodies.append(body_id)
+        written = _chain_answer(store, "beta, three times.")
+        card_id, card = actor.close_turn_card("s", None, "completed", written=written)
+        assert gets == [] and card is not None and all(b[:12] in card["text"] for b in bodies)
+        fresh = EvidenceActor(str(root), store)
+        assert fresh.card("s", card_id) == card

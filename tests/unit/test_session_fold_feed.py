@@ -86,3 +86,26 @@ def test_an_append_hands_back_what_the_view_folds_and_keeps_for_its_follower(tmp
         assert view.take_new("s") == handed  # the planner is handed them in turn
     finally:
         store.close()
+
+
+async def test_a_held_turns_directive_is_written_behind_and_synced_by_the_next_commit(tmp_path: Path) -> None:
+    """``append_since(behind=True)`` (a held turn's directive on Ray): readable and handed back at once, not
+    synced (no fsync of its own); the session's next durable commit (the step's pass) syncs it with its own."""
+    from vak_context.events.envelope import At, Mapper, chained
+
+    store, _ = ledger_session(tmp_path / "ledger", 2)
+    try:
+        client = LedgerClient(str(store.root), store)
+        seen = len(store.entries("s"))
+        commits = store.commits("s")
+        ids, handed = await client.append_since_async("s", [Directive(text="And the third?")], seen, behind=True)
+        assert [e.id for e in handed] == ids and store.head("s") == ids[0]
+        assert store.written_behind("s") and store.commits("s") == commits  # written, no fsync of its own
+        step = chained(At(ids[0], seen + 1, 1), "s", [Mapper().encode_payload(Directive(text="pass"))])
+        await client.append_chain_async("s", step)  # the pass's durable commit
+        assert not store.written_behind("s") and store.commits("s") == commits + 1  # one fsync for both
+        # without ``behind`` an append is durable as ever
+        await client.append_since_async("s", [Directive(text="And the fourth?")], seen)
+        assert not store.written_behind("s") and store.commits("s") == commits + 2
+    finally:
+        store.close()
