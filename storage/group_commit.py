@@ -201,6 +201,7 @@ class GroupCommit(WriteBehind):
         s = self._session(session, create=True)
         queued: list[tuple[Group, list[str]] | BaseException] = []
         with s.cond:  # reentrant: the requests join one group in order
+            peak, inflight = s.peak_inflight, s.inflight
             for request in requests:  # (payloads, blobs) at the head, or (payloads, blobs, at): see ``append``
                 payloads, blobs = request[0], request[1]
                 try:
@@ -209,6 +210,9 @@ class GroupCommit(WriteBehind):
                                                      request[2] if len(request) > 2 else None))
                 except Exception as exc:  # handed back to that request's caller
                     queued.append(exc)
+            # One call is one writer, however many runs it carries: counted as several, a chained step's commit
+            # (a run per blob) made the next lone append wait for writers that never come (COMMIT_GATHER_S).
+            s.peak_inflight = max(peak, float(min(s.inflight, inflight + 1)))
             group = self._lead_or_follow(s, [q[0] for q in queued if not isinstance(q, BaseException) and q[1]])
         if group is not None:
             self._commit(s, group, inline=True)

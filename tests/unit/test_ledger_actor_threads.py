@@ -79,3 +79,34 @@ def test_a_bad_request_fails_alone(ledger_dir: Path) -> None:
         assert store.entries("s")[1].parent == first[0]
 
 
+
+
+def test_one_call_of_many_runs_is_one_writer_and_the_next_lone_append_commits_itself(ledger_dir: Path) -> None:
+    """A call carrying several runs (a chained step's commit: a run per blob) is one writer: the next lone
+    append, durable or held, commits in its own thread, with no committer thread to wait for (counted as
+    several writers, the next append waited for writers that never came, ``COMMIT_GATHER_S``)."""
+    store = LedgerStore(ledger_dir)
+    try:
+        store.append_many("s", [([Nudge(tag="t", text=f"run {k}")], None) for k in range(4)])
+        s = store._sessions["s"]
+        assert s.peak_inflight < 2
+        store.append("s", [Nudge(tag="t", text="alone")])
+        store.hold("s")
+        store.append("s", [Nudge(tag="t", text="held")])
+        store.release("s", sync=False)
+        assert s.committer is None  # every commit written by its caller
+        # two calls at once are two writers still
+        barrier = threading.Barrier(2)
+
+        def call(k: int) -> None:
+            barrier.wait()
+            store.append_many("s", [([Nudge(tag="t", text=f"{k}.{j}")], None) for j in range(3)])
+
+        threads = [threading.Thread(target=call, args=(k,)) for k in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert store.verify("s").ok and len(store.entries("s")) == 12
+    finally:
+        store.close()
