@@ -204,7 +204,8 @@ class AssemblerActor:
 
     async def assemble(self, session: str, profile: CapacityProfile, step: StepRequest,
                        entries: Sequence[StoredEntry] | None = None,
-                       written: Sequence[StoredEntry] = (), delta: bool = False, have: int | None = None) -> Assembled:
+                       written: Sequence[StoredEntry] = (), delta: bool = False, have: int | None = None,
+                       behind: bool = False) -> Assembled:
         """The request for the open turn's next step (see the module docstring for when it plans).
         ``entries``: the session's entries from where this actor's view ends (``Assembled.seen`` of the step
         before) to the head, as the caller's last append handed them back (``LedgerClient.append_since_async``):
@@ -213,12 +214,14 @@ class AssemblerActor:
         (``vak_context.events.envelope.chained``): folded in, and committed with the plan entry when the step
         plans, else alone, before this returns (the step's one commit).
         ``delta`` (the driver on Ray): the request's messages after those it shares with the one this actor
-        handed back last, where ``have`` names that one (``Assembled.sent``; ``kept``: how many it shares)."""
+        handed back last, where ``have`` names that one (``Assembled.sent``; ``kept``: how many it shares).
+        ``behind`` (a held turn's driver on Ray): the step's commit is written and synced beside the model call
+        (``LedgerActor.append_chain``), not before this returns."""
         if entries is None and written:  # what the turn wrote continues the view: nothing to read (``_take``)
             entries = ()
         view = self._views.feed(session, entries) if entries is not None else self.view(session)
         try:
-            assembled = await self._assemble(session, profile, step, view, written)
+            assembled = await self._assemble(session, profile, step, view, written, behind)
             return self._delta(session, assembled, have) if delta else assembled
         except BaseException:
             if written and self._views.seen(session) not in (None, written[0].seq):  # folded, maybe not written
@@ -254,7 +257,7 @@ class AssemblerActor:
         return list(written)
 
     async def _assemble(self, session: str, profile: CapacityProfile, step: StepRequest, view: SessionView,
-                        written: Sequence[StoredEntry]) -> Assembled:
+                        written: Sequence[StoredEntry], behind: bool = False) -> Assembled:
         pending = await self._take(session, view, written)  # the turn's entries, folded, not yet committed
         self._rate = profile.tokens_per_char.value
         count = self._counter(step)
@@ -296,7 +299,7 @@ class AssemblerActor:
             # record made here, and committed with what the turn wrote since the last pass.
             base = self._plan_rows.base_for(last)  # its rows: what changed since the model's plan before it
             record = plan_record(decision.plan, view.index.head, PRODUCER, base)
-        plan_id, tip = await self._commit(session, view, pending, record)
+        plan_id, tip = await self._commit(session, view, pending, record, behind)
         if record is not None and plan_id is not None:
             last = plan_id
             self._plan_rows.wrote(plan_id, decision.plan.rows, record.base)
@@ -324,7 +327,7 @@ class AssemblerActor:
         return planned, [] if planned.committed else pending
 
     async def _commit(self, session: str, view: SessionView, pending: Sequence[StoredEntry],
-                      record: PlanRecord | None) -> tuple[str | None, tuple[str | None, int] | None]:
+                      record: PlanRecord | None, behind: bool = False) -> tuple[str | None, tuple[str | None, int] | None]:
         """The step's one commit: what the turn wrote (``pending``, folded) and the plan entry (``record``),
         chained on the view's head, which is the session's (the writer checks: ``ChainMoved``). The plan
         entry's id and the session's tip after the commit (None where nothing was committed so)."""
@@ -337,7 +340,7 @@ class AssemblerActor:
             plan = chained(at, session, [self.mapper.encode_payload(record)])[0]
             entries.append(plan)
         try:
-            await self.ledger.append_chain_async(session, entries)
+            await self.ledger.append_chain_async(session, entries, behind)
         except BaseException as e:
             if pending:  # folded, not written: the next look reads what the ledger holds (the planner's too)
                 self._views.forget(session)

@@ -216,7 +216,8 @@ class RayServices:
         handed, self._handed = self._handed, None
         try:
             assembled: Assembled = await _call("assemble", self.assembler.assemble.remote(
-                self.session, profile, step, handed, written=written, delta=True, have=self._sent[0]))
+                self.session, profile, step, handed, written=written, delta=True, have=self._sent[0],
+                behind=self._held))
         except BaseException:
             self._tip = None  # the assembler committed what it was handed (a crashed one: the turn fails)
             raise

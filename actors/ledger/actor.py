@@ -7,8 +7,10 @@ callers reach it through ``vak_context.actors.ledger.client.LedgerClient``."""
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from vak_context.events.envelope import At, StoredEntry
@@ -18,6 +20,7 @@ from vak_context.storage.ledger import LedgerStore
 from vak_context.storage.sessionsearch import SEARCH_LIMIT, Found, search_sessions
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def _foreground(method: Callable[..., T]) -> Callable[..., T]:
@@ -65,6 +68,7 @@ class LedgerActor:
         # its turns closes (``index_later``, on the store's own background thread), and at its
         # session_search (``session_search`` below); `vak reindex` builds it.
         self.store = LedgerStore(root)
+        self._syncs = ThreadPoolExecutor(1, thread_name_prefix="vak-sync")  # ``append_chain(behind=True)``'s fsyncs
         self.store.catch_up_index()  # a format-1 ledger's sessions get their index files (storage/ledger_index.py)
         # What a killed writer left behind, caught up as Engine.open does in one process (issue 35 item 5): the
         # card indexes whose documents never committed, now, and the search indexes, in the background.
@@ -102,11 +106,32 @@ class LedgerActor:
 
     @_foreground
     def append_chain(
-        self, session: str, requests: list[tuple[list[Payload], list[bytes | None], At]],
+        self, session: str, requests: list[tuple[list[Payload], list[bytes | None], At]], behind: bool = False,
     ) -> list[list[str] | BaseException]:
         """Entries a caller chained itself (``LedgerClient.append_chain``), each request where its ``At``
-        says the head is: one call, one commit, each request's ids or its error (``ChainMoved``), in order."""
-        return self.store.append_many(session, requests)
+        says the head is: one call, one commit, each request's ids or its error (``ChainMoved``), in order.
+        ``behind`` (a held turn's step, ``RayServices``): written, and synced on this actor's sync thread while
+        the call returns, so the fsync runs beside the step's model call, as in-process (a failed sync breaks
+        the session's writer: the turn's next commit raises)."""
+        if not behind:
+            return self.store.append_many(session, requests)
+        self.store.hold(session)
+        try:
+            answers = self.store.append_many(session, requests)
+        finally:
+            self.store.release(session, sync=False)
+        self._syncs.submit(self._sync, session)
+        return answers
+
+    def _sync(self, session: str) -> None:
+        try:
+            self.store.sync(session)
+        except Exception:  # the session's writer is broken (its next commit raises), or the store closed
+            log.warning("a written-behind commit of %s was not synced", session, exc_info=True)
+
+    def synced(self) -> None:
+        """Once every sync queued before this call has run (``append_chain(behind=True)``)."""
+        self._syncs.submit(lambda: None).result()
 
     def head(self, session: str) -> str | None:
         return self.store.head(session)
@@ -169,4 +194,5 @@ class LedgerActor:
         return os.getpid()
 
     def close(self) -> None:
+        self._syncs.shutdown(wait=True)
         self.store.close()

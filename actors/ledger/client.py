@@ -153,10 +153,12 @@ class LedgerClient:
             answers = self._remote.append_chain(session, requests)
         _check_chained(entries, answers)
 
-    async def append_chain_async(self, session: str, entries: Sequence[StoredEntry]) -> None:
+    async def append_chain_async(self, session: str, entries: Sequence[StoredEntry], behind: bool = False) -> None:
         """Append ``entries`` a caller chained itself (``vak_context.events.envelope.chained``, one run per
         time stamp) in one call and one commit, where they say the session's head is: durable once this
-        returns, with the ids they carry (``ChainMoved`` when another append reached the head first)."""
+        returns, with the ids they carry (``ChainMoved`` when another append reached the head first).
+        ``behind``: through the LedgerActor, written and synced beside the caller's next work
+        (``LedgerActor.append_chain``); a store held here syncs as its holds say."""
         requests = _chain_requests(entries)
         if not requests:
             return
@@ -164,7 +166,7 @@ class LedgerClient:
             answers = await asyncio.to_thread(self.store.append_many, session, requests)
         else:
             assert self._remote is not None
-            answers = await self._remote.append_chain_async(session, requests)
+            answers = await self._remote.append_chain_async(session, requests, behind)
         _check_chained(entries, answers)
 
     async def session_search_async(self, session: str, query: str, scope: str | None = None,

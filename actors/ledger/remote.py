@@ -102,9 +102,9 @@ class RemoteLedger:
         return list(_get("ledger append", self.handle.append_chain.remote(session, requests)))
 
     async def append_chain_async(self, session: str, requests: list[tuple[list[Any], list[bytes | None], Any]],
-                                 ) -> list[list[str] | BaseException]:
+                                 behind: bool = False) -> list[list[str] | BaseException]:
         with map_ray_errors("ledger append"):
-            return list(await self.handle.append_chain.remote(session, requests))
+            return list(await self.handle.append_chain.remote(session, requests, behind))
 
     async def session_search_async(self, session: str, query: str, scope: str | None, limit: int) -> Any:
         with map_ray_errors("ledger session_search"):

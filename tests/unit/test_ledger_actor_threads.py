@@ -110,3 +110,38 @@ def test_one_call_of_many_runs_is_one_writer_and_the_next_lone_append_commits_it
         assert store.verify("s").ok and len(store.entries("s")) == 12
     finally:
         store.close()
+
+
+def test_a_chain_appended_behind_returns_before_its_fsync_which_follows_on_the_sync_thread(ledger_dir: Path) -> None:
+    """``LedgerActor.append_chain(behind=True)`` (a held turn's step on Ray): the entries are written and the
+    call returns with the fsync still to come; the actor's sync thread makes them durable (one fsync) beside
+    the step's model call. Without ``behind`` the call returns durable, as ever."""
+    from vak_context.actors.ledger.actor import LedgerActor
+    from vak_context.events.envelope import At, chained
+
+    actor = LedgerActor(str(ledger_dir))
+    try:
+        store = actor.store
+        store.append("s", [Nudge(tag="t", text="first")])
+        gate, started = threading.Event(), threading.Event()
+
+        def blocked() -> None:  # the sync thread busy: the behind commit's fsync waits behind this
+            started.set()
+            assert gate.wait(60)
+
+        actor._syncs.submit(blocked)
+        assert started.wait(60)
+        commits = store.commits("s")
+        head = store.entries("s")[-1]
+        entries = chained(At(head.id, head.seq + 1, 1), "s", [Mapper().encode_payload(Nudge(tag="t", text="step"))])
+        answers = actor.append_chain("s", [([Nudge(tag="t", text="step")], [None], At(head.id, head.seq + 1, 1))],
+                                     behind=True)
+        assert answers == [[entries[0].id]] and store.head("s") == entries[0].id
+        assert store.written_behind("s") and store.commits("s") == commits  # written, the fsync still to come
+        gate.set()
+        actor.synced()
+        assert not store.written_behind("s") and store.commits("s") == commits + 1
+        actor.append_chain("s", [([Nudge(tag="t", text="durable")], [None], At(entries[0].id, head.seq + 2, 2))])
+        assert not store.written_behind("s") and store.commits("s") == commits + 2 and store.verify("s").ok
+    finally:
+        actor.close()
