@@ -150,23 +150,25 @@ class RayServices:
             return []
         if self._seen is None:
             return await self.ledger.append_async(self.session, payloads)
-        # Held (a turn's directive): written, not synced; the step's pass commits before the model call, and
-        # that fsync covers it (one durable commit a model call, as in-process).
+        # Held (a turn's directive): written, not synced; the fsync of the step's pass, whose commit follows it,
+        # covers it (one fsync a model call, as in-process).
         ids, handed = await self.ledger.append_since_async(self.session, payloads, self._seen, behind=self._held)
         self._hand(handed)
         return ids
 
     # The engine's loop (``TurnLoop.run``) holds the services for a turn, as in-process (``InProcessServices.hold``):
-    # nothing the turn writes is acknowledged before its card, and whatever it wrote is durable before its next
-    # model call (the pass commits it) and before the card. The caller's loop does not hold them: its caller is
-    # handed each reply and takes each result, so every call is made in line.
+    # nothing the turn writes is acknowledged before its card; the pass writes it before the next model call, its
+    # fsync running beside that call on the LedgerActor's sync thread (``append_chain(behind=True)``, one fsync a
+    # model call, as in-process), and the card's commit is durable before the turn's result. The caller's loop
+    # does not hold them: its caller is handed each reply and takes each result, so every call is made in line.
 
     async def hold(self) -> None:
         """Until ``release``: what the turn writes is chained here and committed by the next pass."""
         self._held = True
 
     async def commit(self) -> None:
-        """Everything written so far is durable (the pass has committed it already: then no call)."""
+        """What was chained here and no pass committed is committed (none: no call); a pass's own commit is
+        synced by the LedgerActor beside the model call."""
         await self._settle()
 
     async def release(self) -> None:
