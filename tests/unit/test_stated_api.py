@@ -97,7 +97,9 @@ async def test_a_superseded_budget_is_shown_only_at_its_new_value(tmp_path: Path
             session = engine.session("s", **SCRIPTED, window=1_900, output_reserve=200, http_client=client)
             results = [await session.run(f"Never push to main. The budget is $100. {pad}"),
                        await session.run(f"The budget is now $200. {pad}")]
-            results += [await session.run(f"Next task {i}. {pad}") for i in range(16)]
+            # 20 turns: the prefix priced at the measured rate leaves the cards room until turn 19
+            # (tests/unit/test_prefix_rate.py; at the first rate kept, the packet came at turn 11)
+            results += [await session.run(f"Next task {i}. {pad}") for i in range(18)]
             state = session.state()
     assert [(s.key, s.text, s.turn, s.via) for s in state] == [
         ("never push to main", "Never push to main.", 1, "directive"),
