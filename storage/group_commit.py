@@ -188,6 +188,7 @@ class GroupCommit(WriteBehind):
         self, session: str,
         requests: Sequence[tuple[Sequence[Payload], Sequence[bytes | None] | None]
                            | tuple[Sequence[Payload], Sequence[bytes | None] | None, At | None]],
+        *, behind: bool = False,
     ) -> list[list[str] | BaseException]:
         """``append_many_async`` for a thread caller (the LedgerActor's ``append_batch``).
 
@@ -196,6 +197,9 @@ class GroupCommit(WriteBehind):
         and any that joined them), unless another writer took them meanwhile. No hand-off to the
         committer thread and back: the call already carries a whole group, so there is nobody to
         wait for (measured in docs/PERFORMANCE.md, "The actor path").
+
+        ``behind``: written without an fsync, as if the session were held, for this call's appends only (a
+        group that a durable append joins is synced all the same); ``sync`` makes them durable.
         """
         self._check_writable()
         s = self._session(session, create=True)
@@ -207,7 +211,7 @@ class GroupCommit(WriteBehind):
                 try:
                     _check_blobs(payloads, blobs)
                     queued.append(self._queue_locked(s, self._encode(payloads, blobs), None,
-                                                     request[2] if len(request) > 2 else None))
+                                                     request[2] if len(request) > 2 else None, behind))
                 except Exception as exc:  # handed back to that request's caller
                     queued.append(exc)
             # One call is one writer, however many runs it carries: counted as several, a chained step's commit
@@ -299,7 +303,7 @@ class GroupCommit(WriteBehind):
             return group, new, self._hand_off(s, group, fut)
 
     def _queue_locked(self, s: SessionState, enc: _Encoded, parent: str | None,
-                      at: At | None = None) -> tuple[Group, list[str]]:
+                      at: At | None = None, behind: bool = False) -> tuple[Group, list[str]]:
         """Give one append's entries seq, parent and id and add them to the open group (s.cond held); with
         ``at``, only where it says the head is (the ids are then the ones its caller computed)."""
         self._check_open()
@@ -319,7 +323,7 @@ class GroupCommit(WriteBehind):
             group = s.open_group = Group(s.next_seq)
         s.next_seq += len(new)
         group.add(new, prev, now, enc.kinds, enc.vs, enc.payloads, enc.blobs)
-        if not s.hold:
+        if not s.hold and not behind:
             group.sync = True
         s.inflight += 1
         if s.inflight > s.peak_inflight:

@@ -41,12 +41,10 @@ def append_since(store: LedgerStore, session: str, payloads: Sequence[Payload], 
     """``LedgerActor.append_since`` on a store."""
     if not behind:
         return store.append(session, payloads), store.entries(session, since)
-    store.hold(session)
-    try:
-        ids = store.append(session, payloads)
-    finally:
-        store.release(session, sync=False)
-    return ids, store.entries(session, since)
+    [answer] = store.append_many(session, [(payloads, None)], behind=True)
+    if isinstance(answer, BaseException):
+        raise answer
+    return answer, store.entries(session, since)
 
 
 class LedgerActor:
@@ -113,14 +111,9 @@ class LedgerActor:
         ``behind`` (a held turn's step, ``RayServices``): written, and synced on this actor's sync thread while
         the call returns, so the fsync runs beside the step's model call, as in-process (a failed sync breaks
         the session's writer: the turn's next commit raises)."""
-        if not behind:
-            return self.store.append_many(session, requests)
-        self.store.hold(session)
-        try:
-            answers = self.store.append_many(session, requests)
-        finally:
-            self.store.release(session, sync=False)
-        self._syncs.submit(self._sync, session)
+        answers = self.store.append_many(session, requests, behind=behind)
+        if behind:
+            self._syncs.submit(self._sync, session)
         return answers
 
     def _sync(self, session: str) -> None:

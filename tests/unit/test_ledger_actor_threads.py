@@ -145,3 +145,59 @@ def test_a_chain_appended_behind_returns_before_its_fsync_which_follows_on_the_s
         assert not store.written_behind("s") and store.commits("s") == commits + 2 and store.verify("s").ok
     finally:
         actor.close()
+
+
+def test_a_durable_call_sharing_a_group_with_a_written_behind_one_is_synced(ledger_dir: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``append_many(behind=True)`` skips the fsync for its own appends only: queued behind a commit in its
+    fsync, a behind call and a durable call join one group, and that group is synced (the durable call's
+    acknowledgement means fsynced). Alone, a behind call's commit has no fsync, and the session is not held."""
+    store = LedgerStore(ledger_dir)
+    try:
+        store.append_many("s", [([Nudge(tag="t", text="first")], None)])
+        synced: list[int] = []
+        real_fsync = os.fsync
+
+        def counting(fd: int) -> None:
+            synced.append(fd)
+            real_fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", counting)
+        store.append_many("s", [([Nudge(tag="t", text="behind")], None)], behind=True)
+        assert not synced and store.written_behind("s") and store._sessions["s"].hold == 0
+        in_fsync, release = threading.Event(), threading.Event()
+
+        def held(fd: int) -> None:
+            synced.append(fd)
+            if not in_fsync.is_set():
+                in_fsync.set()
+                assert release.wait(60)
+            real_fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", held)
+        arrived, both = [0], threading.Event()
+        lead_or_follow = store._lead_or_follow
+
+        def counted(*args: Any) -> Any:
+            arrived[0] += 1
+            if arrived[0] == 3:
+                both.set()
+            return lead_or_follow(*args)
+
+        monkeypatch.setattr(store, "_lead_or_follow", counted)
+        leader = threading.Thread(target=store.append_many, args=("s", [([Nudge(tag="t", text="lead")], None)]))
+        leader.start()
+        assert in_fsync.wait(60)
+        synced.clear()
+        calls = [threading.Thread(target=store.append_many, args=("s", [([Nudge(tag="t", text=t)], None)]),
+                                  kwargs={"behind": b}) for t, b in (("behind 2", True), ("durable", False))]
+        for t in calls:
+            t.start()
+        assert both.wait(60)
+        release.set()
+        for t in [leader, *calls]:
+            t.join(60)
+        assert len(synced) == 1 and not store.written_behind("s")  # the shared group was synced
+        assert store.verify("s").ok and len(store.entries("s")) == 5
+    finally:
+        store.close()
