@@ -112,6 +112,27 @@ def test_a_compaction_is_keyed_by_its_range_and_names_every_result() -> None:
         compaction_payload(b.view.index, 2, 4, "x", model="m")
 
 
+def test_a_growing_packet_names_what_a_fresh_one_would() -> None:
+    """Each turn's covered items are kept once made (a growing packet names its whole range again each time):
+    the payload is the one made from the index as it is, for ranges that grow, overlap and shrink, and for
+    another session's turns in the same process."""
+    b = build_session(12, tools_per_turn=2)
+    index = b.view.index
+
+    def fresh(first: int, last: int) -> list[tuple[str, str]]:
+        return [(c.evidence_id, c.description) for c in covered_evidence(index, first, last)]
+
+    for first, last in [(1, 4), (1, 8), (1, 12), (3, 9), (2, 2), (1, 12)]:
+        packet = compaction_payload(index, first, last, "summary", model="m")
+        assert [(c.id, c.description) for c in packet.covered_evidence] == fresh(first, last)
+    grown = build_session(12, tools_per_turn=3)  # another session in the same process: its own turns
+    for first, last in [(1, 12), (4, 7)]:
+        packet = compaction_payload(grown.view.index, first, last, "summary", model="m")
+        assert [(c.id, c.description) for c in packet.covered_evidence] == [
+            (c.evidence_id, c.description) for c in covered_evidence(grown.view.index, first, last)]
+        assert len(packet.covered_evidence) == 3 * (last - first + 1)
+
+
 def test_seeds_are_the_longest_stored_packet_over_the_same_first_turn() -> None:
     b = build_session(20)
     index = b.view.index
