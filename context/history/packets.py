@@ -289,11 +289,14 @@ def render_stored(index: TurnIndex, packet: Summary, *, brief: bool = False) -> 
     brief = brief or packet.brief
     if packet.first_ordinal is None or packet.last_ordinal is None:
         raise InvalidInput(f"stored packet {packet.id} names turns that are not in this chain")
-    items = [CoveredItem(eid, describe_evidence(index.evidence.get(eid))) for eid in packet.covered_evidence]
+    # brief counts the evidence: its lines are made only where they are shown (a long session's packet names
+    # ~1,000 bodies, and a stored packet is rendered at each plan and projection)
+    items = [] if brief else [CoveredItem(eid, describe_evidence(index.evidence.get(eid)))
+                              for eid in packet.covered_evidence]
     whole = covers_whole(index, packet)
     return render_packet(
         packet.first_ordinal, packet.last_ordinal, level="brief" if brief else "summary", evidence=items,
-        summary=packet.summary, through_step=None if whole else packet.through_step,
+        total_evidence=len(packet.covered_evidence) if brief else None, summary=packet.summary, through_step=None if whole else packet.through_step,
         extract=packet.source == "extract",
     )
 
@@ -411,22 +414,20 @@ def compaction_payload(
     )
 
 
-# A closed turn's covered items, by turn id (a content hash) and how many bodies it held: a growing packet names
-# every evidence body of its range again each time it grows (at 1,000 turns ~1,700 items a packet, made and
-# validated anew: ~30 ms a packet, ~12% of a step's engine time), and a closed turn's bodies never change.
-_TURN_COVERED: OrderedDict[tuple[str, int], tuple[CoveredEvidence, ...]] = OrderedDict()
+# Covered items by the evidence ids they name (content hashes: an id fixes the body, so its description): a growing
+# packet names every evidence body of its range again each time it grows (at 1,000 turns ~1,700 items a packet,
+# made and validated anew: ~30 ms a packet, ~12% of a step's engine time); a closed turn's bodies never change.
+_TURN_COVERED: OrderedDict[tuple[str, ...], tuple[CoveredEvidence, ...]] = OrderedDict()
 _TURN_COVERED_KEPT = 1 << 15
 _TURN_COVERED_LOCK = threading.Lock()  # planners of several sessions may share a process
 
 
 def _covered_turn(index: TurnIndex, ordinal: int) -> tuple[CoveredEvidence, ...]:
     """``covered_evidence(index, ordinal, ordinal)`` as the entry names it (kept per turn)."""
-    turn = index.turn(ordinal)
-    key = (turn.id, len(turn.evidence))
+    key = tuple(index.turn(ordinal).evidence)  # not the turn's id: a forked session's turn holds other bodies
     hit = _TURN_COVERED.get(key)
     if hit is None:
-        hit = tuple(CoveredEvidence(id=eid, description=describe_evidence(index.evidence.get(eid)))
-                    for eid in turn.evidence)
+        hit = tuple(CoveredEvidence(id=eid, description=describe_evidence(index.evidence.get(eid))) for eid in key)
         with _TURN_COVERED_LOCK:
             _TURN_COVERED[key] = hit
             while len(_TURN_COVERED) > _TURN_COVERED_KEPT:

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.fakes.provider_bodies.wire import body
-from tests.fakes.sessions import build_session, ledger_session
+from tests.fakes.sessions import SessionBuilder, build_session, ledger_session
 from vak_context.agent.summarise import Summariser, write_packet
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.history.packets import (
@@ -131,6 +131,13 @@ def test_a_growing_packet_names_what_a_fresh_one_would() -> None:
         assert [(c.id, c.description) for c in packet.covered_evidence] == [
             (c.evidence_id, c.description) for c in covered_evidence(grown.view.index, first, last)]
         assert len(packet.covered_evidence) == 3 * (last - first + 1)
+    # a fork: the same first turn (the same directive, so the same turn id) holding another body
+    forks = [SessionBuilder(), SessionBuilder()]
+    for k, fork in enumerate(forks):
+        fork.turn("read the notes", [("read_file", {"path": "notes.txt"}, "x" * (10 + k), False)], "Done.")
+        assert compaction_payload(fork.view.index, 1, 1, "s", model="m").covered_evidence[0].id == \
+            fork.view.index.turn(1).evidence[0]
+    assert forks[0].view.index.turn(1).id == forks[1].view.index.turn(1).id
 
 
 def test_seeds_are_the_longest_stored_packet_over_the_same_first_turn() -> None:
