@@ -52,14 +52,14 @@ from vak_context.agent.probe import ProbeSettings
 from vak_context.agent.steps import Assembled, StepRequest
 from vak_context.agent.turnrules import prior_turns_of
 from vak_context.context.capacity.profile import CapacityProfile, ProfileKey, from_record
-from vak_context.context.history.turns import WITHDRAWN
+from vak_context.context.history.turns import WITHDRAWN, states
 from vak_context.context.request.assemble import prefix_digest
 from vak_context.context.request.messages import Message
 from vak_context.context.rules.drift import PriorTurn
 from vak_context.context.stated.items import StatedItem
 from vak_context.errors import UnknownSession
 from vak_context.events.envelope import At, LedgerLimits, Mapper, StoredEntry, chained
-from vak_context.events.payloads import Activity, CapacityProfileRecord, WorkContract
+from vak_context.events.payloads import CapacityProfileRecord
 from vak_context.storage.sessionsearch import Found
 
 T = TypeVar("T")
@@ -129,8 +129,7 @@ class RayServices:
     def _chain(self, payloads: Sequence[Any], blobs: Sequence[bytes | None] | None = None) -> list[StoredEntry] | None:
         """While held with the head known: ``payloads`` as the entries they become, chained on it (their ids
         are the ids the ledger writes) and kept for the next pass to commit; None where not so."""
-        if any(isinstance(p, WorkContract) or (isinstance(p, Activity) and p.activity == WITHDRAWN)
-               for p in payloads):
+        if any(states(p) for p in payloads):
             self._stated = None  # the stated items in force may change: asked again
         if not self._held or self._tip is None:
             return None

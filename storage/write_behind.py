@@ -17,6 +17,8 @@ from vak_context.storage.session_state import SessionState
 class WriteBehind:
     """``hold``, ``release``, ``sync`` and ``written_behind`` of ``LedgerStore``."""
 
+    _sessions: dict[str, SessionState]  # LedgerStore's open sessions
+
     def _session(self, name: str, *, create: bool = False) -> SessionState:
         raise NotImplementedError  # LedgerStore opens sessions
 
@@ -37,6 +39,15 @@ class WriteBehind:
         s = self._session(session, create=True)
         with s.cond:
             s.hold += 1
+
+    def hold_open(self, session: str) -> bool:
+        """``hold`` where the session is open in this store already (True): nothing is read from disk and no
+        lock is held across an fsync, so an event loop may call it; False (nothing held) where ``hold`` would
+        open the session."""
+        if self._sessions.get(session) is None:  # the hot path of ``_session``: a dict read needs no lock
+            return False
+        self.hold(session)
+        return True
 
     def release(self, session: str, *, sync: bool = True) -> None:
         """End one ``hold``; with ``sync``, what was written behind is made durable first (``sync=False``

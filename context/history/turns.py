@@ -95,6 +95,12 @@ EntryLike = StoredEntry | tuple[StoredEntry, Any] | tuple[str, Any]
 WITHDRAWN = "history.withdrawn"
 
 
+def states(payload: object) -> bool:
+    """Whether an entry made from ``payload`` may change the stated items in force (a ``work_contract``, or a
+    withdrawal of turns): what a holder of those items asks again after (docs/STATE.md)."""
+    return isinstance(payload, WorkContract) or (isinstance(payload, Activity) and payload.activity == WITHDRAWN)
+
+
 def _withdrawn_steps(activity: Activity) -> set[str]:
     steps = activity.detail.get("steps")
     return {str(i) for i in steps} if isinstance(steps, list) else set()

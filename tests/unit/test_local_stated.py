@@ -1,0 +1,63 @@
+"""The stated items in force, as the in-process services hand them to a held turn (docs/STATE.md): asked of the
+EvidenceActor once, then kept while nothing that states or withdraws an item is written through the services,
+as the Ray services keep them (``RayServices.stated``). A turn's close asks again for what its directive states;
+kept, it needs no thread hand-off. Anything stating one, and the end of the hold, sends the next ask to the actor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vak_context.actors.evidence import EvidenceActor
+from vak_context.actors.local_services import InProcessServices
+from vak_context.context.history.turns import WITHDRAWN
+from vak_context.context.stated.items import StatedItem
+from vak_context.events.payloads import Activity, Directive, TurnTail, WorkContract
+from vak_context.storage.ledger import LedgerStore
+
+
+class CountingEvidence(EvidenceActor):
+    """The real actor, counting how often the services ask it for the stated items."""
+
+    asked = 0
+
+    def stated(self, session: str) -> tuple[StatedItem, ...]:
+        self.asked += 1
+        return super().stated(session)
+
+
+async def test_a_held_turn_keeps_the_stated_items_until_something_states_one(tmp_path: Path) -> None:
+    with LedgerStore(tmp_path / "ledger") as store:
+        evidence = CountingEvidence(str(tmp_path / "ledger"), store)
+        services = InProcessServices(store, "s", evidence=evidence)
+        await services.hold()
+        directive = (await services.append([Directive(text="keep the tests green"), TurnTail(text="now")]))[0]
+        assert await services.stated() == () and evidence.asked == 1
+        assert await services.stated() == () and evidence.asked == 1  # kept: nothing stating was written
+        await services.append([Activity(activity="rule.note", detail={})])  # states nothing
+        assert await services.stated() == () and evidence.asked == 1
+        await services.append([WorkContract(text="never push to main", category="rule", key="push",
+                                            turn_id=directive, via="directive")])
+        texts = [item.text for item in await services.stated()]
+        assert texts == ["never push to main"] and evidence.asked == 2  # asked again, and it is in force
+        await services.stated()
+        assert evidence.asked == 2
+        await services.append([Activity(activity=WITHDRAWN, detail={"turns": [directive]})])
+        await services.stated()
+        assert evidence.asked == 3  # a withdrawal may drop items: asked again
+        await services.release()
+        await services.stated()
+        await services.stated()
+        assert evidence.asked == 5  # not held (a caller's loop, or between turns): asked each time
+        evidence.close()
+
+
+def test_hold_open_holds_only_a_session_the_store_has_open(tmp_path: Path) -> None:
+    """What lets the services hold a turn on the event loop: no disk read, else False and nothing held."""
+    with LedgerStore(tmp_path / "ledger") as store:
+        assert not store.hold_open("s")
+        store.append("s", [Directive(text="first")])
+        assert store.hold_open("s")
+        store.append("s", [Directive(text="second")])
+        assert store.written_behind("s")  # held: written behind until a sync
+        store.release("s")
+        assert not store.written_behind("s")
