@@ -53,6 +53,7 @@ class InProcessServices:
         # pass writes them after the close, and the release forgets them): the turn's close asks again for what
         # its directive states, and gets them without a thread hand-off (~0.25 ms a turn), as on Ray.
         self._stated: tuple[StatedItem, ...] | None = None
+        self._card: tuple[str, dict[str, Any]] | None = None  # the card the last close_turn wrote
 
     def _writing(self, payloads: Sequence[Any]) -> None:
         if self._stated is not None and any(states(p) for p in payloads):
@@ -130,12 +131,19 @@ class InProcessServices:
 
     async def close_turn(self, outcome: str) -> str:
         """The turn's card, durable (with everything the turn wrote behind) before it is returned."""
-        def close() -> str:
-            card = self.evidence.close_turn(self.session, None, outcome)  # type: ignore[arg-type]
+        def close() -> tuple[str, dict[str, Any] | None]:
+            closed = self.evidence.close_turn_card(self.session, None, outcome)  # type: ignore[arg-type]
             self.store.sync(self.session)
-            return card
+            return closed
 
-        return await asyncio.to_thread(close)
+        card_id, card = await asyncio.to_thread(close)
+        self._card = (card_id, card) if card is not None else None
+        return card_id
+
+    def closed_card(self, card_id: str) -> dict[str, Any] | None:
+        """The card ``close_turn`` wrote, as ``EvidenceActor.card`` gives it, when ``card_id`` is that card (the
+        public API's turn result, without looking the card up again)."""
+        return self._card[1] if self._card is not None and self._card[0] == card_id else None
 
     async def turn_started(self) -> CapacityProfile | None:
         """Cancel the bound model's in-flight probe; the newest profile the probe holds for it (the loop

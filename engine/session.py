@@ -331,7 +331,7 @@ class Session:
 
     async def _card(self, card_id: str) -> Card:
         """One closed turn's card (on Ray from the EvidenceActor, awaited: it runs inside the turn's task; the
-        card the turn's close just wrote is handed back by that call, ``RayServices.closed_card``)."""
+        card the turn's close just wrote is handed back by that call, ``closed_card`` of either services)."""
         closed = getattr(self._bound_loop().services, "closed_card", None)
         known = closed(card_id) if closed is not None else None
         return Card(**(known if known is not None else await self._evidence_call("card", card_id)))

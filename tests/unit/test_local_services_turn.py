@@ -1,7 +1,12 @@
-"""The stated items in force, as the in-process services hand them to a held turn (docs/STATE.md): asked of the
-EvidenceActor once, then kept while nothing that states or withdraws an item is written through the services,
-as the Ray services keep them (``RayServices.stated``). A turn's close asks again for what its directive states;
-kept, it needs no thread hand-off. Anything stating one, and the end of the hold, sends the next ask to the actor."""
+"""What the in-process services spare a held turn (actors/local_services.py), as the Ray services do.
+
+* The stated items in force (docs/STATE.md): asked of the EvidenceActor once, then kept while nothing that states
+  or withdraws an item is written through the services (``RayServices.stated``): a turn's close asks again for
+  what its directive states, and needs no thread hand-off. Anything stating one, and the end of the hold, sends
+  the next ask to the actor.
+* The hold taken on the event loop where the store has the session open (``LedgerStore.hold_open``).
+* The card the close wrote handed to the turn's result (``closed_card``), not looked up again.
+"""
 
 from __future__ import annotations
 
@@ -61,3 +66,21 @@ def test_hold_open_holds_only_a_session_the_store_has_open(tmp_path: Path) -> No
         assert store.written_behind("s")  # held: written behind until a sync
         store.release("s")
         assert not store.written_behind("s")
+
+
+async def test_a_turn_s_result_carries_the_card_its_close_wrote(tmp_path: Path) -> None:
+    """In-process, the card the close wrote is the turn result's (no second look-up), equal to the card the
+    session's index gives for it."""
+    import httpx
+
+    import vak_context
+    from tests.fakes.embedder import ScriptedModel, make_tools
+
+    model = ScriptedModel()
+    tools, _calls = make_tools()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(model.handle)) as client:
+        with vak_context.Engine.open(tmp_path / "ledger") as engine:
+            async with engine.session("s", model="openai-compat:scripted", base_url="http://127.0.0.1:9/v1",
+                                      http_client=client, tools=tools, window=32_000) as session:
+                results = [await session.run(f"please search query-{turn:03d}") for turn in (1, 2)]
+                assert [r.card for r in results] == await session.cards_async()
