@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from vak_context.actors.assembler import AssemblerActor
-from vak_context.actors.evidence import EvidenceActor
+from vak_context.actors.evidence import EvidenceActor, evidence_body, stored_answer, tool_result
 from vak_context.actors.planner import PlannerActor
 from vak_context.actors.probe import ProbeActor, ProbeRequest
 from vak_context.agent.steps import Assembled, StepRequest
@@ -24,6 +24,7 @@ from vak_context.context.history.turns import states
 from vak_context.context.rules.drift import PriorTurn
 from vak_context.context.stated.items import StatedItem
 from vak_context.errors import UnknownSession
+from vak_context.events.payloads import ToolResult
 from vak_context.storage.ledger import LedgerStore
 from vak_context.storage.sessionsearch import Found, search_sessions
 
@@ -98,6 +99,19 @@ class InProcessServices:
             return await self.assembler.assemble(self.session, profile, step)
 
     async def store_result(self, tool_use_id: str, tool_name: str, body: str, is_error: bool) -> dict[str, Any]:
+        """The evidence body and the tool result naming it, in one append: on the loop where the turn is held and
+        nothing waits (``append_held``: the EvidenceActor's entries, made as it makes them), else by the
+        EvidenceActor in a worker thread."""
+        meta, blob, text = evidence_body(tool_use_id, tool_name, body, is_error=is_error)
+        made: list[ToolResult] = []
+
+        def naming(ids: list[str]) -> list[ToolResult]:
+            made.append(tool_result(meta, text, ids[0]))
+            return made
+
+        held = self.store.append_held(self.session, [meta], naming, blobs=[blob])
+        if held is not None:
+            return stored_answer(made[0], held[1])
         return await asyncio.to_thread(self.evidence.store_result, self.session, tool_use_id, tool_name, body,
                                        is_error=is_error)
 

@@ -122,7 +122,8 @@ class GroupCommit(WriteBehind):
         s = self._session(session, create=True)
         return self._append_locked_session(s, payloads, parent, blobs, at, then)
 
-    def append_held(self, session: str, payloads: Sequence[Payload], then: Then | None = None) -> list[str] | None:
+    def append_held(self, session: str, payloads: Sequence[Payload], then: Then | None = None,
+                    blobs: Sequence[bytes | None] | None = None) -> list[str] | None:
         """``append`` at the head where it waits for nothing: the session open and held (no sync), no commit
         written or queued; else None (append in a thread). For an event loop's writer of a held session
         (actors/local_services.py): a thread hand-off cost about as much as such an append."""
@@ -130,7 +131,8 @@ class GroupCommit(WriteBehind):
         if (s is None or not s.hold or s.flushing or s.open_group is not None or self.readonly or self._closed
                 or s.peak_inflight >= 2 or not (s.committer is None or s.committer_idle)):
             return None  # else ``_hand_off`` has the caller write its own group: no wait for another thread
-        return self._append_locked_session(s, payloads, None, None, None, then)
+        _check_blobs(payloads, blobs)
+        return self._append_locked_session(s, payloads, None, blobs, None, then)
 
     async def append_async(self, session: str, payloads: Sequence[Payload], *, parent: str | None = None,
                            blobs: Sequence[bytes | None] | None = None) -> list[str]:

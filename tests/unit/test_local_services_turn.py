@@ -6,11 +6,14 @@
   the next ask to the actor.
 * The hold taken on the event loop where the store has the session open (``LedgerStore.hold_open``).
 * The card the close wrote handed to the turn's result (``closed_card``), not looked up again.
+* A tool's result stored on the loop where the turn is held and nothing waits (``append_held``): the evidence body
+  and the tool result naming it in one append, as the EvidenceActor writes them; else the actor stores it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from vak_context.actors.evidence import EvidenceActor
 from vak_context.actors.local_services import InProcessServices
@@ -21,13 +24,18 @@ from vak_context.storage.ledger import LedgerStore
 
 
 class CountingEvidence(EvidenceActor):
-    """The real actor, counting how often the services ask it for the stated items."""
+    """The real actor, counting how often the services ask it for the stated items and to store a result."""
 
     asked = 0
+    stored = 0
 
     def stated(self, session: str) -> tuple[StatedItem, ...]:
         self.asked += 1
         return super().stated(session)
+
+    def store_result(self, session: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        self.stored += 1
+        return super().store_result(session, *args, **kwargs)
 
 
 async def test_a_held_turn_keeps_the_stated_items_until_something_states_one(tmp_path: Path) -> None:
@@ -84,3 +92,26 @@ async def test_a_turn_s_result_carries_the_card_its_close_wrote(tmp_path: Path) 
                                       http_client=client, tools=tools, window=32_000) as session:
                 results = [await session.run(f"please search query-{turn:03d}") for turn in (1, 2)]
                 assert [r.card for r in results] == await session.cards_async()
+
+
+async def test_a_held_turn_stores_a_result_on_the_loop_as_the_actor_would(tmp_path: Path) -> None:
+    body = "line one\nline two ünïcode\n" * 40
+    with LedgerStore(tmp_path / "ledger") as store:
+        evidence = CountingEvidence(str(tmp_path / "ledger"), store)
+        services = InProcessServices(store, "s", evidence=evidence)
+        await services.hold()
+        await services.append([Directive(text="read the notes"), TurnTail(text="now")])
+        held = await services.store_result("call_1", "read_file", body, False)
+        assert evidence.stored == 0  # on the loop
+        await services.release()
+        alone = await services.store_result("call_2", "read_file", body, True)
+        assert evidence.stored == 1  # not held: the actor stores it
+        entries = store.entries("s")
+        for answer in (held, alone):
+            result = next(e for e in entries if e.id == answer["result_id"])
+            body_entry = entries[entries.index(result) - 1]  # the body, then the result naming it, one append
+            assert body_entry.kind == "evidence_body" and result.kind == "tool_result"
+            assert body_entry.id in result.payload.decode()
+            assert (await services.recall({"id": body_entry.id}, None))["content"] == body  # byte for byte
+        assert set(held) == set(alone) and store.verify("s").ok
+        evidence.close()
