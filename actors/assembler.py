@@ -299,7 +299,7 @@ class AssemblerActor:
             # record made here, and committed with what the turn wrote since the last pass.
             base = self._plan_rows.base_for(last)  # its rows: what changed since the model's plan before it
             record = plan_record(decision.plan, view.index.head, PRODUCER, base)
-        plan_id, tip = await self._commit(session, view, pending, record, behind)
+        plan_id, tip, committed = await self._commit(session, view, pending, record, behind)
         if record is not None and plan_id is not None:
             last = plan_id
             self._plan_rows.wrote(plan_id, decision.plan.rows, record.base)
@@ -311,6 +311,7 @@ class AssemblerActor:
                          replanned=decision.record, fidelity=fidelity_counts(decision.plan),
                          prefix_digest=digest, estimated_tokens=decision.tokens,
                          budget_tokens=decision.budget, written=written_ids, seen=self._views.seen(session), tip=tip,
+                         appended=None if committed is None else _others(committed, written),
                          prefix_tokens=self._prefix.get((step.model, digest)), prefix_sized=sized)
 
     async def _plan(self, session: str, profile: CapacityProfile, step: StepRequest, current: int,
@@ -327,12 +328,14 @@ class AssemblerActor:
         return planned, [] if planned.committed else pending
 
     async def _commit(self, session: str, view: SessionView, pending: Sequence[StoredEntry],
-                      record: PlanRecord | None, behind: bool = False) -> tuple[str | None, tuple[str | None, int] | None]:
+                      record: PlanRecord | None, behind: bool = False,
+                      ) -> tuple[str | None, tuple[str | None, int] | None, list[StoredEntry] | None]:
         """The step's one commit: what the turn wrote (``pending``, folded) and the plan entry (``record``),
         chained on the view's head, which is the session's (the writer checks: ``ChainMoved``). The plan
-        entry's id and the session's tip after the commit (None where nothing was committed so)."""
+        entry's id, the session's tip after the commit (None where nothing was committed so) and the entries
+        committed (None where the plan entry went to the head apart)."""
         if record is None and not pending:
-            return None, None
+            return None, None, []
         entries = list(pending)
         plan = None
         if record is not None:
@@ -350,11 +353,11 @@ class AssemblerActor:
             # Another append reached the head since the view's last read (not a held turn's driver): at the head.
             plan_id = (await self.ledger.append_async(session, [record]))[0]
             self._views.wrote(plan_id, record)
-            return plan_id, None
+            return plan_id, None, None
         if plan is not None:
             self._views.wrote(plan.id, record)
             self._views.feed(session, [plan])
-        return (plan.id if plan is not None else None), (entries[-1].id, entries[-1].seq + 1)
+        return (plan.id if plan is not None else None), (entries[-1].id, entries[-1].seq + 1), entries
 
     async def _planner_forgets(self, session: str, error: BaseException) -> None:
         """A commit failed with what the PlannerActor chained folded in its view too: it reads again (on Ray;
@@ -434,6 +437,12 @@ class AssemblerActor:
         hints = cache_breakpoints(len(request.messages), directive_index, step.session_key)
         return request.model_copy(update={"cache": hints, "temperature": step.temperature,
                                           "deferred_tools": step.deferred})
+
+
+def _others(committed: Sequence[StoredEntry], written: Sequence[StoredEntry]) -> tuple[StoredEntry, ...]:
+    """What a step's commit appended besides the driver's own ``written`` (the planner's, the plan entry)."""
+    mine = {e.id for e in written}
+    return tuple(e for e in committed if e.id not in mine)
 
 
 def _exact(counter: Callable[[ChatRequest], Awaitable[int]]) -> bool:

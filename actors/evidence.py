@@ -58,6 +58,7 @@ class EvidenceActor:
         self.cards = CardIndex(root, embedder=embedder_from_config(config), source=self._card_docs)
         self._cards_checked: set[str] = set()
         self._unsent = False  # a close handed the driver's entries that are not sent to the ledger yet
+        self._chained_card: StoredEntry | None = None  # the card the last close chained after the driver's entries
         self.tokens_per_char = tokens_per_char
         self.mapper = Mapper()
         self._lock = threading.RLock()
@@ -78,9 +79,11 @@ class EvidenceActor:
 
     # ------------------------------------------------------------------ state
 
-    def index(self, session: str) -> TurnIndex:
-        """The session's TurnIndex, brought up to date with what was appended since last time."""
-        return self._indexes.get(session)
+    def index(self, session: str, entries: Sequence[StoredEntry] | None = None) -> TurnIndex:
+        """The session's TurnIndex, brought up to date with what was appended since last time: from ``entries``
+        (the session's entries from where the index ends to the head, as the turn's driver knows them: no read)
+        where they continue it, else read."""
+        return self._indexes.get(session) if entries is None else self._indexes.feed(session, entries)
 
     def _body(self, evidence_id: str, get: Callable[[str], StoredEntry] | None = None) -> tuple[EvidenceBody, bytes]:
         entry = self._bodies.get(evidence_id) or (get or self.ledger.get)(evidence_id)
@@ -336,16 +339,19 @@ class EvidenceActor:
 
     def close_turn_card(self, session: str, ordinal: int | None = None, outcome: Outcome | None = None,
                         reading: dict[str, Any] | None = None, written: Sequence[StoredEntry] = (),
-                        ) -> tuple[str, dict[str, Any] | None]:
+                        entries: Sequence[StoredEntry] | None = None) -> tuple[str, dict[str, Any] | None]:
         """``close_turn``, and the card as ``card`` gives it (None where the turn was closed before): what a
         turn's driver reports, in the call that writes it (on Ray one crossing, not two: ``RayServices``).
         ``written``: what the turn's driver chained since its last pass, not written yet (``RayServices``):
         folded in, and committed with the card chained after it, in one append (durable before the card, as
-        the card's own commit), instead of a call of the driver's before this one."""
+        the card's own commit), instead of a call of the driver's before this one. ``entries``: what came before
+        ``written`` from where the index ends, as the driver knows it (``index``: no read)."""
         with self._lock:
-            pending = self._fold_written(session, written)
+            self._chained_card = None
+            pending = self._fold_written(session, written, entries)
             try:
-                return self._close(session, ordinal, outcome, reading, pending)
+                # ``entries`` went into the index with ``written``; where those were committed apart, it reads them
+                return self._close(session, ordinal, outcome, reading, pending, None if written else entries)
             except BaseException:
                 if pending:  # folded, maybe not written: the next look reads what the ledger holds
                     self._indexes.forget(session)
@@ -354,15 +360,20 @@ class EvidenceActor:
                         self.ledger.append_chain(session, pending)
                 raise
 
-    def close_turn_card_stated(self, session: str, outcome: Outcome | None = None, written: Sequence[StoredEntry] = ()
-                               ) -> tuple[str, dict[str, Any] | None, tuple[StatedItem, ...], int | None]:
+    def close_turn_card_stated(self, session: str, outcome: Outcome | None = None, written: Sequence[StoredEntry] = (),
+                               entries: Sequence[StoredEntry] | None = None,
+                               ) -> tuple[str, dict[str, Any] | None, tuple[StatedItem, ...], int | None,
+                                          StoredEntry | None]:
         """``close_turn_card``, the stated items in force in the index it brought up to date and how many entries
-        that holds: the next turn's, where nothing from there on states one (``RayServices.stated``)."""
+        that holds: the next turn's, where nothing from there on states one (``RayServices.stated``); and the card's
+        entry where it was chained after ``written`` (else None): the driver hands it on with the turn's entries."""
         with self._lock:
-            card_id, card = self.close_turn_card(session, None, outcome, written=written)
-            return card_id, card, self._indexes.feed(session, ()).stated.current(), self._indexes.seen(session)
+            card_id, card = self.close_turn_card(session, None, outcome, written=written, entries=entries)
+            return (card_id, card, self._indexes.feed(session, ()).stated.current(), self._indexes.seen(session),
+                    self._chained_card)
 
-    def _fold_written(self, session: str, written: Sequence[StoredEntry]) -> list[StoredEntry]:
+    def _fold_written(self, session: str, written: Sequence[StoredEntry],
+                      entries: Sequence[StoredEntry] | None = None) -> list[StoredEntry]:
         """``written`` folded into the session's index where it continues it (returned, to commit with the
         card); else committed now, where the driver chained them, and read (nothing returned)."""
         self._unsent = bool(written)
@@ -370,7 +381,7 @@ class EvidenceActor:
             return []
         # what the ledger holds (the turn's passes committed what came before ``written``), its card index checked
         # now: once ``written`` is folded in, the index is ahead of the ledger until the card's commit
-        self._check_cards(session, self.index(session))
+        self._check_cards(session, self.index(session, entries))
         if self._indexes.seen(session) != written[0].seq:
             self.ledger.append_chain(session, written)  # ``ChainMoved`` where the head is not where they say
             return []
@@ -378,9 +389,10 @@ class EvidenceActor:
         return list(written)
 
     def _close(self, session: str, ordinal: int | None, outcome: Outcome | None, reading: dict[str, Any] | None,
-               pending: Sequence[StoredEntry] = ()) -> tuple[str, dict[str, Any] | None]:
+               pending: Sequence[StoredEntry] = (), entries: Sequence[StoredEntry] | None = None,
+               ) -> tuple[str, dict[str, Any] | None]:
         with self._lock:
-            index = self.index(session) if not pending else self._indexes.feed(session, ())
+            index = self.index(session, entries) if not pending else self._indexes.feed(session, ())
             turn = index.turn(ordinal) if ordinal is not None else index.current
             if turn is None:
                 raise InvalidInput(f"session {session!r} has no turn to close")
@@ -411,6 +423,7 @@ class EvidenceActor:
         last = pending[-1]
         entry = chained(At(last.id, last.seq + 1, time.time_ns() // 1000), session, [self.mapper.encode_payload(card)])
         self.ledger.append_chain(session, [*pending, *entry])
+        self._chained_card = entry[0]
         return entry[0].id
 
     def stated(self, session: str) -> tuple[StatedItem, ...]:

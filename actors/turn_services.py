@@ -125,6 +125,40 @@ class RayServices:
         # The stated items in force at the last close, and how many entries the index they came from held
         # (``_after_close``).
         self._closed: tuple[tuple[StatedItem, ...], int | None] | None = None
+        # The session's entries from where the EvidenceActor's index ended at the last close (``_log_from``) to the
+        # head, as this loop knows them: what the ledger handed back, what it chained and a pass committed, what
+        # each pass appended besides (``Assembled.appended``). The turn's close is handed them, and the plan made
+        # ahead the turn's (``_turn``), instead of each reading the ledger; None where something was appended that
+        # this loop did not see (a recall's or presentation's entries, a packet written apart).
+        self._log: list[StoredEntry] | None = None
+        self._log_from = 0
+        self._turn: list[StoredEntry] | None = None
+
+    def _logged(self, entries: Sequence[StoredEntry] | None) -> None:
+        """``_log`` extended with ``entries`` (the session's, in order, from anywhere up to the log's end on): an
+        entry that is not the one logged at its place, a gap, or None (not known) forgets it."""
+        log = self._log
+        if log is None:
+            return
+        if entries is None:
+            self._log = None
+            return
+        end = self._log_from + len(log)
+        for e in entries:
+            if e.seq < end:
+                if e.seq < self._log_from or log[e.seq - self._log_from].id == e.id:
+                    continue
+            elif e.seq == end:
+                log.append(e)
+                end += 1
+                continue
+            self._log = None
+            return
+
+    def _log_at(self, seq: int | None) -> list[StoredEntry] | None:
+        """The log where it ends at ``seq`` (where what follows it begins), else None."""
+        log = self._log
+        return log if log is not None and seq is not None and self._log_from + len(log) == seq else None
 
     def _chain(self, payloads: Sequence[Any], blobs: Sequence[bytes | None] | None = None) -> list[StoredEntry] | None:
         """While held with the head known: ``payloads`` as the entries they become, chained on it (their ids
@@ -148,6 +182,7 @@ class RayServices:
         if not payloads:
             return []
         if self._seen is None:
+            self._log = None
             return await self.ledger.append_async(self.session, payloads)
         # Held (a turn's directive): written, not synced; the fsync of the step's pass, whose commit follows it,
         # covers it (one fsync a model call, as in-process).
@@ -191,7 +226,12 @@ class RayServices:
         if not self._written:
             return
         written, self._written = self._written, []
-        await self.ledger.append_chain_async(self.session, written)
+        try:
+            await self.ledger.append_chain_async(self.session, written)
+        except BaseException:
+            self._log = None
+            raise
+        self._logged(written)
         if self._handed is not None and self._handed and self._handed[-1].seq + 1 == written[0].seq:
             self._handed = [*self._handed, *written]
         elif self._seen == written[0].seq:
@@ -199,6 +239,7 @@ class RayServices:
 
     def _hand(self, handed: list[StoredEntry] | None) -> None:
         """Keep what an append handed back (the head's entries from the assembler's view on)."""
+        self._logged(handed)
         self._handed = handed
         if handed and self._held:
             self._tip = (handed[-1].id, handed[-1].seq + 1)
@@ -208,6 +249,7 @@ class RayServices:
         self._handed = None
         self._tip = None
         self._stated = None
+        self._log = None
 
     async def assemble(self, profile: CapacityProfile, step: StepRequest) -> Assembled:
         """The step's one call: the AssemblerActor folds in what the turn wrote since the last pass (chained
@@ -221,7 +263,12 @@ class RayServices:
                 behind=self._held))
         except BaseException:
             self._tip = None  # the assembler committed what it was handed (a crashed one: the turn fails)
+            self._log = None
             raise
+        self._logged(written)
+        self._logged(assembled.appended)
+        if assembled.tip is not None and self._log_at(assembled.tip[1]) is None:
+            self._log = None  # the log does not end at the head the pass left
         # the messages it shares with the last request are held here (their objects: encoded and sized by
         # identity); only the rest crossed
         assembled = assembled.whole(self._sent[1])
@@ -304,11 +351,18 @@ class RayServices:
         one append, before the card: no call of its own here); it hands the card back as its ``card`` would,
         kept for ``closed_card`` (the public API's turn result), so reporting the turn costs no second call."""
         written, self._written = self._written, []  # committed with the card, before it, in its one append
+        # what came before them, handed to the EvidenceActor's index where known to end where they begin
+        log = self._log_at(written[0].seq if written else (self._tip[1] if self._tip is not None else None))
         self._elsewhere()
-        card_id, card, stated, seen = await _call("close_turn", self.evidence.close_turn_card_stated.remote(
-            self.session, outcome, written=written))
+        card_id, card, stated, seen, entry = await _call("close_turn", self.evidence.close_turn_card_stated.remote(
+            self.session, outcome, written=written, entries=log))
         self._card = (card_id, card) if card is not None else None
         self._closed = (tuple(stated), seen)  # the next turn's stated items, if nothing states one before it
+        # The turn's entries for the plan made ahead, and the log from where the index ends now (the card's head).
+        chained = entry is not None and written and entry.seq == written[-1].seq + 1
+        self._turn = [*log, *written, entry] if log is not None and chained else None
+        if chained and seen is not None and entry.seq <= seen <= entry.seq + 1:
+            self._log, self._log_from = ([entry] if seen == entry.seq else []), seen
         return str(card_id)
 
     def closed_card(self, card_id: str) -> dict[str, Any] | None:
@@ -335,13 +389,20 @@ class RayServices:
         the next request will need, handed the stable prefix's size as the AssemblerActor sized it for the
         turn's passes (asked through the AssemblerActor, which measures it, where no pass has)."""
         await self._settle()
+        log, turn, self._turn = (self._log, self._log_from), self._turn, None
         self._elsewhere()
         key = (step.model, prefix_digest(step.system, step.tools))
         if key in self._prefix:  # sized by a pass already: the PlannerActor is asked without the assembler's hop
-            return await _call("plan_ahead", self.planner.plan_ahead.remote(
-                self.session, profile, step, after=after, directive=directive, prefix_tokens=self._prefix[key]))
-        return await _call("plan_ahead", self.assembler.plan_ahead.remote(
-            self.session, profile, step, after=after, directive=directive))
+            # handed the closed turn's entries (its view ends inside them): it reads none
+            written: list[str] = await _call("plan_ahead", self.planner.plan_ahead.remote(
+                self.session, profile, step, after=after, directive=directive, prefix_tokens=self._prefix[key],
+                entries=turn))
+        else:
+            written = await _call("plan_ahead", self.assembler.plan_ahead.remote(
+                self.session, profile, step, after=after, directive=directive))
+        if not written:  # nothing appended: the log still ends at the head
+            self._log, self._log_from = log
+        return written
 
     async def turn_finished(self) -> None:
         """The turn closed: the LedgerActor queues a catch-up of the session's search index on its store's

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from vak_context.agent.endpoint import EndpointSpec
 from vak_context.context.request.messages import ChatRequest, Message, ToolSpec
+from vak_context.events.envelope import StoredEntry
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,10 @@ class Assembled:
     # stays the driver's object: its encoding and sizes are kept by identity there), or ``FRESH``: the next
     # of ``request.messages``. ``whole`` puts them together.
     reused: tuple[int, ...] = ()
+    # What this pass's commit appended besides the caller's own ``written`` entries (the planner's chained entries,
+    # the plan entry), in order (None: not known, something was appended apart): with them the driver on Ray
+    # knows the session's entries to its head, and hands them on at the turn's close (RayServices).
+    appended: tuple[StoredEntry, ...] | None = ()
 
     def whole(self, held: Sequence[Message]) -> Assembled:
         """This answer with its request whole again, ``held`` being the messages of the request it was made

@@ -12,6 +12,9 @@ clock is one clock for every process). The second turn is counted (the first war
   known without a call) with the plan entry when the step plans: 2 on a step that keeps the turn's frozen
   plan, 3 on a step that plans (the PlannerActor, handed the entries, so it reads none): the issue's target.
 * Nothing else: the driver makes no call of its own for the step's entries or its results.
+* At the turn's edge, from the third turn on (the driver knows the session's entries from where the EvidenceActor's
+  index ended at the close before): the close commits the turn's last entries with its card, handed what came
+  before them (no read), and the plan made ahead is handed the closed turn's entries (no read).
 
 * A step whose plan writes what it needs first (a reset-with-handoff here; a packet summary's activity and
   compaction entries the same way): the same 3. The PlannerActor chains those entries on the head it was
@@ -60,7 +63,7 @@ async def test_a_step_is_one_pass_on_ray(ray_cluster: Any, tmp_path: Path) -> No
     root = os.path.realpath(tmp_path / "ledger")
     actors = counting_actors(root)
     greps = [completion(calls=[("grep", {"pattern": p})]) for p in ("beta", "gamma")]
-    script = Scripted([*map(fixed, greps), fixed(completion("beta is on line 2"))] * 2)
+    script = Scripted([*map(fixed, greps), fixed(completion("beta is on line 2"))] * 3)
     surface = tool_surface()
     try:
         with serve(script.handle) as server:
@@ -75,8 +78,10 @@ async def test_a_step_is_one_pass_on_ray(ray_cluster: Any, tmp_path: Path) -> No
                 for actor in actors.values():  # the first turn built the views: not counted
                     await actor.received.remote()
                 second = await loop.run("where is beta again?")
-        assert first.outcome == second.outcome == "completed" and len(second.steps) == 3
-        received = {k: ray.get(a.received.remote()) for k, a in actors.items()}
+                received = {k: await a.received.remote() for k, a in actors.items()}
+                third = await loop.run("where is beta a third time?")
+                after = {k: await a.received.remote() for k, a in actors.items()}
+        assert first.outcome == second.outcome == third.outcome == "completed" and len(second.steps) == 3
         # The second turn's start asks no stated items: the first's close handed back those in force, and nothing
         # written since states one (before, the EvidenceActor's call and its read of the ledger).
         assert "stated" not in [name for name, _, _ in received["evidence"]], received["evidence"]
@@ -97,10 +102,16 @@ async def test_a_step_is_one_pass_on_ray(ray_cluster: Any, tmp_path: Path) -> No
         close = [c for c in answered[1:] if c[0] == "evidence.close_turn_card_stated"]
         assert close and close[0][1][-1:] == ["ledger.append_chain"], answered
         assert [c for c, _ in answered[1:]][:1] == ["evidence.close_turn_card_stated"], answered
+        # From the turn after (the driver knows the session's entries from where the EvidenceActor's index ended at
+        # the close before: what it chained, what the ledger handed back, what each pass appended besides), the
+        # close is handed the turn's entries and the plan made ahead the closed turn's: neither reads the ledger.
+        closing = [c for c in steps_of(after)[-1] if c[0] in ("evidence.close_turn_card_stated", "planner.plan_ahead")]
+        assert closing == [("evidence.close_turn_card_stated", ["ledger.append_chain"]), ("planner.plan_ahead", [])], \
+            closing
         # What the driver chained is what the ledger holds: the chain verifies, every result names its body.
         report = await services.ledger.entries_async("s1")
         kinds = [e.kind for e in report]
-        assert kinds.count("tool_result") == kinds.count("evidence_body") == 4
+        assert kinds.count("tool_result") == kinds.count("evidence_body") == 6
         assert ray.get(services.ledger_handle.verify.remote("s1")).ok
     finally:
         kill_folder_actors(root)

@@ -85,9 +85,10 @@ def test_the_close_hands_back_the_stated_items_in_force_and_where_its_index_ende
         head = store.entries("s")[-1]
         rule = WorkContract(text="never touch main", category="rule", turn_id=directive, via="directive")
         written = chained(At(head.id, head.seq + 1, time.time_ns() // 1000), "s", [Mapper().encode_payload(rule)])
-        card_id, card, stated, seen = actor.close_turn_card_stated("s", "completed", written=written)
+        card_id, card, stated, seen, entry = actor.close_turn_card_stated("s", "completed", written=written)
         entries = store.entries("s")
         assert card is not None and entries[-1].id == card_id
+        assert entry == entries[-1]  # chained after what the turn wrote: the driver knows the head without a read
         assert [item.text for item in stated] == ["never touch main"] and stated == actor.stated("s")
         assert seen == entries[-1].seq  # the card is the first entry the index had not folded in
 
@@ -124,3 +125,39 @@ def test_a_close_digests_the_bodies_its_index_read_without_reading_each_back(tmp
         assert gets == [] and card is not None and all(b[:12] in card["text"] for b in bodies)
         fresh = EvidenceActor(str(root), store)
         assert fresh.card("s", card_id) == card
+
+
+def test_a_close_handed_the_entries_since_its_index_reads_none(tmp_path: Path) -> None:
+    """``entries``: what came before the turn's last entries from where the index ended, as the driver on Ray knows
+    them (``RayServices``): folded in, no read of the ledger, and the card a fresh actor (reading) writes. Handed
+    with a gap, the index reads what it misses, and the card is the same."""
+    from vak_context.actors.ledger.client import LedgerClient
+
+    reads: list[int] = []
+
+    class Counting(LedgerClient):
+        def entries(self, session: str, start: int = 0, stop: int | None = None) -> list[StoredEntry]:
+            reads.append(start)
+            return super().entries(session, start, stop)
+
+    for gap in (False, True):
+        root = tmp_path / f"ledger-{gap}"
+        with LedgerStore(root) as store:
+            actor = EvidenceActor(str(root), store)
+            actor.ledger = actor._indexes.ledger = Counting(str(root), store)
+            store.append("s", [Directive(text="read notes.txt")])
+            assert actor.stated("s") == ()  # the index is built
+            seen = actor._indexes.seen("s")
+            for k in range(2):  # what the passes committed
+                store.append("s", [AssistantStep(blocks=(ToolUseBlock(id=f"c{k}", name="read_file",
+                                                                      input={"path": f"n{k}"}),))])
+                meta, blob, text = evidence_body(f"c{k}", "read_file", f"alpha {k}\nbeta\n" * 40, is_error=False)
+                [body_id] = store.append("s", [meta], blobs=[blob])
+                store.append("s", [tool_result(meta, text, body_id)])
+            handed = store.entries("s", seen)
+            written = _chain_answer(store, "beta, twice.")
+            reads.clear()
+            card_id, card, _, _, entry = actor.close_turn_card_stated(
+                "s", "completed", written=written, entries=handed[1:] if gap else handed)
+            assert (reads != []) is gap and card is not None and entry is not None and entry.id == card_id
+            assert EvidenceActor(str(root), store).card("s", card_id) == card
