@@ -25,7 +25,11 @@ its close while nothing stating one was written, and those the last close handed
 while nothing written since states one (the directive's append hands back what was); ``turn_finished``'s calls
 are sent and not waited on, and the ProbeActor's answer says until when the bound model's profile stays fresh
 (no probe can start before then: the next turn's start skips ``turn_starting``); the plan made ahead asks the
-PlannerActor directly.
+PlannerActor directly. The driver keeps the session's entries from where the EvidenceActor's index ended at the
+last close to the head (what the ledger handed back, what it chained and a pass committed, what each pass appended
+besides, ``Assembled.appended``, and the card the close chained): the close is handed them and the plan made ahead
+the closed turn's, so neither reads the ledger (from a loop's third turn on; anything appended that the driver did
+not see, a recall's entries or a packet written apart, makes the next close read).
 """
 
 from __future__ import annotations
