@@ -406,7 +406,7 @@ def compaction_payload(
         first_turn_id=first.id,
         last_turn_id=last.id,
         summary=summary.strip(),
-        covered_evidence=tuple(c for o in range(first_ordinal, last_ordinal + 1) for c in _covered_turn(index, o)),
+        covered_evidence=_covered_range(index, first_ordinal, last_ordinal),
         model=model,
         seeded_from=seeded_from,
         source=source,
@@ -420,6 +420,32 @@ def compaction_payload(
 _TURN_COVERED: OrderedDict[tuple[str, ...], tuple[CoveredEvidence, ...]] = OrderedDict()
 _TURN_COVERED_KEPT = 1 << 15
 _TURN_COVERED_LOCK = threading.Lock()  # planners of several sessions may share a process
+
+
+# The items of the last range made per first turn (its id): (last ordinal, that turn's id, the items, how many of them
+# are that turn's). A packet grows
+# from the same first turn, and a turn's id (its directive's, a hash over the chain) fixes every turn before it, so
+# the items up to a turn of the same id are the same but for that turn's own bodies (compared): only the turns
+# since are made (~1,000 turns a packet at 1,000 turns: ~4 ms a packet).
+_GROWN: OrderedDict[str, tuple[int, str, tuple[CoveredEvidence, ...], int]] = OrderedDict()
+_GROWN_KEPT = 256
+
+
+def _covered_range(index: TurnIndex, first: int, last: int) -> tuple[CoveredEvidence, ...]:
+    """``covered_evidence(index, first, last)`` as the entry names it."""
+    key = index.turn(first).id
+    start, items = first, ()  # type: int, tuple[CoveredEvidence, ...]
+    hit = _GROWN.get(key)
+    if hit is not None and first <= hit[0] <= last and index.turn(hit[0]).id == hit[1]:
+        own = _covered_turn(index, hit[0])
+        if len(own) == hit[3] and hit[2][len(hit[2]) - hit[3]:] == own:
+            start, items = hit[0] + 1, hit[2]
+    items += tuple(c for o in range(start, last + 1) for c in _covered_turn(index, o))
+    with _TURN_COVERED_LOCK:
+        _GROWN[key] = (last, index.turn(last).id, items, len(_covered_turn(index, last)))
+        while len(_GROWN) > _GROWN_KEPT:
+            _GROWN.popitem(last=False)
+    return items
 
 
 def _covered_turn(index: TurnIndex, ordinal: int) -> tuple[CoveredEvidence, ...]:

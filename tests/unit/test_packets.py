@@ -138,6 +138,19 @@ def test_a_growing_packet_names_what_a_fresh_one_would() -> None:
         assert compaction_payload(fork.view.index, 1, 1, "s", model="m").covered_evidence[0].id == \
             fork.view.index.turn(1).evidence[0]
     assert forks[0].view.index.turn(1).id == forks[1].view.index.turn(1).id
+    # a range grown from a fork's: the same turns up to the last one the fork's packet covered, whose own body
+    # differs here (the same turn id: its directive and what came before are the same)
+    forks = [SessionBuilder(), SessionBuilder()]
+    for k, fork in enumerate(forks):
+        fork.turn("read the notes", [("read_file", {"path": "notes.txt"}, "x" * 10, False)], "Done.")
+        fork.turn("and the plan?", [("read_file", {"path": "plan.txt"}, "p" * (20 + k), False)], "Done.")
+        fork.turn("and the log?", [("read_file", {"path": "log.txt"}, "l" * 30, False)], "Done.")
+    assert forks[0].view.index.turn(2).id == forks[1].view.index.turn(2).id
+    assert forks[0].view.index.turn(2).evidence != forks[1].view.index.turn(2).evidence
+    for first, last, fork in [(1, 2, forks[0]), (1, 3, forks[1]), (1, 3, forks[0])]:
+        index = fork.view.index
+        assert [c.id for c in compaction_payload(index, first, last, "s", model="m").covered_evidence] == [
+            e for o in range(first, last + 1) for e in index.turn(o).evidence]
 
 
 def test_seeds_are_the_longest_stored_packet_over_the_same_first_turn() -> None:
