@@ -10,8 +10,10 @@ this actor read since it last asked, so the planner does not read them again: it
 or the reset the plan needs, chained on that head, and holds the summariser), size the request, and append
 what the planner made with the ``plan`` entry of the plan it sends (``vak_context.actors.planner.plan_record``: the entry names the PlannerActor, which made
 the plan). On Ray a step is then at most: the turn loop's call here, a call to the PlannerActor when the
-step policy asks for a plan, and the plan's append (``tests/ray/test_step_crossings_ray.py`` counts them):
-the turn loop's driver hands over with its call what the ledger appended since this actor's view ends
+step policy asks for a plan, and one append (``tests/ray/test_step_crossings_ray.py`` counts them): in a
+held turn, of what the driver chained since the last pass, sent as the pass begins so it lands beside the
+plan and the projection, the plan entry handed back chained for the next one (``Assembled.unwritten``).
+The turn loop's driver hands over with its call what the ledger appended since this actor's view ends
 (its own append returned them, ``RayServices``), so the view reads the ledger only across a gap. The planner is the folder's PlannerActor handle on Ray, a ``PlannerActor`` object
 in-process. At a turn's close ``plan_ahead`` has the planner write the packet summary the next request
 will need (the prefix measured as for that request's first step), so that request finds it stored.
@@ -40,12 +42,12 @@ from vak_context.actors.ledger.client import LedgerClient
 from vak_context.actors.planner import PRODUCER, PlannerActor, StepPlan, Summarise, plan_record
 from vak_context.actors.session_fold import FoldedSessions, fold_unseen
 from vak_context.agent.endpoint import EndpointTools, build_tools
-from vak_context.agent.steps import FRESH, Assembled, StepRequest
+from vak_context.agent.steps import Assembled, StepRequest, layout
 from vak_context.agent.summarise import Summariser
 from vak_context.context.capacity.profile import CapacityProfile, request_chars
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
 from vak_context.context.planner.delta import PlanRows
-from vak_context.context.planner.plan import Plan
+from vak_context.context.planner.plan import Plan, fidelity_counts
 from vak_context.context.planner.policy import (
     Asked,
     Planned,
@@ -58,7 +60,6 @@ from vak_context.context.planner.policy import (
     rows_reader,
     state_of_entry,
 )
-from vak_context.context.planner.records import Fidelity
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request.assemble import (
     cache_breakpoints,
@@ -74,21 +75,6 @@ from vak_context.events.payloads import PlanRecord
 from vak_context.storage.ledger import LedgerStore
 
 Count = Callable[[ChatRequest], Awaitable[int]]
-
-
-def fidelity_counts(p: Plan) -> dict[str, int]:
-    """How many turns the plan carries at each fidelity, keyed by ``Fidelity`` value (a report's counts)."""
-    counts = {f.value: 0 for f in (Fidelity.FULL, Fidelity.CARD, Fidelity.PACKET, Fidelity.BEHIND_RESET)}
-    codes = p.rows.codes  # counted from the codes: building every PlannedTurn costs ~1 ms a step at 1,000 turns
-    behind = p.rows.history_start  # turns before the first planned one are behind a reset, whatever their code
-    for code in set(codes):  # keyed by the plain value (the public Step's fidelity is a str-keyed mapping)
-        n = codes.count(code, behind) if code != Fidelity.BEHIND_RESET.code else 0
-        if n:
-            key = str(Fidelity.of_code(code).value)
-            counts[key] = counts.get(key, 0) + n
-    if behind or Fidelity.BEHIND_RESET.code in codes:
-        counts[str(Fidelity.BEHIND_RESET.value)] += behind + codes.count(Fidelity.BEHIND_RESET.code, behind)
-    return counts
 
 
 class AssemblerActor:
@@ -141,6 +127,9 @@ class AssemblerActor:
         # (a restarted one starts elsewhere): a driver that holds them gets the next request's new ones only.
         self._sent: dict[str, tuple[int, tuple[Message, ...]]] = {}
         self._serial = int.from_bytes(os.urandom(6), "big") << 16
+        # Per session, a held turn's commit of what its driver wrote since the last pass, sent as the pass
+        # began and landing beside its plan and projection: awaited before anything else is committed.
+        self._ahead: dict[str, tuple[Awaitable[None], StoredEntry]] = {}
 
     @property
     def summarise(self) -> Summarise | Summariser | None:
@@ -215,8 +204,9 @@ class AssemblerActor:
         plans, else alone, before this returns (the step's one commit).
         ``delta`` (the driver on Ray): the request's messages after those it shares with the one this actor
         handed back last, where ``have`` names that one (``Assembled.sent``; ``kept``: how many it shares).
-        ``behind`` (a held turn's driver on Ray): the step's commit is written and synced beside the model call
-        (``LedgerActor.append_chain``), not before this returns."""
+        ``behind`` (a held turn's driver on Ray): ``written`` is committed by a call sent as the pass begins, so
+        it lands beside the plan and the projection, and is synced beside the model call
+        (``LedgerActor.append_chain``); the plan entry comes back unwritten (``Assembled.unwritten``)."""
         if entries is None and written:  # what the turn wrote continues the view: nothing to read (``_take``)
             entries = ()
         view = self._views.feed(session, entries) if entries is not None else self.view(session)
@@ -224,6 +214,8 @@ class AssemblerActor:
             assembled = await self._assemble(session, profile, step, view, written, behind)
             return self._delta(session, assembled, have) if delta else assembled
         except BaseException:
+            with contextlib.suppress(Exception):  # the pass's own error is the one raised
+                await self._landed(session)
             if written and self._views.seen(session) not in (None, written[0].seq):  # folded, maybe not written
                 self._views.forget(session)  # read again next time: the ledger says what was written
             raise
@@ -236,7 +228,7 @@ class AssemblerActor:
         reused: tuple[int, ...] = ()
         kept, fresh = 0, messages
         if last is not None and have == last[0]:
-            kept, reused, fresh = _layout(last[1], messages)
+            kept, reused, fresh = layout(last[1], messages)
         self._serial += 1
         self._sent[session] = (self._serial, messages)
         if not kept and not reused:
@@ -244,21 +236,44 @@ class AssemblerActor:
         request = assembled.request.model_copy(update={"messages": fresh})
         return replace(assembled, request=request, kept=kept, reused=reused, sent=self._serial)
 
-    async def _take(self, session: str, view: SessionView, written: Sequence[StoredEntry]) -> list[StoredEntry]:
-        """``written`` folded into ``view`` (uncommitted: returned, for the step's commit), or, where the view
-        does not end where they were chained, committed now and read (nothing returned)."""
+    async def _take(self, session: str, view: SessionView, written: Sequence[StoredEntry],
+                    behind: bool = False) -> list[StoredEntry]:
+        """``written`` folded into ``view`` (uncommitted: returned, for the step's commit; ``behind``, a held turn
+        on Ray: committed by a call sent now, landing beside the plan and the projection, nothing returned), or,
+        where the view does not end where they were chained, committed now and read (nothing returned). The
+        first of them may be what the last pass handed back unwritten (``Assembled.unwritten``): folded already."""
         if not written:
             return []
-        if self._views.seen(session) != written[0].seq:
+        seen = self._views.seen(session)
+        folded = -1 if seen is None else seen - written[0].seq  # how many of them the view holds
+        if not 0 <= folded <= len(written) or (folded and written[folded - 1].id != view.index.head):
             await self.ledger.append_chain_async(session, written)
             self.view(session)
             return []
-        self._views.feed(session, written)
+        self._views.feed(session, written[folded:])
+        if behind:
+            self._ahead[session] = (self.ledger.append_chain_sent(session, written, True), written[-1])
+            return []
         return list(written)
+
+    async def _landed(self, session: str) -> tuple[str | None, int] | None:
+        """The commit sent as the pass began (``_assemble``), awaited: the session's tip after it (None: none
+        sent). Where it failed, the views it was folded into read again (this actor's and the PlannerActor's)
+        and its error is raised."""
+        ahead = self._ahead.pop(session, None)
+        if ahead is None:
+            return None
+        try:
+            await ahead[0]
+        except BaseException as e:
+            self._views.forget(session)
+            await self._planner_forgets(session, e)
+            raise
+        return ahead[1].id, ahead[1].seq + 1
 
     async def _assemble(self, session: str, profile: CapacityProfile, step: StepRequest, view: SessionView,
                         written: Sequence[StoredEntry], behind: bool = False) -> Assembled:
-        pending = await self._take(session, view, written)  # the turn's entries, folded, not yet committed
+        pending = await self._take(session, view, written, behind)  # the turn's entries, folded, not committed
         self._rate = profile.tokens_per_char.value
         count = self._counter(step)
         turn = view.index.current
@@ -299,7 +314,7 @@ class AssemblerActor:
             # record made here, and committed with what the turn wrote since the last pass.
             base = self._plan_rows.base_for(last)  # its rows: what changed since the model's plan before it
             record = plan_record(decision.plan, view.index.head, PRODUCER, base)
-        plan_id, tip, committed = await self._commit(session, view, pending, record, behind)
+        plan_id, tip, committed, unwritten = await self._commit(session, view, pending, record, behind)
         if record is not None and plan_id is not None:
             last = plan_id
             self._plan_rows.wrote(plan_id, decision.plan.rows, record.base)
@@ -312,7 +327,8 @@ class AssemblerActor:
                          prefix_digest=digest, estimated_tokens=decision.tokens,
                          budget_tokens=decision.budget, written=written_ids, seen=self._views.seen(session), tip=tip,
                          appended=None if committed is None else _others(committed, written),
-                         prefix_tokens=self._prefix.get((step.model, digest)), prefix_sized=sized)
+                         prefix_tokens=self._prefix.get((step.model, digest)), prefix_sized=sized,
+                         unwritten=unwritten)
 
     async def _plan(self, session: str, profile: CapacityProfile, step: StepRequest, current: int,
                     count: Count | None, pending: list[StoredEntry]) -> tuple[StepPlan, list[StoredEntry]]:
@@ -329,19 +345,28 @@ class AssemblerActor:
 
     async def _commit(self, session: str, view: SessionView, pending: Sequence[StoredEntry],
                       record: PlanRecord | None, behind: bool = False,
-                      ) -> tuple[str | None, tuple[str | None, int] | None, list[StoredEntry] | None]:
+                      ) -> tuple[str | None, tuple[str | None, int] | None, list[StoredEntry] | None,
+                                 tuple[StoredEntry, ...]]:
         """The step's one commit: what the turn wrote (``pending``, folded) and the plan entry (``record``),
         chained on the view's head, which is the session's (the writer checks: ``ChainMoved``). The plan
-        entry's id, the session's tip after the commit (None where nothing was committed so) and the entries
-        committed (None where the plan entry went to the head apart)."""
+        entry's id, the session's tip after the commit (None where nothing was committed so), the entries
+        committed (None where the plan entry went to the head apart) and those left unwritten: with ``behind``
+        (a held turn's driver on Ray) the planner's entries and the plan entry are chained, folded and handed
+        back for the driver to commit first with its next pass (``Assembled.unwritten``), not committed here."""
+        landed = await self._landed(session)  # the commit sent as the pass began lands first
         if record is None and not pending:
-            return None, None, []
+            return None, landed, [], ()
         entries = list(pending)
         plan = None
         if record is not None:
             at = At(view.index.head, self._views.seen(session) or 0, time.time_ns() // 1000)
             plan = chained(at, session, [self.mapper.encode_payload(record)])[0]
             entries.append(plan)
+        if behind:
+            if plan is not None:
+                self._views.wrote(plan.id, record)
+                self._views.feed(session, [plan])
+            return (plan.id if plan is not None else None), (entries[-1].id, entries[-1].seq + 1), [], tuple(entries)
         try:
             await self.ledger.append_chain_async(session, entries, behind)
         except BaseException as e:
@@ -353,11 +378,11 @@ class AssemblerActor:
             # Another append reached the head since the view's last read (not a held turn's driver): at the head.
             plan_id = (await self.ledger.append_async(session, [record]))[0]
             self._views.wrote(plan_id, record)
-            return plan_id, None, None
+            return plan_id, None, None, ()
         if plan is not None:
             self._views.wrote(plan.id, record)
             self._views.feed(session, [plan])
-        return (plan.id if plan is not None else None), (entries[-1].id, entries[-1].seq + 1), entries
+        return (plan.id if plan is not None else None), (entries[-1].id, entries[-1].seq + 1), entries, ()
 
     async def _planner_forgets(self, session: str, error: BaseException) -> None:
         """A commit failed with what the PlannerActor chained folded in its view too: it reads again (on Ray;
@@ -449,31 +474,6 @@ def _exact(counter: Callable[[ChatRequest], Awaitable[int]]) -> bool:
     """Whether ``counter`` counts as the server does (``vak_context.providers.tokencount``: its ``exact``; a
     counter of the caller's own is taken at its word)."""
     return getattr(getattr(counter, "__self__", None), "exact", True) is not False
-
-
-def _layout(before: Sequence[Message], messages: Sequence[Message]) -> tuple[int, tuple[int, ...], tuple[Message, ...]]:
-    """How ``messages`` are made from ``before`` (the request the driver holds): the prefix the two share, then
-    per later message its index in ``before`` (the same object, or equal to the one at its own place) or
-    ``FRESH``, and the fresh messages themselves. A plan regrouped at a turn's first step moves most messages
-    without changing them: they do not cross again (``Assembled.reused``)."""
-    most = min(len(before), len(messages))
-    kept = 0
-    while kept < most and (before[kept] is messages[kept] or before[kept] == messages[kept]):
-        kept += 1
-    where = {id(m): i for i, m in enumerate(before)}
-    reused: list[int] = []
-    fresh: list[Message] = []
-    for i in range(kept, len(messages)):
-        m = messages[i]
-        at = where.get(id(m))
-        if at is None and i < len(before) and before[i] == m:
-            at = i
-        reused.append(FRESH if at is None else at)
-        if at is None:
-            fresh.append(m)
-    if len(fresh) == len(messages) - kept:  # nothing reused after the prefix: the plain form
-        return kept, (), tuple(fresh)
-    return kept, tuple(reused), tuple(fresh)
 
 
 def _directive_index(request: ChatRequest, view: SessionView, p: Plan) -> int | None:

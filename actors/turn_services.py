@@ -10,7 +10,9 @@ Wiring only: the loop's code is the same either way. Ray's errors are translated
 
 A step is one pass (issue 37): the driver's ``assemble`` is its one call to the AssemblerActor, which asks the
 PlannerActor only when the step policy plans, and commits in one append what the turn wrote since the last
-pass with the plan entry. An entry's id is a hash of its bytes, its parent, seq and time
+pass, sent as the pass begins so it lands beside the plan and the projection; the plan entry (with what the
+planner chained for it) comes back chained, not written (``Assembled.unwritten``), and goes first in the next
+commit (the next pass's or the close's). An entry's id is a hash of its bytes, its parent, seq and time
 (``vak_context.events.envelope``), and while the engine's loop holds a turn nothing else appends to the session
 between the driver's calls, so the driver chains what the step writes (the assistant step, its receipt and
 profile, each result's evidence body and the tool result naming it) on the head the last pass handed back
@@ -188,8 +190,8 @@ class RayServices:
         if self._seen is None:
             self._log = None
             return await self.ledger.append_async(self.session, payloads)
-        # Held (a turn's directive): written, not synced; the fsync of the step's pass, whose commit follows it,
-        # covers it (one fsync a model call, as in-process).
+        # Held (a turn's directive): written, and synced on the LedgerActor's sync thread beside the turn's first
+        # pass, which commits nothing of its own (one fsync a model call, as in-process).
         ids, handed = await self.ledger.append_since_async(self.session, payloads, self._seen, behind=self._held)
         self._hand(handed)
         return ids
@@ -238,8 +240,8 @@ class RayServices:
         self._logged(written)
         if self._handed is not None and self._handed and self._handed[-1].seq + 1 == written[0].seq:
             self._handed = [*self._handed, *written]
-        elif self._seen == written[0].seq:
-            self._handed = written
+        elif self._seen is not None and written[0].seq <= self._seen <= written[-1].seq + 1:
+            self._handed = written[self._seen - written[0].seq:]  # the first may be the pass's, folded already
 
     def _hand(self, handed: list[StoredEntry] | None) -> None:
         """Keep what an append handed back (the head's entries from the assembler's view on)."""
@@ -258,7 +260,8 @@ class RayServices:
     async def assemble(self, profile: CapacityProfile, step: StepRequest) -> Assembled:
         """The step's one call: the AssemblerActor folds in what the turn wrote since the last pass (chained
         here) or what the ledger handed back, plans through the PlannerActor when the step policy asks, and
-        commits the turn's entries with the plan entry in one append (``Assembled.tip``: the head after it)."""
+        commits the turn's entries beside it; held, the plan entry comes back unwritten, kept in ``_written`` for
+        the next commit (``Assembled.tip``: the head after it)."""
         written, self._written = self._written, []
         handed, self._handed = self._handed, None
         try:
@@ -271,7 +274,8 @@ class RayServices:
             raise
         self._logged(written)
         self._logged(assembled.appended)
-        if assembled.tip is not None and self._log_at(assembled.tip[1]) is None:
+        unwritten = list(assembled.unwritten)  # the planner's entries and the plan entry: the next pass commits them
+        if assembled.tip is not None and self._log_at(assembled.tip[1] - len(unwritten)) is None:
             self._log = None  # the log does not end at the head the pass left
         # the messages it shares with the last request are held here (their objects: encoded and sized by
         # identity); only the rest crossed
@@ -279,6 +283,7 @@ class RayServices:
         self._sent = (assembled.sent, assembled.request.messages)
         self._seen = assembled.seen
         self._tip = assembled.tip if self._held else None
+        self._written = unwritten if self._held else []
         if assembled.prefix_sized:
             self._prefix[(step.model, assembled.prefix_digest)] = assembled.prefix_tokens
         return assembled

@@ -1,7 +1,8 @@
 """What the turn loop asks its assembler for (``StepRequest``) and gets back (``Assembled``).
 
 Plain data shared by the loop (``vak_context.agent.loop``) and the AssemblerActor (``vak_context.actors.assembler``), which
-builds one from the other; here, below both, so the loop never imports an actor module.
+builds one from the other; here, below both, so the loop never imports an actor module. ``layout`` is how the
+assembler hands back only what the driver does not hold of a request; ``Assembled.whole`` puts it together again.
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ class Assembled:
     # the plan entry), in order (None: not known, something was appended apart): with them the driver on Ray
     # knows the session's entries to its head, and hands them on at the turn's close (RayServices).
     appended: tuple[StoredEntry, ...] | None = ()
+    # A held turn's pass on Ray (``behind``): what it chained and did not commit (the planner's entries, the plan
+    # entry), ending at ``tip``: the driver commits them first with the next pass, or at the close (RayServices).
+    unwritten: tuple[StoredEntry, ...] = ()
 
     def whole(self, held: Sequence[Message]) -> Assembled:
         """This answer with its request whole again, ``held`` being the messages of the request it was made
@@ -84,3 +88,28 @@ class Assembled:
 
 
 FRESH = -1  # in ``Assembled.reused``: the next message the answer carries itself
+
+
+def layout(before: Sequence[Message], messages: Sequence[Message]) -> tuple[int, tuple[int, ...], tuple[Message, ...]]:
+    """How ``messages`` are made from ``before`` (the request the driver holds): the prefix the two share, then
+    per later message its index in ``before`` (the same object, or equal to the one at its own place) or
+    ``FRESH``, and the fresh messages themselves. A plan regrouped at a turn's first step moves most messages
+    without changing them: they do not cross again (``Assembled.reused``)."""
+    most = min(len(before), len(messages))
+    kept = 0
+    while kept < most and (before[kept] is messages[kept] or before[kept] == messages[kept]):
+        kept += 1
+    where = {id(m): i for i, m in enumerate(before)}
+    reused: list[int] = []
+    fresh: list[Message] = []
+    for i in range(kept, len(messages)):
+        m = messages[i]
+        at = where.get(id(m))
+        if at is None and i < len(before) and before[i] == m:
+            at = i
+        reused.append(FRESH if at is None else at)
+        if at is None:
+            fresh.append(m)
+    if len(fresh) == len(messages) - kept:  # nothing reused after the prefix: the plain form
+        return kept, (), tuple(fresh)
+    return kept, tuple(reused), tuple(fresh)

@@ -89,9 +89,12 @@ class LedgerActor:
         """Append at the head, and hand back the session's entries from ``since`` on (these included): the
         turn loop's driver passes them to the AssemblerActor with its next step, which folds them in
         instead of reading the ledger again (``RayServices``; ``since`` is where the assembler's view ends).
-        ``behind``: written, not synced (a held turn's directive: the step's commit, before its model call,
-        syncs it with the rest; ``LedgerStore.hold``)."""
-        return append_since(self.store, session, payloads, since, behind)
+        ``behind`` (a held turn's directive): written, and synced on this actor's sync thread while the call
+        returns, beside the turn's first pass (which commits nothing of its own: ``Assembled.unwritten``)."""
+        answer = append_since(self.store, session, payloads, since, behind)
+        if behind:
+            self._syncs.submit(self._sync, session)
+        return answer
 
     @_foreground
     def append_batch(

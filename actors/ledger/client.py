@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from vak_context.actors.ledger.actor import append_since
@@ -131,8 +131,9 @@ class LedgerClient:
 
     async def append_since_async(self, session: str, payloads: Sequence[Payload],
                                  since: int, behind: bool = False) -> tuple[list[str], list[StoredEntry]]:
-        """``append_since`` without blocking the event loop; ``behind``: written, not synced (the session's
-        next commit syncs it, ``LedgerActor.append_since``)."""
+        """``append_since`` without blocking the event loop; ``behind``: written, not synced before this returns
+        (the LedgerActor syncs it beside the caller's next work, ``LedgerActor.append_since``; over a store, the
+        session's next commit syncs it)."""
         if self.store is not None:
             if behind:
                 return await asyncio.to_thread(append_since, self.store, session, payloads, since, True)
@@ -159,15 +160,27 @@ class LedgerClient:
         returns, with the ids they carry (``ChainMoved`` when another append reached the head first).
         ``behind``: through the LedgerActor, written and synced beside the caller's next work
         (``LedgerActor.append_chain``); a store held here syncs as its holds say."""
+        await self.append_chain_sent(session, entries, behind)
+
+    def append_chain_sent(self, session: str, entries: Sequence[StoredEntry], behind: bool = False) -> Awaitable[None]:
+        """``append_chain_async`` sent before this returns (through the LedgerActor: the call submitted; over a
+        store: a task in a worker thread), so the caller's own work runs beside it; await the answer before
+        anything else appends to the session (its errors, ``ChainMoved`` among them, are raised there)."""
         requests = _chain_requests(entries)
-        if not requests:
-            return
-        if self.store is not None:
-            answers = await asyncio.to_thread(self.store.append_many, session, requests)
-        else:
-            assert self._remote is not None
-            answers = await self._remote.append_chain_async(session, requests, behind)
-        _check_chained(entries, answers)
+        if self.store is not None or not requests:
+            return asyncio.ensure_future(self._append_chain_here(session, entries, requests))
+        assert self._remote is not None
+        sent = self._remote.append_chain_sent(session, requests, behind)
+
+        async def answered() -> None:
+            _check_chained(entries, await sent)
+        return asyncio.ensure_future(answered())
+
+    async def _append_chain_here(self, session: str, entries: Sequence[StoredEntry],
+                                 requests: list[tuple[list[Any], list[bytes | None], At]]) -> None:
+        if requests:
+            assert self.store is not None
+            _check_chained(entries, await asyncio.to_thread(self.store.append_many, session, requests))
 
     async def session_search_async(self, session: str, query: str, scope: str | None = None,
                                    limit: int = SEARCH_LIMIT) -> Found:

@@ -8,7 +8,7 @@ the actor's own typed errors as if in-process, and ``ActorError`` for anything R
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 import ray
@@ -103,8 +103,18 @@ class RemoteLedger:
 
     async def append_chain_async(self, session: str, requests: list[tuple[list[Any], list[bytes | None], Any]],
                                  behind: bool = False) -> list[list[str] | BaseException]:
+        return await self.append_chain_sent(session, requests, behind)
+
+    def append_chain_sent(self, session: str, requests: list[tuple[list[Any], list[bytes | None], Any]],
+                          behind: bool = False) -> Awaitable[list[list[str] | BaseException]]:
+        """``append_chain_async`` with the actor call submitted before this returns: awaited later."""
         with map_ray_errors("ledger append"):
-            return list(await self.handle.append_chain.remote(session, requests, behind))
+            ref = self.handle.append_chain.remote(session, requests, behind)
+
+        async def answered() -> list[list[str] | BaseException]:
+            with map_ray_errors("ledger append"):
+                return list(await ref)
+        return answered()
 
     async def session_search_async(self, session: str, query: str, scope: str | None, limit: int) -> Any:
         with map_ray_errors("ledger session_search"):

@@ -9,17 +9,20 @@ clock is one clock for every process). The second turn is counted (the first war
 * The pass (the driver's one call to the AssemblerActor) and the AssemblerActor's one commit: what the turn
   wrote since the last pass (the assistant step, its receipt and profile, each result's evidence body and the
   tool result naming it, all chained by the driver on the head the last pass handed back, so their ids are
-  known without a call) with the plan entry when the step plans: 2 on a step that keeps the turn's frozen
-  plan, 3 on a step that plans (the PlannerActor, handed the entries, so it reads none): the issue's target.
+  known without a call, and the plan entry the pass before handed back unwritten), sent as the pass begins so
+  it lands beside the plan and the projection: 2 on a step that keeps the turn's frozen plan; on the turn's
+  first step, which has nothing of its own to commit (the directive's append was synced beside it), the pass
+  and the PlannerActor's call (handed the entries, so it reads none): 2, and its plan entry goes with the next
+  commit. A step that plans with something to commit: 3, the issue's target.
 * Nothing else: the driver makes no call of its own for the step's entries or its results.
 * At the turn's edge, from the third turn on (the driver knows the session's entries from where the EvidenceActor's
   index ended at the close before): the close commits the turn's last entries with its card, handed what came
   before them (no read), and the plan made ahead is handed the closed turn's entries (no read).
 
 * A step whose plan writes what it needs first (a reset-with-handoff here; a packet summary's activity and
-  compaction entries the same way): the same 3. The PlannerActor chains those entries on the head it was
-  handed and hands them back with the plan; the AssemblerActor commits them between the turn's entries and
-  the plan entry, in its one append (before, 7 calls: the planner's commit of the turn's entries, its append
+  compaction entries the same way): the same. The PlannerActor chains those entries on the head it was
+  handed and hands them back with the plan; the AssemblerActor hands them back with the plan entry chained
+  after them, for the next commit, which writes them before the turn's next entries (before, 7 calls: the planner's commit of the turn's entries, its append
   of the reset and read of it back, the assembler's commit and, the chain having moved, its plan's append
   at the head, then the driver's own append of the step's entries).
 
@@ -49,7 +52,7 @@ from vak_context.providers.openai_compat import OpenAICompatProvider
 pytestmark = pytest.mark.ray
 
 PASS = 1  # the driver's call (the assembler reads the ledger only across a gap)
-COMMIT = 1  # the AssemblerActor's append: the turn's entries since the last pass, and the plan entry
+COMMIT = 1  # the AssemblerActor's append: the turn's entries since the last pass (the plan entry first)
 PLANNER = 1  # the PlannerActor's call, on a step that plans
 
 
@@ -87,12 +90,14 @@ async def test_a_step_is_one_pass_on_ray(ray_cluster: Any, tmp_path: Path) -> No
         assert "stated" not in [name for name, _, _ in received["evidence"]], received["evidence"]
         planned, kept, answered = steps_of(received)
         # The turn's first step plans: the AssemblerActor asks the PlannerActor (which reads nothing: it is
-        # handed the entries) and commits the plan entry; the step's own entries (the assistant step, whose id
-        # the receipt and the rules name, its receipt and profile, the result's body and the tool result) are
-        # chained by the driver and committed by the next pass: the driver makes no other call.
-        assert planned == [("assembler.assemble", ["planner.plan_step", "ledger.append_chain"])], planned
-        assert sum(1 + len(n) for _, n in planned) == PASS + PLANNER + COMMIT <= MOST
-        # A step that keeps the frozen plan: the pass and its commit of what the step before wrote.
+        # handed the entries) and hands its plan entry back chained, not committed; the step's own entries (the
+        # assistant step, whose id the receipt and the rules name, its receipt and profile, the result's body and
+        # the tool result) are chained by the driver after it and committed with it by the next pass: the driver
+        # makes no other call.
+        assert planned == [("assembler.assemble", ["planner.plan_step"])], planned
+        assert sum(1 + len(n) for _, n in planned) == PASS + PLANNER < MOST
+        # A step that keeps the frozen plan: the pass and its commit of what the step before wrote (the plan
+        # entry first), sent as the pass began.
         assert kept == [("assembler.assemble", ["ledger.append_chain"])], kept
         assert sum(1 + len(n) for _, n in kept) == PASS + COMMIT
         # The answer: the pass; the turn's close follows, outside the step's path: the EvidenceActor's one call
@@ -119,9 +124,9 @@ async def test_a_step_is_one_pass_on_ray(ray_cluster: Any, tmp_path: Path) -> No
 
 async def test_a_step_whose_plan_writes_a_reset_is_still_one_pass_on_ray(ray_cluster: Any, tmp_path: Path) -> None:
     """A plan that writes what it needs first (here this model's reset-with-handoff: a rescue, the second
-    turn bound with a profile that follows no instruction at any size) still costs the pass, the planner's
-    call and one commit: the PlannerActor chains the reset on the head it was handed and hands it back, and
-    the AssemblerActor commits it with the turn's entries and the plan entry. The chain verifies, and the
+    turn bound with a profile that follows no instruction at any size) still costs the pass and the planner's
+    call: the PlannerActor chains the reset on the head it was handed and hands it back, and the AssemblerActor
+    hands it back with the plan entry, chained, for the next commit (the next pass's, or the close's). The chain verifies, and the
     folder read again after the actors are gone holds the same session, the reset in it."""
     import ray
 
@@ -158,12 +163,13 @@ async def test_a_step_whose_plan_writes_a_reset_is_still_one_pass_on_ray(ray_clu
         mapper = Mapper()
         resets = [e for e in report if isinstance(mapper.payload_of(e), ResetWithHandoff)]
         assert len(resets) == 1, [e.kind for e in report]
-        # The step that planned and wrote the reset: the pass, the planner's call, one commit; nothing else.
-        assert steps[0] == [("assembler.assemble", ["planner.plan_step", "ledger.append_chain"])], steps[0]
-        assert sum(1 + len(n) for _, n in steps[0]) == PASS + PLANNER + COMMIT <= MOST
-        for step in steps:  # every later step plans again: the pass, the planner, the commit
+        # The step that planned and wrote the reset: the pass and the planner's call; the reset and the plan
+        # entry are handed back chained and committed with the next commit; nothing else.
+        assert steps[0] == [("assembler.assemble", ["planner.plan_step"])], steps[0]
+        assert sum(1 + len(n) for _, n in steps[0]) == PASS + PLANNER <= MOST
+        for step in steps:  # every later step plans again: the pass, the commit sent as it began, the planner
             assert sum(1 + len(n) for _, n in step[:1]) <= MOST, step
-        # The reset sits before the plan entry the step committed with it, chained as the ledger chains it.
+        # The reset sits before the plan entry handed back with it, chained as the ledger chains it.
         kinds = [e.kind for e in report]
         at = kinds.index(resets[0].kind)
         assert "plan" in kinds[at + 1:], kinds[at:]

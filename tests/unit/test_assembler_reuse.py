@@ -12,8 +12,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from vak_context.actors.assembler import AssemblerActor, _layout
+from vak_context.actors.assembler import AssemblerActor
 from vak_context.agent.steps import FRESH, Assembled, StepRequest
+from vak_context.agent.steps import layout as _layout
 from vak_context.context.capacity.profile import CapacityProfile, Ewma, Horizon, ProfileKey
 from vak_context.context.request.messages import ChatRequest, Message, ToolSpec
 from vak_context.events.payloads import AssistantStep, Directive, TextBlock

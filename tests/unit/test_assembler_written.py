@@ -108,3 +108,53 @@ async def test_a_reset_the_planner_chained_is_never_written_where_the_commit_mov
         kinds = [e.kind for e in store.entries("s")]
         assert kinds.count("reset_handoff") == 1 and kinds[-1] == "plan" and done.written
         assert store.verify().ok
+
+
+async def test_a_held_pass_hands_its_plan_back_unwritten_and_the_next_commits_it_first(tmp_path: Path) -> None:
+    """A held turn's driver on Ray (``behind``): the pass sends its commit of what the driver chained as it begins,
+    so it lands beside the plan and the projection, and hands back the plan entry chained, not written
+    (``Assembled.unwritten``), for the next pass to commit first. The requests are those of passes that commit
+    as they go, and the ledger ends the same: the plan entry where it would be, the chain whole."""
+    requests = []
+    for behind, folder in ((False, "plain"), (True, "held")):
+        with LedgerStore(tmp_path / folder) as store:
+            store.append("s", [Directive(text="where is beta?")])
+            assembler = AssemblerActor(str(store.root), store)
+            count = store.count("s")
+            first = await assembler.assemble("s", PROFILE, STEP, behind=behind)
+            assert first.plan_id is not None and first.tip is not None
+            if behind:  # chained on the head, folded, not written
+                assert store.count("s") == count and [e.id for e in first.unwritten] == [first.plan_id]
+                assert first.tip == (first.plan_id, count + 1) and first.unwritten[0].kind == "plan"
+            else:
+                assert first.unwritten == () and store.head("s") == first.plan_id
+            written = [*first.unwritten, *_a_tool_step(first.tip, "s")]
+            commits = store.commits("s")
+            second = await assembler.assemble("s", PROFILE, STEP, written=written, behind=behind)
+            assert store.entries("s", count) == [*([] if behind else [store.get(first.plan_id)]), *written]
+            assert store.commits("s") == commits + 1 and second.unwritten == () and not second.replanned
+            assert second.tip == (written[-1].id, written[-1].seq + 1) and store.verify().ok
+            # A fresh assembler (a restarted actor) reads the plan entry back: the same request.
+            again = await AssemblerActor(str(store.root), store).assemble("s", PROFILE, STEP)
+            assert again.request.messages == second.request.messages and not again.replanned
+            requests.append((first.request, second.request))
+    assert requests[0] == requests[1]
+
+
+async def test_a_held_pass_whose_commit_finds_the_session_moved_raises_and_reads_again(tmp_path: Path) -> None:
+    """The commit sent as the pass began fails (another writer reached the head since the pass before): the
+    pass raises its ``ChainMoved``, nothing the driver chained is written, and the view (holding them
+    folded, and the plan entry handed back) reads the ledger again."""
+    with LedgerStore(tmp_path / "ledger") as store:
+        store.append("s", [Directive(text="where is beta?")])
+        assembler = AssemblerActor(str(store.root), store)
+        first = await assembler.assemble("s", PROFILE, STEP, behind=True)
+        assert first.tip is not None and first.unwritten
+        store.append("s", [Nudge(tag="t", text="another writer")])
+        count = store.count("s")
+        with pytest.raises(ChainMoved):
+            await assembler.assemble("s", PROFILE, STEP, written=[*first.unwritten, *_a_tool_step(first.tip, "s")],
+                                     behind=True)
+        assert store.count("s") == count and first.plan_id not in [e.id for e in store.entries("s")]
+        third = await assembler.assemble("s", PROFILE, STEP)
+        assert "beta lives here" not in str(third.request.messages) and third.replanned and store.verify().ok
