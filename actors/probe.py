@@ -143,8 +143,9 @@ class ProbeActor:
         """``turn_finished``, and where it found the key's profile fresh (``"fresh"``: no probe in flight, none
         started) the profile as ``profile`` gives it and until when (this actor's clock) it stays fresh: till
         then no finished turn starts a probe of the key (one asking with another metadata digest aside), so
-        ``turn_starting`` would cancel nothing and hand back this record, and the turn services skip it (one
-        actor call a turn on Ray, ``RayServices.turn_started``). Else (decision, None, None)."""
+        ``turn_starting`` would cancel nothing and hand back this record and ``turn_finished`` would start
+        nothing: the turn services on Ray make neither call till then (``RayServices.turn_started``,
+        ``turn_finished``). Else (decision, None, None)."""
         decision = await self._finished(target)
         cached = self.cache.get(target.key)
         if decision != "fresh" or cached is None or cached.provenance.probed_at is None:

@@ -380,16 +380,15 @@ class RayServices:
 
     async def turn_started(self) -> CapacityProfile | None:
         """Cancel the bound model's in-flight probe; the newest profile the ProbeActor holds for it (the
-        loop binds it when it is newer than its own). Without a call while the last turn's ``turn_finished``
-        found the profile fresh and it still is (``ProbeActor.turn_finished_quiet``): no probe can have
-        started since, so there is none to cancel, and the profile held is the one it handed back."""
+        loop binds it when it is newer than its own). Without a call while a turn's ``turn_finished`` found the
+        profile fresh and it still is (``ProbeActor.turn_finished_quiet``): no probe can have started since, so
+        there is none to cancel, and the profile held is the one it handed back."""
         await self._collect()
         if self.probe is None or self.probe_request is None:
             return None
-        quiet, self._quiet = self._quiet, None
-        if quiet is not None and time.time() < quiet[1]:
-            record = quiet[0]
-            return from_record(record)
+        if self._quiet is not None and time.time() < self._quiet[1]:
+            return from_record(self._quiet[0])
+        self._quiet = None
         record = await _call("probe turn_starting", self.probe.turn_starting.remote(self.probe_request.key))
         return from_record(record) if record is not None else None
 
@@ -417,11 +416,14 @@ class RayServices:
         """The turn closed: the LedgerActor queues a catch-up of the session's search index on its store's
         background thread (the call returns at once, leaving the actor's threads to appends), and the
         probe may run in the idle time. Both are sent, not waited on: nothing here needs their answers, so
-        they cross while the turn's close goes on (``release`` or the next turn's start collects them)."""
+        they cross while the turn's close goes on (``release`` or the next turn's start collects them). While the
+        last answer said the bound model's profile stays fresh, the probe is not asked: it would start nothing."""
         await self._settle()
         if self.index_at_close:
             self._behind.append(("ledger index_later", self.ledger_handle.index_later.remote(self.session)))
         if self.probe is not None and self.probe_request is not None:
+            if self._quiet is not None and time.time() < self._quiet[1]:
+                return  # fresh till then: no finished turn starts a probe of it (``turn_finished_quiet``)
             self._quiet = None
             self._behind.append((QUIET, self.probe.turn_finished_quiet.remote(self.probe_request)))
 

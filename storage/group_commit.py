@@ -455,7 +455,7 @@ class GroupCommit(WriteBehind):
         # so a reader after a crash reads at most that much of the tail (storage/ledger_index.py). Not synced:
         # the entries are durable, and an index a power cut tears is rebuilt from them.
         if PROFILE_KIND in group.kinds or writer.size - s.index_bytes >= REWRITE_BYTES:
-            if s.hold:  # written behind: the file follows in the background (storage/index_files.py)
+            if s.hold or not group.sync:  # written behind: the file follows in the background (index_files.py)
                 self.index_files.mark(s)
             else:
                 write_index(s.dir, index, durable=False)

@@ -3,7 +3,8 @@
 The writer rewrites a session's ``_index.json`` after each commit that holds a ``capacity_profile`` entry (a
 profile each model call) or follows ``REWRITE_BYTES`` of entries. For an append outside a hold that happens
 in the append, as before. A held session (the engine's loop during a turn: appends written behind, synced
-once per model call) has its rewrite done here instead: creating, writing and renaming a file cost about
+once per model call), and an append written behind outside a hold (``append_many(behind=True)``: the
+LedgerActor's for a held turn on Ray, synced on its sync thread), has its rewrite done here instead: creating, writing and renaming a file cost about
 0.35 ms a step, and the step waited for it though nothing in the step reads the file. Marks for one session
 coalesce into one rewrite of its newest index.
 

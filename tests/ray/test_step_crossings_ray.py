@@ -33,6 +33,7 @@ step made 5 in all (7 when it planned), each result 3 of them (the EvidenceActor
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -179,3 +180,45 @@ async def test_a_step_whose_plan_writes_a_reset_is_still_one_pass_on_ray(ray_clu
     with LedgerStore(root, readonly=True) as store:  # the folder read again: the same session
         assert [e.id for e in store.entries("s1")] == [e.id for e in report]
         assert store.verify("s1").ok
+
+
+async def test_a_fresh_profile_costs_no_probe_call_at_a_turns_edges(ray_cluster: Any, tmp_path: Path) -> None:
+    """While the bound model's profile is fresh (probed, inside its TTL), a turn's start and its close make no
+    call to the ProbeActor: the first turn's ``turn_finished_quiet`` said until when no finished turn can start a
+    probe of it, so there is none to cancel and none to start (before, one call at every close)."""
+    from tests.fakes.counting_actors import counting
+    from vak_context.actors.factory import NAMESPACE, probe_actor_name, remote_class
+    from vak_context.actors.probe import ProbeActor, ProbeRequest
+    from vak_context.actors.turn_services import RayServices
+    from vak_context.config import VakConfig
+    from vak_context.context.capacity.profile import to_record
+
+    root = os.path.realpath(tmp_path / "ledger")
+    actors = counting_actors(root)
+    # The loop is bound to a profile a probe measured now (the one recorded, and so each turn's feedback too).
+    probed = replace(PROFILE, provenance=replace(PROFILE.provenance, source="probe", probed_at=time.time(),
+                                                 passed_any=True))
+    await actors["ledger"].append.remote("capacity", [to_record(probed)])
+    probe = remote_class(counting(ProbeActor)).options(
+        name=probe_actor_name(root), namespace=NAMESPACE, lifetime="detached", num_cpus=0, max_concurrency=64,
+    ).remote(actors["ledger"], session="capacity", config=VakConfig())
+    script = Scripted([fixed(completion("beta is on line 2"))] * 3)
+    surface = tool_surface()
+    try:
+        with serve(script.handle) as server:
+            async with httpx.AsyncClient() as client:
+                provider = OpenAICompatProvider(client, base_url=server.base_url, retry=RetryPolicy(attempts=1))
+                config = TurnConfig(model="scripted", provider="openai-compat",
+                                    system=system_prompt(surface.catalogue()), surface=surface, max_steps=4,
+                                    max_tokens=64)
+                target = ProbeRequest(spec="openai-compat:scripted", base_url=server.base_url, profile_key=PROFILE.key)
+                services = RayServices(root, "s1", probe=probe, probe_request=target)
+                loop = TurnLoop(services, provider, probed, config, workspace=notes_workspace(tmp_path))
+                outcomes = [(await loop.run(f"where is beta, {i}?")).outcome for i in range(3)]
+                await services.release()
+                calls = [name for name, _, _ in await probe.received.remote()]
+        assert outcomes == ["completed"] * 3
+        # The first turn asks at its start (nothing known yet) and at its close (fresh: until when); then none.
+        assert calls == ["turn_starting", "turn_finished_quiet"], calls
+    finally:
+        kill_folder_actors(root)

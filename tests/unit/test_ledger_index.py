@@ -244,3 +244,24 @@ def test_marks_after_the_writer_stopped_are_ignored_and_a_vanished_folder_is_not
         writer.index_files.mark(s)  # after stop: ignored, nothing waits
         writer.index_files.flush()
         writer.release("a", sync=True)
+
+
+def test_an_append_written_behind_has_its_index_file_rewritten_in_the_background(tmp_path: Path) -> None:
+    """An append written behind outside a hold (the LedgerActor's ``append_chain(behind=True)``, a held turn's
+    pass on Ray: synced on its own thread beside the model call) marks the index file behind as a held one
+    does: the commit holding a profile does not wait for the file, a reader reads the batches after it, and a
+    flush makes it current."""
+    root = tmp_path / "ledger"
+    folder = root / "sessions" / "a"
+    with LedgerStore(root) as writer:
+        writer.append("a", [profile_record("m", 1000)])  # not held, synced: the file is written in the append
+        assert writer.index_files.written == 0
+        [ids] = writer.append_many("a", [([Directive(text="d"), profile_record("m", 2000)], None)], behind=True)
+        assert isinstance(ids, list)
+        stale = read_index(folder, "a")
+        with LedgerStore(root, readonly=True) as reader:
+            assert reader.profile_entry("openai", "m") == writer.get(ids[-1])
+        writer.index_files.flush()
+        on_disk = read_index(folder, "a")
+        assert on_disk is not None and on_disk.seq == 3 and on_disk.head == ids[-1] and writer.index_files.written >= 1
+        assert stale is not None and (stale.seq == 1 or stale == on_disk)  # behind, or its thread was quick
