@@ -172,10 +172,12 @@ class AssemblerActor:
         """The session's view, brought up to date with what was appended since the last call."""
         return self._views.get(session)
 
-    def state(self, session: str, model: str, view: SessionView | None = None) -> StepState:
+    def state(self, session: str, model: str, view: SessionView | None = None,
+              held: Sequence[StoredEntry] = ()) -> StepState:
         """The step policy's state for (session, model): the model's last plan entry in the session's
         chain, decoded once (``vak_context.context.planner.policy.state_of_entry``) and kept while it is the last.
-        ``view``: the session's view as this step read it (None: read it now)."""
+        ``view``: the session's view as this step read it (None: read it now); ``held``: entries it folded that
+        may not be written yet (a pass's ``written``, the plan entry first where the pass before handed it back)."""
         with self._lock:
             last = (view if view is not None else self.view(session)).plans.get(model)
             cached = self._states.get((session, model))
@@ -183,10 +185,11 @@ class AssemblerActor:
                 return cached[1]
             state = StepState()
             if last is not None:
-                record = self.mapper.payload_of(self.ledger.get(last))
+                get = {e.id: e for e in held}.get
+                record = self.mapper.payload_of(get(last) or self.ledger.get(last))
                 if isinstance(record, PlanRecord):
                     # A format-2 entry's rows are what changed since the plans before it: read back as far as needed.
-                    read = rows_reader(lambda entry_id: self.mapper.payload_of(self.ledger.get(entry_id)))
+                    read = rows_reader(lambda entry_id: self.mapper.payload_of(get(entry_id) or self.ledger.get(entry_id)))
                     state = state_of_entry(record, self._plan_rows.rows_of(last, read) if record.base else None)
             self._states[(session, model)] = (last, state)
             return state
@@ -281,7 +284,7 @@ class AssemblerActor:
             await self._commit(session, view, pending, None)
             raise InvalidInput(f"session {session!r} has no open turn; append the directive first")
         model = str(profile.key)
-        decision, state = decide(Asked(turn.id, profile), self.state(session, model, view))
+        decision, state = decide(Asked(turn.id, profile), self.state(session, model, view, written))
         written_ids: list[str] = []
         try:
             while not isinstance(decision, Send):  # Asked is never answered with Send; at most two plans

@@ -158,3 +158,18 @@ async def test_a_held_pass_whose_commit_finds_the_session_moved_raises_and_reads
         assert store.count("s") == count and first.plan_id not in [e.id for e in store.entries("s")]
         third = await assembler.assemble("s", PROFILE, STEP)
         assert "beta lives here" not in str(third.request.messages) and third.replanned and store.verify().ok
+
+
+async def test_an_assembler_restarted_mid_turn_takes_the_plan_entry_handed_back_unwritten(tmp_path: Path) -> None:
+    """The assembler that planned the turn's first step is gone (an actor restarted) before the next pass, which
+    carries that plan entry, unwritten, first: the new one finds the turn's frozen plan in what it is handed (its
+    commit still landing), so it keeps the plan and sends what the old one would have."""
+    with LedgerStore(tmp_path / "ledger") as store:
+        store.append("s", [Directive(text="where is beta?")])
+        first = await AssemblerActor(str(store.root), store).assemble("s", PROFILE, STEP, behind=True)
+        assert first.tip is not None and first.unwritten
+        written = [*first.unwritten, *_a_tool_step(first.tip, "s")]
+        again = await AssemblerActor(str(store.root), store).assemble("s", PROFILE, STEP, written=written,
+                                                                     behind=True)
+        assert not again.replanned and again.plan_digest == first.plan_digest
+        assert store.entries("s", written[0].seq) == written and store.verify().ok
