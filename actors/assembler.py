@@ -42,7 +42,7 @@ from vak_context.actors.ledger.client import LedgerClient
 from vak_context.actors.planner import PRODUCER, PlannerActor, StepPlan, Summarise, plan_record
 from vak_context.actors.session_fold import FoldedSessions, fold_unseen
 from vak_context.agent.endpoint import EndpointTools, build_tools
-from vak_context.agent.steps import Assembled, StepRequest, layout
+from vak_context.agent.steps import Assembled, StepRequest, interned, layout
 from vak_context.agent.summarise import Summariser
 from vak_context.context.capacity.profile import CapacityProfile, request_chars
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
@@ -130,6 +130,7 @@ class AssemblerActor:
         # Per session, a held turn's commit of what its driver wrote since the last pass, sent as the pass
         # began and landing beside its plan and projection: awaited before anything else is committed.
         self._ahead: dict[str, tuple[Awaitable[None], StoredEntry]] = {}
+        self._steps: dict[str, StepRequest] = {}  # the last step per session: its prompt and specs kept (``interned``)
 
     @property
     def summarise(self) -> Summarise | Summariser | None:
@@ -210,6 +211,7 @@ class AssemblerActor:
         ``behind`` (a held turn's driver on Ray): ``written`` is committed by a call sent as the pass begins, so
         it lands beside the plan and the projection, and is synced beside the model call
         (``LedgerActor.append_chain``); the plan entry comes back unwritten (``Assembled.unwritten``)."""
+        step = self._steps[session] = interned(step, self._steps.get(session))
         if entries is None and written:  # what the turn wrote continues the view: nothing to read (``_take``)
             entries = ()
         view = self._views.feed(session, entries) if entries is not None else self.view(session)

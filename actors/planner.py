@@ -55,7 +55,7 @@ from vak_context.actors.ledger.client import LedgerClient
 from vak_context.actors.session_fold import FoldedSessions, fold_unseen
 from vak_context.agent.endpoint import EndpointTools, build_tools
 from vak_context.agent.stated_pass import extract_with_model
-from vak_context.agent.steps import StepRequest
+from vak_context.agent.steps import StepRequest, interned
 from vak_context.agent.summarise import Summariser, write_packet
 from vak_context.context.capacity.profile import CapacityProfile, from_record
 from vak_context.context.capacity.tokens import PRIOR_TOKENS_PER_CHAR
@@ -250,6 +250,7 @@ class PlannerActor:
         # Per session, the entries (seq -> id) the last ``plan_step`` chained and handed back, until the
         # assembler's next hand-over shows them committed.
         self._chained: dict[str, dict[int, str]] = {}
+        self._steps: dict[str, StepRequest] = {}  # the last step per session: its prompt and specs kept (``interned``)
 
     def views(self) -> tuple[threading.RLock, FoldedSessions[SessionView]]:
         """This actor's views of its sessions and their lock, for an assembler in the same process to project
@@ -315,6 +316,7 @@ class PlannerActor:
         chained after them and handed back (``StepPlan.chained``), for the assembler to commit with the rest;
         only a packet writer of the caller's own writes them first. Not recorded: the assembler records the
         plan it sends."""
+        step = self._steps[session] = interned(step, self._steps.get(session))
         lock = self._sessions.setdefault(session, asyncio.Lock())
         async with lock:
             view = self.view(session, entries)
@@ -359,6 +361,7 @@ class PlannerActor:
         on (a newer directive, or the turn still open): the next request then plans for itself. Returns the
         entries written (the model pass's, where the session asked for it, then the ``packet.summarise`` activity
         and the ``compaction``), none when nothing was due."""
+        step = self._steps[session] = interned(step, self._steps.get(session))
         lock = self._sessions.setdefault(session, asyncio.Lock())
         async with lock:  # a step plan of the same session waits for this summary, then finds it stored
             view = self.view(session, entries)

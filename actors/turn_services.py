@@ -40,6 +40,7 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from vak_context.actors.evidence import evidence_body, stored_answer, tool_result
@@ -280,6 +281,9 @@ class RayServices:
         # the messages it shares with the last request are held here (their objects: encoded and sized by
         # identity); only the rest crossed
         assembled = assembled.whole(self._sent[1])
+        tools = assembled.request.tools
+        if tools is not step.tools and tools == step.tools:  # the specs sent, kept: what is computed of them is too
+            assembled = replace(assembled, request=assembled.request.model_copy(update={"tools": step.tools}))
         self._sent = (assembled.sent, assembled.request.messages)
         self._seen = assembled.seen
         self._tip = assembled.tip if self._held else None

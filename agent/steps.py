@@ -113,3 +113,12 @@ def layout(before: Sequence[Message], messages: Sequence[Message]) -> tuple[int,
     if len(fresh) == len(messages) - kept:  # nothing reused after the prefix: the plain form
         return kept, (), tuple(fresh)
     return kept, tuple(reused), tuple(fresh)
+
+
+def interned(step: StepRequest, last: StepRequest | None) -> StepRequest:
+    """``step`` holding ``last``'s system prompt and tool specs where they are equal. On Ray each call unpickles
+    new objects, and what is computed once per prompt and spec (the prefix digest, a spec's chars and JSON) is
+    kept by their identity: the same objects from call to call keep it."""
+    if last is None or last.tools is step.tools or last.system != step.system or last.tools != step.tools:
+        return step
+    return replace(step, system=last.system, tools=last.tools)

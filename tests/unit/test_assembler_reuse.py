@@ -85,3 +85,24 @@ async def test_a_regrouped_plan_crosses_only_its_new_messages(tmp_path: Path) ->
             held = whole
             store.append("s", [AssistantStep(blocks=(TextBlock(text=f"item {k} is here. " * 30),))])
         assert reused_seen > 0  # the plan moved messages the driver held
+
+
+def test_a_step_equal_to_the_last_holds_its_prompt_and_specs() -> None:
+    """``interned``: a step whose prompt and tool specs equal the last one's (new objects, as each call on Ray
+    unpickles them) holds the last one's objects, so what is kept by their identity (the prefix digest, a spec's
+    chars and JSON) is kept; a step whose specs or prompt differ is left as it is."""
+    import pickle
+
+    from vak_context.agent.steps import interned
+
+    last = StepRequest(model="m", system="You are careful.", tools=(ToolSpec(name="grep", description="Search."),),
+                       tail="t")
+    again = pickle.loads(pickle.dumps(last))
+    assert again == last and again.tools[0] is not last.tools[0]
+    kept = interned(again, last)
+    assert kept == again and kept.tools is last.tools and kept.system is last.system
+    other = StepRequest(model="m", system="You are careful.", tools=(ToolSpec(name="grep", description="Find."),),
+                        tail="t")
+    assert interned(other, last) is other and interned(again, None) is again
+    assert interned(pickle.loads(pickle.dumps(StepRequest(model="m", system="Other.", tools=last.tools, tail="t"))),
+                    last).system == "Other."
