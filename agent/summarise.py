@@ -146,13 +146,11 @@ async def write_packet(
     activity = Activity(activity="packet.summarise", detail=detail)
     packet = compaction_payload(
         view.index, pk.first_ordinal, pk.last_ordinal, text, model=plan.model, seeded_from=seeded_from, source=source,
-        brief=pk.level == "brief",
+        brief=pk.level == "brief", listed=False,  # named by its range: the entry does not grow with the session
     )
     ids = ledger.append(session, [activity, packet])
     view.add(ledger.get(ids[0]))
-    # The packet folded from the model it was written from (strings only: the same as its bytes decode to),
-    # not decoded again: at 1,000 turns it names ~1,000 evidence bodies (~200 KB, ~2.5 ms to decode).
-    view.add(ledger.get(ids[1]), packet)
+    view.add(ledger.get(ids[1]), packet)  # folded from the model it was written from, not decoded again
     return ids
 
 

@@ -202,7 +202,11 @@ class Compaction(Frozen):
     first_turn_id: EntryId
     last_turn_id: EntryId
     summary: str
-    covered_evidence: tuple[CoveredEvidence, ...] = ()
+    # The evidence bodies the range holds, listed; or null (``None``): the range's bodies as the chain holds them
+    # at this entry, which every reader derives (``TurnIndex``) and the engine writes so: a listed packet names
+    # every body of its range again each time it grows (at 1,000 turns ~1,700 bodies, ~190 KB an entry every 8
+    # turns), a null one stays a few hundred bytes. Code from before null reads it as invalid, never as empty.
+    covered_evidence: tuple[CoveredEvidence, ...] | None = ()
     model: str  # the model whose plan asked for this packet, "provider:model"
     seeded_from: EntryId | None = None  # the shorter packet this one grew from
     # Who wrote ``summary``: the summariser model, or the engine's deterministic extract of the turns'

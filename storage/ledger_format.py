@@ -17,7 +17,8 @@ LEDGER_FORMAT = 2
 FORMATS: dict[int, str] = {
     1: "sessions of hash-linked entries in Arrow IPC segments, a tail per writer, a manifest per session",
     2: "a per-session index (_index.json): the session's head and its newest capacity_profile entry per model key; "
-       "plan entries (schema v2) whose rows are what changed since the model's plan entry before them",
+       "plan entries (schema v2) whose rows are what changed since the model's plan entry before them; "
+       "compaction entries that name their evidence by their range (covered_evidence null)",
 }
 
 

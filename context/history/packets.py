@@ -395,8 +395,11 @@ def compaction_payload(
     seeded_from: str | None = None,
     source: Literal["summariser", "extract"] = "summariser",
     brief: bool = False,
+    listed: bool = True,
 ) -> Compaction:
-    """The ``compaction`` entry for a summarised range: keyed by the range, naming every evidence id."""
+    """The ``compaction`` entry for a summarised range: keyed by the range, naming every evidence id, or
+    (``listed`` False, as the engine writes it) naming them by the range alone (``covered_evidence`` null:
+    readers derive the same ids, ``TurnIndex``), so the entry does not grow with the session."""
     if not summary.strip():
         raise InvalidInput("a compaction packet needs a summary; a range with none is rendered as a list")
     first, last = index.turn(first_ordinal), index.turn(last_ordinal)
@@ -406,7 +409,7 @@ def compaction_payload(
         first_turn_id=first.id,
         last_turn_id=last.id,
         summary=summary.strip(),
-        covered_evidence=_covered_range(index, first_ordinal, last_ordinal),
+        covered_evidence=_covered_range(index, first_ordinal, last_ordinal) if listed else None,
         model=model,
         seeded_from=seeded_from,
         source=source,

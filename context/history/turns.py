@@ -1,18 +1,18 @@
 """The TurnIndex (spec §2): a session's chain of entries grouped into turns.
 
-A turn is one user directive plus every assistant step and tool exchange until the final answer.
-Control messages (nudge, intent_note, thread, work_contract) are not turns: they are tail material
-the assembler owns, so the index only notes where they fell. A compaction packet becomes a
-``Summary`` over the inclusive range of turns it names; a ``reset_handoff`` marks every turn before
-it ``behind_reset`` (never planned again, still reachable by ``recall({turn})``). A ``history.withdrawn``
-activity takes the assistant steps it names out of their turns (a client of ``vak serve`` dropped the
-replies they gave: the projection follows the client's history); the entries stay in the chain, and a
-withdrawn final answer leaves its turn's card without the narration.
+A turn is one user directive plus every assistant step and tool exchange until the final answer. Control
+messages (nudge, intent_note, thread, work_contract) are not turns: they are tail material the assembler owns,
+so the index only notes where they fell. A compaction packet becomes a ``Summary`` over the inclusive range of
+turns it names (and their evidence); a ``reset_handoff`` marks every turn before it ``behind_reset`` (never
+planned again, still reachable by ``recall({turn})``). A ``history.withdrawn`` activity takes the assistant
+steps it names out of their turns (a client of ``vak serve`` dropped the replies they gave: the projection
+follows the client's history); the entries stay in the chain, and a withdrawn final answer leaves its turn's
+card without the narration.
 
 Pure: entries go in, the index comes out. No I/O, no clock. Build it once from
-``LedgerStore.chain_to_root(head)`` with ``TurnIndex.build``, then keep it current with
-``index.add(entry)`` for each appended entry; ``dump()`` is a canonical, JSON-ready picture of the
-whole index, so an incrementally kept index can be checked against a rebuild.
+``LedgerStore.chain_to_root(head)`` with ``TurnIndex.build``, then keep it current with ``index.add(entry)``
+for each appended entry; ``dump()`` is a canonical, JSON-ready picture of the whole index, so an incrementally
+kept index can be checked against a rebuild.
 """
 
 from __future__ import annotations
@@ -141,13 +141,8 @@ class TurnIndex:
     # ------------------------------------------------------------------ building
 
     @classmethod
-    def build(
-        cls,
-        entries: Iterable[EntryLike],
-        tokens_per_char: float = PRIOR_TOKENS_PER_CHAR,
-        *,
-        mapper: Mapper | None = None,
-    ) -> TurnIndex:
+    def build(cls, entries: Iterable[EntryLike], tokens_per_char: float = PRIOR_TOKENS_PER_CHAR, *,
+              mapper: Mapper | None = None) -> TurnIndex:
         index = cls(tokens_per_char, mapper=mapper)
         for entry in entries:
             index.add(entry)
@@ -368,6 +363,10 @@ class TurnIndex:
         last = self._turn_by_id.get(packet.last_turn_id)
         if first is None or last is None:
             self.problems.append(f"compaction {entry_id} names a turn range that is not in this chain")
+        # Named by its range (null): the range's evidence ids as the chain holds them here, those a listed one names.
+        covered = (tuple(c.id for c in packet.covered_evidence) if packet.covered_evidence is not None else ()
+                   if first is None or last is None else tuple(itertools.chain.from_iterable(
+                       t.evidence for t in self.turns[first.ordinal - 1 : last.ordinal])))
         self.summaries.append(
             Summary(
                 id=entry_id,
@@ -376,7 +375,7 @@ class TurnIndex:
                 first_ordinal=first.ordinal if first else None,
                 last_ordinal=last.ordinal if last else None,
                 summary=packet.summary,
-                covered_evidence=tuple(c.id for c in packet.covered_evidence),
+                covered_evidence=covered,
                 model=packet.model,
                 source=packet.source,
                 brief=packet.brief,
