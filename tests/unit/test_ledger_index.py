@@ -17,7 +17,7 @@ from vak_context.context.capacity.profile import ProfileKey, from_record
 from vak_context.engine.binding import recorded_profile
 from vak_context.events.envelope import Mapper, StoredEntry
 from vak_context.events.payloads import CapacityProfileRecord, Directive, Nudge
-from vak_context.storage import ledger_index, recovery
+from vak_context.storage import index_files, ledger_index, recovery
 from vak_context.storage.ledger import LedgerStore
 from vak_context.storage.ledger_format import LEDGER_FORMAT
 from vak_context.storage.ledger_index import INDEX_NAME, SessionIndex, read_index, read_rest
@@ -265,3 +265,24 @@ def test_an_append_written_behind_has_its_index_file_rewritten_in_the_background
         on_disk = read_index(folder, "a")
         assert on_disk is not None and on_disk.seq == 3 and on_disk.head == ids[-1] and writer.index_files.written >= 1
         assert stale is not None and (stale.seq == 1 or stale == on_disk)  # behind, or its thread was quick
+
+
+def test_marks_of_fast_steps_share_one_rewrite_and_a_flush_does_not_wait_for_the_window(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index thread waits ``COALESCE_S`` after a first mark: every mark within it shares one rewrite of the
+    newest index (a loop of fast steps is not a file a step). A flush, and the store's close, write at once."""
+    monkeypatch.setattr(index_files, "COALESCE_S", 3600.0)  # a window no test run reaches: only a flush ends it
+    root = tmp_path / "ledger"
+    folder = root / "sessions" / "a"
+    with LedgerStore(root) as writer:
+        writer.hold("a")
+        ids = [writer.append("a", [Directive(text=str(i)), profile_record("m", 2000 + i)])[1] for i in range(30)]
+        assert writer.index_files.written == 0 and read_index(folder, "a") is None  # marked 30 times, waiting
+        writer.index_files.flush()
+        assert writer.index_files.written == 1
+        on_disk = read_index(folder, "a")
+        assert on_disk is not None and on_disk.seq == 60 and on_disk.head == ids[-1]
+        (late,) = writer.append("a", [profile_record("m", 9000)])
+        assert writer.index_files.written == 1
+    closed = read_index(folder, "a")  # the close flushed (not waiting out the window), then sealed: current
+    assert closed is not None and closed.head == late
