@@ -17,10 +17,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import blake3
@@ -42,6 +42,7 @@ from vak_context.context.history.turns import Summary, Turn, TurnIndex
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.records import SHOWN, Fidelity, plan_rate
 from vak_context.context.planner.sizes import card_text
+from vak_context.context.request.merged import Merged, Snapshot
 from vak_context.context.request.messages import CacheHints, ChatRequest, Message, ToolSpec
 from vak_context.context.stated.render import contract_block, render_contract
 from vak_context.errors import InvalidInput
@@ -259,7 +260,7 @@ def project(
     )
 
 
-def _history(index: TurnIndex, p: Plan, infos: Mapping[str, EvidenceInfo], text: str | None) -> _Merged:
+def _history(index: TurnIndex, p: Plan, infos: Mapping[str, EvidenceInfo], text: str | None) -> Merged:
     """The request's messages before the current turn (the reset's handoff, retrieved turns, the packet
     ``text``, the turns shown), merged, ready for the current turn to follow.
 
@@ -272,32 +273,41 @@ def _history(index: TurnIndex, p: Plan, infos: Mapping[str, EvidenceInfo], text:
     hit = _HISTORIES.get(id(p)) if keep else None
     if (hit is not None and hit[0] is p and hit[1] is index and hit[2] is infos and hit[3] == key
             and hit[4] == text):
-        return _Merged.resume(hit[5])
-    messages = _Merged()
+        return Merged.resume(hit[5])
+    messages = Merged()
     if p.reset is not None:  # the reset this model's plan starts after: its handoff comes first
         mark = next((r for r in index.reset_marks if r.id == p.reset.entry_id), None)
         if mark is None:
             raise InvalidInput(f"reset {p.reset.entry_id} is not in this index; plan against the same index")
         messages.user((TextBlock(text=render_handoff(mark.turns, mark.handoff)),))
-    shown = _shown(p)
-    if shown and shown[-1][0] >= len(index.turns):
-        index.turn(shown[-1][0] + 1)  # raises: the plan is not this index's
-    for i, _, retrieved in shown:  # retrieved older turns come first, whole
-        if retrieved:
-            messages.extend(_record(index, index.turns[i], infos))
+    rows = p.rows
+    start, codes = rows.history_start, rows.codes
+    runs = [m.span() for m in _SHOWN_RUN.finditer(codes)]  # the shown turns, as runs of positions
+    if runs and runs[-1][1] > len(index.turns):
+        index.turn(runs[-1][1])  # raises: the plan is not this index's
+    # retrieved older turns come first, whole; they and the turns at Full break the runs of cards
+    retrieved = sorted(i for i in rows.retrieved if i >= start and i < len(codes) and codes[i] in SHOWN)
+    for i in retrieved:
+        messages.extend(_record(index, index.turns[i], infos))
     if text is not None:
         messages.user((TextBlock(text=text),))
+    skip = set(retrieved)
+    breaks = sorted({*skip, *(m.start() for m in _FULL_CODE.finditer(codes, start))})
     cards: list[MessageBlock] = []  # a run of cards, one user message: added at once
-    for i, full, retrieved in shown:
-        if retrieved:
-            continue
-        if full:
-            if cards:
-                messages.user(tuple(cards))
-                cards.clear()
-            messages.extend(_record(index, index.turns[i], infos))
-        else:
-            cards.append(_card_block(index, index.turns[i], infos))
+    k = 0
+    for a, b in runs:
+        i = a
+        while k < len(breaks) and breaks[k] < b:
+            j = breaks[k]
+            k += 1
+            cards.extend(_card_run(index, infos, i, j))
+            if j not in skip:  # at Full (a retrieved turn came first)
+                if cards:
+                    messages.user(tuple(cards))
+                    cards.clear()
+                messages.extend(_record(index, index.turns[j], infos))
+            i = j + 1
+        cards.extend(_card_run(index, infos, i, b))
     if cards:
         messages.user(tuple(cards))
     if keep:
@@ -305,23 +315,41 @@ def _history(index: TurnIndex, p: Plan, infos: Mapping[str, EvidenceInfo], text:
             _HISTORIES.clear()
         snapshot = messages.snapshot()
         _HISTORIES[id(p)] = (p, index, infos, key, text, snapshot)
-        return _Merged.resume(snapshot)
+        return Merged.resume(snapshot)
     return messages
 
 
-def _shown(p: Plan) -> list[tuple[int, bool, bool]]:
-    """``p.shown()`` as (turn position, at Full, retrieved), read from the plan's rows without building a
-    ``PlannedTurn`` each (a turn before the plan's history start shows as a card, never retrieved)."""
-    rows, full = p.rows, Fidelity.FULL.code
-    start, retrieved = rows.history_start, rows.retrieved
-    return [(i, code == full and i >= start, i >= start and i in retrieved)
-            for i, code in enumerate(rows.codes) if code in SHOWN]
+_SHOWN_RUN = re.compile(f"[{re.escape(SHOWN)}]+")
+_FULL_CODE = re.compile(re.escape(Fidelity.FULL.code))
 
 
-# Each plan's history as ``_Merged.snapshot`` made it, holding the plan, index and infos it was made from (so
+def _card_run(index: TurnIndex, infos: Mapping[str, EvidenceInfo], a: int, b: int) -> list[MessageBlock]:
+    """The card blocks of the turns at positions ``a`` to ``b`` (shown as cards): those before the index's last
+    turn kept as a list by position while ``TurnIndex.revision`` stands (only an entry that moves it changes such
+    a turn), so a new plan's run of hundreds of cards is a slice, not a lookup a card."""
+    if a >= b:
+        return []
+    hit = _CARD_RUNS.get(id(index))
+    if hit is None or hit[0] is not index or hit[1] is not infos or hit[2] != index.revision:
+        if len(_CARD_RUNS) >= 64:
+            _CARD_RUNS.clear()
+        hit = _CARD_RUNS[id(index)] = (index, infos, index.revision, [])
+    kept, turns = hit[3], index.turns
+    end = min(b, len(turns) - 1)
+    while len(kept) < end:
+        kept.append(_card_block(index, turns[len(kept)], infos))
+    return [*kept[a:end], *(_card_block(index, turns[i], infos) for i in range(max(a, end), b))]
+
+
+# Card blocks by position of the turns before an index's last, with the index and infos they were made from
+# (held: no id is reused while kept) and the index's revision then.
+_CARD_RUNS: dict[int, tuple[TurnIndex, Mapping[str, EvidenceInfo], int, list[MessageBlock]]] = {}
+
+
+# Each plan's history as ``Merged.snapshot`` made it, holding the plan, index and infos it was made from (so
 # no id is reused while it is kept) and what it stands for: (turns, revision, tokens per char), the packet text.
 _HISTORIES: dict[int, tuple[Plan, TurnIndex, Mapping[str, EvidenceInfo], tuple[int, int, float], str | None,
-                            _Snapshot]] = {}
+                            Snapshot]] = {}
 
 
 def work_contract(index: TurnIndex, p: Plan) -> str:
@@ -352,75 +380,6 @@ def current_turn_messages(index: TurnIndex, p: Plan, infos: Mapping[str, Evidenc
                                                  level="ids" if ct.level == "ids" else "list", items=items)),)
     return render_turn(turn, infos, first_step=ct.packet_through, digest_until=ct.digest_through, lead=lead,
                        with_tail=False)
-
-
-class _Merged:
-    """A request's messages as they are added: consecutive messages of one role merge (providers want roles
-    to alternate), tool results leading in a user message. Each merged message is built once, at ``build``:
-    merging as they come rebuilt the growing message at every card (quadratic in the cards shown)."""
-
-    def __init__(self) -> None:
-        self._done: tuple[Message, ...] = ()  # messages built already, before the ones below (``resume``)
-        self._roles: list[Literal["user", "assistant"]] = []
-        self._parts: list[list[MessageBlock]] = []
-        self._whole: list[Message | None] = []  # the message as added, while nothing merged into it
-
-    def snapshot(self) -> _Snapshot:
-        """The messages so far, built: all but the last, and the last with what it is made of (a message
-        added later may merge into it)."""
-        built = self.build()
-        if not built:
-            return (), None
-        return built[:-1], (self._roles[-1], tuple(self._parts[-1]), built[-1])
-
-    @classmethod
-    def resume(cls, snapshot: _Snapshot) -> _Merged:
-        """A ``_Merged`` holding ``snapshot``'s messages (the same objects, while nothing merges into the last)."""
-        merged = cls()
-        merged._done, last = snapshot
-        if last is not None:
-            role, parts, whole = last
-            merged._roles.append(role)
-            merged._parts.append(list(parts))
-            merged._whole.append(whole)
-        return merged
-
-    def extend(self, more: Iterable[Message]) -> None:
-        for m in more:
-            self.add(m)
-
-    def user(self, content: tuple[MessageBlock, ...]) -> None:
-        self._add("user", content, None)
-
-    def add(self, msg: Message) -> None:
-        self._add(msg.role, msg.content, msg)
-
-    def _add(self, role: Literal["user", "assistant"], content: tuple[MessageBlock, ...], msg: Message | None) -> None:
-        if not self._roles or self._roles[-1] != role:
-            self._roles.append(role)
-            self._parts.append(list(content))
-            self._whole.append(msg)
-            return
-        parts = self._parts[-1]
-        self._whole[-1] = None
-        results = [p for p in content if isinstance(p, ToolResultBlock)]
-        if role == "user" and results:
-            rest = [p for p in content if not isinstance(p, ToolResultBlock)]
-            lead = [p for p in parts if isinstance(p, ToolResultBlock)]
-            other = [p for p in parts if not isinstance(p, ToolResultBlock)]
-            parts[:] = [*lead, *results, *other, *rest]
-        else:
-            parts.extend(content)
-
-    def build(self) -> tuple[Message, ...]:
-        # Every part is a block of a message or a block made here (validated once): a merged message of
-        # hundreds of cards is not validated part by part again.
-        return self._done + tuple(whole if whole is not None else Message.model_construct(role=role, content=tuple(parts))
-                                  for role, parts, whole in zip(self._roles, self._parts, self._whole, strict=True))
-
-
-# ``_Merged.snapshot``: the built messages but the last, and the last as (role, parts, the built message).
-_Snapshot = tuple[tuple[Message, ...], tuple[Literal["user", "assistant"], tuple[MessageBlock, ...], Message] | None]
 
 
 def _text_block(text: str) -> TextBlock:

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from tests.fakes.sessions import SessionBuilder, body_for, build_session, profile
 from vak_context.context.history import render
+from vak_context.context.history.render import closed_record
 from vak_context.context.planner.plan import Plan
 from vak_context.context.planner.records import Fidelity
+from vak_context.context.planner.sizes import card_text
 from vak_context.context.planner.view import SessionView
 from vak_context.context.request import assemble
 from vak_context.context.request.assemble import project
-from vak_context.context.request.messages import ChatRequest
+from vak_context.context.request.messages import ChatRequest, Message
+from vak_context.events.blocks import MessageBlock, TextBlock, ToolResultBlock
 from vak_context.events.envelope import DECODED
 from vak_context.events.payloads import (
     Activity,
@@ -37,7 +40,7 @@ def _project(view: SessionView, p: Plan) -> ChatRequest:
 
 def _fresh(b: SessionBuilder, p: Plan) -> str:
     """The request over a view built afresh from the same entries, with nothing kept by any projection before."""
-    for kept in (assemble._HISTORIES, assemble._TURN_RECORDS, assemble._CARDS, assemble._BLOCKS, assemble._PACKETS,
+    for kept in (assemble._HISTORIES, assemble._TURN_RECORDS, assemble._CARDS, assemble._CARD_RUNS, assemble._BLOCKS, assemble._PACKETS,
                  render._RECORDS, DECODED):
         kept.clear()
     return _project(SessionView.build(b.entries), p).model_dump_json()
@@ -106,17 +109,68 @@ def test_the_last_turn_shown_whole_is_rendered_as_it_grows_and_kept_once_another
     assert _project(b.view, p).model_dump_json() == _fresh(b, p)
 
 
-def test_the_shown_turns_read_from_the_rows_are_the_plans_own() -> None:
-    """``project`` reads the turns a plan shows from its rows (no ``PlannedTurn`` each): the same turns, at the
-    same fidelity, retrieved alike, as ``Plan.shown``, under budgets that show all, some or few turns whole."""
+def _reference(view: SessionView, p: Plan) -> tuple[Message, ...]:
+    """The history ``project`` carries, from ``Plan.shown`` turn by turn: retrieved turns first, whole; then each
+    shown turn whole at Full, or its card, a run of cards one user message; roles merged as providers want them."""
+    index, infos = view.index, view.infos
+    out: list[tuple[str, list[MessageBlock]]] = []
+
+    def add(role: str, content: tuple[MessageBlock, ...] | list[MessageBlock]) -> None:
+        if out and out[-1][0] == role:
+            parts = out[-1][1]
+            results = [c for c in content if isinstance(c, ToolResultBlock)]
+            if role == "user" and results:
+                parts[:] = [*(c for c in parts if isinstance(c, ToolResultBlock)), *results,
+                            *(c for c in parts if not isinstance(c, ToolResultBlock)),
+                            *(c for c in content if not isinstance(c, ToolResultBlock))]
+            else:
+                parts.extend(content)
+        else:
+            out.append((role, list(content)))
+
+    shown = p.shown()
+    for t in shown:
+        if t.retrieved:
+            for m in closed_record(index.turn(t.ordinal), infos):
+                add(m.role, m.content)
+    cards: list[MessageBlock] = []
+    for t in shown:
+        if t.retrieved:
+            continue
+        if t.fidelity == Fidelity.FULL:
+            if cards:
+                add("user", cards)
+                cards = []
+            for m in closed_record(index.turn(t.ordinal), infos):
+                add(m.role, m.content)
+        else:
+            cards.append(TextBlock(text=card_text(index, index.turn(t.ordinal), infos)))
+    if cards:
+        add("user", cards)
+    return tuple(Message(role=role, content=tuple(parts)) for role, parts in out)  # type: ignore[arg-type]
+
+
+def test_the_history_is_the_plans_shown_turns_at_their_fidelity_under_every_budget() -> None:
+    """``project`` reads the turns a plan shows from its rows, as runs (no ``PlannedTurn`` each, a run of cards
+    as a slice of the blocks kept by position): the same messages as the plan's ``shown`` turns rendered one by
+    one, under budgets that show all, some or few turns whole, with retrieved turns among them; and again on
+    the kept blocks, and after a closed turn changed."""
     b = build_session(30)
     b.add(Directive(text="Find my reservation ABC123 again and list its flights (turn 1)."))
     current = len(b.view.index.turns)
+    seen: set[Fidelity] = set()
     retrieved = 0
-    for horizon in (1_500, 2_000, 2_500, 3_000, 4_000, 20_000):
-        p = b.view.plan(profile(horizon), "", prefix_tokens=50, tail_tokens=20, current=current,
-                        reading_terms=("reservation", "ABC123", "flights"))
-        mine = [(t.ordinal - 1, t.fidelity == Fidelity.FULL, t.retrieved) for t in p.shown()]
-        assert assemble._shown(p) == mine
-        retrieved += sum(t.retrieved for t in p.shown())
+    for withdraw in (False, True):
+        if withdraw:  # a closed turn changes (revision moves): the kept card blocks are made again
+            b.add(Activity(activity="history.withdrawn", detail={"steps": [b.view.index.turn(3).steps[0].id]}))
+        for horizon in (1_500, 2_000, 2_500, 3_000, 4_000, 20_000):
+            p = b.view.plan(profile(horizon), "", prefix_tokens=50, tail_tokens=20, current=current,
+                            reading_terms=("reservation", "ABC123", "flights"))
+            for _ in range(2):  # built, then from the card blocks kept
+                assemble._HISTORIES.clear()
+                history = assemble._history(b.view.index, p, b.view.infos, None).build()
+                assert [m.model_dump() for m in history] == [m.model_dump() for m in _reference(b.view, p)]
+            seen |= {t.fidelity for t in p.shown()}
+            retrieved += sum(t.retrieved for t in p.shown())
+    assert {Fidelity.FULL, Fidelity.CARD} <= seen
     assert retrieved  # packeted turns retrieved whole among them
