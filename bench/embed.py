@@ -33,7 +33,8 @@ every object the engine holds, so it grows with the session; one comes every few
 steps holds none or one: more ``--turns`` give its share a step). ``plan B`` the mean size of the timed turns' ``plan`` entries (a delta
 against the plan before: it does not grow with the session). The load average is printed before and after.
 
-The Ray column (``--ray``): the same turns through the public API on Ray (``Engine.open(folder, ray=True)``:
+The Ray column (``--ray``), with the floor of Ray's own calls measured beside it (``bench/raycall.py``: an
+empty actor call and one that makes another, the shapes of a step's crossings, with nothing in them): the same turns through the public API on Ray (``Engine.open(folder, ray=True)``:
 the folder's LedgerActor, PlannerActor, AssemblerActor, EvidenceActor and ProbeActor on the local Ray this
 process joined, bound to 127.0.0.1). An actor cannot reach a MockTransport, so both runs of that comparison
 talk to one loopback HTTP server (the in-process reference is run again on it): the added ms per step is
@@ -441,9 +442,9 @@ def _met(ratio: float) -> str:
     return f"{ratio:.2f}x the goal: {'met' if ratio <= 1.0 else 'not met'}"
 
 
-def verdicts(rows: list[Row]) -> list[str]:
+def verdicts(rows: list[Row], calls: Any = None) -> list[str]:
     """Each goal against the largest size measured (the goals are stated at 1,000 turns), with its ratio to
-    the goal (<= 1: met)."""
+    the goal (<= 1: met). ``calls``: Ray's own calls measured here (``bench/raycall.py``), the Ray goal's floor."""
     top = max(rows, key=lambda r: r.turns)
     low = min(rows, key=lambda r: r.turns)
     growth = top.engine_ms / low.engine_ms
@@ -459,7 +460,9 @@ def verdicts(rows: list[Row]) -> list[str]:
            f"{top.engine_ms:.1f} ms a step durable appends; the rest {top.rest_ratio:.1f}x the floor)"]
     if top.ray_added_ms is not None:
         out.append(f"Ray at {top.turns} turns: {top.ray_added_ms:+.2f} ms per step over in-process "
-                   f"(goal <= {RAY_GOAL_MS:.0f} ms): {_met(max(top.ray_added_ms, 0.0) / RAY_GOAL_MS)}")
+                   f"(goal <= {RAY_GOAL_MS:.0f} ms): {_met(max(top.ray_added_ms, 0.0) / RAY_GOAL_MS)}"
+                   + (f"; the floor of Ray's own calls here {calls.floor_ms:.2f} ms a step: the goal is "
+                      f"{'above' if calls.floor_ms < RAY_GOAL_MS else 'below'} it" if calls is not None else ""))
     return out
 
 
@@ -479,10 +482,17 @@ def main(argv: list[str] | None = None, *, start_ray: Callable[[], Any] | None =
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="vak-bench-embed-") as tmp:
         rows = [measure(n, args.turns, args.ray, Path(tmp), max(args.repeat, 1)) for n in sizes]
+    calls = None
+    if args.ray:  # Ray's own calls, with nothing in them: the floor under the Ray column, measured here
+        from bench.raycall import measure as ray_calls
+
+        calls = ray_calls()
     print(table(rows))
+    if calls is not None:
+        print(calls.line())
     print("load average (1/5/15 min): before {:.1f} {:.1f} {:.1f}, after {:.1f} {:.1f} {:.1f} on {} CPUs".format(
         *load, *os.getloadavg(), os.cpu_count()))
-    lines = verdicts(rows)
+    lines = verdicts(rows, calls)
     for line in lines:
         print(line)
     print("summary: " + "; ".join(lines))
